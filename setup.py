@@ -1,0 +1,71 @@
+"""ament_python package setup: works with `colcon build` and with pip."""
+from glob import glob
+import os
+
+from setuptools import find_packages, setup
+
+PACKAGE = 'uk_controller'
+
+
+def share(folder, pattern='*'):
+    """Install every file of `folder` (recursively) under share/uk_controller/."""
+    entries = {}
+    for path in glob(os.path.join(folder, '**', pattern), recursive=True):
+        if os.path.isfile(path):
+            target = os.path.join('share', PACKAGE, os.path.dirname(path))
+            entries.setdefault(target, []).append(path)
+    return sorted(entries.items())
+
+
+ROS_FROM_PYPI = [
+    # The real ROS 2 Python client (Kilted) and messages from PyPI, for machines
+    # without a system ROS. In a ROS workspace rosdep provides these instead.
+    'ros-rclpy[fastrtps]',
+    'ros-sensor-msgs',
+    'ros-std-msgs',
+    'ros-std-srvs',
+    'ros-diagnostic-msgs',
+    'ros-trajectory-msgs',
+]
+
+setup(
+    name='uk-controller',
+    version='0.1.0',
+    packages=find_packages(exclude=['test', 'test.*']),
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
+        ('share/' + PACKAGE, ['package.xml']),
+        *share('launch'),
+        *share('config'),
+        *share('urdf'),
+    ],
+    python_requires='>=3.10',
+    install_requires=[
+        'numpy',
+        'scipy',
+        'pyyaml',
+        'matplotlib',
+        # Pinocchio. In a ROS workspace rosdep installs the `pinocchio` key and
+        # colcon does not pip-install this list.
+        'pin',
+    ],
+    extras_require={
+        'mujoco': ['mujoco'],
+        'serial': ['pyserial', 'dynamixel-sdk'],
+        'ros': ROS_FROM_PYPI,
+        'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk'],
+    },
+    zip_safe=True,
+    maintainer='uk_controller developers',
+    maintainer_email='uk-controller@example.org',
+    description='Udwadia-Kalaba constrained-dynamics control for ROS 2',
+    license='BSD-3-Clause',
+    entry_points={
+        'console_scripts': [
+            'uk-controller = uk_controller.cli:main',
+            'uk_controller_node = uk_controller.ros.controller_node:main',
+            'uk_sim_node = uk_controller.ros.sim_node:main',
+            'serial_bridge_node = uk_controller.ros.serial_bridge_node:main',
+        ],
+    },
+)
