@@ -1,0 +1,174 @@
+"""ControllerCore: one control step from a measured state to actuator efforts.
+
+The same object runs in the embedded simulation, the ROS node and the serial
+runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
+
+1. Passive rows (mechanism closures) and servo rows (tasks) are evaluated and
+   their right-hand sides Baumgarte-stabilized (seed 000 eq 52 and the
+   convention in the config).
+2. Chen's servo control (seed 004 eq 35) is solved against the dynamics
+   projected on the closures, :func:`uk_controller.uk.servo_control` with
+   ``Q = -h`` and ``B`` the actuator map:
+
+       u = (A_s N B)^+ (b_s - A_s (N Q + r_p))
+
+3. Efforts are clipped to their limits. A bad input or a numerical failure
+   never yields NaN: the configured safe effort (zero or hold) is returned with
+   the reason.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import uk
+from .baumgarte import Baumgarte
+from .pinv import get_pinv
+from .rows import ConstraintRows
+
+SAFE_EFFORTS = ('zero', 'hold')
+
+
+@dataclass
+class StepResult:
+    """Efforts of one control step plus what a person needs to trust them.
+
+    effort        actuator efforts (p,), in the order of ``actuator_names``
+    ok            False when the safe effort was returned instead of a solution
+    reason        empty when all is well, else why (safe effort or a degraded solve)
+    phi, phidot   all constraint residuals, passive rows first, then servo rows
+    task_error    the servo rows' phi (task-space error)
+    rank          rank of the servo matrix C B_bar (0: not controllable)
+    condition     condition number of C B_bar on its rank
+    saturated     (p,) which efforts hit their limit
+    compute_time  seconds spent in :meth:`ControllerCore.step`
+    """
+
+    effort: np.ndarray
+    ok: bool
+    reason: str
+    phi: np.ndarray
+    phidot: np.ndarray
+    task_error: np.ndarray
+    rank: int
+    condition: float
+    saturated: np.ndarray
+    compute_time: float = 0.0
+    passive_rank: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class ControllerCore:
+    """Constraint-following servo controller for one robot setup."""
+
+    def __init__(self, setup, *, stabilization=None, pinv=None, rcond=None, safe_effort=None, rate=None):
+        control = dict(setup.config.get('control', {}) or {})
+        self.setup = setup
+        self.model = setup.model
+        self.joint_names = list(setup.joint_names)
+        self.actuator_names = list(setup.actuators.names)
+        self.n = self.model.n
+        self.p = setup.actuators.p
+        self.rate = float(rate if rate is not None else control.get('rate', 1000.0))
+        if not self.rate > 0:
+            raise ValueError(f'control.rate must be positive, got {self.rate}')
+        self.dt = 1.0 / self.rate
+        self.rcond = float(rcond if rcond is not None else control.get('rcond', uk.DEFAULT_RCOND))
+        method = pinv or control.get('pinv', 'svd')
+        pinv_fn = get_pinv(method)
+        if method == 'damped':
+            damping = float(control.get('damping', 1e-6))
+            self._pinv = lambda A, rcond: pinv_fn(A, rcond, damping)
+        else:
+            self._pinv = pinv_fn
+        self.pinv_method = method
+        self.safe_effort = safe_effort or control.get('safe_effort', 'zero')
+        if self.safe_effort not in SAFE_EFFORTS:
+            raise ValueError(f"control.safe_effort must be one of {SAFE_EFFORTS}, got {self.safe_effort!r}")
+        self.stabilization = stabilization if stabilization is not None else setup.stabilization
+        self.effort_limits = np.asarray(setup.actuators.effort_limits, dtype=float)
+        self.t0 = 0.0
+        self._last_effort = np.zeros(self.p)
+        self._mp = setup.passive.m
+        self._ms = setup.servo.m
+        self._passive_rows = ConstraintRows.empty(self._mp, self.n)
+        self._servo_rows = ConstraintRows.empty(self._ms, self.n)
+        self._bp = np.zeros(self._mp)
+        self._bs = np.zeros(self._ms)
+        self._Q = np.zeros(self.n)
+
+    @classmethod
+    def from_config(cls, name_or_path, *, mass_scale=1.0, **overrides):
+        """Build from a robot name (``config/<name>.yaml``) or a YAML path."""
+        from .robots import load_robot
+        return cls(load_robot(name_or_path, mass_scale=mass_scale), **overrides)
+
+    # ------------------------------------------------------------------ control
+
+    def reset(self, t0=0.0):
+        """Restart the trajectory clock at time t0 and forget the held effort."""
+        self.t0 = float(t0)
+        self._last_effort[:] = 0.0
+
+    def safe(self, reason):
+        """The configured safe effort (zero, or the last good effort held)."""
+        effort = self._last_effort.copy() if self.safe_effort == 'hold' else np.zeros(self.p)
+        nan = np.full(self._mp + self._ms, np.nan)
+        return StepResult(effort, False, reason, nan, nan.copy(), np.full(self._ms, np.nan), 0,
+                          float('nan'), np.zeros(self.p, dtype=bool))
+
+    def step(self, q, qd, t):
+        """Efforts for the measured state (q, q') at time t (seconds)."""
+        start = time.perf_counter()
+        q = np.asarray(q, dtype=float)
+        qd = np.asarray(qd, dtype=float)
+        if q.shape != (self.n,) or qd.shape != (self.n,):
+            return self._timed(self.safe(f'state has shape {q.shape}/{qd.shape}, expected ({self.n},)'), start)
+        if not (np.isfinite(q).all() and np.isfinite(qd).all() and np.isfinite(t)):
+            return self._timed(self.safe('non-finite state'), start)
+        try:
+            result = self._solve(q, qd, float(t) - self.t0)
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+            return self._timed(self.safe(f'numerical failure: {exc}'), start)
+        if not np.isfinite(result.effort).all():
+            return self._timed(self.safe('numerical failure: non-finite effort'), start)
+        self._last_effort[:] = result.effort
+        return self._timed(result, start)
+
+    @staticmethod
+    def _timed(result, start):
+        result.compute_time = time.perf_counter() - start
+        return result
+
+    def _solve(self, q, qd, t):
+        model = self.model
+        model.compute(q, qd)
+        passive = self.setup.passive.evaluate(model, q, qd, t, out=self._passive_rows) if self._mp else None
+        servo = self.setup.servo.evaluate(model, q, qd, t, out=self._servo_rows)
+        np.negative(model.h, out=self._Q)
+        B = self.setup.actuators.matrix(model)
+        bs = self.stabilization.stabilized_rhs(servo, out=self._bs)
+        if passive is not None:
+            bp = self.stabilization.stabilized_rhs(passive, out=self._bp)
+            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
+                                   rcond=self.rcond, pinv=self._pinv, on_infeasible='report')
+            phi = np.concatenate((passive.phi, servo.phi))
+            phidot = np.concatenate((passive.phidot, servo.phidot))
+        else:
+            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=self.rcond, pinv=self._pinv,
+                                   on_infeasible='report')
+            phi = servo.phi.copy()
+            phidot = servo.phidot.copy()
+        effort = res.u
+        saturated = np.abs(effort) > self.effort_limits
+        if saturated.any():
+            effort = np.clip(effort, -self.effort_limits, self.effort_limits)
+        reason = ''
+        if res.rank < 1:
+            reason = 'servo constraint not controllable (rank C B_bar = 0)'
+        elif not res.consistent:
+            reason = f'servo constraint inconsistent: least-squares effort (residual {res.servo_residual:.2e})'
+        return StepResult(effort, True, reason, phi, phidot, servo.phi.copy(), res.rank, res.condition,
+                          saturated, passive_rank=res.passive_rank)
