@@ -215,7 +215,10 @@ def pinv_greville(A, rcond=DEFAULT_RCOND):
     here is what makes the dimensions (1 x n) agree (Greville's column form
     applied to A^T). Rank decision: ``||c_i||`` (and ``||a_1||``) count as zero
     when at most ``rcond * ||A||_F`` (the Frobenius norm bounds ``s_max`` within
-    a factor sqrt(rank)).
+    a factor sqrt(rank)). The recursion has no pivoting, so this test is not
+    rank revealing: a row whose residual exceeds the tolerance is kept even
+    when A is close to a matrix of lower rank. It separates exact (round-off
+    level) dependence reliably; do not use it to truncate moderate singular values.
     """
     A = np.atleast_2d(np.asarray(A, dtype=float))
     m, n = A.shape

@@ -1,0 +1,145 @@
+"""Pseudo-inverse methods (seed 002) against the four Penrose conditions (seed 002 eqs 1a–1d).
+
+Every Moore–Penrose method must satisfy, for X = A^+,
+
+    (A X)^T = A X,   (X A)^T = X A,   A X A = A,   X A X = X
+
+on full-rank and rank-deficient, tall, wide and square matrices. Test
+matrices are built as ``U diag(s) V^T`` with known singular values so the
+round-off allowance can be stated in terms of the condition number.
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from uk_controller.pinv import PINV_METHODS, get_pinv, pinv_damped, pinv_svd
+
+MP_METHODS = ['svd', 'varga', 'greville', 'householder', 'mgs']
+EPS = np.finfo(float).eps
+
+
+def make_matrix(rng, m, n, rank, smin=0.1, smax=10.0):
+    """m x n matrix of the given rank, singular values in [smin, smax]."""
+    U, _ = np.linalg.qr(rng.standard_normal((m, m)))
+    V, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    s = np.zeros(min(m, n))
+    if rank:
+        s[:rank] = np.sort(np.exp(rng.uniform(np.log(smin), np.log(smax), rank)))[::-1]
+        s[0], s[rank - 1] = smax, (smin if rank > 1 else smax)
+    S = np.zeros((m, n))
+    S[np.arange(s.size), np.arange(s.size)] = s
+    return U @ S @ V.T, s
+
+
+def penrose_residuals(A, X):
+    """The four Penrose residuals, each relative to the size of the term it checks."""
+    nA, nX = np.linalg.norm(A, 2) or 1.0, np.linalg.norm(X, 2) or 1.0
+    AX, XA = A @ X, X @ A
+    return (np.linalg.norm(AX - AX.T, 2),                 # eq 1a
+            np.linalg.norm(XA - XA.T, 2),                 # eq 1b
+            np.linalg.norm(A @ X @ A - A, 2) / nA,        # eq 1c
+            np.linalg.norm(X @ A @ X - X, 2) / nX)        # eq 1d
+
+
+def assert_penrose(A, X, cond, label):
+    res = penrose_residuals(A, X)
+    tol = 1e3 * EPS * cond * max(A.shape)     # backward-stable methods: O(eps * cond)
+    assert max(res) < tol, f'{label}: Penrose residuals {res} > {tol:.1e}'
+
+
+SHAPES = [(8, 5), (5, 8), (6, 6), (12, 12), (1, 4), (4, 1), (3, 3)]
+
+
+@pytest.mark.parametrize('name', MP_METHODS)
+@pytest.mark.parametrize('shape', SHAPES)
+@pytest.mark.parametrize('deficient', [False, True], ids=['full', 'deficient'])
+def test_penrose_conditions(name, shape, deficient):
+    rng = np.random.default_rng(hash((name, shape, deficient)) % 2**32)
+    m, n = shape
+    k = min(m, n)
+    rank = max(k - 2, 0) if deficient else k
+    if deficient and k == 1:
+        rank = 0
+    A, s = make_matrix(rng, m, n, rank)
+    X = get_pinv(name)(A, 1e-10)
+    assert X.shape == (n, m)
+    cond = s[0] / s[rank - 1] if rank else 1.0
+    assert_penrose(A, X, cond, f'{name} {shape} rank {rank}')
+    # the Moore–Penrose inverse is unique: every method equals the SVD one
+    ref = np.linalg.pinv(A, rcond=1e-10)
+    assert np.linalg.norm(X - ref, 2) <= 1e3 * EPS * cond * (np.linalg.norm(ref, 2) + 1) * max(m, n)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 9), n=st.integers(1, 9), drop=st.integers(0, 9),
+       seed=st.integers(0, 2**32 - 1), scale=st.floats(1e-3, 1e3),
+       name=st.sampled_from(MP_METHODS))
+def test_penrose_property(m, n, drop, seed, scale, name):
+    rng = np.random.default_rng(seed)
+    rank = max(min(m, n) - drop, 0)
+    A, s = make_matrix(rng, m, n, rank, smin=0.05, smax=20.0)
+    A *= scale                                  # rcond is relative: scaling must not matter
+    X = get_pinv(name)(A, 1e-9)
+    cond = s[0] / s[rank - 1] if rank else 1.0
+    assert_penrose(A, X, cond, f'{name} {m}x{n} rank {rank} scale {scale:g}')
+    # rank of the result equals the rank of A (nothing spurious inverted)
+    if rank:
+        sx = np.linalg.svd(X, compute_uv=False)
+        assert int(np.sum(sx > 1e-6 * sx[0])) == rank
+
+
+@pytest.mark.parametrize('name', MP_METHODS)
+def test_rank_tolerance_truncates(name):
+    """Singular values below rcond * s_max are treated as zero (the explicit rank tolerance)."""
+    rng = np.random.default_rng(7)
+    U, _ = np.linalg.qr(rng.standard_normal((6, 6)))
+    V, _ = np.linalg.qr(rng.standard_normal((5, 5)))
+    s = np.array([3.0, 1.0, 0.5, 1e-3, 1e-13])
+    A = U[:, :5] @ np.diag(s) @ V.T
+    f = get_pinv(name)
+    # rcond 1e-8: the 1e-13 direction is dropped, 1e-3 kept
+    X = f(A, 1e-8)
+    keep = s > 1e-8 * s[0]
+    ref = V[:, keep] @ np.diag(1 / s[keep]) @ U[:, :5][:, keep].T
+    assert np.linalg.norm(X - ref) < 1e-9 * np.linalg.norm(ref)
+    # rcond 1e-2: the 1e-3 direction is dropped as well. QR pivots and Greville's
+    # row residuals truncate a nearby rank-3 matrix, not the SVD-optimal one, so
+    # the agreement is O(dropped / kept singular value), not round-off.
+    if name == 'greville':
+        return      # row-by-row residuals are not rank revealing (see pinv_greville docstring)
+    X = f(A, 1e-2)
+    keep = s > 1e-2 * s[0]
+    ref = V[:, keep] @ np.diag(1 / s[keep]) @ U[:, :5][:, keep].T
+    sx = np.linalg.svd(X, compute_uv=False)
+    assert int(np.sum(sx > 1e-8 * sx[0])) == 3
+    assert np.linalg.norm(X - ref) < 20 * (s[3] / s[2]) * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize('name', MP_METHODS + ['damped'])
+def test_zero_and_square_invertible(name):
+    f = get_pinv(name)
+    assert np.array_equal(f(np.zeros((3, 4)), 1e-10), np.zeros((4, 3)))
+    rng = np.random.default_rng(3)
+    A, _ = make_matrix(rng, 5, 5, 5, smin=0.5, smax=2.0)
+    tol = 1e-5 if name == 'damped' else 1e-12    # damping 1e-6 of s_max biases by ~(lam/s)^2
+    assert np.allclose(f(A, 1e-10) @ A, np.eye(5), atol=tol)
+
+
+def test_damped_least_squares():
+    """``A^T (A A^T + lambda^2 I)^{-1}``: bounded near singularity, pinv as lambda -> 0."""
+    rng = np.random.default_rng(11)
+    A, s = make_matrix(rng, 4, 6, 3, smin=1e-9, smax=1.0)
+    lam = 1e-3
+    X = pinv_damped(A, 1e-10, damping=lam)
+    # closed form (normal equations, fine at this conditioning)
+    ref = A.T @ np.linalg.solve(A @ A.T + lam**2 * np.eye(4), np.eye(4))
+    assert np.allclose(X, ref, atol=1e-9)
+    assert np.linalg.norm(X, 2) <= 1.0 / (2 * lam) * (1 + 1e-12)   # max of s/(s^2+lam^2)
+    B, _ = make_matrix(rng, 4, 6, 4, smin=0.5, smax=2.0)
+    assert np.allclose(pinv_damped(B, 1e-10, damping=1e-9), pinv_svd(B, 1e-10), atol=1e-12)
+
+
+def test_registry():
+    assert set(PINV_METHODS) >= {'svd', 'damped', 'varga', 'greville', 'householder', 'mgs'}
+    with pytest.raises(ValueError, match='unknown pseudo-inverse'):
+        get_pinv('cholesky')
