@@ -1,0 +1,254 @@
+"""Five-bar parallel robots of seed 003 (Han et al.): urdf/five_bar.urdf (branches 1, 2) and
+urdf/five_bar_redundant.urdf (branches 1, 2, 3) against the paper's closed forms.
+
+Each branch i is an RR chain with coordinates (q_ai, q_bi): q_ai is the absolute angle of link a at
+the fixed base A_i, q_bi the elbow angle of link b relative to link a (seed 003 eqs 9, 14, 19 use
+q_ai + q_bi as link b's absolute angle; Table 1's wording "to the horizontal" contradicts them, and
+the paper's q0 only closes under the relative reading, which a test below shows). Seed 003 eq 14
+gives each branch's mass matrix in (q_ai, q_bi, x_ai, y_ai), the base A_i free; with the base
+fixed (x_ai, y_ai constant) the branch's M is its upper-left 2x2 block, and C likewise.
+"""
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# seed 003 Table 2: (L, D, m, I) of links a_i and b_i (D: centre of mass from the proximal joint)
+TABLE2 = {
+    1: {"a": (0.244, 0.1150, 1.2525, 0.0124), "b": (0.244, 0.1621, 1.0771, 0.0098)},
+    2: {"a": (0.244, 0.0657, 1.3663, 0.0122), "b": (0.244, 0.1096, 0.4132, 0.0036)},
+    3: {"a": (0.244, 0.0657, 1.3663, 0.0122), "b": (0.244, 0.1096, 0.4132, 0.0036)},
+}
+# seed 003 sec. 4.1 initial state q0 = [q_a1, q_b1, x_a1, y_a1, q_a2, ..., y_a3]
+PAPER_Q0 = np.array([1.3015, -2.1752, 0, 0.25, 2.9105, -1.4593, 0.43, 0, 2.981, 1.8776, 0.4269, 0.5005])
+PAPER_BASES = {i: PAPER_Q0[4 * (i - 1) + 2: 4 * (i - 1) + 4] for i in (1, 2, 3)}
+PAPER_ANGLES = {i: PAPER_Q0[4 * (i - 1): 4 * (i - 1) + 2] for i in (1, 2, 3)}
+
+SETUPS = {"five_bar": (1, 2), "five_bar_redundant": (1, 2, 3)}
+
+
+def eq14_full(qa, qb, params):
+    """Seed 003 eq 14: branch mass matrix M_i in (q_ai, q_bi, x_ai, y_ai), base free."""
+    (L, ra, ma, Ia), (_, rb, mb, Ib) = params["a"], params["b"]
+    M = np.empty((4, 4))
+    M[0, 0] = Ia + Ib + ma * ra ** 2 + mb * (L ** 2 + rb ** 2 + 2 * L * rb * np.cos(qb))
+    M[0, 1] = M[1, 0] = Ib + mb * (rb ** 2 + L * rb * np.cos(qb))
+    M[0, 2] = M[2, 0] = -((ma * ra + mb * L) * np.sin(qa) + mb * rb * np.sin(qa + qb))
+    M[0, 3] = M[3, 0] = (ma * ra + mb * L) * np.cos(qa) + mb * rb * np.cos(qa + qb)
+    M[1, 1] = Ib + mb * rb ** 2
+    M[1, 2] = M[2, 1] = -mb * rb * np.sin(qa + qb)
+    M[1, 3] = M[3, 1] = mb * rb * np.cos(qa + qb)
+    M[2, 2] = M[3, 3] = ma + mb
+    M[2, 3] = M[3, 2] = 0.0
+    return M
+
+
+def eq14_C_full(qa, qb, qad, qbd, params):
+    """Seed 003 eq 14: branch Coriolis/centrifugal matrix C_i (so that C_i qd_i enters eq 13)."""
+    (L, ra, ma, _), (_, rb, mb, _) = params["a"], params["b"]
+    C = np.zeros((4, 4))
+    C[0, 0] = -mb * L * rb * qbd * np.sin(qb)
+    C[0, 1] = -mb * L * rb * (qad + qbd) * np.sin(qb)
+    C[1, 0] = mb * L * rb * qad * np.sin(qb)
+    C[2, 0] = -qad * ((ma * ra + mb * L) * np.cos(qa) + mb * rb * np.cos(qa + qb))
+    C[2, 1] = -mb * rb * (2 * qad + qbd) * np.cos(qa + qb)
+    C[3, 0] = -qad * ((ma * ra + mb * L) * np.sin(qa) + mb * rb * np.sin(qa + qb))
+    C[3, 1] = -mb * rb * (2 * qad + qbd) * np.sin(qa + qb)
+    return C
+
+
+def eq14_fixed_base(qa, qb, params):
+    """Seed 003 eq 14 rewritten for a fixed base: x_ai, y_ai constant, so M_i -> M_i[:2, :2]:
+    M11 = Ia + Ib + ma ra^2 + mb (L^2 + rb^2 + 2 L rb cos qb), M12 = Ib + mb (rb^2 + L rb cos qb),
+    M22 = Ib + mb rb^2."""
+    return eq14_full(qa, qb, params)[:2, :2]
+
+
+def rr_tip(qa, qb, base, L=0.244):
+    """E_i = A_i + L (cos qa, sin qa) + L (cos(qa+qb), sin(qa+qb)) (seed 003 eqs 18-19, L_a = L_b = L)."""
+    return np.asarray(base) + L * np.array([np.cos(qa) + np.cos(qa + qb), np.sin(qa) + np.sin(qa + qb)])
+
+
+def load_config(name):
+    with open(ROOT / "config" / f"{name}.yaml") as f:
+        return yaml.safe_load(f)["/**"]["ros__parameters"]
+
+
+@pytest.fixture(scope="module", params=list(SETUPS))
+def setup(request):
+    name = request.param
+    cfg = load_config(name)
+    model = pin.buildModelFromUrdf(str(ROOT / cfg["robot"]["urdf"]))
+    model.gravity.linear = np.array(cfg["robot"]["gravity"], dtype=float)
+    return name, SETUPS[name], cfg, model
+
+
+def _idx(model, i):
+    return model.getJointId(f"joint_a{i}") - 1, model.getJointId(f"joint_b{i}") - 1
+
+
+def test_joint_order_and_urdf_parameters(setup):
+    name, branches, cfg, model = setup
+    expected = [f"joint_{k}{i}" for i in branches for k in "ab"]
+    assert [model.names[j] for j in range(1, model.njoints)] == expected == cfg["robot"]["joints"]
+    for i in branches:
+        ja, jb = model.getJointId(f"joint_a{i}"), model.getJointId(f"joint_b{i}")
+        # base A_i from the paper's q0 entries (x_ai, y_ai)
+        np.testing.assert_allclose(model.jointPlacements[ja].translation, [*PAPER_BASES[i], 0.0], atol=0)
+        np.testing.assert_allclose(model.jointPlacements[jb].translation, [TABLE2[i]["a"][0], 0, 0], atol=0)
+        for j, key in ((ja, "a"), (jb, "b")):
+            L, D, m, I = TABLE2[i][key]
+            assert model.inertias[j].mass == m
+            np.testing.assert_allclose(model.inertias[j].lever, [D, 0, 0], atol=0)
+            assert model.inertias[j].inertia[2, 2] == pytest.approx(I, abs=1e-15)   # centroidal, about z
+        tip = model.frames[model.getFrameId(f"branch{i}_tip")]
+        np.testing.assert_allclose(tip.placement.translation, [TABLE2[i]["b"][0], 0, 0], atol=0)
+
+
+def test_branch_mass_matrices_match_eq14(setup):
+    name, branches, cfg, model = setup
+    data = model.createData()
+    rng = np.random.default_rng(3)
+    worst = 0.0
+    for _ in range(50):
+        q = rng.uniform(-np.pi, np.pi, model.nq)
+        M = pin.crba(model, data, q).copy()
+        M = np.triu(M) + np.triu(M, 1).T
+        expected = np.zeros_like(M)          # branches are independent tree chains: block diagonal
+        for i in branches:
+            ia, ib = _idx(model, i)
+            expected[np.ix_([ia, ib], [ia, ib])] = eq14_fixed_base(q[ia], q[ib], TABLE2[i])
+        np.testing.assert_allclose(M, expected, rtol=0, atol=1e-14)
+        worst = max(worst, np.abs(M - expected).max())
+    print(f"{name}: max |M_pin - M_eq14| = {worst:.3e}")
+
+
+def test_branch_coriolis_matches_eq14(setup):
+    name, branches, cfg, model = setup
+    data = model.createData()
+    rng = np.random.default_rng(5)
+    worst_vec = worst_mat = 0.0
+    for _ in range(50):
+        q = rng.uniform(-np.pi, np.pi, model.nq)
+        qd = rng.uniform(-5.0, 5.0, model.nq)
+        h = pin.rnea(model, data, q, qd, np.zeros(model.nq))
+        C = pin.computeCoriolisMatrix(model, data, q, qd).copy()
+        expected = np.zeros_like(C)
+        for i in branches:
+            ia, ib = _idx(model, i)
+            expected[np.ix_([ia, ib], [ia, ib])] = eq14_C_full(q[ia], q[ib], qd[ia], qd[ib], TABLE2[i])[:2, :2]
+        np.testing.assert_allclose(h, expected @ qd, rtol=0, atol=1e-13)   # G = 0: horizontal plane
+        np.testing.assert_allclose(C, expected, rtol=0, atol=1e-13)
+        worst_vec = max(worst_vec, np.abs(h - expected @ qd).max())
+        worst_mat = max(worst_mat, np.abs(C - expected).max())
+    print(f"{name}: max |C_pin qd - C_eq14 qd| = {worst_vec:.3e}, max |C_pin - C_eq14| = {worst_mat:.3e}")
+
+
+def test_gravity_does_no_work_in_the_horizontal_plane(setup):
+    name, branches, cfg, model = setup
+    assert np.linalg.norm(model.gravity.linear) > 9.0
+    data = model.createData()
+    q = np.random.default_rng(7).uniform(-np.pi, np.pi, model.nq)
+    np.testing.assert_allclose(pin.computeGeneralizedGravity(model, data, q), 0.0, atol=1e-14)
+
+
+def test_eq14_with_free_base_matches_pinocchio():
+    """The whole of eq 14 (base free to translate: x_ai, y_ai as prismatic coordinates) against a
+    Pinocchio model built from the branch's links as parsed from the URDF: checks the transcription
+    of eq 14 (coupling terms M13, M14, M23, M24 and the C rows 3, 4) as well."""
+    urdf = pin.buildModelFromUrdf(str(ROOT / "urdf" / "five_bar_redundant.urdf"))
+    rng = np.random.default_rng(11)
+    for i in (1, 2, 3):
+        ja, jb = urdf.getJointId(f"joint_a{i}"), urdf.getJointId(f"joint_b{i}")
+        m = pin.Model()
+        m.gravity.linear = np.zeros(3)
+        jx = m.addJoint(0, pin.JointModelPX(), pin.SE3.Identity(), "x_a")
+        jy = m.addJoint(jx, pin.JointModelPY(), pin.SE3.Identity(), "y_a")
+        j1 = m.addJoint(jy, pin.JointModelRZ(), pin.SE3.Identity(), "q_a")
+        m.appendBodyToJoint(j1, urdf.inertias[ja], pin.SE3.Identity())
+        j2 = m.addJoint(j1, pin.JointModelRZ(), urdf.jointPlacements[jb], "q_b")
+        m.appendBodyToJoint(j2, urdf.inertias[jb], pin.SE3.Identity())
+        d = m.createData()
+        perm = [2, 3, 0, 1]                     # pinocchio order (x, y, qa, qb) -> paper (qa, qb, x, y)
+        for _ in range(20):
+            qp = rng.uniform(-np.pi, np.pi, 4)  # paper order
+            qdp = rng.uniform(-4.0, 4.0, 4)
+            q = np.empty(4)
+            qd = np.empty(4)
+            q[perm] = qp
+            qd[perm] = qdp
+            M = pin.crba(m, d, q).copy()
+            M = np.triu(M) + np.triu(M, 1).T
+            h = pin.rnea(m, d, q, qd, np.zeros(4))
+            np.testing.assert_allclose(M[np.ix_(perm, perm)], eq14_full(qp[0], qp[1], TABLE2[i]), atol=1e-14)
+            np.testing.assert_allclose(h[perm], eq14_C_full(qp[0], qp[1], qdp[0], qdp[1], TABLE2[i]) @ qdp,
+                                       atol=1e-13)
+
+
+def test_paper_q0_closes_only_with_relative_elbow_angles():
+    """Seed 003 q0 closes to ~4e-5 m (4-decimal rounding) if q_bi is relative, not if absolute."""
+    tips_rel = [rr_tip(*PAPER_ANGLES[i], PAPER_BASES[i]) for i in (1, 2, 3)]
+    spread_rel = max(np.linalg.norm(tips_rel[k] - tips_rel[0]) for k in (1, 2))
+    assert 1e-6 < spread_rel < 1e-4
+    tips_abs = [PAPER_BASES[i] + 0.244 * np.array([np.cos(qa) + np.cos(qb), np.sin(qa) + np.sin(qb)])
+                for i in (1, 2, 3) for qa, qb in [PAPER_ANGLES[i]]]
+    spread_abs = max(np.linalg.norm(tips_abs[k] - tips_abs[0]) for k in (1, 2))
+    assert spread_abs > 1e-2
+
+
+def test_initial_configuration_closes(setup):
+    """Config q0: branch 1 exactly the paper's; the others within 1e-4 rad of the paper's rounded
+    values on the same elbow side; all tips coincide (Pinocchio) to 1e-12 m; zero velocity."""
+    name, branches, cfg, model = setup
+    data = model.createData()
+    q0 = np.array(cfg["robot"]["initial_position"])
+    np.testing.assert_array_equal(cfg["robot"]["initial_velocity"], np.zeros(model.nq))
+    paper = np.concatenate([PAPER_ANGLES[i] for i in branches])
+    np.testing.assert_array_equal(q0[:2], paper[:2])
+    np.testing.assert_allclose(q0, paper, atol=1e-4, rtol=0)
+    assert np.all(np.sign(q0[1::2]) == np.sign(paper[1::2]))
+    pin.framesForwardKinematics(model, data, q0)
+    tips = [data.oMf[model.getFrameId(f"branch{i}_tip")].translation.copy() for i in branches]
+    for i, tip in zip(branches, tips):
+        np.testing.assert_allclose(tip, tips[0], atol=1e-12)
+        ia, ib = _idx(model, i)
+        np.testing.assert_allclose(tip[:2], rr_tip(q0[ia], q0[ib], PAPER_BASES[i]), atol=1e-15)
+        assert np.all(q0 >= model.lowerPositionLimit) and np.all(q0 <= model.upperPositionLimit)
+
+
+def test_initial_configuration_is_not_singular(setup):
+    """Closure rows (E1 - Ek, x and y) have full rank and leave exactly 2 DOF; adding the servo rows
+    of E1 (x, y) determines the motion: the setup is a 2-DOF mechanism at q0, away from singularity."""
+    name, branches, cfg, model = setup
+    data = model.createData()
+    q0 = np.array(cfg["robot"]["initial_position"])
+    pin.computeJointJacobians(model, data, q0)
+    pin.updateFramePlacements(model, data)
+    J = {i: pin.getFrameJacobian(model, data, model.getFrameId(f"branch{i}_tip"),
+                                 pin.LOCAL_WORLD_ALIGNED)[:2] for i in branches}
+    A_closure = np.vstack([J[1] - J[i] for i in branches[1:]])
+    s = np.linalg.svd(A_closure, compute_uv=False)
+    assert len(s) == 2 * (len(branches) - 1) and s.min() > 1e-2 * s.max()
+    A_all = np.vstack([A_closure, J[1]])
+    assert np.linalg.matrix_rank(A_all, tol=1e-8) == A_closure.shape[0] + 2
+    if len(branches) == 2:                       # square: the classic five-bar is fully determined
+        assert abs(np.linalg.det(A_all)) > 1e-6
+
+
+def test_line_trajectory_starts_at_the_initial_end_effector(setup):
+    """Seed 003 eq 26: x = xe + 0.01 cos t, y = ye; (xe, ye) from the initial position so that the
+    desired point at t = 0 is E(q0)."""
+    name, branches, cfg, model = setup
+    data = model.createData()
+    traj = cfg["constraints"]["end_effector"]["trajectory"]
+    assert traj["type"] == "line"
+    q0 = np.array(cfg["robot"]["initial_position"])
+    pin.framesForwardKinematics(model, data, q0)
+    E0 = data.oMf[model.getFrameId("branch1_tip")].translation[:2]
+    p0 = np.array(traj["centre"]) + np.array(traj["direction"]) * traj["amplitude"] * np.cos(0.0)
+    np.testing.assert_allclose(p0, E0, atol=1e-15)
+    assert traj["amplitude"] == 0.01 and traj["omega"] == 1.0
