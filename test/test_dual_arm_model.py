@@ -257,3 +257,23 @@ def test_initial_configuration_closes_in_pinocchio(model, config):
     q_top = np.linalg.solve(T, [np.pi / 2, 0.0, 0.0, 0.0, -np.pi / 2])
     for q in (q0, q_top):
         assert np.all(q >= model.lowerPositionLimit) and np.all(q <= model.upperPositionLimit)
+
+
+def test_task_trajectory_is_eq64_and_starts_at_the_initial_object_pose(model, config):
+    """The servo constraints' trajectory keys reproduce eq 64 (l = 1) and its value and velocity at
+    t = 0 are the object's initial pose (1.5, 0, 0) and zero: no initial servo error."""
+    cons = config["constraints"]
+    l = 1.0
+    for name, comps in (("object_position", [0, 1]), ("object_angle", [2])):
+        tr = cons[name]["trajectory"]
+        assert tr["type"] == "object_motion" and tr["components"] == comps
+        off, amp, w = np.array(tr["offset"]), np.array(tr["amplitude"]), tr["omega"]
+        for t in np.linspace(0.0, 2 * np.pi, 9):
+            eq64 = np.array([1.5 * l, l / 2 * (1 - np.cos(t)), 0.0])
+            np.testing.assert_allclose((off + amp * (1 - np.cos(w * t)))[comps], eq64[comps], atol=1e-15)
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, np.array(config["robot"]["initial_position"]))
+    obj = _frame(model, data, "object")
+    angle = np.arctan2(obj.rotation[2, 0], obj.rotation[0, 0])      # x axis of the object in the x-z plane
+    np.testing.assert_allclose([obj.translation[0], obj.translation[2], angle], [1.5, 0.0, 0.0], atol=1e-12)
+    assert cons["arm2_ground_hinge"]["frames"] == ["link5_tip", "arm2_base"]
