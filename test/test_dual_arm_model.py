@@ -277,3 +277,23 @@ def test_task_trajectory_is_eq64_and_starts_at_the_initial_object_pose(model, co
     angle = np.arctan2(obj.rotation[2, 0], obj.rotation[0, 0])      # x axis of the object in the x-z plane
     np.testing.assert_allclose([obj.translation[0], obj.translation[2], angle], [1.5, 0.0, 0.0], atol=1e-12)
     assert cons["arm2_ground_hinge"]["frames"] == ["link5_tip", "arm2_base"]
+
+
+def test_mujoco_reads_the_urdf_the_same_way(config):
+    """MuJoCo (the second plant, sim/mujoco_plant.py) imports urdf/dual_arm.urdf on its own: its mass
+    matrix and bias forces C qd + G agree with eqs A2-A4 too (joint axes -y, plane x-z, g = 9.8)."""
+    mujoco = pytest.importorskip("mujoco")
+    m = mujoco.MjModel.from_xml_path(str(URDF))
+    m.opt.gravity[:] = config["robot"]["gravity"]
+    d = mujoco.MjData(m)
+    adr = [m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, f"joint{i}")] for i in range(1, 6)]
+    assert adr == list(range(5))
+    M = np.zeros((5, 5))
+    for q, qd in _states(10, seed=44):
+        d.qpos[:] = q
+        d.qvel[:] = qd
+        mujoco.mj_forward(m, d)
+        mujoco.mj_fullM(m, d, M)
+        th, thd = T @ q, T @ qd
+        np.testing.assert_allclose(M, T.T @ paper_M(th) @ T, atol=1e-9)
+        np.testing.assert_allclose(d.qfrc_bias, T.T @ (paper_C(th, thd) @ thd + paper_G(th)), atol=1e-9)

@@ -252,3 +252,32 @@ def test_line_trajectory_starts_at_the_initial_end_effector(setup):
     p0 = np.array(traj["centre"]) + np.array(traj["direction"]) * traj["amplitude"] * np.cos(0.0)
     np.testing.assert_allclose(p0, E0, atol=1e-15)
     assert traj["amplitude"] == 0.01 and traj["omega"] == 1.0
+
+
+def test_mujoco_reads_the_urdf_the_same_way(setup):
+    """MuJoCo (the second plant, sim/mujoco_plant.py) imports the URDF on its own: its mass matrix and
+    bias forces agree with eq 14 as well (and gravity does nothing in the horizontal plane)."""
+    mujoco = pytest.importorskip("mujoco")
+    name, branches, cfg, model = setup
+    m = mujoco.MjModel.from_xml_path(str(ROOT / cfg["robot"]["urdf"]))
+    m.opt.gravity[:] = cfg["robot"]["gravity"]
+    d = mujoco.MjData(m)
+    n = 2 * len(branches)
+    names = cfg["robot"]["joints"]
+    assert [m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in names] == list(range(n))
+    rng = np.random.default_rng(13)
+    M = np.zeros((n, n))
+    for _ in range(10):
+        q, qd = rng.uniform(-np.pi, np.pi, n), rng.uniform(-5.0, 5.0, n)
+        d.qpos[:] = q
+        d.qvel[:] = qd
+        mujoco.mj_forward(m, d)
+        mujoco.mj_fullM(m, d, M)
+        expected_M = np.zeros((n, n))
+        expected_h = np.zeros(n)
+        for k, i in enumerate(branches):
+            s = slice(2 * k, 2 * k + 2)
+            expected_M[s, s] = eq14_fixed_base(q[2 * k], q[2 * k + 1], TABLE2[i])
+            expected_h[s] = eq14_C_full(q[2 * k], q[2 * k + 1], qd[2 * k], qd[2 * k + 1], TABLE2[i])[:2, :2] @ qd[s]
+        np.testing.assert_allclose(M, expected_M, atol=1e-9)
+        np.testing.assert_allclose(d.qfrc_bias, expected_h, atol=1e-9)
