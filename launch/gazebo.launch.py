@@ -1,0 +1,71 @@
+"""Gazebo (gz sim) + gz_ros2_control + the UK controller.
+
+    ros2 launch uk_controller gazebo.launch.py robot:=scara
+    ros2 launch uk_controller gazebo.launch.py robot:=five_bar gz_args:="-r -v 2 empty.sdf"
+
+Gazebo simulates the URDF (its <ros2_control> block: effort command interfaces,
+position/velocity state interfaces; closures of the five-bar as SDF joints in
+<gazebo> blocks). controller_manager runs inside Gazebo (gz_ros2_control) with
+config/controllers.yaml: joint_state_broadcaster publishes /joint_states and
+<robot>_effort_controller (effort_controllers/JointGroupEffortController)
+takes /<robot>_effort_controller/commands, which the UK node publishes.
+"""
+import os
+
+import yaml
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PACKAGE = 'uk_controller'
+ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'planar_3r')
+
+
+def nodes(context):
+    robot = LaunchConfiguration('robot').perform(context)
+    share = get_package_share_directory(PACKAGE)
+    config = os.path.join(share, 'config', f'{robot}.yaml')
+    controllers = os.path.join(share, 'config', 'controllers.yaml')
+    with open(config, encoding='utf-8') as stream:
+        urdf = yaml.safe_load(stream)['/**']['ros__parameters']['robot']['urdf']
+    with open(os.path.join(share, urdf), encoding='utf-8') as stream:
+        # what xacro would do for $(find uk_controller) in the gz_ros2_control <parameters>
+        description = stream.read().replace(f'$(find {PACKAGE})', share)
+    effort_controller = f'{robot}_effort_controller'
+
+    gazebo = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(
+            os.path.join(get_package_share_directory('ros_gz_sim'), 'launch', 'gz_sim.launch.py')),
+        launch_arguments=[('gz_args', LaunchConfiguration('gz_args').perform(context))])
+    state_publisher = Node(package='robot_state_publisher', executable='robot_state_publisher', output='screen',
+                           parameters=[{'robot_description': description, 'use_sim_time': True}])
+    spawn = Node(package='ros_gz_sim', executable='create', output='screen',
+                 arguments=['-topic', 'robot_description', '-name', robot, '-allow_renaming', 'true'])
+    clock_bridge = Node(package='ros_gz_bridge', executable='parameter_bridge', output='screen',
+                        arguments=['/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock'])
+    broadcaster = Node(package='controller_manager', executable='spawner',
+                       arguments=['joint_state_broadcaster'])
+    effort = Node(package='controller_manager', executable='spawner',
+                  arguments=[effort_controller, '--param-file', controllers])
+    controller = Node(package=PACKAGE, executable='uk_controller_node', name='uk_controller_node', output='screen',
+                      parameters=[config, {'config': config, 'use_sim_time': True,
+                                           'ros.effort_topic': f'/{effort_controller}/commands'}])
+    return [
+        gazebo, clock_bridge, state_publisher, spawn,
+        RegisterEventHandler(OnProcessExit(target_action=spawn, on_exit=[broadcaster])),
+        RegisterEventHandler(OnProcessExit(target_action=broadcaster, on_exit=[effort, controller])),
+    ]
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument('robot', default_value='scara', choices=list(ROBOTS),
+                              description='robot setup config/<robot>.yaml with a <ros2_control> URDF'),
+        DeclareLaunchArgument('gz_args', default_value='-r -v 1 empty.sdf',
+                              description='arguments of gz sim (world, -r to run, -s headless)'),
+        OpaqueFunction(function=nodes),
+    ])

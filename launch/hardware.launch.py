@@ -1,0 +1,60 @@
+"""Serial motor drivers + UK controller: the real robot.
+
+    ros2 launch uk_controller hardware.launch.py robot:=scara port:=/dev/ttyUSB0 protocol:=uk_binary
+
+serial_bridge_node owns the port, publishes /joint_states from the drivers' feedback and applies
+the efforts from /effort_controller/commands (with its own watchdog); uk_controller_node closes
+the loop. Defaults come from section `hardware` of the robot YAML; the launch arguments
+override them when given. See docs/ros.md and docs/serial_protocol.md.
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PACKAGE = 'uk_controller'
+ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
+BRIDGE_ARGUMENTS = {          # launch argument -> (bridge parameter, type)
+    'port': ('port', str),
+    'baud': ('baud', int),
+    'protocol': ('protocol', str),
+    'rate': ('rate', float),
+    'watchdog': ('watchdog', float),
+}
+
+
+def nodes(context):
+    robot = LaunchConfiguration('robot').perform(context)
+    config = LaunchConfiguration('config').perform(context) or os.path.join(
+        get_package_share_directory(PACKAGE), 'config', f'{robot}.yaml')
+    bridge = {'config': config}
+    for argument, (parameter, kind) in BRIDGE_ARGUMENTS.items():
+        value = LaunchConfiguration(argument).perform(context)
+        if value:
+            bridge[parameter] = kind(value)
+    return [
+        Node(package=PACKAGE, executable='serial_bridge_node', name='serial_bridge_node', output='screen',
+             parameters=[bridge]),
+        Node(package=PACKAGE, executable='uk_controller_node', name='uk_controller_node', output='screen',
+             parameters=[config, {'config': config}]),
+    ]
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument('robot', default_value='scara', choices=list(ROBOTS),
+                              description='robot setup config/<robot>.yaml'),
+        DeclareLaunchArgument('config', default_value='', description='path of a robot YAML (overrides robot)'),
+        DeclareLaunchArgument('port', default_value='', description='serial port (default: hardware.port)'),
+        DeclareLaunchArgument('baud', default_value='', description='baud rate (default: hardware.baud)'),
+        DeclareLaunchArgument('protocol', default_value='',
+                              description='uk_binary | dynamixel | odrive (default: hardware.protocol)'),
+        DeclareLaunchArgument('rate', default_value='', description='bus rate in Hz (default: control.rate)'),
+        DeclareLaunchArgument('watchdog', default_value='',
+                              description='seconds without command or feedback before torque off '
+                                          '(default: hardware.watchdog)'),
+        OpaqueFunction(function=nodes),
+    ])

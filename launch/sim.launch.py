@@ -1,0 +1,65 @@
+"""Embedded simulator + UK controller (+ robot_state_publisher) over real topics.
+
+    ros2 launch uk_controller sim.launch.py robot:=five_bar
+    ros2 launch uk_controller sim.launch.py robot:=scara rate:=500.0
+
+robot: scara | five_bar | five_bar_redundant | dual_arm | planar_3r (config/<robot>.yaml), or
+config:=/path/to/robot.yaml for your own setup. uk_sim_node integrates the true closed-chain
+dynamics and publishes /joint_states; uk_controller_node closes the loop on
+/effort_controller/commands. See docs/ros.md.
+"""
+import os
+
+import yaml
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PACKAGE = 'uk_controller'
+ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
+
+
+def robot_files(robot, config):
+    """(robot YAML, URDF text) of `robot` or of an explicit `config` path."""
+    share = get_package_share_directory(PACKAGE)
+    config = config or os.path.join(share, 'config', f'{robot}.yaml')
+    with open(config, encoding='utf-8') as stream:
+        params = yaml.safe_load(stream)['/**']['ros__parameters']
+    urdf = params['robot']['urdf']
+    for base in (os.path.dirname(config), share):
+        if os.path.isfile(os.path.join(base, urdf)):
+            urdf = os.path.join(base, urdf)
+            break
+    with open(urdf, encoding='utf-8') as stream:
+        return config, stream.read()
+
+
+def nodes(context):
+    robot = LaunchConfiguration('robot').perform(context)
+    config, description = robot_files(robot, LaunchConfiguration('config').perform(context))
+    overrides = {'config': config}
+    rate = LaunchConfiguration('rate').perform(context)
+    if rate:
+        overrides['control.rate'] = float(rate)
+    return [
+        Node(package=PACKAGE, executable='uk_sim_node', name='uk_sim_node', output='screen',
+             parameters=[config, overrides]),
+        Node(package=PACKAGE, executable='uk_controller_node', name='uk_controller_node', output='screen',
+             parameters=[config, overrides]),
+        Node(package='robot_state_publisher', executable='robot_state_publisher', output='screen',
+             parameters=[{'robot_description': description}]),
+    ]
+
+
+def generate_launch_description():
+    return LaunchDescription([
+        DeclareLaunchArgument('robot', default_value='five_bar', choices=list(ROBOTS),
+                              description='robot setup config/<robot>.yaml'),
+        DeclareLaunchArgument('config', default_value='',
+                              description='path of a robot YAML (overrides robot)'),
+        DeclareLaunchArgument('rate', default_value='',
+                              description='control and simulation rate in Hz (default: control.rate)'),
+        OpaqueFunction(function=nodes),
+    ])

@@ -1,0 +1,103 @@
+"""Joint-state merging and parameter handling of the ROS layer (plain Python, no DDS)."""
+import math
+
+import pytest
+
+from uk_controller.ros import params as P
+from uk_controller.ros.state import JointStateMerger
+
+MS = 1_000_000
+JOINTS = ['a', 'b', 'c']
+
+
+def test_merges_partial_messages_by_name_in_any_order():
+    m = JointStateMerger(JOINTS, state_timeout=0.1)
+    assert m.update(['c', 'a'], [3.0, 1.0], [30.0, 10.0], 0, 1 * MS)
+    assert not m.complete and m.missing() == ['b']
+    assert math.isinf(m.age(2 * MS))
+    assert m.update(['b'], [2.0], [20.0], 0, 5 * MS)
+    assert m.complete
+    assert list(m.q) == [1.0, 2.0, 3.0] and list(m.qd) == [10.0, 20.0, 30.0]
+    # the oldest joint decides the age: a and c were last seen at 1 ms
+    assert m.age(11 * MS) == pytest.approx(0.010)
+    assert m.oldest_joint() in ('a', 'c')
+
+
+@pytest.mark.parametrize('bad', [math.nan, math.inf, -math.inf])
+def test_nonfinite_message_is_rejected_whole_and_counted(bad):
+    m = JointStateMerger(JOINTS, 0.1)
+    m.update(JOINTS, [1.0, 2.0, 3.0], [0.0, 0.0, 0.0], 0, MS)
+    assert not m.update(JOINTS, [9.0, bad, 9.0], [0.0, 0.0, 0.0], 0, 2 * MS)
+    assert not m.update(JOINTS, [9.0, 9.0, 9.0], [0.0, 0.0, bad], 0, 2 * MS)
+    assert list(m.q) == [1.0, 2.0, 3.0]
+    assert m.counts['nonfinite'] == 2
+    assert "'c'" in m.last_rejection
+
+
+def test_unknown_names_are_ignored_counted_and_known_joints_used():
+    m = JointStateMerger(JOINTS, 0.1)
+    assert m.update(['a', 'gripper', 'b', 'c'], [1.0, math.nan, 2.0, 3.0], [], 0, MS)
+    assert m.counts['unknown_names'] == 1 and list(m.q) == [1.0, 2.0, 3.0]
+    assert not m.update(['x', 'y'], [0.0, 0.0], [], 0, 2 * MS)
+    assert m.counts['no_known_joint'] == 1
+
+
+def test_late_and_out_of_order_stamps_are_rejected():
+    m = JointStateMerger(JOINTS, 0.1)
+    now = 10_000 * MS
+    assert m.update(JOINTS, [1.0, 1.0, 1.0], [0.0] * 3, now - 5 * MS, now)
+    assert not m.update(JOINTS, [2.0, 2.0, 2.0], [0.0] * 3, now - 500 * MS, now)   # older than the timeout
+    assert not m.update(['a'], [3.0], [0.0], now - 8 * MS, now)                     # older than held sample
+    assert m.counts['late'] == 2 and list(m.q) == [1.0, 1.0, 1.0]
+
+
+def test_malformed_lengths_are_rejected():
+    m = JointStateMerger(JOINTS, 0.1)
+    assert not m.update(JOINTS, [1.0, 2.0], [], 0, MS)
+    assert not m.update(JOINTS, [1.0, 2.0, 3.0], [1.0], 0, MS)
+    assert m.counts['malformed'] == 2 and not m.received.any()
+
+
+def test_missing_velocity_is_the_backward_difference_of_stamped_positions():
+    m = JointStateMerger(['a'], 1.0)
+    m.update(['a'], [0.30], [], 100 * MS, 100 * MS)
+    m.update(['a'], [0.34], [], 104 * MS, 104 * MS)
+    assert m.qd[0] == pytest.approx((0.34 - 0.30) / 0.004)
+
+
+def test_flatten_unflatten_round_trip_as_ros_does():
+    tree = {'robot': {'joints': ['j1', 'j2'], 'gravity': [0.0, 0.0, -9.81]},
+            'constraints': {'names': ['tool'], 'tool': {'frame': 'tcp', 'trajectory': {'radius': 0.1}}}}
+    flat = P.flatten(tree)
+    assert flat['constraints.tool.trajectory.radius'] == 0.1
+    assert P.unflatten(flat) == tree
+    with pytest.raises(P.ParameterError, match='robot'):
+        P.unflatten({'robot': 1.0, 'robot.urdf': 'x'})
+
+
+def test_ros_settings_name_the_bad_key():
+    with pytest.raises(P.ParameterError, match=r'^ros\.output_type'):
+        P.ros_settings({'ros': {'output_type': 'pwm'}})
+    with pytest.raises(P.ParameterError, match=r'^control\.state_timeout'):
+        P.ros_settings({'control': {'state_timeout': -1.0}})
+    with pytest.raises(P.ParameterError, match=r'^ros\.effort_joints'):
+        P.ros_settings({'ros': {'effort_joints': ['a', 'a']}})
+    assert P.ros_settings({})['effort_topic'] == '/effort_controller/commands'
+
+
+def test_effort_order_maps_controller_joints_to_actuators():
+    params = {'actuators': {'names': ['m1', 'm2', 'm3'], 'm1': {'joint': 'j1'}, 'm2': {'joint': 'j3'},
+                            'm3': {'between': ['l5', 'world']}}}
+    perm, names = P.effort_order(params, ['m1', 'm2', 'm3'], ['j3', 'm3', 'j1'])
+    u = [10.0, 30.0, 60.0]
+    assert [u[k] for k in perm] == [30.0, 60.0, 10.0] and names == ['j3', 'm3', 'j1']
+    with pytest.raises(P.ParameterError, match='every actuator'):
+        P.effort_order(params, ['m1', 'm2', 'm3'], ['j1', 'j3'])
+    with pytest.raises(P.ParameterError, match="'j2'"):
+        P.effort_order(params, ['m1', 'm2', 'm3'], ['j1', 'j2', 'm3'])
+    assert P.effort_order(params, ['m1', 'm2', 'm3'])[1] == ['j1', 'j3', 'm3']
+
+
+def test_live_parameters_are_gains_and_trajectory_start_only():
+    assert P.is_live('stabilization.omega') and P.is_live('ros.trajectory_start')
+    assert not P.is_live('control.rate') and not P.is_live('robot.urdf') and not P.is_live('ros.effort_topic')

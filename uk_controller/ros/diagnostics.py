@@ -1,0 +1,77 @@
+"""Control-loop statistics and their ``diagnostic_msgs/DiagnosticArray`` form."""
+from __future__ import annotations
+
+import math
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+
+OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+
+
+class LoopStats:
+    """Counters of the control loop; the window ones reset at every diagnostics message."""
+
+    def __init__(self, period):
+        self.period = float(period)
+        self.steps = 0
+        self.safe_steps = 0
+        self.missed_deadlines = 0
+        self.window_n = 0
+        self.window_sum = 0.0
+        self.window_max = 0.0
+        self.last_tick_ns = None
+        self.rank = -1
+        self.condition = math.nan
+        self.saturated = 0
+        self.saturated_steps = 0
+
+    def tick(self, now_ns):
+        """Count the periods skipped since the previous tick as missed deadlines."""
+        if self.last_tick_ns is not None:
+            gap = (now_ns - self.last_tick_ns) * 1e-9
+            if gap > 1.5 * self.period:
+                self.missed_deadlines += int(round(gap / self.period)) - 1
+        self.last_tick_ns = now_ns
+
+    def record(self, result):
+        self.steps += 1
+        t = result.compute_time
+        self.window_n += 1
+        self.window_sum += t
+        self.window_max = max(self.window_max, t)
+        if t > self.period:
+            self.missed_deadlines += 1
+        if result.ok:
+            self.rank = int(result.rank)
+            self.condition = float(result.condition)
+            self.saturated = int(result.saturated.sum())
+            if self.saturated:
+                self.saturated_steps += 1
+        else:
+            self.safe_steps += 1
+
+    def window(self):
+        mean = self.window_sum / self.window_n if self.window_n else 0.0
+        out = (mean, self.window_max)
+        self.window_n, self.window_sum, self.window_max = 0, 0.0, 0.0
+        return out
+
+
+def _kv(key, value):
+    if isinstance(value, float):
+        value = f'{value:.6g}'
+    return KeyValue(key=key, value=str(value))
+
+
+def diagnostic_array(stamp, name, hardware_id, level, message, values):
+    """One DiagnosticArray with a single status; `values` is an ordered list of (key, value)."""
+    msg = DiagnosticArray()
+    msg.header.stamp = stamp
+    status = DiagnosticStatus()
+    status.level = level
+    status.name = name
+    status.message = message
+    status.hardware_id = hardware_id
+    status.values = [_kv(k, v) for k, v in values]
+    msg.status = [status]
+    return msg
