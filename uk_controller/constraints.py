@@ -1,0 +1,596 @@
+"""Constraint terms: ``phi``, ``phi'``, ``A``, ``b`` from Pinocchio quantities.
+
+Each term describes m rows ``phi(q, q', t) = 0`` and their second-order form
+``A q'' = b`` (seed 000 eqs 3-5, seed 004 eq 23), obtained by differentiating
+twice with the frame Jacobian J and the drift ``J' q'`` of
+:class:`~uk_controller.model.RobotModel`, never from per-robot formulas:
+
+- :class:`FramePosition`     ``phi = S (p_frame - p_d(t))``,
+  ``A = S J_lin``, ``b = S (a_d - J_lin' q')``  (S selects axes);
+- :class:`FrameOrientation`  planar angle about an axis, or the full SO(3)
+  error ``phi = log(R_d^T R)``;
+- :class:`JointLinear`       ``phi = c . q - value(t)``, ``A = c``,
+  ``b = value''(t)`` (e.g. seed 000 eq 46: q1 + q2 + q3 = 0);
+- :class:`LoopClosure`       two frames coincide in chosen position axes
+  (revolute closure) and optionally in a planar angle, or fully (weld);
+- :class:`CallableTerm`      a user function ``module:function``.
+
+:class:`ConstraintStack` stacks terms into one preallocated
+:class:`~uk_controller.rows.ConstraintRows` filled in place by a single
+:meth:`ConstraintStack.evaluate` call. The caller has already run
+``model.compute(q, q')``.
+
+Roles (docs/config.md): ``passive`` rows are mechanism closures realised by the
+structure; ``servo`` rows are tasks realised by the actuators (Chen, seed 004).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from .config import ConfigError, ConfigView
+from .rows import ConstraintRows
+from .trajectories import trajectory as build_trajectory
+
+AXES = {'x': 0, 'y': 1, 'z': 2}
+ROLES = ('passive', 'servo')
+TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'loop_closure', 'callable')
+
+
+# ----------------------------------------------------------------------------- SO(3) helpers
+
+
+def skew(x):
+    """``[x]x`` with ``skew(x) @ y == cross(x, y)``."""
+    return np.array([[0.0, -x[2], x[1]], [x[2], 0.0, -x[0]], [-x[1], x[0], 0.0]])
+
+
+def _jr_inv_coeffs(theta):
+    """c and (dc/dtheta)/theta of ``Jr^-1 = I + S/2 + c S^2``."""
+    if theta < 0.1:
+        t2 = theta * theta
+        return 1.0 / 12.0 + t2 / 720.0 + t2 * t2 / 30240.0, 1.0 / 360.0 + t2 / 7560.0 + t2 * t2 / 201600.0
+    half = 0.5 * theta
+    cot = math.cos(half) / math.sin(half)
+    c = 1.0 / theta ** 2 - cot / (2.0 * theta)
+    dc = -2.0 / theta ** 3 + cot / (2.0 * theta ** 2) + 1.0 / (4.0 * theta * math.sin(half) ** 2)
+    return c, dc / theta
+
+
+def jr_inv(phi):
+    """Inverse right Jacobian of SO(3): ``d/dt log(E) = Jr^-1(phi) omega_body`` (= pinocchio.Jlog3).
+
+    ``Jr^-1(phi) = I + [phi]/2 + (1/th^2 - (1 + cos th)/(2 th sin th)) [phi]^2``, th = |phi| < pi.
+    """
+    S = skew(phi)
+    c, _ = _jr_inv_coeffs(float(np.linalg.norm(phi)))
+    return np.eye(3) + 0.5 * S + c * (S @ S)
+
+
+def jr_inv_dot(phi, phidot):
+    """Time derivative of ``Jr^-1(phi(t))`` given phi' (directional derivative)."""
+    S, Sd = skew(phi), skew(phidot)
+    c, e = _jr_inv_coeffs(float(np.linalg.norm(phi)))
+    return 0.5 * Sd + e * float(phi @ phidot) * (S @ S) + c * (Sd @ S + S @ Sd)
+
+
+def _jl_coeffs(theta):
+    """a, b, (da/dth)/th, (db/dth)/th of ``Jl = I + a S + b S^2``."""
+    if theta < 0.1:
+        t2 = theta * theta
+        return (0.5 - t2 / 24.0 + t2 * t2 / 720.0, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0,
+                -1.0 / 12.0 + t2 / 180.0 - t2 * t2 / 6720.0, -1.0 / 60.0 + t2 / 1260.0 - t2 * t2 / 60480.0)
+    s, c = math.sin(theta), math.cos(theta)
+    a = (1.0 - c) / theta ** 2
+    b = (theta - s) / theta ** 3
+    da = (theta * s - 2.0 * (1.0 - c)) / theta ** 3
+    db = (1.0 - c) / theta ** 3 - 3.0 * (theta - s) / theta ** 4
+    return a, b, da / theta, db / theta
+
+
+def jl(r):
+    """Left Jacobian of SO(3): ``omega_world = Jl(r) r'`` for ``R = exp(r)``."""
+    S = skew(r)
+    a, b, _, _ = _jl_coeffs(float(np.linalg.norm(r)))
+    return np.eye(3) + a * S + b * (S @ S)
+
+
+def jl_dot(r, rdot):
+    S, Sd = skew(r), skew(rdot)
+    a, b, ea, eb = _jl_coeffs(float(np.linalg.norm(r)))
+    rr = float(r @ rdot)
+    return ea * rr * S + a * Sd + eb * rr * (S @ S) + b * (Sd @ S + S @ Sd)
+
+
+def _wrap(angle):
+    return (angle + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def planar_angle(R, Jw, drift_w, qd, axis, e1, reference):
+    """Angle of a frame about a world axis, with exact first and second derivatives.
+
+    ``v = R r`` (r: frame-fixed reference vector), ``theta = atan2(e2 . v, e1 . v)``
+    with ``e2 = axis x e1``. Since ``v' = omega x v``::
+
+        theta'  = k . omega,          k = v x g,   g = (vx e2 - vy e1) / (vx^2 + vy^2)
+        theta'' = k . omega' + k' . omega,  omega' = J_ang q'' + drift_ang
+
+    For motion about `axis` only, ``k = axis`` and ``theta' = axis . omega``.
+    Returns ``(theta, theta', row, gamma)`` with ``theta'' = row . q'' + gamma``.
+    Singular when the reference vector is parallel to the axis.
+    """
+    e2 = np.cross(axis, e1)
+    v = R @ reference
+    omega = Jw @ qd
+    vd = np.cross(omega, v)
+    vx, vy = float(e1 @ v), float(e2 @ v)
+    vxd, vyd = float(e1 @ vd), float(e2 @ vd)
+    rho2 = vx * vx + vy * vy
+    g = (vx * e2 - vy * e1) / rho2
+    gd = (vxd * e2 - vyd * e1) / rho2 - 2.0 * (vx * vxd + vy * vyd) / rho2 * g
+    k = np.cross(v, g)
+    kd = np.cross(vd, g) + np.cross(v, gd)
+    theta = math.atan2(vy, vx)
+    return theta, float(k @ omega), k @ Jw, float(k @ drift_w + kd @ omega)
+
+
+# ----------------------------------------------------------------------------- terms
+
+
+class Term:
+    """One named block of constraint rows. Subclasses implement :meth:`fill`."""
+
+    kind = 'term'
+
+    def __init__(self, name, m, role='servo', order=2):
+        if role not in ROLES:
+            raise ValueError(f'role must be one of {ROLES}, got {role!r}')
+        self.name, self.m, self.role = name, int(m), role
+        self.order = np.full(self.m, order, dtype=np.int8)
+
+    def fill(self, model, q, qd, t, phi, phidot, A, b):  # pragma: no cover - abstract
+        """Write this term's rows into the given views (length m / shape (m, n))."""
+        raise NotImplementedError
+
+    def evaluate(self, model, q, qd, t):
+        """This term alone as :class:`ConstraintRows` (allocates; for tests and tools)."""
+        rows = ConstraintRows.empty(self.m, model.n)
+        rows.order[:] = self.order
+        self.fill(model, np.asarray(q, float), np.asarray(qd, float), float(t), rows.phi, rows.phidot, rows.A, rows.b)
+        return rows
+
+    def __repr__(self):
+        return f'{type(self).__name__}({self.name!r}, m={self.m}, role={self.role!r})'
+
+
+def _axes_index(axes):
+    idx = []
+    for a in axes:
+        if a not in AXES:
+            raise ValueError(f'axis {a!r} is not one of x, y, z')
+        idx.append(AXES[a])
+    if len(set(idx)) != len(idx) or not idx:
+        raise ValueError(f'axes must be distinct and non-empty, got {list(axes)}')
+    return np.array(idx, dtype=np.intp)
+
+
+class FramePosition(Term):
+    """Frame origin follows a trajectory in the chosen world axes.
+
+    ``phi = S (p - p_d)``, ``phi' = S (J_lin q' - v_d)``, ``A = S J_lin``,
+    ``b = S a_d - S (J_lin' q')`` (seed 000 eqs 47-49 are this term for the
+    SCARA tool with S = (x, y, z)).
+    """
+
+    kind = 'frame_position'
+
+    def __init__(self, name, frame, axes, traj, role='servo'):
+        self.idx = _axes_index(axes)
+        super().__init__(name, self.idx.size, role)
+        if traj.dim != self.m:
+            raise ValueError(f'trajectory has {traj.dim} components but {self.m} axes are constrained')
+        self.frame, self.traj = frame, traj
+
+    def fill(self, model, q, qd, t, phi, phidot, A, b):
+        p_d, v_d, a_d = self.traj(t)
+        J = model.frame_jacobian(self.frame)
+        idx = self.idx
+        np.take(J, idx, axis=0, out=A)
+        phi[:] = model.frame_position(self.frame)[idx] - p_d
+        phidot[:] = A @ qd - v_d
+        b[:] = a_d - model.frame_drift(self.frame)[idx]
+
+
+def _unit(v, what):
+    v = np.asarray(v, dtype=float).reshape(3)
+    norm = np.linalg.norm(v)
+    if norm == 0.0:
+        raise ValueError(f'{what} must be non-zero')
+    return v / norm
+
+
+def _planar_frame(axis, reference=None, zero_direction=None):
+    """Unit axis, zero direction e1 (world, in the plane) and frame-fixed reference vector."""
+    axis = _unit(axis, 'axis')
+    if reference is None:
+        reference = np.eye(3)[0] if abs(axis[0]) < 0.9 else np.eye(3)[1]
+    reference = _unit(reference, 'reference')
+    e1 = reference if zero_direction is None else _unit(zero_direction, 'zero_direction')
+    e1 = e1 - (e1 @ axis) * axis
+    if np.linalg.norm(e1) < 1e-9:
+        raise ValueError('reference/zero direction must not be parallel to the axis')
+    return axis, e1 / np.linalg.norm(e1), reference
+
+
+class FrameOrientation(Term):
+    """Frame orientation follows a trajectory.
+
+    ``mode='planar'`` (1 row): the angle theta of the frame about world
+    ``axis`` (see :func:`planar_angle`), ``phi = wrap(theta - theta_d)``,
+    ``A = row``, ``b = theta_d'' - gamma``. For the SCARA tool about z this is
+    theta = q1 + q2 + q3 (seed 000 eqs 43, 46).
+
+    ``mode='so3'`` (3 rows): the trajectory gives a rotation vector r(t)
+    (world), ``R_d = exp(r)``; ``phi = log(R_d^T R)``; with
+    ``omega_e = R^T (omega - omega_d)``::
+
+        phi'  = Jr^-1(phi) omega_e
+        A     = Jr^-1(phi) R^T J_ang
+        b     = -Jr^-1 R^T (J_ang' q' - omega_d' + omega x omega_d) - (d/dt Jr^-1) omega_e
+
+    where ``omega_d = Jl(r) r'``, ``omega_d' = Jl(r) r'' + Jl' r'``. Valid for
+    rotation errors below pi.
+    """
+
+    kind = 'frame_orientation'
+
+    def __init__(self, name, frame, traj, mode='planar', axis=(0.0, 0.0, 1.0), reference=None,
+                 zero_direction=None, role='servo'):
+        if mode not in ('planar', 'so3'):
+            raise ValueError(f"mode must be 'planar' or 'so3', got {mode!r}")
+        m = 1 if mode == 'planar' else 3
+        super().__init__(name, m, role)
+        if traj.dim != m:
+            raise ValueError(f'trajectory has {traj.dim} components, orientation mode {mode!r} needs {m}')
+        self.frame, self.traj, self.mode = frame, traj, mode
+        if mode == 'planar':
+            self.axis, self.e1, self.reference = _planar_frame(axis, reference, zero_direction)
+
+    def fill(self, model, q, qd, t, phi, phidot, A, b):
+        p_d, v_d, a_d = self.traj(t)
+        R = model.frame_rotation(self.frame)
+        Jw = model.frame_jacobian(self.frame)[3:]
+        dw = model.frame_drift(self.frame)[3:]
+        if self.mode == 'planar':
+            theta, thetad, row, gamma = planar_angle(R, Jw, dw, qd, self.axis, self.e1, self.reference)
+            phi[0] = _wrap(theta - p_d[0])
+            phidot[0] = thetad - v_d[0]
+            A[0] = row
+            b[0] = a_d[0] - gamma
+            return
+        Rd = pin.exp3(p_d)
+        Jl = jl(p_d)
+        omega_d = Jl @ v_d
+        omega_d_dot = Jl @ a_d + jl_dot(p_d, v_d) @ v_d
+        _so3_rows(R, Jw, dw, qd, Rd, omega_d, omega_d_dot, None, None, phi, phidot, A, b)
+
+
+def _so3_rows(R, Jw, dw, qd, Rd, omega_d, omega_d_dot_time, JwB, dwB, phi, phidot, A, b):
+    """Rows of ``log(R_d^T R) = 0`` (see :class:`FrameOrientation`).
+
+    If JwB/dwB are given, R_d is a second frame's rotation and
+    ``omega_d' = JwB q'' + dwB + omega_d_dot_time``.
+    """
+    E = Rd.T @ R
+    e = pin.log3(E)
+    omega = Jw @ qd
+    omega_e = R.T @ (omega - omega_d)
+    Jinv = jr_inv(e)
+    ed = Jinv @ omega_e
+    M = Jinv @ R.T
+    phi[:] = e
+    phidot[:] = ed
+    Jrel = Jw if JwB is None else Jw - JwB
+    np.matmul(M, Jrel, out=A)
+    rest = dw - omega_d_dot_time + np.cross(omega, omega_d)
+    if dwB is not None:
+        rest = rest - dwB
+    b[:] = -(M @ rest) - jr_inv_dot(e, ed) @ omega_e
+
+
+class JointLinear(Term):
+    """Linear joint-space relation ``c . q = value(t)`` (one row).
+
+    ``phi = c . q - v(t)``, ``phi' = c . q' - v'(t)``, ``A = c``, ``b = v''(t)``.
+    Seed 000 eq 46 (SCARA tool orientation) is ``c = (1, 1, 1, 0)``, v = 0;
+    seed 000 eq 47's fourth row ``q4 + l0 = 0.02 t`` is ``c = (0, 0, 0, 1)``.
+    """
+
+    kind = 'joint_linear'
+
+    def __init__(self, name, coefficients, traj, role='servo'):
+        super().__init__(name, 1, role)
+        self.c = np.asarray(coefficients, dtype=float).ravel().copy()
+        if traj.dim != 1:
+            raise ValueError(f'value trajectory must have 1 component, got {traj.dim}')
+        self.traj = traj
+
+    def fill(self, model, q, qd, t, phi, phidot, A, b):
+        v, vd, vdd = self.traj(t)
+        phi[0] = self.c @ q - v[0]
+        phidot[0] = self.c @ qd - vd[0]
+        A[0] = self.c
+        b[0] = vdd[0]
+
+
+class LoopClosure(Term):
+    """Two frames coincide: a kinematic loop closed by a constraint (role passive).
+
+    Position rows (chosen axes S): ``phi = S (p_A - p_B)``,
+    ``A = S (J_A - J_B)_lin``, ``b = -S (drift_A - drift_B)_lin`` (a revolute
+    closure such as the five-bar's E1 = E2, seed 003). Optional planar angle
+    row (``angle_axis``): ``theta_A - theta_B`` about that axis. ``mode='weld'``
+    adds the three rotation rows ``log(R_B^T R_A) = 0`` to x, y, z positions.
+    """
+
+    kind = 'loop_closure'
+
+    def __init__(self, name, frames, axes=('x', 'y', 'z'), mode='position', angle_axis=None,
+                 reference=None, role='passive'):
+        if mode not in ('position', 'weld'):
+            raise ValueError(f"mode must be 'position' or 'weld', got {mode!r}")
+        if len(frames) != 2 or frames[0] == frames[1]:
+            raise ValueError(f'frames must be two different frames, got {list(frames)}')
+        if mode == 'weld':
+            axes = ('x', 'y', 'z')
+            if angle_axis is not None:
+                raise ValueError('angle_axis is for position mode; weld already fixes the full pose')
+        self.idx = _axes_index(axes) if axes else np.zeros(0, dtype=np.intp)
+        self.mode = mode
+        self.planar = None
+        if angle_axis is not None:
+            self.planar = _planar_frame(angle_axis, reference)
+        m = self.idx.size + (3 if mode == 'weld' else 0) + (1 if self.planar is not None else 0)
+        if m == 0:
+            raise ValueError('loop closure without any constrained component')
+        super().__init__(name, m, role)
+        self.frames = tuple(frames)
+
+    def fill(self, model, q, qd, t, phi, phidot, A, b):
+        fa, fb = self.frames
+        JA, JB = model.frame_jacobian(fa), model.frame_jacobian(fb)
+        dA, dB = model.frame_drift(fa), model.frame_drift(fb)
+        k = self.idx.size
+        if k:
+            idx = self.idx
+            A[:k] = JA[idx] - JB[idx]
+            phi[:k] = model.frame_position(fa)[idx] - model.frame_position(fb)[idx]
+            phidot[:k] = A[:k] @ qd
+            b[:k] = dB[idx] - dA[idx]
+        if self.mode == 'weld':
+            RB = model.frame_rotation(fb)
+            omega_B = JB[3:] @ qd
+            _so3_rows(model.frame_rotation(fa), JA[3:], dA[3:], qd, RB, omega_B, np.zeros(3), JB[3:], dB[3:],
+                      phi[k:k + 3], phidot[k:k + 3], A[k:k + 3], b[k:k + 3])
+        if self.planar is not None:
+            axis, e1, ref = self.planar
+            ta, tad, ra, ga = planar_angle(model.frame_rotation(fa), JA[3:], dA[3:], qd, axis, e1, ref)
+            tb, tbd, rb, gb = planar_angle(model.frame_rotation(fb), JB[3:], dB[3:], qd, axis, e1, ref)
+            phi[-1] = _wrap(ta - tb)
+            phidot[-1] = tad - tbd
+            A[-1] = ra - rb
+            b[-1] = gb - ga
+
+
+def load_function(spec, base_dir=None):
+    """Import ``'package.module:function'`` or ``'path/to/file.py:function'``."""
+    if not isinstance(spec, str) or ':' not in spec:
+        raise ValueError(f"function must be written 'module:function', got {spec!r}")
+    module_name, _, func_name = spec.rpartition(':')
+    if module_name.endswith('.py'):
+        path = Path(module_name).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = Path(base_dir) / path
+        if not path.is_file():
+            raise ValueError(f'file {path} not found')
+        mod_spec = importlib.util.spec_from_file_location(f'uk_user_{path.stem}', path)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ValueError(f'cannot import {module_name!r}: {exc}') from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ValueError(f'{module_name!r} has no function {func_name!r}')
+    return func
+
+
+class CallableTerm(Term):
+    """A user function ``f(model, q, qd, t, params) -> (phi, phidot, A, b)``.
+
+    Called after ``model.compute(q, qd)``, so the function may use
+    ``model.M``, ``model.frame_jacobian(...)`` etc. ``rows`` fixes m; if not
+    given it is found by one probe call at the model's neutral configuration.
+    ``order`` 1 marks first-order (nonholonomic) rows.
+    """
+
+    kind = 'callable'
+
+    def __init__(self, name, function, params=None, rows=None, order=2, role='servo', model=None):
+        self.function = function
+        self.params = dict(params or {})
+        if rows is None:
+            if model is None:
+                raise ValueError('rows is required when no model is given to probe the function')
+            q0, qd0 = model.neutral(), np.zeros(model.n)
+            model.compute(q0, qd0)
+            rows = np.atleast_1d(np.asarray(function(model, q0, qd0, 0.0, self.params)[0])).size
+        if order not in (1, 2):
+            raise ValueError(f'order must be 1 or 2, got {order!r}')
+        super().__init__(name, rows, role, order)
+
+    def fill(self, model, q, qd, t, phi, phidot, A, b):
+        f_phi, f_phidot, f_A, f_b = self.function(model, q, qd, t, self.params)
+        phi[:] = f_phi
+        phidot[:] = f_phidot
+        A[:] = np.reshape(f_A, A.shape)
+        b[:] = f_b
+
+
+# ----------------------------------------------------------------------------- stack
+
+
+class ConstraintStack:
+    """Several terms stacked into one preallocated :class:`ConstraintRows`.
+
+    ``names`` (evaluation order), ``m`` (total rows), ``slices`` (name ->
+    slice of the rows), ``terms``. :meth:`evaluate` fills every row in place
+    and returns the rows (the same object each call unless `out` is given).
+    """
+
+    def __init__(self, terms, n):
+        self.terms = list(terms)
+        self.n = int(n)
+        self.names = [term.name for term in self.terms]
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f'constraint names must be unique: {self.names}')
+        self.slices = {}
+        start = 0
+        for term in self.terms:
+            self.slices[term.name] = slice(start, start + term.m)
+            start += term.m
+        self.m = start
+        self.rows = self.empty_rows()
+        self._views = self._make_views(self.rows)
+
+    def empty_rows(self):
+        rows = ConstraintRows.empty(self.m, self.n)
+        for term in self.terms:
+            rows.order[self.slices[term.name]] = term.order
+        return rows
+
+    def _make_views(self, rows):
+        return [(term, rows.phi[s], rows.phidot[s], rows.A[s], rows.b[s])
+                for term, s in ((term, self.slices[term.name]) for term in self.terms)]
+
+    def __len__(self):
+        return len(self.terms)
+
+    def __getitem__(self, name):
+        return self.terms[self.names.index(name)]
+
+    def evaluate(self, model, q, qd, t, out=None):
+        """Fill all rows at (q, q', t); ``model.compute(q, qd)`` must have been called."""
+        views = self._views if out is None else self._make_views(out)
+        for term, phi, phidot, A, b in views:
+            term.fill(model, q, qd, t, phi, phidot, A, b)
+        return self.rows if out is None else out
+
+    def __repr__(self):
+        return f'ConstraintStack({self.names}, m={self.m})'
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def _frame(cv, key, model):
+    name = cv.get_str(key)
+    if model is not None and not model.has_frame(name):
+        raise cv.error(key, f'unknown frame {name!r}; frames in the URDF: {", ".join(model.frame_names())}')
+    return name
+
+
+def build_term(name, cv, model=None, base_dir=None):
+    """One constraint term from its config map ``constraints.<name>`` (docs/config.md).
+
+    `model` (a RobotModel) is used to check frame and joint names; errors are
+    :class:`ConfigError` naming the file and dotted key.
+    """
+    if not isinstance(cv, ConfigView):
+        cv = ConfigView(cv, None, f'constraints.{name}')
+    kind = cv.get_str('type', choices=TYPES)
+    role = cv.get_str('role', 'passive' if kind == 'loop_closure' else 'servo', choices=ROLES)
+    n = model.n if model is not None else None
+
+    def traj(key='trajectory'):
+        return build_trajectory(cv.section(key))
+
+    try:
+        if kind == 'frame_position':
+            return FramePosition(name, _frame(cv, 'frame', model), cv.get_strs('axes', ['x', 'y', 'z']),
+                                 traj(), role)
+        if kind == 'frame_orientation':
+            mode = cv.get_str('mode', 'planar', choices=('planar', 'so3'))
+            return FrameOrientation(name, _frame(cv, 'frame', model), traj(), mode,
+                                    cv.get_floats('axis', [0.0, 0.0, 1.0], length=3),
+                                    cv.get_floats('reference', None, length=3),
+                                    cv.get_floats('zero_direction', None, length=3), role)
+        if kind == 'joint_linear':
+            coeffs = cv.get_floats('coefficients')
+            if 'joints' in cv:
+                joints = cv.get_strs('joints', length=coeffs.size, unique=True)
+                if model is None:
+                    raise cv.error('joints', 'needs a model to map joint names')
+                full = np.zeros(n)
+                for jname, c in zip(joints, coeffs):
+                    if jname not in model.joint_names:
+                        raise cv.error('joints', f'unknown joint {jname!r}; joints: {model.joint_names}')
+                    full[model.joint_index(jname)] = c
+                coeffs = full
+            elif n is not None and coeffs.size != n:
+                raise cv.error('coefficients', f'needs {n} entries (one per joint in robot.joints order), '
+                               f'got {coeffs.size}; or add a joints list')
+            if 'value' in cv and 'trajectory' in cv:
+                raise cv.error('value', 'give value or trajectory, not both')
+            value = traj() if 'trajectory' in cv else build_trajectory(
+                {'type': 'hold', 'value': [cv.get_float('value', 0.0)]})
+            return JointLinear(name, coeffs, value, role)
+        if kind == 'loop_closure':
+            frames = cv.get_strs('frames', length=2)
+            if model is not None:
+                for f in frames:
+                    if not model.has_frame(f):
+                        raise cv.error('frames', f'unknown frame {f!r}; frames: {", ".join(model.frame_names())}')
+            mode = cv.get_str('mode', 'position', choices=('position', 'weld'))
+            axes = cv.get_strs('axes', ['x', 'y', 'z'])
+            return LoopClosure(name, frames, axes, mode, cv.get_floats('angle_axis', None, length=3),
+                               cv.get_floats('reference', None, length=3), role)
+        # callable
+        try:
+            func = load_function(cv.get_str('function'), base_dir)
+        except ValueError as exc:
+            raise cv.error('function', str(exc)) from None
+        params = cv.raw('params', {})
+        if not isinstance(params, dict):
+            raise cv.error('params', 'must be a map')
+        rows = cv.get_int('rows', None)
+        order = cv.get_int('order', 2)
+        try:
+            return CallableTerm(name, func, params, rows, order, role, model)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise cv.error('function', f'probe call failed: {type(exc).__name__}: {exc}') from None
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise cv.error(None, str(exc)) from None
+
+
+def build_stacks(cv, model, base_dir=None):
+    """``(passive, servo)`` ConstraintStacks from the ``constraints`` section (a ConfigView)."""
+    passive, servo = [], []
+    for name, sub in cv.named_items():
+        term = build_term(name, sub, model, base_dir)
+        (passive if term.role == 'passive' else servo).append(term)
+    extra = [k for k in cv.keys() if k != 'names' and k not in cv.get_strs('names', [])]
+    if extra:
+        raise cv.error(extra[0], f'constraint {extra[0]!r} is not listed in {cv.key("names")}')
+    return ConstraintStack(passive, model.n), ConstraintStack(servo, model.n)

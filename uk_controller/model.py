@@ -1,0 +1,375 @@
+"""A robot model over Pinocchio: M, C, G, frames, Jacobians and drift terms.
+
+Equations of motion (seed 000 eq 11, seed 004 eq 1)::
+
+    M(q) q'' + C(q, q') q' + G(q) = tau          h := C q' + G
+
+:class:`RobotModel` wraps one immutable ``pinocchio.Model`` and ONE
+preallocated ``pinocchio.Data`` (Pinocchio's Model/Data split): a control
+step calls :meth:`RobotModel.compute` once, which runs
+``pinocchio.computeAllTerms`` (CRBA for M, RNEA with zero acceleration for
+h, generalized gravity, joint Jacobians, forward kinematics with velocity)
+and updates frame placements. Frame Jacobians and drift terms are then read
+from that Data on demand and cached until the next ``compute``.
+
+Joint order. Pinocchio orders joints depth first in URDF order. An explicit
+``joint_names`` list fixes the order of q used by every public array of this
+class (q, q', M, h, g, Jacobian columns, effort limits); the permutation to
+Pinocchio's order is applied internally. :meth:`indices_from` and
+:meth:`indices_to` map between q and any message's name order.
+
+Only joints with one coordinate and ``nq == nv`` (revolute, prismatic, and
+their unaligned-axis variants) are supported: 'continuous' joints (nq 2,
+nv 1), floating and planar joints are rejected with a clear error.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+
+class ModelError(ValueError):
+    """The URDF or the requested joint/frame names cannot be used."""
+
+
+def _scale_inertias(model, scale):
+    """Multiply every body's mass and rotational inertia by `scale` (centre of mass kept)."""
+    for i in range(1, model.njoints):
+        inertia = model.inertias[i]
+        model.inertias[i] = pin.Inertia(inertia.mass * scale, inertia.lever.copy(), inertia.inertia * scale)
+
+
+class RobotModel:
+    """Pinocchio model plus one preallocated Data; see module docstring.
+
+    After :meth:`compute` (q, q'):
+
+    - ``M`` (n, n) symmetric mass matrix,
+    - ``h`` (n,) nonlinear effects ``C(q, q') q' + G(q)``,
+    - ``g`` (n,) generalized gravity ``G(q)``,
+    - :meth:`frame_position`, :meth:`frame_rotation`, :meth:`frame_jacobian`
+      (6 x n, LOCAL_WORLD_ALIGNED: linear rows 0..2 = d p/dt of the frame
+      origin in world axes, angular rows 3..5 = world angular velocity),
+      :meth:`frame_drift` (6,) = ``J'(q, q') q'``.
+    """
+
+    def __init__(self, pin_model, joint_names=None, *, name=None, source=None):
+        self.model = pin_model
+        self.name = name or pin_model.name
+        self.source = source
+        self._check_joints()
+        self.urdf_joint_names = [pin_model.names[j] for j in range(1, pin_model.njoints)]
+        n = pin_model.nv
+        self.n = n
+        if joint_names is None:
+            joint_names = list(self.urdf_joint_names)
+        joint_names = list(joint_names)
+        missing = [j for j in joint_names if j not in self.urdf_joint_names]
+        if missing:
+            raise ModelError(f'joints {missing} are not movable joints of the URDF '
+                             f'(movable joints: {self.urdf_joint_names})')
+        if len(set(joint_names)) != len(joint_names) or len(joint_names) != n:
+            raise ModelError(f'joint list must name every movable joint exactly once; got {joint_names}, '
+                             f'URDF has {self.urdf_joint_names}')
+        self.joint_names = joint_names
+        # perm[i] = Pinocchio velocity index of our coordinate i
+        perm = np.array([pin_model.idx_vs[pin_model.getJointId(j)] for j in joint_names], dtype=np.intp)
+        self._perm = None if np.array_equal(perm, np.arange(n)) else perm
+        self.data = pin_model.createData()
+        self._aux = pin_model.createData()        # for coriolis_matrix / energies, keeps self.data intact
+        self._qp = np.zeros(n)
+        self._vp = np.zeros(n)
+        self._Mp = np.zeros((n, n))
+        self._lower = np.tril_indices(n, -1)
+        self.M = np.zeros((n, n))
+        self.h = np.zeros(n)
+        self.g = np.zeros(n)
+        self.q = np.zeros(n)
+        self.qd = np.zeros(n)
+        self._stamp = 0
+        self._frame_cache = {}
+        self._frame_ids = {}
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def from_urdf(cls, path, joint_names=None, gravity=None, mass_scale=1.0):
+        """Load a URDF with a fixed base.
+
+        `gravity` (3,) overrides Pinocchio's default (0, 0, -9.81);
+        `mass_scale` multiplies every link's mass and inertia (a model-mismatch
+        plant uses a different scale than the controller's model).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise ModelError(f'URDF not found: {path}')
+        try:
+            pin_model = pin.buildModelFromUrdf(str(path))
+        except Exception as exc:  # Pinocchio raises ValueError/RuntimeError with a parser message
+            raise ModelError(f'cannot parse URDF {path}: {exc}') from None
+        return cls._finish(pin_model, joint_names, gravity, mass_scale, source=path)
+
+    @classmethod
+    def from_urdf_string(cls, text, joint_names=None, gravity=None, mass_scale=1.0):
+        """Like :meth:`from_urdf` from the URDF text (e.g. a robot_description parameter)."""
+        try:
+            pin_model = pin.buildModelFromXML(text)
+        except Exception as exc:
+            raise ModelError(f'cannot parse URDF text: {exc}') from None
+        return cls._finish(pin_model, joint_names, gravity, mass_scale, source=None)
+
+    @classmethod
+    def _finish(cls, pin_model, joint_names, gravity, mass_scale, source):
+        if gravity is not None:
+            gravity = np.asarray(gravity, dtype=float).reshape(3)
+            pin_model.gravity = pin.Motion(np.concatenate([gravity, np.zeros(3)]))
+        mass_scale = float(mass_scale)
+        if not mass_scale > 0.0:
+            raise ModelError(f'mass_scale must be > 0, got {mass_scale}')
+        if mass_scale != 1.0:
+            _scale_inertias(pin_model, mass_scale)
+        return cls(pin_model, joint_names, source=source)
+
+    def _check_joints(self):
+        m = self.model
+        bad = []
+        for j in range(1, m.njoints):
+            joint = m.joints[j]
+            if joint.nq != joint.nv or joint.nv != 1:
+                bad.append(f'{m.names[j]} ({joint.shortname()}, nq={joint.nq}, nv={joint.nv})')
+        if bad:
+            raise ModelError('only 1-DOF joints with nq == nv (revolute, prismatic) are supported; '
+                             "write 'continuous' joints as 'revolute' with wide limits. Unsupported: "
+                             + ', '.join(bad))
+
+    # ------------------------------------------------------------ joint order
+    def _to_pin(self, x, out):
+        if self._perm is None:
+            out[:] = x
+        else:
+            out[self._perm] = x
+        return out
+
+    def _from_pin_vec(self, xp, out):
+        if self._perm is None:
+            out[:] = xp
+        else:
+            np.take(xp, self._perm, out=out)
+        return out
+
+    def _from_pin_cols(self, Xp, out):
+        if self._perm is None:
+            out[...] = Xp
+        else:
+            np.take(Xp, self._perm, axis=1, out=out)
+        return out
+
+    def indices_from(self, names):
+        """Index array ``idx`` with ``q = values[idx]`` for values given in `names` order.
+
+        Every joint of q must appear in `names` (extra names are ignored).
+        """
+        where = {name: i for i, name in enumerate(names)}
+        missing = [j for j in self.joint_names if j not in where]
+        if missing:
+            raise ModelError(f'joints {missing} missing from {list(names)}')
+        return np.array([where[j] for j in self.joint_names], dtype=np.intp)
+
+    def indices_to(self, names):
+        """Index array ``idx`` with ``values = q[idx]`` for values wanted in `names` order."""
+        where = {name: i for i, name in enumerate(self.joint_names)}
+        missing = [j for j in names if j not in where]
+        if missing:
+            raise ModelError(f'unknown joints {missing}; model joints: {self.joint_names}')
+        return np.array([where[j] for j in names], dtype=np.intp)
+
+    def joint_index(self, name):
+        """Position of joint `name` in q."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise ModelError(f'unknown joint {name!r}; model joints: {self.joint_names}') from None
+
+    # ------------------------------------------------------------ limits
+    def _per_joint(self, values):
+        out = np.empty(self.n)
+        return self._from_pin_vec(np.asarray(values, dtype=float), out)
+
+    @property
+    def effort_limits(self):
+        """URDF ``<limit effort>`` per coordinate (inf where absent or zero)."""
+        e = self._per_joint(self.model.effortLimit)
+        e[~(e > 0.0)] = np.inf
+        return e
+
+    @property
+    def velocity_limits(self):
+        v = self._per_joint(self.model.velocityLimit)
+        v[~(v > 0.0)] = np.inf
+        return v
+
+    @property
+    def position_limits(self):
+        """(lower, upper) per coordinate from the URDF."""
+        return self._per_joint(self.model.lowerPositionLimit), self._per_joint(self.model.upperPositionLimit)
+
+    @property
+    def gravity(self):
+        return np.array(self.model.gravity.linear)
+
+    def neutral(self):
+        return self._from_pin_vec(pin.neutral(self.model), np.empty(self.n))
+
+    # ------------------------------------------------------------ frames
+    def has_frame(self, name):
+        return self.model.existFrame(name)
+
+    def frame_names(self):
+        return [f.name for f in self.model.frames]
+
+    def body_names(self):
+        """Names of links (BODY frames), plus 'world' for the fixed base."""
+        return ['world'] + [f.name for f in self.model.frames if f.type == pin.FrameType.BODY]
+
+    def frame_id(self, name):
+        """Frame index of `name` (a link is preferred over a joint of the same name)."""
+        if isinstance(name, (int, np.integer)):
+            return int(name)
+        fid = self._frame_ids.get(name)
+        if fid is None:
+            m = self.model
+            if m.existFrame(name, pin.FrameType.BODY):
+                fid = m.getFrameId(name, pin.FrameType.BODY)
+            elif m.existFrame(name):
+                fid = m.getFrameId(name)
+            else:
+                raise ModelError(f'unknown frame {name!r}; frames: {self.frame_names()}')
+            self._frame_ids[name] = fid
+        return fid
+
+    # ------------------------------------------------------------ the step
+    def compute(self, q, qd):
+        """ONE Pinocchio pass at (q, q'): M, h = C q' + G, G, kinematics, Jacobians.
+
+        ``pinocchio.computeAllTerms`` (M by CRBA, upper triangle, symmetrised
+        here; h by RNEA with q'' = 0; G; joint Jacobians; joint placements,
+        velocities and zero-acceleration bias accelerations) plus
+        ``updateFramePlacements``.
+        """
+        self.q[:] = q
+        self.qd[:] = qd
+        qp = self._to_pin(self.q, self._qp)
+        vp = self._to_pin(self.qd, self._vp)
+        pin.computeAllTerms(self.model, self.data, qp, vp)
+        pin.updateFramePlacements(self.model, self.data)
+        Mp = self._Mp
+        Mp[...] = self.data.M
+        Mp[self._lower] = Mp.T[self._lower]
+        if self._perm is None:
+            self.M[...] = Mp
+        else:
+            self.M[...] = Mp[np.ix_(self._perm, self._perm)]
+        self._from_pin_vec(self.data.nle, self.h)
+        self._from_pin_vec(self.data.g, self.g)
+        self._stamp += 1
+        return self
+
+    def _entry(self, name):
+        fid = self.frame_id(name)
+        entry = self._frame_cache.get(fid)
+        if entry is None:
+            entry = {'J': np.zeros((6, self.n)), 'J_at': -1, 'drift': np.zeros(6), 'drift_at': -1}
+            self._frame_cache[fid] = entry
+        return fid, entry
+
+    def frame_position(self, name):
+        """Origin of frame `name` in world coordinates (3,)."""
+        return np.array(self.data.oMf[self.frame_id(name)].translation)
+
+    def frame_rotation(self, name):
+        """Rotation matrix world <- frame (3, 3)."""
+        return np.array(self.data.oMf[self.frame_id(name)].rotation)
+
+    def frame_placement(self, name):
+        """pinocchio.SE3 world <- frame (a copy)."""
+        return pin.SE3(self.data.oMf[self.frame_id(name)])
+
+    def frame_jacobian(self, name):
+        """Frame Jacobian (6, n), LOCAL_WORLD_ALIGNED, columns in q order.
+
+        Rows 0..2: velocity of the frame origin in world axes; rows 3..5:
+        angular velocity in world axes. Cached until the next :meth:`compute`.
+        """
+        fid, entry = self._entry(name)
+        if entry['J_at'] != self._stamp:
+            Jp = pin.getFrameJacobian(self.model, self.data, fid, LWA)
+            self._from_pin_cols(Jp, entry['J'])
+            entry['J_at'] = self._stamp
+        return entry['J']
+
+    def frame_velocity(self, name):
+        """Spatial velocity (6,) of frame `name`, LOCAL_WORLD_ALIGNED: ``J q'``."""
+        return np.array(pin.getFrameVelocity(self.model, self.data, self.frame_id(name), LWA).vector)
+
+    def frame_drift(self, name):
+        """Acceleration drift ``J'(q, q') q'`` (6,) of frame `name`.
+
+        The classical acceleration of the frame origin at q'' = 0,
+        LOCAL_WORLD_ALIGNED (``pinocchio.getFrameClassicalAcceleration`` on the
+        zero-acceleration pass of :meth:`compute`), so that
+        ``d^2/dt^2 p = J_lin q'' + drift[:3]`` and
+        ``d/dt omega = J_ang q'' + drift[3:]``.
+        """
+        fid, entry = self._entry(name)
+        if entry['drift_at'] != self._stamp:
+            entry['drift'][:] = pin.getFrameClassicalAcceleration(self.model, self.data, fid, LWA).vector
+            entry['drift_at'] = self._stamp
+        return entry['drift']
+
+    # ------------------------------------------------------------ extras
+    def coriolis_matrix(self, q, qd):
+        """C(q, q') with ``M' - 2 C`` skew-symmetric (Pinocchio's computeCoriolisMatrix).
+
+        Uses a second Data, so the state of the last :meth:`compute` is kept.
+        """
+        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
+        Cp = pin.computeCoriolisMatrix(self.model, self._aux, qp, vp)
+        if self._perm is None:
+            return np.array(Cp)
+        return Cp[np.ix_(self._perm, self._perm)]
+
+    def mass_matrix(self, q):
+        """M(q) (n, n), symmetric, from a second Data (does not disturb compute state)."""
+        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        Mp = np.array(pin.crba(self.model, self._aux, qp))
+        Mp = np.triu(Mp) + np.triu(Mp, 1).T
+        return Mp if self._perm is None else Mp[np.ix_(self._perm, self._perm)]
+
+    def gravity_vector(self, q):
+        """G(q) (n,), from a second Data."""
+        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        gp = pin.computeGeneralizedGravity(self.model, self._aux, qp)
+        return self._from_pin_vec(gp, np.empty(self.n))
+
+    def energy(self, q, qd):
+        """(kinetic, potential) energy at (q, q'), from a second Data."""
+        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
+        kinetic = pin.computeKineticEnergy(self.model, self._aux, qp, vp)
+        potential = pin.computePotentialEnergy(self.model, self._aux, qp)
+        return float(kinetic), float(potential)
+
+    def inverse_dynamics(self, q, qd, qdd):
+        """tau = M q'' + C q' + G by RNEA (second Data)."""
+        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
+        ap = self._to_pin(np.asarray(qdd, dtype=float), np.empty(self.n))
+        tau = pin.rnea(self.model, self._aux, qp, vp, ap)
+        return self._from_pin_vec(tau, np.empty(self.n))
+
+    def __repr__(self):
+        return f'RobotModel({self.name!r}, n={self.n}, joints={self.joint_names})'

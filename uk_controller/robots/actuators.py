@@ -1,0 +1,77 @@
+"""Actuator map ``B`` (n x p): generalized force of each actuator's unit effort.
+
+The dynamics with actuators read ``M q'' + h = B u`` (seed 004 eq 1 with
+Q = B u). Two kinds of actuator (docs/config.md, section ``actuators``):
+
+- ``joint: <name>``: a motor on a tree joint; its column is the unit vector
+  of that coordinate (u is the joint-side torque or force);
+- ``between: [body_a, body_b]``, ``axis: [ax, ay, az]`` (world frame): a
+  torque ``u a`` on body A and ``-u a`` on body B, e.g. a motor on a hinge
+  that is not a tree joint (a loop-closing joint). By virtual work its column
+  is ``(J_ang,A - J_ang,B)^T a`` (q-dependent; 'world' is the fixed base).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Actuator:
+    name: str
+    joint: int | None = None               # index into q (joint actuators)
+    bodies: tuple | None = None            # (body_a, body_b) frame names, None for 'world'
+    axis: np.ndarray | None = None         # unit axis in world frame
+    effort_limit: float = np.inf
+
+
+class ActuatorMap:
+    """Ordered actuators: ``names``, ``p``, ``effort_limits`` (p,), :meth:`matrix`."""
+
+    def __init__(self, actuators, n):
+        self.actuators = list(actuators)
+        self.n = int(n)
+        self.names = [a.name for a in self.actuators]
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f'actuator names must be unique: {self.names}')
+        self.p = len(self.actuators)
+        self.effort_limits = np.array([a.effort_limit for a in self.actuators], dtype=float)
+        self._B = np.zeros((self.n, self.p))
+        self._between = []
+        for k, act in enumerate(self.actuators):
+            if act.joint is not None:
+                self._B[act.joint, k] = 1.0
+            else:
+                self._between.append((k, act))
+        self.constant = not self._between
+
+    @property
+    def joint_indices(self):
+        """q index per actuator (-1 for `between` actuators)."""
+        return np.array([-1 if a.joint is None else a.joint for a in self.actuators], dtype=np.intp)
+
+    def matrix(self, model=None, out=None):
+        """B (n, p) at the state of the last ``model.compute`` (needed only for `between` actuators).
+
+        Returns an internal buffer reused across calls (copy it to keep it),
+        or writes into `out`.
+        """
+        B = self._B
+        for k, act in self._between:
+            if model is None:
+                raise ValueError(f'actuator {act.name!r} acts between bodies: matrix() needs the model')
+            col = B[:, k]
+            col[:] = 0.0
+            a, b = act.bodies
+            if a is not None:
+                col += model.frame_jacobian(a)[3:].T @ act.axis
+            if b is not None:
+                col -= model.frame_jacobian(b)[3:].T @ act.axis
+        if out is not None:
+            out[...] = B
+            return out
+        return B
+
+    def __repr__(self):
+        return f'ActuatorMap({self.names})'

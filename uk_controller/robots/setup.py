@@ -1,0 +1,163 @@
+"""Build a :class:`RobotSetup` from a setup file (docs/config.md)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..baumgarte import Baumgarte
+from ..config import ConfigError, ConfigView, load_config
+from ..constraints import ConstraintStack, build_stacks
+from ..model import ModelError, RobotModel
+from ..paths import resolve_config, resolve_data_file
+from .actuators import Actuator, ActuatorMap
+
+#: Natural frequency [rad/s] of the critically damped Baumgarte default when a
+#: setup has no ``stabilization`` section.
+DEFAULT_OMEGA = 10.0
+
+
+@dataclass
+class RobotSetup:
+    """Everything the controller needs about one robot (see team brief, Interfaces).
+
+    ``joint_names`` is the order of q (``robot.joints``, default URDF order);
+    ``actuators.names`` the order of u.
+    """
+
+    name: str
+    config: dict = field(repr=False)
+    config_path: Path | None
+    model: RobotModel
+    joint_names: list
+    q0: np.ndarray
+    qd0: np.ndarray
+    passive: ConstraintStack
+    servo: ConstraintStack
+    actuators: ActuatorMap
+    stabilization: Baumgarte
+    urdf_path: Path | None = None
+    view: ConfigView = field(default=None, repr=False)
+
+    @property
+    def n(self):
+        return self.model.n
+
+    def section(self, name):
+        """A config section as a ConfigView (empty if absent), e.g. ``setup.section('control')``."""
+        return self.view.section(name, required=False)
+
+    def evaluate(self, q, qd, t):
+        """One model pass and all rows: ``(passive_rows, servo_rows, B)`` at (q, q', t).
+
+        The returned objects are internal buffers reused by the next call.
+        """
+        self.model.compute(q, qd)
+        return (self.passive.evaluate(self.model, q, qd, t), self.servo.evaluate(self.model, q, qd, t),
+                self.actuators.matrix(self.model))
+
+
+def _actuators(cv, model):
+    if not cv.data:
+        # no actuators section: every joint carries a motor (URDF effort limits)
+        limits = model.effort_limits
+        return ActuatorMap([Actuator(j, joint=i, effort_limit=limits[i]) for i, j in enumerate(model.joint_names)],
+                           model.n)
+    urdf_limits = model.effort_limits
+    items = cv.named_items()
+    if not items:
+        raise cv.error('names', 'list the actuators (order of the effort vector u)')
+    listed = set(cv.get_strs('names'))
+    extra = [k for k in cv.keys() if k != 'names' and k not in listed]
+    if extra:
+        raise cv.error(extra[0], f'actuator {extra[0]!r} is not listed in {cv.key("names")}')
+    acts = []
+    for name, a in items:
+        if ('joint' in a) == ('between' in a):
+            raise a.error(None, "give exactly one of 'joint' or 'between'")
+        limit = a.get_float('effort_limit', None, positive=True)
+        if 'joint' in a:
+            joint = a.get_str('joint')
+            if joint not in model.joint_names:
+                raise a.error('joint', f'unknown joint {joint!r}; joints: {model.joint_names}')
+            index = model.joint_index(joint)
+            acts.append(Actuator(name, joint=index, effort_limit=urdf_limits[index] if limit is None else limit))
+        else:
+            bodies = a.get_strs('between', length=2)
+            resolved = []
+            for body in bodies:
+                if body == 'world' and not model.has_frame('world'):
+                    resolved.append(None)
+                elif not model.has_frame(body):
+                    raise a.error('between', f'unknown body {body!r}; bodies: {", ".join(model.body_names())}')
+                else:
+                    resolved.append(body)
+            if resolved[0] == resolved[1]:
+                raise a.error('between', 'the two bodies must differ')
+            axis = a.get_floats('axis', length=3)
+            norm = np.linalg.norm(axis)
+            if norm == 0.0:
+                raise a.error('axis', 'must be non-zero')
+            acts.append(Actuator(name, bodies=tuple(resolved), axis=axis / norm,
+                                 effort_limit=np.inf if limit is None else limit))
+    return ActuatorMap(acts, model.n)
+
+
+def _stabilization(cv):
+    if not cv.data:
+        return Baumgarte.critical(DEFAULT_OMEGA)
+    convention = cv.get_str('convention', 'critical', choices=('critical', 'seed000', 'squared', 'none'))
+    needs = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
+    values = {}
+    for key in needs[convention]:
+        values[key] = cv.get_floats(key)
+        if np.any(values[key] < 0.0):
+            raise cv.error(key, 'gains must be >= 0')
+        if values[key].size == 1:
+            values[key] = float(values[key][0])
+    try:
+        return Baumgarte.from_config({'convention': convention, **values}, where=cv.prefix)
+    except (KeyError, ValueError) as exc:
+        raise cv.error('convention', str(exc).strip("'")) from None
+
+
+def setup_from_params(params, path=None, *, mass_scale=1.0):
+    """Build a :class:`RobotSetup` from an already loaded parameter dict."""
+    cv = ConfigView(params, path)
+    robot = cv.section('robot')
+    name = robot.get_str('name', Path(path).stem if path else 'robot')
+    urdf_value = robot.get_str('urdf')
+    urdf_path = resolve_data_file(urdf_value, path)
+    if urdf_path is None:
+        raise robot.error('urdf', f'file {urdf_value!r} not found (looked in the package share dir'
+                          + (f' and next to {path}' if path else '') + ')')
+    joints = robot.get_strs('joints', None, unique=True)
+    gravity = robot.get_floats('gravity', None, length=3)
+    try:
+        model = RobotModel.from_urdf(urdf_path, joints, gravity, mass_scale)
+    except ModelError as exc:
+        raise robot.error('joints' if joints is not None and 'joint' in str(exc) else 'urdf', str(exc)) from None
+    model.name = name
+    n = model.n
+    q0 = robot.get_floats('initial_position', np.zeros(n), length=n)
+    qd0 = robot.get_floats('initial_velocity', np.zeros(n), length=n)
+    actuators = _actuators(cv.section('actuators', required=False), model)
+    base_dir = Path(path).parent if path else None
+    passive, servo = build_stacks(cv.section('constraints', required=False), model, base_dir)
+    stabilization = _stabilization(cv.section('stabilization', required=False))
+    return RobotSetup(name=name, config=params, config_path=Path(path) if path else None, model=model,
+                      joint_names=list(model.joint_names), q0=np.array(q0, dtype=float),
+                      qd0=np.array(qd0, dtype=float), passive=passive, servo=servo, actuators=actuators,
+                      stabilization=stabilization, urdf_path=urdf_path, view=cv)
+
+
+def load_robot(name_or_path, *, mass_scale=1.0, node=None):
+    """Load a robot setup: ``'scara'`` (shipped config) or a path to a setup file.
+
+    `mass_scale` scales every link's mass and inertia of the model (for a
+    model-mismatch plant). Raises :class:`~uk_controller.config.ConfigError`
+    naming the file and dotted key on any bad entry.
+    """
+    params, path = load_config(resolve_config(name_or_path), node=node)
+    return setup_from_params(params, path, mass_scale=mass_scale)
