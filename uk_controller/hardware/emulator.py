@@ -167,7 +167,7 @@ class DeviceEmulator:
         self.joint_index = [names.index(j) if (j is not None and j in names) else k
                             for k, j in enumerate(hw.joints)]
         self.dt = float(dt)
-        self.mode = mode
+        self.time_mode = mode
         self.baud = baud
         self.byte_time = 10.0 / baud if baud else 0.0
         self.link = link or PtyLink()
@@ -216,7 +216,7 @@ class DeviceEmulator:
 
     def step_plant(self):
         """Lockstep: advance the plant by dt with the applied torque."""
-        if self.mode != 'lockstep':
+        if self.time_mode != 'lockstep':
             return
         u = self.joint_effort()
         self.plant.step(u, self.dt)
@@ -235,7 +235,7 @@ class DeviceEmulator:
             self.watchdog_tripped = True
             self.tau_m = np.zeros(self.p)
             self.counters['watchdog_trips'] += 1
-        if self.mode == 'realtime':
+        if self.time_mode == 'realtime':
             if self._last_rt is None:
                 self._last_rt = now
             k = int((now - self._last_rt) / self.dt)

@@ -1,0 +1,56 @@
+"""ODrive ASCII protocol helpers (line format shared by bus and emulator).
+
+A line is ``command [*checksum] [; comment]`` terminated by ``\\n``; the
+optional GCode-style checksum is the XOR of all bytes before ``*``, written in
+decimal. Commands used here (ODrive firmware 0.5.x ASCII protocol):
+
+- ``c <axis> <torque>``   torque setpoint in N m (no reply; feeds the watchdog)
+- ``f <axis>``            reply ``<pos> <vel>`` in turns and turns/s
+- ``w <property> <value>`` / ``r <property>``  write / read a property
+- ``sc``                  clear errors; ``u <axis>`` feeds the watchdog
+"""
+from __future__ import annotations
+
+AXIS_STATE_IDLE = 1
+AXIS_STATE_CLOSED_LOOP = 8
+CONTROL_MODE_TORQUE = 1
+AXIS_ERROR_WATCHDOG_TIMER_EXPIRED = 0x800
+
+
+def checksum(text: bytes) -> int:
+    cs = 0
+    for b in text:
+        cs ^= b
+    return cs
+
+
+def make_line(cmd: str, with_checksum: bool = True) -> bytes:
+    raw = cmd.encode('ascii') + b' '
+    if with_checksum:
+        return raw + b'*' + str(checksum(raw)).encode() + b'\n'
+    return raw.rstrip() + b'\n'
+
+
+class ChecksumError(ValueError):
+    pass
+
+
+def parse_line(line: bytes):
+    """-> (text: str, had_checksum: bool). Raises ChecksumError on mismatch or garbage."""
+    line = line.split(b';', 1)[0].strip(b'\r\n ')
+    if b'*' in line:
+        body, _, cs = line.rpartition(b'*')
+        try:
+            ok = int(cs.strip()) == checksum(body)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ChecksumError('checksum mismatch')
+        try:
+            return body.decode('ascii').strip(), True
+        except UnicodeDecodeError:
+            raise ChecksumError('non-ASCII line') from None
+    try:
+        return line.decode('ascii').strip(), False
+    except UnicodeDecodeError:
+        raise ChecksumError('non-ASCII line') from None
