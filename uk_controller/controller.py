@@ -26,7 +26,6 @@ import numpy as np
 from . import uk
 from .baumgarte import Baumgarte
 from .pinv import get_pinv
-from .rows import ConstraintRows
 
 SAFE_EFFORTS = ('zero', 'hold')
 
@@ -93,8 +92,6 @@ class ControllerCore:
         self._last_effort = np.zeros(self.p)
         self._mp = setup.passive.m
         self._ms = setup.servo.m
-        self._passive_rows = ConstraintRows.empty(self._mp, self.n)
-        self._servo_rows = ConstraintRows.empty(self._ms, self.n)
         self._bp = np.zeros(self._mp)
         self._bs = np.zeros(self._ms)
         self._Q = np.zeros(self.n)
@@ -145,8 +142,8 @@ class ControllerCore:
     def _solve(self, q, qd, t):
         model = self.model
         model.compute(q, qd)
-        passive = self.setup.passive.evaluate(model, q, qd, t, out=self._passive_rows) if self._mp else None
-        servo = self.setup.servo.evaluate(model, q, qd, t, out=self._servo_rows)
+        passive = self.setup.passive.evaluate(model, q, qd, t) if self._mp else None
+        servo = self.setup.servo.evaluate(model, q, qd, t)
         np.negative(model.h, out=self._Q)
         B = self.setup.actuators.matrix(model)
         bs = self.stabilization.stabilized_rhs(servo, out=self._bs)

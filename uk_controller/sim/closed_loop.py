@@ -75,7 +75,8 @@ class SimulationResult:
 
 def _row_names(stack):
     names = []
-    for name, sl in zip(stack.names, stack.slices):
+    for name in stack.names:
+        sl = stack.slices[name]
         count = sl.stop - sl.start
         names += [name] if count == 1 else [f'{name}[{k}]' for k in range(count)]
     return names

@@ -31,7 +31,8 @@ def task_paths(result, setup):
     model = setup.model
     paths = []
     cfg = setup.config.get('constraints', {}) or {}
-    for name, sl in zip(setup.servo.names, setup.servo.slices):
+    for name in setup.servo.names:
+        sl = setup.servo.slices[name]
         spec = cfg.get(name, {}) or {}
         if spec.get('type') != 'frame_position':
             continue
@@ -41,7 +42,7 @@ def task_paths(result, setup):
         for k in range(result.t.size):
             model.compute(result.q[k], result.qd[k])
             actual[k] = np.asarray(model.frame_position(spec['frame']))[idx]
-        offset = sl.start - setup.servo.slices[0].start
+        offset = sl.start
         desired = actual - result.task_error[:, offset:offset + len(idx)]
         paths.append((name, axes, actual, desired))
     return paths

@@ -17,7 +17,6 @@ from scipy.integrate import solve_ivp
 
 from .. import uk
 from ..baumgarte import Baumgarte
-from ..rows import ConstraintRows
 
 INTEGRATORS = ('rk4', 'solve_ivp')
 
@@ -39,7 +38,6 @@ class UKPlant:
         self.rtol, self.atol = rtol, atol
         self.closures = setup.passive
         self.closure_stabilization = Baumgarte.critical(closure_omega)
-        self._rows = ConstraintRows.empty(self.closures.m, self.n)
         self._b = np.zeros(self.closures.m)
         self.rhs_evaluations = 0
         self.reset(setup.q0, setup.qd0)
@@ -71,7 +69,7 @@ class UKPlant:
         Q = self.setup.actuators.matrix(model) @ u - model.h
         if self.closures.m == 0:
             return uk.MassFactor(model.M).solve(Q)
-        rows = self.closures.evaluate(model, q, qd, t, out=self._rows)
+        rows = self.closures.evaluate(model, q, qd, t)
         b = self.closure_stabilization.stabilized_rhs(rows, out=self._b)
         return uk.constrained_acceleration(model.M, Q, rows.A, b)
 
@@ -80,7 +78,7 @@ class UKPlant:
         if self.closures.m == 0:
             return np.zeros(0)
         self.model.compute(self.q, self.qd)
-        return self.closures.evaluate(self.model, self.q, self.qd, self.t, out=self._rows).phi.copy()
+        return self.closures.evaluate(self.model, self.q, self.qd, self.t).phi.copy()
 
     def step(self, u, dt):
         """Advance by dt with the efforts u held constant."""
