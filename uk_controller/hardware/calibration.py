@@ -44,8 +44,9 @@ class HardwareConfigError(_BaseConfigError):
 
 
 def _err(source, key, msg):
-    where = f'{source}: ' if source else ''
-    return HardwareConfigError(f'{where}hardware key `{key}`: {msg}')
+    if _BaseConfigError is ValueError:  # pragma: no cover
+        return HardwareConfigError(f'{source}: {key}: {msg}' if source else f'{key}: {msg}')
+    return HardwareConfigError(msg, file=source or None, key=key)
 
 
 @dataclass
@@ -140,7 +141,17 @@ class HardwareConfig:
         return cls(motors=motors, effort_limits=effort_limits, **kw)
 
     @classmethod
-    def from_params(cls, params: dict, source: str | Path = '', *, require_section=False):
+    def from_setup(cls, setup, *, require_section=False):
+        """From a RobotSetup: its config, its actuators' effort limits (URDF defaults
+        included) and the names of the joints the actuators drive."""
+        acts = setup.actuators.actuators
+        joints = [setup.joint_names[a.joint] if a.joint is not None else None for a in acts]
+        return cls.from_params(setup.config, setup.config_path or '', require_section=require_section,
+                               effort_limits=setup.actuators.effort_limits, joints=joints)
+
+    @classmethod
+    def from_params(cls, params: dict, source: str | Path = '', *, require_section=False,
+                    effort_limits=None, joints=None):
         """Build from the nested ``ros__parameters`` dict of a robot config.
 
         Without a ``hardware`` section (and ``require_section=False``) every
@@ -152,11 +163,14 @@ class HardwareConfig:
         names = list(act.get('names') or [])
         if not names:
             raise _err(source, 'actuators.names', 'missing: the hardware layer maps motors to actuators')
-        efforts, joints = [], []
+        efforts, cfg_joints = [], []
         for n in names:
             a = act.get(n) or {}
             efforts.append(float(a['effort_limit']) if 'effort_limit' in a else math.inf)
-            joints.append(a.get('joint'))
+            cfg_joints.append(a.get('joint'))
+        if effort_limits is not None:
+            efforts = [float(x) for x in effort_limits]
+        joints = list(joints) if joints is not None else cfg_joints
         hw = params.get('hardware')
         if hw is None:
             if require_section:

@@ -1,0 +1,202 @@
+"""``uk-controller run CONFIG --port ... --protocol ...``: the controller on a serial bus.
+
+Runs :class:`~uk_controller.controller.ControllerCore` at a fixed rate: each
+period is one bus transaction (send the effort computed from the previous
+feedback, receive the new feedback), then one control step. Safety (watchdog,
+limits, arming, reconnect, torque-off on exit) is :class:`~.safety.SafeBus`.
+A one-line live summary goes to stderr; ``--log`` writes a CSV row per period,
+flushed as it goes.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .bus import PortError, make_bus
+from .calibration import PROTOCOLS, HardwareConfig
+from .safety import ARMED, SafeBus
+from .state import JointStateAssembler
+
+
+def add_run_arguments(parser: argparse.ArgumentParser):
+    parser.add_argument('config', help='robot setup: name (scara, five_bar, ...) or YAML path')
+    parser.add_argument('--port', help='serial port (default: config hardware.port)')
+    parser.add_argument('--protocol', choices=PROTOCOLS, help='default: config hardware.protocol')
+    parser.add_argument('--baud', type=int, help='default: config hardware.baud')
+    parser.add_argument('--duration', type=float, default=None,
+                        help='seconds of trajectory time to run (default: until Ctrl-C)')
+    parser.add_argument('--rate', type=float, default=None,
+                        help='control/bus rate in Hz (default: hardware.rate, else control.rate)')
+    parser.add_argument('--watchdog', type=float, default=None,
+                        help='s without effort or feedback before torque off (default: hardware.watchdog)')
+    parser.add_argument('--log', metavar='CSV', help='write one CSV row per period (flushed as it goes)')
+    parser.add_argument('--quiet', action='store_true', help='no live summary line')
+    return parser
+
+
+class _Stop(Exception):
+    pass
+
+
+@dataclass
+class LoopResult:
+    t: list = field(default_factory=list)
+    q: list = field(default_factory=list)
+    effort: list = field(default_factory=list)
+    task_error: list = field(default_factory=list)
+    overruns: int = 0
+    cycles: int = 0
+    wall: float = 0.0
+    stopped_by: str = ''
+
+
+def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, csv_writer=None,
+             status=None, record=False, stop_event=None) -> LoopResult:
+    """The fixed-rate loop (also used in-process by the HIL tests).
+
+    ``realtime=False`` runs as fast as the bus answers and uses trajectory time
+    ``k * dt`` (k = torque transactions sent), which is exactly the in-process
+    simulation's clock when the device emulator runs in lockstep.
+    """
+    res = LoopResult()
+    dt = core.dt
+    effort, stamp = None, None
+    started, t0, sent = False, 0.0, 0
+    core.reset(0.0)
+    clock = time.monotonic
+    next_tick = clock()
+    wall0 = clock()
+    last_status = 0.0
+    last_stamp = None
+    while stop_event is None or not stop_event.is_set():
+        reading = safe.cycle(effort, stamp)
+        res.cycles += 1
+        if reading is not None and reading.valid and reading.stamp != last_stamp:
+            last_stamp = reading.stamp
+            if not started:
+                started, t0, sent = True, clock(), safe.counters['sent']
+            t = (clock() - t0) if realtime else (safe.counters['sent'] - sent) * dt
+            if duration is not None and t >= duration - 1e-12:
+                res.stopped_by = 'duration'
+                break
+            q, qd = assembler(reading.q, reading.qd, t)
+            step = core.step(q, qd, t)
+            effort, stamp = step.effort, clock()
+            if record:
+                res.t.append(t)
+                res.q.append(q)
+                res.effort.append(step.effort.copy())
+                res.task_error.append(step.task_error.copy())
+            if csv_writer is not None:
+                csv_writer.writerow([f'{t:.6f}', safe.state, *np.round(q, 9), *np.round(qd, 9),
+                                     *np.round(reading.sent, 9), *np.round(step.task_error, 9),
+                                     f'{(safe.stats.rtt[-1] if safe.stats and safe.stats.rtt else math.nan):.6f}'])
+            if status is not None and clock() - last_status > 0.25:
+                last_status = clock()
+                status(t, safe, step, res)
+        if realtime:
+            next_tick += dt
+            delay = next_tick - clock()
+            if delay > 0:
+                time.sleep(delay)
+            elif delay < -dt:
+                res.overruns += 1
+                next_tick = clock()
+    res.wall = clock() - wall0
+    return res
+
+
+def _status_line(t, safe, step, res):
+    d = safe.diagnostics()
+    rate = res.cycles / max(res.wall or (time.monotonic() - _status_line.t0), 1e-9)
+    err = float(np.max(np.abs(step.task_error), initial=0.0))
+    line = (f't={t:7.2f}s {rate:6.0f}Hz {d["state"]:<12} |e|={err:.2e} |u|={np.max(np.abs(step.effort), initial=0):.3g} '
+            f'rtt p50/p99={d.get("rtt_p50", math.nan) * 1e3:.2f}/{d.get("rtt_p99", math.nan) * 1e3:.2f}ms '
+            f'crc={d.get("crc_errors", 0)} timeouts={d.get("timeouts", 0)} trips={d["watchdog_trips"]} '
+            f'reconnects={d["reconnects"]}')
+    sys.stderr.write('\r' + line[:160].ljust(160))
+    sys.stderr.flush()
+
+
+def run(args) -> int:
+    from ..controller import ControllerCore
+    from ..robots import load_robot
+    try:
+        setup = load_robot(args.config)
+        hw = HardwareConfig.from_setup(setup)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f'uk-controller run: {exc}', file=sys.stderr)
+        return 2
+    rate = args.rate or (hw.rate if hw.rate > 0 else None)
+    core = ControllerCore(setup, rate=rate)
+    protocol = args.protocol or hw.protocol
+    port = args.port or hw.port
+    watchdog = args.watchdog or hw.watchdog
+    try:
+        assembler = JointStateAssembler(setup, hw)
+    except ValueError as exc:
+        print(f'uk-controller run: {exc}', file=sys.stderr)
+        return 2
+
+    def log(msg):
+        print(('\n' if not args.quiet else '') + msg, file=sys.stderr)
+
+    safe = SafeBus(hw, lambda: make_bus(hw, port=port, baud=args.baud, protocol=protocol), watchdog=watchdog,
+                   log=log)
+    stop = threading.Event()
+    old = {}
+
+    def on_signal(signum, frame):
+        raise _Stop(signal.Signals(signum).name)
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            old[sig] = signal.signal(sig, on_signal)
+    stream = None
+    code = 0
+    try:
+        try:
+            safe.connect(raise_errors=True)
+        except PortError as exc:
+            print(f'uk-controller run: {exc}', file=sys.stderr)
+            return 2
+        writer = None
+        if args.log:
+            stream = open(args.log, 'w', newline='', buffering=1)
+            writer = csv.writer(stream)
+            ms = setup.servo.m
+            writer.writerow(['t', 'state', *[f'q_{j}' for j in core.joint_names],
+                             *[f'qd_{j}' for j in core.joint_names], *[f'u_{a}' for a in core.actuator_names],
+                             *[f'task_error_{i}' for i in range(ms)], 'rtt'])
+        _status_line.t0 = time.monotonic()
+        print(f'running {setup.name} on {port} ({protocol}) at {core.rate:g} Hz, watchdog '
+              f'{watchdog * 1e3:.0f} ms; Ctrl-C stops with torque off', file=sys.stderr)
+        res = run_loop(core, safe, assembler, duration=args.duration, realtime=True, csv_writer=writer,
+                       status=None if args.quiet else _status_line, stop_event=stop)
+        why = res.stopped_by or 'stopped'
+    except KeyboardInterrupt:
+        why = 'Ctrl-C'
+    except _Stop as exc:
+        why = str(exc)
+    except Exception as exc:  # noqa: BLE001 - torque off first, then report
+        why = f'error: {exc!r}'
+        code = 1
+    finally:
+        safe.shutdown()
+        if stream is not None:
+            stream.close()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    d = safe.diagnostics()
+    print(f'\n{why}: torque off. cycles={d["cycles"]} crc_errors={d.get("crc_errors", 0)} '
+          f'timeouts={d.get("timeouts", 0)} watchdog_trips={d["watchdog_trips"]} '
+          f'reconnects={d["reconnects"]}', file=sys.stderr)
+    return code
