@@ -41,9 +41,19 @@ def share_dir() -> Path:
 
 
 def available_configs():
-    """Names of the robot setups shipped in ``<share>/config`` (without .yaml)."""
+    """Names of the robot setups shipped in ``<share>/config`` (files with a ``robot`` section)."""
+    from .config import ConfigError, load_config
+
     folder = share_dir() / 'config'
-    return sorted(p.stem for p in folder.glob('*.yaml')) if folder.is_dir() else []
+    names = []
+    for path in sorted(folder.glob('*.yaml')) if folder.is_dir() else []:
+        try:
+            params, _ = load_config(path)
+        except ConfigError:
+            continue
+        if isinstance(params.get('robot'), dict):
+            names.append(path.stem)
+    return names
 
 
 def resolve_config(name_or_path) -> Path:
