@@ -1,0 +1,337 @@
+"""``uk_controller_node``: /joint_states in, actuator efforts out at a fixed rate.
+
+A thin rclpy adapter over :class:`uk_controller.controller.ControllerCore`
+(Chen's servo control on the UK equation, seed 004 eq 35, with Baumgarte
+stabilization, seed 000 eq 52). Per control period::
+
+    (q, q') <- merged /joint_states (by name)      t <- trajectory clock
+    u = ControllerCore.step(q, q', t)              published in ros.effort_joints order
+
+Stale, non-finite or unsolvable input gives the configured safe effort and an
+ERROR diagnostic; the node recovers by itself when good data returns and never
+publishes NaN. Topics, parameters and rqt_plot field paths: docs/ros.md.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy, qos_profile_sensor_data
+from rcl_interfaces.msg import SetParametersResult
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+from std_srvs.srv import Trigger
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from diagnostic_msgs.msg import DiagnosticArray
+
+from ..baumgarte import Baumgarte
+from ..controller import ControllerCore
+from . import params as P
+from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array
+from .robot_source import build_setup, file_parameters
+from .runner import run
+from .state import JointStateMerger
+
+NODE_NAME = 'uk_controller_node'
+COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+OUTPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': JointTrajectory,
+              'joint_state': JointState}
+
+
+def node_parameters(node):
+    """Read `config`, `robot_description` and every override into (params, config_path).
+
+    Declares the file's parameters that were not overridden, so that the whole
+    setup is visible (``ros2 param dump``) and the live ones can be set.
+    """
+    for name in P.NODE_ONLY:
+        if not node.has_parameter(name):
+            node.declare_parameter(name, '')
+    config = node.get_parameter('config').value or ''
+    file_params, path = file_parameters(config)
+    flat = {name: P.plain(p.value) for name, p in node.get_parameters_by_prefix('').items()
+            if not P.is_builtin(name) and name not in P.NODE_ONLY and p.type_ != Parameter.Type.NOT_SET}
+    params = P.merge(file_params, P.unflatten(flat))
+    description = node.get_parameter('robot_description').value or ''
+    if description.strip():
+        params = P.merge(params, {'robot': {'urdf': str(P.robot_description_file(description))}})
+    for name, value in P.flatten(file_params).items():
+        value = P.declarable(value)
+        if value is not None and not node.has_parameter(name):
+            node.declare_parameter(name, value)
+    return params, path
+
+
+def effort_message(kind, values, names, stamp):
+    """The effort command in the chosen message type (values already in `names` order)."""
+    if kind == 'float64_multi_array':
+        return Float64MultiArray(data=values)
+    if kind == 'joint_state':
+        msg = JointState(name=names, effort=values)
+        msg.header.stamp = stamp
+        return msg
+    msg = JointTrajectory(joint_names=names)
+    msg.header.stamp = stamp
+    msg.points = [JointTrajectoryPoint(effort=values)]
+    return msg
+
+
+def labelled_array(values, label):
+    """Float64MultiArray with one labelled dimension (rqt_plot: <topic>/data[i])."""
+    msg = Float64MultiArray(data=values)
+    msg.layout.dim = [MultiArrayDimension(label=label, size=len(values), stride=len(values))]
+    return msg
+
+
+class ControllerNode(Node):
+    """The UK controller as a ROS 2 node (see the module docstring)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault('automatically_declare_parameters_from_overrides', True)
+        super().__init__(NODE_NAME, **kwargs)
+        self.params, self.config_path = node_parameters(self)
+        self.ros = P.ros_settings(self.params)
+        self.setup = build_setup(self.params, self.config_path)
+        self.core = ControllerCore(self.setup)
+        self.perm, self.effort_names = P.effort_order(self.params, self.core.actuator_names,
+                                                      self.ros.get('effort_joints'))
+        self.perm = np.asarray(self.perm, dtype=int)
+        self.period = self.core.dt
+        self.merger = JointStateMerger(self.core.joint_names, self.ros['state_timeout'])
+        self.stats = LoopStats(self.period)
+        self.running = False
+        self.autostarted = False
+        self.start_ns = 0
+        self.last_state_ns = -1
+        self.fault = ''
+        self.fault_kind = ''
+        self.faults = 0
+        self.last_result = None
+        self.last_publish_ns = 0
+        self._latency_probe = None      # set by benchmarks: callable(receive_ns, publish_ns)
+        self._state_receive_ns = 0
+
+        kind = self.ros['output_type']
+        self.effort_pub = self.create_publisher(OUTPUT_MSG[kind], self.ros['effort_topic'], COMMAND_QOS)
+        self.task_error_pub = self.create_publisher(Float64MultiArray, '~/task_error', 10)
+        self.residual_pub = self.create_publisher(Float64MultiArray, '~/constraint_residual', 10)
+        self.efforts_pub = self.create_publisher(Float64MultiArray, '~/efforts', 10)
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.create_subscription(JointState, self.ros['joint_states_topic'], self.on_joint_state,
+                                 qos_profile_sensor_data)
+        self.create_service(Trigger, '~/start', self.on_start)
+        self.create_service(Trigger, '~/stop', self.on_stop)
+        self.timer = self.create_timer(self.period, self.on_timer)
+        self.diag_timer = self.create_timer(self.ros['diagnostics_period'], self.publish_diagnostics)
+        self.add_on_set_parameters_callback(self.on_set_parameters)
+        self._row_labels()
+        self.get_logger().info(
+            f'{self.setup.name}: {self.core.n} joints {self.core.joint_names}, efforts on '
+            f'{self.ros["effort_topic"]} ({kind}) for {self.effort_names}, {self.core.rate:g} Hz, '
+            f'trigger {self.ros["trigger"]}, {"autostart" if self.ros["autostart"] else "waiting for ~/start"}')
+
+    # ------------------------------------------------------------------ helpers
+
+    def _row_labels(self):
+        mp, ms = self.setup.passive.m, self.setup.servo.m
+        self.task_label = f'task_error[{ms}]: servo rows ' + ','.join(self.setup.servo.names)
+        self.residual_label = (f'phi[{mp + ms}] then phidot[{mp + ms}]: passive '
+                               + ','.join(self.setup.passive.names) + '; servo ' + ','.join(self.setup.servo.names))
+        self.efforts_label = 'efforts: ' + ','.join(self.core.actuator_names)
+
+    def now_ns(self):
+        return self.get_clock().now().nanoseconds
+
+    def trajectory_time(self, now_ns):
+        return (now_ns - self.start_ns) * 1e-9 + self.ros['trajectory_start']
+
+    def start(self, now_ns):
+        self.core.reset(0.0)
+        self.start_ns = now_ns
+        self.running = True
+        self.get_logger().info('trajectory clock started')
+
+    # ------------------------------------------------------------------ callbacks
+
+    def on_joint_state(self, msg):
+        now = self.now_ns()
+        self._state_receive_ns = now
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        used = self.merger.update(msg.name, msg.position, msg.velocity, stamp, now)
+        if not used or not self.merger.complete:
+            return
+        if not self.running and self.ros['autostart'] and not self.autostarted:
+            self.autostarted = True
+            self.start(self.merger.newest_ns if self.ros['trigger'] == 'state' else now)
+        if self.ros['trigger'] == 'state' and self.merger.newest_ns > self.last_state_ns:
+            self.last_state_ns = self.merger.newest_ns
+            self.control(now, self.merger.newest_ns)
+
+    def on_timer(self):
+        now = self.now_ns()
+        if self.ros['trigger'] == 'timer':
+            self.stats.tick(now)
+            self.control(now, now)
+        elif self.merger.complete and self.merger.age(now) > self.ros['state_timeout']:
+            self.control(now, now)       # state trigger: the timer only watches for stale data
+
+    def control(self, now_ns, t_ns):
+        """One control period: efforts from the merged state, or the safe effort and why."""
+        merger = self.merger
+        if not merger.complete:
+            return                        # nothing known yet: publish nothing
+        fault = kind = ''
+        age = merger.age(now_ns)
+        if age > self.ros['state_timeout']:
+            kind = 'stale'
+            fault = (f'stale state: {merger.oldest_joint()} last updated {age * 1e3:.0f} ms ago '
+                     f'(timeout {self.ros["state_timeout"] * 1e3:.0f} ms)')
+        if self.running and not fault:
+            result = self.core.step(merger.q, merger.qd, self.trajectory_time(t_ns))
+            if not result.ok:
+                kind = 'controller'
+                fault = result.reason or 'controller returned the safe effort'
+        else:
+            result = self.core.safe(fault or 'stopped')
+        self.stats.record(result)
+        effort = result.effort
+        if not np.isfinite(effort).all():           # belt and braces: never publish NaN
+            effort = np.zeros_like(effort)
+            kind = kind or 'nonfinite'
+            fault = fault or 'non-finite effort replaced by zero'
+        values = effort[self.perm].tolist()
+        stamp = self.get_clock().now().to_msg()
+        self.effort_pub.publish(effort_message(self.ros['output_type'], values, self.effort_names, stamp))
+        if self._latency_probe is not None:
+            self._latency_probe(self._state_receive_ns, self.now_ns())
+        self.efforts_pub.publish(labelled_array(effort.tolist(), self.efforts_label))
+        if result.ok:
+            self.last_result = result
+            self.task_error_pub.publish(labelled_array(result.task_error.tolist(), self.task_label))
+            self.residual_pub.publish(labelled_array(result.phi.tolist() + result.phidot.tolist(),
+                                                     self.residual_label))
+        changed = kind != self.fault_kind
+        self.fault, self.fault_kind = fault, kind
+        if changed:
+            if kind:
+                self.faults += 1
+                self.get_logger().error(f'safe effort: {fault}')
+            else:
+                self.get_logger().info('recovered: controlling again')
+            self.publish_diagnostics()
+
+    def on_start(self, request, response):
+        if not self.merger.complete:
+            response.success = False
+            response.message = f'no complete joint state yet; missing {self.merger.missing()}'
+            return response
+        self.start(self.now_ns())
+        response.success = True
+        response.message = 'started'
+        return response
+
+    def on_stop(self, request, response):
+        was = self.running
+        self.running = False
+        response.success = True
+        response.message = f'stopped; publishing the safe effort ({self.core.safe_effort})' if was else 'not running'
+        return response
+
+    # ------------------------------------------------------------------ parameters
+
+    def on_set_parameters(self, parameters):
+        """Accept live-safe parameters (gains, trajectory start); reject the rest with a reason."""
+        stab = dict(self.params.get('stabilization') or {})
+        updates = {}
+        for p in parameters:
+            name = p.name
+            if P.is_builtin(name):
+                continue
+            if not P.is_live(name):
+                return SetParametersResult(
+                    successful=False,
+                    reason=f'{name}: cannot change while running (model, topics, rate and task are fixed '
+                           f'at start); live: stabilization.*, {", ".join(P.LIVE_KEYS)}')
+            value = P.plain(p.value)
+            if name.startswith('stabilization.'):
+                stab[name.split('.', 1)[1]] = value
+            updates[name] = value
+        try:
+            new_stab = Baumgarte.from_config(stab) if any(n.startswith('stabilization.') for n in updates) else None
+            if 'ros.trajectory_start' in updates:
+                P._number({'v': updates['ros.trajectory_start']}, 'v', 'ros.trajectory_start', positive=False)
+            if 'control.state_timeout' in updates:
+                P._number({'v': updates['control.state_timeout']}, 'v', 'control.state_timeout')
+            if 'control.safe_effort' in updates and updates['control.safe_effort'] not in ('zero', 'hold'):
+                raise P.ParameterError(f"control.safe_effort: {updates['control.safe_effort']!r} is not zero or hold")
+        except (ValueError, KeyError, TypeError) as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        if new_stab is not None:
+            self.core.stabilization = new_stab
+            self.params['stabilization'] = stab
+        for name, value in updates.items():
+            if name == 'ros.trajectory_start':
+                self.ros['trajectory_start'] = float(value)
+            elif name == 'control.state_timeout':
+                self.ros['state_timeout'] = float(value)
+                self.merger.state_timeout = float(value)
+            elif name == 'control.safe_effort':
+                self.core.safe_effort = value
+        if updates:
+            self.get_logger().info(f'live parameters: {updates}')
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ diagnostics
+
+    def publish_diagnostics(self):
+        now = self.now_ns()
+        mean, peak = self.stats.window()
+        merger = self.merger
+        age = merger.age(now)
+        if self.fault:
+            level, message = ERROR, self.fault
+        elif not merger.complete:
+            level, message = WARN, f'waiting for joint states: missing {merger.missing()}'
+        elif not self.running:
+            level, message = OK, 'stopped (safe effort)'
+        elif self.last_result is not None and self.last_result.reason:
+            level, message = WARN, self.last_result.reason
+        else:
+            level, message = OK, 'controlling'
+        counts = merger.counts
+        values = [
+            ('running', self.running),
+            ('compute_time_mean_ms', mean * 1e3),
+            ('compute_time_max_ms', peak * 1e3),
+            ('control_rate_hz', self.core.rate),
+            ('steps', self.stats.steps),
+            ('safe_effort_steps', self.stats.safe_steps),
+            ('missed_deadlines', self.stats.missed_deadlines),
+            ('rank', self.stats.rank),
+            ('condition', self.stats.condition),
+            ('saturated_efforts', self.stats.saturated),
+            ('saturated_steps', self.stats.saturated_steps),
+            ('state_age_ms', age * 1e3 if math.isfinite(age) else 'never complete'),
+            ('messages_used', counts['accepted']),
+            ('rejected_nonfinite', counts['nonfinite']),
+            ('rejected_late', counts['late']),
+            ('rejected_malformed', counts['malformed']),
+            ('rejected_no_known_joint', counts['no_known_joint']),
+            ('messages_with_unknown_names', counts['unknown_names']),
+            ('last_rejection', merger.last_rejection),
+            ('faults', self.faults),
+        ]
+        self.diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: control',
+                                               self.setup.name, level, message, values))
+
+
+def main(args=None):
+    return run(ControllerNode, NODE_NAME, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

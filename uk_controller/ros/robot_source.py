@@ -1,0 +1,29 @@
+"""Where a node's robot setup comes from: the `config` file, ROS parameter overrides, robot_description.
+
+Precedence (last wins): the YAML named by the ``config`` parameter (robot name
+or path, the same file the CLI reads), then every ROS parameter given to the
+node (``--params-file``, launch ``parameters=[...]``, ``-p key:=value``), then
+a non-empty ``robot_description`` as the URDF. The merged dictionary goes
+through the same loader as the CLI's (:func:`uk_controller.robots.setup_from_params`),
+so a bad value is reported with its dotted key.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import load_config
+from ..paths import resolve_config
+from ..robots import setup_from_params
+
+
+def file_parameters(config):
+    """(nested dict, path) of the robot YAML named by `config`, or ({}, None) when empty."""
+    if not config:
+        return {}, None
+    params, path = load_config(resolve_config(config))
+    return params, Path(path)
+
+
+def build_setup(params, config_path, *, mass_scale=1.0):
+    """A RobotSetup for the merged parameter dictionary (relative URDF paths: share dir or config dir)."""
+    return setup_from_params(params, config_path, mass_scale=mass_scale)

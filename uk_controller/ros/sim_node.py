@@ -1,0 +1,214 @@
+"""``uk_sim_node``: the embedded UK plant as a ROS 2 node.
+
+Stands in for Gazebo + ros2_control: subscribes to the effort command topic
+(the message type of ``ros.output_type``, joints in ``ros.effort_joints``
+order), holds the latest command (zero-order hold, clipped to the actuator
+limits), integrates the true closed-chain dynamics of
+:class:`uk_controller.sim.uk_plant.UKPlant` (seed 000 eq 9 with the closures
+as passive constraints) at a fixed rate and publishes ``/joint_states``.
+
+Modes (section ``simulation`` of the robot YAML):
+
+- free running (default): a wall-clock timer at ``simulation.rate`` (default
+  ``control.rate``) advances the plant by one period per tick;
+- ``publish_clock: true``: also publishes ``/clock`` with the simulated time
+  (for nodes with ``use_sim_time``); ``real_time_factor`` scales the tick rate;
+- ``lockstep: true`` (implies ``publish_clock``): after publishing the state of
+  t_k the plant waits for the next effort command, then advances to t_k+1 --
+  the DDS loop then reproduces the in-process closed-loop simulation exactly
+  (controller with ``ros.trigger: state`` and ``use_sim_time``).
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import rclpy
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory
+from diagnostic_msgs.msg import DiagnosticArray
+from builtin_interfaces.msg import Time
+
+from ..sim.uk_plant import UKPlant
+from . import params as P
+from .controller_node import node_parameters
+from .diagnostics import OK, WARN, diagnostic_array
+from .robot_source import build_setup
+from .runner import run
+
+NODE_NAME = 'uk_sim_node'
+STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+INPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': JointTrajectory,
+             'joint_state': JointState}
+
+
+def sim_settings(params):
+    """Section ``simulation`` with the node's defaults, checked (names the key on error)."""
+    sim = dict(params.get('simulation') or {})
+    control = params.get('control') or {}
+    out = {
+        'rate': sim.get('rate', control.get('rate', 1000.0)),
+        'publish_clock': sim.get('publish_clock', False),
+        'lockstep': sim.get('lockstep', False),
+        'real_time_factor': sim.get('real_time_factor', 1.0),
+        'sensor_noise': sim.get('sensor_noise', 0.0),
+        'mass_scale': sim.get('mass_scale', 1.0),
+        'integrator': sim.get('integrator', 'rk4'),
+        'substeps': sim.get('substeps', 4),
+        'closure_omega': sim.get('closure_omega', 50.0),
+        'lockstep_resend': sim.get('lockstep_resend', 0.1),
+    }
+    for key in ('rate', 'real_time_factor', 'mass_scale', 'closure_omega', 'lockstep_resend'):
+        P._number(out, key, f'simulation.{key}')
+    P._number(out, 'sensor_noise', 'simulation.sensor_noise', positive=False)
+    for key in ('publish_clock', 'lockstep'):
+        if not isinstance(out[key], bool):
+            raise P.ParameterError(f'simulation.{key}: must be true or false, got {out[key]!r}')
+    if out['lockstep']:
+        out['publish_clock'] = True
+    return out
+
+
+def to_time(t):
+    sec = int(np.floor(t))
+    return Time(sec=sec, nanosec=int(round((t - sec) * 1e9)) % 1_000_000_000)
+
+
+class SimNode(Node):
+    """Embedded plant node (see the module docstring)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault('automatically_declare_parameters_from_overrides', True)
+        super().__init__(NODE_NAME, **kwargs)
+        self.params, self.config_path = node_parameters(self)
+        self.ros = P.ros_settings(self.params)
+        self.sim = sim_settings(self.params)
+        if self.sim['publish_clock'] and self.get_parameter('use_sim_time').value:
+            raise P.ParameterError('use_sim_time: must be false for the node that publishes /clock')
+        setup = build_setup(self.params, self.config_path, mass_scale=self.sim['mass_scale'])
+        self.plant = UKPlant(setup, integrator=self.sim['integrator'], substeps=self.sim['substeps'],
+                             closure_omega=self.sim['closure_omega'])
+        self.setup = setup
+        self.joint_names = list(self.plant.joint_names)
+        actuators = list(setup.actuators.names)
+        perm, self.effort_names = P.effort_order(self.params, actuators, self.ros.get('effort_joints'))
+        self.perm = np.asarray(perm, dtype=int)
+        self.limits = np.asarray(setup.actuators.effort_limits, dtype=float)
+        self.u = np.zeros(len(actuators))
+        self.dt = 1.0 / float(self.sim['rate'])
+        self.rng = np.random.default_rng(0)
+        self.counts = {'commands': 0, 'rejected': 0, 'steps': 0, 'overruns': 0}
+        self.waiting = False            # lockstep: state published, waiting for its command
+        self.start_ns = None             # wall time of plant time 0 (free running)
+        kind = self.ros['output_type']
+        self.kind = kind
+        self.state_pub = self.create_publisher(JointState, self.ros['joint_states_topic'], STATE_QOS)
+        self.clock_pub = self.create_publisher(Clock, '/clock', 10) if self.sim['publish_clock'] else None
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.create_subscription(INPUT_MSG[kind], self.ros['effort_topic'], self.on_command, COMMAND_QOS)
+        if self.sim['lockstep']:
+            self.timer = self.create_timer(self.sim['lockstep_resend'], self.resend)
+        else:
+            self.timer = self.create_timer(self.dt / self.sim['real_time_factor'], self.on_tick)
+        self.create_timer(1.0, self.publish_diagnostics)
+        self.get_logger().info(
+            f'{setup.name}: plant with {self.plant.n} joints at {self.sim["rate"]:g} Hz '
+            f'({"lockstep" if self.sim["lockstep"] else "free running"}'
+            f'{", /clock" if self.sim["publish_clock"] else ""}); efforts from {self.ros["effort_topic"]}')
+        self.publish_state()
+        self.waiting = self.sim['lockstep']
+
+    def stamp(self):
+        if self.sim['publish_clock']:
+            return to_time(self.plant.t)
+        if self.start_ns is None:
+            self.start_ns = self.get_clock().now().nanoseconds
+        t_ns = self.start_ns + int(round(self.plant.t * 1e9))
+        return Time(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
+
+    def publish_state(self):
+        stamp = self.stamp()
+        if self.clock_pub is not None:
+            self.clock_pub.publish(Clock(clock=stamp))
+        q = self.plant.q
+        if self.sim['sensor_noise'] > 0:
+            q = q + self.rng.normal(0.0, self.sim['sensor_noise'], q.shape)
+        msg = JointState(name=self.joint_names, position=q.tolist(), velocity=self.plant.qd.tolist())
+        msg.header.stamp = stamp
+        self.state_pub.publish(msg)
+
+    def advance(self):
+        self.plant.step(self.u, self.dt)
+        self.counts['steps'] += 1
+        self.publish_state()
+
+    def on_tick(self):
+        """Keep plant time = wall time: a late tick integrates the periods it missed (at most 5)."""
+        if self.sim['publish_clock']:
+            self.advance()
+            return
+        behind = (self.get_clock().now().nanoseconds - self.start_ns) * 1e-9 - self.plant.t
+        steps = min(5, max(1, int(behind / self.dt + 1e-9)))
+        if behind > 5 * self.dt:
+            self.counts['overruns'] += 1
+            self.start_ns += int((behind - 5 * self.dt) * 1e9)     # give up real time, keep stepping
+        for _ in range(steps - 1):
+            self.plant.step(self.u, self.dt)
+            self.counts['steps'] += 1
+        self.advance()
+
+    def resend(self):
+        if self.waiting:
+            self.publish_state()
+
+    def on_command(self, msg):
+        values = self.command_values(msg)
+        if values is None:
+            self.counts['rejected'] += 1
+            return
+        self.counts['commands'] += 1
+        self.u[self.perm] = np.clip(values, -self.limits[self.perm], self.limits[self.perm])
+        if self.sim['lockstep']:
+            self.advance()
+
+    def command_values(self, msg):
+        """Effort values in ros.effort_joints order, or None when the message is unusable."""
+        if self.kind == 'float64_multi_array':
+            values = np.asarray(msg.data, dtype=float)
+        else:
+            if self.kind == 'joint_state':
+                names, efforts = list(msg.name), list(msg.effort)
+            else:
+                names = list(msg.joint_names)
+                efforts = list(msg.points[-1].effort) if msg.points else []
+            if len(names) != len(efforts):
+                return None
+            lookup = dict(zip(names, efforts))
+            if any(n not in lookup for n in self.effort_names):
+                return None
+            values = np.asarray([lookup[n] for n in self.effort_names], dtype=float)
+        if values.shape != (len(self.effort_names),) or not np.isfinite(values).all():
+            return None
+        return values
+
+    def publish_diagnostics(self):
+        level = OK if self.counts['rejected'] == 0 else WARN
+        values = [('sim_time_s', self.plant.t), ('steps', self.counts['steps']),
+                  ('real_time_overruns', self.counts['overruns']),
+                  ('commands', self.counts['commands']), ('rejected_commands', self.counts['rejected']),
+                  ('effort', np.array2string(self.u, precision=4))]
+        self.diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: plant',
+                                               self.setup.name, level, 'simulating', values))
+
+
+def main(args=None):
+    return run(SimNode, NODE_NAME, args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
