@@ -104,10 +104,12 @@ class DynamixelBus(MotorBus):
         self.sync_read = sdk.GroupSyncRead(ph, self.packet, T.FEEDBACK_START, T.FEEDBACK_LEN)
         self.sync_write = sdk.GroupSyncWrite(ph, self.packet, T.ADDR_GOAL_CURRENT, 2)
         self.err_read = sdk.GroupSyncRead(ph, self.packet, T.ADDR_HW_ERROR, 1)
+        self.torque_write = sdk.GroupSyncWrite(ph, self.packet, T.ADDR_TORQUE_ENABLE, 1)
         for i in self.ids:
             self.sync_read.addParam(i)
             self.err_read.addParam(i)
             self.sync_write.addParam(i, [0, 0])
+            self.torque_write.addParam(i, [0])
         for i in self.ids:     # current control with torque off; read the current limit
             self._check(*self._call(self.packet.write1ByteTxRx, ph, i, T.ADDR_TORQUE_ENABLE, 0), f'id {i} torque off')
             self._check(*self._call(self.packet.write1ByteTxRx, ph, i, T.ADDR_OPERATING_MODE, T.MODE_CURRENT),
@@ -131,8 +133,16 @@ class DynamixelBus(MotorBus):
 
     def enable(self, on: bool) -> None:
         self.stats.transactions += 1
-        if on:
-            self.write(np.zeros(self.p))
+        if not on:
+            # one broadcast Sync Write reaches every servo even if some stopped answering
+            for i in self.ids:
+                self.torque_write.changeParam(i, [0])
+            res = self._call(self.torque_write.txPacket)
+            if res != _sdk().COMM_SUCCESS:
+                raise BusError(f'torque off failed: {self.packet.getTxRxResult(res)}')
+            self.stats.ok += 1
+            return
+        self.write(np.zeros(self.p))
         for i in self.ids:
             self._check(*self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_TORQUE_ENABLE,
                                     1 if on else 0), f'id {i} torque {"on" if on else "off"}')

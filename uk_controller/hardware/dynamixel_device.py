@@ -191,8 +191,8 @@ class DynamixelDevice(DeviceEmulator):
                 if i in self.tables:
                     self._write(i, addr, prm[j + 1:j + 1 + n])
                     seen.add(i)
+            self._apply()
             if addr <= T.ADDR_GOAL_CURRENT < addr + n:
-                self._apply()
                 if seen == set(self.tables):
                     self.step_plant()
             return []

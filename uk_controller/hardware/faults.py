@@ -1,0 +1,112 @@
+"""Fault-injection scenarios: a host SafeBus against an emulated device.
+
+``run_fault_scenario(protocol, fault)`` drives the loop in three phases --
+clean, fault active, fault cleared -- while commanding efforts *above* the
+limits, and reports what the host counted, whether a torque above the limit
+ever reached the device, whether and when the device went torque-free, and
+whether the loop re-armed afterwards. Used by the fault tests and by
+benchmarks/serial_bench.py (the fault table).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .bus import make_bus
+from .calibration import HardwareConfig
+from .emulator import IndependentJointsPlant, make_emulator
+from .safety import ARMED, SafeBus
+
+FAULTS = {
+    'corrupt_tx': {'corrupt_tx': 0.3},      # corrupted bytes device -> host
+    'corrupt_rx': {'corrupt_rx': 0.3},      # corrupted bytes host -> device
+    'drop': {'drop': 0.3},
+    'duplicate': {'duplicate': 0.5},
+    'partial': {'partial': 1.0},
+    'truncate': {'truncate': 0.3},
+    'latency': {'latency': 0.2},            # longer than the watchdog
+    'silent': {'silent': True},
+    'unplug': None,                         # the port disappears, then comes back
+}
+
+
+def _device_torque_off(emu) -> bool:
+    return (not emu.enabled) or not np.any(emu.tau_m)
+
+
+def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3, during=0.5, post=0.8,
+                       period=0.004, baud=None, seed=3):
+    hw = HardwareConfig.default([f'm{i + 1}' for i in range(p)], np.full(p, limit), watchdog=watchdog,
+                                protocol=protocol)
+    plant = IndependentJointsPlant(np.full(p, 0.05), 0.5)
+    emu = make_emulator(protocol, plant, hw, dt=period, baud=baud, seed=seed)
+    emu.start()
+    timeout = min(0.03, watchdog / 3)
+    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=timeout),
+                   watchdog=watchdog, reconnect_interval=0.05)
+    out = {'protocol': protocol, 'fault': fault}
+    try:
+        for attempt in range(3):
+            if safe.connect(raise_errors=attempt == 2):
+                break
+        demand = np.array([(3.0 if i % 2 == 0 else -3.0) * limit for i in range(p)])   # above limits
+
+        def drive(seconds, watch=None):
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                safe.cycle(demand, time.monotonic())
+                if watch is not None:
+                    watch()
+                time.sleep(period)
+
+        drive(pre)
+        out['armed_before'] = safe.state == ARMED
+        before = dict(safe.diagnostics())
+        emu_before = dict(emu.counters)
+        t_fault = time.monotonic()
+        safe_at = []
+
+        def watch():
+            if not safe_at and _device_torque_off(emu):
+                safe_at.append(time.monotonic() - t_fault)
+
+        if fault == 'unplug':
+            emu.unplug()
+        else:
+            for k, v in FAULTS[fault].items():
+                setattr(emu.faults, k, v)
+        drive(during, watch)
+        out['device_torque_off_during'] = _device_torque_off(emu)
+        out['time_to_safe'] = safe_at[0] if safe_at else float('nan')
+        during_d = dict(safe.diagnostics())
+        if fault == 'unplug':
+            emu.replug()
+        emu.faults.clear()
+        t_clear = time.monotonic()
+        rearm = []
+
+        def watch_rearm():
+            if not rearm and safe.state == ARMED and emu.enabled:
+                rearm.append(time.monotonic() - t_clear)
+
+        drive(post, watch_rearm)
+        after = dict(safe.diagnostics())
+        out['recovered'] = safe.state == ARMED and emu.enabled
+        out['time_to_recover'] = rearm[0] if rearm else float('nan')
+        out['counted'] = {k: after.get(k, 0) - before.get(k, 0) for k in
+                          ('crc_errors', 'timeouts', 'seq_errors', 'io_errors', 'watchdog_trips', 'reconnects',
+                           'bus_errors')}
+        out['counted_during'] = {k: during_d.get(k, 0) - before.get(k, 0) for k in out['counted']}
+        out['device'] = {k: emu.counters[k] - emu_before.get(k, 0) for k in emu.counters}
+        out['max_effort_ratio'] = float(np.max(emu.max_abs_effort / hw.u_max))
+        log = list(safe.sent_log)
+        out['max_feedback_age_when_sent'] = max((r[1] for r in log), default=0.0)
+        out['max_effort_age_when_sent'] = max((r[2] for r in log), default=0.0)
+        out['watchdog'] = watchdog
+        out['final_effort'] = emu.joint_effort().tolist()
+        out['limit'] = limit
+    finally:
+        safe.shutdown()
+        emu.close()
+    return out
