@@ -50,6 +50,11 @@ def skew(x):
     return np.array([[0.0, -x[2], x[1]], [x[2], 0.0, -x[0]], [-x[1], x[0], 0.0]])
 
 
+def _cross(a, b):
+    """Cross product of two 3-vectors (np.cross is slow for single vectors)."""
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
 def _jr_inv_coeffs(theta):
     """c and (dc/dtheta)/theta of ``Jr^-1 = I + S/2 + c S^2``."""
     if theta < 0.1:
@@ -124,17 +129,17 @@ def planar_angle(R, Jw, drift_w, qd, axis, e1, reference):
     Returns ``(theta, theta', row, gamma)`` with ``theta'' = row . q'' + gamma``.
     Singular when the reference vector is parallel to the axis.
     """
-    e2 = np.cross(axis, e1)
+    e2 = _cross(axis, e1)
     v = R @ reference
     omega = Jw @ qd
-    vd = np.cross(omega, v)
+    vd = _cross(omega, v)
     vx, vy = float(e1 @ v), float(e2 @ v)
     vxd, vyd = float(e1 @ vd), float(e2 @ vd)
     rho2 = vx * vx + vy * vy
     g = (vx * e2 - vy * e1) / rho2
     gd = (vxd * e2 - vyd * e1) / rho2 - 2.0 * (vx * vxd + vy * vyd) / rho2 * g
-    k = np.cross(v, g)
-    kd = np.cross(vd, g) + np.cross(v, gd)
+    k = _cross(v, g)
+    kd = _cross(vd, g) + _cross(v, gd)
     theta = math.atan2(vy, vx)
     return theta, float(k @ omega), k @ Jw, float(k @ drift_w + kd @ omega)
 
@@ -297,7 +302,7 @@ def _so3_rows(R, Jw, dw, qd, Rd, omega_d, omega_d_dot_time, JwB, dwB, phi, phido
     phidot[:] = ed
     Jrel = Jw if JwB is None else Jw - JwB
     np.matmul(M, Jrel, out=A)
-    rest = dw - omega_d_dot_time + np.cross(omega, omega_d)
+    rest = dw - omega_d_dot_time + _cross(omega, omega_d)
     if dwB is not None:
         rest = rest - dwB
     b[:] = -(M @ rest) - jr_inv_dot(e, ed) @ omega_e

@@ -25,6 +25,8 @@ output components (e.g. x and y of the three-component object motion).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .config import ConfigError, ConfigView
@@ -76,7 +78,7 @@ class Helix(Trajectory):
 
     def _eval(self, tau):
         r, w = self.radius, self.omega
-        s, c = np.sin(w * tau + self.phase), np.cos(w * tau + self.phase)
+        s, c = math.sin(w * tau + self.phase), math.cos(w * tau + self.phase)
         p = self.centre + np.array([r * s, r * c, self.rate * tau])
         v = np.array([r * w * c, -r * w * s, self.rate])
         a = np.array([-r * w * w * s, -r * w * w * c, 0.0])
@@ -101,7 +103,7 @@ class Line(Trajectory):
 
     def _eval(self, tau):
         A, w = self.amplitude, self.omega
-        c, s = np.cos(w * tau + self.phase), np.sin(w * tau + self.phase)
+        c, s = math.cos(w * tau + self.phase), math.sin(w * tau + self.phase)
         return (self.centre + A * c * self.direction, -A * w * s * self.direction,
                 -A * w * w * c * self.direction)
 
@@ -126,7 +128,7 @@ class CosineRise(Trajectory):
 
     def _eval(self, tau):
         w = self.omega
-        c, s = np.cos(w * tau + self.phase), np.sin(w * tau + self.phase)
+        c, s = math.cos(w * tau + self.phase), math.sin(w * tau + self.phase)
         return self.offset + self.amplitude * (1.0 - c), self.amplitude * w * s, self.amplitude * w * w * c
 
 
@@ -154,7 +156,7 @@ class Circle(Trajectory):
 
     def _eval(self, tau):
         r, w = self.radius, self.omega
-        c, s = np.cos(w * tau + self.phase), np.sin(w * tau + self.phase)
+        c, s = math.cos(w * tau + self.phase), math.sin(w * tau + self.phase)
         p = self.centre + r * (c * self.u + s * self.v)
         vel = r * w * (-s * self.u + c * self.v)
         acc = -r * w * w * (c * self.u + s * self.v)
