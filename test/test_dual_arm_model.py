@@ -297,3 +297,111 @@ def test_mujoco_reads_the_urdf_the_same_way(config):
         th, thd = T @ q, T @ qd
         np.testing.assert_allclose(M, T.T @ paper_M(th) @ T, atol=1e-9)
         np.testing.assert_allclose(d.qfrc_bias, T.T @ (paper_C(th, thd) @ thd + paper_G(th)), atol=1e-9)
+
+
+# ------------------------------------------------------------------ through the generic loader
+
+def eq62_closure_rows(theta, thetad):
+    """Seed 004 eqs 60, 62, 63 in absolute angles: phi = tip of link 5 - (L, 0), A_hat, b_hat."""
+    l = L_LINK
+    phi = np.array([np.sum(l * np.cos(theta)) - L_BASE, np.sum(l * np.sin(theta))])
+    A = np.vstack([-l * np.sin(theta), l * np.cos(theta)])
+    b = np.array([np.sum(l * np.cos(theta) * thetad ** 2), np.sum(l * np.sin(theta) * thetad ** 2)])
+    return phi, A, b
+
+
+def eq68_servo_rows(theta, thetad, t):
+    """Seed 004 eqs 64, 65, 67, 68 in absolute angles: object centre (x3, y3) and angle theta3."""
+    l1, l2, l3 = L_LINK[:3]
+    th, thd, l = theta, thetad, 1.0
+    x3 = l1 * np.cos(th[0]) + l2 * np.cos(th[1]) + l3 / 2 * np.cos(th[2])
+    y3 = l1 * np.sin(th[0]) + l2 * np.sin(th[1]) + l3 / 2 * np.sin(th[2])
+    phi = np.array([x3 - 1.5 * l, y3 - l / 2 * (1 - np.cos(t)), np.arctan2(np.sin(th[2]), np.cos(th[2]))])
+    A = np.array([[-l1 * np.sin(th[0]), -l2 * np.sin(th[1]), -l3 / 2 * np.sin(th[2]), 0, 0],
+                  [l1 * np.cos(th[0]), l2 * np.cos(th[1]), l3 / 2 * np.cos(th[2]), 0, 0],
+                  [0, 0, 1, 0, 0]])
+    b = np.array([l1 * np.cos(th[0]) * thd[0] ** 2 + l2 * np.cos(th[1]) * thd[1] ** 2
+                  + l3 / 2 * np.cos(th[2]) * thd[2] ** 2,
+                  l1 * np.sin(th[0]) * thd[0] ** 2 + l2 * np.sin(th[1]) * thd[1] ** 2
+                  + l3 / 2 * np.sin(th[2]) * thd[2] ** 2 + l / 2 * np.cos(t),
+                  0.0])
+    return phi, A, b
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    robots = pytest.importorskip("uk_controller.robots")
+    return robots.load_robot("dual_arm")
+
+
+def test_loader_initial_state_has_zero_residuals(loaded):
+    setup = loaded
+    assert list(setup.joint_names) == [f"joint{i}" for i in range(1, 6)]
+    assert list(setup.actuators.names) == [f"motor{i}" for i in range(1, 7)]
+    np.testing.assert_allclose(setup.actuators.effort_limits, 50.0)
+    np.testing.assert_allclose(setup.model.gravity, [0.0, 0.0, -G_ACC])
+    m = setup.model
+    m.compute(setup.q0, setup.qd0)
+    passive = setup.passive.evaluate(m, setup.q0, setup.qd0, 0.0)
+    servo = setup.servo.evaluate(m, setup.q0, setup.qd0, 0.0)
+    assert passive.phi.shape == (2,) and servo.phi.shape == (3,)
+    np.testing.assert_allclose(passive.phi, 0.0, atol=1e-12)
+    np.testing.assert_allclose(passive.phidot, 0.0, atol=1e-12)
+    np.testing.assert_allclose(servo.phi, 0.0, atol=1e-12)
+    np.testing.assert_allclose(servo.phidot, 0.0, atol=1e-12)
+
+
+def test_loader_rows_and_actuators_match_eqs_60_to_70(loaded):
+    """Closure rows = eqs 60/62/63, task rows = eqs 64-68, all mapped by theta = T q (A_joint =
+    A_abs T, b unchanged since theta'' = T q''); actuator map = T^T B_eq70 with arm 2's joint
+    motors reversed; M, h and G of the loaded model = eqs A2-A4."""
+    setup = loaded
+    m = setup.model
+    rng = np.random.default_rng(64)
+    flip = np.diag([1.0, 1.0, 1.0, -1.0, -1.0, 1.0])
+    B_abs = np.array([[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0],
+                      [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]], dtype=float)
+    for _ in range(20):
+        q = np.asarray(setup.q0) + rng.uniform(-0.5, 0.5, 5)
+        qd = rng.uniform(-2.0, 2.0, 5)
+        t = rng.uniform(0.0, 10.0)
+        th, thd = T @ q, T @ qd
+        m.compute(q, qd)
+        np.testing.assert_allclose(m.M, T.T @ paper_M(th) @ T, atol=1e-11)
+        np.testing.assert_allclose(m.h, T.T @ (paper_C(th, thd) @ thd + paper_G(th)), atol=1e-10)
+        np.testing.assert_allclose(m.g, T.T @ paper_G(th), atol=1e-10)
+        passive = setup.passive.evaluate(m, q, qd, t)
+        servo = setup.servo.evaluate(m, q, qd, t)
+        phi, A, b = eq62_closure_rows(th, thd)
+        np.testing.assert_allclose(passive.phi, phi, atol=1e-13)
+        np.testing.assert_allclose(passive.A, A @ T, atol=1e-13)
+        np.testing.assert_allclose(passive.b, b, atol=1e-12)
+        phi, A, b = eq68_servo_rows(th, thd, t)
+        np.testing.assert_allclose(servo.phi, phi, atol=1e-13)
+        np.testing.assert_allclose(servo.A, A @ T, atol=1e-13)
+        np.testing.assert_allclose(servo.b, b, atol=1e-12)
+        np.testing.assert_allclose(setup.actuators.matrix(m) @ flip, T.T @ B_abs, atol=1e-13)
+
+
+def test_controller_effort_realises_eq64_at_q0(loaded):
+    """One ControllerCore step at (q0, 0, t = 0); with that effort the closed chain's acceleration,
+    from an independent KKT solve with eqs A2, A4 and the closure rows of eq 62, meets the task rows
+    of eq 68 (y3'' = l/2 at t = 0). At q0 every residual is zero, so Baumgarte terms vanish."""
+    controller = pytest.importorskip("uk_controller.controller")
+    setup = loaded
+    core = controller.ControllerCore(setup)
+    q0 = np.asarray(setup.q0, float)
+    res = core.step(q0, np.zeros(5), 0.0)
+    assert res.ok and not res.saturated.any()
+    th = T @ q0
+    B_abs = np.array([[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0],
+                      [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]], dtype=float)
+    u_paper = np.diag([1.0, 1.0, 1.0, -1.0, -1.0, 1.0]) @ res.effort
+    # absolute-angle equations of motion (eq 56 with tau = B u, eq 69-70), closure eq 62
+    M, G = paper_M(th), paper_G(th)
+    _, Ap, bp = eq62_closure_rows(th, np.zeros(5))
+    K = np.block([[M, -Ap.T], [Ap, np.zeros((2, 2))]])
+    thdd = np.linalg.solve(K, np.concatenate([B_abs @ u_paper - G, bp]))[:5]
+    _, As, bs = eq68_servo_rows(th, np.zeros(5), 0.0)
+    np.testing.assert_allclose(As @ thdd, bs, atol=1e-10)
+    assert bs[1] == pytest.approx(0.5)

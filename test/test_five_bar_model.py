@@ -281,3 +281,115 @@ def test_mujoco_reads_the_urdf_the_same_way(setup):
             expected_h[s] = eq14_C_full(q[2 * k], q[2 * k + 1], qd[2 * k], qd[2 * k + 1], TABLE2[i])[:2, :2] @ qd[s]
         np.testing.assert_allclose(M, expected_M, atol=1e-9)
         np.testing.assert_allclose(d.qfrc_bias, expected_h, atol=1e-9)
+
+
+# ------------------------------------------------------------------ through the generic loader
+
+def eq19_closure_rows(q, qd, branches, L=0.244):
+    """Seed 003 eq 19 (A2, b2) restricted to the joint coordinates (the x_ai, y_ai columns are zero
+    there), rows E1 - E_k (x, y) for k = 2 (, 3), columns in the order (q_a1, q_b1, q_a2, ...)."""
+    n = 2 * len(branches)
+    A = np.zeros((2 * (len(branches) - 1), n))
+    b = np.zeros(A.shape[0])
+
+    def block(qa, qb):
+        return np.array([[-L * np.sin(qa) - L * np.sin(qa + qb), -L * np.sin(qa + qb)],
+                         [L * np.cos(qa) + L * np.cos(qa + qb), L * np.cos(qa + qb)]])
+
+    def quad(qa, qb, qad, qbd):
+        return np.array([L * qad ** 2 * np.cos(qa) + L * (qad + qbd) ** 2 * np.cos(qa + qb),
+                         L * qad ** 2 * np.sin(qa) + L * (qad + qbd) ** 2 * np.sin(qa + qb)])
+
+    for r, k in enumerate(range(1, len(branches))):
+        rows = slice(2 * r, 2 * r + 2)
+        A[rows, 0:2] = block(q[0], q[1])                       # A21
+        A[rows, 2 * k:2 * k + 2] = -block(q[2 * k], q[2 * k + 1])  # A22 / A23
+        b[rows] = quad(q[0], q[1], qd[0], qd[1]) - quad(q[2 * k], q[2 * k + 1], qd[2 * k], qd[2 * k + 1])
+    return A, b
+
+
+def eq27_servo_rows(q, qd, t, n, L=0.244):
+    """Seed 003 eq 27: A3 (branch-1 columns), b3 with the line of eq 26 (x'' = -0.01 cos t)."""
+    qa, qb, qad, qbd = q[0], q[1], qd[0], qd[1]
+    A = np.zeros((2, n))
+    A[:, :2] = [[-L * np.sin(qa) - L * np.sin(qa + qb), -L * np.sin(qa + qb)],
+                [L * np.cos(qa) + L * np.cos(qa + qb), L * np.cos(qa + qb)]]
+    b = np.array([L * qad ** 2 * np.cos(qa) + L * (qad + qbd) ** 2 * np.cos(qa + qb) - 0.01 * np.cos(t),
+                  L * qad ** 2 * np.sin(qa) + L * (qad + qbd) ** 2 * np.sin(qa + qb)])
+    return A, b
+
+
+@pytest.fixture(scope="module", params=list(SETUPS))
+def loaded(request):
+    robots = pytest.importorskip("uk_controller.robots")
+    return request.param, SETUPS[request.param], robots.load_robot(request.param)
+
+
+def test_loader_initial_state_has_zero_residuals(loaded):
+    name, branches, setup = loaded
+    assert list(setup.joint_names) == [f"joint_{k}{i}" for i in branches for k in "ab"]
+    assert list(setup.actuators.names) == [f"motor{i}" for i in branches]
+    np.testing.assert_allclose(setup.actuators.effort_limits, 20.0)
+    m = setup.model
+    m.compute(setup.q0, setup.qd0)
+    passive = setup.passive.evaluate(m, setup.q0, setup.qd0, 0.0)
+    servo = setup.servo.evaluate(m, setup.q0, setup.qd0, 0.0)
+    assert passive.phi.shape == (2 * (len(branches) - 1),)
+    np.testing.assert_allclose(passive.phi, 0.0, atol=1e-12)
+    np.testing.assert_allclose(passive.phidot, 0.0, atol=1e-12)
+    np.testing.assert_allclose(servo.phi, 0.0, atol=1e-12)      # the line starts at E(q0)
+    np.testing.assert_allclose(servo.phidot, 0.0, atol=1e-12)   # x' = -0.01 sin 0 = 0
+    B = setup.actuators.matrix(m)
+    expected_B = np.zeros((2 * len(branches), len(branches)))
+    expected_B[0::2, :] = np.eye(len(branches))                  # motors on the base joints a_i
+    np.testing.assert_array_equal(B, expected_B)
+
+
+def test_loader_rows_match_eqs_19_and_27(loaded):
+    """The generic constraint terms reproduce seed 003's closure (eq 19) and task (eqs 26-27) rows."""
+    name, branches, setup = loaded
+    m = setup.model
+    n = 2 * len(branches)
+    rng = np.random.default_rng(17)
+    traj = setup.config["constraints"]["end_effector"]["trajectory"]
+    for _ in range(20):
+        q = np.asarray(setup.q0) + rng.uniform(-0.3, 0.3, n)
+        qd = rng.uniform(-2.0, 2.0, n)
+        t = rng.uniform(0.0, 10.0)
+        m.compute(q, qd)
+        passive = setup.passive.evaluate(m, q, qd, t)
+        servo = setup.servo.evaluate(m, q, qd, t)
+        A, b = eq19_closure_rows(q, qd, branches)
+        np.testing.assert_allclose(passive.A, A, atol=1e-13)
+        np.testing.assert_allclose(passive.b, b, atol=1e-12)
+        tips = [rr_tip(q[2 * k], q[2 * k + 1], PAPER_BASES[i]) for k, i in enumerate(branches)]
+        np.testing.assert_allclose(passive.phi, np.concatenate([tips[0] - tp for tp in tips[1:]]), atol=1e-14)
+        A3, b3 = eq27_servo_rows(q, qd, t, n)
+        np.testing.assert_allclose(servo.A, A3, atol=1e-13)
+        np.testing.assert_allclose(servo.b, b3, atol=1e-12)
+        p_d = np.array(traj["centre"]) + np.array([0.01 * np.cos(t), 0.0])
+        np.testing.assert_allclose(servo.phi, tips[0] - p_d, atol=1e-14)
+
+
+def test_controller_effort_realises_the_line_at_q0(loaded):
+    """One ControllerCore step at (q0, 0, t = 0); with that effort the closed chain's acceleration,
+    from an independent KKT solve with the paper's M (eq 14) and closure rows (eq 19), meets the
+    task rows of eq 27 (at q0 every residual is zero, so Baumgarte terms vanish)."""
+    name, branches, setup = loaded
+    controller = pytest.importorskip("uk_controller.controller")
+    core = controller.ControllerCore(setup)
+    q0, n = np.asarray(setup.q0, float), 2 * len(branches)
+    res = core.step(q0, np.zeros(n), 0.0)
+    assert res.ok and not res.saturated.any()
+    M = np.zeros((n, n))
+    for k, i in enumerate(branches):
+        M[2 * k:2 * k + 2, 2 * k:2 * k + 2] = eq14_fixed_base(q0[2 * k], q0[2 * k + 1], TABLE2[i])
+    tau = np.zeros(n)
+    tau[0::2] = res.effort                                       # h = 0 at rest, no gravity
+    Ap, bp = eq19_closure_rows(q0, np.zeros(n), branches)
+    mp = Ap.shape[0]
+    K = np.block([[M, -Ap.T], [Ap, np.zeros((mp, mp))]])
+    qdd = np.linalg.solve(K, np.concatenate([tau, bp]))[:n]
+    As, bs = eq27_servo_rows(q0, np.zeros(n), 0.0, n)
+    np.testing.assert_allclose(As @ qdd, bs, atol=1e-10)
+    assert np.abs(bs).max() > 1e-3                               # the task does ask for motion
