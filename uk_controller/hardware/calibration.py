@@ -213,12 +213,14 @@ class HardwareConfig:
                     zero_offset=float(entry.get('zero_offset', 0.0)),
                     position_limit=tuple(float(x) for x in entry.get('position_limit', (-math.inf, math.inf))),
                     velocity_limit=float(entry.get('velocity_limit', math.inf)),
-                    torque_limit=float(entry.get('torque_limit', efforts[i] / abs(float(entry.get('gear_ratio', 1.0))))),
+                    torque_limit=float(entry['torque_limit']) if 'torque_limit' in entry else math.nan,
                     joint=joints[i])
             except (TypeError, ValueError) as exc:
                 raise _err(source, key, f'bad value ({exc})') from None
             if mc.gear_ratio == 0:
                 raise _err(source, key + '.gear_ratio', 'must be non-zero')
+            if math.isnan(mc.torque_limit):     # default: the actuator's effort limit at the motor
+                mc.torque_limit = efforts[i] / abs(mc.gear_ratio)
             if mc.torque_constant <= 0:
                 raise _err(source, key + '.torque_constant', 'must be > 0')
             if mc.direction not in (1.0, -1.0):

@@ -124,9 +124,10 @@ class SafeBus:
             if raise_errors:
                 raise
             return False
-        if self.bus is not None and self.bus is not bus:
+        if self.bus is not None:
             self.counters['reconnects'] += 1
-            self._carry_stats(self.bus, bus)
+            if self.bus is not bus:
+                self._carry_stats(self.bus, bus)
         self.bus = bus
         self.state = SAFE
         self.valid_in_row = 0
@@ -148,6 +149,7 @@ class SafeBus:
                 pass
         self.state = DISCONNECTED
         self.valid_in_row = 0
+        self._last_attempt = self.clock()     # retry every reconnect_interval from now
 
     def trip(self, reason):
         """Torque off now (watchdog, invalid feedback, fault)."""
