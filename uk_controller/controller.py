@@ -62,7 +62,8 @@ class StepResult:
 class ControllerCore:
     """Constraint-following servo controller for one robot setup."""
 
-    def __init__(self, setup, *, stabilization=None, pinv=None, rcond=None, safe_effort=None, rate=None):
+    def __init__(self, setup, *, stabilization=None, pinv=None, rcond=None, safe_effort=None, rate=None,
+                 effort_limits=None):
         control = dict(setup.config.get('control', {}) or {})
         self.setup = setup
         self.model = setup.model
@@ -87,7 +88,8 @@ class ControllerCore:
         if self.safe_effort not in SAFE_EFFORTS:
             raise ValueError(f"control.safe_effort must be one of {SAFE_EFFORTS}, got {self.safe_effort!r}")
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
-        self.effort_limits = np.asarray(setup.actuators.effort_limits, dtype=float)
+        limits = setup.actuators.effort_limits if effort_limits is None else effort_limits
+        self.effort_limits = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,)).copy()
         self.t0 = 0.0
         self._last_effort = np.zeros(self.p)
         self._mp = setup.passive.m

@@ -46,7 +46,17 @@ class SimulationResult:
         """Boolean mask of the samples after the transient (seconds)."""
         return self.t >= self.t[0] + transient
 
-    def summary(self, transient=None):
+    def settling_time(self, tol=1e-3):
+        """First time after which ``||task error||`` stays below `tol` (nan if it never does)."""
+        err = np.linalg.norm(self.task_error, axis=1)
+        above = np.nonzero(err >= tol)[0]
+        if above.size == 0:
+            return 0.0
+        if above[-1] == err.size - 1:
+            return float('nan')
+        return float(self.t[above[-1] + 1] - self.t[0])
+
+    def summary(self, transient=None, settle_tol=1e-3):
         """Figures of merit. `transient` defaults to a fifth of the run (at most 2 s)."""
         duration = float(self.t[-1] - self.t[0]) if self.t.size > 1 else 0.0
         if transient is None:
@@ -63,6 +73,8 @@ class SimulationResult:
             'task_error_max': float(err.max()),
             'task_error_rms': float(np.sqrt(np.mean(err ** 2))),
             'task_error_final': float(np.linalg.norm(self.task_error[-1])),
+            'settling_time_s': self.settling_time(settle_tol),
+            'settle_tol': settle_tol,
             'closure_residual_max': float(closure),
             'effort_peak': float(np.abs(self.effort).max()),
             'saturated_fraction': float(self.saturated.any(axis=1).mean()),

@@ -142,7 +142,8 @@ def format_summary(summary):
     return '\n'.join([
         f"robot {s['robot']} on the {s['plant']} plant, {s['duration_s']:.3f} s simulated",
         f"task error after {s['transient_s']:.2f} s: max {s['task_error_max']:.3e}, "
-        f"RMS {s['task_error_rms']:.3e}, final {s['task_error_final']:.3e}",
+        f"RMS {s['task_error_rms']:.3e}, final {s['task_error_final']:.3e}; "
+        f"settles below {s['settle_tol']:g} at {s['settling_time_s']:.3f} s",
         f"max closure residual {s['closure_residual_max']:.3e}; peak effort {s['effort_peak']:.3f}; "
         f"saturated {100 * s['saturated_fraction']:.1f}% of steps; safe-effort steps {s['safe_effort_steps']}",
         f"control step median {s['step_time_median_us']:.1f} us; wall time {s['wall_time_s']:.2f} s; "
