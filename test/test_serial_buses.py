@@ -1,0 +1,148 @@
+"""Each protocol's host bus against its device emulator over a real pseudo-terminal.
+
+Reference: the stand-in plant I q'' + c q' = u has the closed form (from rest, constant u)
+q(t) = (u/c) (t - tau (1 - exp(-t/tau))), tau = I/c, which the feedback must reproduce
+through the full calibration chain (gear, direction, torque constant, zero offset) and the
+protocol's wire units.
+"""
+import errno
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from uk_controller.hardware.bus import PortError, describe_port_error, make_bus
+from uk_controller.hardware.calibration import HardwareConfig, MotorCalibration
+from uk_controller.hardware.emulator import IndependentJointsPlant, make_emulator
+
+PROTOCOLS = ['uk_binary', 'dynamixel', 'odrive']
+# quantisation of each protocol's wire units (relative tolerance on positions)
+RTOL = {'uk_binary': 1e-5, 'dynamixel': 2e-3, 'odrive': 1e-6}
+
+
+@pytest.fixture(autouse=True)
+def _fast_gil_switch():
+    # The Dynamixel SDK polls the port in a Python loop; a short GIL switch interval lets
+    # the in-process emulator thread answer promptly.
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+def calibrated(protocol, watchdog=0.5):
+    motors = [MotorCalibration('m1', 1, gear_ratio=5.0, torque_constant=0.2, direction=-1.0, zero_offset=0.1,
+                               torque_limit=1.0, joint='joint1'),
+              MotorCalibration('m2', 2, gear_ratio=2.0, torque_constant=0.5, direction=1.0, zero_offset=-0.2,
+                               torque_limit=1.0, joint='joint2')]
+    return HardwareConfig(motors=motors, protocol=protocol, watchdog=watchdog)
+
+
+def wait_until(predicate, timeout=2.0):
+    """Poll (for answerless writes such as Dynamixel's broadcast torque-off)."""
+    end = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < end:
+        time.sleep(0.002)
+    return predicate()
+
+
+def closed_form(u, inertia, c, t):
+    tau = inertia / c
+    return (u / c) * (t - tau * (1 - np.exp(-t / tau))), (u / c) * (1 - np.exp(-t / tau))
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+def test_bus_against_emulated_plant(protocol):
+    hw = calibrated(protocol)
+    inertia, c, dt, steps = np.array([0.02, 0.05]), np.array([0.1, 0.2]), 0.002, 150
+    plant = IndependentJointsPlant(inertia, c)
+    plant.reset([0.3, -0.4], [0.0, 0.0])
+    with make_emulator(protocol, plant, hw, dt=dt) as emu:
+        bus = make_bus(hw, port=emu.port, timeout=0.1)
+        with bus:
+            fb = bus.read()
+            q, qd = hw.motor_to_joint(fb.position, fb.velocity)
+            np.testing.assert_allclose(q, [0.3, -0.4], rtol=0, atol=2e-3 / 2)
+            # disabled: commands do not move the joints
+            bus.enable(False)
+            u = np.array([0.8, -1.5])                       # joint-side efforts
+            bus.write(hw.effort_to_motor_torque(u))
+            fb = bus.read()
+            assert wait_until(lambda: not np.any(emu.joint_effort()))
+            bus.enable(True)
+            for _ in range(steps):
+                fb = bus.transact(hw.effort_to_motor_torque(u))
+            q, qd = hw.motor_to_joint(fb.position, fb.velocity)
+            # (zero-torque periods stepped while disabled leave the plant at rest)
+            dq_ref, v_ref = closed_form(u, inertia, c, steps * dt)
+            np.testing.assert_allclose(q - [0.3, -0.4], dq_ref, rtol=RTOL[protocol], atol=2e-3 / 2)
+            np.testing.assert_allclose(qd, v_ref, rtol=RTOL[protocol] * 10, atol=0.03 / 2)
+            # torque feedback (joint side) equals the command where the protocol measures it
+            np.testing.assert_allclose(hw.motor_torque_to_effort(fb.torque), u, rtol=2e-3)
+            bus.enable(False)
+            assert wait_until(lambda: not np.any(emu.joint_effort()))
+            assert bus.stats.timeouts == 0 and bus.stats.crc_errors == 0
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+def test_device_watchdog_zeroes_torque_when_commands_stop(protocol):
+    hw = calibrated(protocol, watchdog=0.04)
+    plant = IndependentJointsPlant([0.02, 0.05], 0.1)
+    with make_emulator(protocol, plant, hw, dt=0.002) as emu:
+        with make_bus(hw, port=emu.port, timeout=0.1) as bus:
+            bus.configure(0.04, hw.tau_m_max)
+            bus.enable(True)
+            bus.transact([0.5, 0.5])
+            assert np.all(emu.joint_effort() != 0)
+            deadline = time.monotonic() + 2.0           # host goes quiet
+            while emu.counters['watchdog_trips'] == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert emu.counters['watchdog_trips'] >= 1
+            assert wait_until(lambda: not np.any(emu.joint_effort()))
+            if protocol == 'uk_binary':
+                assert bus.read().device_watchdog
+            if protocol == 'odrive':
+                assert np.all(bus.read_faults() == 0x800)   # AXIS_ERROR_WATCHDOG_TIMER_EXPIRED
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+def test_device_clamps_to_configured_limit(protocol):
+    hw = calibrated(protocol)
+    plant = IndependentJointsPlant([0.02, 0.05], 0.1)
+    with make_emulator(protocol, plant, hw, dt=0.002) as emu:
+        with make_bus(hw, port=emu.port, timeout=0.1) as bus:
+            bus.configure(0.5, [0.25, 0.25])       # motor-side N m
+            bus.enable(True)
+            bus.transact([5.0, -5.0])              # (the Dynamixel host also clips to the servo limit)
+            tau = hw.effort_to_motor_torque(emu.joint_effort())
+            assert np.all(np.abs(tau) <= 0.25 + 3e-3)
+
+
+def test_port_errors_are_explained(tmp_path):
+    hw = calibrated('uk_binary')
+    missing = str(tmp_path / 'ttyUSB9')
+    with pytest.raises(PortError, match='does not exist'):
+        make_bus(hw, port=missing).open()
+    plant = IndependentJointsPlant([0.1, 0.1], 0.1)
+    with make_emulator('uk_binary', plant, hw) as emu:
+        with make_bus(hw, port=emu.port):
+            with pytest.raises(PortError, match='busy'):
+                make_bus(hw, port=emu.port).open()
+    for code in (errno.EACCES, errno.EPERM):
+        msg = describe_port_error('/dev/ttyUSB0', OSError(code, 'Permission denied'))
+        assert 'permission' in msg and 'dialout' in msg
+
+
+@pytest.mark.parametrize('protocol', ['uk_binary', 'odrive'])
+def test_line_rate_emulation_delays_by_baud(protocol):
+    """At 9600 baud a frame of L bytes must take at least 10 L / 9600 s on the wire."""
+    hw = calibrated(protocol)
+    plant = IndependentJointsPlant([0.1, 0.1], 0.1)
+    with make_emulator(protocol, plant, hw, baud=9600) as emu:
+        with make_bus(hw, port=emu.port, baud=9600, timeout=0.5) as bus:
+            rx0 = emu.counters['rx_bytes']
+            t0 = time.monotonic()
+            bus.read()
+            elapsed = time.monotonic() - t0
+            assert elapsed >= 10 * (emu.counters['rx_bytes'] - rx0) / 9600
