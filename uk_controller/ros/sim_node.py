@@ -12,11 +12,14 @@ Modes (section ``simulation`` of the robot YAML):
 - free running (default): a wall-clock timer at ``simulation.rate`` (default
   ``control.rate``) advances the plant by one period per tick;
 - ``publish_clock: true``: also publishes ``/clock`` with the simulated time
-  (for nodes with ``use_sim_time``); ``real_time_factor`` scales the tick rate;
+  ``clock_start + t`` (default 1 s: a zero stamp reads as "unstamped" in ROS)
+  for nodes with ``use_sim_time``; ``real_time_factor`` scales the tick rate;
 - ``lockstep: true`` (implies ``publish_clock``): after publishing the state of
   t_k the plant waits for the next effort command, then advances to t_k+1 --
   the DDS loop then reproduces the in-process closed-loop simulation exactly
-  (controller with ``ros.trigger: state`` and ``use_sim_time``).
+  (controller with ``ros.trigger: state`` and ``use_sim_time``). The first
+  state goes out once ``wait_for_subscribers`` (default 1) nodes subscribe
+  to the joint states, so a recorder can see the loop from its start.
 """
 from __future__ import annotations
 
@@ -62,8 +65,10 @@ def sim_settings(params):
         'substeps': sim.get('substeps', 4),
         'closure_omega': sim.get('closure_omega', 50.0),
         'lockstep_resend': sim.get('lockstep_resend', 0.1),
+        'clock_start': sim.get('clock_start', 1.0),
+        'wait_for_subscribers': sim.get('wait_for_subscribers', 1),
     }
-    for key in ('rate', 'real_time_factor', 'mass_scale', 'closure_omega', 'lockstep_resend'):
+    for key in ('rate', 'real_time_factor', 'mass_scale', 'closure_omega', 'lockstep_resend', 'clock_start'):
         P._number(out, key, f'simulation.{key}')
     P._number(out, 'sensor_noise', 'simulation.sensor_noise', positive=False)
     for key in ('publish_clock', 'lockstep'):
@@ -120,12 +125,13 @@ class SimNode(Node):
             f'{setup.name}: plant with {self.plant.n} joints at {self.sim["rate"]:g} Hz '
             f'({"lockstep" if self.sim["lockstep"] else "free running"}'
             f'{", /clock" if self.sim["publish_clock"] else ""}); efforts from {self.ros["effort_topic"]}')
-        self.publish_state()
+        if not self.sim['lockstep']:
+            self.publish_state()
         self.waiting = self.sim['lockstep']
 
     def stamp(self):
         if self.sim['publish_clock']:
-            return to_time(self.plant.t)
+            return to_time(self.sim['clock_start'] + self.plant.t)
         if self.start_ns is None:
             self.start_ns = self.get_clock().now().nanoseconds
         t_ns = self.start_ns + int(round(self.plant.t * 1e9))
@@ -163,7 +169,8 @@ class SimNode(Node):
         self.advance()
 
     def resend(self):
-        if self.waiting:
+        """Lockstep: (re)publish the awaited state once `wait_for_subscribers` nodes listen."""
+        if self.waiting and self.state_pub.get_subscription_count() >= self.sim['wait_for_subscribers']:
             self.publish_state()
 
     def on_command(self, msg):

@@ -100,7 +100,9 @@ class Probe:
                 raise
 
     def record(self, msg_type, topic, qos=None, convert=None):
-        """Record (receive time, converted message) of `topic`; returns the live list."""
+        """Record (receive time, converted message) of `topic`; returns the live list (one subscription per topic)."""
+        if topic in self.records:
+            return self.records[topic]
         store = self.records.setdefault(topic, [])
 
         def callback(msg):
@@ -125,6 +127,9 @@ class Probe:
                 return True
             time.sleep(interval)
         return predicate()
+
+    def publishers(self, topic):
+        return self.node.count_publishers(topic)
 
     def close(self):
         self._stop = True

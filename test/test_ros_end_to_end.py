@@ -1,0 +1,114 @@
+"""uk_sim_node + uk_controller_node over real DDS (rclpy from PyPI, FastDDS, loopback) vs in-process.
+
+Two loops per robot (SCARA, five-bar):
+
+- lockstep: the plant publishes the state of t_k and waits for the effort the
+  controller computes from it (``simulation.lockstep``, ``ros.trigger: state``,
+  ``use_sim_time``). That is the in-process loop of
+  :func:`uk_controller.sim.closed_loop.simulate` with DDS in between, so the
+  joint trajectories and task errors must agree to rounding.
+- free running on /clock (the Gazebo + ros2_control arrangement): plant and
+  controller run their own timers, so the controller acts on a state about one
+  period old. Its task error after the transient must stay within the bound of
+  the in-process loop with two periods of measurement delay.
+"""
+import os
+import time
+
+import numpy as np
+import pytest
+
+DOMAIN_ID = 70
+os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+
+rclpy = pytest.importorskip('rclpy')
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+
+from uk_controller.robots import load_robot  # noqa: E402
+from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
+from uk_controller.sim.closed_loop import simulate  # noqa: E402
+
+CONTROLLER = 'uk_controller.ros.controller_node'
+SIM = 'uk_controller.ros.sim_node'
+RATE = 200.0
+SUBSTEPS = 2
+CLOCK_START = 1.0           # uk_sim_node's default simulation.clock_start
+
+
+@pytest.fixture(scope='module')
+def probe():
+    p = Probe(DOMAIN_ID)
+    yield p
+    p.close()
+
+
+def _stamp(msg):
+    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+
+
+def _run(probe, tmp_path, controller_params, sim_params, until, timeout=60.0):
+    states = probe.record(JointState, '/joint_states', convert=lambda m: (_stamp(m), list(m.position)))
+    errors = probe.record(Float64MultiArray, '/uk_controller_node/task_error', convert=lambda m: list(m.data))
+    probe.clear('/joint_states')
+    probe.clear('/uk_controller_node/task_error')
+    controller = NodeProcess(CONTROLLER, controller_params, DOMAIN_ID, str(tmp_path))
+    # start the plant once the probe sees the controller, so that it records the loop from its start
+    probe.wait_for(lambda: probe.publishers('/uk_controller_node/task_error') > 0, 20.0)
+    sim = NodeProcess(SIM, sim_params, DOMAIN_ID, str(tmp_path))
+    try:
+        done = probe.wait_for(lambda: until(probe.snapshot('/joint_states'), probe.snapshot(
+            '/uk_controller_node/task_error')), timeout)
+    finally:
+        codes = sim.stop(), controller.stop()
+    assert done, f'loop did not run:\n{controller.output()[-3000:]}\n{sim.output()[-2000:]}'
+    assert codes == (0, 0), f'unclean exit {codes}:\n{controller.output()[-3000:]}\n{sim.output()[-2000:]}'
+    return probe.snapshot('/joint_states'), probe.snapshot('/uk_controller_node/task_error')
+
+
+@pytest.mark.parametrize('robot,duration', [('scara', 1.0), ('five_bar', 1.0)])
+def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_path, robot, duration):
+    steps = int(round(duration * RATE))
+    ctl = {'config': robot, 'use_sim_time': True, 'control': {'rate': RATE}, 'ros': {'trigger': 'state'}}
+    sim = {'config': robot, 'control': {'rate': RATE}, 'simulation': {'lockstep': True, 'substeps': SUBSTEPS,
+                                                                'wait_for_subscribers': 2}}
+    states, errors = _run(probe, tmp_path, ctl, sim,
+                          lambda s, e: len(e) >= steps and s and max(round((t - CLOCK_START) * RATE) for _, (t, _q) in s) >= steps)
+    ref = simulate(load_robot(robot), duration=duration, rate=RATE, substeps=SUBSTEPS)
+    by_step = {int(round((t - CLOCK_START) * RATE)): q for _, (t, q) in states}
+    common = [k for k in range(steps) if k in by_step]
+    # the probe may join a little after the loop started: it must see most of the run and its end
+    assert len(common) > 0.9 * steps and steps - 1 in by_step
+    dq = max(np.abs(np.asarray(by_step[k]) - ref.q[k]).max() for k in common)
+    assert dq < 1e-9, f'joint trajectory over DDS differs from in-process by {dq:.3e}'
+    # the controller's published task error, aligned on its first received message
+    dds_error = np.array([e for _, e in errors])
+    first = int(np.argmin(np.abs(ref.task_error - dds_error[0]).max(axis=1)))
+    count = min(len(dds_error), steps - first)
+    assert count > 0.5 * steps
+    assert np.abs(dds_error[:count] - ref.task_error[first:first + count]).max() < 1e-9
+    after = np.arange(first, first + count) >= int(0.5 * RATE)
+    ref_max = np.linalg.norm(ref.task_error[ref.after(0.5)], axis=1).max()
+    dds_max = np.linalg.norm(dds_error[:count][after], axis=1).max()
+    assert dds_max <= ref_max * (1 + 1e-6) + 1e-12
+
+
+@pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+def test_free_running_loop_on_sim_clock_tracks_like_the_delayed_in_process_loop(probe, tmp_path, robot):
+    rate, duration, transient = 100.0, 2.5, 1.0
+    common = {'config': robot, 'control': {'rate': rate}}
+    sim = dict(common, simulation={'substeps': 1, 'publish_clock': True, 'real_time_factor': 0.5})
+    ctl = dict(common, use_sim_time=True)
+    states, errors = _run(probe, tmp_path, ctl, sim,
+                          lambda s, e: len(e) > 0 and s and s[-1][1][0] >= CLOCK_START + duration + 0.2, timeout=40.0)
+    # sim time of each task error: the newest state received before it (controller acts on it)
+    state_times = np.array([r for r, _ in states])
+    stamps = np.array([t for _, (t, _q) in states])
+    t_err = np.array([stamps[max(0, np.searchsorted(state_times, r) - 1)] for r, _ in errors])
+    mask = (t_err >= t_err[0] + transient) & (t_err <= t_err[0] + duration)
+    assert mask.sum() > 0.5 * (duration - transient) * rate
+    dds_max = np.linalg.norm(np.array([e for _, e in errors])[mask], axis=1).max()
+    setup = load_robot(robot)
+    bound = np.linalg.norm(simulate(setup, duration=duration, rate=rate, substeps=1, measurement_delay=2)
+                           .task_error[int(transient * rate):], axis=1).max()
+    assert np.isfinite(dds_max) and dds_max <= 1.5 * bound, (dds_max, bound)
