@@ -45,10 +45,12 @@ class UKBinaryBus(MotorBus):
                 if left <= 0:
                     st.timeouts += 1
                     raise BusTimeout(f'no answer to frame seq {seq} within {self.timeout * 1e3:.1f} ms')
-                for ftype_r, seq_r, n_r, payload_r in self.decoder.feed(self._read_bytes(left)):
+                frames = self.decoder.feed(self._read_bytes(left))
+                for i, (ftype_r, seq_r, n_r, payload_r) in enumerate(frames):
                     if seq_r != seq:
                         st.seq_errors += 1
                         continue
+                    st.seq_errors += len(frames) - i - 1     # duplicates arriving with the answer
                     if ftype_r == ukb.NAK:
                         st.device_errors += 1
                         code = payload_r[0] if payload_r else -1
