@@ -293,7 +293,7 @@ class DeviceEmulator:
             return
         try:
             ready, _, _ = select.select([fd], [], [], self.select_period if timeout is None else timeout)
-        except (OSError, ValueError):
+        except (OSError, ValueError, TypeError):
             return
         if ready:
             try:

@@ -1,0 +1,130 @@
+"""serial_bridge_node with real rclpy (loopback only) against an emulated uk_binary driver.
+
+The robot YAML is scara.yaml with ros.effort_joints reversed, so efforts must be matched to
+motors by joint name, not by position.
+"""
+import os
+
+os.environ['ROS_DOMAIN_ID'] = '63'                       # this module's id from the range 60-69
+os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+os.environ.pop('ROS_STATIC_PEERS', None)
+
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+rclpy = pytest.importorskip('rclpy')
+from rclpy.executors import SingleThreadedExecutor  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+
+from uk_controller.hardware.calibration import HardwareConfig  # noqa: E402
+from uk_controller.hardware.emulator import IndependentJointsPlant, make_emulator  # noqa: E402
+from uk_controller.paths import resolve_config  # noqa: E402
+from uk_controller.robots import load_robot  # noqa: E402
+
+
+def wait_until(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return pred()
+
+
+@pytest.fixture
+def config(tmp_path):
+    src = resolve_config('scara')
+    data = yaml.safe_load(src.read_text())
+    params = data['/**']['ros__parameters']
+    params['robot']['urdf'] = str((src.parent.parent / params['robot']['urdf']).resolve())
+    params['ros']['effort_joints'] = list(reversed(params['ros']['effort_joints']))
+    path = tmp_path / 'scara_reversed.yaml'
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_bridge_topics_watchdog_and_diagnostics(config):
+    from uk_controller.ros.serial_bridge_node import SerialBridgeNode
+    setup = load_robot(str(config))
+    hw = HardwareConfig.from_setup(setup)
+    plant = IndependentJointsPlant(np.full(4, 0.5), 1.0)
+    plant.joint_names = list(setup.joint_names)
+    plant.reset([0.1, 0.2, 0.05, -0.3], np.zeros(4))
+    emu = make_emulator('uk_binary', plant, hw, dt=0.01).start()
+    rclpy.init()
+    ex = SingleThreadedExecutor()
+    bridge = probe = None
+    try:
+        bridge = SerialBridgeNode(parameter_overrides=[
+            Parameter('config', value=str(config)), Parameter('port', value=emu.port),
+            Parameter('protocol', value='uk_binary'), Parameter('rate', value=100.0),
+            Parameter('watchdog', value=0.2)])
+        probe = rclpy.create_node('bridge_probe')
+        states, diags = [], []
+        probe.create_subscription(JointState, '/joint_states', states.append, 50)
+        probe.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 50)
+        pub = probe.create_publisher(Float64MultiArray, '/effort_controller/commands', 10)
+        ex.add_node(bridge)
+        ex.add_node(probe)
+        spin = threading.Thread(target=ex.spin, daemon=True)
+        spin.start()
+
+        # feedback before any command: names and positions from the device, torque off
+        assert wait_until(lambda: len(states) > 5, 20)
+        msg = states[-1]
+        assert list(msg.name) == list(setup.joint_names)
+        np.testing.assert_allclose(msg.position, [0.1, 0.2, 0.05, -0.3], atol=1e-6)
+        assert not emu.enabled
+
+        # efforts in ros.effort_joints order (reversed): matched to motors by joint name
+        by_joint = {'joint1': 1.5, 'joint2': -2.0, 'joint3': 0.5, 'joint4': 0.25}
+        order = setup.config['ros']['effort_joints']
+        cmd = Float64MultiArray(data=[by_joint[j] for j in order])
+        stop = threading.Event()
+
+        def publish():
+            while not stop.is_set():
+                pub.publish(cmd)
+                time.sleep(0.02)
+
+        feeder = threading.Thread(target=publish, daemon=True)
+        feeder.start()
+        assert wait_until(lambda: emu.enabled, 10)
+        assert wait_until(lambda: np.allclose(emu.joint_effort(), [1.5, -2.0, 0.5, 0.25], atol=1e-6), 5)
+        pub.publish(Float64MultiArray(data=[1.0, 2.0]))       # wrong length: rejected, counted
+        moved = wait_until(lambda: states[-1].position[0] > 0.1 + 1e-3, 5)
+        assert moved
+
+        # publisher goes silent: host watchdog => torque off at the device
+        stop.set()
+        feeder.join()
+        assert wait_until(lambda: not emu.enabled and not np.any(emu.joint_effort()), 5)
+        assert wait_until(lambda: bridge.safe.counters['watchdog_trips'] >= 1, 2)
+
+        def diag_values():
+            if not diags:
+                return {}
+            return {kv.key: kv.value for kv in diags[-1].status[0].values}
+
+        assert wait_until(lambda: int(diag_values().get('watchdog_trips', 0)) >= 1
+                          and int(diag_values().get('effort_rejected', 0)) >= 1, 5)
+        d = diag_values()
+        assert float(d['bus_rate']) > 0 and d['crc_errors'] == '0' and 'ms' in d['rtt_p50']
+    finally:
+        ex.shutdown()
+        if bridge is not None:
+            bridge.shutdown()
+        if bridge is not None:
+            bridge.destroy_node()
+        if probe is not None:
+            probe.destroy_node()
+        rclpy.try_shutdown()
+        emu.close()
+    assert not emu.enabled

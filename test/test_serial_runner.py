@@ -1,0 +1,66 @@
+"""`uk-controller run` as a user runs it (a subprocess) against an emulated uk_binary driver:
+torque-off on SIGTERM and Ctrl-C (SIGINT), CSV rows written while running, clear message
+and exit code 2 for a missing port."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from uk_controller.hardware.calibration import HardwareConfig
+from uk_controller.hardware.emulator import make_emulator
+from uk_controller.robots import load_robot
+from uk_controller.sim.uk_plant import UKPlant
+
+CMD = [sys.executable, '-c', 'import sys; from uk_controller.cli import main; sys.exit(main())', 'run']
+
+
+def wait_until(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+def test_missing_port_message(tmp_path):
+    r = subprocess.run(CMD + ['scara', '--port', str(tmp_path / 'ttyUSB7'), '--protocol', 'uk_binary'],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert 'does not exist' in r.stderr and 'ttyUSB7' in r.stderr
+
+
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_with_torque_off(tmp_path, sig):
+    setup = load_robot('scara')
+    hw = HardwareConfig.from_setup(setup)
+    with make_emulator('uk_binary', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
+        log = tmp_path / 'run.csv'
+        proc = subprocess.Popen(CMD + ['scara', '--port', emu.port, '--protocol', 'uk_binary', '--rate', '100',
+                                       '--log', str(log), '--quiet'],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_until(lambda: emu.enabled and emu.counters['steps'] > 30, 60), proc.stderr
+            # rows are on disk while the run goes on
+            assert wait_until(lambda: log.exists() and len(log.read_text().splitlines()) > 20, 10)
+            assert np.any(emu.joint_effort() != 0)
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err
+        assert 'torque off' in err
+        assert wait_until(lambda: not emu.enabled, 2)
+        assert not np.any(emu.joint_effort())
+    rows = list(csv.reader(log.open()))
+    header = rows[0]
+    assert header[0] == 't' and 'q_joint1' in header and 'u_motor1' in header
+    data = np.array([[float(x) for i, x in enumerate(r) if header[i] != 'state'] for r in rows[1:]])
+    assert np.all(np.isfinite(data[:, :-1]))
+    assert np.all(np.diff(data[:, 0]) >= 0)
