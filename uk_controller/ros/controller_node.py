@@ -66,6 +66,15 @@ def node_parameters(node):
     return params, path
 
 
+def declare_defaults(node, ros):
+    """Declare the node-only settings the YAML left out, so they are listed and (if live) settable."""
+    for key in P.ROS_DEFAULTS:
+        if not node.has_parameter(f'ros.{key}'):
+            node.declare_parameter(f'ros.{key}', ros[key])
+    if not node.has_parameter('control.state_timeout'):
+        node.declare_parameter('control.state_timeout', ros['state_timeout'])
+
+
 def effort_message(kind, values, names, stamp):
     """The effort command in the chosen message type (values already in `names` order)."""
     if kind == 'float64_multi_array':
@@ -95,6 +104,7 @@ class ControllerNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         self.params, self.config_path = node_parameters(self)
         self.ros = P.ros_settings(self.params)
+        declare_defaults(self, self.ros)
         self.setup = build_setup(self.params, self.config_path)
         self.core = ControllerCore(self.setup)
         self.perm, self.effort_names = P.effort_order(self.params, self.core.actuator_names,

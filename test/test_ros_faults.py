@@ -1,0 +1,217 @@
+"""uk_controller_node under bad input over real DDS: no NaN effort ever, diagnostics say why, recovery.
+
+A probe node plays the joint-state publisher (the robot held at its initial
+pose) and switches through faults: NaN positions, a missing joint, wrong joint
+names, a silent publisher, and a burst of late messages. Every effort command
+the controller sends is recorded and checked; /diagnostics must name the fault
+while it lasts and report "controlling" after it.
+"""
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+DOMAIN_ID = 71
+os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+
+rclpy = pytest.importorskip('rclpy')
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rcl_interfaces.srv import SetParameters  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from uk_controller.robots import load_robot  # noqa: E402
+from uk_controller.ros.testing import NodeProcess, Probe, ros_env, params_file  # noqa: E402
+
+NODE = '/uk_controller_node'
+RATE = 100.0
+TIMEOUT = 0.2
+
+
+class Feeder:
+    """Publishes /joint_states from the probe's thread in the current `mode`."""
+
+    def __init__(self, probe, setup):
+        self.probe = probe
+        self.names = list(setup.joint_names)
+        self.q0 = [float(v) for v in setup.q0]
+        self.mode = 'good'
+        self.pub = probe.node.create_publisher(JointState, '/joint_states', 10)
+        probe.node.create_timer(1.0 / RATE, self.tick)
+
+    def message(self, names, q, age=0.0):
+        msg = JointState(name=names, position=q, velocity=[0.0] * len(q))
+        now = self.probe.node.get_clock().now().nanoseconds - int(age * 1e9)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
+        return msg
+
+    def tick(self):
+        mode = self.mode
+        if mode == 'silent':
+            return
+        names, q = list(self.names), list(self.q0)
+        if mode == 'nan':
+            q[1] = math.nan
+        elif mode == 'missing':
+            names, q = names[:-1], q[:-1]
+        elif mode == 'wrong_names':
+            names = [f'other_{n}' for n in names]
+        self.pub.publish(self.message(names, q))
+
+    def burst(self, count, age):
+        for _ in range(count):
+            self.pub.publish(self.message(self.names, [100.0] * len(self.names), age=age))
+
+
+def _diag(msg):
+    status = next(s for s in msg.status if s.name.startswith('uk_controller_node'))
+    return ord(status.level), status.message, {kv.key: kv.value for kv in status.values}
+
+
+@pytest.fixture(scope='module')
+def loop(tmp_path_factory):
+    setup = load_robot('scara')
+    probe = Probe(DOMAIN_ID)
+    efforts = probe.record(Float64MultiArray, '/effort_controller/commands', convert=lambda m: list(m.data))
+    diags = probe.record(DiagnosticArray, '/diagnostics', convert=_diag)
+    feeder = Feeder(probe, setup)
+    params = {'config': 'scara', 'control': {'rate': RATE, 'state_timeout': TIMEOUT},
+              'ros': {'diagnostics_period': 0.25}}
+    node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path_factory.mktemp('faults')))
+    assert probe.wait_for(lambda: len(efforts) > 10, 30.0), node.output()
+    yield probe, feeder, efforts, diags, node
+    code = node.stop()
+    probe.close()
+    assert code == 0, node.output()
+
+
+def _latest(diags, since):
+    return [d for t, d in diags if t >= since]
+
+
+def _wait_diag(probe, diags, since, predicate, timeout=5.0):
+    return probe.wait_for(lambda: any(predicate(d) for d in _latest(diags, since)), timeout)
+
+
+def _efforts_since(efforts, since):
+    return np.array([e for t, e in efforts if t >= since])
+
+
+def _fault_and_recover(loop, mode, expect_in_message, counter=None):
+    probe, feeder, efforts, diags, node = loop
+    assert _wait_diag(probe, diags, time.monotonic(), lambda d: d[0] == 0 and d[1] == 'controlling')
+    before = time.monotonic()
+    feeder.mode = mode
+    assert _wait_diag(probe, diags, before, lambda d: d[0] == 2 and expect_in_message in d[1]), \
+        [d[:2] for d in _latest(diags, before)]
+    time.sleep(2 * TIMEOUT)
+    during = time.monotonic()
+    time.sleep(0.3)
+    held = _efforts_since(efforts, during)
+    feeder.mode = 'good'
+    after = time.monotonic()
+    assert _wait_diag(probe, diags, after, lambda d: d[0] == 0 and d[1] == 'controlling'), \
+        [d[:2] for d in _latest(diags, after)]
+    time.sleep(0.3)
+    every = np.array([e for _, e in efforts])
+    assert np.isfinite(every).all(), 'a NaN/Inf effort was published'
+    # during the fault: the configured safe effort (zero), still published at the control rate
+    assert len(held) > 5 and np.all(held == 0.0)
+    # afterwards it controls again: the efforts hold the robot against its dynamics, not zero
+    resumed = _efforts_since(efforts, time.monotonic() - 0.2)
+    assert len(resumed) > 5 and np.abs(resumed).max() > 0.0
+    if counter is not None:
+        final = _latest(diags, after)[-1][2]
+        assert int(final[counter]) > 0, final
+    return node
+
+
+def test_nan_positions_give_safe_effort_and_error_then_recover(loop):
+    _fault_and_recover(loop, 'nan', 'stale state', counter='rejected_nonfinite')
+
+
+def test_missing_joint_is_named_in_the_diagnostics(loop):
+    _fault_and_recover(loop, 'missing', 'stale state: joint4')
+
+
+def test_wrong_joint_names_are_counted_and_never_used(loop):
+    _fault_and_recover(loop, 'wrong_names', 'stale state', counter='rejected_no_known_joint')
+
+
+def test_silent_publisher_means_stale_state(loop):
+    _fault_and_recover(loop, 'silent', 'stale state')
+
+
+def test_burst_of_late_messages_is_rejected_without_disturbing_control(loop):
+    probe, feeder, efforts, diags, node = loop
+    assert _wait_diag(probe, diags, time.monotonic(), lambda d: d[0] == 0 and d[1] == 'controlling')
+    errors = probe.record(Float64MultiArray, f'{NODE}/task_error', convert=lambda m: list(m.data))
+    time.sleep(0.3)
+    start = time.monotonic()
+    before = max(np.linalg.norm(e) for t, e in errors if t >= start - 0.3)
+    feeder.burst(60, age=1.0)                 # 1 s old stamps, every joint at 100 (rad or m)
+    time.sleep(0.5)
+    during = _efforts_since(efforts, start)
+    assert np.isfinite(during).all() and len(during) > 10
+    # the robot still sits at q0: had a late sample been used, the tool would be metres off its path
+    worst = max(np.linalg.norm(e) for t, e in errors if t >= start)
+    assert worst <= 1.5 * before + 1e-3, (worst, before)
+    counts = [d[2] for d in _latest(diags, start)]
+    # sensor-data QoS keeps the last 5 samples: most of the burst is dropped by DDS, the rest rejected
+    assert counts and int(counts[-1]['rejected_late']) > 0
+    assert all(d[0] == 0 for d in _latest(diags, start))
+
+
+def test_stop_holds_safe_effort_and_start_resumes(loop):
+    probe, feeder, efforts, diags, node = loop
+    stop = probe.node.create_client(Trigger, f'{NODE}/stop')
+    start = probe.node.create_client(Trigger, f'{NODE}/start')
+    assert stop.wait_for_service(10.0) and start.wait_for_service(10.0)
+    assert stop.call(Trigger.Request(), timeout_sec=5.0).success
+    t = time.monotonic()
+    time.sleep(0.3)
+    stopped = _efforts_since(efforts, t)
+    assert len(stopped) > 5 and np.all(stopped == 0.0)
+    assert _wait_diag(probe, diags, t, lambda d: d[1].startswith('stopped'))
+    assert start.call(Trigger.Request(), timeout_sec=5.0).success
+    t = time.monotonic()
+    assert _wait_diag(probe, diags, t, lambda d: d[0] == 0 and d[1] == 'controlling')
+
+
+def test_live_parameters_accepted_others_rejected_with_reason(loop):
+    probe = loop[0]
+    client = probe.node.create_client(SetParameters, f'{NODE}/set_parameters')
+    assert client.wait_for_service(10.0)
+
+    def set_(name, value):
+        req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+        return client.call(req, timeout_sec=5.0).results[0]
+
+    assert set_('stabilization.omega', 15.0).successful
+    assert set_('ros.trajectory_start', 0.5).successful
+    bad = set_('control.rate', 50.0)
+    assert not bad.successful and 'control.rate' in bad.reason and 'cannot change while running' in bad.reason
+    topic = set_('ros.effort_topic', '/elsewhere')
+    assert not topic.successful and 'ros.effort_topic' in topic.reason
+    negative = set_('control.state_timeout', -1.0)
+    assert not negative.successful and 'control.state_timeout' in negative.reason
+
+
+def test_invalid_parameter_fails_at_start_naming_the_key(tmp_path):
+    path = params_file({'config': 'scara', 'ros': {'output_type': 'pwm'}}, str(tmp_path))
+    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
+                           '--params-file', path], env=ros_env(DOMAIN_ID), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert 'ros.output_type' in proc.stderr and 'pwm' in proc.stderr
+    path = params_file({'config': 'scara', 'constraints': {'tool_path': {'frame': 'no_such_frame'}}}, str(tmp_path))
+    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
+                           '--params-file', path], env=ros_env(DOMAIN_ID), capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and 'no_such_frame' in proc.stderr, proc.stderr
