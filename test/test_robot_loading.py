@@ -36,9 +36,23 @@ def test_share_dir_and_config_resolution():
 def test_scara_setup(scara):
     assert scara.name == 'scara'
     assert scara.joint_names == ['joint1', 'joint2', 'joint3', 'joint4']
-    # seed 000 initial state as printed: 30, 55, 24 degrees, 0 m
-    np.testing.assert_allclose(scara.q0, np.radians([30.0, 55.0, 24.0, 0.0]), atol=1e-12)
+    # seed 000 initial state with the signs of q1, q3 restored (config/scara.yaml explains why)
+    np.testing.assert_allclose(scara.q0, np.radians([-30.0, 55.0, -24.0, 0.0]), atol=1e-12)
     np.testing.assert_allclose(scara.qd0, [-0.157, 0.0001, 0.157, 0.0195])
+    printed = load_robot('scara_printed_start')
+    np.testing.assert_allclose(printed.q0, np.radians([30.0, 55.0, 24.0, 0.0]), atol=1e-12)
+
+
+def test_scara_restored_start_matches_printed_velocities(scara):
+    """Why the signs: only the restored q0 makes the printed q'(0) move the tool along the helix."""
+    def velocity_residual(setup):
+        model = setup.model
+        model.compute(setup.q0, setup.qd0)
+        return np.abs(setup.servo.evaluate(model, setup.q0, setup.qd0, 0.0).phidot).max()
+
+    restored = velocity_residual(scara)
+    printed = velocity_residual(load_robot('scara_printed_start'))
+    assert restored < 0.01 < printed
     assert scara.passive.m == 0
     assert scara.servo.names == ['tool_path', 'tool_orientation'] and scara.servo.m == 4
     assert scara.actuators.names == ['motor1', 'motor2', 'motor3', 'motor4']
@@ -49,11 +63,16 @@ def test_scara_setup(scara):
 
 
 def test_scara_start_is_incompatible_as_the_paper_says(scara):
-    """The printed start violates eq 48; seed 000 says so ('initial conditions are incompatible')."""
+    """Both starts violate eq 48; seed 000 says so ('initial conditions are incompatible')."""
     passive, servo, _ = scara.evaluate(scara.q0, scara.qd0, 0.0)
+    assert 1e-3 < np.abs(servo.phi).max() < 0.05
+    # restored start: q1 + q2 + q3 = -30 + 55 - 24 = 1 degree
+    assert servo.phi[scara.servo.slices['tool_orientation']][0] == pytest.approx(math.radians(1.0))
+    printed = load_robot('scara_printed_start')
+    passive, servo, _ = printed.evaluate(printed.q0, printed.qd0, 0.0)
     assert np.abs(servo.phi).max() > 0.1
-    # orientation row is q1 + q2 + q3 = 109 degrees
-    assert servo.phi[scara.servo.slices['tool_orientation']][0] == pytest.approx(math.radians(109.0))
+    # printed start: q1 + q2 + q3 = 109 degrees
+    assert servo.phi[printed.servo.slices['tool_orientation']][0] == pytest.approx(math.radians(109.0))
 
 
 def test_planar_3r_start_is_compatible_and_rows_match_planar_kinematics(planar):

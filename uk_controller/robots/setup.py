@@ -122,6 +122,29 @@ def _stabilization(cv):
         raise cv.error('convention', str(exc).strip("'")) from None
 
 
+def _check_run_settings(cv):
+    """Type-check the `control` and `simulation` sections (read by ControllerCore and the
+    simulator) at load time, so a bad value is reported with its file and dotted key."""
+    from ..pinv import PINV_METHODS
+
+    control = cv.section('control', required=False)
+    control.get_float('rate', None, positive=True)
+    control.get_str('pinv', None, choices=sorted(PINV_METHODS))
+    control.get_float('rcond', None, positive=True)
+    control.get_float('damping', None, nonnegative=True)
+    control.get_str('safe_effort', None, choices=['zero', 'hold'])
+    control.get_float('state_timeout', None, positive=True)
+    sim = cv.section('simulation', required=False)
+    sim.get_float('duration', None, positive=True)
+    sim.get_str('integrator', None, choices=['rk4', 'solve_ivp'])
+    sim.get_int('substeps', None, nonnegative=True)
+    sim.get_float('mass_scale', None, positive=True)
+    sim.get_float('sensor_noise', None, nonnegative=True)
+    sim.get_int('measurement_delay', None, nonnegative=True)
+    sim.get_float('closure_omega', None, positive=True)
+    sim.get_float('mujoco_timestep', None, positive=True)
+
+
 def setup_from_params(params, path=None, *, mass_scale=1.0):
     """Build a :class:`RobotSetup` from an already loaded parameter dict."""
     cv = ConfigView(params, path)
@@ -146,6 +169,7 @@ def setup_from_params(params, path=None, *, mass_scale=1.0):
     base_dir = Path(path).parent if path else None
     passive, servo = build_stacks(cv.section('constraints', required=False), model, base_dir)
     stabilization = _stabilization(cv.section('stabilization', required=False))
+    _check_run_settings(cv)
     return RobotSetup(name=name, config=params, config_path=Path(path) if path else None, model=model,
                       joint_names=list(model.joint_names), q0=np.array(q0, dtype=float),
                       qd0=np.array(qd0, dtype=float), passive=passive, servo=servo, actuators=actuators,
