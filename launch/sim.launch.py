@@ -43,13 +43,18 @@ def nodes(context):
     rate = LaunchConfiguration('rate').perform(context)
     if rate:
         overrides['control.rate'] = float(rate)
+    # The plant publishes /clock (like Gazebo) and everyone else follows it, so a machine too slow
+    # for real time slows the simulation down instead of letting the controller run ahead of it.
+    sim = dict(overrides, **{'simulation.publish_clock': True,
+                             'simulation.real_time_factor': float(LaunchConfiguration('real_time_factor')
+                                                                  .perform(context))})
     return [
         Node(package=PACKAGE, executable='uk_sim_node', name='uk_sim_node', output='screen',
-             parameters=[config, overrides]),
+             parameters=[config, sim]),
         Node(package=PACKAGE, executable='uk_controller_node', name='uk_controller_node', output='screen',
-             parameters=[config, overrides]),
+             parameters=[config, dict(overrides, use_sim_time=True)]),
         Node(package='robot_state_publisher', executable='robot_state_publisher', output='screen',
-             parameters=[{'robot_description': description}]),
+             parameters=[{'robot_description': description, 'use_sim_time': True}]),
     ]
 
 
@@ -61,5 +66,7 @@ def generate_launch_description():
                               description='path of a robot YAML (overrides robot)'),
         DeclareLaunchArgument('rate', default_value='',
                               description='control and simulation rate in Hz (default: control.rate)'),
+        DeclareLaunchArgument('real_time_factor', default_value='1.0',
+                              description='simulated seconds per wall-clock second (lower it on a slow machine)'),
         OpaqueFunction(function=nodes),
     ])

@@ -28,13 +28,13 @@ import sys
 import numpy as np
 import rclpy
 from rclpy.node import Node
+from rclpy.time import Time as RosTime
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
-from builtin_interfaces.msg import Time
 
 from ..sim.uk_plant import UKPlant
 from . import params as P
@@ -80,8 +80,8 @@ def sim_settings(params):
 
 
 def to_time(t):
-    sec = int(np.floor(t))
-    return Time(sec=sec, nanosec=int(round((t - sec) * 1e9)) % 1_000_000_000)
+    """Seconds -> builtin_interfaces/Time (nanosecond resolution)."""
+    return RosTime(nanoseconds=int(round(t * 1e9))).to_msg()
 
 
 class SimNode(Node):
@@ -134,8 +134,7 @@ class SimNode(Node):
             return to_time(self.sim['clock_start'] + self.plant.t)
         if self.start_ns is None:
             self.start_ns = self.get_clock().now().nanoseconds
-        t_ns = self.start_ns + int(round(self.plant.t * 1e9))
-        return Time(sec=t_ns // 1_000_000_000, nanosec=t_ns % 1_000_000_000)
+        return RosTime(nanoseconds=self.start_ns + int(round(self.plant.t * 1e9))).to_msg()
 
     def publish_state(self):
         stamp = self.stamp()
