@@ -136,3 +136,24 @@ def test_odrive_checksum_and_parse():
     assert oa.parse_line(b'f 1 ; comment\n') == ('f 1', False)
     with pytest.raises(oa.ChecksumError):
         oa.parse_line(line.replace(b'1.25', b'1.35'))
+
+
+def test_worked_examples_in_the_specification():
+    """The hex bytes printed in docs/serial_protocol.md section 2.6 are what the encoder emits."""
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / 'docs' / 'serial_protocol.md').read_text()
+
+    def wire_after(marker):
+        part = doc[doc.index(marker):]
+        start = part.index('wire') + 4
+        lines = []
+        for line in part[start:].splitlines():
+            if not line.strip():
+                break
+            lines.append(line.strip())
+        return bytes.fromhex(' '.join(lines))
+
+    assert wire_after('COMMAND, seq 1, n 2') == ukb.encode_frame(ukb.COMMAND, 1, 2, ukb.command_payload([0.5, -1.0]))
+    assert wire_after('STATUS, seq 0x2A') == ukb.encode_frame(ukb.STATUS, 0x2A, 2)
+    fb = ukb.feedback_payload(ukb.ST_ENABLED, 0, 0, 1000, [1.0, -2.0], [0.0, 0.5], [0.5, -1.0], [0, 0])
+    assert wire_after('FEEDBACK, seq 1, n 2') == ukb.encode_frame(ukb.FEEDBACK, 1, 2, fb)
