@@ -71,10 +71,11 @@ def describe_port_error(port: str, exc: BaseException) -> str:
 def open_serial(port: str, baud: int, timeout: float = 0.0):
     """Open ``port`` raw 8N1, exclusively; raise :class:`PortError` with advice."""
     import serial   # pyserial; imported here so the package imports without it
+    import termios
     try:
         return serial.Serial(port=port, baudrate=baud, bytesize=8, parity='N', stopbits=1,
                              timeout=timeout, write_timeout=1.0, exclusive=True)
-    except (serial.SerialException, OSError, ValueError) as exc:
+    except (serial.SerialException, OSError, ValueError, termios.error) as exc:
         raise PortError(describe_port_error(port, exc)) from exc
 
 
@@ -174,9 +175,10 @@ class MotorBus:
     # helpers for subclasses
     def _write_bytes(self, data: bytes):
         import serial
+        import termios
         try:
             n = self.ser.write(data)
-        except (serial.SerialException, OSError) as exc:
+        except (serial.SerialException, OSError, termios.error) as exc:
             self.stats.io_errors += 1
             raise PortError(f'serial port {self.port} failed while writing: {exc}') from exc
         if n != len(data):

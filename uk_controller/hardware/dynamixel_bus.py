@@ -66,9 +66,10 @@ class DynamixelBus(MotorBus):
     def _call(self, fn, *args):
         """Run an SDK call, turning a vanished port into PortError."""
         import serial
+        import termios
         try:
             return fn(*args)
-        except (serial.SerialException, OSError, TypeError, AttributeError) as exc:
+        except (serial.SerialException, OSError, TypeError, AttributeError, termios.error) as exc:
             self.stats.io_errors += 1
             raise PortError(f'serial port {self.port} vanished or failed: {exc}') from exc
 
