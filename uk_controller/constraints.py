@@ -35,6 +35,7 @@ import pinocchio as pin
 
 from .config import ConfigError, ConfigView
 from .rows import ConstraintRows
+from .trajectories import Hold
 from .trajectories import trajectory as build_trajectory
 
 AXES = {'x': 0, 'y': 1, 'z': 2}
@@ -129,19 +130,34 @@ def planar_angle(R, Jw, drift_w, qd, axis, e1, reference):
     Returns ``(theta, theta', row, gamma)`` with ``theta'' = row . q'' + gamma``.
     Singular when the reference vector is parallel to the axis.
     """
-    e2 = _cross(axis, e1)
-    v = R @ reference
-    omega = Jw @ qd
-    vd = _cross(omega, v)
-    vx, vy = float(e1 @ v), float(e2 @ v)
-    vxd, vyd = float(e1 @ vd), float(e2 @ vd)
+    # 3-vectors as Python floats: a dozen cross/dot products on scalars cost far less than
+    # the same number of NumPy calls on length-3 arrays (the control hot path).
+    ax, ay, az = axis.tolist()
+    e1x, e1y, e1z = e1.tolist()
+    e2x, e2y, e2z = ay * e1z - az * e1y, az * e1x - ax * e1z, ax * e1y - ay * e1x
+    v0, v1, v2 = (R @ reference).tolist()
+    omega_arr = Jw @ qd
+    w0, w1, w2 = omega_arr.tolist()
+    d0, d1, d2 = drift_w.tolist()
+    u0, u1, u2 = w1 * v2 - w2 * v1, w2 * v0 - w0 * v2, w0 * v1 - w1 * v0          # v' = omega x v
+    vx = e1x * v0 + e1y * v1 + e1z * v2
+    vy = e2x * v0 + e2y * v1 + e2z * v2
+    vxd = e1x * u0 + e1y * u1 + e1z * u2
+    vyd = e2x * u0 + e2y * u1 + e2z * u2
     rho2 = vx * vx + vy * vy
-    g = (vx * e2 - vy * e1) / rho2
-    gd = (vxd * e2 - vyd * e1) / rho2 - 2.0 * (vx * vxd + vy * vyd) / rho2 * g
-    k = _cross(v, g)
-    kd = _cross(vd, g) + _cross(v, gd)
+    g0, g1, g2 = (vx * e2x - vy * e1x) / rho2, (vx * e2y - vy * e1y) / rho2, (vx * e2z - vy * e1z) / rho2
+    c = 2.0 * (vx * vxd + vy * vyd) / rho2
+    gd0 = (vxd * e2x - vyd * e1x) / rho2 - c * g0
+    gd1 = (vxd * e2y - vyd * e1y) / rho2 - c * g1
+    gd2 = (vxd * e2z - vyd * e1z) / rho2 - c * g2
+    k0, k1, k2 = v1 * g2 - v2 * g1, v2 * g0 - v0 * g2, v0 * g1 - v1 * g0          # k = v x g
+    kd0 = (u1 * g2 - u2 * g1) + (v1 * gd2 - v2 * gd1)                                # k' = v' x g + v x g'
+    kd1 = (u2 * g0 - u0 * g2) + (v2 * gd0 - v0 * gd2)
+    kd2 = (u0 * g1 - u1 * g0) + (v0 * gd1 - v1 * gd0)
     theta = math.atan2(vy, vx)
-    return theta, float(k @ omega), k @ Jw, float(k @ drift_w + kd @ omega)
+    row = np.array((k0, k1, k2)) @ Jw
+    return (theta, k0 * w0 + k1 * w1 + k2 * w2, row,
+            k0 * d0 + k1 * d1 + k2 * d2 + kd0 * w0 + kd1 * w1 + kd2 * w2)
 
 
 # ----------------------------------------------------------------------------- terms
@@ -184,6 +200,14 @@ def _axes_index(axes):
     return np.array(idx, dtype=np.intp)
 
 
+def _selector(idx):
+    """A basic slice equal to the index array when the axes are consecutive (views, no gather)."""
+    idx = np.asarray(idx, dtype=np.intp)
+    if idx.size and np.array_equal(idx, np.arange(idx[0], idx[0] + idx.size)):
+        return slice(int(idx[0]), int(idx[0]) + idx.size)
+    return idx
+
+
 class FramePosition(Term):
     """Frame origin follows a trajectory in the chosen world axes.
 
@@ -200,15 +224,16 @@ class FramePosition(Term):
         if traj.dim != self.m:
             raise ValueError(f'trajectory has {traj.dim} components but {self.m} axes are constrained')
         self.frame, self.traj = frame, traj
+        self._sel = _selector(self.idx)
 
     def fill(self, model, q, qd, t, phi, phidot, A, b):
         p_d, v_d, a_d = self.traj(t)
-        J = model.frame_jacobian(self.frame)
-        idx = self.idx
-        np.take(J, idx, axis=0, out=A)
-        phi[:] = model.frame_position(self.frame)[idx] - p_d
-        phidot[:] = A @ qd - v_d
-        b[:] = a_d - model.frame_drift(self.frame)[idx]
+        f = model.frame(self.frame)
+        sel = self._sel
+        A[...] = f.jacobian()[sel]
+        np.subtract(f.translation[sel], p_d, out=phi)
+        np.subtract(A @ qd, v_d, out=phidot)
+        np.subtract(a_d, f.drift()[sel], out=b)
 
 
 def _unit(v, what):
@@ -324,8 +349,15 @@ class JointLinear(Term):
         if traj.dim != 1:
             raise ValueError(f'value trajectory must have 1 component, got {traj.dim}')
         self.traj = traj
+        self._value = float(traj.value[0]) if type(traj) is Hold else None
 
     def fill(self, model, q, qd, t, phi, phidot, A, b):
+        if self._value is not None:                 # constant value: v' = v'' = 0
+            phi[0] = self.c @ q - self._value
+            phidot[0] = self.c @ qd
+            A[0] = self.c
+            b[0] = 0.0
+            return
         v, vd, vdd = self.traj(t)
         phi[0] = self.c @ q - v[0]
         phidot[0] = self.c @ qd - vd[0]
@@ -365,18 +397,21 @@ class LoopClosure(Term):
             raise ValueError('loop closure without any constrained component')
         super().__init__(name, m, role)
         self.frames = tuple(frames)
+        self._sel = _selector(self.idx)
 
     def fill(self, model, q, qd, t, phi, phidot, A, b):
         fa, fb = self.frames
-        JA, JB = model.frame_jacobian(fa), model.frame_jacobian(fb)
-        dA, dB = model.frame_drift(fa), model.frame_drift(fb)
+        FA, FB = model.frame(fa), model.frame(fb)
+        JA, JB = FA.jacobian(), FB.jacobian()
+        dA, dB = FA.drift(), FB.drift()
         k = self.idx.size
         if k:
-            idx = self.idx
-            A[:k] = JA[idx] - JB[idx]
-            phi[:k] = model.frame_position(fa)[idx] - model.frame_position(fb)[idx]
-            phidot[:k] = A[:k] @ qd
-            b[:k] = dB[idx] - dA[idx]
+            sel = self._sel
+            Ak = A[:k]
+            np.subtract(JA[sel], JB[sel], out=Ak)
+            np.subtract(FA.translation[sel], FB.translation[sel], out=phi[:k])
+            phidot[:k] = Ak @ qd
+            np.subtract(dB[sel], dA[sel], out=b[:k])
         if self.mode == 'weld':
             RB = model.frame_rotation(fb)
             omega_B = JB[3:] @ qd

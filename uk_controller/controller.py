@@ -18,6 +18,7 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -87,7 +88,7 @@ class ControllerCore:
         self.safe_effort = safe_effort or control.get('safe_effort', 'zero')
         if self.safe_effort not in SAFE_EFFORTS:
             raise ValueError(f"control.safe_effort must be one of {SAFE_EFFORTS}, got {self.safe_effort!r}")
-        self.stabilization = stabilization if stabilization is not None else setup.stabilization
+        self._stabilization = None
         limits = setup.actuators.effort_limits if effort_limits is None else effort_limits
         self.effort_limits = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,)).copy()
         self.t0 = 0.0
@@ -97,6 +98,28 @@ class ControllerCore:
         self._bp = np.zeros(self._mp)
         self._bs = np.zeros(self._ms)
         self._Q = np.zeros(self.n)
+        self._zero_n = np.zeros(self.n)
+        self._passive = setup.passive
+        self._servo = setup.servo
+        self._no_rows = setup.passive.rows            # empty (0, n) rows when there are no closures
+        actuators = setup.actuators
+        self._B_const = actuators.matrix(self.model).copy() if actuators.constant else None
+        # The hot path: a preallocated servo solver (numba kernel when installed, else LAPACK). It
+        # implements uk.servo_control with the SVD pseudo-inverse; other pinv methods use the general path.
+        self._solver = None
+        if method == 'svd':
+            self._solver = uk.ServoSolver(self.n, self.p, self._mp, self._ms, rcond=self.rcond)
+        self.stabilization = stabilization if stabilization is not None else setup.stabilization
+
+    @property
+    def stabilization(self):
+        """The Baumgarte gains of the controller (assignable; per-row gains are rebuilt)."""
+        return self._stabilization
+
+    @stabilization.setter
+    def stabilization(self, value):
+        self._gains = uk.row_gains(value, self._passive.rows.order, self._servo.rows.order)
+        self._stabilization = value
 
     @classmethod
     def from_config(cls, name_or_path, *, mass_scale=1.0, **overrides):
@@ -125,13 +148,16 @@ class ControllerCore:
         qd = np.asarray(qd, dtype=float)
         if q.shape != (self.n,) or qd.shape != (self.n,):
             return self._timed(self.safe(f'state has shape {q.shape}/{qd.shape}, expected ({self.n},)'), start)
-        if not (np.isfinite(q).all() and np.isfinite(qd).all() and np.isfinite(t)):
+        # one dot product decides for finite states; the exact test only runs when it overflows
+        if not math.isfinite(q @ q + qd @ qd + t) and not (
+                np.isfinite(q).all() and np.isfinite(qd).all() and math.isfinite(t)):
             return self._timed(self.safe('non-finite state'), start)
         try:
             result = self._solve(q, qd, float(t) - self.t0)
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._timed(self.safe(f'numerical failure: {exc}'), start)
-        if not np.isfinite(result.effort).all():
+        effort = result.effort
+        if not math.isfinite(effort @ effort) and not np.isfinite(effort).all():
             return self._timed(self.safe('numerical failure: non-finite effort'), start)
         self._last_effort[:] = result.effort
         return self._timed(result, start)
@@ -142,6 +168,38 @@ class ControllerCore:
         return result
 
     def _solve(self, q, qd, t):
+        if self._solver is None:
+            return self._solve_general(q, qd, t)
+        model = self.model
+        model.compute(q, qd)
+        mp = self._mp
+        passive = self._passive.evaluate(model, q, qd, t) if mp else self._no_rows
+        servo = self._servo.evaluate(model, q, qd, t)
+        B = self._B_const if self._B_const is not None else self.setup.actuators.matrix(model)
+        sol = self._solver
+        sol.solve_rows(model.M, self._zero_n, model.h, B, servo.A, servo.b, servo.phi, servo.phidot,
+                       passive.A, passive.b, passive.phi, passive.phidot, self._gains, self.effort_limits)
+        info = sol.info
+        if info[0] == 2.0:
+            raise FloatingPointError('non-finite effort')
+        rank = int(info[1])
+        effort = sol.effort.copy()
+        saturated = sol.saturated.copy()
+        reason = ''
+        if rank < 1:
+            reason = 'servo constraint not controllable (rank C B_bar = 0)'
+        elif not info[5]:
+            reason = f'servo constraint inconsistent: least-squares effort (residual {info[4]:.2e})'
+        if mp:
+            phi = np.concatenate((passive.phi, servo.phi))
+            phidot = np.concatenate((passive.phidot, servo.phidot))
+        else:
+            phi = servo.phi.copy()
+            phidot = servo.phidot.copy()
+        return StepResult(effort, True, reason, phi, phidot, phi[mp:], rank, float(info[2]), saturated,
+                          passive_rank=int(info[3]))
+
+    def _solve_general(self, q, qd, t):
         model = self.model
         model.compute(q, qd)
         passive = self.setup.passive.evaluate(model, q, qd, t) if self._mp else None

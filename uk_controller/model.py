@@ -91,8 +91,14 @@ class RobotModel:
         self.q = np.zeros(n)
         self.qd = np.zeros(n)
         self._stamp = 0
-        self._frame_cache = {}
         self._frame_ids = {}
+        self._frames = {}
+        # Views into the one Data (Pinocchio keeps these buffers for the life of the Data): reading
+        # them after computeAllTerms costs no Python-level property access or copy.
+        self._data_M = self.data.M
+        self._data_nle = self.data.nle
+        self._data_g = self.data.g
+        self._upper_only = np.tri(n, n, -1, dtype=bool)      # strict lower triangle, filled from M^T
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -261,29 +267,34 @@ class RobotModel:
         """
         self.q[:] = q
         self.qd[:] = qd
-        qp = self._to_pin(self.q, self._qp)
-        vp = self._to_pin(self.qd, self._vp)
-        pin.computeAllTerms(self.model, self.data, qp, vp)
-        pin.updateFramePlacements(self.model, self.data)
-        Mp = self._Mp
-        Mp[...] = self.data.M
-        Mp[self._lower] = Mp.T[self._lower]
         if self._perm is None:
-            self.M[...] = Mp
+            pin.computeAllTerms(self.model, self.data, self.q, self.qd)
+            pin.updateFramePlacements(self.model, self.data)
+            M = self.M
+            np.copyto(M, self._data_M)
+            np.copyto(M, self._data_M.T, where=self._upper_only)
+            self.h[:] = self._data_nle
+            self.g[:] = self._data_g
         else:
+            qp = self._to_pin(self.q, self._qp)
+            vp = self._to_pin(self.qd, self._vp)
+            pin.computeAllTerms(self.model, self.data, qp, vp)
+            pin.updateFramePlacements(self.model, self.data)
+            Mp = self._Mp
+            np.copyto(Mp, self._data_M)
+            np.copyto(Mp, self._data_M.T, where=self._upper_only)
             self.M[...] = Mp[np.ix_(self._perm, self._perm)]
-        self._from_pin_vec(self.data.nle, self.h)
-        self._from_pin_vec(self.data.g, self.g)
+            self._from_pin_vec(self._data_nle, self.h)
+            self._from_pin_vec(self._data_g, self.g)
         self._stamp += 1
         return self
 
-    def _entry(self, name):
-        fid = self.frame_id(name)
-        entry = self._frame_cache.get(fid)
-        if entry is None:
-            entry = {'J': np.zeros((6, self.n)), 'J_at': -1, 'drift': np.zeros(6), 'drift_at': -1}
-            self._frame_cache[fid] = entry
-        return fid, entry
+    def frame(self, name):
+        """Per-frame cache (:class:`FrameView`) of `name`: id, live placement views, J and drift buffers."""
+        view = self._frames.get(name)
+        if view is None:
+            view = self._frames[name] = FrameView(self, self.frame_id(name))
+        return view
 
     def frame_position(self, name):
         """Origin of frame `name` in world coordinates (3,)."""
@@ -301,14 +312,10 @@ class RobotModel:
         """Frame Jacobian (6, n), LOCAL_WORLD_ALIGNED, columns in q order.
 
         Rows 0..2: velocity of the frame origin in world axes; rows 3..5:
-        angular velocity in world axes. Cached until the next :meth:`compute`.
+        angular velocity in world axes. Cached until the next :meth:`compute`
+        (the returned array is the cache: do not modify it).
         """
-        fid, entry = self._entry(name)
-        if entry['J_at'] != self._stamp:
-            Jp = pin.getFrameJacobian(self.model, self.data, fid, LWA)
-            self._from_pin_cols(Jp, entry['J'])
-            entry['J_at'] = self._stamp
-        return entry['J']
+        return self.frame(name).jacobian()
 
     def frame_velocity(self, name):
         """Spatial velocity (6,) of frame `name`, LOCAL_WORLD_ALIGNED: ``J q'``."""
@@ -323,11 +330,7 @@ class RobotModel:
         ``d^2/dt^2 p = J_lin q'' + drift[:3]`` and
         ``d/dt omega = J_ang q'' + drift[3:]``.
         """
-        fid, entry = self._entry(name)
-        if entry['drift_at'] != self._stamp:
-            entry['drift'][:] = pin.getFrameClassicalAcceleration(self.model, self.data, fid, LWA).vector
-            entry['drift_at'] = self._stamp
-        return entry['drift']
+        return self.frame(name).drift()
 
     # ------------------------------------------------------------ extras
     def coriolis_matrix(self, q, qd):
@@ -373,3 +376,46 @@ class RobotModel:
 
     def __repr__(self):
         return f'RobotModel({self.name!r}, n={self.n}, joints={self.joint_names})'
+
+
+class FrameView:
+    """One frame of a :class:`RobotModel`, resolved once for the hot path.
+
+    ``translation`` (3,) and ``rotation`` (3, 3) are live views of the
+    frame placement in the model's Data (they change with every
+    :meth:`RobotModel.compute`; copy to keep). :meth:`jacobian` and
+    :meth:`drift` are computed at most once per ``compute`` and cached.
+    """
+
+    __slots__ = ('robot', 'fid', 'translation', 'rotation', '_J', '_J_at', '_drift', '_drift_at')
+
+    def __init__(self, robot, fid):
+        self.robot = robot
+        self.fid = fid
+        placement = robot.data.oMf[fid]
+        self.translation = placement.translation
+        self.rotation = placement.rotation
+        self._J = np.zeros((6, robot.n))
+        self._J_at = -1
+        self._drift = np.zeros(6)
+        self._drift_at = -1
+
+    def jacobian(self):
+        """Frame Jacobian (6, n), LOCAL_WORLD_ALIGNED, q order (see :meth:`RobotModel.frame_jacobian`)."""
+        r = self.robot
+        if self._J_at != r._stamp:
+            Jp = pin.getFrameJacobian(r.model, r.data, self.fid, LWA)
+            if r._perm is None:
+                self._J = Jp
+            else:
+                np.take(Jp, r._perm, axis=1, out=self._J)
+            self._J_at = r._stamp
+        return self._J
+
+    def drift(self):
+        """``J'(q, q') q'`` (6,) of the frame origin, LOCAL_WORLD_ALIGNED (see :meth:`RobotModel.frame_drift`)."""
+        r = self.robot
+        if self._drift_at != r._stamp:
+            self._drift[:] = pin.getFrameClassicalAcceleration(r.model, r.data, self.fid, LWA).vector
+            self._drift_at = r._stamp
+        return self._drift

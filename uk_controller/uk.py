@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve, eigh
+from scipy.linalg import cho_factor, cho_solve, eigh, get_lapack_funcs
 
 from . import pinv as _pinv
 
@@ -321,3 +321,204 @@ def servo_control_cascade(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passiv
     else:
         qdd = factor.solve(Q + B @ u)
     return u, qdd
+
+
+# ------------------------------------------------------------ preallocated hot path
+
+
+def row_gains(stabilization, *stacks_or_orders):
+    """Per-row Baumgarte gains ``(2, m)`` (kd; kp) for the rows of several row sets in order.
+
+    Holonomic (order 2) rows get ``kd, kp``; first-order rows ``kd = 0, kp = k1``, so that for
+    every row ``b_stab = b - (kd phi' + kp phi)`` equals
+    :meth:`uk_controller.baumgarte.Baumgarte.stabilized_rhs` (seed 000 eq 52).
+    Each argument is an ``order`` array (or anything with an ``order`` attribute).
+    """
+    parts = []
+    for item in stacks_or_orders:
+        order = np.asarray(getattr(item, 'order', item))
+        m = order.size
+        first = order == 1
+        # gains broadcast per row set, exactly as stabilized_rhs does for each set
+        kd = np.broadcast_to(np.asarray(stabilization.kd, dtype=float), (m,))
+        kp = np.broadcast_to(np.asarray(stabilization.kp, dtype=float), (m,))
+        k1 = np.broadcast_to(np.asarray(stabilization.k1, dtype=float), (m,))
+        parts.append(np.vstack((np.where(first, 0.0, kd), np.where(first, k1, kp))))
+    return np.hstack(parts) if parts else np.zeros((2, 0))
+
+
+class ServoSolver:
+    """:func:`servo_control` for fixed sizes with a preallocated workspace (the control hot path).
+
+    ``ServoSolver(n, p, m_passive, m_servo)`` solves, for ``Q = tau - h``,
+
+        u = (A_s N B)^+ (b_s - A_s (N Q + r_p)),   q'' = N Q + r_p + N B u
+
+    exactly as :func:`servo_control` (same equations, same rank rules: the
+    passive Gram matrix keeps eigenvalues above ``max(rcond^2, GRAM_FLOOR) w_max``,
+    the servo matrix ``C B_bar`` singular values above ``rcond s_max`` as
+    :func:`uk_controller.pinv.pinv_svd`). With ``p = m_servo = 0`` it is the
+    UK constrained acceleration of the closures (:func:`constrained_acceleration`).
+
+    Backends: ``'numba'`` (one compiled call, :mod:`uk_controller.uk_kernels`,
+    used by default when numba is installed) or ``'numpy'`` (LAPACK through
+    ``scipy.linalg.get_lapack_funcs``, fetched once). Both are tested equal to
+    :func:`servo_control`. Results are written into ``u``, ``qdd``,
+    ``passive_force`` (arrays owned by the solver, overwritten by the next
+    call) and the attributes ``rank``, ``condition``, ``passive_rank``,
+    ``servo_residual``, ``consistent``.
+    """
+
+    def __init__(self, n, p, m_passive, m_servo, *, rcond=DEFAULT_RCOND, consistency_tol=1e-8,
+                 backend='auto', max_sweeps=60):
+        from . import uk_kernels
+        if backend == 'auto':
+            backend = 'numba' if uk_kernels.AVAILABLE else 'numpy'
+        if backend not in ('numba', 'numpy'):
+            raise ValueError(f"backend must be 'auto', 'numba' or 'numpy', got {backend!r}")
+        if backend == 'numba' and not uk_kernels.AVAILABLE:
+            raise ValueError('backend numba requested but numba is not installed')
+        self.backend = backend
+        self.n, self.p, self.mp, self.ms = int(n), int(p), int(m_passive), int(m_servo)
+        n, p, mp, ms = self.n, self.p, self.mp, self.ms
+        self.rcond = float(rcond)
+        self.consistency_tol = float(consistency_tol)
+        self.params = np.array([self.rcond, GRAM_FLOOR, self.consistency_tol, float(max_sweeps)])
+        self.u = np.zeros(p)
+        self.qdd = np.zeros(n)
+        self.passive_force = np.zeros(n)
+        self.info = np.zeros(uk_kernels.INFO_SIZE)
+        self.effort = np.zeros(p)                    # u clipped to the limits given to solve_rows
+        self.saturated = np.zeros(p, dtype=bool)
+        self._no_limits = np.full(p, np.inf)
+        self._zero_n = np.zeros(n)
+        self._zero_gains = np.zeros((2, mp + ms))
+        self._zero_s = np.zeros(ms)
+        self._zero_p = np.zeros(mp)
+        self._empty_p = (np.zeros((0, n)), np.zeros(0))
+        self._kernel = uk_kernels.servo_kernel if backend == 'numba' else None
+        # numpy backend work arrays
+        self._W = np.zeros((n, 1 + p + mp), order='F')
+        self._bs = np.zeros(ms)
+        self._bp = np.zeros(mp)
+        self._Q = np.zeros(n)
+        self._posv, = get_lapack_funcs(('posv',), (self._W,))
+        self._syevd, self._gesdd = get_lapack_funcs(('syevd', 'gesdd'), (self._W,))
+        if backend == 'numba':       # compile (or load the cache) now, not in the first control step
+            self._warm_up()
+
+    # ------------------------------------------------------------ results
+    @property
+    def status(self):
+        return int(self.info[0])
+
+    @property
+    def rank(self):
+        return int(self.info[1])
+
+    @property
+    def condition(self):
+        return float(self.info[2])
+
+    @property
+    def passive_rank(self):
+        return int(self.info[3])
+
+    @property
+    def servo_residual(self):
+        return float(self.info[4])
+
+    @property
+    def consistent(self):
+        return bool(self.info[5])
+
+    def result(self):
+        """A :class:`ServoResult` with copies of the current solution."""
+        return ServoResult(self.u.copy(), self.qdd.copy(), self.passive_force.copy(), self.rank, self.consistent,
+                           self.servo_residual, self.passive_rank, self.condition)
+
+    # ------------------------------------------------------------ solving
+    def _warm_up(self):
+        n, p, mp, ms = self.n, self.p, self.mp, self.ms
+        M = np.eye(n)
+        self._kernel(M, self._zero_n, self._zero_n, np.zeros((n, p)), np.zeros((ms, n)), self._zero_s,
+                     self._zero_s, self._zero_s, np.zeros((mp, n)), self._zero_p, self._zero_p, self._zero_p,
+                     self._zero_gains, self.params, self._no_limits, self.u, self.qdd, self.passive_force,
+                     self.effort, self.saturated, self.info)
+
+    def solve(self, M, Q, B, A_servo, b_servo, A_passive=None, b_passive=None):
+        """Solve for given Q and right-hand sides (no stabilization); returns self."""
+        if A_passive is None:
+            A_passive, b_passive = self._empty_p if self.mp == 0 else (None, None)
+        return self.solve_rows(M, Q, self._zero_n, B, A_servo, b_servo, self._zero_s, self._zero_s,
+                               A_passive, b_passive, self._zero_p, self._zero_p, self._zero_gains, self._no_limits)
+
+    def solve_rows(self, M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, limits=None):
+        """Hot-path entry: ``Q = tau - h``; ``b <- b - (kd phi' + kp phi)`` per row (:func:`row_gains`).
+
+        ``effort`` receives u clipped to ``+-limits`` (``saturated`` flags the
+        clipped entries; ``info[7]`` counts them). Raises
+        :class:`NotPositiveDefiniteError` if M is not positive definite.
+        """
+        if limits is None:
+            limits = self._no_limits
+        if self._kernel is not None:
+            self._kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, self.params, limits,
+                         self.u, self.qdd, self.passive_force, self.effort, self.saturated, self.info)
+            if self.info[0] == 1.0:
+                raise NotPositiveDefiniteError('mass matrix not positive definite')
+            return self
+        mp = self.mp
+        np.subtract(tau, h, out=self._Q)
+        bs = np.subtract(bs, gains[0, mp:] * phids + gains[1, mp:] * phis, out=self._bs)
+        if mp:
+            bp = np.subtract(bp, gains[0, :mp] * phidp + gains[1, :mp] * phip, out=self._bp)
+        self._numpy_core(M, self._Q, B, As, bs, Ap, bp)
+        np.greater(np.abs(self.u), limits, out=self.saturated)
+        np.clip(self.u, -limits, limits, out=self.effort)
+        self.info[7] = np.count_nonzero(self.saturated)
+        return self
+
+    def _numpy_core(self, M, Q, B, As, bs, Ap, bp):
+        n, p, mp, ms = self.n, self.p, self.mp, self.ms
+        W = self._W
+        W[:, 0] = Q
+        W[:, 1:1 + p] = B
+        if mp:
+            W[:, 1 + p:] = Ap.T
+        _, X, status = self._posv(M, W, lower=0, overwrite_a=0, overwrite_b=0)
+        if status != 0:
+            self.info[0] = 1.0
+            raise NotPositiveDefiniteError(f'mass matrix not positive definite (posv info {status})')
+        a0, NB = X[:, 0], X[:, 1:1 + p]
+        passive_rank = 0
+        if mp:
+            MApT = X[:, 1 + p:]
+            w, V, status = self._syevd(Ap @ MApT)
+            wmax = w[-1]
+            if wmax > 0.0:
+                keep = w > max(self.rcond * self.rcond, GRAM_FLOOR) * wmax
+                passive_rank = int(keep.sum())
+                Vk = V[:, keep]
+                K = MApT @ ((Vk / w[keep]) @ Vk.T)
+                a0 = a0 + K @ (bp - Ap @ a0)
+                NB = NB - K @ (Ap @ NB)
+        bbar = bs - As @ a0
+        rank, cond = 0, float('inf')
+        u = self.u
+        u[:] = 0.0
+        if ms and p:
+            U, s, Vt, status = self._gesdd(As @ NB, compute_uv=1, full_matrices=0)
+            if s[0] > 0.0:
+                rank = int(np.count_nonzero(s > self.rcond * s[0]))
+                cond = float(s[0] / s[rank - 1])
+                u[:] = Vt[:rank].T @ ((U[:, :rank].T @ bbar) / s[:rank])
+        qdd = np.add(a0, NB @ u, out=self.qdd)
+        residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
+        np.subtract(M @ qdd - Q, B @ u, out=self.passive_force)
+        info = self.info
+        bnorm = float(np.linalg.norm(bbar)) if ms else 0.0
+        info[0] = 0.0 if np.isfinite(qdd).all() and np.isfinite(u).all() else 2.0
+        info[1], info[2], info[3], info[4] = rank, cond, passive_rank, residual
+        info[5] = 1.0 if residual <= self.consistency_tol * max(1.0, bnorm) else 0.0
+        info[6] = bnorm

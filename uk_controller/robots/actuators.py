@@ -61,13 +61,14 @@ class ActuatorMap:
         for k, act in self._between:
             if model is None:
                 raise ValueError(f'actuator {act.name!r} acts between bodies: matrix() needs the model')
-            col = B[:, k]
-            col[:] = 0.0
             a, b = act.bodies
-            if a is not None:
-                col += model.frame_jacobian(a)[3:].T @ act.axis
-            if b is not None:
-                col -= model.frame_jacobian(b)[3:].T @ act.axis
+            if a is None:
+                B[:, k] = act.axis @ model.frame(b).jacobian()[3:]
+                np.negative(B[:, k], out=B[:, k])
+            elif b is None:
+                B[:, k] = act.axis @ model.frame(a).jacobian()[3:]
+            else:
+                B[:, k] = act.axis @ (model.frame(a).jacobian()[3:] - model.frame(b).jacobian()[3:])
         if out is not None:
             out[...] = B
             return out

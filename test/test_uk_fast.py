@@ -1,0 +1,192 @@
+"""The hot path equals the reference path to round-off.
+
+- ServoSolver (numba kernel and LAPACK backend) vs uk.servo_control, incl. rank-deficient servo
+  and passive rows, under-/over-actuation, the constrained acceleration (p = m_s = 0) vs
+  uk.constrained_acceleration and vs the square-root reference (seed 000 eq 7);
+- the kernel's one-sided Jacobi SVD vs LAPACK's singular values;
+- Baumgarte folded into the solver (uk.row_gains) vs Baumgarte.stabilized_rhs;
+- ControllerCore's fast step vs the general step (pinv 'svd' through uk.servo_control) on every
+  shipped robot along a perturbed trajectory;
+- UKPlant's fast right-hand side (pin.aba / the kernel) vs the UK equation solved by
+  uk.constrained_acceleration, and vs Pinocchio's constraintDynamics-free KKT system;
+- a control step creates no new Pinocchio Data.
+"""
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from uk_controller import uk, uk_kernels
+from uk_controller.baumgarte import Baumgarte
+from uk_controller.controller import ControllerCore
+from uk_controller.robots import load_robot
+from uk_controller.rows import ConstraintRows
+
+BACKENDS = ['numpy'] + (['numba'] if uk_kernels.AVAILABLE else [])
+ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']
+
+
+def spd(rng, n, cond=1e3):
+    Qm, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    return (Qm * np.geomspace(1.0, cond, n)) @ Qm.T
+
+
+def random_case(rng, deficient):
+    n = int(rng.integers(2, 9))
+    p = int(rng.integers(1, n + 1))
+    ms = int(rng.integers(1, n + 1))
+    mp = int(rng.integers(0, n))
+    M = spd(rng, n)
+    Q = rng.standard_normal(n)
+    B = rng.standard_normal((n, p))
+    As = rng.standard_normal((ms, n))
+    bs = rng.standard_normal(ms)
+    Ap = rng.standard_normal((mp, n)) if mp else None
+    bp = rng.standard_normal(mp) if mp else None
+    if deficient:
+        if ms > 1:
+            As[-1] = 2.0 * As[0]          # dependent servo rows, inconsistent right-hand side
+        if mp > 1:
+            Ap[-1] = -Ap[0]               # redundant closure (as seed 002's parallelogram)
+            bp[-1] = -bp[0]
+    return n, p, mp, ms, M, Q, B, As, bs, Ap, bp
+
+
+def rel(a, b):
+    return np.max(np.abs(a - b)) / max(1.0, np.max(np.abs(b)))
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.parametrize('deficient', [False, True])
+def test_servo_solver_equals_servo_control(backend, deficient):
+    rng = np.random.default_rng(7 + deficient)
+    for _ in range(60):
+        n, p, mp, ms, M, Q, B, As, bs, Ap, bp = random_case(rng, deficient)
+        ref = uk.servo_control(M, Q, B, As, bs, A_passive=Ap, b_passive=bp, on_infeasible='report')
+        sol = uk.ServoSolver(n, p, mp, ms, backend=backend).solve(M, Q, B, As, bs, Ap, bp)
+        assert sol.rank == ref.rank and sol.passive_rank == ref.passive_rank
+        assert sol.consistent == ref.consistent
+        assert sol.condition == pytest.approx(ref.condition, rel=1e-8)
+        assert rel(sol.u, ref.u) < 1e-9
+        assert rel(sol.qdd, ref.qdd) < 1e-9
+        scale = max(1.0, np.abs(B @ ref.u).max(), np.abs(Q).max())     # Qc_p is a difference of these
+        assert np.abs(sol.passive_force - ref.passive_force).max() < 1e-9 * scale
+        assert sol.servo_residual == pytest.approx(ref.servo_residual, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_solver_without_servo_is_the_uk_acceleration(backend):
+    """p = m_s = 0: q'' is the UK constrained acceleration (fast and square-root forms)."""
+    rng = np.random.default_rng(3)
+    for trial in range(40):
+        n = int(rng.integers(2, 10))
+        m = int(rng.integers(1, n + 1))
+        M = spd(rng, n)
+        Q = rng.standard_normal(n)
+        A = rng.standard_normal((m, n))
+        if trial % 2 and m > 1:
+            A[-1] = A[0] + A[1 % m] if m > 2 else 3.0 * A[0]     # rank deficient
+        b = A @ rng.standard_normal(n)                             # consistent
+        sol = uk.ServoSolver(n, 0, m, 0, backend=backend)
+        sol.solve(M, Q, np.zeros((n, 0)), np.zeros((0, n)), np.zeros(0), A, b)
+        fast = uk.constrained_acceleration(M, Q, A, b)
+        ref = np.linalg.solve(M, Q + uk.constraint_force_reference(M, Q, A, b))
+        assert rel(sol.qdd, fast) < 1e-10
+        assert rel(sol.qdd, ref) < 1e-8
+        assert np.abs(A @ sol.qdd - b).max() < 1e-8 * max(1.0, np.abs(b).max())
+
+
+def test_solver_rejects_indefinite_mass():
+    M = np.diag([1.0, -1.0])
+    for backend in BACKENDS:
+        sol = uk.ServoSolver(2, 1, 0, 1, backend=backend)
+        with pytest.raises(uk.NotPositiveDefiniteError):
+            sol.solve(M, np.zeros(2), np.ones((2, 1)), np.ones((1, 2)), np.ones(1))
+
+
+@pytest.mark.skipif(not uk_kernels.AVAILABLE, reason='numba not installed')
+def test_jacobi_svd_matches_lapack():
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        r, c = rng.integers(1, 8, size=2)
+        A = rng.standard_normal((r, c)) * np.geomspace(1, 1e-6, c)
+        W = A.copy()
+        V = np.empty((c, c))
+        uk_kernels.jacobi_columns(W, V, 60)
+        s = np.sort(np.linalg.norm(W, axis=0))[::-1][:min(r, c)]
+        ref = np.linalg.svd(A, compute_uv=False)
+        np.testing.assert_allclose(s, ref, rtol=1e-12, atol=1e-14 * ref[0])
+        np.testing.assert_allclose(W @ V.T, A, atol=1e-13 * np.abs(A).max())
+        np.testing.assert_allclose(V.T @ V, np.eye(c), atol=1e-13)
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_folded_baumgarte_equals_stabilized_rhs(backend):
+    rng = np.random.default_rng(5)
+    n, p, mp, ms = 5, 3, 2, 2
+    M = spd(rng, n)
+    h = rng.standard_normal(n)
+    B = rng.standard_normal((n, p))
+    rows_p = ConstraintRows(rng.standard_normal(mp), rng.standard_normal(mp), rng.standard_normal((mp, n)),
+                            rng.standard_normal(mp), np.array([2, 1], dtype=np.int8))
+    rows_s = ConstraintRows(rng.standard_normal(ms), rng.standard_normal(ms), rng.standard_normal((ms, n)),
+                            rng.standard_normal(ms), np.array([1, 2], dtype=np.int8))
+    for stab in (Baumgarte.critical(7.0), Baumgarte.seed000(np.array([1.0, 2.0]), np.array([3.0, 4.0])),
+                 Baumgarte.squared(2.0, 3.0), Baumgarte.none()):
+        gains = uk.row_gains(stab, rows_p, rows_s)
+        sol = uk.ServoSolver(n, p, mp, ms, backend=backend)
+        sol.solve_rows(M, np.zeros(n), h, B, rows_s.A, rows_s.b, rows_s.phi, rows_s.phidot,
+                       rows_p.A, rows_p.b, rows_p.phi, rows_p.phidot, gains)
+        ref = uk.servo_control(M, -h, B, rows_s.A, stab.stabilized_rhs(rows_s), A_passive=rows_p.A,
+                               b_passive=stab.stabilized_rhs(rows_p), on_infeasible='report')
+        assert rel(sol.u, ref.u) < 1e-10 and rel(sol.qdd, ref.qdd) < 1e-10
+
+
+def _states(setup, rng, count):
+    q0, qd0 = setup.q0, setup.qd0
+    for k in range(count):
+        yield (q0 + 0.02 * rng.standard_normal(q0.size), qd0 + 0.2 * rng.standard_normal(q0.size), 0.37 * k)
+
+
+@pytest.mark.parametrize('robot', ROBOTS)
+def test_controller_fast_step_equals_general_step(robot):
+    fast = ControllerCore.from_config(robot)
+    general = ControllerCore.from_config(robot)
+    general._solver = None                       # force the uk.servo_control path
+    assert fast._solver is not None
+    rng = np.random.default_rng(2)
+    for q, qd, t in _states(fast.setup, rng, 8):
+        a = fast.step(q, qd, t)
+        b = general.step(q, qd, t)
+        assert a.ok == b.ok and a.reason == b.reason and a.rank == b.rank
+        assert a.passive_rank == b.passive_rank
+        assert rel(a.effort, b.effort) < 1e-9
+        np.testing.assert_array_equal(a.saturated, b.saturated)
+        np.testing.assert_allclose(a.phi, b.phi, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(a.task_error, b.task_error, rtol=0, atol=1e-15)
+        assert a.condition == pytest.approx(b.condition, rel=1e-8)
+
+
+def test_controller_stabilization_assignment_rebuilds_gains():
+    ctrl = ControllerCore.from_config('five_bar')
+    general = ControllerCore.from_config('five_bar')
+    general._solver = None
+    for c in (ctrl, general):
+        c.stabilization = Baumgarte.critical(3.0)
+    q, qd = ctrl.setup.q0 + 0.01, ctrl.setup.qd0 + 0.1
+    assert rel(ctrl.step(q, qd, 0.2).effort, general.step(q, qd, 0.2).effort) < 1e-9
+
+
+def test_step_creates_no_pinocchio_data(monkeypatch):
+    ctrl = ControllerCore.from_config('dual_arm')
+    created = []
+    original = pin.Model.createData
+
+    def counting(self):
+        created.append(1)
+        return original(self)
+
+    monkeypatch.setattr(pin.Model, 'createData', counting)
+    data_before = ctrl.model.data
+    for k in range(20):
+        ctrl.step(ctrl.setup.q0, ctrl.setup.qd0, 0.001 * k)
+    assert not created and ctrl.model.data is data_before

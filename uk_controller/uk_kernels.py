@@ -1,0 +1,358 @@
+"""Optional compiled kernel (numba) for the hot path of :class:`uk_controller.uk.ServoSolver`.
+
+Plain numeric code, no robot knowledge; the NumPy path in :mod:`uk_controller.uk`
+is the reference and tests check that both agree to round-off
+(``test/test_uk_fast.py``). If numba is not installed, ``AVAILABLE`` is False
+and nothing here is used.
+
+One call computes, for ``M q'' = Q + B u + Qc_p`` with ``Q = tau - h``,
+passive rows ``A_p q'' = b_p`` and servo rows ``A_s q'' = b_s`` (both
+right-hand sides Baumgarte-stabilized first, ``b <- b - (kd phi' + kp phi)``,
+seed 000 eq 52)::
+
+    L L^T = M                                   Cholesky (M's upper triangle is read)
+    N Q + r_p, N B                               seed 004 section V projected on the closures
+    G_p = A_p M^{-1} A_p^T,  G_p^+ with  w > max(rcond^2, GRAM_FLOOR) w_max   (uk.gram_pinv)
+    u = (A_s N B)^+ (b_s - A_s (N Q + r_p))      seed 004 eq 35, SVD rank rule of pinv_svd
+    q'' = N Q + r_p + N B u,  passive force = M q'' - Q - B u
+
+The small symmetric eigenproblem and the SVD are one-sided (Hestenes) Jacobi
+iterations, exact to round-off and cheap for the few rows a robot has; LAPACK's
+``gesdd``/``syevd`` cost microseconds of set-up on 4 x 4 matrices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:  # pragma: no cover - exercised only where numba is installed
+    from numba import njit
+    AVAILABLE = True
+except ImportError:  # pragma: no cover
+    AVAILABLE = False
+
+    def njit(*args, **kwargs):
+        def wrap(f):
+            return f
+        return wrap(args[0]) if args and callable(args[0]) else wrap
+
+#: status codes written to ``info[0]``
+OK, NOT_PD, NOT_FINITE = 0.0, 1.0, 2.0
+#: layout of the ``info`` array
+INFO_SIZE = 8          # status, rank, condition, passive_rank, residual, consistent, bbar_norm, n_saturated
+#: layout of ``params``
+PARAMS_SIZE = 4        # rcond, gram_floor, consistency_tol, max_sweeps
+EPS = np.finfo(float).eps
+
+
+@njit(cache=True, fastmath=False)
+def cholesky_upper(M, L):
+    """``L L^T = M`` (L lower) from the upper triangle of M. False if M is not positive definite."""
+    n = M.shape[0]
+    for j in range(n):
+        s = M[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0:
+            return False
+        d = np.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            s = M[j, i]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            L[i, j] = s / d
+        for i in range(j):
+            L[i, j] = 0.0
+    return True
+
+
+@njit(cache=True)
+def chol_solve_col(L, x):
+    """In place ``x <- (L L^T)^{-1} x`` for a vector x."""
+    n = L.shape[0]
+    for i in range(n):
+        s = x[i]
+        for k in range(i):
+            s -= L[i, k] * x[k]
+        x[i] = s / L[i, i]
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for k in range(i + 1, n):
+            s -= L[k, i] * x[k]
+        x[i] = s / L[i, i]
+
+
+@njit(cache=True)
+def jacobi_columns(W, V, max_sweeps):
+    """One-sided Jacobi: rotate the columns of W (r x c) until mutually orthogonal.
+
+    On return ``W_in = W V^T`` with V (c x c) orthogonal; the singular values
+    of W_in are the column norms of W, the right singular vectors the columns
+    of V (Hestenes' method; relative accuracy of a few eps).
+    """
+    r, c = W.shape
+    for i in range(c):
+        for j in range(c):
+            V[i, j] = 1.0 if i == j else 0.0
+    for sweep in range(max_sweeps):
+        rotated = False
+        for i in range(c - 1):
+            for j in range(i + 1, c):
+                alpha = 0.0
+                beta = 0.0
+                gamma = 0.0
+                for k in range(r):
+                    wi = W[k, i]
+                    wj = W[k, j]
+                    alpha += wi * wi
+                    beta += wj * wj
+                    gamma += wi * wj
+                if gamma == 0.0 or abs(gamma) <= EPS * np.sqrt(alpha * beta):
+                    continue
+                rotated = True
+                zeta = (beta - alpha) / (2.0 * gamma)
+                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + np.sqrt(1.0 + zeta * zeta))
+                cs = 1.0 / np.sqrt(1.0 + t * t)
+                sn = cs * t
+                for k in range(r):
+                    wi = W[k, i]
+                    wj = W[k, j]
+                    W[k, i] = cs * wi - sn * wj
+                    W[k, j] = sn * wi + cs * wj
+                for k in range(c):
+                    vi = V[k, i]
+                    vj = V[k, j]
+                    V[k, i] = cs * vi - sn * vj
+                    V[k, j] = sn * vi + cs * vj
+        if not rotated:
+            return sweep + 1
+    return max_sweeps
+
+
+@njit(cache=True)
+def _norms(W, s):
+    r, c = W.shape
+    smax = 0.0
+    for j in range(c):
+        acc = 0.0
+        for k in range(r):
+            acc += W[k, j] * W[k, j]
+        s[j] = np.sqrt(acc)
+        if s[j] > smax:
+            smax = s[j]
+    return smax
+
+
+@njit(cache=True)
+def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
+                 u, qdd, pforce, effort, sat, info):
+    """Servo control of seed 004 with closures (see module docstring); writes u, qdd, pforce, info.
+
+    ``gains`` (2, mp + ms): kd and kp per row, passive rows first (order-1 rows
+    carry kd = 0, kp = k1). ``effort`` is u clipped to ``+-limits`` and ``sat``
+    flags the clipped entries. Returns nothing; ``info[0]`` is the status.
+    """
+    n = M.shape[0]
+    p = B.shape[1]
+    ms = As.shape[0]
+    mp = Ap.shape[0]
+    rcond = params[0]
+    floor = params[1]
+    tol = params[2]
+    sweeps = int(params[3])
+    for i in range(info.shape[0]):
+        info[i] = 0.0
+    L = np.empty((n, n))
+    if not cholesky_upper(M, L):
+        info[0] = NOT_PD
+        return
+    Q = np.empty(n)
+    for i in range(n):
+        Q[i] = tau[i] - h[i]
+    # a0 = M^{-1} Q, NB = M^{-1} B (then projected on the closures)
+    a0 = Q.copy()
+    chol_solve_col(L, a0)
+    NB = np.empty((n, p))
+    col = np.empty(n)
+    for j in range(p):
+        for i in range(n):
+            col[i] = B[i, j]
+        chol_solve_col(L, col)
+        for i in range(n):
+            NB[i, j] = col[i]
+    if mp > 0:
+        MApT = np.empty((n, mp))
+        for j in range(mp):
+            for i in range(n):
+                col[i] = Ap[j, i]
+            chol_solve_col(L, col)
+            for i in range(n):
+                MApT[i, j] = col[i]
+        G = np.empty((mp, mp))
+        for i in range(mp):
+            for j in range(i, mp):
+                acc = 0.0
+                for k in range(n):
+                    acc += Ap[i, k] * MApT[k, j]
+                G[i, j] = acc
+                G[j, i] = acc
+        V = np.empty((mp, mp))
+        W = G.copy()
+        jacobi_columns(W, V, sweeps)
+        w = np.empty(mp)
+        wmax = _norms(W, w)           # G is PSD: its singular values are its eigenvalues
+        # residual of the passive rows with Q alone, and of each column of M^{-1} B
+        rp = np.empty(mp)
+        for i in range(mp):
+            acc = 0.0
+            for k in range(n):
+                acc += Ap[i, k] * a0[k]
+            bstab = bp[i] - (gains[0, i] * phidp[i] + gains[1, i] * phip[i])
+            rp[i] = bstab - acc
+        rank_p = 0
+        if wmax > 0.0:
+            cut = max(rcond * rcond, floor) * wmax
+            APB = np.empty((mp, p))
+            for i in range(mp):
+                for j in range(p):
+                    acc = 0.0
+                    for k in range(n):
+                        acc += Ap[i, k] * NB[k, j]
+                    APB[i, j] = acc
+            # K = M^{-1} A_p^T G^+ ;  G^+ = sum_keep v v^T / w
+            Gp = np.zeros((mp, mp))
+            for kk in range(mp):
+                if w[kk] > cut:
+                    rank_p += 1
+                    inv = 1.0 / w[kk]
+                    for i in range(mp):
+                        vi = V[i, kk] * inv
+                        for j in range(mp):
+                            Gp[i, j] += vi * V[j, kk]
+            # y = G^+ rp  ; Y = G^+ APB
+            y = np.zeros(mp)
+            Y = np.zeros((mp, p))
+            for i in range(mp):
+                acc = 0.0
+                for j in range(mp):
+                    acc += Gp[i, j] * rp[j]
+                y[i] = acc
+                for c in range(p):
+                    acc = 0.0
+                    for j in range(mp):
+                        acc += Gp[i, j] * APB[j, c]
+                    Y[i, c] = acc
+            for k in range(n):
+                acc = 0.0
+                for i in range(mp):
+                    acc += MApT[k, i] * y[i]
+                a0[k] += acc
+                for c in range(p):
+                    acc = 0.0
+                    for i in range(mp):
+                        acc += MApT[k, i] * Y[i, c]
+                    NB[k, c] -= acc
+        info[3] = rank_p
+    # servo: CB u = bbar
+    CB = np.empty((ms, p))
+    bbar = np.empty(ms)
+    bnorm = 0.0
+    for i in range(ms):
+        acc = 0.0
+        for k in range(n):
+            acc += As[i, k] * a0[k]
+        bstab = bs[i] - (gains[0, mp + i] * phids[i] + gains[1, mp + i] * phis[i])
+        bbar[i] = bstab - acc
+        bnorm += bbar[i] * bbar[i]
+        for j in range(p):
+            acc = 0.0
+            for k in range(n):
+                acc += As[i, k] * NB[k, j]
+            CB[i, j] = acc
+    bnorm = np.sqrt(bnorm)
+    for j in range(p):
+        u[j] = 0.0
+    rank = 0
+    cond = np.inf
+    if ms > 0 and p > 0:
+        if ms <= p:                  # columns of CB^T (p x ms): CB = V S U^T
+            W = CB.T.copy()
+            c = ms
+        else:                        # columns of CB (ms x p): CB = U S V^T
+            W = CB.copy()
+            c = p
+        V = np.empty((c, c))
+        jacobi_columns(W, V, sweeps)
+        s = np.empty(c)
+        smax = _norms(W, s)
+        if smax > 0.0:
+            smin = smax
+            for k in range(c):
+                if s[k] > rcond * smax:
+                    rank += 1
+                    if s[k] < smin:
+                        smin = s[k]
+                    s2 = 1.0 / (s[k] * s[k])
+                    if ms <= p:      # u += W_k (V_k . bbar) / s_k^2
+                        coef = 0.0
+                        for i in range(ms):
+                            coef += V[i, k] * bbar[i]
+                        coef *= s2
+                        for j in range(p):
+                            u[j] += W[j, k] * coef
+                    else:            # u += V_k (W_k . bbar) / s_k^2
+                        coef = 0.0
+                        for i in range(ms):
+                            coef += W[i, k] * bbar[i]
+                        coef *= s2
+                        for j in range(p):
+                            u[j] += V[j, k] * coef
+            cond = smax / smin
+    # q'' = a0 + NB u, residual of the (stabilized) servo rows, passive force
+    for k in range(n):
+        acc = a0[k]
+        for j in range(p):
+            acc += NB[k, j] * u[j]
+        qdd[k] = acc
+    res = 0.0
+    for i in range(ms):
+        acc = 0.0
+        for k in range(n):
+            acc += As[i, k] * qdd[k]
+        bstab = bs[i] - (gains[0, mp + i] * phids[i] + gains[1, mp + i] * phis[i])
+        d = acc - bstab
+        res += d * d
+    res = np.sqrt(res)
+    for i in range(n):
+        acc = -Q[i]
+        for k in range(n):
+            acc += (M[i, k] if i <= k else M[k, i]) * qdd[k]
+        for j in range(p):
+            acc -= B[i, j] * u[j]
+        pforce[i] = acc
+    info[0] = OK
+    info[1] = rank
+    info[2] = cond
+    info[4] = res
+    info[5] = 1.0 if res <= tol * max(1.0, bnorm) else 0.0
+    info[6] = bnorm
+    for k in range(n):
+        if not np.isfinite(qdd[k]):
+            info[0] = NOT_FINITE
+    nsat = 0
+    for j in range(p):
+        if not np.isfinite(u[j]):
+            info[0] = NOT_FINITE
+        e = u[j]
+        lim = limits[j]
+        sat[j] = False
+        if e > lim:
+            e = lim
+            sat[j] = True
+        elif e < -lim:
+            e = -lim
+            sat[j] = True
+        if sat[j]:
+            nsat += 1
+        effort[j] = e
+    info[7] = nsat
