@@ -366,6 +366,23 @@ class RobotModel:
         potential = pin.computePotentialEnergy(self.model, self._aux, qp)
         return float(kinetic), float(potential)
 
+    def forward_dynamics(self, q, qd, tau, out=None):
+        """q'' = M^{-1} (tau - C q' - G) of the open tree by Pinocchio's ABA (one C++ call).
+
+        Uses the second Data, so the state of the last :meth:`compute` is kept.
+        """
+        if self._perm is None:
+            qdd = pin.aba(self.model, self._aux, q, qd, tau)
+            if out is None:
+                return np.array(qdd)
+            out[:] = qdd
+            return out
+        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
+        tp = self._to_pin(np.asarray(tau, dtype=float), np.empty(self.n))
+        qdd = pin.aba(self.model, self._aux, qp, vp, tp)
+        return self._from_pin_vec(qdd, np.empty(self.n) if out is None else out)
+
     def inverse_dynamics(self, q, qd, qdd):
         """tau = M q'' + C q' + G by RNEA (second Data)."""
         qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))

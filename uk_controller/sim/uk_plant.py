@@ -40,6 +40,19 @@ class UKPlant:
         self.closure_stabilization = Baumgarte.critical(closure_omega)
         self._b = np.zeros(self.closures.m)
         self.rhs_evaluations = 0
+        n, mp = self.n, self.closures.m
+        actuators = setup.actuators
+        self._B = actuators.matrix(self.model).copy() if actuators.constant else None
+        self._tree = mp == 0 and self._B is not None        # pin.aba on the open tree
+        self._tau = np.zeros(n)
+        if mp:
+            self._solver = uk.ServoSolver(n, 0, mp, 0)
+            self._gains = uk.row_gains(self.closure_stabilization, self.closures.rows.order)
+            self._no_B, self._no_As, self._none = np.zeros((n, 0)), np.zeros((0, n)), np.zeros(0)
+        self._u = np.zeros(actuators.p)
+        self._x = np.zeros(2 * n)
+        self._xt = np.zeros(2 * n)
+        self._k = np.zeros((4, 2 * n))
         self.reset(setup.q0, setup.qd0)
 
     @classmethod
@@ -63,15 +76,34 @@ class UKPlant:
 
     def acceleration(self, q, qd, u, t):
         """q'' of the closed chain under efforts u (the UK equation above)."""
+        q, qd = np.asarray(q, dtype=float), np.asarray(qd, dtype=float)
+        self._u = np.asarray(u, dtype=float)
+        if self._B is not None:
+            np.dot(self._B, self._u, out=self._tau)
+        return self._accel(q, qd, t, np.empty(self.n))
+
+    def _accel(self, q, qd, t, out):
+        """q'' into `out` for the efforts already mapped to ``self._tau = B u``."""
         self.rhs_evaluations += 1
         model = self.model
+        if self._tree:
+            return model.forward_dynamics(q, qd, self._tau, out=out)
         model.compute(q, qd)
-        Q = self.setup.actuators.matrix(model) @ u - model.h
+        if self._B is None:                       # q-dependent actuator columns
+            np.dot(self.setup.actuators.matrix(model), self._u, out=self._tau)
         if self.closures.m == 0:
-            return uk.MassFactor(model.M).solve(Q)
+            out[:] = uk.MassFactor(model.M).solve(self._tau - model.h)
+            return out
         rows = self.closures.evaluate(model, q, qd, t)
-        b = self.closure_stabilization.stabilized_rhs(rows, out=self._b)
-        return uk.constrained_acceleration(model.M, Q, rows.A, b)
+        sol = self._solver.solve_rows(model.M, self._tau, model.h, self._no_B, self._no_As, self._none, self._none,
+                                      self._none, rows.A, rows.b, rows.phi, rows.phidot, self._gains)
+        out[:] = sol.qdd
+        return out
+
+    def _rhs(self, x, t, out):
+        n = self.n
+        out[:n] = x[n:]
+        self._accel(x[:n], x[n:], t, out[n:])
 
     def closure_residual(self):
         """Closure constraint values phi at the current state (empty without closures)."""
@@ -83,26 +115,40 @@ class UKPlant:
     def step(self, u, dt):
         """Advance by dt with the efforts u held constant."""
         u = np.asarray(u, dtype=float)
+        self._u = u
+        if self._B is not None:
+            np.dot(self._B, u, out=self._tau)
         if self.integrator == 'rk4':
+            n = self.n
             h = dt / self.substeps
-            q, qd, t = self.q, self.qd, self.t
+            x, xt, k = self._x, self._xt, self._k
+            x[:n] = self.q
+            x[n:] = self.qd
+            t = self.t
             for _ in range(self.substeps):
-                k1v, k1a = qd, self.acceleration(q, qd, u, t)
-                q2, v2 = q + 0.5 * h * k1v, qd + 0.5 * h * k1a
-                k2v, k2a = v2, self.acceleration(q2, v2, u, t + 0.5 * h)
-                q3, v3 = q + 0.5 * h * k2v, qd + 0.5 * h * k2a
-                k3v, k3a = v3, self.acceleration(q3, v3, u, t + 0.5 * h)
-                q4, v4 = q + h * k3v, qd + h * k3a
-                k4v, k4a = v4, self.acceleration(q4, v4, u, t + h)
-                q = q + (h / 6.0) * (k1v + 2 * k2v + 2 * k3v + k4v)
-                qd = qd + (h / 6.0) * (k1a + 2 * k2a + 2 * k3a + k4a)
+                # classical RK4 on x = (q, q'): x' = (q', q'')
+                self._rhs(x, t, k[0])
+                np.multiply(k[0], 0.5 * h, out=xt)
+                xt += x
+                self._rhs(xt, t + 0.5 * h, k[1])
+                np.multiply(k[1], 0.5 * h, out=xt)
+                xt += x
+                self._rhs(xt, t + 0.5 * h, k[2])
+                np.multiply(k[2], h, out=xt)
+                xt += x
+                self._rhs(xt, t + h, k[3])
+                k[1] += k[2]
+                k[0] += k[3]
+                k[0] += 2.0 * k[1]
+                k[0] *= h / 6.0
+                x += k[0]
                 t += h
-            self.q, self.qd, self.t = q, qd, self.t + dt
+            self.q, self.qd, self.t = x[:n].copy(), x[n:].copy(), self.t + dt
         else:
             n = self.n
 
             def rhs(t, x):
-                return np.concatenate((x[n:], self.acceleration(x[:n], x[n:], u, t)))
+                return np.concatenate((x[n:], self._accel(x[:n], x[n:], t, np.empty(n))))
 
             sol = solve_ivp(rhs, (self.t, self.t + dt), np.concatenate((self.q, self.qd)),
                             rtol=self.rtol, atol=self.atol)
