@@ -166,7 +166,7 @@ def bench_step(args):
         P, S = setup.passive.evaluate(model, q, qd, 0.5), setup.servo.evaluate(model, q, qd, 0.5)
         B = ctrl._B_const if ctrl._B_const is not None else setup.actuators.matrix(model).copy()
         sol = ctrl._solver
-        t_solve = np.median(sample(lambda: sol.solve_rows(model.M, ctrl._zero_n, model.h, B, S.A, S.b, S.phi,
+        t_solve = np.median(sample(lambda: sol.solve_rows(model.M_lower, ctrl._zero_n, model.h, B, S.A, S.b, S.phi,
                                                           S.phidot, P.A, P.b, P.phi, P.phidot, ctrl._gains,
                                                           ctrl.effort_limits), count // 2))
         rest = np.median(fast) - t_compute - t_rows - t_solve
@@ -352,7 +352,7 @@ def bench_pinocchio(args):
         def ours():
             model.compute(q, qd)
             rows = closures.evaluate(model, q, qd, 0.0)
-            return solver.solve_rows(model.M, tau, model.h, noB, noA, none, none, none, rows.A, rows.b, rows.phi,
+            return solver.solve_rows(model.M_lower, tau, model.h, noB, noA, none, none, none, rows.A, rows.b, rows.phi,
                                      rows.phidot, gains).qdd
 
         qdd_ours = ours().copy()

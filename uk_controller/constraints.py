@@ -33,12 +33,15 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from . import uk_kernels
 from .config import ConfigError, ConfigView
 from .rows import ConstraintRows
 from .trajectories import Hold
 from .trajectories import trajectory as build_trajectory
 
 AXES = {'x': 0, 'y': 1, 'z': 2}
+#: compiled twins of the row computations (numba), None to use the NumPy/Python reference code
+_K = uk_kernels if uk_kernels.AVAILABLE else None
 ROLES = ('passive', 'servo')
 TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'loop_closure', 'callable')
 
@@ -229,6 +232,10 @@ class FramePosition(Term):
     def fill(self, model, q, qd, t, phi, phidot, A, b):
         p_d, v_d, a_d = self.traj(t)
         f = model.frame(self.frame)
+        if _K is not None:
+            _K.frame_position_rows(f.jacobian(), f.translation, f.drift(), self.idx, p_d, v_d, a_d, qd, phi, phidot,
+                                   A, b)
+            return
         sel = self._sel
         A[...] = f.jacobian()[sel]
         np.subtract(f.translation[sel], p_d, out=phi)
@@ -293,14 +300,18 @@ class FrameOrientation(Term):
 
     def fill(self, model, q, qd, t, phi, phidot, A, b):
         p_d, v_d, a_d = self.traj(t)
-        R = model.frame_rotation(self.frame)
-        Jw = model.frame_jacobian(self.frame)[3:]
-        dw = model.frame_drift(self.frame)[3:]
+        f = model.frame(self.frame)
+        R = f.rotation
+        Jw = f.jacobian()[3:]
+        dw = f.drift()[3:]
         if self.mode == 'planar':
-            theta, thetad, row, gamma = planar_angle(R, Jw, dw, qd, self.axis, self.e1, self.reference)
+            if _K is not None:
+                theta, thetad, gamma = _K.planar_angle(R, f.jacobian(), f.drift(), qd, self.axis, self.e1,
+                                                       self.reference, A[0])
+            else:
+                theta, thetad, A[0], gamma = planar_angle(R, Jw, dw, qd, self.axis, self.e1, self.reference)
             phi[0] = _wrap(theta - p_d[0])
             phidot[0] = thetad - v_d[0]
-            A[0] = row
             b[0] = a_d[0] - gamma
             return
         Rd = pin.exp3(p_d)
@@ -398,6 +409,7 @@ class LoopClosure(Term):
         super().__init__(name, m, role)
         self.frames = tuple(frames)
         self._sel = _selector(self.idx)
+        self._rows = (np.zeros(0), np.zeros(0))      # planar-angle rows of the two frames (sized on use)
 
     def fill(self, model, q, qd, t, phi, phidot, A, b):
         fa, fb = self.frames
@@ -405,7 +417,10 @@ class LoopClosure(Term):
         JA, JB = FA.jacobian(), FB.jacobian()
         dA, dB = FA.drift(), FB.drift()
         k = self.idx.size
-        if k:
+        if k and _K is not None:
+            _K.closure_position_rows(JA, JB, FA.translation, FB.translation, dA, dB, self.idx, qd, phi[:k],
+                                     phidot[:k], A[:k], b[:k])
+        elif k:
             sel = self._sel
             Ak = A[:k]
             np.subtract(JA[sel], JB[sel], out=Ak)
@@ -413,17 +428,24 @@ class LoopClosure(Term):
             phidot[:k] = Ak @ qd
             np.subtract(dB[sel], dA[sel], out=b[:k])
         if self.mode == 'weld':
-            RB = model.frame_rotation(fb)
+            RB = FB.rotation.copy()
             omega_B = JB[3:] @ qd
-            _so3_rows(model.frame_rotation(fa), JA[3:], dA[3:], qd, RB, omega_B, np.zeros(3), JB[3:], dB[3:],
+            _so3_rows(FA.rotation, JA[3:], dA[3:], qd, RB, omega_B, np.zeros(3), JB[3:], dB[3:],
                       phi[k:k + 3], phidot[k:k + 3], A[k:k + 3], b[k:k + 3])
         if self.planar is not None:
             axis, e1, ref = self.planar
-            ta, tad, ra, ga = planar_angle(model.frame_rotation(fa), JA[3:], dA[3:], qd, axis, e1, ref)
-            tb, tbd, rb, gb = planar_angle(model.frame_rotation(fb), JB[3:], dB[3:], qd, axis, e1, ref)
+            if _K is not None:
+                ra, rb = self._rows
+                if ra.size != model.n:
+                    ra, rb = self._rows = (np.zeros(model.n), np.zeros(model.n))
+                ta, tad, ga = _K.planar_angle(FA.rotation, JA, dA, qd, axis, e1, ref, ra)
+                tb, tbd, gb = _K.planar_angle(FB.rotation, JB, dB, qd, axis, e1, ref, rb)
+            else:
+                ta, tad, ra, ga = planar_angle(FA.rotation, JA[3:], dA[3:], qd, axis, e1, ref)
+                tb, tbd, rb, gb = planar_angle(FB.rotation, JB[3:], dB[3:], qd, axis, e1, ref)
             phi[-1] = _wrap(ta - tb)
             phidot[-1] = tad - tbd
-            A[-1] = ra - rb
+            np.subtract(ra, rb, out=A[-1])
             b[-1] = gb - ga
 
 

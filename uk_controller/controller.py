@@ -99,6 +99,7 @@ class ControllerCore:
         self._bs = np.zeros(self._ms)
         self._Q = np.zeros(self.n)
         self._zero_n = np.zeros(self.n)
+        self._shape = (self.n,)
         self._passive = setup.passive
         self._servo = setup.servo
         self._no_rows = setup.passive.rows            # empty (0, n) rows when there are no closures
@@ -110,6 +111,15 @@ class ControllerCore:
         if method == 'svd':
             self._solver = uk.ServoSolver(self.n, self.p, self._mp, self._ms, rcond=self.rcond)
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
+        self._warm_up()
+
+    def _warm_up(self):
+        """One solve at the initial state so that compiled kernels load (or compile) now, not in the
+        first control period; errors are left for the real step to report."""
+        try:
+            self._solve(np.array(self.setup.q0, dtype=float), np.array(self.setup.qd0, dtype=float), 0.0)
+        except Exception:  # noqa: BLE001 - the first real step reports any problem with its reason
+            pass
 
     @property
     def stabilization(self):
@@ -146,7 +156,7 @@ class ControllerCore:
         start = time.perf_counter()
         q = np.asarray(q, dtype=float)
         qd = np.asarray(qd, dtype=float)
-        if q.shape != (self.n,) or qd.shape != (self.n,):
+        if q.shape != self._shape or qd.shape != self._shape:
             return self._timed(self.safe(f'state has shape {q.shape}/{qd.shape}, expected ({self.n},)'), start)
         # one dot product decides for finite states; the exact test only runs when it overflows
         if not math.isfinite(q @ q + qd @ qd + t) and not (
@@ -177,7 +187,7 @@ class ControllerCore:
         servo = self._servo.evaluate(model, q, qd, t)
         B = self._B_const if self._B_const is not None else self.setup.actuators.matrix(model)
         sol = self._solver
-        sol.solve_rows(model.M, self._zero_n, model.h, B, servo.A, servo.b, servo.phi, servo.phidot,
+        sol.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi, servo.phidot,
                        passive.A, passive.b, passive.phi, passive.phidot, self._gains, self.effort_limits)
         info = sol.info
         if info[0] == 2.0:

@@ -85,9 +85,10 @@ class RobotModel:
         self._vp = np.zeros(n)
         self._Mp = np.zeros((n, n))
         self._lower = np.tril_indices(n, -1)
-        self.M = np.zeros((n, n))
-        self.h = np.zeros(n)
-        self.g = np.zeros(n)
+        self._M = np.zeros((n, n))
+        self._M_at = 0
+        self._h = np.zeros(n)
+        self._g = np.zeros(n)
         self.q = np.zeros(n)
         self.qd = np.zeros(n)
         self._stamp = 0
@@ -270,24 +271,50 @@ class RobotModel:
         if self._perm is None:
             pin.computeAllTerms(self.model, self.data, self.q, self.qd)
             pin.updateFramePlacements(self.model, self.data)
-            M = self.M
-            np.copyto(M, self._data_M)
-            np.copyto(M, self._data_M.T, where=self._upper_only)
-            self.h[:] = self._data_nle
-            self.g[:] = self._data_g
-        else:
-            qp = self._to_pin(self.q, self._qp)
-            vp = self._to_pin(self.qd, self._vp)
-            pin.computeAllTerms(self.model, self.data, qp, vp)
-            pin.updateFramePlacements(self.model, self.data)
-            Mp = self._Mp
-            np.copyto(Mp, self._data_M)
-            np.copyto(Mp, self._data_M.T, where=self._upper_only)
-            self.M[...] = Mp[np.ix_(self._perm, self._perm)]
-            self._from_pin_vec(self._data_nle, self.h)
-            self._from_pin_vec(self._data_g, self.g)
+            self._stamp += 1                       # M symmetrised on first access (see M)
+            return self
+        qp = self._to_pin(self.q, self._qp)
+        vp = self._to_pin(self.qd, self._vp)
+        pin.computeAllTerms(self.model, self.data, qp, vp)
+        pin.updateFramePlacements(self.model, self.data)
+        Mp = self._Mp
+        np.copyto(Mp, self._data_M)
+        np.copyto(Mp, self._data_M.T, where=self._upper_only)
+        self._M[...] = Mp[np.ix_(self._perm, self._perm)]
+        self._from_pin_vec(self._data_nle, self._h)
+        self._from_pin_vec(self._data_g, self._g)
         self._stamp += 1
+        self._M_at = self._stamp
         return self
+
+    @property
+    def M(self):
+        """Mass matrix (n, n), symmetric, at the state of the last :meth:`compute` (do not modify)."""
+        if self._M_at != self._stamp:
+            np.copyto(self._M, self._data_M)
+            np.copyto(self._M, self._data_M.T, where=self._upper_only)
+            self._M_at = self._stamp
+        return self._M
+
+    @property
+    def M_lower(self):
+        """A C-contiguous (n, n) array whose LOWER triangle is M (the hot path reads only that).
+
+        Without a joint permutation this is a view of Pinocchio's ``data.M``
+        (CRBA fills its upper triangle; the transposed view has it below the
+        diagonal): no copy, no symmetrisation.
+        """
+        return self._data_M.T if self._perm is None else self.M
+
+    @property
+    def h(self):
+        """Nonlinear effects ``C(q, q') q' + G(q)`` (n,) at the last :meth:`compute` (do not modify)."""
+        return self._data_nle if self._perm is None else self._h
+
+    @property
+    def g(self):
+        """Generalized gravity G(q) (n,) at the last :meth:`compute` (do not modify)."""
+        return self._data_g if self._perm is None else self._g
 
     def frame(self, name):
         """Per-frame cache (:class:`FrameView`) of `name`: id, live placement views, J and drift buffers."""

@@ -363,7 +363,8 @@ class ServoSolver:
     Backends: ``'numba'`` (one compiled call, :mod:`uk_controller.uk_kernels`,
     used by default when numba is installed) or ``'numpy'`` (LAPACK through
     ``scipy.linalg.get_lapack_funcs``, fetched once). Both are tested equal to
-    :func:`servo_control`. Results are written into ``u``, ``qdd``,
+    :func:`servo_control`. Only the lower triangle of M is read (pass
+    :attr:`uk_controller.model.RobotModel.M_lower`). Results are written into ``u``, ``qdd``,
     ``passive_force`` (arrays owned by the solver, overwritten by the next
     call) and the attributes ``rank``, ``condition``, ``passive_rank``,
     ``servo_residual``, ``consistent``.
@@ -486,7 +487,7 @@ class ServoSolver:
         W[:, 1:1 + p] = B
         if mp:
             W[:, 1 + p:] = Ap.T
-        _, X, status = self._posv(M, W, lower=0, overwrite_a=0, overwrite_b=0)
+        _, X, status = self._posv(M, W, lower=1, overwrite_a=0, overwrite_b=0)
         if status != 0:
             self.info[0] = 1.0
             raise NotPositiveDefiniteError(f'mass matrix not positive definite (posv info {status})')
@@ -515,7 +516,8 @@ class ServoSolver:
                 u[:] = Vt[:rank].T @ ((U[:, :rank].T @ bbar) / s[:rank])
         qdd = np.add(a0, NB @ u, out=self.qdd)
         residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
-        np.subtract(M @ qdd - Q, B @ u, out=self.passive_force)
+        Ms = np.tril(M) + np.tril(M, -1).T              # only the lower triangle of M is read
+        np.subtract(Ms @ qdd - Q, B @ u, out=self.passive_force)
         info = self.info
         bnorm = float(np.linalg.norm(bbar)) if ms else 0.0
         info[0] = 0.0 if np.isfinite(qdd).all() and np.isfinite(u).all() else 2.0

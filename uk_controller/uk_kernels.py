@@ -10,7 +10,7 @@ passive rows ``A_p q'' = b_p`` and servo rows ``A_s q'' = b_s`` (both
 right-hand sides Baumgarte-stabilized first, ``b <- b - (kd phi' + kp phi)``,
 seed 000 eq 52)::
 
-    L L^T = M                                   Cholesky (M's upper triangle is read)
+    L L^T = M                                   Cholesky (only M's LOWER triangle is read)
     N Q + r_p, N B                               seed 004 section V projected on the closures
     G_p = A_p M^{-1} A_p^T,  G_p^+ with  w > max(rcond^2, GRAM_FLOOR) w_max   (uk.gram_pinv)
     u = (A_s N B)^+ (b_s - A_s (N Q + r_p))      seed 004 eq 35, SVD rank rule of pinv_svd
@@ -45,8 +45,8 @@ EPS = np.finfo(float).eps
 
 
 @njit(cache=True, fastmath=False)
-def cholesky_upper(M, L):
-    """``L L^T = M`` (L lower) from the upper triangle of M. False if M is not positive definite."""
+def cholesky_lower(M, L):
+    """``L L^T = M`` (L lower) from the lower triangle of M. False if M is not positive definite."""
     n = M.shape[0]
     for j in range(n):
         s = M[j, j]
@@ -57,7 +57,7 @@ def cholesky_upper(M, L):
         d = np.sqrt(s)
         L[j, j] = d
         for i in range(j + 1, n):
-            s = M[j, i]
+            s = M[i, j]
             for k in range(j):
                 s -= L[i, k] * L[j, k]
             L[i, j] = s / d
@@ -163,7 +163,7 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
     for i in range(info.shape[0]):
         info[i] = 0.0
     L = np.empty((n, n))
-    if not cholesky_upper(M, L):
+    if not cholesky_lower(M, L):
         info[0] = NOT_PD
         return
     Q = np.empty(n)
@@ -326,7 +326,7 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
     for i in range(n):
         acc = -Q[i]
         for k in range(n):
-            acc += (M[i, k] if i <= k else M[k, i]) * qdd[k]
+            acc += (M[i, k] if i >= k else M[k, i]) * qdd[k]
         for j in range(p):
             acc -= B[i, j] * u[j]
         pforce[i] = acc
@@ -356,3 +356,91 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
             nsat += 1
         effort[j] = e
     info[7] = nsat
+
+
+# ----------------------------------------------------------------------------- constraint-row kernels
+# Compiled twins of the small 3-vector computations in uk_controller.constraints (the NumPy/Python
+# versions there are the reference; test/test_uk_fast.py checks equality).
+
+
+@njit(cache=True)
+def frame_position_rows(J, trans, drift, idx, p_d, v_d, a_d, qd, phi, phidot, A, b):
+    """``phi = S (p - p_d)``, ``phi' = S J_lin q' - v_d``, ``A = S J_lin``, ``b = a_d - S drift`` (S: rows idx)."""
+    n = J.shape[1]
+    for r in range(idx.shape[0]):
+        k = idx[r]
+        acc = 0.0
+        for j in range(n):
+            A[r, j] = J[k, j]
+            acc += J[k, j] * qd[j]
+        phi[r] = trans[k] - p_d[r]
+        phidot[r] = acc - v_d[r]
+        b[r] = a_d[r] - drift[k]
+
+
+@njit(cache=True)
+def closure_position_rows(JA, JB, tA, tB, dA, dB, idx, qd, phi, phidot, A, b):
+    """``phi = S (p_A - p_B)``, ``A = S (J_A - J_B)_lin``, ``phi' = A q'``, ``b = S (drift_B - drift_A)``."""
+    n = JA.shape[1]
+    for r in range(idx.shape[0]):
+        k = idx[r]
+        acc = 0.0
+        for j in range(n):
+            a = JA[k, j] - JB[k, j]
+            A[r, j] = a
+            acc += a * qd[j]
+        phi[r] = tA[k] - tB[k]
+        phidot[r] = acc
+        b[r] = dB[k] - dA[k]
+
+
+@njit(cache=True)
+def planar_angle(R, J, drift, qd, axis, e1, reference, row):
+    """Angle of a frame about a world axis and its derivatives (see constraints.planar_angle).
+
+    ``J`` (6, n) and ``drift`` (6,) are the full frame Jacobian and drift (angular part rows 3..5).
+    Writes ``row`` (n,) with ``theta'' = row . q'' + gamma``; returns ``(theta, theta', gamma)``.
+    """
+    n = J.shape[1]
+    e2 = np.empty(3)
+    e2[0] = axis[1] * e1[2] - axis[2] * e1[1]
+    e2[1] = axis[2] * e1[0] - axis[0] * e1[2]
+    e2[2] = axis[0] * e1[1] - axis[1] * e1[0]
+    v = np.empty(3)
+    w = np.empty(3)
+    for i in range(3):
+        acc = 0.0
+        for j in range(3):
+            acc += R[i, j] * reference[j]
+        v[i] = acc
+        acc = 0.0
+        for j in range(n):
+            acc += J[3 + i, j] * qd[j]
+        w[i] = acc
+    u0 = w[1] * v[2] - w[2] * v[1]
+    u1 = w[2] * v[0] - w[0] * v[2]
+    u2 = w[0] * v[1] - w[1] * v[0]
+    vx = e1[0] * v[0] + e1[1] * v[1] + e1[2] * v[2]
+    vy = e2[0] * v[0] + e2[1] * v[1] + e2[2] * v[2]
+    vxd = e1[0] * u0 + e1[1] * u1 + e1[2] * u2
+    vyd = e2[0] * u0 + e2[1] * u1 + e2[2] * u2
+    rho2 = vx * vx + vy * vy
+    g0 = (vx * e2[0] - vy * e1[0]) / rho2
+    g1 = (vx * e2[1] - vy * e1[1]) / rho2
+    g2 = (vx * e2[2] - vy * e1[2]) / rho2
+    c = 2.0 * (vx * vxd + vy * vyd) / rho2
+    gd0 = (vxd * e2[0] - vyd * e1[0]) / rho2 - c * g0
+    gd1 = (vxd * e2[1] - vyd * e1[1]) / rho2 - c * g1
+    gd2 = (vxd * e2[2] - vyd * e1[2]) / rho2 - c * g2
+    k0 = v[1] * g2 - v[2] * g1
+    k1 = v[2] * g0 - v[0] * g2
+    k2 = v[0] * g1 - v[1] * g0
+    kd0 = (u1 * g2 - u2 * g1) + (v[1] * gd2 - v[2] * gd1)
+    kd1 = (u2 * g0 - u0 * g2) + (v[2] * gd0 - v[0] * gd2)
+    kd2 = (u0 * g1 - u1 * g0) + (v[0] * gd1 - v[1] * gd0)
+    for j in range(n):
+        row[j] = k0 * J[3, j] + k1 * J[4, j] + k2 * J[5, j]
+    theta = np.arctan2(vy, vx)
+    thetad = k0 * w[0] + k1 * w[1] + k2 * w[2]
+    gamma = k0 * drift[3] + k1 * drift[4] + k2 * drift[5] + kd0 * w[0] + kd1 * w[1] + kd2 * w[2]
+    return theta, thetad, gamma

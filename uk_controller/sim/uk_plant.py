@@ -95,7 +95,7 @@ class UKPlant:
             out[:] = uk.MassFactor(model.M).solve(self._tau - model.h)
             return out
         rows = self.closures.evaluate(model, q, qd, t)
-        sol = self._solver.solve_rows(model.M, self._tau, model.h, self._no_B, self._no_As, self._none, self._none,
+        sol = self._solver.solve_rows(model.M_lower, self._tau, model.h, self._no_B, self._no_As, self._none, self._none,
                                       self._none, rows.A, rows.b, rows.phi, rows.phidot, self._gains)
         out[:] = sol.qdd
         return out
