@@ -257,3 +257,20 @@ def test_compiled_rows_equal_reference_rows(robot, monkeypatch):
             monkeypatch.undo()
             for key in ('phi', 'phidot', 'A', 'b'):
                 np.testing.assert_allclose(getattr(fast, key), getattr(ref, key), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.skipif(not uk_kernels.AVAILABLE, reason='numba not installed')
+@pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+def test_plant_rk4_kernel_equals_numpy_rk4(robot, monkeypatch):
+    from uk_controller.sim import uk_plant
+    plants = [uk_plant.UKPlant.from_setup(load_robot(robot), substeps=2) for _ in range(2)]
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        u = rng.standard_normal(plants[0].setup.actuators.p)
+        plants[0].step(u, 1e-3)
+        monkeypatch.setattr(uk_plant, '_K', None)
+        plants[1].step(u, 1e-3)
+        monkeypatch.undo()
+    np.testing.assert_allclose(plants[0].q, plants[1].q, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(plants[0].qd, plants[1].qd, rtol=0, atol=1e-11)
+    assert plants[0].t == pytest.approx(plants[1].t)

@@ -50,17 +50,36 @@ class ServoInfeasibleError(RuntimeError):
 # --------------------------------------------------------------------------- helpers
 
 
+_SYEVD = get_lapack_funcs('syevd', (np.zeros((1, 1)),))
+
+
+def _eig_spd(M):
+    """``M = V diag(w) V^T`` by LAPACK ``dsyevd`` (direct call; scipy's eigh wrapper costs more than
+    the work for robot-sized M). Raises :class:`NotPositiveDefiniteError` if ``w_min <= 0``."""
+    w, V, info = _SYEVD(np.asarray(M, dtype=float), compute_v=1, lower=0)
+    if info != 0:
+        raise np.linalg.LinAlgError(f'eigen-decomposition failed (syevd info {info})')
+    if w.size and w[0] <= 0.0:
+        raise NotPositiveDefiniteError(f'mass matrix not positive definite (eigenvalue {w[0]:.3e})')
+    return w, V
+
+
 def symmetric_sqrt(M, *, inverse=False):
     """Return ``M^{1/2}`` (or ``M^{-1/2}``) of a symmetric positive definite M.
 
     Symmetric square root by eigen-decomposition, ``M = V diag(w) V^T``.
     Raises :class:`NotPositiveDefiniteError` if an eigenvalue is not positive.
     """
-    w, V = eigh(np.asarray(M, dtype=float))
-    if w[0] <= 0.0:
-        raise NotPositiveDefiniteError(f'mass matrix not positive definite (eigenvalue {w[0]:.3e})')
+    w, V = _eig_spd(M)
     scale = w ** (-0.5 if inverse else 0.5)
     return (V * scale) @ V.T
+
+
+def symmetric_sqrt_pair(M):
+    """``(M^{1/2}, M^{-1/2})`` from ONE eigen-decomposition of the SPD matrix M."""
+    w, V = _eig_spd(M)
+    r = np.sqrt(w)
+    return (V * r) @ V.T, (V / r) @ V.T
 
 
 class MassFactor:
@@ -121,8 +140,7 @@ def constraint_force_reference(M, Q, A, b, *, pinv=None, rcond=DEFAULT_RCOND):
     """
     M, Q, A, b = _as_system(M, Q, A, b)
     pinv = pinv or _pinv.pinv_svd
-    M_half = symmetric_sqrt(M)
-    M_inv_half = symmetric_sqrt(M, inverse=True)
+    M_half, M_inv_half = symmetric_sqrt_pair(M)
     B = A @ M_inv_half
     a = M_inv_half @ (M_inv_half @ Q)
     return M_half @ (pinv(B, rcond) @ (b - A @ a))
@@ -176,8 +194,7 @@ def nonideal_constraint_force(M, A, c, *, rcond=DEFAULT_RCOND, factor=None):
 def nonideal_constraint_force_reference(M, A, c, *, pinv=None, rcond=DEFAULT_RCOND):
     """Seed 004 eq 12 literally: ``M^{1/2} (I - B^+ B) M^{-1/2} c``."""
     pinv = pinv or _pinv.pinv_svd
-    M_half = symmetric_sqrt(M)
-    M_inv_half = symmetric_sqrt(M, inverse=True)
+    M_half, M_inv_half = symmetric_sqrt_pair(M)
     B = np.atleast_2d(A) @ M_inv_half
     P = np.eye(M_half.shape[0]) - pinv(B, rcond) @ B
     return M_half @ (P @ (M_inv_half @ np.asarray(c, dtype=float)))

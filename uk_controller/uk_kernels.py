@@ -444,3 +444,25 @@ def planar_angle(R, J, drift, qd, axis, e1, reference, row):
     thetad = k0 * w[0] + k1 * w[1] + k2 * w[2]
     gamma = k0 * drift[3] + k1 * drift[4] + k2 * drift[5] + kd0 * w[0] + kd1 * w[1] + kd2 * w[2]
     return theta, thetad, gamma
+
+
+# ----------------------------------------------------------------------------- RK4 bookkeeping
+
+
+@njit(cache=True)
+def rk4_stage(x, k, i, h, xt, n):
+    """``xt = x + h k[i]`` and the velocity half of the next stage's slope, ``k[i+1][:n] = xt[n:]``."""
+    for j in range(x.shape[0]):
+        xt[j] = x[j] + h * k[i, j]
+    for j in range(n):
+        k[i + 1, j] = xt[n + j]
+
+
+@njit(cache=True)
+def rk4_finish(x, k, h, n):
+    """``x += h/6 (k0 + 2 k1 + 2 k2 + k3)``; then ``k[0][:n] = x[n:]`` for the next substep."""
+    c = h / 6.0
+    for j in range(x.shape[0]):
+        x[j] += c * (k[0, j] + 2.0 * (k[1, j] + k[2, j]) + k[3, j])
+    for j in range(n):
+        k[0, j] = x[n + j]

@@ -15,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .. import uk
+from .. import uk, uk_kernels
 from ..baumgarte import Baumgarte
 
 INTEGRATORS = ('rk4', 'solve_ivp')
+_K = uk_kernels if uk_kernels.AVAILABLE else None
 
 
 class UKPlant:
@@ -125,24 +126,37 @@ class UKPlant:
             x[:n] = self.q
             x[n:] = self.qd
             t = self.t
-            for _ in range(self.substeps):
-                # classical RK4 on x = (q, q'): x' = (q', q'')
-                self._rhs(x, t, k[0])
-                np.multiply(k[0], 0.5 * h, out=xt)
-                xt += x
-                self._rhs(xt, t + 0.5 * h, k[1])
-                np.multiply(k[1], 0.5 * h, out=xt)
-                xt += x
-                self._rhs(xt, t + 0.5 * h, k[2])
-                np.multiply(k[2], h, out=xt)
-                xt += x
-                self._rhs(xt, t + h, k[3])
-                k[1] += k[2]
-                k[0] += k[3]
-                k[0] += 2.0 * k[1]
-                k[0] *= h / 6.0
-                x += k[0]
-                t += h
+            if _K is not None:               # the same RK4, its vector bookkeeping compiled
+                k[0, :n] = x[n:]
+                for _ in range(self.substeps):
+                    self._accel(x[:n], x[n:], t, k[0, n:])
+                    _K.rk4_stage(x, k, 0, 0.5 * h, xt, n)
+                    self._accel(xt[:n], xt[n:], t + 0.5 * h, k[1, n:])
+                    _K.rk4_stage(x, k, 1, 0.5 * h, xt, n)
+                    self._accel(xt[:n], xt[n:], t + 0.5 * h, k[2, n:])
+                    _K.rk4_stage(x, k, 2, h, xt, n)
+                    self._accel(xt[:n], xt[n:], t + h, k[3, n:])
+                    _K.rk4_finish(x, k, h, n)
+                    t += h
+            else:
+                for _ in range(self.substeps):
+                    # classical RK4 on x = (q, q'): x' = (q', q'')
+                    self._rhs(x, t, k[0])
+                    np.multiply(k[0], 0.5 * h, out=xt)
+                    xt += x
+                    self._rhs(xt, t + 0.5 * h, k[1])
+                    np.multiply(k[1], 0.5 * h, out=xt)
+                    xt += x
+                    self._rhs(xt, t + 0.5 * h, k[2])
+                    np.multiply(k[2], h, out=xt)
+                    xt += x
+                    self._rhs(xt, t + h, k[3])
+                    k[1] += k[2]
+                    k[0] += k[3]
+                    k[0] += 2.0 * k[1]
+                    k[0] *= h / 6.0
+                    x += k[0]
+                    t += h
             self.q, self.qd, self.t = x[:n].copy(), x[n:].copy(), self.t + dt
         else:
             n = self.n
