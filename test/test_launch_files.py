@@ -279,3 +279,54 @@ def test_package_xml_lists_every_ros_package_used():
                 used.setdefault(src.value(call.args[0]), path.name)
     missing = {pkg: where for pkg, where in used.items() if pkg not in depends}
     assert not missing, f'package.xml lacks <exec_depend> for {missing} (package: file that uses it)'
+
+
+ALL_ROBOTS = sorted(p.stem for p in (ROOT / 'config').glob('*.yaml') if p.stem != 'controllers')
+
+
+@pytest.mark.parametrize('robot', ALL_ROBOTS)
+def test_urdf_ros2_control_and_gazebo_blocks_match_the_setup(robot):
+    params = _robot_params(robot)
+    urdf = ET.parse(ROOT / params['robot']['urdf']).getroot()
+    blocks = urdf.findall('ros2_control')
+    assert len(blocks) == 1, 'one <ros2_control> block'
+    assert blocks[0].find('hardware/plugin').text.strip() == 'gz_ros2_control/GazeboSimSystem'
+    declared = {j.get('name'): j for j in blocks[0].findall('joint')}
+    assert list(declared) == params['robot']['joints'], 'every model joint, in q order'
+    for name, joint in declared.items():
+        states = [s.get('name') for s in joint.findall('state_interface')]
+        assert states == ['position', 'velocity'], name
+    commanded = [n for n, j in declared.items() if [c.get('name') for c in j.findall('command_interface')] == ['effort']]
+    controllers = yaml.safe_load((ROOT / 'config' / 'controllers.yaml').read_text())
+    spec = controllers.get(f'{robot}_effort_controller')
+    if spec is not None:
+        assert commanded == spec['ros__parameters']['joints']
+    tree_joints = _urdf_joints(robot)
+    for name in commanded:
+        limit = float(next(j for j in urdf.iter('joint') if j.get('name') == name).find('limit').get('effort'))
+        cmd = declared[name].find('command_interface')
+        assert float(cmd.find("param[@name='max']").text) == limit and float(
+            cmd.find("param[@name='min']").text) == -limit
+        assert tree_joints[name] != 'fixed'
+    plugins = [p for g in urdf.findall('gazebo') for p in g.findall('plugin')]
+    assert [p.get('filename') for p in plugins] == ['gz_ros2_control-system']
+    parameters = plugins[0].find('parameters').text.strip()
+    assert parameters == '$(find uk_controller)/config/controllers.yaml'
+    assert (ROOT / 'config' / 'controllers.yaml').is_file()
+    links = {link.get('name') for link in urdf.iter('link')} | {'world'}
+    closures = [n for n in (params.get('constraints') or {}).get('names', [])
+                if params['constraints'][n].get('role') == 'passive'
+                and params['constraints'][n].get('type') == 'loop_closure']
+    sdf_joints = {j.get('name'): j for g in urdf.findall('gazebo') for j in g.findall('joint')}
+    assert set(sdf_joints) == set(closures), 'one SDF joint per loop closure'
+    for name, joint in sdf_joints.items():
+        assert joint.get('type') == 'revolute'
+        assert joint.find('parent').text in links and joint.find('child').text in links - {'world'}
+
+
+@pytest.mark.parametrize('robot', ALL_ROBOTS)
+def test_pinocchio_still_loads_the_urdf_with_the_configured_joints(robot):
+    pin = pytest.importorskip('pinocchio')
+    params = _robot_params(robot)
+    model = pin.buildModelFromUrdf(str(ROOT / params['robot']['urdf']))
+    assert [model.names[i] for i in range(1, model.njoints)] == params['robot']['joints']

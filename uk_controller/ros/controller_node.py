@@ -265,7 +265,7 @@ class ControllerNode(Node):
                 return SetParametersResult(
                     successful=False,
                     reason=f'{name}: cannot change while running (model, topics, rate and task are fixed '
-                           f'at start); live: stabilization.*, {", ".join(P.LIVE_KEYS)}')
+                           f'at start; restart the node); live: stabilization.*, {", ".join(P.LIVE_KEYS)}')
             value = P.plain(p.value)
             if name.startswith('stabilization.'):
                 stab[name.split('.', 1)[1]] = value

@@ -28,7 +28,9 @@ ROS_DEFAULTS = {
 }
 OUTPUT_TYPES = ('float64_multi_array', 'joint_trajectory', 'joint_state')
 TRIGGERS = ('timer', 'state')
-EXECUTORS = ('single_threaded', 'events')
+# rclpy.experimental.EventsExecutor (Kilted, rclpy 9.1.2) stalled after its first callbacks in our
+# node, so only the standard executors are offered.
+EXECUTORS = ('single_threaded', 'multi_threaded')
 DEFAULT_STATE_TIMEOUT = 0.1
 
 # Parameters a running controller accepts (everything else needs a restart).

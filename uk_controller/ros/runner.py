@@ -10,10 +10,14 @@ from rclpy.executors import ExternalShutdownException
 
 
 def make_executor(kind):
-    """'single_threaded' (rclpy's default) or 'events' (rclpy.experimental.EventsExecutor, lower overhead)."""
-    if kind == 'events':
-        from rclpy.experimental import EventsExecutor
-        return EventsExecutor()
+    """'single_threaded' (rclpy's default; our callbacks never run concurrently) or 'multi_threaded'.
+
+    With 'multi_threaded' the callbacks still share the node's default mutually
+    exclusive callback group, so the control state needs no locks.
+    """
+    if kind == 'multi_threaded':
+        from rclpy.executors import MultiThreadedExecutor
+        return MultiThreadedExecutor(num_threads=2)
     from rclpy.executors import SingleThreadedExecutor
     return SingleThreadedExecutor()
 
