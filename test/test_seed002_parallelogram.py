@@ -1,0 +1,113 @@
+"""Seed 002's five-bar parallelogram (benchmarks/parallelogram.py) with every pseudo-inverse method.
+
+Independent checks: the Jacobian and gamma against finite differences of Psi, the rank
+(11 of 12, seed 002), the acceleration against the one-degree-of-freedom reduced model
+``J theta'' = -3.5 g cos(theta)``, and short simulations with the paper's Baumgarte gains
+(alpha = 1000, beta = 100) that must complete, stay on the constraints and follow the
+reduced model. The full 20 s runs and the table against seed 002's Tables 7–12 are the
+benchmark's job (``.venv/bin/python benchmarks/parallelogram.py``).
+"""
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from uk_controller import uk
+from uk_controller.pinv import get_pinv
+
+_path = Path(__file__).resolve().parents[1] / 'benchmarks' / 'parallelogram.py'
+_spec = importlib.util.spec_from_file_location('parallelogram_benchmark', _path)
+bench = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = bench          # dataclasses look their module up there
+_spec.loader.exec_module(bench)
+bench.limit_blas_threads(1)      # 12 x 12 factorizations: BLAS threads only cost time here
+
+METHODS = ['svd', 'varga', 'greville', 'householder', 'mgs']
+
+
+def test_model_jacobian_gamma_and_rank():
+    model = bench.Parallelogram()
+    rng = np.random.default_rng(2)
+    assert model.M.shape == (12, 12) and model.n == 12 and model.m == 12
+    for _ in range(5):
+        s = model.state(rng.uniform(-np.pi, np.pi), rng.normal())
+        q, qd = s[:12], s[12:]
+        Psi, J, gamma = model.constraints(q, qd)
+        assert np.abs(Psi).max() < 1e-14 and np.abs(J @ qd).max() < 1e-14
+        sv = np.linalg.svd(J, compute_uv=False)
+        assert np.sum(sv > 1e-10 * sv[0]) == 11                      # seed 002: rank 11, F = 1
+        # off the constraint manifold too: J = dPsi/dq, gamma = -(d/dt J) q'
+        q = q + rng.normal(size=12) * 0.05
+        qd = rng.normal(size=12)
+        Psi, J, gamma = model.constraints(q, qd)
+        h = 1e-6
+        J_fd = np.column_stack([(model.constraints(q + h * e, qd)[0] - model.constraints(q - h * e, qd)[0]) / (2 * h)
+                                for e in np.eye(12)])
+        Jdot = (model.constraints(q + h * qd, qd)[1] - model.constraints(q - h * qd, qd)[1]) / (2 * h)
+        assert np.allclose(J, J_fd, atol=1e-8)
+        assert np.allclose(gamma, -Jdot @ qd, atol=1e-7)
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_benchmark_eq32_is_the_uk_equation(method):
+    """The benchmark's eq 32 (square roots of the constant M precomputed) equals
+    uk.constraint_force_reference with the same pseudo-inverse, on and off the constraints."""
+    model = bench.Parallelogram()
+    rng = np.random.default_rng(4)
+    pinv = get_pinv(method)
+    for k in range(6):
+        s = model.state(rng.uniform(-np.pi, np.pi), rng.normal())
+        q, qd = s[:12], s[12:]
+        if k % 2:
+            q, qd = q + rng.normal(size=12) * 1e-3, qd + rng.normal(size=12) * 1e-3
+        alpha, beta = (1000.0, 100.0) if k < 3 else (0.0, 0.0)
+        qdd, Psi = model.acceleration(q, qd, pinv, 1e-8, alpha, beta)
+        _, J, gamma = model.constraints(q, qd)
+        b = gamma - 2 * alpha * (J @ qd) - beta ** 2 * Psi
+        Qc = uk.constraint_force_reference(model.M, model.F, J, b, pinv=pinv, rcond=1e-8)
+        ref = np.linalg.solve(model.M, model.F + Qc)
+        assert np.allclose(qdd, ref, atol=1e-9 * max(1.0, np.abs(ref).max()))
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_acceleration_matches_reduced_model(method):
+    """Seed 002 eq 31 with each pseudo-inverse: all links accelerate at the reduced theta'',
+    the coupler translates (phi4'' = 0), and the fast Gram form agrees."""
+    model = bench.Parallelogram()
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        theta, thetad = rng.uniform(-np.pi, np.pi), rng.normal() * 2
+        s = model.state(theta, thetad)
+        Psi, J, gamma = model.constraints(s[:12], s[12:])
+        Qc = uk.constraint_force_reference(model.M, model.F, J, gamma, pinv=get_pinv(method), rcond=1e-8)
+        qdd = np.linalg.solve(model.M, model.F + Qc)
+        expected = -bench.REDUCED_GRAV / bench.REDUCED_J * np.cos(theta)
+        assert np.allclose(qdd[[2, 5, 8]], expected, atol=1e-9)
+        assert abs(qdd[11]) < 1e-9
+        assert np.allclose(qdd, uk.constrained_acceleration(model.M, model.F, J, gamma), atol=1e-8)
+    assert bench.REDUCED_J == pytest.approx(3.05) and bench.REDUCED_GRAV == pytest.approx(3.5 * bench.G)
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_simulation_with_paper_baumgarte_gains(method):
+    """alpha = 1000, beta = 100 (eq 32) make the system stiff (a root near -2000 s^-1): the
+    explicit and Adams steps stay small, so only 0.25 s here; TOL 1e-8, rank threshold 1e-5."""
+    r = bench.simulate(method, baumgarte=True, tol=1e-8, rcond=1e-5, tf=0.25, n_out=26, max_wall=120.0)
+    print(f'\nparallelogram {method}, alpha 1000 beta 100: completed {r.completed}, sum Psi^2 {r.residual:.2e}, '
+          f'nfev {r.nfev}, max |theta - theta_ref| {r.angle_error:.1e}')
+    assert r.completed, r.message
+    assert r.residual < 1e-12
+    assert r.angle_error < 1e-5
+
+
+@pytest.mark.parametrize('method', METHODS)
+def test_simulation_with_moderate_baumgarte_gains(method):
+    """alpha = beta = 10 (critically damped, not stiff): 3 s through the bottom of the swing."""
+    r = bench.simulate(method, gains=(10.0, 10.0), tol=1e-8, rcond=1e-5, tf=3.0, n_out=61, max_wall=120.0)
+    print(f'\nparallelogram {method}, alpha = beta = 10: completed {r.completed}, sum Psi^2 {r.residual:.2e}, '
+          f'nfev {r.nfev}, max |theta - theta_ref| {r.angle_error:.1e}')
+    assert r.completed, r.message
+    assert r.residual < 1e-12
+    assert r.angle_error < 1e-5
