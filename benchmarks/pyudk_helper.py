@@ -1,9 +1,10 @@
 """Runs INSIDE pyudk's own virtual environment (pyudk pins numpy 1.24 / scipy 1.10): never import
 uk_controller here. Called by ``uk-controller bench`` (table 'pyudk')::
 
-    /tmp/pyudk_venv/bin/python benchmarks/pyudk_helper.py cases.npz COUNT
+    /tmp/pyudk_venv/bin/python benchmarks/pyudk_helper.py cases.npz COUNT [BUDGET_S]
 
-Reads M{k}, Q{k}, A{k}, b{k}; times ``pyudk.ideal_Constraint_force`` COUNT times per case and prints
+Reads M{k}, Q{k}, A{k}, b{k}; times ``pyudk.ideal_Constraint_force`` COUNT times per case (fewer, at
+least 20, if that would take longer than BUDGET_S seconds, default 3) and prints
 one JSON line: versions, per-case median and p99 [s] and the force (for the equality check).
 pyudk's module-level functions take a leading ``self`` argument (a packaging slip); None is passed.
 """
@@ -19,15 +20,19 @@ import pyudk
 
 def main():
     path, count = sys.argv[1], int(sys.argv[2])
+    budget = float(sys.argv[3]) if len(sys.argv) > 3 else 3.0
     data = np.load(path)
     medians, p99s, forces = [], [], []
     for k in range(int(data['count'])):
         M, Q, A, b = data[f'M{k}'], data[f'Q{k}'], data[f'A{k}'], data[f'b{k}']
+        start = time.perf_counter()
         force = np.real(pyudk.ideal_Constraint_force(None, M, Q, A, b))
-        for _ in range(20):
+        first = time.perf_counter() - start
+        for _ in range(5):
             pyudk.ideal_Constraint_force(None, M, Q, A, b)
-        times = np.empty(count)
-        for i in range(count):
+        n = max(20, min(count, int(budget / max(first, 1e-9))))
+        times = np.empty(n)
+        for i in range(n):
             start = time.perf_counter()
             pyudk.ideal_Constraint_force(None, M, Q, A, b)
             times[i] = time.perf_counter() - start

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve, eigh, get_lapack_funcs
+from scipy.linalg import get_lapack_funcs
 
 from . import pinv as _pinv
 
@@ -50,7 +50,9 @@ class ServoInfeasibleError(RuntimeError):
 # --------------------------------------------------------------------------- helpers
 
 
-_SYEVD = get_lapack_funcs('syevd', (np.zeros((1, 1)),))
+# LAPACK routines fetched once (scipy's cho_factor/eigh wrappers validate and copy on every call,
+# which costs more than the factorisation of a robot-sized matrix).
+_SYEVD, _POTRF, _POTRS = get_lapack_funcs(('syevd', 'potrf', 'potrs'), (np.zeros((1, 1)),))
 
 
 def _eig_spd(M):
@@ -88,17 +90,20 @@ class MassFactor:
     Pinocchio's Model/Data idea on a small scale: factor once, solve many.
     """
 
-    __slots__ = ('_factor',)
+    __slots__ = ('_c',)
 
     def __init__(self, M):
-        try:
-            self._factor = cho_factor(M, lower=True, check_finite=False)
-        except np.linalg.LinAlgError as exc:
-            raise NotPositiveDefiniteError(f'mass matrix not positive definite: {exc}') from None
+        c, info = _POTRF(np.asarray(M, dtype=float), lower=1, clean=0)
+        if info != 0:
+            raise NotPositiveDefiniteError(f'mass matrix not positive definite (potrf info {info})')
+        self._c = c
 
     def solve(self, x):
         """Return ``M^{-1} x`` (x a vector or a matrix of columns)."""
-        return cho_solve(self._factor, x, check_finite=False)
+        sol, info = _POTRS(self._c, np.asarray(x, dtype=float), lower=1)
+        if info != 0:
+            raise np.linalg.LinAlgError(f'potrs info {info}')
+        return sol
 
 
 def gram_pinv(G, rcond=DEFAULT_RCOND):
@@ -107,8 +112,12 @@ def gram_pinv(G, rcond=DEFAULT_RCOND):
     ``G = V diag(w) V^T``, ``G^+ = V diag(1/w_i for w_i > tol) V^T`` with
     ``tol = max(rcond**2, GRAM_FLOOR) * max(w)`` (see the module docstring).
     """
-    w, V = eigh(G, check_finite=False)
-    wmax = w[-1] if w.size else 0.0
+    if G.size == 0:
+        return np.zeros_like(G), 0
+    w, V, info = _SYEVD(G, compute_v=1, lower=0)
+    if info != 0:
+        raise np.linalg.LinAlgError(f'eigen-decomposition failed (syevd info {info})')
+    wmax = w[-1]
     if wmax <= 0.0:
         return np.zeros_like(G), 0
     keep = w > max(rcond * rcond, GRAM_FLOOR) * wmax
