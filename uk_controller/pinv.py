@@ -213,7 +213,12 @@ def pinv_greville(A, rcond=DEFAULT_RCOND):
     starting from ``A_1^+ = a_1^T / (a_1 a_1^T)`` (or 0 for a zero row). The
     seed prints the second case as ``d_i A_{i-1}^+``; the transpose written
     here is what makes the dimensions (1 x n) agree (Greville's column form
-    applied to A^T). Rank decision: ``||c_i||`` (and ``||a_1||``) count as zero
+    applied to A^T). ``d_i`` and ``c_i`` are computed with one refinement step (the
+    projection applied to the residual a second time, "twice is enough"): the formulas
+    as printed leave round-off of order ``eps * cond(A_{i-1})^2`` in ``c_i``, and a dependent
+    row is then taken as independent (its tiny c_i inverted) once cond(A) exceeds about
+    100 at rcond = 1e-12; with the step the Penrose residuals stay near ``eps * cond^2``.
+    Rank decision: ``||c_i||`` (and ``||a_1||``) count as zero
     when at most ``rcond * ||A||_F`` (the Frobenius norm bounds ``s_max`` within
     a factor sqrt(rank)). The recursion has no pivoting, so this test is not
     rank revealing: a row whose residual exceeds the tolerance is kept even
@@ -237,6 +242,9 @@ def pinv_greville(A, rcond=DEFAULT_RCOND):
         Pi = P[:, :i]
         d = a @ Pi                                  # 1 x i
         c = a - d @ A[:i]                           # 1 x n
+        dd = c @ Pi                                 # refinement: project the residual once more
+        c -= dd @ A[:i]
+        d += dd
         cc = float(c @ c)
         if np.sqrt(cc) > tol:
             b = c / cc
