@@ -2,8 +2,10 @@
 
 Plain numeric code, no robot knowledge; the NumPy path in :mod:`uk_controller.uk`
 is the reference and tests check that both agree to round-off
-(``test/test_uk_fast.py``). If numba is not installed, ``AVAILABLE`` is False
-and nothing here is used.
+(``test/test_uk_fast.py``). If numba is not installed, or the environment sets
+``UK_CONTROLLER_NUMBA=0``, ``AVAILABLE`` is False and nothing here is used.
+Compiled code is cached next to this file (or in ``NUMBA_CACHE_DIR``): the
+first run on a machine compiles for up to a minute, later runs load in < 1 s.
 
 One call computes, for ``M q'' = Q + B u + Qc_p`` with ``Q = tau - h``,
 passive rows ``A_p q'' = b_p`` and servo rows ``A_s q'' = b_s`` (both
@@ -24,7 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
+import os
+
 try:  # pragma: no cover - exercised only where numba is installed
+    if os.environ.get('UK_CONTROLLER_NUMBA', '1').strip().lower() in ('0', 'false', 'no', 'off'):
+        raise ImportError('disabled by UK_CONTROLLER_NUMBA')
     from numba import njit
     AVAILABLE = True
 except ImportError:  # pragma: no cover
