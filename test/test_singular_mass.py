@@ -5,6 +5,8 @@ acceleration and energy conservation), the non-singular bordered (KKT)
 system solved directly (seed 002 eq 23), the UK equation when M is positive
 definite, and the defining work property of non-ideal constraints.
 """
+import zlib
+
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -79,7 +81,7 @@ def random_psd(rng, n, rank):
 @pytest.mark.parametrize('pinv_name', ['svd', 'varga', 'greville', 'householder', 'mgs'])
 def test_singular_mass_matches_bordered_system(form, pinv_name):
     """Singular M, [M; A] of full rank: the KKT matrix of seed 002 eq 23 is invertible."""
-    rng = np.random.default_rng(hash((form, pinv_name)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((form, pinv_name)).encode()))   # stable across runs
     worst = 0.0
     for n, rank, m in [(6, 4, 3), (5, 2, 3), (8, 5, 4), (4, 1, 3)]:
         M = random_psd(rng, n, rank)
