@@ -26,6 +26,7 @@ ROS_FROM_PYPI = [
     'ros-std-srvs',
     'ros-diagnostic-msgs',
     'ros-trajectory-msgs',
+    'ros-rosgraph-msgs',
 ]
 
 setup(
