@@ -52,9 +52,12 @@ setup(
     ],
     extras_require={
         'mujoco': ['mujoco'],
+        # Optional compiled kernels for the control step (uk_kernels.py); the
+        # NumPy/LAPACK path is used without it. UK_CONTROLLER_NUMBA=0 disables it.
+        'fast': ['numba'],
         'serial': ['pyserial', 'dynamixel-sdk'],
         'ros': ROS_FROM_PYPI,
-        'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk'],
+        'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'numba'],
     },
     zip_safe=True,
     maintainer='uk_controller developers',

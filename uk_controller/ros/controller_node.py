@@ -278,10 +278,12 @@ class ControllerNode(Node):
                 P._number({'v': updates['control.state_timeout']}, 'v', 'control.state_timeout')
             if 'control.safe_effort' in updates and updates['control.safe_effort'] not in ('zero', 'hold'):
                 raise P.ParameterError(f"control.safe_effort: {updates['control.safe_effort']!r} is not zero or hold")
+            if new_stab is not None:
+                # the setter checks per-row gain lengths against the constraint rows
+                self.core.stabilization = new_stab
         except (ValueError, KeyError, TypeError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         if new_stab is not None:
-            self.core.stabilization = new_stab
             self.params['stabilization'] = stab
         for name, value in updates.items():
             if name == 'ros.trajectory_start':
