@@ -95,7 +95,7 @@ def _latest(diags, since):
     return [d for t, d in diags if t >= since]
 
 
-def _wait_diag(probe, diags, since, predicate, timeout=5.0):
+def _wait_diag(probe, diags, since, predicate, timeout=15.0):
     return probe.wait_for(lambda: any(predicate(d) for d in _latest(diags, since)), timeout)
 
 
