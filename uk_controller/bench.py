@@ -174,6 +174,17 @@ def bench_step(args):
                      f'{np.median(slow) * 1e6:.1f}', f'{np.median(slow) / np.median(fast):.1f}x', f'{same:.1e}',
                      f'{target:g}' if target else '-', verdict(m <= target) if target else '-'))
         # where the time goes
+        fz = ctrl._fused
+        if fz is not None:
+            import pinocchio as pin
+            pm, data = model.model, model.data
+            t_compute = np.median(sample(lambda: (pin.computeAllTerms(pm, data, q, qd),
+                                                  pin.updateFramePlacements(pm, data)), count // 2))
+            t_kernel = np.median(sample(lambda: fz.kernel(fz.M_lower, fz.h, fz.J, fz.trans, fz.rots, q, qd, 0.5, fz.ip,
+                                                          fz.fp, fz.ws, fz.saturated), count // 2))
+            rest = np.median(fast) - t_compute - t_kernel
+            parts.append((name, 'fused', f'{t_compute * 1e6:.1f}', f'{t_kernel * 1e6:.1f}', '-', f'{rest * 1e6:.1f}'))
+            continue
         t_compute = np.median(sample(lambda: model.compute(q, qd), count // 2))
         t_rows = np.median(sample(lambda: (model.compute(q, qd), setup.passive.evaluate(model, q, qd, 0.5),
                                            setup.servo.evaluate(model, q, qd, 0.5)), count // 2)) - t_compute
@@ -185,13 +196,16 @@ def bench_step(args):
                                                           S.phidot, P.A, P.b, P.phi, P.phidot, ctrl._gains,
                                                           ctrl.effort_limits), count // 2))
         rest = np.median(fast) - t_compute - t_rows - t_solve
-        parts.append((name, f'{t_compute * 1e6:.1f}', f'{t_rows * 1e6:.1f}', f'{t_solve * 1e6:.1f}',
-                      f'{rest * 1e6:.1f}'))
+        parts.append((name, 'rows + ServoSolver', f'{t_compute * 1e6:.1f}', f'{t_rows * 1e6:.1f}',
+                      f'{t_solve * 1e6:.1f}', f'{rest * 1e6:.1f}'))
     table('Control step: ControllerCore.step (M, C, G, rows, UK servo efforts, Baumgarte) [us]',
           ('robot', 'n/mp/ms/p', 'median', 'p99', 'general path', 'speed-up', 'rel diff', 'target', 'met'), rows,
           note='general path: the same step through uk.servo_control (MassFactor, eigh, SVD pinv).')
     table('Control step breakdown (medians) [us]',
-          ('robot', 'model.compute', 'rows (passive+servo)', 'servo solve', 'step overhead + result'), parts)
+          ('robot', 'path', 'Pinocchio pass', 'rows (fused: rows + solve kernel)', 'servo solve',
+           'step overhead + result'), parts,
+          note='fused: one compiled call (constraints.CompiledRows) for frame kinematics, trajectories, rows, '
+               'Baumgarte and the servo solve.')
 
 
 # ----------------------------------------------------------------------------- inputs shared by comparisons

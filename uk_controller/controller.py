@@ -26,6 +26,7 @@ import numpy as np
 
 from . import uk
 from .baumgarte import Baumgarte
+from .constraints import CompiledRows
 from .pinv import get_pinv
 
 SAFE_EFFORTS = ('zero', 'hold')
@@ -86,8 +87,6 @@ class ControllerCore:
             self._pinv = pinv_fn
         self.pinv_method = method
         self.safe_effort = safe_effort or control.get('safe_effort', 'zero')
-        if self.safe_effort not in SAFE_EFFORTS:
-            raise ValueError(f"control.safe_effort must be one of {SAFE_EFFORTS}, got {self.safe_effort!r}")
         self._stabilization = None
         limits = setup.actuators.effort_limits if effort_limits is None else effort_limits
         self.effort_limits = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,)).copy()
@@ -108,9 +107,18 @@ class ControllerCore:
         # The hot path: a preallocated servo solver (numba kernel when installed, else LAPACK). It
         # implements uk.servo_control with the SVD pseudo-inverse; other pinv methods use the general path.
         self._solver = None
+        self._fused = None
         if method == 'svd':
             self._solver = uk.ServoSolver(self.n, self.p, self._mp, self._ms, rcond=self.rcond)
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
+        if method == 'svd':
+            # Fastest path: rows, Baumgarte and the servo solve in ONE compiled call after Pinocchio's pass
+            # (same equations as the ServoSolver path; None when a row type has no compiled form).
+            between = [(k, act.bodies[0], act.bodies[1], act.axis) for k, act in actuators._between]
+            self._fused = CompiledRows.build(self.model, self._passive, self._servo, p=self.p, B=actuators._B,
+                                             between=between, gains=self._gains, rcond=self.rcond,
+                                             consistency_tol=self._solver.consistency_tol,
+                                             limits=self.effort_limits)
         self._warm_up()
 
     def _warm_up(self):
@@ -122,6 +130,18 @@ class ControllerCore:
             pass
 
     @property
+    def safe_effort(self):
+        """'zero' or 'hold' (the last good effort); assignable."""
+        return self._safe_effort
+
+    @safe_effort.setter
+    def safe_effort(self, value):
+        if value not in SAFE_EFFORTS:
+            raise ValueError(f"control.safe_effort must be one of {SAFE_EFFORTS}, got {value!r}")
+        self._safe_effort = value
+        self._hold = value == 'hold'
+
+    @property
     def stabilization(self):
         """The Baumgarte gains of the controller (assignable; per-row gains are rebuilt)."""
         return self._stabilization
@@ -130,6 +150,8 @@ class ControllerCore:
     def stabilization(self, value):
         self._gains = uk.row_gains(value, self._passive.rows.order, self._servo.rows.order)
         self._stabilization = value
+        if getattr(self, '_fused', None) is not None:
+            self._fused.set_gains(self._gains)
 
     @classmethod
     def from_config(cls, name_or_path, *, mass_scale=1.0, **overrides):
@@ -154,6 +176,40 @@ class ControllerCore:
     def step(self, q, qd, t):
         """Efforts for the measured state (q, q') at time t (seconds)."""
         start = time.perf_counter()
+        fz = self._fused
+        if fz is None or self._solver is None:
+            return self._step(q, qd, t, start)
+        q = np.ascontiguousarray(q, dtype=float)
+        qd = np.ascontiguousarray(qd, dtype=float)
+        if q.shape != self._shape or qd.shape != self._shape:
+            return self._timed(self.safe(f'state has shape {q.shape}/{qd.shape}, expected ({self.n},)'), start)
+        try:
+            fz.run(q, qd, float(t) - self.t0)         # checks that q, q' and t are finite first
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+            return self._timed(self.safe(f'numerical failure: {exc}'), start)
+        info = fz.info
+        status = info[0]
+        if status != 0.0:
+            if status == 3.0:
+                return self._timed(self.safe('non-finite state'), start)
+            if status == 1.0:
+                return self._timed(self.safe('numerical failure: mass matrix not positive definite'), start)
+            return self._timed(self.safe('numerical failure: non-finite effort'), start)
+        effort = fz.effort.copy()
+        if self._hold:
+            self._last_effort[:] = effort
+        rank = int(info[1])
+        reason = ''
+        if rank < 1:
+            reason = 'servo constraint not controllable (rank C B_bar = 0)'
+        elif not info[5]:
+            reason = f'servo constraint inconsistent: least-squares effort (residual {info[4]:.2e})'
+        phi = fz.phi.copy()
+        return StepResult(effort, True, reason, phi, fz.phidot.copy(), phi[self._mp:], rank, float(info[2]),
+                          fz.saturated.copy(), time.perf_counter() - start, int(info[3]))
+
+    def _step(self, q, qd, t, start):
+        """The reference step (ServoSolver or uk.servo_control after ConstraintStack.evaluate)."""
         q = np.asarray(q, dtype=float)
         qd = np.asarray(qd, dtype=float)
         if q.shape != self._shape or qd.shape != self._shape:

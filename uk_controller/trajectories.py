@@ -31,6 +31,9 @@ import numpy as np
 
 from .config import ConfigError, ConfigView
 
+#: kind codes of :meth:`Trajectory.spec` (the compiled evaluator in uk_kernels uses the same numbers)
+TRAJ_HOLD, TRAJ_HELIX, TRAJ_LINE, TRAJ_COSINE_RISE, TRAJ_CIRCLE = 0, 1, 2, 3, 4
+
 
 class Trajectory:
     """Base: subclasses implement ``_eval(tau) -> (p, v, a)``."""
@@ -46,6 +49,11 @@ class Trajectory:
     def _eval(self, tau):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def spec(self):
+        """``(kind, dim, params)`` for the compiled evaluator (:func:`uk_controller.uk_kernels.trajectory_eval`),
+        or None when this trajectory has no compiled form. ``params`` starts with ``start_time``."""
+        return None
+
 
 class Hold(Trajectory):
     """Constant value: p = value, v = a = 0."""
@@ -58,6 +66,9 @@ class Hold(Trajectory):
 
     def _eval(self, tau):
         return self.value.copy(), self._zero.copy(), self._zero.copy()
+
+    def spec(self):
+        return TRAJ_HOLD, self.dim, np.concatenate(([self.start_time], self.value))
 
 
 class Helix(Trajectory):
@@ -84,6 +95,10 @@ class Helix(Trajectory):
         a = np.array([-r * w * w * s, -r * w * w * c, 0.0])
         return p, v, a
 
+    def spec(self):
+        return TRAJ_HELIX, 3, np.concatenate(([self.start_time, self.radius, self.omega, self.phase, self.rate],
+                                              self.centre))
+
 
 class Line(Trajectory):
     """Seed 003 eq 26 (generalised): ``p = centre + amplitude cos(w tau + ph) d``.
@@ -106,6 +121,10 @@ class Line(Trajectory):
         c, s = math.cos(w * tau + self.phase), math.sin(w * tau + self.phase)
         return (self.centre + A * c * self.direction, -A * w * s * self.direction,
                 -A * w * w * c * self.direction)
+
+    def spec(self):
+        return TRAJ_LINE, self.dim, np.concatenate(([self.start_time, self.amplitude, self.omega, self.phase],
+                                                    self.centre, self.direction))
 
 
 class CosineRise(Trajectory):
@@ -130,6 +149,10 @@ class CosineRise(Trajectory):
         w = self.omega
         c, s = math.cos(w * tau + self.phase), math.sin(w * tau + self.phase)
         return self.offset + self.amplitude * (1.0 - c), self.amplitude * w * s, self.amplitude * w * w * c
+
+    def spec(self):
+        return TRAJ_COSINE_RISE, self.dim, np.concatenate(([self.start_time, 0.0, self.omega, self.phase],
+                                                           self.offset, self.amplitude))
 
 
 def object_motion(length=1.0, omega=1.0, offset=None, amplitude=None, phase=0.0, start_time=0.0):
@@ -161,6 +184,10 @@ class Circle(Trajectory):
         vel = r * w * (-s * self.u + c * self.v)
         acc = -r * w * w * (c * self.u + s * self.v)
         return p, vel, acc
+
+    def spec(self):
+        return TRAJ_CIRCLE, self.dim, np.concatenate(([self.start_time, self.radius, self.omega, self.phase],
+                                                      self.centre, self.u, self.v))
 
 
 def _check_knots(times, points):

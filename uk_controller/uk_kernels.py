@@ -472,3 +472,293 @@ def rk4_finish(x, k, h, n):
         x[j] += c * (k[0, j] + 2.0 * (k[1, j] + k[2, j]) + k[3, j])
     for j in range(n):
         k[0, j] = x[n + j]
+
+
+# ----------------------------------------------------------------------------- fused rows + servo solve
+# One compiled call per control step (or plant right-hand side): frame Jacobians and drifts from
+# Pinocchio's joint Jacobian, desired trajectories, every constraint row, Baumgarte, the servo solve
+# and effort clipping. The program arrays are built by uk_controller.constraints.CompiledRows; the
+# Python code in constraints.py / trajectories.py / robots.actuators stays the reference and
+# test/test_uk_fast.py checks that both agree to round-off.
+
+#: header of the integer program (offsets into iprog, into fprog and into the workspace ws)
+(IH_N, IH_P, IH_MP, IH_MS, IH_F, IH_NT, IH_NTR, IH_NB, IH_TERMS, IH_TRAJ, IH_CHAIN, IH_BETW,
+ IH_PHI, IH_PHID, IH_A, IH_BV, IH_FJ, IH_FD, IH_BMAT, IH_TAU, IH_U, IH_QDD, IH_PF, IH_EFF, IH_SAT, IH_INFO,
+ IH_SCR, IH_GAINS, IH_PARAMS, IH_LIMITS) = range(30)
+HEADER = 32
+TERM_WIDTH = 12          # op, row0, m, frameA, frameB, traj, nax, ax0, ax1, ax2, fofs, planar
+TRAJ_WIDTH = 12          # kind, dim, fofs, ncomp, comp0..comp7
+MAX_TRAJ_DIM = 8
+BETWEEN_WIDTH = 4        # column, frameA, frameB, fofs (axis)
+OP_FRAME_POSITION, OP_PLANAR, OP_JOINT_LINEAR, OP_CLOSURE = 1, 2, 3, 4
+#: info[0] when the state itself is not finite (nothing else computed)
+NOT_FINITE_STATE = 3.0
+_TWO_PI = 2.0 * np.pi
+
+
+@njit(cache=True)
+def trajectory_eval(kind, d, fp, o, t, P, V, Acc):
+    """p, v, a (first d entries of P, V, Acc) of a trajectory spec (see trajectories.Trajectory.spec).
+
+    Kinds: 0 hold, 1 helix (seed 000 eq 40), 2 line (seed 003 eq 26), 3 cosine rise (seed 004 eq 64),
+    4 circle; ``fp[o]`` is the start time."""
+    tau = t - fp[o]
+    if kind == 0:
+        for i in range(d):
+            P[i] = fp[o + 1 + i]
+            V[i] = 0.0
+            Acc[i] = 0.0
+    elif kind == 1:
+        r = fp[o + 1]
+        w = fp[o + 2]
+        s = np.sin(w * tau + fp[o + 3])
+        c = np.cos(w * tau + fp[o + 3])
+        rate = fp[o + 4]
+        P[0] = fp[o + 5] + r * s
+        P[1] = fp[o + 6] + r * c
+        P[2] = fp[o + 7] + rate * tau
+        V[0] = r * w * c
+        V[1] = -r * w * s
+        V[2] = rate
+        Acc[0] = -r * w * w * s
+        Acc[1] = -r * w * w * c
+        Acc[2] = 0.0
+    else:
+        amp = fp[o + 1]
+        w = fp[o + 2]
+        c = np.cos(w * tau + fp[o + 3])
+        s = np.sin(w * tau + fp[o + 3])
+        b = o + 4
+        for i in range(d):
+            if kind == 2:
+                di = fp[b + d + i]
+                P[i] = fp[b + i] + amp * c * di
+                V[i] = -amp * w * s * di
+                Acc[i] = -amp * w * w * c * di
+            elif kind == 3:
+                ai = fp[b + d + i]
+                P[i] = fp[b + i] + ai * (1.0 - c)
+                V[i] = ai * w * s
+                Acc[i] = ai * w * w * c
+            else:
+                ui = fp[b + d + i]
+                vi = fp[b + 2 * d + i]
+                P[i] = fp[b + i] + amp * (c * ui + s * vi)
+                V[i] = amp * w * (-s * ui + c * vi)
+                Acc[i] = -amp * w * w * (c * ui + s * vi)
+
+
+@njit(cache=True)
+def frame_kinematics(Jw, qd, chain, c0, trans, Jf, df):
+    """LOCAL_WORLD_ALIGNED Jacobian Jf (6, n) and drift ``df = J' q'`` (6,) of a frame at world point p.
+
+    Jw is Pinocchio's joint Jacobian in the WORLD frame (``data.J``: column i is the spatial motion
+    axis S_i of coordinate i at the world origin), ``chain[c0]`` the number of coordinates supporting
+    the frame and ``chain[c0 + 1:]`` their indices root first. Then::
+
+        Jf_lin[:, i] = v_i + w_i x p,   Jf_ang[:, i] = w_i            (velocity of the point p)
+        a0 = sum_i q'_i (V_i x S_i),   V_i = sum_{k <= i} S_k q'_k    (dS_i/dt = V_i x S_i, q'' = 0)
+        df_lin = a0_lin + a0_ang x p + w x v_p,   df_ang = a0_ang      (classical acceleration of p)
+    """
+    n = Jf.shape[1]
+    for r in range(6):
+        for j in range(n):
+            Jf[r, j] = 0.0
+    px = trans[0]
+    py = trans[1]
+    pz = trans[2]
+    Vv0 = Vv1 = Vv2 = Vw0 = Vw1 = Vw2 = 0.0
+    al0 = al1 = al2 = aw0 = aw1 = aw2 = 0.0
+    for r in range(chain[c0]):
+        i = chain[c0 + 1 + r]
+        sv0 = Jw[0, i]
+        sv1 = Jw[1, i]
+        sv2 = Jw[2, i]
+        sw0 = Jw[3, i]
+        sw1 = Jw[4, i]
+        sw2 = Jw[5, i]
+        qi = qd[i]
+        Vv0 += sv0 * qi
+        Vv1 += sv1 * qi
+        Vv2 += sv2 * qi
+        Vw0 += sw0 * qi
+        Vw1 += sw1 * qi
+        Vw2 += sw2 * qi
+        # V x S (spatial motion cross product): (w_V x v_S + v_V x w_S, w_V x w_S)
+        al0 += qi * ((Vw1 * sv2 - Vw2 * sv1) + (Vv1 * sw2 - Vv2 * sw1))
+        al1 += qi * ((Vw2 * sv0 - Vw0 * sv2) + (Vv2 * sw0 - Vv0 * sw2))
+        al2 += qi * ((Vw0 * sv1 - Vw1 * sv0) + (Vv0 * sw1 - Vv1 * sw0))
+        aw0 += qi * (Vw1 * sw2 - Vw2 * sw1)
+        aw1 += qi * (Vw2 * sw0 - Vw0 * sw2)
+        aw2 += qi * (Vw0 * sw1 - Vw1 * sw0)
+        Jf[0, i] = sv0 + (sw1 * pz - sw2 * py)
+        Jf[1, i] = sv1 + (sw2 * px - sw0 * pz)
+        Jf[2, i] = sv2 + (sw0 * py - sw1 * px)
+        Jf[3, i] = sw0
+        Jf[4, i] = sw1
+        Jf[5, i] = sw2
+    vp0 = Vv0 + (Vw1 * pz - Vw2 * py)
+    vp1 = Vv1 + (Vw2 * px - Vw0 * pz)
+    vp2 = Vv2 + (Vw0 * py - Vw1 * px)
+    df[0] = al0 + (aw1 * pz - aw2 * py) + (Vw1 * vp2 - Vw2 * vp1)
+    df[1] = al1 + (aw2 * px - aw0 * pz) + (Vw2 * vp0 - Vw0 * vp2)
+    df[2] = al2 + (aw0 * py - aw1 * px) + (Vw0 * vp1 - Vw1 * vp0)
+    df[3] = aw0
+    df[4] = aw1
+    df[5] = aw2
+
+
+@njit(cache=True)
+def _wrap_angle(a):
+    return (a + np.pi) % _TWO_PI - np.pi
+
+
+@njit(cache=True)
+def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
+    """Frame kinematics, actuator columns and every constraint row of the program (ws views filled).
+
+    Returns False (nothing computed) when q, q' or t is not finite."""
+    n = ip[IH_N]
+    p = ip[IH_P]
+    m = ip[IH_MP] + ip[IH_MS]
+    ok = np.isfinite(t)
+    for i in range(n):
+        if not (np.isfinite(q[i]) and np.isfinite(qd[i])):
+            ok = False
+    if not ok:
+        return False
+    nf = ip[IH_F]
+    FJ = ws[ip[IH_FJ]:ip[IH_FJ] + nf * 6 * n].reshape((nf, 6, n))
+    FD = ws[ip[IH_FD]:ip[IH_FD] + nf * 6].reshape((nf, 6))
+    for f in range(nf):
+        frame_kinematics(Jw, qd, ip, ip[IH_CHAIN] + f * (n + 1), trans[f], FJ[f], FD[f])
+    phi = ws[ip[IH_PHI]:ip[IH_PHI] + m]
+    phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
+    A = ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n))
+    b = ws[ip[IH_BV]:ip[IH_BV] + m]
+    scr = ws[ip[IH_SCR]:ip[IH_SCR] + 3 * MAX_TRAJ_DIM + 2 * n]
+    P = scr[0:MAX_TRAJ_DIM]
+    V = scr[MAX_TRAJ_DIM:2 * MAX_TRAJ_DIM]
+    Acc = scr[2 * MAX_TRAJ_DIM:3 * MAX_TRAJ_DIM]
+    ra = scr[3 * MAX_TRAJ_DIM:3 * MAX_TRAJ_DIM + n]
+    rb = scr[3 * MAX_TRAJ_DIM + n:3 * MAX_TRAJ_DIM + 2 * n]
+    for k in range(ip[IH_NT]):
+        o = ip[IH_TERMS] + k * TERM_WIDTH
+        op = ip[o]
+        r0 = ip[o + 1]
+        tr = ip[o + 5]
+        ncomp = 0
+        to = 0
+        if tr >= 0:
+            to = ip[IH_TRAJ] + tr * TRAJ_WIDTH
+            trajectory_eval(ip[to], ip[to + 1], fp, ip[to + 2], t, P, V, Acc)
+            ncomp = ip[to + 3]
+        if op == OP_FRAME_POSITION:
+            f = ip[o + 3]
+            J = FJ[f]
+            tf = trans[f]
+            for r in range(ip[o + 6]):
+                ax = ip[o + 7 + r]
+                c = ip[to + 4 + r] if ncomp > 0 else r
+                acc = 0.0
+                for j in range(n):
+                    A[r0 + r, j] = J[ax, j]
+                    acc += J[ax, j] * qd[j]
+                phi[r0 + r] = tf[ax] - P[c]
+                phid[r0 + r] = acc - V[c]
+                b[r0 + r] = Acc[c] - FD[f, ax]
+        elif op == OP_PLANAR:
+            f = ip[o + 3]
+            fo = ip[o + 10]
+            c = ip[to + 4] if ncomp > 0 else 0
+            th, thd, gam = planar_angle(rots[f], FJ[f], FD[f], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
+                                        fp[fo + 6:fo + 9], A[r0])
+            phi[r0] = _wrap_angle(th - P[c])
+            phid[r0] = thd - V[c]
+            b[r0] = Acc[c] - gam
+        elif op == OP_JOINT_LINEAR:
+            fo = ip[o + 10]
+            c = ip[to + 4] if ncomp > 0 else 0
+            s0 = 0.0
+            s1 = 0.0
+            for j in range(n):
+                cj = fp[fo + j]
+                A[r0, j] = cj
+                s0 += cj * q[j]
+                s1 += cj * qd[j]
+            phi[r0] = s0 - P[c]
+            phid[r0] = s1 - V[c]
+            b[r0] = Acc[c]
+        else:                                   # OP_CLOSURE
+            fa = ip[o + 3]
+            fb = ip[o + 4]
+            nax = ip[o + 6]
+            for r in range(nax):
+                ax = ip[o + 7 + r]
+                acc = 0.0
+                for j in range(n):
+                    a = FJ[fa, ax, j] - FJ[fb, ax, j]
+                    A[r0 + r, j] = a
+                    acc += a * qd[j]
+                phi[r0 + r] = trans[fa][ax] - trans[fb][ax]
+                phid[r0 + r] = acc
+                b[r0 + r] = FD[fb, ax] - FD[fa, ax]
+            if ip[o + 11]:
+                fo = ip[o + 10]
+                rl = r0 + nax
+                ta, tad, ga = planar_angle(rots[fa], FJ[fa], FD[fa], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
+                                           fp[fo + 6:fo + 9], ra)
+                tb, tbd, gb = planar_angle(rots[fb], FJ[fb], FD[fb], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
+                                           fp[fo + 6:fo + 9], rb)
+                phi[rl] = _wrap_angle(ta - tb)
+                phid[rl] = tad - tbd
+                for j in range(n):
+                    A[rl, j] = ra[j] - rb[j]
+                b[rl] = gb - ga
+    # actuator columns that act between bodies: B[:, col] = axis . (J_ang(a) - J_ang(b))
+    if ip[IH_NB] > 0:
+        B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+        for k in range(ip[IH_NB]):
+            o = ip[IH_BETW] + k * BETWEEN_WIDTH
+            col = ip[o]
+            fa = ip[o + 1]
+            fb = ip[o + 2]
+            fo = ip[o + 3]
+            for j in range(n):
+                acc = 0.0
+                for i in range(3):
+                    wa = FJ[fa, 3 + i, j] if fa >= 0 else 0.0
+                    wb = FJ[fb, 3 + i, j] if fb >= 0 else 0.0
+                    acc += fp[fo + i] * (wa - wb)
+                B[j, col] = acc
+    return True
+
+
+@njit(cache=True)
+def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
+    """:func:`fused_rows` then :func:`servo_kernel` on the rows (passive rows first, then servo).
+
+    ``Mlow``: an (n, n) array whose lower triangle is M; ``h = C q' + G``; the efforts' generalized
+    force ``tau`` and the outputs live in ws (offsets in the header of ip); ``sat`` (p, bool) flags
+    clipped efforts. info[0] is the status (0 ok, 1 M not positive definite, 2 non-finite result,
+    3 non-finite state)."""
+    n = ip[IH_N]
+    p = ip[IH_P]
+    mp = ip[IH_MP]
+    m = mp + ip[IH_MS]
+    info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
+    if not fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
+        for i in range(INFO_SIZE):
+            info[i] = 0.0
+        info[0] = NOT_FINITE_STATE
+        return
+    phi = ws[ip[IH_PHI]:ip[IH_PHI] + m]
+    phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
+    A = ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n))
+    b = ws[ip[IH_BV]:ip[IH_BV] + m]
+    B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+    gains = fp[ip[IH_GAINS]:ip[IH_GAINS] + 2 * m].reshape((2, m))
+    servo_kernel(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
+                 phi[:mp], phid[:mp], gains, fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE],
+                 fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p], ws[ip[IH_QDD]:ip[IH_QDD] + n],
+                 ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat, info)

@@ -17,6 +17,7 @@ from scipy.integrate import solve_ivp
 
 from .. import uk, uk_kernels
 from ..baumgarte import Baumgarte
+from ..constraints import CompiledRows, ConstraintStack
 
 INTEGRATORS = ('rk4', 'solve_ivp')
 _K = uk_kernels if uk_kernels.AVAILABLE else None
@@ -46,10 +47,18 @@ class UKPlant:
         self._B = actuators.matrix(self.model).copy() if actuators.constant else None
         self._tree = mp == 0 and self._B is not None        # pin.aba on the open tree
         self._tau = np.zeros(n)
+        self._fused = None
         if mp:
             self._solver = uk.ServoSolver(n, 0, mp, 0)
             self._gains = uk.row_gains(self.closure_stabilization, self.closures.rows.order)
             self._no_B, self._no_As, self._none = np.zeros((n, 0)), np.zeros((0, n)), np.zeros(0)
+            if self._B is not None:
+                # closure rows, Baumgarte and the UK acceleration in one compiled call (same equations as
+                # ConstraintStack.evaluate + ServoSolver; None when a row type has no compiled form)
+                self._fused = CompiledRows.build(self.model, self.closures, ConstraintStack([], n),
+                                                 gains=self._gains)
+                if self._fused is not None:
+                    self._tau = self._fused.tau          # B u is written straight into the kernel's input
         self._u = np.zeros(actuators.p)
         self._x = np.zeros(2 * n)
         self._xt = np.zeros(2 * n)
@@ -89,6 +98,17 @@ class UKPlant:
         model = self.model
         if self._tree:
             return model.forward_dynamics(q, qd, self._tau, out=out)
+        fz = self._fused
+        if fz is not None:
+            fz.run(q, qd, t)
+            status = fz.info[0]
+            if status == 1.0:
+                raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
+            if status == 3.0:                         # non-finite state: propagate it like the reference path
+                out[:] = np.nan
+                return out
+            out[:] = fz.qdd
+            return out
         model.compute(q, qd)
         if self._B is None:                       # q-dependent actuator columns
             np.dot(self.setup.actuators.matrix(model), self._u, out=self._tau)

@@ -1,0 +1,174 @@
+"""The fused compiled step (constraints.CompiledRows + uk_kernels.fused_step) equals the reference code.
+
+- frame Jacobian and drift computed from Pinocchio's joint Jacobian (``data.J``) equal Pinocchio's own
+  getFrameJacobian / getFrameClassicalAcceleration (LOCAL_WORLD_ALIGNED) for every frame of every robot;
+- the compiled trajectories equal the Python trajectories (start time, components);
+- compiled rows and actuator columns equal ConstraintStack.evaluate and ActuatorMap.matrix;
+- ControllerCore's fused step equals its ServoSolver step (rows through ConstraintStack) and its
+  safe-effort answers to bad input; the plant's fused right-hand side equals the unfused one;
+- row types without a compiled form make build() return None (the reference path is kept).
+"""
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from uk_controller import uk, uk_kernels
+from uk_controller.constraints import CompiledRows, ConstraintStack, FrameOrientation, FramePosition, LoopClosure
+from uk_controller.controller import ControllerCore
+from uk_controller.robots import load_robot
+from uk_controller.trajectories import trajectory
+
+pytestmark = pytest.mark.skipif(not uk_kernels.AVAILABLE, reason='numba not installed')
+ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']
+LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
+
+
+def _states(setup, rng, count):
+    for k in range(count):
+        yield (setup.q0 + 0.3 * rng.standard_normal(setup.q0.size), 2.0 * rng.standard_normal(setup.q0.size),
+               0.37 * k + 0.11)
+
+
+@pytest.mark.parametrize('robot', ROBOTS)
+def test_frame_kinematics_equal_pinocchio(robot):
+    setup = load_robot(robot)
+    model = setup.model
+    pm, data = model.model, model.data
+    rng = np.random.default_rng(3)
+    for q, qd, _ in _states(setup, rng, 4):
+        pin.computeAllTerms(pm, data, q, qd)
+        pin.updateFramePlacements(pm, data)
+        for fid in range(1, len(pm.frames)):
+            cols = [int(pm.idx_vs[j]) for j in pm.supports[pm.frames[fid].parentJoint] if j > 0]
+            chain = np.array([len(cols)] + cols, dtype=np.int64)
+            J, d = np.zeros((6, model.n)), np.zeros(6)
+            uk_kernels.frame_kinematics(data.J, qd, chain, 0, data.oMf[fid].translation, J, d)
+            np.testing.assert_allclose(J, pin.getFrameJacobian(pm, data, fid, LWA), rtol=0, atol=1e-13)
+            ref = pin.getFrameClassicalAcceleration(pm, data, fid, LWA).vector
+            np.testing.assert_allclose(d, ref, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref).max()))
+
+
+TRAJS = [
+    {'type': 'hold', 'value': [0.3, -1.0]},
+    {'type': 'helix', 'radius': 0.05, 'omega': 1.3, 'centre': [0.1, 0.35, 0.2], 'rate': 0.02, 'phase': 0.4,
+     'start_time': 0.5},
+    {'type': 'line', 'centre': [0.2, 0.3, 0.1], 'amplitude': 0.01, 'omega': 2.0, 'direction': [1.0, 2.0, 0.5]},
+    {'type': 'object_motion', 'length': 0.8, 'omega': 1.5, 'phase': 0.2, 'components': [2, 0]},
+    {'type': 'circle', 'centre': [0.5, 0.0, 0.7], 'radius': 0.1, 'omega': 0.9, 'u': [1.0, 0.0, 0.0],
+     'v': [0.0, 0.6, 0.8], 'start_time': -1.0},
+]
+
+
+@pytest.mark.parametrize('cfg', TRAJS, ids=[c['type'] for c in TRAJS])
+def test_compiled_trajectories_equal_python(cfg):
+    from uk_controller.constraints import _traj_spec
+    traj = trajectory(cfg)
+    kind, dim, floats, comps = _traj_spec(traj)
+    P, V, A = np.zeros(8), np.zeros(8), np.zeros(8)
+    sel = np.arange(dim) if comps is None else np.array(comps)
+    for t in np.linspace(-2.0, 7.0, 13):
+        uk_kernels.trajectory_eval(kind, dim, floats, 0, t, P, V, A)
+        p, v, a = traj(t)
+        for got, ref in ((P[sel], p), (V[sel], v), (A[sel], a)):
+            np.testing.assert_allclose(got, ref, rtol=1e-14, atol=1e-15)
+
+
+def _compiled(setup):
+    between = [(k, act.bodies[0], act.bodies[1], act.axis) for k, act in setup.actuators._between]
+    gains = uk.row_gains(setup.stabilization, setup.passive.rows.order, setup.servo.rows.order)
+    return CompiledRows.build(setup.model, setup.passive, setup.servo, p=setup.actuators.p, B=setup.actuators._B,
+                              between=between, gains=gains), gains
+
+
+@pytest.mark.parametrize('robot', ROBOTS)
+def test_compiled_rows_equal_constraint_stack(robot):
+    setup = load_robot(robot)
+    model = setup.model
+    fz, _ = _compiled(setup)
+    assert fz is not None
+    rng = np.random.default_rng(5)
+    mp = setup.passive.m
+    for q, qd, t in _states(setup, rng, 5):
+        model.compute(q, qd)
+        fz.rows(q, qd, t)
+        ref = [setup.passive.evaluate(model, q, qd, t), setup.servo.evaluate(model, q, qd, t)]
+        for key in ('phi', 'phidot', 'A', 'b'):
+            got = getattr(fz, key)
+            np.testing.assert_allclose(got[:mp], getattr(ref[0], key), rtol=1e-13, atol=1e-13)
+            np.testing.assert_allclose(got[mp:], getattr(ref[1], key), rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(fz.B, setup.actuators.matrix(model), rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize('robot', ROBOTS)
+def test_fused_controller_equals_servo_solver_path(robot):
+    fused = ControllerCore.from_config(robot)
+    plain = ControllerCore.from_config(robot)
+    assert fused._fused is not None
+    plain._fused = None
+    rng = np.random.default_rng(7)
+    for q, qd, t in _states(fused.setup, rng, 6):
+        a, b = fused.step(q, qd, t), plain.step(q, qd, t)
+        assert (a.ok, a.reason, a.rank, a.passive_rank) == (b.ok, b.reason, b.rank, b.passive_rank)
+        np.testing.assert_allclose(a.effort, b.effort, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(a.saturated, b.saturated)
+        for key in ('phi', 'phidot', 'task_error'):
+            np.testing.assert_allclose(getattr(a, key), getattr(b, key), rtol=1e-13, atol=1e-13)
+        assert a.condition == pytest.approx(b.condition, rel=1e-10)
+    # results stay valid after later steps (fresh arrays per step)
+    first = fused.step(fused.setup.q0, fused.setup.qd0, 0.0)
+    kept = (first.effort.copy(), first.phi.copy(), first.saturated.copy())
+    fused.step(fused.setup.q0 + 0.1, fused.setup.qd0, 0.5)
+    np.testing.assert_array_equal(first.effort, kept[0])
+    np.testing.assert_array_equal(first.phi, kept[1])
+    np.testing.assert_array_equal(first.saturated, kept[2])
+
+
+def test_fused_controller_bad_input_and_hold():
+    fused = ControllerCore.from_config('five_bar')
+    plain = ControllerCore.from_config('five_bar')
+    plain._fused = None
+    q, qd = fused.setup.q0, fused.setup.qd0
+    for args in ((q + np.nan, qd, 0.1), (q, qd + np.inf, 0.1), (q, qd, float('nan')), (q[:2], qd, 0.1)):
+        a, b = fused.step(*args), plain.step(*args)
+        assert not a.ok and a.reason == b.reason and np.all(a.effort == 0.0)
+    for c in (fused, plain):
+        c.safe_effort = 'hold'
+    good = fused.step(q, qd, 0.2).effort
+    assert np.array_equal(plain.step(q, qd, 0.2).effort, good)
+    held = fused.step(q + np.nan, qd, 0.3)
+    assert not held.ok and np.array_equal(held.effort, good)
+    with pytest.raises(ValueError):
+        fused.safe_effort = 'brake'
+
+
+@pytest.mark.parametrize('robot', ['five_bar', 'five_bar_redundant'])
+def test_fused_plant_rhs_equals_unfused(robot):
+    from uk_controller.sim.uk_plant import UKPlant
+    fused = UKPlant.from_setup(load_robot(robot))
+    plain = UKPlant.from_setup(load_robot(robot))
+    assert fused._fused is not None
+    plain._fused = None
+    plain._tau = np.zeros(plain.n)
+    rng = np.random.default_rng(8)
+    for q, qd, t in _states(fused.setup, rng, 5):
+        u = rng.standard_normal(fused.setup.actuators.p)
+        np.testing.assert_allclose(fused.acceleration(q, qd, u, t), plain.acceleration(q, qd, u, t),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_build_declines_rows_without_compiled_form():
+    setup = load_robot('planar_3r')
+    model = setup.model
+    tool = setup.servo.terms[0].frame
+    hold = trajectory({'type': 'hold', 'value': [0.0, 0.0, 0.0]})
+    cases = [
+        ConstraintStack([FrameOrientation('r', tool, hold, mode='so3')], model.n),
+        ConstraintStack([LoopClosure('w', (tool, 'world' if model.has_frame('world') else model.frame_names()[1]),
+                                     mode='weld')], model.n),
+        ConstraintStack([FramePosition('s', tool, ['x', 'z'],
+                                       trajectory({'type': 'spline', 'times': [0.0, 1.0, 2.0],
+                                                   'waypoints': [0.0, 0.0, 1.0, 1.0, 2.0, 0.0]}))], model.n),
+    ]
+    empty = ConstraintStack([], model.n)
+    for stack in cases:
+        assert CompiledRows.build(model, empty, stack, p=3, B=np.eye(3)) is None
