@@ -762,3 +762,25 @@ def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
                  phi[:mp], phid[:mp], gains, fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE],
                  fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p], ws[ip[IH_QDD]:ip[IH_QDD] + n],
                  ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat, info)
+
+
+@njit(cache=True)
+def rk4_accept(x, k, i, h, xt, qdd):
+    """Store stage i's acceleration, ``k[i][n:] = qdd``, then for i < 3 the next stage's state
+    ``xt = x + h k[i]`` and ``k[i+1][:n] = xt[n:]`` (h = dt/2, dt/2, dt); for i = 3 the RK4 update
+    ``x += h/6 (k0 + 2 k1 + 2 k2 + k3)`` and ``k[0][:n] = x[n:]`` (h = dt). Same arithmetic as
+    :func:`rk4_stage` / :func:`rk4_finish`."""
+    n = qdd.shape[0]
+    for j in range(n):
+        k[i, n + j] = qdd[j]
+    if i < 3:
+        for j in range(x.shape[0]):
+            xt[j] = x[j] + h * k[i, j]
+        for j in range(n):
+            k[i + 1, j] = xt[n + j]
+    else:
+        c = h / 6.0
+        for j in range(x.shape[0]):
+            x[j] += c * (k[0, j] + 2.0 * (k[1, j] + k[2, j]) + k[3, j])
+        for j in range(n):
+            k[0, j] = x[n + j]

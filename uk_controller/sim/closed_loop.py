@@ -147,32 +147,45 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     history = []
     ctrl.reset(the_plant.t)
     every = max(1, steps // 100)
+    # the loop touches only locals; task errors and closure residuals are slices of the phi log,
+    # filled after the loop. The UK plant replaces (never mutates) its q/qd arrays each step, so
+    # the controller may read them directly unless noise is added to a copy.
+    ctrl_step, plant_step = ctrl.step, the_plant.step
+    log_t, log_q, log_qd, log_u = log['t'], log['q'], log['qd'], log['effort']
+    log_phi, log_phid, log_sat, log_ok, log_ct = (log['phi'], log['phidot'], log['saturated'], log['ok'],
+                                                   log['compute_time'])
+    copy_state = sensor_noise > 0 or plant != 'uk'
     start = time.perf_counter()
     for k in range(steps):
         t = the_plant.t
-        q_meas, qd_meas = the_plant.q.copy(), the_plant.qd.copy()
-        if sensor_noise > 0:
-            q_meas += rng.normal(0.0, sensor_noise, n)
+        q_true, qd_true = the_plant.q, the_plant.qd
+        if copy_state:
+            q_meas, qd_meas = q_true.copy(), qd_true.copy()
+            if sensor_noise > 0:
+                q_meas += rng.normal(0.0, sensor_noise, n)
+        else:
+            q_meas, qd_meas = q_true, qd_true
         if delay:
             history.append((q_meas, qd_meas, t))
             q_meas, qd_meas, _ = history[max(0, len(history) - 1 - delay)]
             del history[:-delay - 1]
-        res = ctrl.step(q_meas, qd_meas, t)
-        log['t'][k] = t
-        log['q'][k] = the_plant.q
-        log['qd'][k] = the_plant.qd
-        log['effort'][k] = res.effort
-        log['task_error'][k] = res.task_error
-        log['phi'][k] = res.phi
-        log['phidot'][k] = res.phidot
-        log['saturated'][k] = res.saturated
-        log['ok'][k] = res.ok
-        log['compute_time'][k] = res.compute_time
-        if mp:
-            log['closure_residual'][k] = res.phi[:mp]
-        the_plant.step(res.effort, dt)
+        res = ctrl_step(q_meas, qd_meas, t)
+        log_t[k] = t
+        log_q[k] = q_true
+        log_qd[k] = qd_true
+        effort = res.effort
+        log_u[k] = effort
+        log_phi[k] = res.phi
+        log_phid[k] = res.phidot
+        log_sat[k] = res.saturated
+        log_ok[k] = res.ok
+        log_ct[k] = res.compute_time
+        plant_step(effort, dt)
         if progress is not None and k % every == 0:
             progress(k / steps)
+    log['task_error'][:] = log_phi[:, mp:]
+    if mp:
+        log['closure_residual'][:] = log_phi[:, :mp]
     wall = time.perf_counter() - start
     if progress is not None:
         progress(1.0)

@@ -63,7 +63,37 @@ class UKPlant:
         self._x = np.zeros(2 * n)
         self._xt = np.zeros(2 * n)
         self._k = np.zeros((4, 2 * n))
+        self._qdd = np.zeros(n)
+        self._views = (self._x[:n], self._x[n:], self._xt[:n], self._xt[n:])
+        self._stage_accel = self._make_stage_accel()
         self.reset(setup.q0, setup.qd0)
+
+    def _make_stage_accel(self):
+        """``accel(q, qd, t) -> q''`` for the compiled RK4 loop, with as few Python calls as possible
+        (pin.aba on open trees, the fused kernel on closures, else :meth:`_accel`)."""
+        if self._tree and self.model._perm is None:
+            import pinocchio as pin
+            aba, pm, aux, tau = pin.aba, self.model.model, self.model._aux, self._tau
+
+            def accel(q, qd, t):
+                return aba(pm, aux, q, qd, tau)
+            return accel
+        fz = self._fused
+        if fz is not None:
+            run, info, qdd = fz.run, fz.info, fz.qdd
+
+            def accel(q, qd, t):
+                run(q, qd, t)
+                if info[0] != 0.0:
+                    if info[0] == 1.0:
+                        raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
+                    qdd[:] = np.nan                 # non-finite state: propagate it like the reference path
+                return qdd
+            return accel
+        return self._accel_fallback
+
+    def _accel_fallback(self, q, qd, t):
+        return self._accel(q, qd, t, self._qdd)
 
     @classmethod
     def from_setup(cls, setup, *, mass_scale=1.0, **options):
@@ -148,15 +178,16 @@ class UKPlant:
             t = self.t
             if _K is not None:               # the same RK4, its vector bookkeeping compiled
                 k[0, :n] = x[n:]
+                accel, accept = self._stage_accel, _K.rk4_accept
+                xq, xv, tq, tv = self._views
+                half = 0.5 * h
+                if accel is not self._accel_fallback:   # (the fallback counts in _accel)
+                    self.rhs_evaluations += 4 * self.substeps
                 for _ in range(self.substeps):
-                    self._accel(x[:n], x[n:], t, k[0, n:])
-                    _K.rk4_stage(x, k, 0, 0.5 * h, xt, n)
-                    self._accel(xt[:n], xt[n:], t + 0.5 * h, k[1, n:])
-                    _K.rk4_stage(x, k, 1, 0.5 * h, xt, n)
-                    self._accel(xt[:n], xt[n:], t + 0.5 * h, k[2, n:])
-                    _K.rk4_stage(x, k, 2, h, xt, n)
-                    self._accel(xt[:n], xt[n:], t + h, k[3, n:])
-                    _K.rk4_finish(x, k, h, n)
+                    accept(x, k, 0, half, xt, accel(xq, xv, t))
+                    accept(x, k, 1, half, xt, accel(tq, tv, t + half))
+                    accept(x, k, 2, h, xt, accel(tq, tv, t + half))
+                    accept(x, k, 3, h, xt, accel(tq, tv, t + h))
                     t += h
             else:
                 for _ in range(self.substeps):
