@@ -844,6 +844,7 @@ class CompiledRows:
         self.J = model.data.J
         self.kernel = uk_kernels.fused_step
         self._rows_kernel = uk_kernels.fused_rows
+        self._run = self.make_runner()
         self.run(model.neutral(), np.zeros(n), 0.0)          # compile or load the cache now
         return self
 
@@ -857,14 +858,27 @@ class CompiledRows:
         self.fp[o:o + self.p] = limits
 
     def run(self, q, qd, t):
-        """``pinocchio.computeAllTerms`` + ``updateFramePlacements`` and the fused kernel at (q, q', t)."""
-        model = self.model
-        pin.computeAllTerms(model.model, model.data, q, qd)
-        pin.updateFramePlacements(model.model, model.data)
-        model._stamp += 1
-        self.kernel(self.M_lower, self.h, self.J, self.trans, self.rots, q, qd, t, self.ip, self.fp, self.ws,
-                    self.saturated)
+        """``pinocchio.computeAllTerms`` + ``updateFramePlacements`` and the fused kernel at (q, q', t).
+
+        q and q' must be C-contiguous float64 arrays of length n, t a float."""
+        self._run(q, qd, t)
         return self
+
+    def make_runner(self):
+        """:meth:`run` as a closure over its arguments (no attribute look-ups per call; returns None)."""
+        model = self.model
+        pm, data = model.model, model.data
+        cat, ufp = pin.computeAllTerms, pin.updateFramePlacements
+        kernel = self.kernel
+        Ml, h, J, trans, rots, ip, fp, ws, sat = (self.M_lower, self.h, self.J, self.trans, self.rots, self.ip,
+                                                  self.fp, self.ws, self.saturated)
+
+        def run(q, qd, t):
+            cat(pm, data, q, qd)
+            ufp(pm, data)
+            model._stamp += 1                   # frame caches of the model are stale now
+            kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
+        return run
 
     def rows(self, q, qd, t):
         """Only the rows (and B) at (q, q', t), for tests; ``model.compute`` must have been called."""

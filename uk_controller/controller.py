@@ -119,6 +119,8 @@ class ControllerCore:
                                              between=between, gains=self._gains, rcond=self.rcond,
                                              consistency_tol=self._solver.consistency_tol,
                                              limits=self.effort_limits)
+            if self._fused is not None:
+                self._run = self._fused.make_runner()
         self._warm_up()
 
     def _warm_up(self):
@@ -181,10 +183,11 @@ class ControllerCore:
             return self._step(q, qd, t, start)
         q = np.ascontiguousarray(q, dtype=float)
         qd = np.ascontiguousarray(qd, dtype=float)
-        if q.shape != self._shape or qd.shape != self._shape:
+        shape = self._shape
+        if q.shape != shape or qd.shape != shape:
             return self._timed(self.safe(f'state has shape {q.shape}/{qd.shape}, expected ({self.n},)'), start)
         try:
-            fz.run(q, qd, float(t) - self.t0)         # checks that q, q' and t are finite first
+            self._run(q, qd, float(t) - self.t0)     # the kernel checks that q, q' and t are finite first
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._timed(self.safe(f'numerical failure: {exc}'), start)
         info = fz.info

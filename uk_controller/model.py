@@ -418,6 +418,60 @@ class RobotModel:
         tau = pin.rnea(self.model, self._aux, qp, vp, ap)
         return self._from_pin_vec(tau, np.empty(self.n))
 
+    def compiled_tree(self):
+        """``(parents, jtype, mf, gravity)`` for :func:`uk_controller.uk_kernels.tree_terms`, or None.
+
+        Available for Pinocchio's own coordinate order (no permutation) when every joint is a 1-DOF
+        revolute (joint-frame motion axis ``(0, a)``) or prismatic (``(a, 0)``) joint; helical or other
+        joints give None. The axis is read from Pinocchio's motion subspace at the neutral configuration.
+        """
+        from . import uk_kernels
+        pm = self.model
+        if self._perm is not None:
+            return None
+        nj = pm.njoints
+        data = pm.createData()
+        q0 = pin.neutral(pm)
+        pin.computeJointJacobians(pm, data, q0)
+        parents = np.zeros(nj, dtype=np.int64)
+        jtype = np.zeros(nj, dtype=np.int64)
+        mf = np.zeros(nj * uk_kernels.JOINT_WIDTH)
+        for i in range(1, nj):
+            if pm.idx_vs[i] != i - 1:
+                return None
+            local = data.oMi[i].actInv(pin.Motion(data.J[:, i - 1]))
+            v, w = np.array(local.linear), np.array(local.angular)
+            if np.linalg.norm(v) < 1e-12 and abs(np.linalg.norm(w) - 1.0) < 1e-12:
+                jtype[i], axis = 0, w
+            elif np.linalg.norm(w) < 1e-12 and abs(np.linalg.norm(v) - 1.0) < 1e-12:
+                jtype[i], axis = 1, v
+            else:
+                return None
+            parents[i] = pm.parents[i]
+            placement, inertia = pm.jointPlacements[i], pm.inertias[i]
+            o = i * uk_kernels.JOINT_WIDTH
+            mf[o:o + 9] = np.asarray(placement.rotation).ravel()
+            mf[o + 9:o + 12] = placement.translation
+            mf[o + 12:o + 15] = axis
+            mf[o + 15] = inertia.mass
+            mf[o + 16:o + 19] = inertia.lever
+            mf[o + 19:o + 28] = np.asarray(inertia.inertia).ravel()
+        return parents, jtype, mf, np.array(pm.gravity.linear, dtype=float)
+
+    def compiled_frames(self, names):
+        """``(parent joints, placements)`` of frames for :func:`uk_controller.uk_kernels.frame_placements`."""
+        from . import uk_kernels
+        pm = self.model
+        parents = np.zeros(len(names), dtype=np.int64)
+        fm = np.zeros(max(1, len(names)) * uk_kernels.FRAME_WIDTH)
+        for f, name in enumerate(names):
+            frame = pm.frames[self.frame_id(name)]
+            parents[f] = frame.parentJoint
+            o = f * uk_kernels.FRAME_WIDTH
+            fm[o:o + 9] = np.asarray(frame.placement.rotation).ravel()
+            fm[o + 9:o + 12] = frame.placement.translation
+        return parents, fm
+
     def __repr__(self):
         return f'RobotModel({self.name!r}, n={self.n}, joints={self.joint_names})'
 

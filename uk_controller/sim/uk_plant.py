@@ -66,7 +66,33 @@ class UKPlant:
         self._qdd = np.zeros(n)
         self._views = (self._x[:n], self._x[n:], self._xt[:n], self._xt[n:])
         self._stage_accel = self._make_stage_accel()
+        self._compiled = self._make_compiled()
         self.reset(setup.q0, setup.qd0)
+
+    def _make_compiled(self):
+        """Arguments of :func:`uk_controller.uk_kernels.plant_rk4` (a whole RK4 period in one compiled call,
+        the dynamics by the kernel's own RNEA/CRBA, closures by the fused rows), or None when not available
+        (no numba, q-dependent actuator columns, joints other than revolute/prismatic, rows without a
+        compiled form)."""
+        if _K is None or self._B is None or (self.closures.m and self._fused is None):
+            return None
+        tree = self.model.compiled_tree()
+        if tree is None:
+            return None
+        parents, jtype, mf, grav = tree
+        nj, n = parents.size, self.n
+        if self._fused is not None:
+            fz = self._fused
+            fparents, fm = self.model.compiled_frames(fz.frames)
+            ip, fp, ws, sat = fz.ip, fz.fp, fz.ws, fz.saturated
+            nf = max(1, len(fz.frames))
+        else:
+            fparents, fm = np.zeros(0, dtype=np.int64), np.zeros(uk_kernels.FRAME_WIDTH)
+            ip, fp, ws, sat = np.zeros(uk_kernels.HEADER, dtype=np.int64), np.zeros(1), np.zeros(1), np.zeros(0, bool)
+            nf = 1
+        return (parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sat, np.zeros((nj, 3, 3)), np.zeros((nj, 3)),
+                np.zeros((6, n)), np.zeros((n, n)), np.zeros(n), np.zeros((nf, 3)), np.zeros((nf, 3, 3)), self._k,
+                self._xt)
 
     def _make_stage_accel(self):
         """``accel(q, qd, t) -> q''`` for the compiled RK4 loop, with as few Python calls as possible
@@ -80,7 +106,7 @@ class UKPlant:
             return accel
         fz = self._fused
         if fz is not None:
-            run, info, qdd = fz.run, fz.info, fz.qdd
+            run, info, qdd = fz.make_runner(), fz.info, fz.qdd
 
             def accel(q, qd, t):
                 run(q, qd, t)
@@ -176,7 +202,14 @@ class UKPlant:
             x[:n] = self.q
             x[n:] = self.qd
             t = self.t
-            if _K is not None:               # the same RK4, its vector bookkeeping compiled
+            if self._compiled is not None and _K is not None:   # the whole period compiled (same RK4, dynamics)
+                self.rhs_evaluations += 4 * self.substeps
+                status = _K.plant_rk4(x, self._tau, t, dt, self.substeps, *self._compiled)
+                if status != 0.0:
+                    if status == 1.0:
+                        raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
+                    x[:] = np.nan                    # non-finite state or acceleration: propagate it
+            elif _K is not None:             # the same RK4, its vector bookkeeping compiled
                 k[0, :n] = x[n:]
                 accel, accept = self._stage_accel, _K.rk4_accept
                 xq, xv, tq, tv = self._views
