@@ -793,11 +793,12 @@ def rk4_accept(x, k, i, h, xt, qdd):
 # test/test_fused_step.py checks M, h, frame placements, Jacobians and the plant trajectory.
 #: per-joint float layout of the model array mf (joint i at i * JOINT_WIDTH; joint 0 = universe unused)
 JOINT_WIDTH = 28          # R0 (9, row-major), p0 (3), axis (3), mass, lever (3), I_c (9, row-major)
+TREE_SCRATCH_PER_JOINT = 64   # tree_terms scratch: V, A, F (6 each), composite inertia (36), + 9 + 6 + 6 + 12
 FRAME_WIDTH = 12          # R (9, row-major), p (3) of a frame in its parent joint's frame
 
 
 @njit(cache=True)
-def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h):
+def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw=None):
     """World placements (oR, op), world motion axes S (6, n; = Pinocchio's data.J), M and h = C q' + G.
 
     Joint i (1..nj-1, coordinate i-1, parent parents[i] < i): placement R0, p0 in the parent's frame,
@@ -808,10 +809,22 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h):
     rigid-body algorithm in the same world frame."""
     nj = parents.shape[0]
     n = nj - 1
-    V = np.zeros((nj, 6))
-    Acc = np.zeros((nj, 6))
-    F = np.zeros((nj, 6))
-    Ic = np.zeros((nj, 6, 6))
+    if tw is None:
+        tw = np.empty(TREE_SCRATCH_PER_JOINT * nj + 12)
+    V = tw[0:6 * nj].reshape((nj, 6))
+    Acc = tw[6 * nj:12 * nj].reshape((nj, 6))
+    F = tw[12 * nj:18 * nj].reshape((nj, 6))
+    Ic = tw[18 * nj:54 * nj].reshape((nj, 6, 6))
+    Rl = tw[54 * nj:54 * nj + 9].reshape((3, 3))
+    IV = tw[TREE_SCRATCH_PER_JOINT * nj:TREE_SCRATCH_PER_JOINT * nj + 6]
+    Fs = tw[TREE_SCRATCH_PER_JOINT * nj + 6:TREE_SCRATCH_PER_JOINT * nj + 12]
+    for r in range(6):
+        V[0, r] = 0.0
+        Acc[0, r] = 0.0
+        for i in range(1, nj):
+            F[i, r] = 0.0
+            for cc in range(6):
+                Ic[i, r, cc] = 0.0
     Acc[0, 0] = -grav[0]
     Acc[0, 1] = -grav[1]
     Acc[0, 2] = -grav[2]
@@ -819,7 +832,6 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h):
         op[0, r] = 0.0
         for cc in range(3):
             oR[0, r, cc] = 1.0 if r == cc else 0.0
-    Rl = np.empty((3, 3))
     for i in range(1, nj):
         o = i * JOINT_WIDTH
         par = parents[i]
@@ -931,7 +943,6 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h):
                     acc += C[r][a] * C[a][cc]
                 I6[3 + r, 3 + cc] -= m * acc
         # f = I A + V x* (I V);  V x* f = (w x f_l, w x f_a + v x f_l)
-        IV = np.empty(6)
         for r in range(6):
             acc = 0.0
             acc2 = 0.0
@@ -959,7 +970,6 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h):
                 F[par, r] += F[i, r]
                 for cc in range(6):
                     Ic[par, r, cc] += Ic[i, r, cc]
-    Fs = np.empty(6)
     for i in range(nj - 1, 0, -1):
         k = i - 1
         for r in range(6):
@@ -992,16 +1002,17 @@ def frame_placements(oR, op, fparents, fm, trans, rots):
 
 @njit(cache=True)
 def plant_accel(q, qd, t, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sat, oR, op, S, M, h, trans,
-                rots, qdd):
+                rots, qdd, tw=None, L=None):
     """q'' of the plant: ``M^{-1}(tau - h)`` for a tree (ip[IH_MP] == 0), else the UK acceleration with the
     compiled closure rows (fused_step). Returns the status (0 ok, 1 M not PD, 2/3 non-finite)."""
     n = q.shape[0]
     for i in range(n):
         if not (np.isfinite(q[i]) and np.isfinite(qd[i])):
             return NOT_FINITE_STATE
-    tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h)
+    tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
     if ip[IH_MP] == 0:
-        L = np.empty((n, n))
+        if L is None:
+            L = np.empty((n, n))
         if not cholesky_lower(M, L):
             return 1.0
         for i in range(n):
@@ -1023,11 +1034,45 @@ def plant_accel(q, qd, t, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, w
 
 
 @njit(cache=True)
-def plant_rk4(x, tau, t, dt, substeps, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sat, oR, op, S, M, h,
-              trans, rots, k, xt):
+def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, sat, pw):
     """``substeps`` classical RK4 steps of x = (q, q') over dt with the generalized force tau held
-    (same arithmetic as rk4_accept). Returns the first non-zero status of plant_accel (0 if none)."""
+    (same arithmetic as rk4_accept). Returns the first non-zero status of plant_accel (0 if none).
+
+    Packed model (few arguments: each costs dispatch time): ``pi = (nj, nf, parents, jtype, frame
+    parents)``, ``pf = (gravity, joints (JOINT_WIDTH each), frames (FRAME_WIDTH each))``; ``pw`` is the
+    work array (placements, S, M, h, frames, RK4 slopes, tree scratch), sized by plant_work_size."""
     n = x.shape[0] // 2
+    nj = pi[0]
+    nf = pi[1]
+    parents = pi[2:2 + nj]
+    jtype = pi[2 + nj:2 + 2 * nj]
+    fparents = pi[2 + 2 * nj:2 + 2 * nj + nf]
+    grav = pf[0:3]
+    mf = pf[3:3 + nj * JOINT_WIDTH]
+    fm = pf[3 + nj * JOINT_WIDTH:]
+    o = 0
+    oR = pw[o:o + 9 * nj].reshape((nj, 3, 3))
+    o += 9 * nj
+    op = pw[o:o + 3 * nj].reshape((nj, 3))
+    o += 3 * nj
+    S = pw[o:o + 6 * n].reshape((6, n))
+    o += 6 * n
+    M = pw[o:o + n * n].reshape((n, n))
+    o += n * n
+    L = pw[o:o + n * n].reshape((n, n))
+    o += n * n
+    h = pw[o:o + n]
+    o += n
+    mf1 = max(nf, 1)
+    trans = pw[o:o + 3 * mf1].reshape((mf1, 3))
+    o += 3 * mf1
+    rots = pw[o:o + 9 * mf1].reshape((mf1, 3, 3))
+    o += 9 * mf1
+    k = pw[o:o + 8 * n].reshape((4, 2 * n))
+    o += 8 * n
+    xt = pw[o:o + 2 * n]
+    o += 2 * n
+    tw = pw[o:o + TREE_SCRATCH_PER_JOINT * nj + 12]
     hstep = dt / substeps
     half = 0.5 * hstep
     for j in range(n):
@@ -1037,7 +1082,7 @@ def plant_rk4(x, tau, t, dt, substeps, parents, jtype, mf, grav, fparents, fm, i
             src = x if stage == 0 else xt
             ts = t if stage == 0 else (t + half if stage < 3 else t + hstep)
             st = plant_accel(src[:n], src[n:], ts, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sat,
-                             oR, op, S, M, h, trans, rots, k[stage, n:])
+                             oR, op, S, M, h, trans, rots, k[stage, n:], tw, L)
             if st != 0.0:
                 return st
             if stage < 3:
@@ -1054,3 +1099,9 @@ def plant_rk4(x, tau, t, dt, substeps, parents, jtype, mf, grav, fparents, fm, i
                     k[0, j] = x[n + j]
         t += hstep
     return 0.0
+
+
+def plant_work_size(nj, n, nf):
+    """Length of plant_rk4's work array."""
+    mf1 = max(nf, 1)
+    return 12 * nj + 6 * n + 2 * n * n + n + 12 * mf1 + 10 * n + TREE_SCRATCH_PER_JOINT * nj + 12

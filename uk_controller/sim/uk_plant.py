@@ -85,14 +85,15 @@ class UKPlant:
             fz = self._fused
             fparents, fm = self.model.compiled_frames(fz.frames)
             ip, fp, ws, sat = fz.ip, fz.fp, fz.ws, fz.saturated
-            nf = max(1, len(fz.frames))
+            nf = len(fz.frames)
         else:
-            fparents, fm = np.zeros(0, dtype=np.int64), np.zeros(uk_kernels.FRAME_WIDTH)
+            fparents, fm = np.zeros(0, dtype=np.int64), np.zeros(0)
             ip, fp, ws, sat = np.zeros(uk_kernels.HEADER, dtype=np.int64), np.zeros(1), np.zeros(1), np.zeros(0, bool)
-            nf = 1
-        return (parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sat, np.zeros((nj, 3, 3)), np.zeros((nj, 3)),
-                np.zeros((6, n)), np.zeros((n, n)), np.zeros(n), np.zeros((nf, 3)), np.zeros((nf, 3, 3)), self._k,
-                self._xt)
+            nf = 0
+        pi = np.concatenate(([nj, nf], parents, jtype, fparents[:nf])).astype(np.int64)
+        pf = np.concatenate((grav, mf, fm[:nf * uk_kernels.FRAME_WIDTH]))
+        pw = np.zeros(uk_kernels.plant_work_size(nj, n, nf))
+        return pi, pf, ip, fp, ws, sat, pw
 
     def _make_stage_accel(self):
         """``accel(q, qd, t) -> q''`` for the compiled RK4 loop, with as few Python calls as possible
