@@ -69,6 +69,14 @@ class UKPlant:
         self._compiled = self._make_compiled()
         self.reset(setup.q0, setup.qd0)
 
+    @property
+    def _fast_args(self):
+        return self._compiled if self.integrator == 'rk4' else None
+
+    @property
+    def _evals_per_step(self):
+        return 4 * self.substeps
+
     def _make_compiled(self):
         """Arguments of :func:`uk_controller.uk_kernels.plant_rk4` (a whole RK4 period in one compiled call,
         the dynamics by the kernel's own RNEA/CRBA, closures by the fused rows), or None when not available
@@ -93,7 +101,11 @@ class UKPlant:
         pi = np.concatenate(([nj, nf], parents, jtype, fparents[:nf])).astype(np.int64)
         pf = np.concatenate((grav, mf, fm[:nf * uk_kernels.FRAME_WIDTH]))
         pw = np.zeros(uk_kernels.plant_work_size(nj, n, nf))
-        return pi, pf, ip, fp, ws, sat, pw
+        args = (pi, pf, ip, fp, ws, sat, pw)
+        # load (or compile) the kernel now rather than inside the first simulated period
+        _K.plant_rk4(np.concatenate((self.setup.q0, self.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1,
+                     *args)
+        return args
 
     def _make_stage_accel(self):
         """``accel(q, qd, t) -> q''`` for the compiled RK4 loop, with as few Python calls as possible
@@ -194,6 +206,21 @@ class UKPlant:
         """Advance by dt with the efforts u held constant."""
         u = np.asarray(u, dtype=float)
         self._u = u
+        fast = self._fast_args
+        if fast is not None and _K is not None:
+            # the whole period in one compiled call on a fresh state array (q and q' are replaced,
+            # never mutated, so arrays handed out earlier keep their values)
+            np.dot(self._B, u, out=self._tau)
+            x = np.concatenate((self.q, self.qd))
+            self.rhs_evaluations += self._evals_per_step
+            status = _K.plant_rk4(x, self._tau, self.t, dt, self.substeps, *fast)
+            if status != 0.0:
+                if status == 1.0:
+                    raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
+                x[:] = np.nan                    # non-finite state or acceleration: propagate it
+            n = self.n
+            self.q, self.qd, self.t = x[:n], x[n:], self.t + dt
+            return self.q, self.qd
         if self._B is not None:
             np.dot(self._B, u, out=self._tau)
         if self.integrator == 'rk4':
