@@ -6,6 +6,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 UK_EXTRAS="test,ros" source "$ROOT/scripts/venv.sh"
 cd "$ROOT"
+# Small dense matrices: threaded BLAS only adds contention on a shared 2-core machine.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 set +e
 python -m pytest -q -p no:cacheprovider "$@"
 status=$?
