@@ -57,7 +57,9 @@ setup(
         'fast': ['numba'],
         'serial': ['pyserial', 'dynamixel-sdk'],
         'ros': ROS_FROM_PYPI,
-        'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'numba'],
+        'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'numba',
+                 # a real `colcon build` of this package in test_colcon_build.py
+                 'colcon-common-extensions', 'colcon-ros', 'ros-ament-package'],
     },
     zip_safe=True,
     maintainer='uk_controller developers',

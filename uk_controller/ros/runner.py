@@ -4,6 +4,7 @@ from __future__ import annotations
 import faulthandler
 import signal
 import sys
+import time
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
@@ -49,6 +50,11 @@ def run(factory, name, args=None):
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         except Exception:
+            # rclpy's signal handler tears entities down from another thread; a take that
+            # races with it fails (e.g. pybind11 'Unable to convert call argument') while
+            # the context is still shutting down. Give the shutdown a moment to finish
+            # before calling the error a failure.
+            time.sleep(0.2)
             if rclpy.ok():
                 raise
         return 0
