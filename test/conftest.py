@@ -1,4 +1,6 @@
 """Session set-up shared by all tests."""
+import sys
+
 import pytest
 
 
@@ -21,3 +23,16 @@ def compiled_kernels_cached():
         setup = load_robot(robot)
         ControllerCore(setup)          # construction runs one warm-up step
         UKPlant.from_setup(setup).step(np.zeros(setup.actuators.p), 1e-3)
+
+
+@pytest.fixture
+def fast_gil_switch():
+    """A short GIL switch interval while a test runs.
+
+    The Dynamixel SDK polls the port in a Python loop; with the default 5 ms
+    interval an in-process device emulator thread answers late.
+    """
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(old)

@@ -11,7 +11,6 @@ Stated tolerances (max over the run, joint positions in rad/m, task error in m):
 The five-bar's passive joints are not measured: they are reconstructed from the closure.
 """
 import copy
-import sys
 
 import numpy as np
 import pytest
@@ -31,12 +30,7 @@ RATE = 200.0
 TOL = {'uk_binary': (1e-5, 1e-5), 'odrive': (1e-6, 1e-6), 'dynamixel': (5e-3, 1e-3)}
 
 
-@pytest.fixture(autouse=True)
-def _fast_gil_switch():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = pytest.mark.usefixtures('fast_gil_switch')
 
 
 def hardware(setup, protocol):

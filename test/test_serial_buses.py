@@ -6,7 +6,6 @@ through the full calibration chain (gear, direction, torque constant, zero offse
 protocol's wire units.
 """
 import errno
-import sys
 import time
 
 import numpy as np
@@ -21,14 +20,7 @@ PROTOCOLS = ['uk_binary', 'dynamixel', 'odrive']
 RTOL = {'uk_binary': 1e-5, 'dynamixel': 2e-3, 'odrive': 1e-6}
 
 
-@pytest.fixture(autouse=True)
-def _fast_gil_switch():
-    # The Dynamixel SDK polls the port in a Python loop; a short GIL switch interval lets
-    # the in-process emulator thread answer promptly.
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = pytest.mark.usefixtures('fast_gil_switch')
 
 
 def calibrated(protocol, watchdog=0.5):

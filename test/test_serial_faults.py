@@ -6,7 +6,6 @@ Efforts are commanded at 3x the limit throughout, so any limiter hole would show
 emulator's record of applied efforts.
 """
 import math
-import sys
 
 import pytest
 
@@ -24,12 +23,7 @@ CASES = [(p, f) for p in ('uk_binary', 'odrive') for f in FAULTS] + \
         [('dynamixel', f) for f in ('corrupt_tx', 'drop', 'silent', 'unplug')]
 
 
-@pytest.fixture(autouse=True)
-def _fast_gil_switch():
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(2e-4)
-    yield
-    sys.setswitchinterval(old)
+pytestmark = pytest.mark.usefixtures('fast_gil_switch')
 
 
 @pytest.mark.parametrize('protocol, fault', CASES)

@@ -34,19 +34,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import pinv as _pinv
+from .uk import as_system
 
 DEFAULT_RCOND = 1e-10
-
-
-def _system(M, F, A, gamma):
-    M = np.asarray(M, dtype=float)
-    F = np.asarray(F, dtype=float)
-    A = np.atleast_2d(np.asarray(A, dtype=float))
-    gamma = np.atleast_1d(np.asarray(gamma, dtype=float))
-    n = M.shape[0]
-    if M.shape != (n, n) or F.shape != (n,) or A.shape[1] != n or gamma.shape != (A.shape[0],):
-        raise ValueError(f'inconsistent shapes: M {M.shape}, F {F.shape}, A {A.shape}, gamma {gamma.shape}')
-    return M, F, A, gamma
 
 
 def acceleration_is_determined(M, A, rcond=DEFAULT_RCOND):
@@ -76,7 +66,7 @@ def acceleration_pseudoinverse_bordered(M, F, A, gamma, *, rcond=DEFAULT_RCOND, 
     it is used for both pseudo-inverses. The tolerance for ``(E M E)^+`` is
     ``rcond * ||M||_2`` (absolute), so an empty null space of A gives Q = 0.
     """
-    M, F, A, gamma = _system(M, F, A, gamma)
+    M, F, A, gamma = as_system(M, F, A, gamma)
     pinv = pinv or _pinv.pinv_svd
     n = M.shape[0]
     A_pinv = pinv(A, rcond)
@@ -111,7 +101,7 @@ def acceleration_udwadia_phohomsiri(M, F, A, gamma, *, C=None, eta=None, rcond=D
     solution is the same as with ``(I - A^+ A)(F + C)`` (the consistent form
     of Udwadia–Phohomsiri's derivation).
     """
-    M, F, A, gamma = _system(M, F, A, gamma)
+    M, F, A, gamma = as_system(M, F, A, gamma)
     pinv = pinv or _pinv.pinv_svd
     n = M.shape[0]
     force = F if C is None else F + np.asarray(C, dtype=float)

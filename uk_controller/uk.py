@@ -125,7 +125,8 @@ def gram_pinv(G, rcond=DEFAULT_RCOND):
     return (Vk / w[keep]) @ Vk.T, int(keep.sum())
 
 
-def _as_system(M, Q, A, b):
+def as_system(M, Q, A, b):
+    """(M, Q, A, b) as float arrays of consistent shapes (n x n, n, m x n, m), else ValueError."""
     M = np.asarray(M, dtype=float)
     Q = np.asarray(Q, dtype=float)
     A = np.atleast_2d(np.asarray(A, dtype=float))
@@ -147,7 +148,7 @@ def constraint_force_reference(M, Q, A, b, *, pinv=None, rcond=DEFAULT_RCOND):
     `pinv` is any ``f(X, rcond) -> X^+`` from :mod:`uk_controller.pinv`
     (default: SVD). This is the reference the fast forms are tested against.
     """
-    M, Q, A, b = _as_system(M, Q, A, b)
+    M, Q, A, b = as_system(M, Q, A, b)
     pinv = pinv or _pinv.pinv_svd
     M_half, M_inv_half = symmetric_sqrt_pair(M)
     B = A @ M_inv_half
@@ -161,7 +162,7 @@ def constraint_force(M, Q, A, b, *, rcond=DEFAULT_RCOND, factor=None):
     ``Qc = A^T (A M^{-1} A^T)^+ (b - A M^{-1} Q)``, one Cholesky of M (or the
     given :class:`MassFactor`) and an m x m symmetric pseudo-inverse.
     """
-    M, Q, A, b = _as_system(M, Q, A, b)
+    M, Q, A, b = as_system(M, Q, A, b)
     factor = factor or MassFactor(M)
     rhs = np.column_stack((Q, A.T))
     sol = factor.solve(rhs)
@@ -175,7 +176,7 @@ def constrained_acceleration(M, Q, A, b, *, rcond=DEFAULT_RCOND, factor=None):
 
     ``q'' = a + M^{-1} A^T (A M^{-1} A^T)^+ (b - A a)``, ``a = M^{-1} Q``.
     """
-    M, Q, A, b = _as_system(M, Q, A, b)
+    M, Q, A, b = as_system(M, Q, A, b)
     factor = factor or MassFactor(M)
     sol = factor.solve(np.column_stack((Q, A.T)))
     a, Minv_AT = sol[:, 0], sol[:, 1:]
