@@ -138,3 +138,23 @@ def test_line_rate_emulation_delays_by_baud(protocol):
             bus.read()
             elapsed = time.monotonic() - t0
             assert elapsed >= 10 * (emu.counters['rx_bytes'] - rx0) / 9600
+
+
+def test_vanished_port_while_polling_is_a_port_error():
+    """A pty that disappears makes pyserial's in_waiting ioctl raise EIO: that is a lost port
+    (PortError, counted), which SafeBus turns into torque off + reconnect, not a crash."""
+    import errno
+
+    from uk_controller.hardware.bus import BusStats, PortError
+    from uk_controller.hardware.odrive_bus import ODriveBus
+
+    class VanishedSerial:
+        @property
+        def in_waiting(self):
+            raise OSError(errno.EIO, 'Input/output error')
+
+    bus = ODriveBus.__new__(ODriveBus)          # no port to open: only the polling path is exercised
+    bus.ser, bus.port, bus.stats, bus.buf = VanishedSerial(), '/dev/ttyGONE', BusStats(), bytearray()
+    with pytest.raises(PortError, match='ttyGONE'):
+        bus._query('f 0')
+    assert bus.stats.io_errors == 1

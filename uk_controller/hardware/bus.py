@@ -201,6 +201,14 @@ class MotorBus:
             raise PortError(f'serial port {self.port} vanished (hang-up)')
         return data
 
+    def _bytes_waiting(self) -> int:
+        """Bytes already received; a vanished port (EIO from the ioctl) is a :class:`PortError`."""
+        try:
+            return self.ser.in_waiting
+        except (OSError, ValueError, TypeError) as exc:
+            self.stats.io_errors += 1
+            raise PortError(f'serial port {self.port} vanished or failed: {exc}') from exc
+
     def _flush_input(self):
         try:
             self.ser.reset_input_buffer()

@@ -62,7 +62,7 @@ class ODriveBus(MotorBus):
 
     def _query(self, *cmds) -> str:
         """Send lines (the last one expects an answer) and return the answer text."""
-        if self.buf or self.ser.in_waiting:
+        if self.buf or self._bytes_waiting():
             self.stats.seq_errors += 1          # stale lines from an earlier answer
             self.buf.clear()
             self._flush_input()
@@ -74,7 +74,7 @@ class ODriveBus(MotorBus):
         except oa.ChecksumError:
             self.stats.crc_errors += 1
             raise BusError('corrupt answer (checksum)') from None
-        if b'\n' in self.buf or self.ser.in_waiting:
+        if b'\n' in self.buf or self._bytes_waiting():
             # answer arrived twice (or garbage with it): cannot tell which is ours
             time.sleep(0)
             self.stats.seq_errors += 1
