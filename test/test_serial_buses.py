@@ -158,3 +158,17 @@ def test_vanished_port_while_polling_is_a_port_error():
     with pytest.raises(PortError, match='ttyGONE'):
         bus._query('f 0')
     assert bus.stats.io_errors == 1
+
+
+def test_odrive_desynchronised_answer_is_a_counted_bus_error():
+    """After a dropped line the next answer can belong to an earlier request (a 'pos vel'
+    feedback line where a state integer is expected): a counted BusError, not a crash."""
+    from uk_controller.hardware.bus import BusError, BusStats
+    from uk_controller.hardware.odrive_bus import ODriveBus
+
+    bus = ODriveBus.__new__(ODriveBus)
+    bus.stats = BusStats()
+    with pytest.raises(BusError, match='state'):
+        bus._integer_of('0.0245141925 0.251421497', 'state')
+    assert bus.stats.seq_errors == 1
+    assert bus._integer_of('8', 'state') == 8

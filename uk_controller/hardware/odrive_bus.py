@@ -41,7 +41,7 @@ class ODriveBus(MotorBus):
             self._send(f'w axis{a}.controller.config.control_mode {oa.CONTROL_MODE_TORQUE}')
         for a in self.ids:
             mode = self._query(f'r axis{a}.controller.config.control_mode')
-            if int(float(mode)) != oa.CONTROL_MODE_TORQUE:
+            if self._integer_of(mode, 'control mode') != oa.CONTROL_MODE_TORQUE:
                 raise BusError(f'axis {a} refused torque control mode')
 
     def _send(self, *cmds):
@@ -82,6 +82,15 @@ class ODriveBus(MotorBus):
             self._flush_input()
         return text
 
+    def _integer_of(self, text, what):
+        """An integer answer (mode, state, error); anything else is a desynchronised line
+        (e.g. a late feedback answer after a drop): counted and raised as a BusError."""
+        try:
+            return int(float(text))
+        except ValueError:
+            self.stats.seq_errors += 1
+            raise BusError(f'unexpected answer {text!r} to a {what} request') from None
+
     def _feedback_of(self, text):
         parts = text.split()
         try:
@@ -109,7 +118,7 @@ class ODriveBus(MotorBus):
         self._send('sc')
 
     def read_faults(self) -> np.ndarray:
-        return np.array([int(float(self._query(f'r axis{a}.error'))) for a in self.ids], int)
+        return np.array([self._integer_of(self._query(f'r axis{a}.error'), 'error') for a in self.ids], int)
 
     def enable(self, on: bool) -> None:
         self.stats.transactions += 1
@@ -118,7 +127,7 @@ class ODriveBus(MotorBus):
                [f'w axis{a}.requested_state {target}' for a in self.ids]
         self._send(*cmds)
         for a in self.ids:
-            state = int(float(self._query(f'r axis{a}.current_state')))
+            state = self._integer_of(self._query(f'r axis{a}.current_state'), 'state')
             if state != target:
                 raise BusError(f'axis {a} is in state {state}, not {target}')
         self.enabled = on
