@@ -12,7 +12,6 @@ takes /<robot>_effort_controller/commands, which the UK node publishes.
 """
 import os
 
-import yaml
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler
@@ -20,6 +19,7 @@ from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+from uk_controller.paths import robot_description
 
 PACKAGE = 'uk_controller'
 ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'planar_3r')
@@ -28,13 +28,9 @@ ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'planar_3r')
 def nodes(context):
     robot = LaunchConfiguration('robot').perform(context)
     share = get_package_share_directory(PACKAGE)
-    config = os.path.join(share, 'config', f'{robot}.yaml')
+    config_path, description = robot_description(robot)   # $(find uk_controller) resolved, as xacro would
+    config = str(config_path)
     controllers = os.path.join(share, 'config', 'controllers.yaml')
-    with open(config, encoding='utf-8') as stream:
-        urdf = yaml.safe_load(stream)['/**']['ros__parameters']['robot']['urdf']
-    with open(os.path.join(share, urdf), encoding='utf-8') as stream:
-        # what xacro would do for $(find uk_controller) in the gz_ros2_control <parameters>
-        description = stream.read().replace(f'$(find {PACKAGE})', share)
     effort_controller = f'{robot}_effort_controller'
 
     gazebo = IncludeLaunchDescription(

@@ -8,37 +8,21 @@ config:=/path/to/robot.yaml for your own setup. uk_sim_node integrates the true 
 dynamics and publishes /joint_states; uk_controller_node closes the loop on
 /effort_controller/commands. See docs/ros.md.
 """
-import os
 
-import yaml
-from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+from uk_controller.paths import robot_description
 
 PACKAGE = 'uk_controller'
 ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
 
 
-def robot_files(robot, config):
-    """(robot YAML, URDF text) of `robot` or of an explicit `config` path."""
-    share = get_package_share_directory(PACKAGE)
-    config = config or os.path.join(share, 'config', f'{robot}.yaml')
-    with open(config, encoding='utf-8') as stream:
-        params = yaml.safe_load(stream)['/**']['ros__parameters']
-    urdf = params['robot']['urdf']
-    for base in (os.path.dirname(config), share):
-        if os.path.isfile(os.path.join(base, urdf)):
-            urdf = os.path.join(base, urdf)
-            break
-    with open(urdf, encoding='utf-8') as stream:
-        return config, stream.read()
-
-
 def nodes(context):
     robot = LaunchConfiguration('robot').perform(context)
-    config, description = robot_files(robot, LaunchConfiguration('config').perform(context))
+    config_path, description = robot_description(LaunchConfiguration('config').perform(context) or robot)
+    config = str(config_path)
     overrides = {'config': config}
     rate = LaunchConfiguration('rate').perform(context)
     if rate:

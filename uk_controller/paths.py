@@ -105,3 +105,22 @@ def resolve_data_file(value, config_path=None) -> Path | None:
         if candidate.is_file():
             return candidate.resolve()
     return None
+
+
+def robot_description(name_or_path):
+    """(config path, URDF text) of a robot setup, for launch files' ``robot_description``.
+
+    The URDF is found exactly as the loader finds it (``robot.urdf`` relative to
+    the package share dir or the config file), and ``$(find uk_controller)`` in
+    it (the gz_ros2_control ``<parameters>`` path) is replaced by the share dir,
+    as xacro would.
+    """
+    from .config import ConfigError, load_config
+
+    params, path = load_config(resolve_config(name_or_path))
+    value = (params.get('robot') or {}).get('urdf')
+    urdf = resolve_data_file(value, path) if value else None
+    if urdf is None:
+        raise ConfigError(f'file {value!r} not found', file=path, key='robot.urdf')
+    text = Path(urdf).read_text(encoding='utf-8')
+    return path, text.replace('$(find uk_controller)', str(share_dir()))
