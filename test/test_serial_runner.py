@@ -45,7 +45,11 @@ def test_signal_stops_with_torque_off(tmp_path, sig):
                                        '--log', str(log), '--quiet'],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert wait_until(lambda: emu.enabled and emu.counters['steps'] > 30, 60), proc.stderr
+            if not wait_until(lambda: emu.enabled and emu.counters['steps'] > 30, 60):
+                proc.kill()
+                out, err = proc.communicate(timeout=10)
+                pytest.fail(f'runner never armed the bus (exit {proc.returncode}, '
+                            f'device {dict(emu.counters)}):\n{err[-3000:]}')
             # rows are on disk while the run goes on
             assert wait_until(lambda: log.exists() and len(log.read_text().splitlines()) > 20, 10)
             assert np.any(emu.joint_effort() != 0)
