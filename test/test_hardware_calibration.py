@@ -191,6 +191,39 @@ def test_safebus_arms_trips_and_reconnects_by_the_clock():
     np.testing.assert_array_equal(bus.sent[-1], [0.0, 0.0])
 
 
+class SlowEnableBus(FakeBus):
+    """Enabling takes `delay` seconds of the clock (ODrive-style per-axis handshakes)."""
+
+    def __init__(self, p, clock, delay):
+        super().__init__(p)
+        self.clock, self.delay = clock, delay
+
+    def enable(self, on):
+        if on:
+            self.clock.t += self.delay
+        super().enable(on)
+
+
+def test_safebus_sends_nothing_on_inputs_that_aged_while_enabling():
+    # regression: a torque went out on feedback 165 ms old (watchdog 100 ms) because a slow
+    # enable sat between the cycle's freshness check and the send
+    hw = HardwareConfig.from_params(params(**HW))
+    clock = FakeClock()
+    bus = SlowEnableBus(2, clock, delay=0.08)
+    safe = SafeBus(hw, lambda: bus, watchdog=0.05, arm_after=3, clock=clock)
+    assert safe.connect()
+    u = np.array([1.0, 0.5])
+    for _ in range(3):
+        safe.cycle(u, clock.t)
+        clock.t += 0.01
+    safe.cycle(u, clock.t)                   # arms; enabling ages feedback and command by 80 ms
+    assert safe.state == ARMED and bus.sent == [] and safe.counters['stale_skips'] == 1
+    clock.t += 0.01
+    safe.cycle(u, clock.t)                   # fresh feedback from the skipped cycle, fresh command
+    assert safe.state == ARMED and len(bus.sent) == 1 and safe.counters['watchdog_trips'] == 0
+    assert all(age <= 0.05 for _, fb_age, cmd_age, _r in safe.sent_log for age in (fb_age, cmd_age))
+
+
 def test_five_bar_passive_joints_from_closure():
     from uk_controller.robots import load_robot
     from uk_controller.hardware.state import JointStateAssembler

@@ -12,6 +12,7 @@ without being counted (``seq_errors`` stays 0 for this protocol).
 from __future__ import annotations
 
 import math
+import select
 import time
 
 import numpy as np
@@ -51,6 +52,19 @@ def _port_handler_class():
             self.packet_start_time = self.getCurrentTime()
             self.packet_timeout = self.tx_time_per_byte * packet_length + self.timeout_ms
 
+        def readPort(self, length):
+            """The SDK polls this in a tight loop until its packet timeout; when no byte
+            is waiting, block in select() for up to 1 ms first. That frees the CPU
+            (and Python's GIL) instead of spinning, and costs no latency: select
+            returns as soon as a byte arrives."""
+            data = self.ser.read(length)
+            if data:
+                return data
+            left_ms = self.packet_timeout - (self.getCurrentTime() - self.packet_start_time)
+            if left_ms > 0:
+                select.select([self.ser.fileno()], [], [], min(left_ms, 1.0) * 1e-3)
+            return self.ser.read(length)
+
     return ExclusivePortHandler
 
 
@@ -69,7 +83,7 @@ class DynamixelBus(MotorBus):
         import termios
         try:
             return fn(*args)
-        except (serial.SerialException, OSError, TypeError, AttributeError, termios.error) as exc:
+        except (serial.SerialException, OSError, TypeError, ValueError, AttributeError, termios.error) as exc:
             self.stats.io_errors += 1
             raise PortError(f'serial port {self.port} vanished or failed: {exc}') from exc
 

@@ -11,7 +11,6 @@ error status behave like the X series control table.
 from __future__ import annotations
 
 import struct
-import time
 
 import numpy as np
 
@@ -135,7 +134,7 @@ class DynamixelDevice(DeviceEmulator):
         for i, t in self.tables.items():
             wd = t[T.ADDR_BUS_WATCHDOG]
             if 0 < wd < 0x80 and t[T.ADDR_TORQUE_ENABLE]:
-                if time.monotonic() - self.last_command > wd * T.BUS_WATCHDOG_UNIT:
+                if self.clock() - self.last_command > wd * T.BUS_WATCHDOG_UNIT:
                     t[T.ADDR_BUS_WATCHDOG] = 0xFF
                     struct.pack_into('<h', t, T.ADDR_GOAL_CURRENT, 0)
                     self.counters['watchdog_trips'] += 1

@@ -12,7 +12,11 @@ with ``reset(q, qd)``, ``step(u, dt)``, ``q``, ``qd`` (and optionally
 
 Time: ``mode='lockstep'`` advances the plant by exactly ``dt`` per torque
 command cycle (so the serial loop reproduces the in-process simulation
-step for step); ``mode='realtime'`` integrates the plant with wall-clock time.
+step for step); ``mode='realtime'`` integrates the plant with the device
+clock. The device clock (watchdogs included) is ``clock``, the wall clock
+``time.monotonic`` by default; fault scenarios share a :class:`SteppedClock`
+between host and device so that their timing does not depend on how busy
+the machine is.
 
 Line rate: a pty moves bytes at memory speed whatever baud is set, so the
 emulator imposes the UART timing itself when ``baud`` is given: it waits
@@ -38,7 +42,27 @@ import tty
 
 import numpy as np
 
-__all__ = ['PtyLink', 'Faults', 'DeviceEmulator', 'IndependentJointsPlant', 'make_emulator']
+__all__ = ['SteppedClock', 'PtyLink', 'Faults', 'DeviceEmulator', 'IndependentJointsPlant', 'make_emulator']
+
+
+class SteppedClock:
+    """A clock that only moves when told: ``clock()`` reads it, ``advance(dt)`` moves it.
+
+    Shared by a host :class:`~.safety.SafeBus` and a device emulator, it makes
+    watchdog periods count control cycles instead of wall time, so a test
+    process that is descheduled for a while cannot trip (or fail to trip) a
+    watchdog. Bus I/O still waits on the wall clock (the bus timeout).
+    """
+
+    def __init__(self, start: float = 0.0):
+        self.t = float(start)
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> float:
+        self.t += dt
+        return self.t
 
 
 class PtyLink:
@@ -159,7 +183,8 @@ class DeviceEmulator:
 
     def __init__(self, plant, hw, *, dt: float = 0.001, mode: str = 'lockstep', baud: int | None = None,
                  link: PtyLink | None = None, faults: Faults | None = None, seed: int = 1,
-                 watchdog: float = 0.0):
+                 watchdog: float = 0.0, clock=time.monotonic):
+        self.clock = clock             # device time: watchdogs, realtime plant (a SteppedClock in tests)
         self.plant = plant
         self.hw = hw                   # HardwareConfig: ids, gear, kt, direction, offset (actuator order)
         self.p = hw.p
@@ -177,7 +202,7 @@ class DeviceEmulator:
         self.enabled = False
         self.tau_m = np.zeros(self.p)            # motor torque currently applied
         self.current_limit = np.full(self.p, np.inf)
-        self.last_command = time.monotonic()
+        self.last_command = self.clock()
         self.watchdog_tripped = False
         self._last_rt = None
         # records for tests
@@ -225,11 +250,11 @@ class DeviceEmulator:
             self.effort_log.append(u.copy())
 
     def feed_watchdog(self):
-        self.last_command = time.monotonic()
+        self.last_command = self.clock()
         self.watchdog_tripped = False
 
     def _tick(self):
-        now = time.monotonic()
+        now = self.clock()
         if (self.enabled and self.watchdog > 0 and not self.watchdog_tripped
                 and now - self.last_command > self.watchdog):
             self.watchdog_tripped = True

@@ -9,13 +9,11 @@ benchmarks/serial_bench.py (the fault table).
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from .bus import make_bus
 from .calibration import HardwareConfig
-from .emulator import IndependentJointsPlant, make_emulator
+from .emulator import IndependentJointsPlant, SteppedClock, make_emulator
 from .safety import ARMED, SafeBus
 
 FAULTS = {
@@ -36,40 +34,52 @@ def _device_torque_off(emu) -> bool:
 
 
 def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3, during=0.5, post=0.8,
-                       period=0.004, baud=None, seed=3):
+                       period=0.004, baud=None, seed=3, connect_attempts=10):
+    """Run one scenario; all durations are in control time (cycles x ``period``).
+
+    Host and device share a :class:`~.emulator.SteppedClock` that advances by
+    ``period`` per host cycle, so the watchdogs (host and device) count cycles:
+    a fault lasting ``during`` is seen by both as exactly that long however
+    slowly the machine runs the threads. What stays on the wall clock is the
+    bus timeout (how long the host waits for an answer), i.e. only whether a
+    given answer counts as missing; one spurious timeout on a busy machine is
+    a single lost cycle, far from a watchdog trip. Times in the result
+    (``time_to_safe``, ``time_to_recover``) are control time.
+    """
     hw = HardwareConfig.default([f'm{i + 1}' for i in range(p)], np.full(p, limit), watchdog=watchdog,
                                 protocol=protocol)
     plant = IndependentJointsPlant(np.full(p, 0.05), 0.5)
-    emu = make_emulator(protocol, plant, hw, dt=period, baud=baud, seed=seed)
+    clock = SteppedClock()
+    emu = make_emulator(protocol, plant, hw, dt=period, baud=baud, seed=seed, clock=clock)
     emu.start()
     timeout = min(0.03, watchdog / 3)
     safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=timeout),
-                   watchdog=watchdog, reconnect_interval=0.05)
+                   watchdog=watchdog, reconnect_interval=0.05, clock=clock)
     out = {'protocol': protocol, 'fault': fault}
     try:
-        for attempt in range(3):
-            if safe.connect(raise_errors=attempt == 2):
+        for attempt in range(connect_attempts):
+            if safe.connect(raise_errors=attempt == connect_attempts - 1):
                 break
+        out['connect_attempts'] = attempt + 1
         demand = np.array([(3.0 if i % 2 == 0 else -3.0) * limit for i in range(p)])   # above limits
 
         def drive(seconds, watch=None):
-            end = time.monotonic() + seconds
-            while time.monotonic() < end:
-                safe.cycle(demand, time.monotonic())
+            for _ in range(int(round(seconds / period))):
+                safe.cycle(demand, clock())
                 if watch is not None:
                     watch()
-                time.sleep(period)
+                clock.advance(period)
 
         drive(pre)
         out['armed_before'] = safe.state == ARMED
         before = dict(safe.diagnostics())
         emu_before = dict(emu.counters)
-        t_fault = time.monotonic()
+        t_fault = clock()
         safe_at = []
 
         def watch():
             if not safe_at and _device_torque_off(emu):
-                safe_at.append(time.monotonic() - t_fault)
+                safe_at.append(clock() - t_fault)
 
         if fault == 'unplug':
             emu.unplug()
@@ -83,12 +93,12 @@ def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3
         if fault == 'unplug':
             emu.replug()
         emu.faults.clear()
-        t_clear = time.monotonic()
+        t_clear = clock()
         rearm = []
 
         def watch_rearm():
             if not rearm and safe.state == ARMED and emu.enabled:
-                rearm.append(time.monotonic() - t_clear)
+                rearm.append(clock() - t_clear)
 
         drive(post, watch_rearm)
         after = dict(safe.diagnostics())

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 
 import numpy as np
 
@@ -33,7 +32,7 @@ class ODriveDevice(DeviceEmulator):
         self.error = np.zeros(self.p, int)
         self.wd_enable = np.zeros(self.p, bool)
         self.wd_timeout = np.zeros(self.p)
-        self.wd_fed = np.full(self.p, time.monotonic())
+        self.wd_fed = np.full(self.p, self.clock())
         self.torque_lim = np.full(self.p, math.inf)
         self.setpoint = np.zeros(self.p)
         self.commanded = set()
@@ -54,7 +53,7 @@ class ODriveDevice(DeviceEmulator):
 
     def _tick(self):
         super()._tick()
-        now = time.monotonic()
+        now = self.clock()
         trip = self.wd_enable & (self.state == oa.AXIS_STATE_CLOSED_LOOP) & (now - self.wd_fed > self.wd_timeout)
         if trip.any():
             self.state[trip] = oa.AXIS_STATE_IDLE
@@ -97,7 +96,7 @@ class ODriveDevice(DeviceEmulator):
             if cmd == 'c':
                 k = self._k(tok[1])
                 tau = float(tok[2])
-                self.wd_fed[k] = time.monotonic()
+                self.wd_fed[k] = self.clock()
                 self.feed_watchdog()
                 self.setpoint[k] = tau if math.isfinite(tau) else 0.0
                 self._apply()
@@ -111,7 +110,7 @@ class ODriveDevice(DeviceEmulator):
                 theta, omega = self.motor_state()
                 return f'{theta[k] / (2 * math.pi):.9g} {omega[k] / (2 * math.pi):.9g}'
             if cmd == 'u':
-                self.wd_fed[self._k(tok[1])] = time.monotonic()
+                self.wd_fed[self._k(tok[1])] = self.clock()
                 return None
             if cmd == 'sc':
                 self.error[:] = 0
@@ -136,7 +135,7 @@ class ODriveDevice(DeviceEmulator):
                 if prop == 'requested_state':
                     if int(value) == oa.AXIS_STATE_CLOSED_LOOP and self.error[k]:
                         return None                  # refuses to arm with a latched error
-                    self.wd_fed[k] = time.monotonic()
+                    self.wd_fed[k] = self.clock()
                     self.setpoint[k] = 0.0
                 arr[k] = value
                 self._apply()

@@ -7,8 +7,10 @@
   an effort pushing a joint further past its position limit, or accelerating
   it beyond its velocity limit, is set to zero (:class:`EffortLimiter`);
 - **host watchdog**: torque is only ever sent while the newest valid feedback
-  and the effort command are both younger than ``watchdog`` seconds; when
-  either goes stale the bus is commanded torque-off (a *trip*);
+  and the effort command are both younger than ``watchdog`` seconds, judged
+  at the moment of sending; when either is stale at the start of a cycle the
+  bus is commanded torque-off (a *trip*); when they only aged during the
+  cycle (enabling a slow bus) nothing is sent that cycle (``stale_skips``);
 - **arming**: after (re)connecting, torque stays off until ``arm_after``
   consecutive valid feedback frames were received and a fresh effort exists;
 - **reconnect**: a vanished port is closed and reopened every
@@ -97,7 +99,8 @@ class SafeBus:
         self.valid_in_row = 0
         self._last_attempt = -np.inf
         self.counters = {'watchdog_trips': 0, 'reconnects': 0, 'connect_failures': 0, 'invalid_feedback': 0,
-                         'bus_errors': 0, 'arms': 0, 'cycles': 0, 'faults': 0, 'sent': 0}
+                         'bus_errors': 0, 'arms': 0, 'cycles': 0, 'faults': 0, 'sent': 0,
+                         'stale_skips': 0}
         self.sent_log = deque(maxlen=100000)   # (t, feedback_age, effort_age, |u|/u_max max)
         self.first_error = None
 
@@ -202,10 +205,16 @@ class SafeBus:
                 self.reason = f'enable failed: {exc}'
         sent = np.zeros(self.hw.p)
         try:
-            if self.state == ARMED:
+            now = self.clock()
+            if self.state == ARMED and (now - self.last_feedback > self.watchdog
+                                        or now - effort_stamp > self.watchdog):
+                # the inputs aged within this cycle (a slow enable on a slow bus): send nothing,
+                # refresh the feedback; the next cycle sends, or trips if the command is stale
+                self.counters['stale_skips'] += 1
+                fb = self.bus.read()
+            elif self.state == ARMED:
                 r = self.last_reading
                 sent = self.limiter.apply(effort, r.q, r.qd)
-                now = self.clock()
                 self.sent_log.append((now, now - self.last_feedback, now - effort_stamp,
                                       float(np.max(np.abs(sent) / self.hw.u_max, initial=0.0))))
                 fb = self.bus.transact(self.hw.effort_to_motor_torque(sent))

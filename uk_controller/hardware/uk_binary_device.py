@@ -2,7 +2,6 @@
 firmware), as an emulator over a pty."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -21,7 +20,7 @@ class UKBinaryDevice(DeviceEmulator):
         self.rx_errors = 0
         self.motor_fault = np.zeros(self.p, int)
         self.limited = False
-        self.t0 = time.monotonic()
+        self.t0 = self.clock()
 
     def reset_protocol(self):
         self.decoder = ukb.StreamDecoder()
@@ -32,7 +31,7 @@ class UKBinaryDevice(DeviceEmulator):
         state = ((ukb.ST_ENABLED if self.enabled else 0) | (ukb.ST_WATCHDOG if self.watchdog_tripped else 0)
                  | (ukb.ST_FAULT if self.motor_fault.any() else 0) | (ukb.ST_LIMITED if self.limited else 0))
         payload = ukb.feedback_payload(state, self.error, self.rx_errors,
-                                       int((time.monotonic() - self.t0) * 1e6), theta, omega, cur,
+                                       int((self.clock() - self.t0) * 1e6), theta, omega, cur,
                                        self.motor_fault)
         self.error = ukb.E_NONE
         return ukb.encode_frame(ukb.FEEDBACK, seq, self.p, payload)
