@@ -15,6 +15,7 @@ import numpy as np
 
 from ..baumgarte import Baumgarte
 from ..controller import ControllerCore
+from . import compiled_loop
 
 
 @dataclass
@@ -112,7 +113,7 @@ def make_plant(kind, setup, *, mass_scale=1.0, integrator=None, substeps=None):
 
 def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None, mass_scale=1.0,
              sensor_noise=None, measurement_delay=None, integrator=None, substeps=None, seed=0,
-             progress=None, controller_options=None):
+             progress=None, controller_options=None, compiled=None):
     """Run the closed loop and return a :class:`SimulationResult`.
 
     setup              a RobotSetup (see :func:`uk_controller.robots.load_robot`)
@@ -124,6 +125,11 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     sensor_noise       std of the Gaussian noise added to measured positions
     measurement_delay  whole control periods between measurement and use
     progress           callable(fraction) called about 100 times
+    compiled           run the periods in one compiled call per chunk (:mod:`.compiled_loop`: same
+                       controller program and plant RK4, results equal to round-off): None = when
+                       available (numba, UK plant, no sensor noise or delay, compiled controller and
+                       plant), False = always the Python loop, True = require it (ValueError if not
+                       available). ``settings['loop']`` says which ran.
     """
     sim_cfg = dict(setup.config.get('simulation', {}) or {})
     duration = float(duration if duration is not None else sim_cfg.get('duration', 10.0))
@@ -155,38 +161,72 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     log_phi, log_phid, log_sat, log_ok, log_ct = (log['phi'], log['phidot'], log['saturated'], log['ok'],
                                                    log['compute_time'])
     copy_state = sensor_noise > 0 or plant != 'uk'
+
+    def python_periods(k0, k1):
+        for k in range(k0, k1):
+            t = the_plant.t
+            q_true, qd_true = the_plant.q, the_plant.qd
+            if copy_state:
+                q_meas, qd_meas = q_true.copy(), qd_true.copy()
+                if sensor_noise > 0:
+                    q_meas += rng.normal(0.0, sensor_noise, n)
+            else:
+                q_meas, qd_meas = q_true, qd_true
+            if delay:
+                history.append((q_meas, qd_meas, t))
+                q_meas, qd_meas, _ = history[max(0, len(history) - 1 - delay)]
+                del history[:-delay - 1]
+            res = ctrl_step(q_meas, qd_meas, t)
+            log_t[k] = t
+            log_q[k] = q_true
+            log_qd[k] = qd_true
+            effort = res.effort
+            log_u[k] = effort
+            log_phi[k] = res.phi
+            log_phid[k] = res.phidot
+            log_sat[k] = res.saturated
+            log_ok[k] = res.ok
+            log_ct[k] = res.compute_time
+            plant_step(effort, dt)
+
+    fast = None
+    if compiled is None or compiled:
+        if not (copy_state or delay):
+            fast = compiled_loop.CompiledLoop.build(ctrl, the_plant)
+        if fast is None and compiled:
+            raise ValueError('compiled closed loop not available (needs numba, the UK plant with rk4 and '
+                             'constant actuator columns, a compiled controller, no sensor noise or delay)')
+    in_kernel = np.zeros(steps, dtype=bool) if fast is not None else None
+    clock0 = compiled_loop.clock() if fast is not None else None
     start = time.perf_counter()
-    for k in range(steps):
-        t = the_plant.t
-        q_true, qd_true = the_plant.q, the_plant.qd
-        if copy_state:
-            q_meas, qd_meas = q_true.copy(), qd_true.copy()
-            if sensor_noise > 0:
-                q_meas += rng.normal(0.0, sensor_noise, n)
-        else:
-            q_meas, qd_meas = q_true, qd_true
-        if delay:
-            history.append((q_meas, qd_meas, t))
-            q_meas, qd_meas, _ = history[max(0, len(history) - 1 - delay)]
-            del history[:-delay - 1]
-        res = ctrl_step(q_meas, qd_meas, t)
-        log_t[k] = t
-        log_q[k] = q_true
-        log_qd[k] = qd_true
-        effort = res.effort
-        log_u[k] = effort
-        log_phi[k] = res.phi
-        log_phid[k] = res.phidot
-        log_sat[k] = res.saturated
-        log_ok[k] = res.ok
-        log_ct[k] = res.compute_time
-        plant_step(effort, dt)
-        if progress is not None and k % every == 0:
+    k = 0
+    while k < steps:
+        if progress is not None:
             progress(k / steps)
+        stop = min(steps, k + every) if progress is not None else steps
+        while k < stop:
+            if fast is None:
+                python_periods(k, stop)
+                k = stop
+                continue
+            k0 = k
+            k, code = fast.run(k0, stop, log)
+            if code == compiled_loop.PLANT_STOP:          # logged; the plant's own step raises or gives NaN
+                in_kernel[k0:k + 1] = True
+                plant_step(log_u[k], dt)
+                k += 1
+            else:
+                in_kernel[k0:k] = True
+                if code == compiled_loop.CONTROLLER_STOP:  # ControllerCore.step answers (safe effort, reason)
+                    python_periods(k, k + 1)
+                    k += 1
     log['task_error'][:] = log_phi[:, mp:]
     if mp:
         log['closure_residual'][:] = log_phi[:, :mp]
     wall = time.perf_counter() - start
+    if fast is not None:
+        clock1 = compiled_loop.clock()
+        compiled_loop.cycles_to_seconds(log_ct, in_kernel, clock1[1] - clock0[1], clock1[0] - clock0[0])
     if progress is not None:
         progress(1.0)
     if sensor_noise > 0 or delay or plant != 'uk':
@@ -198,6 +238,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
         wall_time=wall, rate=ctrl.rate,
         settings={'duration': duration, 'rate': ctrl.rate, 'mass_scale': mass_scale, 'sensor_noise': sensor_noise,
                   'measurement_delay': delay, 'pinv': ctrl.pinv_method,
+                  'loop': 'compiled' if fast is not None else 'python',
                   'stabilization': {'kd': np.asarray(stab.kd).tolist(), 'kp': np.asarray(stab.kp).tolist()}},
         **log)
 

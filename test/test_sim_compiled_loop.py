@@ -1,0 +1,89 @@
+"""simulate() (compiled closed loop where available, else the Python loop) equals an un-fused reference loop.
+
+The reference is written here, independently of simulate: a zero-order-hold loop of
+ControllerCore.step with its fused program switched off (rows by ConstraintStack.evaluate on
+Pinocchio's computeAllTerms, then the ServoSolver) and a UKPlant integrating stage by stage on
+Pinocchio (forward dynamics / ServoSolver with the closure rows; no compiled period, no fused rows).
+simulate's compiled loop (sim/compiled_loop.py) computes M, h and the frames with uk_kernels' own tree
+pass instead, so the trajectories agree to round-off, not bit for bit; the Python loop
+(``compiled=False``) must agree as well. A run that starts from a non-finite state exercises the
+fall-back from the compiled loop to ControllerCore.step's safe effort and the plant's own NaN step.
+"""
+import numpy as np
+import pytest
+
+from uk_controller import uk_kernels
+from uk_controller.controller import ControllerCore
+from uk_controller.robots import load_robot
+from uk_controller.sim import compiled_loop
+from uk_controller.sim.closed_loop import simulate
+from uk_controller.sim.uk_plant import UKPlant
+
+DURATION = 1.5
+TOL = {'q': 1e-12, 'qd': 1e-11, 'effort': 1e-11, 'phi': 1e-12}   # measured: <= 3e-13 (effort, dual_arm)
+
+
+def reference_run(robot, duration):
+    setup = load_robot(robot)
+    ctrl = ControllerCore(setup)
+    ctrl._fused = None                              # rows by ConstraintStack, ServoSolver (reference step)
+    plant = UKPlant.from_setup(setup)
+    plant._compiled = None                          # no one-call RK4 period ...
+    plant._fused = None                             # ... and no fused closure rows: Pinocchio + ServoSolver
+    plant._tau = np.zeros(plant.n)
+    plant._stage_accel = plant._accel_fallback
+    ctrl.reset(plant.t)
+    steps = int(round(duration * ctrl.rate))
+    log = {key: [] for key in ('t', 'q', 'qd', 'effort', 'phi', 'ok')}
+    for _ in range(steps):
+        q, qd, t = plant.q.copy(), plant.qd.copy(), plant.t
+        res = ctrl.step(q, qd, t)
+        for key, value in (('t', t), ('q', q), ('qd', qd), ('effort', res.effort), ('phi', res.phi),
+                           ('ok', res.ok)):
+            log[key].append(value)
+        plant.step(res.effort, ctrl.dt)
+    return {key: np.array(value) for key, value in log.items()}
+
+
+@pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r'])
+def test_simulate_equals_unfused_reference(robot):
+    ref = reference_run(robot, DURATION)
+    fast = simulate(load_robot(robot), duration=DURATION)
+    plain = simulate(load_robot(robot), duration=DURATION, compiled=False)
+    assert plain.settings['loop'] == 'python'
+    if uk_kernels.AVAILABLE and robot != 'dual_arm':      # dual_arm: q-dependent actuator columns in the plant
+        assert fast.settings['loop'] == 'compiled'
+        assert np.isfinite(fast.compute_time).all() and (fast.compute_time > 0).all()
+    for res in (fast, plain):
+        assert res.ok.all() and ref['ok'].all()
+        np.testing.assert_array_equal(res.t, ref['t'])
+        for key, tol in TOL.items():
+            scale = max(1.0, np.abs(ref[key]).max())
+            np.testing.assert_allclose(getattr(res, key), ref[key], rtol=0, atol=tol * scale, err_msg=key)
+        mp = load_robot(robot).passive.m
+        np.testing.assert_array_equal(res.task_error, res.phi[:, mp:])
+        np.testing.assert_array_equal(res.closure_residual, res.phi[:, :mp])
+
+
+@pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+@pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+def test_non_finite_start_falls_back_like_the_python_loop(robot):
+    """Every period: the compiled controller stops, ControllerCore.step gives the safe effort (zero) with
+    ok False, the plant propagates NaN; identical logs with and without the compiled loop."""
+    runs = []
+    for compiled in (None, False):
+        setup = load_robot(robot)
+        setup.q0 = setup.q0 * np.nan
+        runs.append(simulate(setup, duration=0.005, compiled=compiled))
+    fast, plain = runs
+    assert fast.settings['loop'] == 'compiled'
+    assert not fast.ok.any() and not plain.ok.any()
+    np.testing.assert_array_equal(fast.effort, np.zeros_like(fast.effort))
+    np.testing.assert_array_equal(fast.effort, plain.effort)
+    assert np.isnan(fast.q).all() and np.isnan(plain.q).all()
+
+
+@pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+def test_compiled_required_but_unavailable_is_an_error():
+    with pytest.raises(ValueError, match='compiled closed loop not available'):
+        simulate(load_robot('scara'), duration=0.01, sensor_noise=1e-6, compiled=True)
