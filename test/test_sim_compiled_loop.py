@@ -87,3 +87,26 @@ def test_non_finite_start_falls_back_like_the_python_loop(robot):
 def test_compiled_required_but_unavailable_is_an_error():
     with pytest.raises(ValueError, match='compiled closed loop not available'):
         simulate(load_robot('scara'), duration=0.01, sensor_noise=1e-6, compiled=True)
+
+
+@pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+@pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'planar_3r'])
+def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
+    """compiled_loop.plant_period (closure solve without heap allocations) repeats uk_kernels.plant_rk4's
+    statements: the same bits over 200 periods of random efforts, 2 substeps."""
+    setup = load_robot(robot)
+    plant = UKPlant.from_setup(setup, substeps=2)
+    loop = compiled_loop.CompiledLoop.build(ControllerCore(setup), plant)
+    rng = np.random.default_rng(21)
+    x_ref = np.concatenate((plant.q, plant.qd))
+    x = x_ref.copy()
+    t = 0.0
+    for _ in range(200):
+        tau = plant._B @ (0.3 * rng.standard_normal(setup.actuators.p))
+        assert uk_kernels.plant_rk4(x_ref, tau, t, 1e-3, 2, *plant._compiled) == 0.0
+        assert loop.plant_period(x, tau, t, 1e-3) == 0.0
+        t += 1e-3
+    np.testing.assert_array_equal(x, x_ref)
+    assert np.abs(x - np.concatenate((plant.q, plant.qd))).max() > 1e-3      # the state did move
+    x[0] = np.nan
+    assert loop.plant_period(x, tau, t, 1e-3) == compiled_loop.K.NOT_FINITE_STATE

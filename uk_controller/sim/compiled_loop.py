@@ -61,13 +61,124 @@ def cycles():
     return _readcyclecounter()
 
 
+def closure_scratch_size(n, mp):
+    """Length of the scratch array of :func:`closure_accel`."""
+    return n * n + n * mp + 4 * mp * mp + 3 * mp + n
+
+
 @njit(cache=True)
-def _plant_accel_after_tree(q, qd, t, fparents, fm, tau, ip, fp, ws, sat, oR, op, S, M, h, trans, rots, qdd, L):
-    """uk_kernels.plant_accel with tree_terms(q, q') already in (oR, op, S, M, h): the same statements."""
+def closure_accel(M, h, tau, ip, fp, ws, sc, qdd):
+    """q'' of the plant under its closure rows, after :func:`uk_kernels.fused_rows` filled them (passive rows
+    only: p = 0 actuators and ms = 0 servo rows in the program); returns the status (0, 1 M not positive
+    definite, 2 non-finite q'').
+
+    The statements of :func:`uk_kernels.servo_kernel` for p = ms = 0 (seed 001 eq 36, seed 000 eq 9)::
+
+        a0 = M^{-1}(tau - h),  G = A_p M^{-1} A_p^T,  r_p = b_p - (kd phi' + kp phi) - A_p a0
+        q'' = a0 + M^{-1} A_p^T G^+ r_p        (G^+ on the eigenvalues w > max(rcond^2, floor) w_max)
+
+    in the same order (so the same bits), without servo_kernel's ~17 small heap allocations per call:
+    every intermediate lives in the scratch array `sc` (closure_scratch_size(n, mp))."""
+    n = M.shape[0]
+    mp = ip[K.IH_MP]
+    Ap = ws[ip[K.IH_A]:ip[K.IH_A] + mp * n].reshape((mp, n))
+    bp = ws[ip[K.IH_BV]:ip[K.IH_BV] + mp]
+    phip = ws[ip[K.IH_PHI]:ip[K.IH_PHI] + mp]
+    phidp = ws[ip[K.IH_PHID]:ip[K.IH_PHID] + mp]
+    gains = fp[ip[K.IH_GAINS]:ip[K.IH_GAINS] + 2 * mp].reshape((2, mp))
+    params = fp[ip[K.IH_PARAMS]:ip[K.IH_PARAMS] + K.PARAMS_SIZE]
+    rcond = params[0]
+    floor = params[1]
+    sweeps = int(params[3])
+    o = 0
+    L = sc[o:o + n * n].reshape((n, n))
+    o += n * n
+    MApT = sc[o:o + n * mp].reshape((n, mp))
+    o += n * mp
+    G = sc[o:o + mp * mp].reshape((mp, mp))
+    o += mp * mp
+    V = sc[o:o + mp * mp].reshape((mp, mp))
+    o += mp * mp
+    W = sc[o:o + mp * mp].reshape((mp, mp))
+    o += mp * mp
+    Gp = sc[o:o + mp * mp].reshape((mp, mp))
+    o += mp * mp
+    w = sc[o:o + mp]
+    o += mp
+    rp = sc[o:o + mp]
+    o += mp
+    y = sc[o:o + mp]
+    o += mp
+    col = sc[o:o + n]
+    if not K.cholesky_lower(M, L):
+        return 1.0
+    a0 = qdd
+    for i in range(n):
+        a0[i] = tau[i] - h[i]
+    K.chol_solve_col(L, a0)
+    for j in range(mp):
+        for i in range(n):
+            col[i] = Ap[j, i]
+        K.chol_solve_col(L, col)
+        for i in range(n):
+            MApT[i, j] = col[i]
+    for i in range(mp):
+        for j in range(i, mp):
+            acc = 0.0
+            for k in range(n):
+                acc += Ap[i, k] * MApT[k, j]
+            G[i, j] = acc
+            G[j, i] = acc
+    for i in range(mp):
+        for j in range(mp):
+            W[i, j] = G[i, j]
+    K.jacobi_columns(W, V, sweeps)
+    wmax = K._norms(W, w)
+    for i in range(mp):
+        acc = 0.0
+        for k in range(n):
+            acc += Ap[i, k] * a0[k]
+        bstab = bp[i] - (gains[0, i] * phidp[i] + gains[1, i] * phip[i])
+        rp[i] = bstab - acc
+    if wmax > 0.0:
+        cut = max(rcond * rcond, floor) * wmax
+        for i in range(mp):
+            for j in range(mp):
+                Gp[i, j] = 0.0
+        for kk in range(mp):
+            if w[kk] > cut:
+                inv = 1.0 / w[kk]
+                for i in range(mp):
+                    vi = V[i, kk] * inv
+                    for j in range(mp):
+                        Gp[i, j] += vi * V[j, kk]
+        for i in range(mp):
+            acc = 0.0
+            for j in range(mp):
+                acc += Gp[i, j] * rp[j]
+            y[i] = acc
+        for k in range(n):
+            acc = 0.0
+            for i in range(mp):
+                acc += MApT[k, i] * y[i]
+            a0[k] += acc
+    for k in range(n):
+        if not np.isfinite(qdd[k]):
+            return 2.0
+    return 0.0
+
+
+@njit(cache=True)
+def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sc, oR, op, S, M,
+                h, trans, rots, qdd, tw, L):
+    """:func:`uk_controller.uk_kernels.plant_accel` (same statements, same status codes) with the closure
+    solve of :func:`closure_accel`; ``tree_ready``: tree_terms(q, q') is already in (oR, op, S, M, h)."""
     n = q.shape[0]
     for i in range(n):
         if not (np.isfinite(q[i]) and np.isfinite(qd[i])):
             return K.NOT_FINITE_STATE
+    if not tree_ready:
+        K.tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
     if ip[K.IH_MP] == 0:
         if not K.cholesky_lower(M, L):
             return 1.0
@@ -79,20 +190,51 @@ def _plant_accel_after_tree(q, qd, t, fparents, fm, tau, ip, fp, ws, sat, oR, op
                 return 2.0
         return 0.0
     K.frame_placements(oR, op, fparents, fm, trans, rots)
-    wt = ws[ip[K.IH_TAU]:ip[K.IH_TAU] + n]
-    for i in range(n):
-        wt[i] = tau[i]
-    K.fused_step(M, h, S, trans, rots, q, qd, t, ip, fp, ws, sat)
-    o = ip[K.IH_QDD]
-    for i in range(n):
-        qdd[i] = ws[o + i]
-    return ws[ip[K.IH_INFO]]
+    if not K.fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
+        return K.NOT_FINITE_STATE
+    return closure_accel(M, h, tau, ip, fp, ws, sc, qdd)
+
+
+@njit(cache=True)
+def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
+                 oR, op, S, M, h, trans, rots, tw, L, kk, xt):
+    """``substeps`` classical RK4 steps of x = (q, q') over dt with tau held: the arithmetic of
+    :func:`uk_controller.uk_kernels.plant_rk4`, accelerations by :func:`plant_accel` (``tree_ready``: the
+    tree pass at x is already in the work arrays). Returns the first non-zero status (x then partly
+    advanced) or 0."""
+    n = x.shape[0] // 2
+    hstep = dt / substeps
+    half = 0.5 * hstep
+    for j in range(n):
+        kk[0, j] = x[n + j]
+    for sub in range(substeps):
+        for stage in range(4):
+            src = x if stage == 0 else xt
+            ts = t if stage == 0 else (t + half if stage < 3 else t + hstep)
+            st = plant_accel(src[:n], src[n:], ts, tree_ready and sub == 0 and stage == 0, parents, jtype, mf, grav,
+                             fparents, fm, tau, ip, fp, ws, sc, oR, op, S, M, h, trans, rots, kk[stage, n:], tw, L)
+            if st != 0.0:
+                return st
+            if stage < 3:
+                hh = half if stage < 2 else hstep
+                for j in range(2 * n):
+                    xt[j] = x[j] + hh * kk[stage, j]
+                for j in range(n):
+                    kk[stage + 1, j] = xt[n + j]
+            else:
+                c = hstep / 6.0
+                for j in range(2 * n):
+                    x[j] += c * (kk[0, j] + 2.0 * (kk[1, j] + kk[2, j]) + kk[3, j])
+                for j in range(n):
+                    kk[0, j] = x[n + j]
+        t += hstep
+    return 0.0
 
 
 @njit(cache=True)
 def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
                       cparents, cjtype, cmf, cgrav, cfparents, cfm, cip, cfp, cws, csat, ctrans, crots,
-                      parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sat, ptrans, prots,
+                      parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc, ptrans, prots,
                       B, tau, oR, op, S, M, h, L, tw, kk, xt, xb,
                       log_t, log_q, log_qd, log_u, log_phi, log_phid, log_sat, log_ct):
     """Periods k0 .. k1-1 of the closed loop (module docstring); x = (q, q') is advanced in place.
@@ -109,8 +251,6 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
     ceff = cip[K.IH_EFF]
     cphi = cip[K.IH_PHI]
     cphid = cip[K.IH_PHID]
-    hstep = dt / substeps
-    half = 0.5 * hstep
     for k in range(k0, k1):
         c0 = _readcyclecounter()
         q = x[:n]
@@ -140,37 +280,12 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
             tau[i] = acc
         for j in range(2 * n):
             xb[j] = x[j]
-            kk[0, j] = 0.0
-        for j in range(n):
-            kk[0, j] = x[n + j]
-        ts = t
-        for sub in range(substeps):
-            for stage in range(4):
-                src = x if stage == 0 else xt
-                tst = ts if stage == 0 else (ts + half if stage < 3 else ts + hstep)
-                if share and sub == 0 and stage == 0:
-                    st = _plant_accel_after_tree(src[:n], src[n:], tst, fparents, fm, tau, ip, fp, ws, sat,
-                                                 oR, op, S, M, h, ptrans, prots, kk[0, n:], L)
-                else:
-                    st = K.plant_accel(src[:n], src[n:], tst, parents, jtype, mf, grav, fparents, fm, tau, ip, fp,
-                                       ws, sat, oR, op, S, M, h, ptrans, prots, kk[stage, n:], tw, L)
-                if st != 0.0:
-                    for j in range(2 * n):
-                        x[j] = xb[j]
-                    return k, PLANT_STOP, t
-                if stage < 3:
-                    hh = half if stage < 2 else hstep
-                    for j in range(2 * n):
-                        xt[j] = x[j] + hh * kk[stage, j]
-                    for j in range(n):
-                        kk[stage + 1, j] = xt[n + j]
-                else:
-                    c = hstep / 6.0
-                    for j in range(2 * n):
-                        x[j] += c * (kk[0, j] + 2.0 * (kk[1, j] + kk[2, j]) + kk[3, j])
-                    for j in range(n):
-                        kk[0, j] = x[n + j]
-            ts += hstep
+        st = plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
+                          oR, op, S, M, h, ptrans, prots, tw, L, kk, xt)
+        if st != 0.0:
+            for j in range(2 * n):
+                x[j] = xb[j]
+            return k, PLANT_STOP, t
         t = t + dt
     return k1, DONE, t
 
@@ -205,21 +320,26 @@ class CompiledLoop:
         if pfz is not None:
             fparents, fm = plant.model.compiled_frames(pfz.frames)
             npf = len(pfz.frames)
-            ip, fp, ws, sat = pfz.ip, pfz.fp, pfz.ws, pfz.saturated
+            ip, fp, ws = pfz.ip, pfz.fp, pfz.ws
         else:                                   # open tree: plant_accel's Cholesky branch (ip[IH_MP] == 0)
-            _, _, ip, fp, ws, sat, _ = pargs
+            _, _, ip, fp, ws, _, _ = pargs
             fparents, fm, npf = np.zeros(0, dtype=np.int64), np.zeros(0), 0
         share = all(np.array_equal(a, b) for a, b in zip(ctree, ptree))
+        pmodel = (*ptree, fparents[:npf], fm, ip, fp, ws, np.zeros(closure_scratch_size(n, int(ip[K.IH_MP]))))
+        ptrans, prots = np.zeros((max(npf, 1), 3)), np.zeros((max(npf, 1), 3, 3))
+        oR, op, S, M, h = np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((6, n)), np.zeros((n, n)), np.zeros(n)
+        tw, L = np.zeros(K.TREE_SCRATCH_PER_JOINT * nj + 12), np.zeros((n, n))
+        kk, xt = np.zeros((4, 2 * n)), np.zeros(2 * n)
         self._args = (
             share,
             *ctree, cfparents[:ncf], cfm, fz.ip, fz.fp, fz.ws, fz.saturated,
             np.zeros((max(ncf, 1), 3)), np.zeros((max(ncf, 1), 3, 3)),
-            *ptree, fparents[:npf], fm, ip, fp, ws, sat, np.zeros((max(npf, 1), 3)), np.zeros((max(npf, 1), 3, 3)),
+            *pmodel, ptrans, prots,
             np.ascontiguousarray(plant._B, dtype=float), np.zeros(n),
-            np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((6, n)), np.zeros((n, n)), np.zeros(n),
-            np.zeros((n, n)), np.zeros(K.TREE_SCRATCH_PER_JOINT * nj + 12), np.zeros((4, 2 * n)), np.zeros(2 * n),
-            np.zeros(2 * n),
+            oR, op, S, M, h, L, tw, kk, xt, np.zeros(2 * n),
         )
+        # plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
+        self._period_args = (*pmodel, oR, op, S, M, h, ptrans, prots, tw, L, kk, xt)
         self.x = np.zeros(2 * n)
         self.cycle_count = 0
         self._warm_up()
@@ -235,6 +355,11 @@ class CompiledLoop:
                 np.zeros((1, m)), np.zeros((1, p), dtype=bool), np.zeros(1))
         closed_loop_chunk(0, 1, x, 0.0, 0.0, 1e-3, plant.substeps, *self._args, *logs)
         cycles()
+
+    def plant_period(self, x, tau, t, dt):
+        """One plant period by :func:`plant_period` (x advanced in place; returns the status), for tests
+        against :func:`uk_controller.uk_kernels.plant_rk4`."""
+        return plant_period(x, tau, t, dt, self.plant.substeps, False, *self._period_args)
 
     def run(self, k0, k1, logs):
         """Periods k0 .. k1-1 from the plant's current state; the plant's q, q', t follow.
