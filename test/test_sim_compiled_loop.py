@@ -110,3 +110,22 @@ def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
     assert np.abs(x - np.concatenate((plant.q, plant.qd))).max() > 1e-3      # the state did move
     x[0] = np.nan
     assert loop.plant_period(x, tau, t, 1e-3) == compiled_loop.K.NOT_FINITE_STATE
+
+
+@pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+@pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+def test_model_mismatch_and_own_gains_equal_the_python_loop(robot):
+    """Plant inertias x 1.3 (the controller's and the plant's trees differ: no shared tree pass), seed 000's
+    Baumgarte gains and 500 Hz: the compiled loop follows the Python loop to round-off."""
+    from uk_controller.baumgarte import Baumgarte
+    options = dict(duration=0.6, rate=500.0, mass_scale=1.3, stabilization=Baumgarte.seed000(0.5, 200.0))
+    fast = simulate(load_robot(robot), **options)
+    plain = simulate(load_robot(robot), compiled=False, **options)
+    assert fast.settings['loop'] == 'compiled' and plain.settings['loop'] == 'python'
+    assert fast.ok.all() and plain.ok.all()
+    np.testing.assert_array_equal(fast.t, plain.t)
+    for key, tol in TOL.items():
+        ref = getattr(plain, key)
+        np.testing.assert_allclose(getattr(fast, key), ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()),
+                                   err_msg=key)
+    assert np.abs(fast.q - simulate(load_robot(robot), **{**options, 'mass_scale': 1.0}).q).max() > 1e-6
