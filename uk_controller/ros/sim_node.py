@@ -14,6 +14,12 @@ Modes (section ``simulation`` of the robot YAML):
 - ``publish_clock: true``: also publishes ``/clock`` with the simulated time
   ``clock_start + t`` (default 1 s: a zero stamp reads as "unstamped" in ROS)
   for nodes with ``use_sim_time``; ``real_time_factor`` scales the tick rate;
+  ``max_command_lag: k`` (periods, 0 = off) makes the plant wait whenever it has
+  integrated k periods without receiving a command, like a simulator that
+  steps its controllers synchronously (gz_ros2_control), so a controller
+  descheduled by a busy machine cannot fall further behind than k periods
+  (until the first command arrives it runs freely: a controller that missed
+  the first states must still see the clock move to start);
 - ``lockstep: true`` (implies ``publish_clock``): after publishing the state of
   t_k the plant waits for the next effort command, then advances to t_k+1 --
   the DDS loop then reproduces the in-process closed-loop simulation exactly
@@ -67,15 +73,22 @@ def sim_settings(params):
         'lockstep_resend': sim.get('lockstep_resend', 0.1),
         'clock_start': sim.get('clock_start', 1.0),
         'wait_for_subscribers': sim.get('wait_for_subscribers', 1),
+        'max_command_lag': sim.get('max_command_lag', 0),
     }
     for key in ('rate', 'real_time_factor', 'mass_scale', 'closure_omega', 'lockstep_resend', 'clock_start'):
         P._number(out, key, f'simulation.{key}')
     P._number(out, 'sensor_noise', 'simulation.sensor_noise', positive=False)
+    lag = out['max_command_lag']
+    if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
+        raise P.ParameterError(f'simulation.max_command_lag: must be a whole number of periods >= 0, got {lag!r}')
     for key in ('publish_clock', 'lockstep'):
         if not isinstance(out[key], bool):
             raise P.ParameterError(f'simulation.{key}: must be true or false, got {out[key]!r}')
     if out['lockstep']:
         out['publish_clock'] = True
+    if out['max_command_lag'] and not out['publish_clock']:
+        raise P.ParameterError('simulation.max_command_lag: needs simulation.publish_clock: true '
+                               '(a plant on the wall clock cannot wait for its controller)')
     return out
 
 
@@ -107,7 +120,8 @@ class SimNode(Node):
         self.u = np.zeros(len(actuators))
         self.dt = 1.0 / float(self.sim['rate'])
         self.rng = np.random.default_rng(0)
-        self.counts = {'commands': 0, 'rejected': 0, 'steps': 0, 'overruns': 0}
+        self.counts = {'commands': 0, 'rejected': 0, 'steps': 0, 'overruns': 0, 'paced': 0}
+        self.steps_since_command = 0    # plant periods integrated with the same held command
         self.waiting = False            # lockstep: state published, waiting for its command
         self.start_ns = None             # wall time of plant time 0 (free running)
         kind = self.ros['output_type']
@@ -150,11 +164,23 @@ class SimNode(Node):
     def advance(self):
         self.plant.step(self.u, self.dt)
         self.counts['steps'] += 1
+        self.steps_since_command += 1
         self.publish_state()
 
     def on_tick(self):
-        """Keep plant time = wall time: a late tick integrates the periods it missed (at most 5)."""
+        """Keep plant time = wall time: a late tick integrates the periods it missed (at most 5).
+
+        On its own clock the plant steps one period per tick; with ``max_command_lag`` = k > 0
+        it waits (the clock stops) once k periods passed without a new command, so a
+        controller that is descheduled acts on a state at most k periods old. Before the
+        first command it never waits: states published before the controller matched
+        are lost (volatile), and a controller on sim time only acts when the clock moves.
+        """
         if self.sim['publish_clock']:
+            lag = self.sim['max_command_lag']
+            if lag and self.counts['commands'] and self.steps_since_command >= lag:
+                self.counts['paced'] += 1
+                return
             self.advance()
             return
         behind = (self.get_clock().now().nanoseconds - self.start_ns) * 1e-9 - self.plant.t
@@ -178,6 +204,7 @@ class SimNode(Node):
             self.counts['rejected'] += 1
             return
         self.counts['commands'] += 1
+        self.steps_since_command = 0
         self.u[self.perm] = np.clip(values, -self.limits[self.perm], self.limits[self.perm])
         if self.sim['lockstep']:
             self.advance()
@@ -206,6 +233,7 @@ class SimNode(Node):
         level = OK if self.counts['rejected'] == 0 else WARN
         values = [('sim_time_s', self.plant.t), ('steps', self.counts['steps']),
                   ('real_time_overruns', self.counts['overruns']),
+                  ('ticks_waiting_for_command', self.counts['paced']),
                   ('commands', self.counts['commands']), ('rejected_commands', self.counts['rejected']),
                   ('effort', np.array2string(self.u, precision=4))]
         self.diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: plant',
