@@ -19,7 +19,7 @@ from uk_controller.sim import compiled_loop
 from uk_controller.sim.closed_loop import simulate
 from uk_controller.sim.uk_plant import UKPlant
 
-DURATION = 1.5
+DURATION = 1.0
 TOL = {'q': 1e-12, 'qd': 1e-11, 'effort': 1e-11, 'phi': 1e-12}   # measured: <= 3e-13 (effort, dual_arm)
 
 
