@@ -51,7 +51,7 @@ def test_simulate_equals_unfused_reference(robot):
     fast = simulate(load_robot(robot), duration=DURATION)
     plain = simulate(load_robot(robot), duration=DURATION, compiled=False)
     assert plain.settings['loop'] == 'python'
-    if uk_kernels.AVAILABLE and robot != 'dual_arm':      # dual_arm: q-dependent actuator columns in the plant
+    if uk_kernels.AVAILABLE:
         assert fast.settings['loop'] == 'compiled'
         assert np.isfinite(fast.compute_time).all() and (fast.compute_time > 0).all()
     for res in (fast, plain):
@@ -102,14 +102,36 @@ def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
     x = x_ref.copy()
     t = 0.0
     for _ in range(200):
-        tau = plant._B @ (0.3 * rng.standard_normal(setup.actuators.p))
-        assert uk_kernels.plant_rk4(x_ref, tau, t, 1e-3, 2, *plant._compiled) == 0.0
-        assert loop.plant_period(x, tau, t, 1e-3) == 0.0
+        u = 0.3 * rng.standard_normal(setup.actuators.p)
+        assert uk_kernels.plant_rk4(x_ref, plant._B @ u, t, 1e-3, 2, *plant._compiled) == 0.0
+        assert loop.plant_period(x, u, t, 1e-3) == 0.0
         t += 1e-3
     np.testing.assert_array_equal(x, x_ref)
     assert np.abs(x - np.concatenate((plant.q, plant.qd))).max() > 1e-3      # the state did move
     x[0] = np.nan
-    assert loop.plant_period(x, tau, t, 1e-3) == compiled_loop.K.NOT_FINITE_STATE
+    assert loop.plant_period(x, u, t, 1e-3) == compiled_loop.K.NOT_FINITE_STATE
+
+
+@pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+def test_plant_period_with_q_dependent_actuators_equals_the_reference_plant():
+    """dual_arm's 'between' actuator (torque between link5 and the world): B(q) u at every RK4 stage by the
+    plant's closure program equals UKPlant's stage-by-stage RK4 with ActuatorMap.matrix on Pinocchio."""
+    setup = load_robot('dual_arm')
+    ref = UKPlant.from_setup(setup)
+    assert ref._B is None and ref._compiled is None
+    ref._fused = None
+    ref._stage_accel = ref._accel_fallback
+    loop = compiled_loop.CompiledLoop.build(ControllerCore(setup), UKPlant.from_setup(setup))
+    assert loop.qdep
+    rng = np.random.default_rng(22)
+    x = np.concatenate((ref.q, ref.qd))
+    for _ in range(100):
+        u = 0.5 * rng.standard_normal(setup.actuators.p)
+        assert loop.plant_period(x, u, ref.t, 1e-3) == 0.0
+        ref.step(u, 1e-3)
+    np.testing.assert_allclose(x[:ref.n], ref.q, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(x[ref.n:], ref.qd, rtol=0, atol=1e-12)
+    assert np.abs(ref.q - setup.q0).max() > 1e-3
 
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')

@@ -170,15 +170,30 @@ def closure_accel(M, h, tau, ip, fp, ws, sc, qdd):
 
 @njit(cache=True)
 def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sc, oR, op, S, M,
-                h, trans, rots, qdd, tw, L):
+                h, trans, rots, qdd, tw, L, u, qdep):
     """:func:`uk_controller.uk_kernels.plant_accel` (same statements, same status codes) with the closure
-    solve of :func:`closure_accel`; ``tree_ready``: tree_terms(q, q') is already in (oR, op, S, M, h)."""
+    solve of :func:`closure_accel`; ``tree_ready``: tree_terms(q, q') is already in (oR, op, S, M, h).
+
+    ``qdep``: the actuator columns depend on q (``between`` actuators): the program's rows also fill
+    B(q) (uk_kernels.fused_rows) and ``tau = B(q) u`` is formed here at every stage, as UKPlant._accel does
+    with ActuatorMap.matrix; otherwise tau is the caller's ``B u``."""
     n = q.shape[0]
     for i in range(n):
         if not (np.isfinite(q[i]) and np.isfinite(qd[i])):
             return K.NOT_FINITE_STATE
     if not tree_ready:
         K.tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
+    if qdep:
+        K.frame_placements(oR, op, fparents, fm, trans, rots)
+        if not K.fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
+            return K.NOT_FINITE_STATE
+        p = ip[K.IH_P]
+        Bq = ws[ip[K.IH_BMAT]:ip[K.IH_BMAT] + n * p].reshape((n, p))
+        for i in range(n):
+            acc = 0.0
+            for j in range(p):
+                acc += Bq[i, j] * u[j]
+            tau[i] = acc
     if ip[K.IH_MP] == 0:
         if not K.cholesky_lower(M, L):
             return 1.0
@@ -189,19 +204,20 @@ def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, ta
             if not np.isfinite(qdd[i]):
                 return 2.0
         return 0.0
-    K.frame_placements(oR, op, fparents, fm, trans, rots)
-    if not K.fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
-        return K.NOT_FINITE_STATE
+    if not qdep:
+        K.frame_placements(oR, op, fparents, fm, trans, rots)
+        if not K.fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
+            return K.NOT_FINITE_STATE
     return closure_accel(M, h, tau, ip, fp, ws, sc, qdd)
 
 
 @njit(cache=True)
 def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
-                 oR, op, S, M, h, trans, rots, tw, L, kk, xt):
+                 oR, op, S, M, h, trans, rots, tw, L, kk, xt, u, qdep):
     """``substeps`` classical RK4 steps of x = (q, q') over dt with tau held: the arithmetic of
     :func:`uk_controller.uk_kernels.plant_rk4`, accelerations by :func:`plant_accel` (``tree_ready``: the
     tree pass at x is already in the work arrays). Returns the first non-zero status (x then partly
-    advanced) or 0."""
+    advanced) or 0. ``u``, ``qdep``: see :func:`plant_accel` (tau = B u given when qdep is False)."""
     n = x.shape[0] // 2
     hstep = dt / substeps
     half = 0.5 * hstep
@@ -212,7 +228,8 @@ def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, 
             src = x if stage == 0 else xt
             ts = t if stage == 0 else (t + half if stage < 3 else t + hstep)
             st = plant_accel(src[:n], src[n:], ts, tree_ready and sub == 0 and stage == 0, parents, jtype, mf, grav,
-                             fparents, fm, tau, ip, fp, ws, sc, oR, op, S, M, h, trans, rots, kk[stage, n:], tw, L)
+                             fparents, fm, tau, ip, fp, ws, sc, oR, op, S, M, h, trans, rots, kk[stage, n:], tw, L,
+                             u, qdep)
             if st != 0.0:
                 return st
             if stage < 3:
@@ -235,7 +252,7 @@ def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, 
 def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
                       cparents, cjtype, cmf, cgrav, cfparents, cfm, cip, cfp, cws, csat, ctrans, crots,
                       parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc, ptrans, prots,
-                      B, tau, oR, op, S, M, h, L, tw, kk, xt, xb,
+                      B, qdep, tau, oR, op, S, M, h, L, tw, kk, xt, xb,
                       log_t, log_q, log_qd, log_u, log_phi, log_phid, log_sat, log_ct):
     """Periods k0 .. k1-1 of the closed loop (module docstring); x = (q, q') is advanced in place.
 
@@ -272,16 +289,18 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
             log_phi[k, j] = cws[cphi + j]
             log_phid[k, j] = cws[cphid + j]
         log_ct[k] = c1 - c0
-        # plant: tau = B u held over the period, RK4 as uk_kernels.plant_rk4
-        for i in range(n):
-            acc = 0.0
-            for j in range(p):
-                acc += B[i, j] * cws[ceff + j]
-            tau[i] = acc
+        # plant: u held over the period (tau = B u, or B(q) u at each stage when qdep), RK4 as plant_rk4
+        u = cws[ceff:ceff + p]
+        if not qdep:
+            for i in range(n):
+                acc = 0.0
+                for j in range(p):
+                    acc += B[i, j] * u[j]
+                tau[i] = acc
         for j in range(2 * n):
             xb[j] = x[j]
         st = plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
-                          oR, op, S, M, h, ptrans, prots, tw, L, kk, xt)
+                          oR, op, S, M, h, ptrans, prots, tw, L, kk, xt, u, qdep)
         if st != 0.0:
             for j in range(2 * n):
                 x[j] = xb[j]
@@ -299,31 +318,44 @@ class CompiledLoop:
     @classmethod
     def build(cls, ctrl, plant):
         """A compiled loop for (ctrl, plant), or None when either lacks its compiled form (no numba, a
-        pinv other than 'svd', rows without a compiled form, q-dependent actuator columns in the plant,
-        a permuted or non-1-DOF joint model)."""
+        pinv other than 'svd', rows without a compiled form, an integrator other than rk4, a permuted or
+        non-1-DOF joint model)."""
         if not AVAILABLE:
             return None
         fz = getattr(ctrl, '_fused', None)
-        pargs = getattr(plant, '_compiled', None)
-        if fz is None or pargs is None or getattr(plant, 'integrator', None) != 'rk4' or plant._B is None:
+        if fz is None or getattr(plant, 'integrator', None) != 'rk4':
             return None
         ctree = ctrl.model.compiled_tree()
         ptree = plant.model.compiled_tree()
         if ctree is None or ptree is None or ctree[0].size != ptree[0].size:
             return None
+        n, nj, p = plant.n, ptree[0].size, ctrl.p
+        qdep = plant._B is None
+        pfz = plant._fused
+        if qdep:
+            # q-dependent actuator columns (``between`` actuators): the plant's closure program also carries
+            # them, as the controller's does (UKPlant itself evaluates ActuatorMap.matrix at every stage)
+            from ..constraints import CompiledRows, ConstraintStack
+            actuators = plant.setup.actuators
+            between = [(k, act.bodies[0], act.bodies[1], act.axis) for k, act in actuators._between]
+            pfz = CompiledRows.build(plant.model, plant.closures, ConstraintStack([], n), p=p, B=actuators._B,
+                                     between=between, gains=plant._gains if plant.closures.m else None)
+            if pfz is None:
+                return None
+        elif plant._compiled is None or (plant.closures.m and pfz is None):
+            return None
         self = object.__new__(cls)
-        self.ctrl, self.plant = ctrl, plant
-        n, nj = plant.n, ptree[0].size
+        self.ctrl, self.plant, self.qdep = ctrl, plant, qdep
         cfparents, cfm = ctrl.model.compiled_frames(fz.frames)
         ncf = len(fz.frames)
-        pfz = plant._fused
         if pfz is not None:
             fparents, fm = plant.model.compiled_frames(pfz.frames)
             npf = len(pfz.frames)
             ip, fp, ws = pfz.ip, pfz.fp, pfz.ws
         else:                                   # open tree: plant_accel's Cholesky branch (ip[IH_MP] == 0)
-            _, _, ip, fp, ws, _, _ = pargs
+            _, _, ip, fp, ws, _, _ = plant._compiled
             fparents, fm, npf = np.zeros(0, dtype=np.int64), np.zeros(0), 0
+        self._plant_program = pfz
         share = all(np.array_equal(a, b) for a, b in zip(ctree, ptree))
         pmodel = (*ptree, fparents[:npf], fm, ip, fp, ws, np.zeros(closure_scratch_size(n, int(ip[K.IH_MP]))))
         ptrans, prots = np.zeros((max(npf, 1), 3)), np.zeros((max(npf, 1), 3, 3))
@@ -335,7 +367,7 @@ class CompiledLoop:
             *ctree, cfparents[:ncf], cfm, fz.ip, fz.fp, fz.ws, fz.saturated,
             np.zeros((max(ncf, 1), 3)), np.zeros((max(ncf, 1), 3, 3)),
             *pmodel, ptrans, prots,
-            np.ascontiguousarray(plant._B, dtype=float), np.zeros(n),
+            np.zeros((n, p)) if qdep else np.ascontiguousarray(plant._B, dtype=float), qdep, np.zeros(n),
             oR, op, S, M, h, L, tw, kk, xt, np.zeros(2 * n),
         )
         # plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
@@ -356,10 +388,12 @@ class CompiledLoop:
         closed_loop_chunk(0, 1, x, 0.0, 0.0, 1e-3, plant.substeps, *self._args, *logs)
         cycles()
 
-    def plant_period(self, x, tau, t, dt):
-        """One plant period by :func:`plant_period` (x advanced in place; returns the status), for tests
-        against :func:`uk_controller.uk_kernels.plant_rk4`."""
-        return plant_period(x, tau, t, dt, self.plant.substeps, False, *self._period_args)
+    def plant_period(self, x, u, t, dt):
+        """One plant period under the efforts u by :func:`plant_period` (x advanced in place; returns the
+        status), for tests against :func:`uk_controller.uk_kernels.plant_rk4` and UKPlant.step."""
+        u = np.ascontiguousarray(u, dtype=float)
+        tau = np.zeros(self.plant.n) if self.qdep else self.plant._B @ u
+        return plant_period(x, tau, t, dt, self.plant.substeps, False, *self._period_args, u, self.qdep)
 
     def run(self, k0, k1, logs):
         """Periods k0 .. k1-1 from the plant's current state; the plant's q, q', t follow.
