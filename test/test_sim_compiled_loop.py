@@ -151,3 +151,16 @@ def test_model_mismatch_and_own_gains_equal_the_python_loop(robot):
         np.testing.assert_allclose(getattr(fast, key), ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()),
                                    err_msg=key)
     assert np.abs(fast.q - simulate(load_robot(robot), **{**options, 'mass_scale': 1.0}).q).max() > 1e-6
+
+
+@pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+def test_progress_chunks_do_not_change_the_run():
+    """With a progress callback the compiled loop runs in chunks of ~1 % of the periods: same bits as one
+    chunk, fractions rising from 0 to 1."""
+    seen = []
+    chunked = simulate(load_robot('five_bar'), duration=0.3, progress=seen.append)
+    whole = simulate(load_robot('five_bar'), duration=0.3)
+    assert chunked.settings['loop'] == whole.settings['loop'] == 'compiled'
+    for key in ('q', 'qd', 'effort', 'phi', 'phidot', 'saturated', 'ok', 't'):
+        np.testing.assert_array_equal(getattr(chunked, key), getattr(whole, key), err_msg=key)
+    assert seen[0] == 0.0 and seen[-1] == 1.0 and len(seen) >= 50 and np.all(np.diff(seen) >= 0)
