@@ -51,6 +51,10 @@ def test_fault(protocol, fault):
     if fault in LOST:
         assert r['device_torque_off_during'], r
         assert not math.isnan(r['time_to_safe'])
+        # the host stops torque within the watchdog (+ the cycle that notices, + one to send)
+        assert r['time_to_host_off'] <= r['watchdog'] + 2 * r['period'] + 1e-9, r
+        if fault != 'latency':   # a slow device acts on the torque-off only when it gets to it
+            assert r['time_to_safe'] <= r['watchdog'] + 2 * r['period'] + 1e-9, r
         if fault != 'unplug':
             assert r['counted_during']['watchdog_trips'] >= 1
     # recovers when the fault ends

@@ -122,7 +122,8 @@ class Faults:
     duplicate: float = 0.0      # answer sent twice
     partial: float = 0.0        # answer written in 2-3 pieces with short gaps
     truncate: float = 0.0       # answer cut short (the rest is never sent)
-    latency: float = 0.0        # s added before every answer
+    latency: float = 0.0        # s (wall clock) before every answer; the device handles nothing
+                                # meanwhile (an overloaded driver), so requests queue up
     silent: bool = False        # device keeps working but never answers
 
     def clear(self):

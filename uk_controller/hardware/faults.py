@@ -43,8 +43,10 @@ def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3
     slowly the machine runs the threads. What stays on the wall clock is the
     bus timeout (how long the host waits for an answer), i.e. only whether a
     given answer counts as missing; one spurious timeout on a busy machine is
-    a single lost cycle, far from a watchdog trip. Times in the result
-    (``time_to_safe``, ``time_to_recover``) are control time.
+    a single lost cycle, far from a watchdog trip. Times in the result are
+    control time since the fault began (ended, for ``time_to_recover``):
+    ``time_to_host_off`` until the host stopped sending torque, ``time_to_safe``
+    until the device applied none.
     """
     hw = HardwareConfig.default([f'm{i + 1}' for i in range(p)], np.full(p, limit), watchdog=watchdog,
                                 protocol=protocol)
@@ -75,11 +77,13 @@ def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3
         before = dict(safe.diagnostics())
         emu_before = dict(emu.counters)
         t_fault = clock()
-        safe_at = []
+        safe_at, host_off_at = [], []
 
         def watch():
             if not safe_at and _device_torque_off(emu):
                 safe_at.append(clock() - t_fault)
+            if not host_off_at and safe.state != ARMED:
+                host_off_at.append(clock() - t_fault)
 
         if fault == 'unplug':
             emu.unplug()
@@ -89,6 +93,7 @@ def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3
         drive(during, watch)
         out['device_torque_off_during'] = _device_torque_off(emu)
         out['time_to_safe'] = safe_at[0] if safe_at else float('nan')
+        out['time_to_host_off'] = host_off_at[0] if host_off_at else float('nan')
         during_d = dict(safe.diagnostics())
         if fault == 'unplug':
             emu.replug()
@@ -117,6 +122,7 @@ def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3
         out['max_feedback_age_when_sent'] = max((r[1] for r in log), default=0.0)
         out['max_effort_age_when_sent'] = max((r[2] for r in log), default=0.0)
         out['watchdog'] = watchdog
+        out['period'] = period
         out['final_effort'] = emu.joint_effort().tolist()
         out['limit'] = limit
     finally:
