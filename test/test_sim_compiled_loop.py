@@ -164,3 +164,24 @@ def test_progress_chunks_do_not_change_the_run():
     for key in ('q', 'qd', 'effort', 'phi', 'phidot', 'saturated', 'ok', 't'):
         np.testing.assert_array_equal(getattr(chunked, key), getattr(whole, key), err_msg=key)
     assert seen[0] == 0.0 and seen[-1] == 1.0 and len(seen) >= 50 and np.all(np.diff(seen) >= 0)
+
+
+@pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+def test_hold_safe_effort_after_compiled_periods():
+    """safe_effort 'hold': after compiled periods the ControllerCore holds the last compiled effort, as if its
+    own step had produced it."""
+    setup = load_robot('five_bar')
+    ctrl = ControllerCore(setup, safe_effort='hold')
+    plant = UKPlant.from_setup(setup)
+    loop = compiled_loop.CompiledLoop.build(ctrl, plant)
+    steps, n, p, m = 40, plant.n, ctrl.p, setup.passive.m + setup.servo.m
+    logs = {'t': np.zeros(steps), 'q': np.zeros((steps, n)), 'qd': np.zeros((steps, n)),
+            'effort': np.zeros((steps, p)), 'phi': np.zeros((steps, m)), 'phidot': np.zeros((steps, m)),
+            'saturated': np.zeros((steps, p), dtype=bool), 'ok': np.zeros(steps, dtype=bool),
+            'compute_time': np.zeros(steps)}
+    assert loop.run(0, steps, logs) == (steps, compiled_loop.DONE)
+    assert logs['ok'].all() and np.abs(logs['effort'][-1]).max() > 0
+    assert plant.t == pytest.approx(steps * ctrl.dt) and plant.rhs_evaluations == 4 * plant.substeps * steps
+    held = ctrl.step(plant.q * np.nan, plant.qd, plant.t)
+    assert not held.ok and held.reason == 'non-finite state'
+    np.testing.assert_array_equal(held.effort, logs['effort'][-1])

@@ -373,7 +373,6 @@ class CompiledLoop:
         # plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
         self._period_args = (*pmodel, oR, op, S, M, h, ptrans, prots, tw, L, kk, xt)
         self.x = np.zeros(2 * n)
-        self.cycle_count = 0
         self._warm_up()
         return self
 
