@@ -31,7 +31,9 @@ def nodes(context):
     # for real time slows the simulation down instead of letting the controller run ahead of it.
     sim = dict(overrides, **{'simulation.publish_clock': True,
                              'simulation.real_time_factor': float(LaunchConfiguration('real_time_factor')
-                                                                  .perform(context))})
+                                                                  .perform(context)),
+                             'simulation.max_command_lag': int(LaunchConfiguration('max_command_lag')
+                                                               .perform(context))})
     return [
         Node(package=PACKAGE, executable='uk_sim_node', name='uk_sim_node', output='screen',
              parameters=[config, sim]),
@@ -52,5 +54,8 @@ def generate_launch_description():
                               description='control and simulation rate in Hz (default: control.rate)'),
         DeclareLaunchArgument('real_time_factor', default_value='1.0',
                               description='simulated seconds per wall-clock second (lower it on a slow machine)'),
+        DeclareLaunchArgument('max_command_lag', default_value='0',
+                              description='plant waits after this many periods without an effort command '
+                                          '(0: never; 1-2 keep a busy machine from delaying the controller)'),
         OpaqueFunction(function=nodes),
     ])
