@@ -11,6 +11,10 @@ Per control period k (zero-order hold, the same sequence as the Python loop in `
                                                  stage reuses the tree pass of the controller (same q_k, q'_k)
     t_{k+1} = t_k + dt
 
+The plant's closure solve (:func:`closure_accel`) repeats uk_kernels.servo_kernel's statements for p = ms = 0
+without its small heap allocations (same bits, about half the time per RK4 stage on the five-bars); plants
+with q-dependent actuator columns form ``tau = B(q) u`` at every stage (:func:`plant_accel`).
+
 Per period this replaces ~20 Python calls (Pinocchio pass, kernel dispatches, StepResult, array copies, log
 row writes) by nothing: the Python loop remains the reference and the fallback. The chunk stops at the first
 period whose controller status is not 0 (the Python ControllerCore.step then answers with its safe effort and
