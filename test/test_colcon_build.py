@@ -87,8 +87,11 @@ def test_installed_node_starts_publishes_diagnostics_and_exits_cleanly(workspace
         diags = probe.record(DiagnosticArray, '/diagnostics',
                              convert=lambda m: [(s.name, s.message) for s in m.status])
         exe = workspace / 'install' / 'uk_controller' / 'lib' / 'uk_controller' / 'uk_controller_node'
+        # the installed copy has its own (cold) numba cache: compiling it would take 20-60 s on a
+        # busy machine and is not what this test is about (the layout); the NumPy path starts at once
+        env = dict(_installed_env(workspace), UK_CONTROLLER_NUMBA='0')
         proc = subprocess.Popen([str(exe), '--ros-args', '-p', 'config:=scara', '-p', 'ros.diagnostics_period:=0.2'],
-                                env=_installed_env(workspace), cwd=workspace, stdout=subprocess.PIPE,
+                                env=env, cwd=workspace, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         try:
             seen = probe.wait_for(lambda: any(name.startswith('uk_controller_node') and 'waiting for joint states'
