@@ -13,6 +13,7 @@ publishes NaN. Topics, parameters and rqt_plot field paths: docs/ros.md.
 """
 from __future__ import annotations
 
+import array
 import math
 import sys
 
@@ -96,6 +97,11 @@ def labelled_array(values, label):
     return msg
 
 
+def as_double_array(values):
+    """`values` (float ndarray) as array('d'): message fields take it without a per-element check."""
+    return array.array('d', np.ascontiguousarray(values, dtype=float).tobytes())
+
+
 class ControllerNode(Node):
     """The UK controller as a ROS 2 node (see the module docstring)."""
 
@@ -152,6 +158,11 @@ class ControllerNode(Node):
         self.residual_label = (f'phi[{mp + ms}] then phidot[{mp + ms}]: passive '
                                + ','.join(self.setup.passive.names) + '; servo ' + ','.join(self.setup.servo.names))
         self.efforts_label = 'efforts: ' + ','.join(self.core.actuator_names)
+        # one message object per plotting topic, refilled every period (publish serializes at once)
+        self.task_msg = labelled_array([0.0] * ms, self.task_label)
+        self.residual_msg = labelled_array([0.0] * (2 * (mp + ms)), self.residual_label)
+        self.efforts_msg = labelled_array([0.0] * self.core.p, self.efforts_label)
+        self.command_msg = Float64MultiArray()
 
     def now_ns(self):
         return self.get_clock().now().nanoseconds
@@ -213,17 +224,23 @@ class ControllerNode(Node):
             effort = np.zeros_like(effort)
             kind = kind or 'nonfinite'
             fault = fault or 'non-finite effort replaced by zero'
-        values = effort[self.perm].tolist()
-        stamp = self.get_clock().now().to_msg()
-        self.effort_pub.publish(effort_message(self.ros['output_type'], values, self.effort_names, stamp))
+        if self.ros['output_type'] == 'float64_multi_array':
+            self.command_msg.data = as_double_array(effort[self.perm])
+            self.effort_pub.publish(self.command_msg)
+        else:
+            stamp = self.get_clock().now().to_msg()
+            self.effort_pub.publish(effort_message(self.ros['output_type'], effort[self.perm].tolist(),
+                                                   self.effort_names, stamp))
         if self._latency_probe is not None:
             self._latency_probe(self._state_receive_ns, self.now_ns())
-        self.efforts_pub.publish(labelled_array(effort.tolist(), self.efforts_label))
+        self.efforts_msg.data = as_double_array(effort)
+        self.efforts_pub.publish(self.efforts_msg)
         if result.ok:
             self.last_result = result
-            self.task_error_pub.publish(labelled_array(result.task_error.tolist(), self.task_label))
-            self.residual_pub.publish(labelled_array(result.phi.tolist() + result.phidot.tolist(),
-                                                     self.residual_label))
+            self.task_msg.data = as_double_array(result.task_error)
+            self.task_error_pub.publish(self.task_msg)
+            self.residual_msg.data = as_double_array(np.concatenate((result.phi, result.phidot)))
+            self.residual_pub.publish(self.residual_msg)
         changed = kind != self.fault_kind
         self.fault, self.fault_kind = fault, kind
         if changed:
