@@ -112,6 +112,10 @@ class ControllerNode(Node):
         self.ros = P.ros_settings(self.params)
         declare_defaults(self, self.ros)
         self.setup = build_setup(self.params, self.config_path)
+        from .. import uk_kernels
+        if uk_kernels.AVAILABLE:
+            self.get_logger().info('loading the compiled kernels (the first start after an install compiles '
+                                   'them: 15-60 s; UK_CONTROLLER_NUMBA=0 uses the NumPy path instead)')
         self.core = ControllerCore(self.setup)
         self.perm, self.effort_names = P.effort_order(self.params, self.core.actuator_names,
                                                       self.ros.get('effort_joints'))
