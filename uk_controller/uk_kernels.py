@@ -150,13 +150,55 @@ def _norms(W, s):
 
 
 @njit(cache=True)
-def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
-                 u, qdd, pforce, effort, sat, info):
+def _vec(sc, o, k):
+    """The k entries of the scratch array sc from offset o, and the offset after them."""
+    return sc[o:o + k], o + k
+
+
+@njit(cache=True)
+def _mat(sc, o, r, c):
+    """An (r, c) view of the scratch array sc from offset o, and the offset after it."""
+    return sc[o:o + r * c].reshape((r, c)), o + r * c
+
+
+@njit(cache=True)
+def servo_scratch_size(n, p, mp, ms):
+    """Length of the scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and ms
+    servo rows."""
+    c = min(ms, p)
+    return n * n + 2 * n + n * p + n * mp + 4 * mp * mp + 3 * mp + 2 * mp * p + 2 * ms * p + ms + c * c + c
+
+
+@njit(cache=True)
+def free_accel(M, tau, h, L, a0):
+    """``L L^T = M`` (lower triangle of M) and the unconstrained acceleration ``a0 = M^{-1} (tau - h)``
+    (seed 000 eq 9 without constraint force). False (a0 untouched) if M is not positive definite."""
+    if not cholesky_lower(M, L):
+        return False
+    for i in range(a0.shape[0]):
+        a0[i] = tau[i] - h[i]
+    chol_solve_col(L, a0)
+    return True
+
+
+@njit(cache=True)
+def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
+                u, qdd, pforce, effort, sat, info, sc):
     """Servo control of seed 004 with closures (see module docstring); writes u, qdd, pforce, info.
+
+    Passive rows (seed 001 eq 36, seed 000 eq 9), Baumgarte-stabilized (seed 000 eq 52)::
+
+        a0 = M^{-1}(tau - h),  G = A_p M^{-1} A_p^T,  r_p = b_p - (kd phi' + kp phi) - A_p a0
+        N Q + r_p = a0 + M^{-1} A_p^T G^+ r_p,   N B = M^{-1} B - M^{-1} A_p^T G^+ A_p M^{-1} B
+
+    (G^+ on the eigenvalues w > max(rcond^2, floor) w_max), then the servo rows by seed 004 eq 35,
+    ``u = (A_s N B)^+ (b_s - A_s (N Q + r_p))``, and ``q'' = N Q + r_p + N B u``.
 
     ``gains`` (2, mp + ms): kd and kp per row, passive rows first (order-1 rows
     carry kd = 0, kp = k1). ``effort`` is u clipped to ``+-limits`` and ``sat``
     flags the clipped entries. Returns nothing; ``info[0]`` is the status.
+    No heap allocation: every intermediate lives in ``sc`` (servo_scratch_size(n, p, mp, ms) entries).
+    With p = ms = 0 this is the plant's acceleration under its closures alone.
     """
     n = M.shape[0]
     p = B.shape[1]
@@ -168,18 +210,26 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
     sweeps = int(params[3])
     for i in range(info.shape[0]):
         info[i] = 0.0
-    L = np.empty((n, n))
-    if not cholesky_lower(M, L):
+    L, o = _mat(sc, 0, n, n)
+    a0, o = _vec(sc, o, n)
+    col, o = _vec(sc, o, n)
+    NB, o = _mat(sc, o, n, p)
+    MApT, o = _mat(sc, o, n, mp)
+    G, o = _mat(sc, o, mp, mp)
+    V, o = _mat(sc, o, mp, mp)
+    W, o = _mat(sc, o, mp, mp)
+    Gp, o = _mat(sc, o, mp, mp)
+    w, o = _vec(sc, o, mp)
+    rp, o = _vec(sc, o, mp)
+    y, o = _vec(sc, o, mp)
+    APB, o = _mat(sc, o, mp, p)
+    Y, o = _mat(sc, o, mp, p)
+    CB, o = _mat(sc, o, ms, p)
+    bbar, o = _vec(sc, o, ms)
+    # a0 = M^{-1} Q (Q = tau - h), NB = M^{-1} B (then projected on the closures)
+    if not free_accel(M, tau, h, L, a0):
         info[0] = NOT_PD
         return
-    Q = np.empty(n)
-    for i in range(n):
-        Q[i] = tau[i] - h[i]
-    # a0 = M^{-1} Q, NB = M^{-1} B (then projected on the closures)
-    a0 = Q.copy()
-    chol_solve_col(L, a0)
-    NB = np.empty((n, p))
-    col = np.empty(n)
     for j in range(p):
         for i in range(n):
             col[i] = B[i, j]
@@ -187,14 +237,12 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
         for i in range(n):
             NB[i, j] = col[i]
     if mp > 0:
-        MApT = np.empty((n, mp))
         for j in range(mp):
             for i in range(n):
                 col[i] = Ap[j, i]
             chol_solve_col(L, col)
             for i in range(n):
                 MApT[i, j] = col[i]
-        G = np.empty((mp, mp))
         for i in range(mp):
             for j in range(i, mp):
                 acc = 0.0
@@ -202,13 +250,12 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
                     acc += Ap[i, k] * MApT[k, j]
                 G[i, j] = acc
                 G[j, i] = acc
-        V = np.empty((mp, mp))
-        W = G.copy()
+        for i in range(mp):
+            for j in range(mp):
+                W[i, j] = G[i, j]
         jacobi_columns(W, V, sweeps)
-        w = np.empty(mp)
         wmax = _norms(W, w)           # G is PSD: its singular values are its eigenvalues
         # residual of the passive rows with Q alone, and of each column of M^{-1} B
-        rp = np.empty(mp)
         for i in range(mp):
             acc = 0.0
             for k in range(n):
@@ -218,7 +265,6 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
         rank_p = 0
         if wmax > 0.0:
             cut = max(rcond * rcond, floor) * wmax
-            APB = np.empty((mp, p))
             for i in range(mp):
                 for j in range(p):
                     acc = 0.0
@@ -226,7 +272,9 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
                         acc += Ap[i, k] * NB[k, j]
                     APB[i, j] = acc
             # K = M^{-1} A_p^T G^+ ;  G^+ = sum_keep v v^T / w
-            Gp = np.zeros((mp, mp))
+            for i in range(mp):
+                for j in range(mp):
+                    Gp[i, j] = 0.0
             for kk in range(mp):
                 if w[kk] > cut:
                     rank_p += 1
@@ -236,8 +284,6 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
                         for j in range(mp):
                             Gp[i, j] += vi * V[j, kk]
             # y = G^+ rp  ; Y = G^+ APB
-            y = np.zeros(mp)
-            Y = np.zeros((mp, p))
             for i in range(mp):
                 acc = 0.0
                 for j in range(mp):
@@ -260,8 +306,6 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
                     NB[k, c] -= acc
         info[3] = rank_p
     # servo: CB u = bbar
-    CB = np.empty((ms, p))
-    bbar = np.empty(ms)
     bnorm = 0.0
     for i in range(ms):
         acc = 0.0
@@ -282,15 +326,21 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
     cond = np.inf
     if ms > 0 and p > 0:
         if ms <= p:                  # columns of CB^T (p x ms): CB = V S U^T
-            W = CB.T.copy()
             c = ms
+            Ws, o = _mat(sc, o, p, ms)
+            for i in range(ms):
+                for j in range(p):
+                    Ws[j, i] = CB[i, j]
         else:                        # columns of CB (ms x p): CB = U S V^T
-            W = CB.copy()
             c = p
-        V = np.empty((c, c))
-        jacobi_columns(W, V, sweeps)
-        s = np.empty(c)
-        smax = _norms(W, s)
+            Ws, o = _mat(sc, o, ms, p)
+            for i in range(ms):
+                for j in range(p):
+                    Ws[i, j] = CB[i, j]
+        Vs, o = _mat(sc, o, c, c)
+        s, o = _vec(sc, o, c)
+        jacobi_columns(Ws, Vs, sweeps)
+        smax = _norms(Ws, s)
         if smax > 0.0:
             smin = smax
             for k in range(c):
@@ -302,17 +352,17 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
                     if ms <= p:      # u += W_k (V_k . bbar) / s_k^2
                         coef = 0.0
                         for i in range(ms):
-                            coef += V[i, k] * bbar[i]
+                            coef += Vs[i, k] * bbar[i]
                         coef *= s2
                         for j in range(p):
-                            u[j] += W[j, k] * coef
+                            u[j] += Ws[j, k] * coef
                     else:            # u += V_k (W_k . bbar) / s_k^2
                         coef = 0.0
                         for i in range(ms):
-                            coef += W[i, k] * bbar[i]
+                            coef += Ws[i, k] * bbar[i]
                         coef *= s2
                         for j in range(p):
-                            u[j] += V[j, k] * coef
+                            u[j] += Vs[j, k] * coef
             cond = smax / smin
     # q'' = a0 + NB u, residual of the (stabilized) servo rows, passive force
     for k in range(n):
@@ -330,7 +380,7 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
         res += d * d
     res = np.sqrt(res)
     for i in range(n):
-        acc = -Q[i]
+        acc = -(tau[i] - h[i])
         for k in range(n):
             acc += (M[i, k] if i >= k else M[k, i]) * qdd[k]
         for j in range(p):
@@ -362,6 +412,16 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
             nsat += 1
         effort[j] = e
     info[7] = nsat
+
+
+@njit(cache=True)
+def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
+                 u, qdd, pforce, effort, sat, info):
+    """:func:`servo_solve` with its scratch array allocated here (one allocation per call; uk.ServoSolver's
+    entry point)."""
+    sc = np.empty(servo_scratch_size(M.shape[0], B.shape[1], Ap.shape[0], As.shape[0]))
+    servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
+                u, qdd, pforce, effort, sat, info, sc)
 
 
 # ----------------------------------------------------------------------------- constraint-row kernels
@@ -456,22 +516,25 @@ def planar_angle(R, J, drift, qd, axis, e1, reference, row):
 
 
 @njit(cache=True)
-def rk4_stage(x, k, i, h, xt, n):
-    """``xt = x + h k[i]`` and the velocity half of the next stage's slope, ``k[i+1][:n] = xt[n:]``."""
-    for j in range(x.shape[0]):
-        xt[j] = x[j] + h * k[i, j]
+def rk4_accept(x, k, i, h, xt, qdd):
+    """Classical RK4 on x = (q, q'), x' = (q', q''), one stage at a time: store stage i's acceleration,
+    ``k[i][n:] = qdd``, then for i < 3 the next stage's state ``xt = x + h k[i]`` and its velocity slope
+    ``k[i+1][:n] = xt[n:]`` (h = dt/2, dt/2, dt); for i = 3 the update ``x += h/6 (k0 + 2 k1 + 2 k2 + k3)``
+    and ``k[0][:n] = x[n:]`` for the next step (h = dt). ``qdd`` may be the view ``k[i, n:]`` itself."""
+    n = qdd.shape[0]
     for j in range(n):
-        k[i + 1, j] = xt[n + j]
-
-
-@njit(cache=True)
-def rk4_finish(x, k, h, n):
-    """``x += h/6 (k0 + 2 k1 + 2 k2 + k3)``; then ``k[0][:n] = x[n:]`` for the next substep."""
-    c = h / 6.0
-    for j in range(x.shape[0]):
-        x[j] += c * (k[0, j] + 2.0 * (k[1, j] + k[2, j]) + k[3, j])
-    for j in range(n):
-        k[0, j] = x[n + j]
+        k[i, n + j] = qdd[j]
+    if i < 3:
+        for j in range(x.shape[0]):
+            xt[j] = x[j] + h * k[i, j]
+        for j in range(n):
+            k[i + 1, j] = xt[n + j]
+    else:
+        c = h / 6.0
+        for j in range(x.shape[0]):
+            x[j] += c * (k[0, j] + 2.0 * (k[1, j] + k[2, j]) + k[3, j])
+        for j in range(n):
+            k[0, j] = x[n + j]
 
 
 # ----------------------------------------------------------------------------- fused rows + servo solve
@@ -735,55 +798,61 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
 
 
 @njit(cache=True)
-def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
-    """:func:`fused_rows` then :func:`servo_kernel` on the rows (passive rows first, then servo).
+def program_scratch_size(ip):
+    """Length of the scratch array of :func:`fused_solve` / :func:`fused_step_ws` for the program ip."""
+    return servo_scratch_size(ip[IH_N], ip[IH_P], ip[IH_MP], ip[IH_MS])
 
-    ``Mlow``: an (n, n) array whose lower triangle is M; ``h = C q' + G``; the efforts' generalized
-    force ``tau`` and the outputs live in ws (offsets in the header of ip); ``sat`` (p, bool) flags
-    clipped efforts. info[0] is the status (0 ok, 1 M not positive definite, 2 non-finite result,
-    3 non-finite state)."""
+
+@njit(cache=True)
+def fused_solve(Mlow, h, tau, ip, fp, ws, sat, sc, actuated, qdd):
+    """:func:`servo_solve` on the rows :func:`fused_rows` left in ws (passive rows first, then servo), with
+    the program's gains, parameters and limits; u, passive force, effort, info in ws, q'' into ``qdd``.
+
+    ``actuated`` False: the passive rows alone under the given ``tau`` (p = ms = 0: the plant's
+    ``q'' = a0 + M^{-1} A_p^T G^+ r_p``, seed 001 eq 36), whatever efforts and servo rows the program has.
+    Returns info[0] (0 ok, 1 M not positive definite, 2 non-finite result)."""
     n = ip[IH_N]
-    p = ip[IH_P]
     mp = ip[IH_MP]
     m = mp + ip[IH_MS]
-    info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
-    if not fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
-        for i in range(INFO_SIZE):
-            info[i] = 0.0
-        info[0] = NOT_FINITE_STATE
-        return
+    p = ip[IH_P] if actuated else 0
+    ms = ip[IH_MS] if actuated else 0
     phi = ws[ip[IH_PHI]:ip[IH_PHI] + m]
     phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
     A = ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n))
     b = ws[ip[IH_BV]:ip[IH_BV] + m]
     B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
     gains = fp[ip[IH_GAINS]:ip[IH_GAINS] + 2 * m].reshape((2, m))
-    servo_kernel(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
-                 phi[:mp], phid[:mp], gains, fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE],
-                 fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p], ws[ip[IH_QDD]:ip[IH_QDD] + n],
-                 ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat, info)
+    info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
+    servo_solve(Mlow, tau, h, B, A[mp:mp + ms], b[mp:mp + ms], phi[mp:mp + ms], phid[mp:mp + ms], A[:mp], b[:mp],
+                phi[:mp], phid[:mp], gains, fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE],
+                fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p], qdd, ws[ip[IH_PF]:ip[IH_PF] + n],
+                ws[ip[IH_EFF]:ip[IH_EFF] + p], sat[:p], info, sc)
+    return info[0]
 
 
 @njit(cache=True)
-def rk4_accept(x, k, i, h, xt, qdd):
-    """Store stage i's acceleration, ``k[i][n:] = qdd``, then for i < 3 the next stage's state
-    ``xt = x + h k[i]`` and ``k[i+1][:n] = xt[n:]`` (h = dt/2, dt/2, dt); for i = 3 the RK4 update
-    ``x += h/6 (k0 + 2 k1 + 2 k2 + k3)`` and ``k[0][:n] = x[n:]`` (h = dt). Same arithmetic as
-    :func:`rk4_stage` / :func:`rk4_finish`."""
-    n = qdd.shape[0]
-    for j in range(n):
-        k[i, n + j] = qdd[j]
-    if i < 3:
-        for j in range(x.shape[0]):
-            xt[j] = x[j] + h * k[i, j]
-        for j in range(n):
-            k[i + 1, j] = xt[n + j]
-    else:
-        c = h / 6.0
-        for j in range(x.shape[0]):
-            x[j] += c * (k[0, j] + 2.0 * (k[1, j] + k[2, j]) + k[3, j])
-        for j in range(n):
-            k[0, j] = x[n + j]
+def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
+    """:func:`fused_rows` then :func:`fused_solve` (servo rows and efforts included), no heap allocation.
+
+    ``Mlow``: an (n, n) array whose lower triangle is M; ``h = C q' + G``; the efforts' generalized
+    force ``tau`` and the outputs live in ws (offsets in the header of ip); ``sat`` (p, bool) flags
+    clipped efforts; ``sc``: program_scratch_size(ip) entries. info[0] is the status (0 ok, 1 M not
+    positive definite, 2 non-finite result, 3 non-finite state)."""
+    n = ip[IH_N]
+    if not fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
+        info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
+        for i in range(INFO_SIZE):
+            info[i] = 0.0
+        info[0] = NOT_FINITE_STATE
+        return
+    fused_solve(Mlow, h, ws[ip[IH_TAU]:ip[IH_TAU] + n], ip, fp, ws, sat, sc, True, ws[ip[IH_QDD]:ip[IH_QDD] + n])
+
+
+@njit(cache=True)
+def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
+    """:func:`fused_step_ws` with its scratch array allocated here (one allocation per call;
+    CompiledRows' entry point)."""
+    fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, np.empty(program_scratch_size(ip)))
 
 
 # ----------------------------------------------------------------------------- compiled plant
@@ -1001,107 +1070,103 @@ def frame_placements(oR, op, fparents, fm, trans, rots):
 
 
 @njit(cache=True)
-def plant_accel(q, qd, t, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sat, oR, op, S, M, h, trans,
-                rots, qdd, tw=None, L=None):
-    """q'' of the plant: ``M^{-1}(tau - h)`` for a tree (ip[IH_MP] == 0), else the UK acceleration with the
-    compiled closure rows (fused_step). Returns the status (0 ok, 1 M not PD, 2/3 non-finite)."""
+def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sat, sc, oR, op, S,
+                M, h, trans, rots, qdd, tw, u, qdep):
+    """q'' of the plant (seed 000 eq 9): ``M^{-1}(tau - h)`` for a tree (ip[IH_MP] == 0), else the UK
+    acceleration under the compiled closure rows alone (:func:`fused_solve` with ``actuated`` False, seed 001
+    eq 36). Returns the status (0 ok, 1 M not PD, 2 non-finite q'', 3 non-finite state).
+
+    ``tree_ready``: tree_terms(q, q') is already in (oR, op, S, M, h). ``qdep``: the actuator columns depend
+    on q (``between`` actuators): the program's rows also fill B(q) (fused_rows) and ``tau = B(q) u`` is
+    formed here, as UKPlant._accel does with ActuatorMap.matrix; otherwise tau is the caller's ``B u``
+    (u unused). ``sc``: servo_scratch_size(n, 0, ip[IH_MP], 0) entries (its head also serves the tree's
+    Cholesky factor); no heap allocation."""
     n = q.shape[0]
     for i in range(n):
         if not (np.isfinite(q[i]) and np.isfinite(qd[i])):
             return NOT_FINITE_STATE
-    tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
-    if ip[IH_MP] == 0:
-        if L is None:
-            L = np.empty((n, n))
-        if not cholesky_lower(M, L):
-            return 1.0
+    if not tree_ready:
+        tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
+    if qdep:
+        frame_placements(oR, op, fparents, fm, trans, rots)
+        if not fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
+            return NOT_FINITE_STATE
+        p = ip[IH_P]
+        Bq = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
         for i in range(n):
-            qdd[i] = tau[i] - h[i]
-        chol_solve_col(L, qdd)
+            acc = 0.0
+            for j in range(p):
+                acc += Bq[i, j] * u[j]
+            tau[i] = acc
+    if ip[IH_MP] == 0:
+        if not free_accel(M, tau, h, sc[:n * n].reshape((n, n)), qdd):
+            return NOT_PD
         for i in range(n):
             if not np.isfinite(qdd[i]):
-                return 2.0
-        return 0.0
-    frame_placements(oR, op, fparents, fm, trans, rots)
-    wt = ws[ip[IH_TAU]:ip[IH_TAU] + n]
-    for i in range(n):
-        wt[i] = tau[i]
-    fused_step(M, h, S, trans, rots, q, qd, t, ip, fp, ws, sat)
-    o = ip[IH_QDD]
-    for i in range(n):
-        qdd[i] = ws[o + i]
-    return ws[ip[IH_INFO]]
+                return NOT_FINITE
+        return OK
+    if not qdep:
+        frame_placements(oR, op, fparents, fm, trans, rots)
+        if not fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
+            return NOT_FINITE_STATE
+    return fused_solve(M, h, tau, ip, fp, ws, sat, sc, False, qdd)
 
 
 @njit(cache=True)
-def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, sat, pw):
-    """``substeps`` classical RK4 steps of x = (q, q') over dt with the generalized force tau held
-    (same arithmetic as rk4_accept). Returns the first non-zero status of plant_accel (0 if none).
-
-    Packed model (few arguments: each costs dispatch time): ``pi = (nj, nf, parents, jtype, frame
-    parents)``, ``pf = (gravity, joints (JOINT_WIDTH each), frames (FRAME_WIDTH each))``; ``pw`` is the
-    work array (placements, S, M, h, frames, RK4 slopes, tree scratch), sized by plant_work_size."""
+def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sat, sc,
+                 oR, op, S, M, h, trans, rots, tw, kk, xt, u, qdep):
+    """``substeps`` classical RK4 steps (:func:`rk4_accept`) of x = (q, q') over dt with the efforts held,
+    accelerations by :func:`plant_accel` (``tree_ready``: the tree pass at x is already in the work arrays;
+    ``u``, ``qdep``: see there). Returns the first non-zero status (x then partly advanced) or 0."""
     n = x.shape[0] // 2
-    nj = pi[0]
-    nf = pi[1]
-    parents = pi[2:2 + nj]
-    jtype = pi[2 + nj:2 + 2 * nj]
-    fparents = pi[2 + 2 * nj:2 + 2 * nj + nf]
-    grav = pf[0:3]
-    mf = pf[3:3 + nj * JOINT_WIDTH]
-    fm = pf[3 + nj * JOINT_WIDTH:]
-    o = 0
-    oR = pw[o:o + 9 * nj].reshape((nj, 3, 3))
-    o += 9 * nj
-    op = pw[o:o + 3 * nj].reshape((nj, 3))
-    o += 3 * nj
-    S = pw[o:o + 6 * n].reshape((6, n))
-    o += 6 * n
-    M = pw[o:o + n * n].reshape((n, n))
-    o += n * n
-    L = pw[o:o + n * n].reshape((n, n))
-    o += n * n
-    h = pw[o:o + n]
-    o += n
-    mf1 = max(nf, 1)
-    trans = pw[o:o + 3 * mf1].reshape((mf1, 3))
-    o += 3 * mf1
-    rots = pw[o:o + 9 * mf1].reshape((mf1, 3, 3))
-    o += 9 * mf1
-    k = pw[o:o + 8 * n].reshape((4, 2 * n))
-    o += 8 * n
-    xt = pw[o:o + 2 * n]
-    o += 2 * n
-    tw = pw[o:o + TREE_SCRATCH_PER_JOINT * nj + 12]
     hstep = dt / substeps
     half = 0.5 * hstep
     for j in range(n):
-        k[0, j] = x[n + j]
-    for _ in range(substeps):
+        kk[0, j] = x[n + j]
+    for sub in range(substeps):
         for stage in range(4):
             src = x if stage == 0 else xt
             ts = t if stage == 0 else (t + half if stage < 3 else t + hstep)
-            st = plant_accel(src[:n], src[n:], ts, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sat,
-                             oR, op, S, M, h, trans, rots, k[stage, n:], tw, L)
+            qdd = kk[stage, n:]
+            st = plant_accel(src[:n], src[n:], ts, tree_ready and sub == 0 and stage == 0, parents, jtype, mf, grav,
+                             fparents, fm, tau, ip, fp, ws, sat, sc, oR, op, S, M, h, trans, rots, qdd, tw, u, qdep)
             if st != 0.0:
                 return st
-            if stage < 3:
-                hh = half if stage < 2 else hstep
-                for j in range(2 * n):
-                    xt[j] = x[j] + hh * k[stage, j]
-                for j in range(n):
-                    k[stage + 1, j] = xt[n + j]
-            else:
-                c = hstep / 6.0
-                for j in range(2 * n):
-                    x[j] += c * (k[0, j] + 2.0 * (k[1, j] + k[2, j]) + k[3, j])
-                for j in range(n):
-                    k[0, j] = x[n + j]
+            rk4_accept(x, kk, stage, half if stage < 2 else hstep, xt, qdd)
         t += hstep
     return 0.0
 
 
-def plant_work_size(nj, n, nf):
-    """Length of plant_rk4's work array."""
+@njit(cache=True)
+def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, sat, pw):
+    """:func:`plant_period` (tau held, no tree pass ready) on a packed model, for UKPlant.step.
+
+    Packed model (few arguments: each costs dispatch time): ``pi = (nj, nf, parents, jtype, frame
+    parents)``, ``pf = (gravity, joints (JOINT_WIDTH each), frames (FRAME_WIDTH each))``; ``pw`` is the
+    work array (placements, S, M, h, frames, RK4 slopes, tree scratch, solve scratch), sized by
+    plant_work_size."""
+    n = x.shape[0] // 2
+    nj = pi[0]
+    nf = pi[1]
     mf1 = max(nf, 1)
-    return 12 * nj + 6 * n + 2 * n * n + n + 12 * mf1 + 10 * n + TREE_SCRATCH_PER_JOINT * nj + 12
+    oR, o = _mat(pw, 0, nj, 9)
+    op, o = _mat(pw, o, nj, 3)
+    S, o = _mat(pw, o, 6, n)
+    M, o = _mat(pw, o, n, n)
+    h, o = _vec(pw, o, n)
+    trans, o = _mat(pw, o, mf1, 3)
+    rots, o = _mat(pw, o, mf1, 9)
+    kk, o = _mat(pw, o, 4, 2 * n)
+    xt, o = _vec(pw, o, 2 * n)
+    tw, o = _vec(pw, o, TREE_SCRATCH_PER_JOINT * nj + 12)
+    return plant_period(x, tau, t, dt, substeps, False, pi[2:2 + nj], pi[2 + nj:2 + 2 * nj],
+                        pf[3:3 + nj * JOINT_WIDTH], pf[0:3], pi[2 + 2 * nj:2 + 2 * nj + nf], pf[3 + nj * JOINT_WIDTH:],
+                        ip, fp, ws, sat, pw[o:], oR.reshape((nj, 3, 3)), op, S, M, h, trans, rots.reshape((mf1, 3, 3)),
+                        tw, kk, xt, tau[:0], False)
+
+
+def plant_work_size(nj, n, nf, mp=0):
+    """Length of plant_rk4's work array (mp: passive rows of the plant's program)."""
+    mf1 = max(nf, 1)
+    return (12 * nj + 6 * n + n * n + n + 12 * mf1 + 10 * n + TREE_SCRATCH_PER_JOINT * nj + 12
+            + servo_scratch_size(n, 0, mp, 0))

@@ -100,7 +100,7 @@ class UKPlant:
             nf = 0
         pi = np.concatenate(([nj, nf], parents, jtype, fparents[:nf])).astype(np.int64)
         pf = np.concatenate((grav, mf, fm[:nf * uk_kernels.FRAME_WIDTH]))
-        pw = np.zeros(uk_kernels.plant_work_size(nj, n, nf))
+        pw = np.zeros(uk_kernels.plant_work_size(nj, n, nf, int(ip[uk_kernels.IH_MP])))
         args = (pi, pf, ip, fp, ws, sat, pw)
         # load (or compile) the kernel now rather than inside the first simulated period
         _K.plant_rk4(np.concatenate((self.setup.q0, self.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1,
