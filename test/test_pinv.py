@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from uk_controller.pinv import PINV_METHODS, get_pinv, pinv_damped, pinv_svd
+from uk_controller.pinv import PINV_METHODS, compiled_pinv, get_pinv, pinv_damped, pinv_svd
 
 MP_METHODS = ['svd', 'varga', 'greville', 'householder', 'mgs']
 EPS = np.finfo(float).eps
@@ -162,3 +162,36 @@ def test_registry():
     assert set(PINV_METHODS) >= {'svd', 'damped', 'varga', 'greville', 'householder', 'mgs'}
     with pytest.raises(ValueError, match='unknown pseudo-inverse'):
         get_pinv('cholesky')
+
+
+@pytest.mark.parametrize('name', MP_METHODS)
+def test_compiled_twins_equal_the_reference(name):
+    """The loop twins (compiled with numba when installed) equal the NumPy/LAPACK reference: the
+    Moore–Penrose inverse is unique, so with the same rank decision they agree to round-off, on
+    full-rank and rank-deficient, tall, wide and square matrices and on exact dependences."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    fast, ref = compiled_pinv(name), get_pinv(name)
+    cases = [(12, 12, 11), (12, 12, 12), (8, 5, 5), (5, 8, 5), (9, 7, 4), (6, 9, 3), (1, 4, 1), (4, 1, 1),
+             (3, 3, 0)]
+    for m, n, rank in cases:
+        for rcond in (1e-10, 1e-5):
+            A, s = make_matrix(rng, m, n, rank)
+            A = np.ascontiguousarray(A)
+            X, Xr = fast(A, rcond), ref(A, rcond)
+            assert X.shape == (n, m)
+            cond = s[0] / s[rank - 1] if rank else 1.0
+            growth = cond ** 2 if name == 'greville' else cond
+            assert np.linalg.norm(X - Xr, 2) <= 1e3 * EPS * growth * (np.linalg.norm(Xr, 2) + 1) * max(m, n), \
+                (name, m, n, rank, rcond)
+            assert_penrose(A, X, cond, f'compiled {name} {m}x{n} rank {rank}')
+    # an exact dependence (row 3 = row 1 + row 2) with tied column norms, as in seed 002's Jacobian
+    B = np.array([[1.0, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.5], [1.0, 1.0, 0.5, 0.5]])
+    assert np.allclose(fast(B, 1e-10), np.linalg.pinv(B), atol=1e-13)
+    # and the uncompiled loops are the same arithmetic
+    A, _ = make_matrix(rng, 7, 6, 5)
+    assert np.allclose(compiled_pinv(name, jit=False)(A, 1e-10), fast(A, 1e-10), atol=1e-13)
+
+
+def test_compiled_pinv_unknown_name():
+    with pytest.raises(ValueError, match='no compiled twin'):
+        compiled_pinv('damped')

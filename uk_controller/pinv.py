@@ -278,6 +278,426 @@ def pinv_mgs(A, rcond=DEFAULT_RCOND):
     return _ls_min_norm(A, rcond, _mgs_factor)
 
 
+# ------------------------------------------------------------- compiled twins (loops)
+#
+# The same five Moore–Penrose methods written as explicit loops, for numba (see
+# `compiled_pinv`). The NumPy/LAPACK functions above are the reference: the
+# Moore–Penrose inverse is unique, so with the same rank decision a twin must equal
+# its reference to round-off (test_pinv.py checks that on random and rank-deficient
+# matrices). The Householder QR here is written out (LAPACK's geqp3 is not callable
+# from numba); it pivots on exactly recomputed column norms, so on near-ties its pivot
+# order may differ from geqp3's, which changes the factors but not A^+.
+
+
+def _loop_hh_qr(A, pivot):
+    """Householder QR ``A[:, piv] = Q R`` (column pivoting if ``pivot``), Golub & Van Loan §5.2.
+
+    Returns R (k x n upper trapezoidal, k = min(m, n)), the reflectors V (m x k, column j
+    zero above row j), their factors tau (``H_j = I - tau_j v_j v_j^T``) and piv.
+    At step j the remaining column of largest norm (rows j..m-1) is moved to column j.
+    """
+    m, n = A.shape
+    k = min(m, n)
+    R = A.copy()
+    V = np.zeros((m, k))
+    tau = np.zeros(k)
+    piv = np.arange(n)
+    for j in range(k):
+        if pivot:
+            best = j
+            bestv = -1.0
+            for c in range(j, n):
+                sq = 0.0
+                for i in range(j, m):
+                    sq += R[i, c] * R[i, c]
+                if sq > bestv:
+                    bestv = sq
+                    best = c
+            if best != j:
+                for i in range(m):
+                    tmp = R[i, j]
+                    R[i, j] = R[i, best]
+                    R[i, best] = tmp
+                t = piv[j]
+                piv[j] = piv[best]
+                piv[best] = t
+        sq = 0.0
+        for i in range(j, m):
+            sq += R[i, j] * R[i, j]
+        alpha = np.sqrt(sq)
+        if alpha == 0.0:
+            continue
+        beta = -alpha if R[j, j] >= 0.0 else alpha
+        for i in range(j, m):
+            V[i, j] = R[i, j]
+        V[j, j] -= beta
+        vv = 0.0
+        for i in range(j, m):
+            vv += V[i, j] * V[i, j]
+        tau[j] = 2.0 / vv
+        R[j, j] = beta
+        for i in range(j + 1, m):
+            R[i, j] = 0.0
+        for c in range(j + 1, n):
+            d = 0.0
+            for i in range(j, m):
+                d += V[i, j] * R[i, c]
+            d *= tau[j]
+            for i in range(j, m):
+                R[i, c] -= d * V[i, j]
+    return R[:k], V, tau, piv
+
+
+def _loop_hh_apply_qt(V, tau, B):
+    """``Q^T B`` for Q = H_0 H_1 ... from `_loop_hh_qr` (B overwritten and returned)."""
+    m, k = V.shape
+    for j in range(k):
+        if tau[j] == 0.0:
+            continue
+        for c in range(B.shape[1]):
+            d = 0.0
+            for i in range(j, m):
+                d += V[i, j] * B[i, c]
+            d *= tau[j]
+            for i in range(j, m):
+                B[i, c] -= d * V[i, j]
+    return B
+
+
+def _loop_hh_q1(V, tau, r):
+    """The first r columns of Q = H_0 H_1 ... H_{k-1} (reflectors applied backwards to I[:, :r])."""
+    m, k = V.shape
+    Q = np.zeros((m, r))
+    for i in range(r):
+        Q[i, i] = 1.0
+    for j in range(k - 1, -1, -1):
+        if tau[j] == 0.0:
+            continue
+        for c in range(r):
+            d = 0.0
+            for i in range(j, m):
+                d += V[i, j] * Q[i, c]
+            d *= tau[j]
+            for i in range(j, m):
+                Q[i, c] -= d * V[i, j]
+    return Q
+
+
+def _loop_rank(R, rcond):
+    """`_qr_rank` on the diagonal of R."""
+    k = min(R.shape[0], R.shape[1])
+    if k == 0:
+        return 0
+    d0 = abs(R[0, 0])
+    if d0 == 0.0:
+        return 0
+    r = 0
+    for i in range(k):
+        if abs(R[i, i]) > rcond * d0:
+            r += 1
+    return r
+
+
+def _loop_solve_upper(R, B, r):
+    """``R[:r, :r]^{-1} B[:r]`` by back substitution (a new r x cols array)."""
+    X = np.zeros((r, B.shape[1]))
+    for c in range(B.shape[1]):
+        for i in range(r - 1, -1, -1):
+            s = B[i, c]
+            for j in range(i + 1, r):
+                s -= R[i, j] * X[j, c]
+            X[i, c] = s / R[i, i]
+    return X
+
+
+def _loop_pinv_svd(A, rcond):
+    m, n = A.shape
+    X = np.zeros((n, m))
+    if m == 0 or n == 0:
+        return X
+    U, s, Vt = np.linalg.svd(A, full_matrices=False)
+    if not s[0] > 0.0:
+        return X
+    for k in range(s.size):
+        if s[k] > rcond * s[0]:
+            inv = 1.0 / s[k]
+            for i in range(n):
+                f = Vt[k, i] * inv
+                for j in range(m):
+                    X[i, j] += f * U[j, k]
+    return X
+
+
+def _loop_pinv_varga(A, rcond):
+    m, n = A.shape
+    X = np.zeros((n, m))
+    if m == 0 or n == 0:
+        return X
+    R1, V, tau, piv = _loop_hh_qr(A, True)
+    r = _loop_rank(R1, rcond)
+    if r == 0:
+        return X
+    U1 = _loop_hh_q1(V, tau, r)                              # m x r
+    G1T = np.zeros((n, r))                                   # G1 = R1[:r] P^T, transposed
+    for i in range(r):
+        for c in range(n):
+            G1T[piv[c], i] = R1[i, c]
+    G2T, V2, tau2, _ = _loop_hh_qr(G1T, False)               # G1^T = V1 G2^T (eq 20)
+    V1 = _loop_hh_q1(V2, tau2, r)                            # n x r
+    # Z = G2^{-1} U1^T with G2 = (G2T)^T lower triangular: forward substitution
+    Z = np.zeros((r, m))
+    for c in range(m):
+        for i in range(r):
+            s = U1[c, i]
+            for j in range(i):
+                s -= G2T[j, i] * Z[j, c]
+            Z[i, c] = s / G2T[i, i]
+    for i in range(n):
+        for c in range(m):
+            s = 0.0
+            for j in range(r):
+                s += V1[i, j] * Z[j, c]
+            X[i, c] = s
+    return X
+
+
+def _loop_pinv_greville(A, rcond):
+    m, n = A.shape
+    P = np.zeros((n, m))
+    if m == 0 or n == 0:
+        return P
+    fro = 0.0
+    for i in range(m):
+        for j in range(n):
+            fro += A[i, j] * A[i, j]
+    tol = rcond * np.sqrt(fro)
+    if tol == 0.0:
+        return P
+    na2 = 0.0
+    for j in range(n):
+        na2 += A[0, j] * A[0, j]
+    if np.sqrt(na2) > tol:
+        for j in range(n):
+            P[j, 0] = A[0, j] / na2
+    d = np.zeros(m)
+    dd = np.zeros(m)
+    c = np.zeros(n)
+    b = np.zeros(n)
+    for i in range(1, m):
+        for k in range(i):                                   # d = a P_{i-1}
+            s = 0.0
+            for j in range(n):
+                s += A[i, j] * P[j, k]
+            d[k] = s
+        for j in range(n):                                   # c = a - d A_{i-1}
+            s = A[i, j]
+            for k in range(i):
+                s -= d[k] * A[k, j]
+            c[j] = s
+        for k in range(i):                                   # refinement: project c once more
+            s = 0.0
+            for j in range(n):
+                s += c[j] * P[j, k]
+            dd[k] = s
+        for j in range(n):
+            s = c[j]
+            for k in range(i):
+                s -= dd[k] * A[k, j]
+            c[j] = s
+        for k in range(i):
+            d[k] += dd[k]
+        cc = 0.0
+        for j in range(n):
+            cc += c[j] * c[j]
+        if np.sqrt(cc) > tol:
+            for j in range(n):
+                b[j] = c[j] / cc
+        else:
+            den = 1.0
+            for k in range(i):
+                den += d[k] * d[k]
+            for j in range(n):
+                s = 0.0
+                for k in range(i):
+                    s += P[j, k] * d[k]
+                b[j] = s / den
+        for j in range(n):
+            for k in range(i):
+                P[j, k] -= b[j] * d[k]
+            P[j, i] = b[j]
+    return P
+
+
+def _loop_mgs_qr(A, rcond):
+    """`_mgs_pivoted` written out: returns Q (m x r), R (r x n), piv, r."""
+    m, n = A.shape
+    W = A.copy()
+    piv = np.arange(n)
+    kmax = min(m, n)
+    Q = np.zeros((m, kmax))
+    R = np.zeros((kmax, n))
+    norms2 = np.zeros(n)
+    for c in range(n):
+        s = 0.0
+        for i in range(m):
+            s += W[i, c] * W[i, c]
+        norms2[c] = s
+    first = -1.0
+    r = 0
+    for k in range(kmax):
+        j = k
+        for c in range(k + 1, n):
+            if norms2[c] > norms2[j]:
+                j = c
+        if j != k:
+            for i in range(m):
+                t = W[i, k]
+                W[i, k] = W[i, j]
+                W[i, j] = t
+            for i in range(k):
+                t = R[i, k]
+                R[i, k] = R[i, j]
+                R[i, j] = t
+            t = norms2[k]
+            norms2[k] = norms2[j]
+            norms2[j] = t
+            ti = piv[k]
+            piv[k] = piv[j]
+            piv[j] = ti
+        s = 0.0
+        for i in range(m):
+            s += W[i, k] * W[i, k]
+        rkk = np.sqrt(s)
+        if first < 0.0:
+            first = rkk
+        if rkk == 0.0 or rkk <= rcond * first:
+            break
+        for i in range(m):
+            Q[i, k] = W[i, k] / rkk
+        R[k, k] = rkk
+        for c in range(k + 1, n):
+            s = 0.0
+            for i in range(m):
+                s += Q[i, k] * W[i, c]
+            R[k, c] = s
+            s2 = 0.0
+            for i in range(m):
+                W[i, c] -= Q[i, k] * s
+                s2 += W[i, c] * W[i, c]
+            norms2[c] = s2
+        r = k + 1
+    return Q[:, :r].copy(), R[:r].copy(), piv, r
+
+
+def _loop_mgs_project(Q, B):
+    """`_mgs_project` written out (B overwritten): one q at a time, B updated in between."""
+    m, r = Q.shape
+    C = np.zeros((r, B.shape[1]))
+    for k in range(r):
+        for c in range(B.shape[1]):
+            s = 0.0
+            for i in range(m):
+                s += Q[i, k] * B[i, c]
+            C[k, c] = s
+            for i in range(m):
+                B[i, c] -= Q[i, k] * s
+    return C
+
+
+def _loop_factor_qt(X, rcond, mgs, B):
+    """Column-pivoted QR of X (MGS or Householder) and ``Q1^T B``: returns (R, piv, r, Q1^T B)."""
+    if mgs:
+        Q, R, piv, r = _loop_mgs_qr(X, rcond)
+        return R, piv, r, _loop_mgs_project(Q, B.copy())
+    R, V, tau, piv = _loop_hh_qr(X, True)
+    r = _loop_rank(R, rcond)
+    return R, piv, r, _loop_hh_apply_qt(V, tau, B.copy())[:r]
+
+
+def _loop_ls_min_norm(A, rcond, mgs):
+    """`_ls_min_norm` written out (seed 002 eqs 15–18), Householder or MGS factor."""
+    m, n = A.shape
+    X = np.zeros((n, m))
+    if m == 0 or n == 0:
+        return X
+    R, piv, r, QtI = _loop_factor_qt(A, rcond, mgs, np.eye(m))
+    if r == 0:
+        return X
+    Y = _loop_solve_upper(R, QtI, r)
+    for i in range(r):
+        for c in range(m):
+            X[piv[i], c] = Y[i, c]
+    if r < n:
+        W = np.zeros((n, n - r))
+        T = _loop_solve_upper(R, R[:, r:], r)
+        for i in range(r):
+            for c in range(n - r):
+                W[piv[i], c] = -T[i, c]
+        for c in range(n - r):
+            W[piv[r + c], c] = 1.0
+        Rw, pw, rw, QtX = _loop_factor_qt(W, 0.0, mgs, X)
+        Yw = _loop_solve_upper(Rw, QtX, rw)
+        coef = np.zeros((n - r, m))
+        for i in range(rw):
+            for c in range(m):
+                coef[pw[i], c] = Yw[i, c]
+        for i in range(n):
+            for c in range(m):
+                s = 0.0
+                for k in range(n - r):
+                    s += W[i, k] * coef[k, c]
+                X[i, c] -= s
+    return X
+
+
+def _loop_pinv_householder(A, rcond):
+    return _loop_ls_min_norm(A, rcond, False)
+
+
+def _loop_pinv_mgs(A, rcond):
+    return _loop_ls_min_norm(A, rcond, True)
+
+
+#: kernel names in dependency order (callees first), compiled together by `compiled_pinv`
+_LOOP_KERNELS = ('_loop_hh_qr', '_loop_hh_apply_qt', '_loop_hh_q1', '_loop_rank', '_loop_solve_upper',
+                 '_loop_mgs_qr', '_loop_mgs_project', '_loop_factor_qt', '_loop_ls_min_norm',
+                 '_loop_pinv_svd', '_loop_pinv_varga', '_loop_pinv_greville',
+                 '_loop_pinv_householder', '_loop_pinv_mgs')
+_LOOP_METHODS = {'svd': '_loop_pinv_svd', 'varga': '_loop_pinv_varga', 'greville': '_loop_pinv_greville',
+                 'householder': '_loop_pinv_householder', 'mgs': '_loop_pinv_mgs'}
+_COMPILED = []
+
+
+def compiled_pinv(name, *, jit=True):
+    """The compiled twin of Moore–Penrose method `name`: ``f(A, rcond) -> A^+`` (A float64, C order).
+
+    With numba installed (and ``jit``) the loop kernels are compiled on first use
+    (``cache=True``: later processes load them) and the returned dispatcher can also be
+    passed as an argument to other numba functions. Without numba, or ``jit=False``, the
+    same loops run as plain Python (slow; for tests of the arithmetic).
+    """
+    try:
+        kernel = _LOOP_METHODS[name]
+    except KeyError:
+        raise ValueError(f'no compiled twin for {name!r}; choose one of {sorted(_LOOP_METHODS)}') from None
+    if not jit:
+        return _LOOP_PYTHON[kernel]
+    if not _COMPILED:
+        try:
+            from numba import njit
+        except ImportError:                     # pragma: no cover - numba is optional
+            _COMPILED.append(False)
+        else:
+            g = globals()
+            for nm in _LOOP_KERNELS:            # replace the globals so compiled callers find compiled callees
+                g[nm] = njit(cache=True)(_LOOP_PYTHON[nm])
+            _COMPILED.append(True)
+    return globals()[kernel] if _COMPILED[0] else _LOOP_PYTHON[kernel]
+
+
+_LOOP_PYTHON = {nm: globals()[nm] for nm in _LOOP_KERNELS}
+
+
 PINV_METHODS = {
     'svd': pinv_svd,
     'damped': pinv_damped,
