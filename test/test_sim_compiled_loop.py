@@ -92,8 +92,9 @@ def test_compiled_required_but_unavailable_is_an_error():
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'planar_3r'])
 def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
-    """compiled_loop.plant_period (closure solve without heap allocations) repeats uk_kernels.plant_rk4's
-    statements: the same bits over 200 periods of random efforts, 2 substeps."""
+    """CompiledLoop.plant_period (uk_kernels.plant_period on the loop's own unpacked model, work and scratch
+    arrays) equals UKPlant's uk_kernels.plant_rk4 (packed model, one work array): the same bits over 200 periods
+    of random efforts, 2 substeps."""
     setup = load_robot(robot)
     plant = UKPlant.from_setup(setup, substeps=2)
     loop = compiled_loop.CompiledLoop.build(ControllerCore(setup), plant)

@@ -89,6 +89,18 @@ def chol_solve_col(L, x):
 
 
 @njit(cache=True)
+def chol_solve_cols(L, X, out, col):
+    """``out <- (L L^T)^{-1} X`` column by column (col: an n-vector of scratch)."""
+    n = L.shape[0]
+    for j in range(X.shape[1]):
+        for i in range(n):
+            col[i] = X[i, j]
+        chol_solve_col(L, col)
+        for i in range(n):
+            out[i, j] = col[i]
+
+
+@njit(cache=True)
 def jacobi_columns(W, V, max_sweeps):
     """One-sided Jacobi: rotate the columns of W (r x c) until mutually orthogonal.
 
@@ -162,11 +174,34 @@ def _mat(sc, o, r, c):
 
 
 @njit(cache=True)
+def _matmul(A, B, C):
+    """``C = A B`` (each entry summed in index order)."""
+    for i in range(A.shape[0]):
+        for j in range(B.shape[1]):
+            acc = 0.0
+            for k in range(A.shape[1]):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = acc
+
+
+@njit(cache=True)
+def row_residuals(A, x, b, phi, phid, gains, g0, out):
+    """``out_i = (b_i - (kd_i phi'_i + kp_i phi_i)) - A_i . x``: the Baumgarte-stabilized right-hand side
+    (seed 000 eq 52) minus A x, with kd, kp = gains[0, g0 + i], gains[1, g0 + i]."""
+    for i in range(A.shape[0]):
+        acc = 0.0
+        for k in range(A.shape[1]):
+            acc += A[i, k] * x[k]
+        bstab = b[i] - (gains[0, g0 + i] * phid[i] + gains[1, g0 + i] * phi[i])
+        out[i] = bstab - acc
+
+
+@njit(cache=True)
 def servo_scratch_size(n, p, mp, ms):
     """Length of the scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and ms
     servo rows."""
     c = min(ms, p)
-    return n * n + 2 * n + n * p + n * mp + 4 * mp * mp + 3 * mp + 2 * mp * p + 2 * ms * p + ms + c * c + c
+    return n * n + 2 * n + n * p + n * mp + 4 * mp * mp + 3 * mp + 2 * mp * p + 2 * ms * p + 2 * ms + c * c + c
 
 
 @njit(cache=True)
@@ -226,23 +261,14 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     Y, o = _mat(sc, o, mp, p)
     CB, o = _mat(sc, o, ms, p)
     bbar, o = _vec(sc, o, ms)
+    rs, o = _vec(sc, o, ms)
     # a0 = M^{-1} Q (Q = tau - h), NB = M^{-1} B (then projected on the closures)
     if not free_accel(M, tau, h, L, a0):
         info[0] = NOT_PD
         return
-    for j in range(p):
-        for i in range(n):
-            col[i] = B[i, j]
-        chol_solve_col(L, col)
-        for i in range(n):
-            NB[i, j] = col[i]
+    chol_solve_cols(L, B, NB, col)
     if mp > 0:
-        for j in range(mp):
-            for i in range(n):
-                col[i] = Ap[j, i]
-            chol_solve_col(L, col)
-            for i in range(n):
-                MApT[i, j] = col[i]
+        chol_solve_cols(L, Ap.T, MApT, col)
         for i in range(mp):
             for j in range(i, mp):
                 acc = 0.0
@@ -256,25 +282,13 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         jacobi_columns(W, V, sweeps)
         wmax = _norms(W, w)           # G is PSD: its singular values are its eigenvalues
         # residual of the passive rows with Q alone, and of each column of M^{-1} B
-        for i in range(mp):
-            acc = 0.0
-            for k in range(n):
-                acc += Ap[i, k] * a0[k]
-            bstab = bp[i] - (gains[0, i] * phidp[i] + gains[1, i] * phip[i])
-            rp[i] = bstab - acc
+        row_residuals(Ap, a0, bp, phip, phidp, gains, 0, rp)
         rank_p = 0
         if wmax > 0.0:
             cut = max(rcond * rcond, floor) * wmax
-            for i in range(mp):
-                for j in range(p):
-                    acc = 0.0
-                    for k in range(n):
-                        acc += Ap[i, k] * NB[k, j]
-                    APB[i, j] = acc
+            _matmul(Ap, NB, APB)
             # K = M^{-1} A_p^T G^+ ;  G^+ = sum_keep v v^T / w
-            for i in range(mp):
-                for j in range(mp):
-                    Gp[i, j] = 0.0
+            Gp[:] = 0.0
             for kk in range(mp):
                 if w[kk] > cut:
                     rank_p += 1
@@ -289,11 +303,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                 for j in range(mp):
                     acc += Gp[i, j] * rp[j]
                 y[i] = acc
-                for c in range(p):
-                    acc = 0.0
-                    for j in range(mp):
-                        acc += Gp[i, j] * APB[j, c]
-                    Y[i, c] = acc
+            _matmul(Gp, APB, Y)
             for k in range(n):
                 acc = 0.0
                 for i in range(mp):
@@ -306,20 +316,12 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                     NB[k, c] -= acc
         info[3] = rank_p
     # servo: CB u = bbar
+    row_residuals(As, a0, bs, phis, phids, gains, mp, bbar)
     bnorm = 0.0
     for i in range(ms):
-        acc = 0.0
-        for k in range(n):
-            acc += As[i, k] * a0[k]
-        bstab = bs[i] - (gains[0, mp + i] * phids[i] + gains[1, mp + i] * phis[i])
-        bbar[i] = bstab - acc
         bnorm += bbar[i] * bbar[i]
-        for j in range(p):
-            acc = 0.0
-            for k in range(n):
-                acc += As[i, k] * NB[k, j]
-            CB[i, j] = acc
     bnorm = np.sqrt(bnorm)
+    _matmul(As, NB, CB)
     for j in range(p):
         u[j] = 0.0
     rank = 0
@@ -341,6 +343,9 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         s, o = _vec(sc, o, c)
         jacobi_columns(Ws, Vs, sweeps)
         smax = _norms(Ws, s)
+        # singular vectors in the row space of bbar (ms x c) and in the effort space (p x c), scaled by s_k:
+        # ms <= p: CB = V S U^T with W = U S;  else CB = U S V^T with W = U S
+        left, right = (Vs, Ws) if ms <= p else (Ws, Vs)
         if smax > 0.0:
             smin = smax
             for k in range(c):
@@ -349,20 +354,12 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                     if s[k] < smin:
                         smin = s[k]
                     s2 = 1.0 / (s[k] * s[k])
-                    if ms <= p:      # u += W_k (V_k . bbar) / s_k^2
-                        coef = 0.0
-                        for i in range(ms):
-                            coef += Vs[i, k] * bbar[i]
-                        coef *= s2
-                        for j in range(p):
-                            u[j] += Ws[j, k] * coef
-                    else:            # u += V_k (W_k . bbar) / s_k^2
-                        coef = 0.0
-                        for i in range(ms):
-                            coef += Ws[i, k] * bbar[i]
-                        coef *= s2
-                        for j in range(p):
-                            u[j] += Vs[j, k] * coef
+                    coef = 0.0           # u += right_k (left_k . bbar) / s_k^2
+                    for i in range(ms):
+                        coef += left[i, k] * bbar[i]
+                    coef *= s2
+                    for j in range(p):
+                        u[j] += right[j, k] * coef
             cond = smax / smin
     # q'' = a0 + NB u, residual of the (stabilized) servo rows, passive force
     for k in range(n):
@@ -370,14 +367,10 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         for j in range(p):
             acc += NB[k, j] * u[j]
         qdd[k] = acc
+    row_residuals(As, qdd, bs, phis, phids, gains, mp, rs)
     res = 0.0
     for i in range(ms):
-        acc = 0.0
-        for k in range(n):
-            acc += As[i, k] * qdd[k]
-        bstab = bs[i] - (gains[0, mp + i] * phids[i] + gains[1, mp + i] * phis[i])
-        d = acc - bstab
-        res += d * d
+        res += rs[i] * rs[i]
     res = np.sqrt(res)
     for i in range(n):
         acc = -(tau[i] - h[i])
@@ -430,23 +423,34 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
 
 
 @njit(cache=True)
-def frame_position_rows(J, trans, drift, idx, p_d, v_d, a_d, qd, phi, phidot, A, b):
-    """``phi = S (p - p_d)``, ``phi' = S J_lin q' - v_d``, ``A = S J_lin``, ``b = a_d - S drift`` (S: rows idx)."""
+def position_rows(J, trans, drift, idx, comp, P, V, Acc, qd, phi, phidot, A, b):
+    """Frame position rows (seed 000 eqs 47-49 for S = (x, y, z)): ``phi = S (p - p_d)``,
+    ``phi' = S J_lin q' - v_d``, ``A = S J_lin``, ``b = a_d - S drift`` (S: rows idx of the frame's
+    Jacobian, translation and drift). Row r's desired values are entry ``comp[r]`` of P, V, Acc (entry r
+    when comp is empty)."""
     n = J.shape[1]
     for r in range(idx.shape[0]):
         k = idx[r]
+        c = comp[r] if comp.shape[0] > 0 else r
         acc = 0.0
         for j in range(n):
             A[r, j] = J[k, j]
             acc += J[k, j] * qd[j]
-        phi[r] = trans[k] - p_d[r]
-        phidot[r] = acc - v_d[r]
-        b[r] = a_d[r] - drift[k]
+        phi[r] = trans[k] - P[c]
+        phidot[r] = acc - V[c]
+        b[r] = Acc[c] - drift[k]
+
+
+@njit(cache=True)
+def frame_position_rows(J, trans, drift, idx, p_d, v_d, a_d, qd, phi, phidot, A, b):
+    """:func:`position_rows` with the desired p_d, v_d, a_d given row by row (FramePosition.fill)."""
+    position_rows(J, trans, drift, idx, idx[:0], p_d, v_d, a_d, qd, phi, phidot, A, b)
 
 
 @njit(cache=True)
 def closure_position_rows(JA, JB, tA, tB, dA, dB, idx, qd, phi, phidot, A, b):
-    """``phi = S (p_A - p_B)``, ``A = S (J_A - J_B)_lin``, ``phi' = A q'``, ``b = S (drift_B - drift_A)``."""
+    """Loop-closure position rows (the five-bar's E1 = E2, seed 003): ``phi = S (p_A - p_B)``,
+    ``A = S (J_A - J_B)_lin``, ``phi' = A q'``, ``b = S (drift_B - drift_A)`` (LoopClosure.fill, fused_rows)."""
     n = JA.shape[1]
     for r in range(idx.shape[0]):
         k = idx[r]
@@ -718,18 +722,8 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             ncomp = ip[to + 3]
         if op == OP_FRAME_POSITION:
             f = ip[o + 3]
-            J = FJ[f]
-            tf = trans[f]
-            for r in range(ip[o + 6]):
-                ax = ip[o + 7 + r]
-                c = ip[to + 4 + r] if ncomp > 0 else r
-                acc = 0.0
-                for j in range(n):
-                    A[r0 + r, j] = J[ax, j]
-                    acc += J[ax, j] * qd[j]
-                phi[r0 + r] = tf[ax] - P[c]
-                phid[r0 + r] = acc - V[c]
-                b[r0 + r] = Acc[c] - FD[f, ax]
+            position_rows(FJ[f], trans[f], FD[f], ip[o + 7:o + 7 + ip[o + 6]], ip[to + 4:to + 4 + ncomp], P, V, Acc,
+                          qd, phi[r0:], phid[r0:], A[r0:], b[r0:])
         elif op == OP_PLANAR:
             f = ip[o + 3]
             fo = ip[o + 10]
@@ -756,16 +750,8 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             fa = ip[o + 3]
             fb = ip[o + 4]
             nax = ip[o + 6]
-            for r in range(nax):
-                ax = ip[o + 7 + r]
-                acc = 0.0
-                for j in range(n):
-                    a = FJ[fa, ax, j] - FJ[fb, ax, j]
-                    A[r0 + r, j] = a
-                    acc += a * qd[j]
-                phi[r0 + r] = trans[fa][ax] - trans[fb][ax]
-                phid[r0 + r] = acc
-                b[r0 + r] = FD[fb, ax] - FD[fa, ax]
+            closure_position_rows(FJ[fa], FJ[fb], trans[fa], trans[fb], FD[fa], FD[fb], ip[o + 7:o + 7 + nax], qd,
+                                  phi[r0:], phid[r0:], A[r0:], b[r0:])
             if ip[o + 11]:
                 fo = ip[o + 10]
                 rl = r0 + nax
