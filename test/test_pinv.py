@@ -195,3 +195,86 @@ def test_compiled_twins_equal_the_reference(name):
 def test_compiled_pinv_unknown_name():
     with pytest.raises(ValueError, match='no compiled twin'):
         compiled_pinv('damped')
+
+
+# ------------------------------------------- the compiled SVD twin (one-sided Jacobi SVD)
+
+
+def _spectrum_matrix(rng, m, n, s):
+    """m x n matrix ``U diag(s) V^T`` with the given singular values (len(s) = min(m, n))."""
+    U, _ = np.linalg.qr(rng.standard_normal((m, m)))
+    V, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    S = np.zeros((m, n))
+    S[np.arange(len(s)), np.arange(len(s))] = s
+    return np.ascontiguousarray(U @ S @ V.T)
+
+
+@pytest.mark.parametrize('shape', [(12, 12), (12, 7), (7, 12), (9, 1), (1, 9), (2, 2), (30, 11), (11, 30)])
+def test_svd_twin_equals_lapack_reference(shape):
+    """The Jacobi-SVD twin equals `pinv_svd` (LAPACK) to round-off: full rank, exact rank deficiency
+    (zero singular values, round-off level in A), singular values below rcond * s_max but far from
+    it (dropped by both), graded spectra down to 1e-7, and any scale of A (rcond is relative)."""
+    rng = np.random.default_rng(zlib.crc32(repr(('svd-twin', shape)).encode()))
+    fast = compiled_pinv('svd')
+    m, n = shape
+    k = min(m, n)
+    spectra = {
+        'full': np.sort(rng.uniform(0.5, 3.0, k))[::-1],
+        'graded': np.logspace(0, -7, k),
+        'deficient': np.concatenate([np.sort(rng.uniform(0.1, 5.0, (k + 1) // 2))[::-1], np.zeros(k // 2)]),
+        'below-threshold': np.concatenate([np.sort(rng.uniform(0.1, 5.0, (k + 1) // 2))[::-1],
+                                           np.full(k // 2, 1e-14)]),
+    }
+    for label, s in spectra.items():
+        for scale in (1.0, 1e-150, 1e150):
+            A = _spectrum_matrix(rng, m, n, s) * scale
+            for rcond in (1e-10, 1e-5):
+                keep = s > rcond * s[0]
+                if label == 'graded':
+                    if np.any(np.abs(s / s[0] / rcond - 1.0) < 0.5):
+                        continue              # a singular value near the threshold: no unique answer
+                X, Xr = fast(A, rcond), pinv_svd(A, rcond)
+                assert X.shape == (n, m)
+                cond = s[0] / s[keep][-1]
+                err = np.linalg.norm(X - Xr, 2) / np.linalg.norm(Xr, 2)
+                assert err <= 50 * EPS * cond * max(m, n), (label, scale, rcond, err)
+                # the rank the twin kept is the rank the rule gives
+                sx = np.linalg.svd(X, compute_uv=False)
+                assert int(np.sum(sx > 1e-3 * sx[0] / cond)) == int(keep.sum()), (label, scale, rcond)
+                if label in ('full', 'deficient'):
+                    assert_penrose(A / scale, X * scale, cond, f'svd twin {label} {shape} rcond {rcond}')
+
+
+def test_svd_twin_jacobi_kernel_is_an_svd():
+    """`_loop_jacobi_rows` on ``[B | I]``: rotated rows with orthogonal first parts whose norms are the
+    singular values of B (numpy's), an orthogonal accumulated rotation G, and ``G B`` reproduced."""
+    from uk_controller import pinv as P
+    compiled_pinv('svd')                         # compiles (numba) the kernels in place
+    rng = np.random.default_rng(5)
+    for c, k, rank in [(12, 12, 12), (12, 12, 11), (5, 9, 5), (7, 7, 3), (1, 4, 1)]:
+        B = make_matrix(rng, c, k, rank)[0]
+        W = np.zeros((c, k + c))
+        W[:, :k] = B
+        W[:, k:] = np.eye(c)
+        sweeps = P._loop_jacobi_rows(W, k, np.sqrt(k) * EPS, 60)
+        assert sweeps < 60
+        R, G = W[:, :k], W[:, k:]
+        s = np.linalg.norm(R, axis=1)
+        assert np.allclose(np.sort(s)[::-1], np.linalg.svd(B, compute_uv=False), rtol=0, atol=20 * EPS * s.max())
+        assert np.allclose(G @ G.T, np.eye(c), rtol=0, atol=20 * EPS * c)
+        assert np.allclose(G @ B, R, rtol=0, atol=20 * EPS * s.max() * c)
+        off = np.abs(R @ R.T - np.diag(s * s))
+        assert off.max() <= 20 * EPS * s.max() ** 2 * k
+
+
+def test_svd_twin_exact_dependence_and_nonfinite():
+    """Seed 002's situation: a redundant row (row 3 = row 1 + row 2) is dropped, as by LAPACK; a
+    matrix with NaN or inf has no SVD and the twin says so with an all-NaN result."""
+    fast = compiled_pinv('svd')
+    B = np.array([[1.0, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.5], [1.0, 1.0, 0.5, 0.5]])
+    for M in (B, np.ascontiguousarray(B.T)):
+        assert np.allclose(fast(M, 1e-10), pinv_svd(M, 1e-10), rtol=0, atol=1e-14)
+    for bad in (np.nan, np.inf):
+        A = np.eye(3)
+        A[1, 2] = bad
+        assert np.isnan(fast(A, 1e-10)).all()

@@ -410,21 +410,145 @@ def _loop_solve_upper(R, B, r):
     return X
 
 
+def _loop_jacobi_rows(W, k, tol, max_sweeps):
+    """One-sided (Hestenes) Jacobi SVD: rotate pairs of rows of W until their first k entries are orthogonal.
+
+    W is c x L (L >= k); whole rows are rotated, orthogonality is judged on ``W[:, :k]``, so
+    entries k.. carry the accumulated rotation along (start them as I to get it). On return
+    ``W = G W_in`` with G orthogonal and the rows of ``W[:, :k]`` mutually orthogonal: writing
+    ``B = W_in[:, :k]``, ``B^T = W[:, :k]^T G`` is an SVD of the c columns of B^T (Hestenes 1958;
+    Golub & Van Loan §8.6.4): the singular values are the row norms ``s_i`` of ``W[:, :k]``,
+    the left singular vectors its rows divided by s_i, the right ones the rows of G.
+
+    Each pair (i, j), cyclic by rows, with ``a = w_i.w_i``, ``b = w_j.w_j``, ``g = w_i.w_j``, is
+    rotated by the angle that makes it orthogonal (the symmetric Schur 2 x 2 of
+    ``[[a, g], [g, b]]``, ``t = tan theta = 2 g sign(b - a) / (|b - a| + sqrt((b - a)^2 + 4 g^2))``,
+    ``cos theta = 1 / sqrt(1 + t^2)``, here with one division) unless ``|g| <= tol sqrt(a b)``
+    already. Sweeps until one rotates nothing (all pairs orthogonal to ``tol``) or ``max_sweeps``;
+    returns the number of sweeps. Rows are contiguous, so the kernel works on a transpose
+    when it decomposes columns.
+    """
+    c, L = W.shape
+    k2 = k - (k % 2)
+    for sweep in range(max_sweeps):
+        rotated = False
+        for i in range(c - 1):
+            wi = W[i]
+            for j in range(i + 1, c):
+                wj = W[j]
+                a0 = 0.0                         # two partial sums each: shorter dependency chains
+                a1 = 0.0
+                b0 = 0.0
+                b1 = 0.0
+                g0 = 0.0
+                g1 = 0.0
+                for p in range(0, k2, 2):
+                    x0 = wi[p]
+                    y0 = wj[p]
+                    x1 = wi[p + 1]
+                    y1 = wj[p + 1]
+                    a0 += x0 * x0
+                    a1 += x1 * x1
+                    b0 += y0 * y0
+                    b1 += y1 * y1
+                    g0 += x0 * y0
+                    g1 += x1 * y1
+                if k2 < k:
+                    x0 = wi[k2]
+                    y0 = wj[k2]
+                    a0 += x0 * x0
+                    b0 += y0 * y0
+                    g0 += x0 * y0
+                a = a0 + a1
+                b = b0 + b1
+                g = g0 + g1
+                if g == 0.0 or abs(g) <= tol * np.sqrt(a * b):
+                    continue
+                rotated = True
+                d = b - a
+                den = abs(d) + np.sqrt(d * d + 4.0 * g * g)     # |b - a| + sqrt((b - a)^2 + 4 g^2)
+                if den == 0.0:                                  # a == b and g^2 underflowed: 45 degrees
+                    cs = 0.7071067811865476
+                    sn = cs if g > 0.0 else -cs
+                else:
+                    inv = 1.0 / np.sqrt(den * den + 4.0 * g * g)
+                    cs = den * inv                              # 1 / sqrt(1 + t^2), t = 2 g sign(d) / den
+                    sn = 2.0 * g * inv if d >= 0.0 else -2.0 * g * inv
+                for p in range(L):
+                    x = wi[p]
+                    y = wj[p]
+                    wi[p] = cs * x - sn * y
+                    wj[p] = sn * x + cs * y
+        if not rotated:
+            return sweep + 1
+    return max_sweeps
+
+
 def _loop_pinv_svd(A, rcond):
+    """`pinv_svd` by a one-sided Jacobi SVD (`_loop_jacobi_rows`), with the same rank rule.
+
+    Tall or square A (m >= n): the rows of ``[(A / c)^T | I_n]`` (c = max |a_ij|, so the Gram
+    entries cannot overflow) are rotated until the first m columns have orthogonal rows,
+    ``[V^T (A / c)^T | V^T]``: row i is ``[s_i u_i^T | v_i^T]`` with ``A / c = U S V^T``, and
+    ``A^+ = V S^+ U^T / c = sum_i v_i u_i^T / (c s_i)`` over ``s_i > rcond * max s`` (seed 002,
+    SVD method, as `pinv_svd`). Wide A: the same with the rows of A itself (an SVD of A^T;
+    u and v swap roles). Only min(m, n) vectors are rotated; sweeps run until every pair is
+    orthogonal to ``sqrt(k) eps`` relative (k = max(m, n)), i.e. to full precision.
+    A non-finite A gives an all-NaN result.
+    """
     m, n = A.shape
     X = np.zeros((n, m))
     if m == 0 or n == 0:
         return X
-    U, s, Vt = np.linalg.svd(A, full_matrices=False)
-    if not s[0] > 0.0:
+    scale = 0.0
+    for i in range(m):
+        for j in range(n):
+            if not np.isfinite(A[i, j]):
+                X[:, :] = np.nan
+                return X
+            if abs(A[i, j]) > scale:
+                scale = abs(A[i, j])
+    if scale == 0.0:
         return X
-    for k in range(s.size):
-        if s[k] > rcond * s[0]:
-            inv = 1.0 / s[k]
-            for i in range(n):
-                f = Vt[k, i] * inv
-                for j in range(m):
-                    X[i, j] += f * U[j, k]
+    inv_scale = 1.0 / scale
+    tall = m >= n
+    c = n if tall else m                         # vectors rotated
+    k = m if tall else n                         # their length
+    W = np.zeros((c, k + c))
+    for i in range(m):
+        for j in range(n):
+            if tall:
+                W[j, i] = A[i, j] * inv_scale
+            else:
+                W[i, j] = A[i, j] * inv_scale
+    for i in range(c):
+        W[i, k + i] = 1.0
+    _loop_jacobi_rows(W, k, np.sqrt(k) * 2.220446049250313e-16, 60)
+    s = np.empty(c)
+    smax = 0.0
+    for i in range(c):
+        acc = 0.0
+        for j in range(k):
+            acc += W[i, j] * W[i, j]
+        s[i] = np.sqrt(acc)
+        if s[i] > smax:
+            smax = s[i]
+    for i in range(c):
+        if s[i] > rcond * smax:
+            inv = 1.0 / s[i]
+            for j in range(k):                   # u_i = W[i, :k] / s_i
+                W[i, j] *= inv
+            inv *= inv_scale                     # 1 / (c s_i)
+            if tall:                             # X += v_i u_i^T / (c s_i), v_i = W[i, k:]
+                for p in range(n):
+                    f = W[i, k + p] * inv
+                    for q in range(m):
+                        X[p, q] += f * W[i, q]
+            else:                                # A^T = U' S V'^T: X += u'_i v'_i^T / (c s_i)
+                for p in range(n):
+                    f = W[i, p] * inv
+                    for q in range(m):
+                        X[p, q] += f * W[i, k + q]
     return X
 
 
@@ -661,7 +785,7 @@ def _loop_pinv_mgs(A, rcond):
 #: kernel names in dependency order (callees first), compiled together by `compiled_pinv`
 _LOOP_KERNELS = ('_loop_hh_qr', '_loop_hh_apply_qt', '_loop_hh_q1', '_loop_rank', '_loop_solve_upper',
                  '_loop_mgs_qr', '_loop_mgs_project', '_loop_factor_qt', '_loop_ls_min_norm',
-                 '_loop_pinv_svd', '_loop_pinv_varga', '_loop_pinv_greville',
+                 '_loop_jacobi_rows', '_loop_pinv_svd', '_loop_pinv_varga', '_loop_pinv_greville',
                  '_loop_pinv_householder', '_loop_pinv_mgs')
 _LOOP_METHODS = {'svd': '_loop_pinv_svd', 'varga': '_loop_pinv_varga', 'greville': '_loop_pinv_greville',
                  'householder': '_loop_pinv_householder', 'mgs': '_loop_pinv_mgs'}
