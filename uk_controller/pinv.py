@@ -286,7 +286,10 @@ def pinv_mgs(A, rcond=DEFAULT_RCOND):
 # its reference to round-off (test_pinv.py checks that on random and rank-deficient
 # matrices). The Householder QR here is written out (LAPACK's geqp3 is not callable
 # from numba); it pivots on exactly recomputed column norms, so on near-ties its pivot
-# order may differ from geqp3's, which changes the factors but not A^+.
+# order may differ from geqp3's, which changes the factors but not A^+. The SVD is a
+# one-sided Jacobi SVD, not LAPACK's bidiagonal one: np.linalg.svd inside numba costs
+# ~60 us on a 12 x 12 (gesdd plus its copies and workspace), the Jacobi loops ~20 us; the
+# singular values agree to round-off and the rank rule is the same, so A^+ does too.
 
 
 def _loop_hh_qr(A, pivot):
@@ -789,6 +792,9 @@ _LOOP_KERNELS = ('_loop_hh_qr', '_loop_hh_apply_qt', '_loop_hh_q1', '_loop_rank'
                  '_loop_pinv_householder', '_loop_pinv_mgs')
 _LOOP_METHODS = {'svd': '_loop_pinv_svd', 'varga': '_loop_pinv_varga', 'greville': '_loop_pinv_greville',
                  'householder': '_loop_pinv_householder', 'mgs': '_loop_pinv_mgs'}
+#: per-kernel numba options: FMA contraction (a*b + c rounded once; no reassociation, NaN/inf
+#: semantics kept) in the Jacobi SVD, whose rotations are latency bound: ~20 % faster
+_LOOP_OPTIONS = {'_loop_jacobi_rows': {'fastmath': {'contract'}}, '_loop_pinv_svd': {'fastmath': {'contract'}}}
 _COMPILED = []
 
 
@@ -814,7 +820,7 @@ def compiled_pinv(name, *, jit=True):
         else:
             g = globals()
             for nm in _LOOP_KERNELS:            # replace the globals so compiled callers find compiled callees
-                g[nm] = njit(cache=True)(_LOOP_PYTHON[nm])
+                g[nm] = njit(cache=True, **_LOOP_OPTIONS.get(nm, {}))(_LOOP_PYTHON[nm])
             _COMPILED.append(True)
     return globals()[kernel] if _COMPILED[0] else _LOOP_PYTHON[kernel]
 
