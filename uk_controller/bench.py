@@ -457,7 +457,7 @@ def bench_parallelogram(args):
         print('\n## Seed 002 parallelogram\nnot available: benchmarks/parallelogram.py not found')
         return
     import importlib.util
-    spec = importlib.util.spec_from_file_location('uk_bench_parallelogram', path)
+    spec = importlib.util.spec_from_file_location('parallelogram_benchmark', path)   # one name: one numba cache
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod              # dataclasses look their module up while the file executes
     spec.loader.exec_module(mod)
