@@ -17,12 +17,14 @@ def compiled_kernels_cached():
 
     from uk_controller.controller import ControllerCore
     from uk_controller.robots import load_robot
+    from uk_controller.sim.closed_loop import simulate
     from uk_controller.sim.uk_plant import UKPlant
 
     for robot in ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r'):
         setup = load_robot(robot)
         ControllerCore(setup)          # construction runs one warm-up step
         UKPlant.from_setup(setup).step(np.zeros(setup.actuators.p), 1e-3)
+        simulate(load_robot(robot), duration=0.003)    # the compiled closed loop (sim/compiled_loop.py)
 
 
 @pytest.fixture
