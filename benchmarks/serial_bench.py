@@ -10,7 +10,8 @@ line rate itself: 10 bits per byte (8N1) for every byte received and sent. Figur
 cycles per second and round-trip latency p50/p99 per cycle in ms.
 
 The fault table drives a SafeBus at a 4 ms period with a 100 ms watchdog, efforts 3x above
-the limits, through clean / fault / clean phases of 0.3 / 0.5 / 0.8 s.
+the limits, through clean / fault / clean phases of 0.3 / 0.5 / 0.8 s of control time: host and device
+share a stepped clock (see uk_controller.hardware.faults), so the times are exact multiples of the period.
 """
 from __future__ import annotations
 

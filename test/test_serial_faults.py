@@ -5,7 +5,6 @@ than the watchdog, goes torque-free when communication is lost, and re-arms afte
 Efforts are commanded at 3x the limit throughout, so any limiter hole would show up in the
 emulator's record of applied efforts.
 """
-import math
 
 import pytest
 
@@ -20,7 +19,7 @@ EXPECT = {
 LOST = ('latency', 'silent', 'unplug')      # no valid feedback for longer than the watchdog
 
 CASES = [(p, f) for p in ('uk_binary', 'odrive') for f in FAULTS] + \
-        [('dynamixel', f) for f in ('corrupt_tx', 'drop', 'silent', 'unplug')]
+        [('dynamixel', f) for f in ('corrupt_tx', 'drop', 'latency', 'silent', 'unplug')]
 
 
 pytestmark = pytest.mark.usefixtures('fast_gil_switch')
@@ -49,11 +48,14 @@ def test_fault(protocol, fault):
         assert r['counted']['io_errors'] >= 1
     # lost communication => safe: tripped (or disconnected) and the device is torque-free
     if fault in LOST:
-        assert r['device_torque_off_during'], r
-        assert not math.isnan(r['time_to_safe'])
         # the host stops torque within the watchdog (+ the cycle that notices, + one to send)
         assert r['time_to_host_off'] <= r['watchdog'] + 2 * r['period'] + 1e-9, r
-        if fault != 'latency':   # a slow device acts on the torque-off only when it gets to it
+        # the device is torque-free within that bound too -- except the emulated slow device
+        # ('latency'), which answers each request late and handles nothing meanwhile: it acts
+        # on the host's torque-off only when it reaches it in its queue (with Dynamixel's two
+        # requests per cycle, after the fault window)
+        if fault != 'latency':
+            assert r['device_torque_off_during'], r
             assert r['time_to_safe'] <= r['watchdog'] + 2 * r['period'] + 1e-9, r
         if fault != 'unplug':
             assert r['counted_during']['watchdog_trips'] >= 1

@@ -7,7 +7,8 @@ control) with torque off, then Torque Enable = 1. The servo's Bus Watchdog
 (address 98, 20 ms units) is used as the device-side watchdog.
 
 The SDK hides individual status packets, so duplicated answers are skipped
-without being counted (``seq_errors`` stays 0 for this protocol).
+without being counted; ``seq_errors`` counts only late answers of an earlier,
+shorter request that the SDK matched to the sync read (it matches by id).
 """
 from __future__ import annotations
 
@@ -196,9 +197,16 @@ class DynamixelBus(MotorBus):
             if not sr.isAvailable(i, T.FEEDBACK_START, T.FEEDBACK_LEN):
                 self.stats.crc_errors += 1
                 raise BusError(f'sync read: no data for id {i}')
-            c = sr.getData(i, T.ADDR_PRESENT_CURRENT, 2)
-            v = sr.getData(i, T.ADDR_PRESENT_VELOCITY, 4)
-            p = sr.getData(i, T.ADDR_PRESENT_POSITION, 4)
+            try:
+                c = sr.getData(i, T.ADDR_PRESENT_CURRENT, 2)
+                v = sr.getData(i, T.ADDR_PRESENT_VELOCITY, 4)
+                p = sr.getData(i, T.ADDR_PRESENT_POSITION, 4)
+            except IndexError:
+                # the SDK took a late status packet of an earlier, shorter request for this
+                # one (it matches status packets by id only): discard it and what else is queued
+                self.stats.seq_errors += 1
+                self._call(self.port_handler.clearPort)
+                raise BusError(f'sync read: the answer of id {i} belongs to an earlier request') from None
             cur[k] = (c - 0x10000 if c & 0x8000 else c) * o['current_unit']
             vel[k] = (v - 0x100000000 if v & 0x80000000 else v) * o['velocity_unit']
             pos[k] = (p - 0x100000000 if p & 0x80000000 else p) * o['position_unit']
