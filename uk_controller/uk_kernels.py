@@ -197,11 +197,23 @@ def row_residuals(A, x, b, phi, phid, gains, g0, out):
 
 
 @njit(cache=True)
-def servo_scratch_size(n, p, mp, ms):
-    """Length of the scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and ms
-    servo rows."""
-    c = min(ms, p)
-    return n * n + 2 * n + n * p + n * mp + 4 * mp * mp + 3 * mp + 2 * mp * p + 2 * ms * p + 2 * ms + c * c + c
+def _rows(sc, o, r, c):
+    """The (r, c) block of the 2-D scratch array sc from row o, and the row after it (a slice: no reshape,
+    which costs ~60 ns per call in numba)."""
+    return sc[o:o + r, :c], o + r
+
+
+@njit(cache=True)
+def _row(sc, o, k):
+    """The first k entries of row o of the 2-D scratch array sc, and the row after it."""
+    return sc[o, :k], o + 1
+
+
+@njit(cache=True)
+def servo_scratch_shape(n, p, mp, ms):
+    """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
+    ms servo rows."""
+    return 3 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 9, max(n, p, mp, ms, 1)
 
 
 @njit(cache=True)
@@ -217,104 +229,134 @@ def free_accel(M, tau, h, L, a0):
 
 
 @njit(cache=True)
+def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, NB, sc, o):
+    """The passive rows (closures) of seed 001 eq 36 / seed 000 eq 9, Baumgarte-stabilized (seed 000 eq 52),
+    applied in place to ``a0 = M^{-1}(tau - h)`` and to the columns ``NB = M^{-1} B``::
+
+        G = A_p M^{-1} A_p^T,  r_p = b_p - (kd phi' + kp phi) - A_p a0
+        a0 <- a0 + M^{-1} A_p^T G^+ r_p,   NB <- NB - M^{-1} A_p^T G^+ A_p NB
+
+    with G^+ on the eigenvalues w > max(rcond^2, floor) w_max (uk.gram_pinv). ``L``: the Cholesky factor
+    of M; scratch from row o of the 2-D array sc (n + 6 mp + 4 rows). Returns the rank of G."""
+    n = L.shape[0]
+    p = NB.shape[1]
+    mp = Ap.shape[0]
+    col, o = _row(sc, o, n)
+    MApT, o = _rows(sc, o, n, mp)
+    G, o = _rows(sc, o, mp, mp)
+    V, o = _rows(sc, o, mp, mp)
+    W, o = _rows(sc, o, mp, mp)
+    Gp, o = _rows(sc, o, mp, mp)
+    w, o = _row(sc, o, mp)
+    rp, o = _row(sc, o, mp)
+    y, o = _row(sc, o, mp)
+    APB, o = _rows(sc, o, mp, p)
+    Y, o = _rows(sc, o, mp, p)
+    chol_solve_cols(L, Ap.T, MApT, col)
+    for i in range(mp):
+        for j in range(i, mp):
+            acc = 0.0
+            for k in range(n):
+                acc += Ap[i, k] * MApT[k, j]
+            G[i, j] = acc
+            G[j, i] = acc
+    for i in range(mp):
+        for j in range(mp):
+            W[i, j] = G[i, j]
+    jacobi_columns(W, V, sweeps)
+    wmax = _norms(W, w)           # G is PSD: its singular values are its eigenvalues
+    # residual of the passive rows with Q alone, and of each column of M^{-1} B
+    row_residuals(Ap, a0, bp, phip, phidp, gains, 0, rp)
+    rank_p = 0
+    if wmax > 0.0:
+        cut = max(rcond * rcond, floor) * wmax
+        _matmul(Ap, NB, APB)
+        # K = M^{-1} A_p^T G^+ ;  G^+ = sum_keep v v^T / w
+        Gp[:] = 0.0
+        for kk in range(mp):
+            if w[kk] > cut:
+                rank_p += 1
+                inv = 1.0 / w[kk]
+                for i in range(mp):
+                    vi = V[i, kk] * inv
+                    for j in range(mp):
+                        Gp[i, j] += vi * V[j, kk]
+        # y = G^+ rp  ; Y = G^+ APB
+        for i in range(mp):
+            acc = 0.0
+            for j in range(mp):
+                acc += Gp[i, j] * rp[j]
+            y[i] = acc
+        _matmul(Gp, APB, Y)
+        for k in range(n):
+            acc = 0.0
+            for i in range(mp):
+                acc += MApT[k, i] * y[i]
+            a0[k] += acc
+            for c in range(p):
+                acc = 0.0
+                for i in range(mp):
+                    acc += MApT[k, i] * Y[i, c]
+                NB[k, c] -= acc
+    return rank_p
+
+
+@njit(cache=True)
+def closure_accel(M, tau, h, Ap, bp, phip, phidp, gains, params, sc, qdd):
+    """q'' of a plant under its passive rows alone (no efforts to solve for; seed 000 eq 9, seed 001 eq 36):
+    :func:`free_accel` then :func:`passive_projection` into ``qdd``; sc: a servo_scratch_shape(n, 0, mp, 0)
+    array. Returns the status (0 ok, 1 M not positive definite, 2 non-finite q'')."""
+    n = M.shape[0]
+    L = sc[:n, :n]
+    if not free_accel(M, tau, h, L, qdd):
+        return NOT_PD
+    passive_projection(L, Ap, bp, phip, phidp, gains, params[0], params[1], int(params[3]), qdd, sc[:n, :0], sc, n)
+    for k in range(n):
+        if not np.isfinite(qdd[k]):
+            return NOT_FINITE
+    return OK
+
+
+@njit(cache=True)
 def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
                 u, qdd, pforce, effort, sat, info, sc):
     """Servo control of seed 004 with closures (see module docstring); writes u, qdd, pforce, info.
 
-    Passive rows (seed 001 eq 36, seed 000 eq 9), Baumgarte-stabilized (seed 000 eq 52)::
-
-        a0 = M^{-1}(tau - h),  G = A_p M^{-1} A_p^T,  r_p = b_p - (kd phi' + kp phi) - A_p a0
-        N Q + r_p = a0 + M^{-1} A_p^T G^+ r_p,   N B = M^{-1} B - M^{-1} A_p^T G^+ A_p M^{-1} B
-
-    (G^+ on the eigenvalues w > max(rcond^2, floor) w_max), then the servo rows by seed 004 eq 35,
-    ``u = (A_s N B)^+ (b_s - A_s (N Q + r_p))``, and ``q'' = N Q + r_p + N B u``.
+    :func:`free_accel`, ``NB = M^{-1} B``, the passive rows by :func:`passive_projection` (N Q + r_p in a0,
+    N B in NB), then the servo rows by seed 004 eq 35, ``u = (A_s N B)^+ (b_s - A_s (N Q + r_p))``
+    (SVD rank rule of pinv_svd), and ``q'' = N Q + r_p + N B u``.
 
     ``gains`` (2, mp + ms): kd and kp per row, passive rows first (order-1 rows
     carry kd = 0, kp = k1). ``effort`` is u clipped to ``+-limits`` and ``sat``
     flags the clipped entries. Returns nothing; ``info[0]`` is the status.
-    No heap allocation: every intermediate lives in ``sc`` (servo_scratch_size(n, p, mp, ms) entries).
-    With p = ms = 0 this is the plant's acceleration under its closures alone.
+    No heap allocation: every intermediate lives in ``sc`` (a servo_scratch_shape(n, p, mp, ms) array).
     """
     n = M.shape[0]
     p = B.shape[1]
     ms = As.shape[0]
     mp = Ap.shape[0]
     rcond = params[0]
-    floor = params[1]
     tol = params[2]
     sweeps = int(params[3])
     for i in range(info.shape[0]):
         info[i] = 0.0
-    L, o = _mat(sc, 0, n, n)
-    a0, o = _vec(sc, o, n)
-    col, o = _vec(sc, o, n)
-    NB, o = _mat(sc, o, n, p)
-    MApT, o = _mat(sc, o, n, mp)
-    G, o = _mat(sc, o, mp, mp)
-    V, o = _mat(sc, o, mp, mp)
-    W, o = _mat(sc, o, mp, mp)
-    Gp, o = _mat(sc, o, mp, mp)
-    w, o = _vec(sc, o, mp)
-    rp, o = _vec(sc, o, mp)
-    y, o = _vec(sc, o, mp)
-    APB, o = _mat(sc, o, mp, p)
-    Y, o = _mat(sc, o, mp, p)
-    CB, o = _mat(sc, o, ms, p)
-    bbar, o = _vec(sc, o, ms)
-    rs, o = _vec(sc, o, ms)
+    L, o = _rows(sc, 0, n, n)
+    a0, o = _row(sc, o, n)
+    col, o = _row(sc, o, n)
+    NB, o = _rows(sc, o, n, p)
+    CB, o = _rows(sc, o, ms, p)
+    bbar, o = _row(sc, o, ms)
+    rs, o = _row(sc, o, ms)
+    Wsvd, o = _rows(sc, o, max(p, ms), min(p, ms))
+    Vs, o = _rows(sc, o, min(p, ms), min(p, ms))
+    s, o = _row(sc, o, min(p, ms))
     # a0 = M^{-1} Q (Q = tau - h), NB = M^{-1} B (then projected on the closures)
     if not free_accel(M, tau, h, L, a0):
         info[0] = NOT_PD
         return
     chol_solve_cols(L, B, NB, col)
     if mp > 0:
-        chol_solve_cols(L, Ap.T, MApT, col)
-        for i in range(mp):
-            for j in range(i, mp):
-                acc = 0.0
-                for k in range(n):
-                    acc += Ap[i, k] * MApT[k, j]
-                G[i, j] = acc
-                G[j, i] = acc
-        for i in range(mp):
-            for j in range(mp):
-                W[i, j] = G[i, j]
-        jacobi_columns(W, V, sweeps)
-        wmax = _norms(W, w)           # G is PSD: its singular values are its eigenvalues
-        # residual of the passive rows with Q alone, and of each column of M^{-1} B
-        row_residuals(Ap, a0, bp, phip, phidp, gains, 0, rp)
-        rank_p = 0
-        if wmax > 0.0:
-            cut = max(rcond * rcond, floor) * wmax
-            _matmul(Ap, NB, APB)
-            # K = M^{-1} A_p^T G^+ ;  G^+ = sum_keep v v^T / w
-            Gp[:] = 0.0
-            for kk in range(mp):
-                if w[kk] > cut:
-                    rank_p += 1
-                    inv = 1.0 / w[kk]
-                    for i in range(mp):
-                        vi = V[i, kk] * inv
-                        for j in range(mp):
-                            Gp[i, j] += vi * V[j, kk]
-            # y = G^+ rp  ; Y = G^+ APB
-            for i in range(mp):
-                acc = 0.0
-                for j in range(mp):
-                    acc += Gp[i, j] * rp[j]
-                y[i] = acc
-            _matmul(Gp, APB, Y)
-            for k in range(n):
-                acc = 0.0
-                for i in range(mp):
-                    acc += MApT[k, i] * y[i]
-                a0[k] += acc
-                for c in range(p):
-                    acc = 0.0
-                    for i in range(mp):
-                        acc += MApT[k, i] * Y[i, c]
-                    NB[k, c] -= acc
-        info[3] = rank_p
+        info[3] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[1], sweeps, a0, NB, sc, o)
     # servo: CB u = bbar
     row_residuals(As, a0, bs, phis, phids, gains, mp, bbar)
     bnorm = 0.0
@@ -327,20 +369,17 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     rank = 0
     cond = np.inf
     if ms > 0 and p > 0:
+        c = min(ms, p)
         if ms <= p:                  # columns of CB^T (p x ms): CB = V S U^T
-            c = ms
-            Ws, o = _mat(sc, o, p, ms)
+            Ws = Wsvd[:p, :ms]
             for i in range(ms):
                 for j in range(p):
                     Ws[j, i] = CB[i, j]
         else:                        # columns of CB (ms x p): CB = U S V^T
-            c = p
-            Ws, o = _mat(sc, o, ms, p)
+            Ws = Wsvd[:ms, :p]
             for i in range(ms):
                 for j in range(p):
                     Ws[i, j] = CB[i, j]
-        Vs, o = _mat(sc, o, c, c)
-        s, o = _vec(sc, o, c)
         jacobi_columns(Ws, Vs, sweeps)
         smax = _norms(Ws, s)
         # singular vectors in the row space of bbar (ms x c) and in the effort space (p x c), scaled by s_k:
@@ -412,7 +451,7 @@ def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, 
                  u, qdd, pforce, effort, sat, info):
     """:func:`servo_solve` with its scratch array allocated here (one allocation per call; uk.ServoSolver's
     entry point)."""
-    sc = np.empty(servo_scratch_size(M.shape[0], B.shape[1], Ap.shape[0], As.shape[0]))
+    sc = np.empty(servo_scratch_shape(M.shape[0], B.shape[1], Ap.shape[0], As.shape[0]))
     servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
                 u, qdd, pforce, effort, sat, info, sc)
 
@@ -784,61 +823,53 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
 
 
 @njit(cache=True)
-def program_scratch_size(ip):
-    """Length of the scratch array of :func:`fused_solve` / :func:`fused_step_ws` for the program ip."""
-    return servo_scratch_size(ip[IH_N], ip[IH_P], ip[IH_MP], ip[IH_MS])
+def program_scratch_shape(ip):
+    """Shape of the scratch array of :func:`fused_step_ws` for the program ip."""
+    return servo_scratch_shape(ip[IH_N], ip[IH_P], ip[IH_MP], ip[IH_MS])
 
 
 @njit(cache=True)
-def fused_solve(Mlow, h, tau, ip, fp, ws, sat, sc, actuated, qdd):
-    """:func:`servo_solve` on the rows :func:`fused_rows` left in ws (passive rows first, then servo), with
-    the program's gains, parameters and limits; u, passive force, effort, info in ws, q'' into ``qdd``.
-
-    ``actuated`` False: the passive rows alone under the given ``tau`` (p = ms = 0: the plant's
-    ``q'' = a0 + M^{-1} A_p^T G^+ r_p``, seed 001 eq 36), whatever efforts and servo rows the program has.
-    Returns info[0] (0 ok, 1 M not positive definite, 2 non-finite result)."""
+def program_rows(ip, fp, ws, m):
+    """Views of the first m rows fused_rows leaves in ws (passive rows first, then servo): phi, phi', A, b,
+    and the program's gains (2, mp + ms) and solver parameters."""
     n = ip[IH_N]
-    mp = ip[IH_MP]
-    m = mp + ip[IH_MS]
-    p = ip[IH_P] if actuated else 0
-    ms = ip[IH_MS] if actuated else 0
-    phi = ws[ip[IH_PHI]:ip[IH_PHI] + m]
-    phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
-    A = ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n))
-    b = ws[ip[IH_BV]:ip[IH_BV] + m]
-    B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
-    gains = fp[ip[IH_GAINS]:ip[IH_GAINS] + 2 * m].reshape((2, m))
-    info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
-    servo_solve(Mlow, tau, h, B, A[mp:mp + ms], b[mp:mp + ms], phi[mp:mp + ms], phid[mp:mp + ms], A[:mp], b[:mp],
-                phi[:mp], phid[:mp], gains, fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE],
-                fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p], qdd, ws[ip[IH_PF]:ip[IH_PF] + n],
-                ws[ip[IH_EFF]:ip[IH_EFF] + p], sat[:p], info, sc)
-    return info[0]
+    mg = ip[IH_MP] + ip[IH_MS]
+    return (ws[ip[IH_PHI]:ip[IH_PHI] + m], ws[ip[IH_PHID]:ip[IH_PHID] + m],
+            ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n)), ws[ip[IH_BV]:ip[IH_BV] + m],
+            fp[ip[IH_GAINS]:ip[IH_GAINS] + 2 * mg].reshape((2, mg)), fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE])
 
 
 @njit(cache=True)
 def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
-    """:func:`fused_rows` then :func:`fused_solve` (servo rows and efforts included), no heap allocation.
+    """:func:`fused_rows` then :func:`servo_solve` on the rows (passive rows first, then servo) with the
+    program's gains, parameters and limits; no heap allocation.
 
     ``Mlow``: an (n, n) array whose lower triangle is M; ``h = C q' + G``; the efforts' generalized
-    force ``tau`` and the outputs live in ws (offsets in the header of ip); ``sat`` (p, bool) flags
-    clipped efforts; ``sc``: program_scratch_size(ip) entries. info[0] is the status (0 ok, 1 M not
-    positive definite, 2 non-finite result, 3 non-finite state)."""
+    force ``tau`` and the outputs (u, q'', passive force, effort, info) live in ws (offsets in the header
+    of ip); ``sat`` (p, bool) flags clipped efforts; ``sc``: a program_scratch_shape(ip) array. info[0] is
+    the status (0 ok, 1 M not positive definite, 2 non-finite result, 3 non-finite state)."""
     n = ip[IH_N]
+    p = ip[IH_P]
+    mp = ip[IH_MP]
+    info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
     if not fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
-        info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
         for i in range(INFO_SIZE):
             info[i] = 0.0
         info[0] = NOT_FINITE_STATE
         return
-    fused_solve(Mlow, h, ws[ip[IH_TAU]:ip[IH_TAU] + n], ip, fp, ws, sat, sc, True, ws[ip[IH_QDD]:ip[IH_QDD] + n])
+    phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
+    B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+    servo_solve(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
+                phi[:mp], phid[:mp], gains, params, fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p],
+                ws[ip[IH_QDD]:ip[IH_QDD] + n], ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat,
+                info, sc)
 
 
 @njit(cache=True)
 def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
     """:func:`fused_step_ws` with its scratch array allocated here (one allocation per call;
     CompiledRows' entry point)."""
-    fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, np.empty(program_scratch_size(ip)))
+    fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, np.empty(program_scratch_shape(ip)))
 
 
 # ----------------------------------------------------------------------------- compiled plant
@@ -1056,16 +1087,16 @@ def frame_placements(oR, op, fparents, fm, trans, rots):
 
 
 @njit(cache=True)
-def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sat, sc, oR, op, S,
+def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sc, oR, op, S,
                 M, h, trans, rots, qdd, tw, u, qdep):
     """q'' of the plant (seed 000 eq 9): ``M^{-1}(tau - h)`` for a tree (ip[IH_MP] == 0), else the UK
-    acceleration under the compiled closure rows alone (:func:`fused_solve` with ``actuated`` False, seed 001
-    eq 36). Returns the status (0 ok, 1 M not PD, 2 non-finite q'', 3 non-finite state).
+    acceleration under the compiled closure rows alone (:func:`closure_accel`, seed 001 eq 36). Returns the
+    status (0 ok, 1 M not PD, 2 non-finite q'', 3 non-finite state).
 
     ``tree_ready``: tree_terms(q, q') is already in (oR, op, S, M, h). ``qdep``: the actuator columns depend
     on q (``between`` actuators): the program's rows also fill B(q) (fused_rows) and ``tau = B(q) u`` is
     formed here, as UKPlant._accel does with ActuatorMap.matrix; otherwise tau is the caller's ``B u``
-    (u unused). ``sc``: servo_scratch_size(n, 0, ip[IH_MP], 0) entries (its head also serves the tree's
+    (u unused). ``sc``: a servo_scratch_shape(n, 0, ip[IH_MP], 0) array (its head also serves the tree's
     Cholesky factor); no heap allocation."""
     n = q.shape[0]
     for i in range(n):
@@ -1085,7 +1116,7 @@ def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, ta
                 acc += Bq[i, j] * u[j]
             tau[i] = acc
     if ip[IH_MP] == 0:
-        if not free_accel(M, tau, h, sc[:n * n].reshape((n, n)), qdd):
+        if not free_accel(M, tau, h, sc[:n, :n], qdd):
             return NOT_PD
         for i in range(n):
             if not np.isfinite(qdd[i]):
@@ -1095,11 +1126,12 @@ def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, ta
         frame_placements(oR, op, fparents, fm, trans, rots)
         if not fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
             return NOT_FINITE_STATE
-    return fused_solve(M, h, tau, ip, fp, ws, sat, sc, False, qdd)
+    phi, phid, A, b, gains, params = program_rows(ip, fp, ws, ip[IH_MP])    # the passive rows only
+    return closure_accel(M, tau, h, A, b, phi, phid, gains, params, sc, qdd)
 
 
 @njit(cache=True)
-def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sat, sc,
+def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
                  oR, op, S, M, h, trans, rots, tw, kk, xt, u, qdep):
     """``substeps`` classical RK4 steps (:func:`rk4_accept`) of x = (q, q') over dt with the efforts held,
     accelerations by :func:`plant_accel` (``tree_ready``: the tree pass at x is already in the work arrays;
@@ -1115,7 +1147,7 @@ def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, 
             ts = t if stage == 0 else (t + half if stage < 3 else t + hstep)
             qdd = kk[stage, n:]
             st = plant_accel(src[:n], src[n:], ts, tree_ready and sub == 0 and stage == 0, parents, jtype, mf, grav,
-                             fparents, fm, tau, ip, fp, ws, sat, sc, oR, op, S, M, h, trans, rots, qdd, tw, u, qdep)
+                             fparents, fm, tau, ip, fp, ws, sc, oR, op, S, M, h, trans, rots, qdd, tw, u, qdep)
             if st != 0.0:
                 return st
             rk4_accept(x, kk, stage, half if stage < 2 else hstep, xt, qdd)
@@ -1124,7 +1156,7 @@ def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, 
 
 
 @njit(cache=True)
-def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, sat, pw):
+def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, pw):
     """:func:`plant_period` (tau held, no tree pass ready) on a packed model, for UKPlant.step.
 
     Packed model (few arguments: each costs dispatch time): ``pi = (nj, nf, parents, jtype, frame
@@ -1145,14 +1177,16 @@ def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, sat, pw):
     kk, o = _mat(pw, o, 4, 2 * n)
     xt, o = _vec(pw, o, 2 * n)
     tw, o = _vec(pw, o, TREE_SCRATCH_PER_JOINT * nj + 12)
+    rows, cols = servo_scratch_shape(n, 0, ip[IH_MP], 0)
+    sc, o = _mat(pw, o, rows, cols)
     return plant_period(x, tau, t, dt, substeps, False, pi[2:2 + nj], pi[2 + nj:2 + 2 * nj],
                         pf[3:3 + nj * JOINT_WIDTH], pf[0:3], pi[2 + 2 * nj:2 + 2 * nj + nf], pf[3 + nj * JOINT_WIDTH:],
-                        ip, fp, ws, sat, pw[o:], oR.reshape((nj, 3, 3)), op, S, M, h, trans, rots.reshape((mf1, 3, 3)),
+                        ip, fp, ws, sc, oR.reshape((nj, 3, 3)), op, S, M, h, trans, rots.reshape((mf1, 3, 3)),
                         tw, kk, xt, tau[:0], False)
 
 
 def plant_work_size(nj, n, nf, mp=0):
     """Length of plant_rk4's work array (mp: passive rows of the plant's program)."""
     mf1 = max(nf, 1)
-    return (12 * nj + 6 * n + n * n + n + 12 * mf1 + 10 * n + TREE_SCRATCH_PER_JOINT * nj + 12
-            + servo_scratch_size(n, 0, mp, 0))
+    rows, cols = servo_scratch_shape(n, 0, mp, 0)
+    return 12 * nj + 6 * n + n * n + n + 12 * mf1 + 10 * n + TREE_SCRATCH_PER_JOINT * nj + 12 + rows * cols

@@ -69,7 +69,7 @@ def cycles():
 @njit(cache=True)
 def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
                       cparents, cjtype, cmf, cgrav, cfparents, cfm, cip, cfp, cws, csat, csc, ctrans, crots,
-                      parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sat, sc, ptrans, prots,
+                      parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc, ptrans, prots,
                       B, qdep, tau, oR, op, S, M, h, tw, kk, xt, xb,
                       log_t, log_q, log_qd, log_u, log_phi, log_phid, log_sat, log_ct):
     """Periods k0 .. k1-1 of the closed loop (module docstring); x = (q, q') is advanced in place.
@@ -117,8 +117,8 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
                 tau[i] = acc
         for j in range(2 * n):
             xb[j] = x[j]
-        st = K.plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sat,
-                            sc, oR, op, S, M, h, ptrans, prots, tw, kk, xt, u, qdep)
+        st = K.plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
+                            oR, op, S, M, h, ptrans, prots, tw, kk, xt, u, qdep)
         if st != 0.0:
             for j in range(2 * n):
                 x[j] = xb[j]
@@ -169,20 +169,20 @@ class CompiledLoop:
         if pfz is not None:
             fparents, fm = plant.model.compiled_frames(pfz.frames)
             npf = len(pfz.frames)
-            ip, fp, ws, sat = pfz.ip, pfz.fp, pfz.ws, pfz.saturated
+            ip, fp, ws = pfz.ip, pfz.fp, pfz.ws
         else:                                   # open tree: plant_accel's Cholesky branch (ip[IH_MP] == 0)
-            _, _, ip, fp, ws, sat, _ = plant._compiled
+            _, _, ip, fp, ws, _ = plant._compiled
             fparents, fm, npf = np.zeros(0, dtype=np.int64), np.zeros(0), 0
         self._plant_program = pfz
         share = all(np.array_equal(a, b) for a, b in zip(ctree, ptree))
-        pmodel = (*ptree, fparents[:npf], fm, ip, fp, ws, sat, np.zeros(K.servo_scratch_size(n, 0, int(ip[K.IH_MP]), 0)))
+        pmodel = (*ptree, fparents[:npf], fm, ip, fp, ws, np.zeros(K.servo_scratch_shape(n, 0, int(ip[K.IH_MP]), 0)))
         ptrans, prots = np.zeros((max(npf, 1), 3)), np.zeros((max(npf, 1), 3, 3))
         oR, op, S, M, h = np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((6, n)), np.zeros((n, n)), np.zeros(n)
         tw = np.zeros(K.TREE_SCRATCH_PER_JOINT * nj + 12)
         kk, xt = np.zeros((4, 2 * n)), np.zeros(2 * n)
         self._args = (
             share,
-            *ctree, cfparents[:ncf], cfm, fz.ip, fz.fp, fz.ws, fz.saturated, np.zeros(K.program_scratch_size(fz.ip)),
+            *ctree, cfparents[:ncf], cfm, fz.ip, fz.fp, fz.ws, fz.saturated, np.zeros(K.program_scratch_shape(fz.ip)),
             np.zeros((max(ncf, 1), 3)), np.zeros((max(ncf, 1), 3, 3)),
             *pmodel, ptrans, prots,
             np.zeros((n, p)) if qdep else np.ascontiguousarray(plant._B, dtype=float), qdep, np.zeros(n),

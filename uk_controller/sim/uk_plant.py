@@ -92,16 +92,16 @@ class UKPlant:
         if self._fused is not None:
             fz = self._fused
             fparents, fm = self.model.compiled_frames(fz.frames)
-            ip, fp, ws, sat = fz.ip, fz.fp, fz.ws, fz.saturated
+            ip, fp, ws = fz.ip, fz.fp, fz.ws
             nf = len(fz.frames)
         else:
             fparents, fm = np.zeros(0, dtype=np.int64), np.zeros(0)
-            ip, fp, ws, sat = np.zeros(uk_kernels.HEADER, dtype=np.int64), np.zeros(1), np.zeros(1), np.zeros(0, bool)
+            ip, fp, ws = np.zeros(uk_kernels.HEADER, dtype=np.int64), np.zeros(1), np.zeros(1)
             nf = 0
         pi = np.concatenate(([nj, nf], parents, jtype, fparents[:nf])).astype(np.int64)
         pf = np.concatenate((grav, mf, fm[:nf * uk_kernels.FRAME_WIDTH]))
         pw = np.zeros(uk_kernels.plant_work_size(nj, n, nf, int(ip[uk_kernels.IH_MP])))
-        args = (pi, pf, ip, fp, ws, sat, pw)
+        args = (pi, pf, ip, fp, ws, pw)
         # load (or compile) the kernel now rather than inside the first simulated period
         _K.plant_rk4(np.concatenate((self.setup.q0, self.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1,
                      *args)
