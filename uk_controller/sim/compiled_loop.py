@@ -12,9 +12,10 @@ Per control period k (zero-order hold, the same sequence as the Python loop in `
     t_{k+1} = t_k + dt
 
 Every piece of arithmetic is uk_kernels' (this module only sequences it): the plant's closure solve is
-uk_kernels.servo_solve for p = ms = 0 (seed 001 eq 36, seed 000 eq 9), with the controller's and the plant's
-scratch arrays allocated once here, so nothing is allocated per period; plants with q-dependent actuator
-columns form ``tau = B(q) u`` at every stage (uk_kernels.plant_accel).
+uk_kernels.closure_accel (seed 001 eq 36, seed 000 eq 9: the passive_projection that servo_solve applies
+before the servo rows), with the controller's and the plant's scratch arrays allocated once here, so nothing
+is allocated per period; plants with q-dependent actuator columns form ``tau = B(q) u`` at every stage
+(uk_kernels.plant_accel).
 
 Per period this replaces ~20 Python calls (Pinocchio pass, kernel dispatches, StepResult, array copies, log
 row writes) by nothing: the Python loop remains the reference and the fallback. The chunk stops at the first
