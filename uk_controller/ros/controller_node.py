@@ -97,9 +97,23 @@ def labelled_array(values, label):
     return msg
 
 
-def as_double_array(values):
-    """`values` (float ndarray) as array('d'): message fields take it without a per-element check."""
-    return array.array('d', np.ascontiguousarray(values, dtype=float).tobytes())
+class MessageBuffer:
+    """A message whose float64 ``data`` is an array('d') filled in place through a NumPy view.
+
+    rosidl checks every element of a list assigned to ``data`` but takes an
+    array('d') as it is, so each period writes into ``view`` (no allocation,
+    no conversion) and :meth:`ready` hands the same buffer to the message
+    (a reference when rosidl checks fields, a copy of n doubles when not).
+    """
+
+    def __init__(self, msg, size):
+        self.msg = msg
+        self.buffer = array.array('d', bytes(8 * size))
+        self.view = np.frombuffer(self.buffer, dtype=float)
+
+    def ready(self):
+        self.msg.data = self.buffer
+        return self.msg
 
 
 class ControllerNode(Node):
@@ -163,10 +177,11 @@ class ControllerNode(Node):
                                + ','.join(self.setup.passive.names) + '; servo ' + ','.join(self.setup.servo.names))
         self.efforts_label = 'efforts: ' + ','.join(self.core.actuator_names)
         # one message object per plotting topic, refilled every period (publish serializes at once)
-        self.task_msg = labelled_array([0.0] * ms, self.task_label)
-        self.residual_msg = labelled_array([0.0] * (2 * (mp + ms)), self.residual_label)
-        self.efforts_msg = labelled_array([0.0] * self.core.p, self.efforts_label)
-        self.command_msg = Float64MultiArray()
+        self.task_out = MessageBuffer(labelled_array([0.0] * ms, self.task_label), ms)
+        self.residual_out = MessageBuffer(labelled_array([0.0] * (2 * (mp + ms)), self.residual_label),
+                                          2 * (mp + ms))
+        self.efforts_out = MessageBuffer(labelled_array([0.0] * self.core.p, self.efforts_label), self.core.p)
+        self.command_out = MessageBuffer(Float64MultiArray(), self.core.p)
 
     def now_ns(self):
         return self.get_clock().now().nanoseconds
@@ -229,22 +244,24 @@ class ControllerNode(Node):
             kind = kind or 'nonfinite'
             fault = fault or 'non-finite effort replaced by zero'
         if self.ros['output_type'] == 'float64_multi_array':
-            self.command_msg.data = as_double_array(effort[self.perm])
-            self.effort_pub.publish(self.command_msg)
+            np.take(effort, self.perm, out=self.command_out.view)
+            self.effort_pub.publish(self.command_out.ready())
         else:
             stamp = self.get_clock().now().to_msg()
             self.effort_pub.publish(effort_message(self.ros['output_type'], effort[self.perm].tolist(),
                                                    self.effort_names, stamp))
         if self._latency_probe is not None:
             self._latency_probe(self._state_receive_ns, self.now_ns())
-        self.efforts_msg.data = as_double_array(effort)
-        self.efforts_pub.publish(self.efforts_msg)
+        self.efforts_out.view[:] = effort
+        self.efforts_pub.publish(self.efforts_out.ready())
         if result.ok:
             self.last_result = result
-            self.task_msg.data = as_double_array(result.task_error)
-            self.task_error_pub.publish(self.task_msg)
-            self.residual_msg.data = as_double_array(np.concatenate((result.phi, result.phidot)))
-            self.residual_pub.publish(self.residual_msg)
+            self.task_out.view[:] = result.task_error
+            self.task_error_pub.publish(self.task_out.ready())
+            residual, m = self.residual_out.view, result.phi.size
+            residual[:m] = result.phi
+            residual[m:] = result.phidot
+            self.residual_pub.publish(self.residual_out.ready())
         changed = kind != self.fault_kind
         self.fault, self.fault_kind = fault, kind
         if changed:
