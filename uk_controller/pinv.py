@@ -292,6 +292,20 @@ def pinv_mgs(A, rcond=DEFAULT_RCOND):
 # singular values agree to round-off and the rank rule is the same, so A^+ does too.
 
 
+def _loop_column_sq(X, c, start):
+    """Squared norm of column c of X from row `start` down."""
+    s = 0.0
+    for i in range(start, X.shape[0]):
+        s += X[i, c] * X[i, c]
+    return s
+
+
+def _loop_swap_columns(X, a, b, rows):
+    """Swap columns a and b of X in its first `rows` rows."""
+    for i in range(rows):
+        X[i, a], X[i, b] = X[i, b], X[i, a]
+
+
 def _loop_hh_qr(A, pivot):
     """Householder QR ``A[:, piv] = Q R`` (column pivoting if ``pivot``), Golub & Van Loan §5.2.
 
@@ -310,24 +324,14 @@ def _loop_hh_qr(A, pivot):
             best = j
             bestv = -1.0
             for c in range(j, n):
-                sq = 0.0
-                for i in range(j, m):
-                    sq += R[i, c] * R[i, c]
+                sq = _loop_column_sq(R, c, j)
                 if sq > bestv:
                     bestv = sq
                     best = c
             if best != j:
-                for i in range(m):
-                    tmp = R[i, j]
-                    R[i, j] = R[i, best]
-                    R[i, best] = tmp
-                t = piv[j]
-                piv[j] = piv[best]
-                piv[best] = t
-        sq = 0.0
-        for i in range(j, m):
-            sq += R[i, j] * R[i, j]
-        alpha = np.sqrt(sq)
+                _loop_swap_columns(R, j, best, m)
+                piv[j], piv[best] = piv[best], piv[j]
+        alpha = np.sqrt(_loop_column_sq(R, j, j))
         if alpha == 0.0:
             continue
         beta = -alpha if R[j, j] >= 0.0 else alpha
@@ -665,10 +669,7 @@ def _loop_mgs_qr(A, rcond):
     R = np.zeros((kmax, n))
     norms2 = np.zeros(n)
     for c in range(n):
-        s = 0.0
-        for i in range(m):
-            s += W[i, c] * W[i, c]
-        norms2[c] = s
+        norms2[c] = _loop_column_sq(W, c, 0)
     first = -1.0
     r = 0
     for k in range(kmax):
@@ -677,24 +678,11 @@ def _loop_mgs_qr(A, rcond):
             if norms2[c] > norms2[j]:
                 j = c
         if j != k:
-            for i in range(m):
-                t = W[i, k]
-                W[i, k] = W[i, j]
-                W[i, j] = t
-            for i in range(k):
-                t = R[i, k]
-                R[i, k] = R[i, j]
-                R[i, j] = t
-            t = norms2[k]
-            norms2[k] = norms2[j]
-            norms2[j] = t
-            ti = piv[k]
-            piv[k] = piv[j]
-            piv[j] = ti
-        s = 0.0
-        for i in range(m):
-            s += W[i, k] * W[i, k]
-        rkk = np.sqrt(s)
+            _loop_swap_columns(W, k, j, m)
+            _loop_swap_columns(R, k, j, k)
+            norms2[k], norms2[j] = norms2[j], norms2[k]
+            piv[k], piv[j] = piv[j], piv[k]
+        rkk = np.sqrt(_loop_column_sq(W, k, 0))
         if first < 0.0:
             first = rkk
         if rkk == 0.0 or rkk <= rcond * first:
@@ -786,7 +774,7 @@ def _loop_pinv_mgs(A, rcond):
 
 
 #: kernel names in dependency order (callees first), compiled together by `compiled_pinv`
-_LOOP_KERNELS = ('_loop_hh_qr', '_loop_hh_apply_qt', '_loop_hh_q1', '_loop_rank', '_loop_solve_upper',
+_LOOP_KERNELS = ('_loop_column_sq', '_loop_swap_columns', '_loop_hh_qr', '_loop_hh_apply_qt', '_loop_hh_q1', '_loop_rank', '_loop_solve_upper',
                  '_loop_mgs_qr', '_loop_mgs_project', '_loop_factor_qt', '_loop_ls_min_norm',
                  '_loop_jacobi_rows', '_loop_pinv_svd', '_loop_pinv_varga', '_loop_pinv_greville',
                  '_loop_pinv_householder', '_loop_pinv_mgs')
