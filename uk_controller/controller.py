@@ -114,8 +114,8 @@ class ControllerCore:
         if method == 'svd':
             # Fastest path: rows, Baumgarte and the servo solve in ONE compiled call after Pinocchio's pass
             # (same equations as the ServoSolver path; None when a row type has no compiled form).
-            between = [(k, act.bodies[0], act.bodies[1], act.axis) for k, act in actuators._between]
-            self._fused = CompiledRows.build(self.model, self._passive, self._servo, p=self.p, B=actuators._B,
+            B, between = actuators.compiled_form()
+            self._fused = CompiledRows.build(self.model, self._passive, self._servo, p=self.p, B=B,
                                              between=between, gains=self._gains, rcond=self.rcond,
                                              consistency_tol=self._solver.consistency_tol,
                                              limits=self.effort_limits)

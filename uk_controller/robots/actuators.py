@@ -46,6 +46,12 @@ class ActuatorMap:
                 self._between.append((k, act))
         self.constant = not self._between
 
+    def compiled_form(self):
+        """(B, between) as ``constraints.CompiledRows.build`` takes them: B (n, p) with the joint
+        actuators' unit columns, and (k, body_a, body_b, axis) per `between` actuator, whose column
+        the compiled program forms from the frame Jacobians at every call."""
+        return self._B, [(k, act.bodies[0], act.bodies[1], act.axis) for k, act in self._between]
+
     @property
     def joint_indices(self):
         """q index per actuator (-1 for `between` actuators)."""

@@ -150,15 +150,8 @@ class CompiledLoop:
             return None
         n, nj, p = plant.n, ptree[0].size, ctrl.p
         qdep = plant._B is None
-        pfz = plant._fused
+        pfz = plant.closure_program()       # with q-dependent actuator columns it forms B(q) u too
         if qdep:
-            # q-dependent actuator columns (``between`` actuators): the plant's closure program also carries
-            # them, as the controller's does (UKPlant itself evaluates ActuatorMap.matrix at every stage)
-            from ..constraints import CompiledRows, ConstraintStack
-            actuators = plant.setup.actuators
-            between = [(k, act.bodies[0], act.bodies[1], act.axis) for k, act in actuators._between]
-            pfz = CompiledRows.build(plant.model, plant.closures, ConstraintStack([], n), p=p, B=actuators._B,
-                                     between=between, gains=plant._gains if plant.closures.m else None)
             if pfz is None:
                 return None
         elif plant._compiled is None or (plant.closures.m and pfz is None):

@@ -69,6 +69,20 @@ class UKPlant:
         self._compiled = self._make_compiled()
         self.reset(setup.q0, setup.qd0)
 
+    def closure_program(self):
+        """The closure rows, their Baumgarte terms and the UK solve as one compiled program
+        (``constraints.CompiledRows``) for :mod:`.compiled_loop`, or None when a row type has none.
+
+        With constant actuator columns it is the program this plant runs itself; with q-dependent
+        (`between`) actuators it also forms their columns B(q) at every call, as :meth:`step`
+        does through ``ActuatorMap.matrix``.
+        """
+        if self._B is not None:
+            return self._fused
+        B, between = self.setup.actuators.compiled_form()
+        return CompiledRows.build(self.model, self.closures, ConstraintStack([], self.n), p=len(self._u), B=B,
+                                  between=between, gains=self._gains if self.closures.m else None)
+
     @property
     def _fast_args(self):
         return self._compiled if self.integrator == 'rk4' else None
