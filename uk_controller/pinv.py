@@ -540,22 +540,19 @@ def _loop_pinv_svd(A, rcond):
         s[i] = np.sqrt(acc)
         if s[i] > smax:
             smax = s[i]
+    # X += v_i u_i^T / (c s_i): tall, v_i = W[i, k:] and u_i = W[i, :k] / s_i; wide (an SVD of
+    # A^T = U' S V'^T), the roles swap: the n-side vector is W[i, :k] / s_i, the m-side W[i, k:]
+    n_at, m_at = (k, 0) if tall else (0, k)
     for i in range(c):
         if s[i] > rcond * smax:
             inv = 1.0 / s[i]
-            for j in range(k):                   # u_i = W[i, :k] / s_i
+            for j in range(k):
                 W[i, j] *= inv
             inv *= inv_scale                     # 1 / (c s_i)
-            if tall:                             # X += v_i u_i^T / (c s_i), v_i = W[i, k:]
-                for p in range(n):
-                    f = W[i, k + p] * inv
-                    for q in range(m):
-                        X[p, q] += f * W[i, q]
-            else:                                # A^T = U' S V'^T: X += u'_i v'_i^T / (c s_i)
-                for p in range(n):
-                    f = W[i, p] * inv
-                    for q in range(m):
-                        X[p, q] += f * W[i, k + q]
+            for p in range(n):
+                f = W[i, n_at + p] * inv
+                for q in range(m):
+                    X[p, q] += f * W[i, m_at + q]
     return X
 
 
