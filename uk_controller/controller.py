@@ -168,6 +168,11 @@ class ControllerCore:
         self.t0 = float(t0)
         self._last_effort[:] = 0.0
 
+    def remember_effort(self, effort):
+        """Record `effort` as the last good one (what ``safe_effort: hold`` returns), for callers that
+        computed it with this controller's program outside :meth:`step` (sim.compiled_loop)."""
+        self._last_effort[:] = effort
+
     def safe(self, reason):
         """The configured safe effort (zero, or the last good effort held)."""
         effort = self._last_effort.copy() if self.safe_effort == 'hold' else np.zeros(self.p)

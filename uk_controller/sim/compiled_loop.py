@@ -192,7 +192,7 @@ class CompiledLoop:
         """Load (or compile) the kernel now, on throw-away state and logs (the ws arrays are overwritten by
         every step anyway)."""
         ctrl, plant = self.ctrl, self.plant
-        n, p, m = plant.n, ctrl.p, ctrl._mp + ctrl._ms
+        n, p, m = plant.n, ctrl.p, ctrl.setup.passive.m + ctrl.setup.servo.m
         x = np.concatenate((plant.setup.q0, plant.setup.qd0)).astype(float)
         logs = (np.zeros(1), np.zeros((1, n)), np.zeros((1, n)), np.zeros((1, p)), np.zeros((1, m)),
                 np.zeros((1, m)), np.zeros((1, p), dtype=bool), np.zeros(1))
@@ -226,8 +226,8 @@ class CompiledLoop:
             # q and q' replaced (never mutated), as UKPlant.step does
             plant.q, plant.qd, plant.t = x[:n].copy(), x[n:].copy(), t
             plant.rhs_evaluations += plant._evals_per_step * done
-        if logged > k0 and ctrl.safe_effort == 'hold':
-            ctrl._last_effort[:] = logs['effort'][logged - 1]     # what ControllerCore.step keeps for 'hold'
+        if logged > k0:
+            ctrl.remember_effort(logs['effort'][logged - 1])      # as ControllerCore.step does
         return k, code
 
 
