@@ -281,7 +281,10 @@ def test_servo_passive_structure_is_uk_force():
         res = uk.servo_control(M, Q, A.T, A, b)
         ref = uk.constraint_force_reference(M, Q, A, b)
         assert np.allclose(A.T @ res.u, ref, atol=1e-9 * max(1, np.abs(ref).max()))
-        assert res.consistent and res.servo_residual < 1e-9 * max(1, np.abs(b).max())
+        # A backward-stable solve leaves a residual of order eps * cond(A N B) * |b|; the random
+        # rank-deficient cases reach cond ~ 5e7, where 1e-9 * |b| alone is below round-off.
+        bound = max(1e-9, 10 * EPS * res.condition) * max(1, np.abs(b).max())
+        assert res.consistent and res.servo_residual < bound
 
 
 def test_servo_fully_actuated_fully_specified_equals_uk_force():
