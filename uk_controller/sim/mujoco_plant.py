@@ -106,18 +106,18 @@ class MujocoPlant:
             self._closure_sites.append(sites)
 
     def _actuator_targets(self, setup):
+        """From the setup's actuator map (not the raw YAML: a setup without an `actuators` section
+        has one motor per joint)."""
         mj = self._mj
-        cfg = setup.config.get('actuators', {}) or {}
         targets = []
-        for name in setup.actuators.names:
-            spec_a = cfg.get(name, {}) or {}
-            if 'joint' in spec_a:
-                jid = mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT, spec_a['joint'])
+        for act in setup.actuators.actuators:
+            if act.joint is not None:
+                jid = mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT, self.joint_names[act.joint])
                 targets.append(('joint', int(self.model.jnt_dofadr[jid]), None, None))
             else:
-                a, b = spec_a['between']
-                axis = np.asarray(spec_a.get('axis', [0.0, 0.0, 1.0]), dtype=float)
-                ids = [mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_BODY, self._fused(x)) for x in (a, b)]
+                ids = [mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_BODY, self._fused('world' if x is None else x))
+                       for x in act.bodies]
+                axis = np.asarray(act.axis, dtype=float)
                 targets.append(('between', ids[0], ids[1], axis / np.linalg.norm(axis)))
         return targets
 
