@@ -39,6 +39,7 @@ setup(
         *share('launch'),
         *share('config'),
         *share('urdf'),
+        *share('mjcf'),
     ],
     python_requires='>=3.10',
     install_requires=[

@@ -1,4 +1,4 @@
-"""A second, independent plant: the MuJoCo physics engine loading the same URDF.
+"""A second, independent plant: the MuJoCo physics engine loading the same URDF (or MJCF).
 
 Nothing of our dynamics is used here: MuJoCo builds its own model from the
 URDF, closes the mechanism's loops with its own equality constraints
@@ -33,10 +33,21 @@ class MujocoPlant:
         self.joint_names = list(setup.joint_names)
         self.n = len(self.joint_names)
         urdf = setup.model.source
+        kind = getattr(setup.model, 'source_kind', 'urdf')
         if urdf is None:
-            raise ValueError('the MuJoCo plant needs the robot loaded from a URDF file')
+            raise ValueError('the MuJoCo plant needs the robot loaded from a URDF, xacro or MJCF file')
+        if kind == 'sdf':
+            raise ValueError(f'the MuJoCo plant cannot load SDF ({urdf}); use robot.mjcf or robot.urdf')
         self.urdf_path = urdf
-        spec = mujoco.MjSpec.from_file(str(urdf))
+        if kind == 'xacro':                 # the expanded URDF the model was built from
+            spec = mujoco.MjSpec.from_string(setup.model.source_text)
+        else:
+            spec = mujoco.MjSpec.from_file(str(urdf))
+        if kind == 'mjcf':
+            # the file's own equalities are the setup's passive closures (description.py), which
+            # _add_closures adds back from the setup, with this plant's solref, like any other closure
+            for eq in list(spec.equalities):
+                spec.delete(eq)
         spec.option.timestep = float(timestep)
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_RK4
         spec.option.gravity = np.asarray(setup.model.gravity, dtype=float)
