@@ -47,7 +47,7 @@ def description_key(robot, config_path=None):
     given = [k for k in DESCRIPTION_KEYS if robot.get(k) not in (None, '')]
     if len(given) != 1:
         what = 'none of them' if not given else ' and '.join(f'robot.{k}' for k in given)
-        raise ConfigError(f'give exactly one robot description: robot.urdf (URDF or .xacro), robot.mjcf '
+        raise ConfigError(('missing: ' if not given else '') + f'give exactly one robot description: robot.urdf (URDF or .xacro), robot.mjcf '
                           f'(MuJoCo XML) or robot.sdf; got {what}', file=config_path,
                           key=f'robot.{given[-1]}' if given else 'robot.urdf')
     return given[0]
