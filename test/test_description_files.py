@@ -264,3 +264,33 @@ def test_sdf_without_sdformat_is_a_clear_error(tmp_path):
     params['robot']['sdf'] = 'robot.sdf'
     with pytest.raises(ConfigError, match=r'robot\.sdf.*without SDFormat'):
         load_robot(write_setup(tmp_path / 'sdf.yaml', params))
+
+
+def test_robot_name_that_is_also_a_local_file_is_ambiguous(tmp_path, monkeypatch):
+    from uk_controller.config import ConfigNotFoundError
+    monkeypatch.chdir(tmp_path)
+    assert resolve_config('scara') == (share_dir() / 'config' / 'scara.yaml').resolve()
+    (tmp_path / 'scara').write_text('not a setup')
+    with pytest.raises(ConfigNotFoundError, match='ambiguous'):
+        resolve_config('scara')
+    assert resolve_config('./scara') == (tmp_path / 'scara').resolve()
+    with pytest.raises(ConfigNotFoundError, match='looked in'):
+        resolve_config('no_such_robot')
+
+
+def test_launch_robot_description_expands_xacro(tmp_path):
+    """robot_state_publisher gets the expanded URDF of a xacro setup (paths.robot_description)."""
+    from uk_controller.paths import robot_description
+    (tmp_path / 'arm.urdf.xacro').write_text(
+        '<?xml version="1.0"?><robot name="two" xmlns:xacro="http://www.ros.org/wiki/xacro">'
+        '<xacro:arg name="len" default="0.5"/><link name="world"/>'
+        '<joint name="j" type="continuous"><parent link="world"/><child link="l"/>'
+        '<origin xyz="0 0 $(arg len)"/><axis xyz="0 0 1"/></joint>'
+        '<link name="l"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>'
+        '</inertial></link></robot>')
+    path = write_setup(tmp_path / 'arm.yaml', {'robot': {'urdf': 'arm.urdf.xacro', 'xacro_args': {'len': 0.75}}})
+    _, text = robot_description(str(path))
+    origin = ET.fromstring(text).find('joint').find('origin')
+    assert origin.get('xyz') == '0 0 0.75'
+    setup = load_robot(path)
+    assert setup.model.continuous_names == ['j'] and setup.model.source_kind == 'xacro'

@@ -60,20 +60,25 @@ def resolve_config(name_or_path) -> Path:
     """``'scara'`` -> ``<share>/config/scara.yaml``; an existing file path is returned resolved.
 
     A value that looks like a path (has a separator or a .yaml/.yml suffix) is
-    taken as a path. Raises :class:`~uk_controller.config.ConfigNotFoundError`
+    taken as a path; a bare name is a shipped robot name, and an error if a file
+    of that name exists in the current directory too (ambiguous). Raises :class:`~uk_controller.config.ConfigNotFoundError`
     listing the shipped setups if nothing matches.
     """
     text = str(name_or_path)
     candidate = Path(text).expanduser()
     looks_like_path = isinstance(name_or_path, Path) or '/' in text or candidate.suffix in ('.yaml', '.yml')
+    shipped = None if looks_like_path else share_dir() / 'config' / f'{text}.yaml'
+    if shipped is not None and shipped.is_file():
+        if candidate.is_file():
+            raise ConfigNotFoundError(f'{text!r} is ambiguous: both the file {candidate.resolve()} and the shipped '
+                                      f'setup {shipped} match; write ./{text} for the file', file=candidate)
+        return shipped.resolve()
     if candidate.is_file():
         return candidate.resolve()
-    if not looks_like_path:
-        shipped = share_dir() / 'config' / f'{text}.yaml'
-        if shipped.is_file():
-            return shipped.resolve()
     names = ', '.join(available_configs()) or '(none found)'
-    raise ConfigNotFoundError(f'no robot setup {text!r}; shipped setups: {names}', file=candidate)
+    looked = f'{candidate.resolve()}' + ('' if shipped is None else f', {shipped}')
+    raise ConfigNotFoundError(f'no robot setup {text!r} (looked in: {looked}); shipped setups: {names}',
+                              file=candidate)
 
 
 def data_file_candidates(value, config_path=None):
@@ -144,15 +149,16 @@ def robot_description(name_or_path):
     """(config path, URDF text) of a robot setup, for launch files' ``robot_description``.
 
     The URDF is found exactly as the loader finds it (``robot.urdf`` relative to
-    the package share dir or the config file), and ``$(find uk_controller)`` in
-    it (the gz_ros2_control ``<parameters>`` path) is replaced by the share dir,
-    as xacro would.
+    the config file, or ``package://``), a ``.xacro`` is expanded with
+    ``robot.xacro_args``, and ``$(find uk_controller)`` in it (the
+    gz_ros2_control ``<parameters>`` path) is replaced by the share dir, as
+    xacro would.
     """
     from .config import ConfigError, load_config
 
     params, path = load_config(resolve_config(name_or_path))
-    value = (params.get('robot') or {}).get('urdf')
     robot = params.get('robot') or {}
+    value = robot.get('urdf')
     if value is None:
         from .description import description_key
         key = description_key(robot, path)
