@@ -135,11 +135,14 @@ def test_continuous_model_matches_revolute(arms):
         np.testing.assert_allclose(np.triu(M_direct), np.triu(rev.M), atol=1e-12)
 
 
-@pytest.mark.parametrize('plant', ['uk', 'mujoco'])
-def test_continuous_tracks_like_revolute_over_several_turns(arms, plant):
+@pytest.mark.parametrize('plant, compiled', [('uk', None), ('uk', False), ('mujoco', None)])
+def test_continuous_tracks_like_revolute_over_several_turns(arms, plant, compiled):
+    """compiled=None: the whole loop compiled (sim/compiled_loop.py) when available; False: the Python loop
+    (ControllerCore step with Pinocchio fed (cos, sin)). The revolute arm is the reference either way."""
     duration = 1.5 if plant == 'uk' else 0.5
-    runs = {kind: simulate(setup, plant=plant, duration=duration) for kind, setup in arms.items()}
+    runs = {kind: simulate(setup, plant=plant, duration=duration, compiled=compiled) for kind, setup in arms.items()}
     cont, rev = runs['continuous'], runs['revolute']
+    assert cont.settings['loop'] == rev.settings['loop']
     if plant == 'uk':
         assert cont.q[-1, 0] > 0.2 + 2 * np.pi * 2.9          # the crank angle is unwrapped: ~3 turns
     scale = np.abs(rev.effort).max()
