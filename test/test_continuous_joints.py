@@ -6,7 +6,6 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 import pytest
-import yaml
 
 from uk_controller.model import RobotModel
 from uk_controller.robots import load_robot

@@ -294,3 +294,17 @@ def test_launch_robot_description_expands_xacro(tmp_path):
     assert origin.get('xyz') == '0 0 0.75'
     setup = load_robot(path)
     assert setup.model.continuous_names == ['j'] and setup.model.source_kind == 'xacro'
+
+
+def test_body_connect_to_the_world(tmp_path):
+    """body2 omitted: MuJoCo connects to the world; the second frame hangs on the universe, at the
+    anchor's world position at qpos0."""
+    text = (ROOT / 'mjcf' / 'five_bar.xml').read_text().replace(
+        '<connect name="closure_12" site1="branch1_tip" site2="branch2_tip"/>',
+        '<connect name="pin_tip" body1="link_b1" anchor="0.244 0 0"/>')
+    (tmp_path / 'pinned.xml').write_text(text)
+    model, closures = description.load_mjcf(tmp_path / 'pinned.xml')
+    f1, f2 = (model.frames[model.getFrameId(f)] for f in closures['pin_tip']['frames'])
+    assert f2.parentJoint == 0
+    np.testing.assert_allclose(f2.placement.translation, [0.488, 0.25, 0.0], atol=1e-14)   # A1 + 2 L along x
+    assert model.names[f1.parentJoint] == 'joint_b1'

@@ -186,7 +186,9 @@ def _mjcf_closures(model, equalities, path):
     pin.framesForwardKinematics(model, data, pin.neutral(model))      # MuJoCo's qpos0 (joint ref = 0)
 
     def body_frame(name, where):
-        if not name or not model.existFrame(name, pin.FrameType.BODY):
+        if name in (None, '', 'world'):
+            return 0                                            # the universe frame (MuJoCo: world)
+        if not model.existFrame(name, pin.FrameType.BODY):
             raise DescriptionError(f'{where}: unknown body {name!r}')
         return model.getFrameId(name, pin.FrameType.BODY)
 
@@ -216,10 +218,10 @@ def _mjcf_closures(model, equalities, path):
         if eq.get('site1') or eq.get('site2'):
             frames = [site_frame(eq.get('site1'), where), site_frame(eq.get('site2'), where)]
         else:
+            if not eq.get('body1'):
+                raise DescriptionError(f'{where}: give body1 (and body2, default the world) or site1 and site2')
             f1 = body_frame(eq.get('body1'), where)
-            f2 = body_frame(eq.get('body2') or 'world', where) if eq.get('body2') else None
-            if f2 is None:
-                raise DescriptionError(f'{where}: a closure needs body2 (or site1/site2)')
+            f2 = body_frame(eq.get('body2'), where)              # MuJoCo: body2 omitted = the world
             o1, o2 = data.oMf[f1], data.oMf[f2]
             if eq.tag == 'connect':
                 anchor = _floats(eq.get('anchor'), 3, where + ' anchor')
