@@ -255,15 +255,16 @@ def test_one_description_key(tmp_path):
         load_robot(write_setup(tmp_path / 'none.yaml', params))
 
 
-def test_sdf_without_sdformat_is_a_clear_error(tmp_path):
-    if pin.WITH_SDFORMAT:
-        pytest.skip('this Pinocchio reads SDF')
-    (tmp_path / 'robot.sdf').write_text('<sdf version="1.9"><model name="m"/></sdf>')
-    params = shipped_params('planar_3r')
-    del params['robot']['urdf']
-    params['robot']['sdf'] = 'robot.sdf'
-    with pytest.raises(ConfigError, match=r'robot\.sdf.*without SDFormat'):
-        load_robot(write_setup(tmp_path / 'sdf.yaml', params))
+def test_sdf_errors_name_the_problem(tmp_path):
+    cases = [('<model name="m"><link name="a"/></model>', r"links \['a'\] are not connected to the world"),
+             ('<model name="m"><link name="a"><pose relative_to="b">0 0 0 0 0 0</pose></link></model>',
+              'relative_to'),
+             ('<model name="m"><link name="a"/><joint name="j" type="ball"><parent>world</parent>'
+              '<child>a</child></joint></model>', "type 'ball' not supported")]
+    for i, (body, match) in enumerate(cases):
+        (tmp_path / f'm{i}.sdf').write_text(f'<sdf version="1.9">{body}</sdf>')
+        with pytest.raises(description.DescriptionError, match=match):
+            description.read_sdf(tmp_path / f'm{i}.sdf')
 
 
 def test_robot_name_that_is_also_a_local_file_is_ambiguous(tmp_path, monkeypatch):
@@ -308,3 +309,75 @@ def test_body_connect_to_the_world(tmp_path):
     assert f2.parentJoint == 0
     np.testing.assert_allclose(f2.placement.translation, [0.488, 0.25, 0.0], atol=1e-14)   # A1 + 2 L along x
     assert model.names[f1.parentJoint] == 'joint_b1'
+
+
+# ----------------------------------------------------------------------------- SDF
+
+def _five_bar_sdf(tmp_path):
+    """The five-bar of urdf/five_bar.urdf as SDF, posed (its zero configuration) at five_bar.yaml's
+    closed q0, with the loop joint closure_12 (revolute about z at branch 2's tip) that the URDF's
+    <gazebo> block also writes. Link poses come from Pinocchio's forward kinematics of the URDF."""
+    urdf_path = share_dir() / 'urdf' / 'five_bar.urdf'
+    ref = pin.buildModelFromUrdf(str(urdf_path))
+    q0 = np.array(shipped_params('five_bar')['robot']['initial_position'])
+    data = ref.createData()
+    pin.framesForwardKinematics(ref, data, q0)
+    urdf = ET.parse(urdf_path).getroot()
+    out = ['<?xml version="1.0"?>', '<sdf version="1.9">', '<model name="five_bar_sdf">']
+    for link in urdf.findall('link'):
+        name = link.get('name')
+        if name == 'world':
+            continue
+        pose = data.oMf[ref.getFrameId(name, pin.FrameType.BODY)]
+        xyz, rpy = pose.translation, pin.rpy.matrixToRpy(pose.rotation)
+        out.append(f'<link name="{name}"><pose>{" ".join("%.17g" % v for v in [*xyz, *rpy])}</pose>')
+        inertial = link.find('inertial')
+        if inertial is not None:
+            i = inertial.find('inertia').attrib
+            out.append(f'<inertial><pose>{inertial.find("origin").get("xyz")} 0 0 0</pose>'
+                       f'<mass>{inertial.find("mass").get("value")}</mass><inertia>'
+                       + ''.join(f'<{k}>{i[k]}</{k}>' for k in ('ixx', 'ixy', 'ixz', 'iyy', 'iyz', 'izz'))
+                       + '</inertia></inertial>')
+        out.append('</link>')
+    for joint in urdf.findall('joint'):
+        kind = joint.get('type')
+        out.append(f'<joint name="{joint.get("name")}" type="{kind}"><parent>{joint.find("parent").get("link")}'
+                   f'</parent><child>{joint.find("child").get("link")}</child>')
+        if kind != 'fixed':
+            limit = joint.find('limit').attrib
+            out.append(f'<axis><xyz>{joint.find("axis").get("xyz")}</xyz><limit><lower>{limit["lower"]}</lower>'
+                       f'<upper>{limit["upper"]}</upper><effort>{limit["effort"]}</effort></limit></axis>')
+        out.append('</joint>')
+    out.append('<joint name="closure_12" type="revolute"><pose>0.244 0 0 0 0 0</pose><parent>link_b1</parent>'
+               '<child>link_b2</child><axis><xyz>0 0 1</xyz></axis></joint>')
+    out += ['</model>', '</sdf>']
+    (tmp_path / 'five_bar.sdf').write_text('\n'.join(out))
+    params = shipped_params('five_bar')
+    del params['robot']['urdf']
+    params['robot']['sdf'] = 'five_bar.sdf'
+    params['robot']['initial_position'] = [0.0] * 4
+    params['constraints']['names'] = ['end_effector']          # closure_12 comes from the file ...
+    params['constraints']['closure_12'] = {'axes': ['x', 'y']}  # ... refined to the plane, as in the YAML
+    return write_setup(tmp_path / 'five_bar_sdf.yaml', params), q0
+
+
+def test_sdf_five_bar_matches_urdf_and_yaml(tmp_path):
+    if pin.WITH_SDFORMAT:
+        pytest.skip('this Pinocchio reads SDF with SDFormat; our reader is the fallback')
+    path, q0 = _five_bar_sdf(tmp_path)
+    a, b = load_robot('five_bar'), load_robot(path)
+    assert b.model.source_kind == 'sdf' and b.passive.names == ['closure_12'] and b.passive.m == 2
+    rng = np.random.default_rng(2)
+    for _ in range(3):
+        q, qd = q0 + 0.2 * rng.normal(size=4), rng.normal(size=4)
+        rows_a = [(r.phi.copy(), r.A.copy(), r.b.copy()) for r in a.evaluate(q, qd, 0.3)[:2]]
+        Ma, ha = a.model.M.copy(), a.model.h.copy()
+        rows_b = [(r.phi.copy(), r.A.copy(), r.b.copy()) for r in b.evaluate(q - q0, qd, 0.3)[:2]]   # SDF zero = q0
+        np.testing.assert_allclose(b.model.M, Ma, atol=1e-14)
+        np.testing.assert_allclose(b.model.h, ha, atol=1e-13)
+        for xa, xb in zip(rows_a, rows_b):
+            for ya, yb in zip(xa, xb):
+                np.testing.assert_allclose(yb, ya, atol=1e-12)
+    ra, rb = simulate(a, duration=0.3), simulate(b, duration=0.3)
+    np.testing.assert_allclose(rb.effort, ra.effort, rtol=0, atol=1e-9 * np.abs(ra.effort).max())
+    np.testing.assert_allclose(rb.q + q0, ra.q, rtol=0, atol=1e-9)
