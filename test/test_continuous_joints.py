@@ -88,12 +88,17 @@ simulation: {{duration: 1.5}}
 """
 
 
-def write_arm(folder, kind):
+def write_arm(folder, kind, actuators=False):
+    """arm.urdf + arm.yaml in `folder`; without `actuators` the setup has no actuators section (one motor
+    per joint by default), with it the three motors are listed (the hardware layer needs the names)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     limit = CONTINUOUS_LIMIT if kind == 'continuous' else REVOLUTE_LIMIT
     (folder / 'arm.urdf').write_text(ARM.format(kind=kind, limit=limit))
     body = SETUP.format(urdf='arm.urdf').strip('\n')
+    if actuators:
+        body += ('\nactuators:\n  names: [m_crank, m_slider, m_wrist]\n  m_crank: {joint: crank}\n'
+                 '  m_slider: {joint: slider}\n  m_wrist: {joint: wrist}')
     (folder / 'arm.yaml').write_text('/**:\n  ros__parameters:\n' + '\n'.join('    ' + line for line in body.splitlines()))
     return folder / 'arm.yaml'
 
@@ -151,3 +156,22 @@ def test_continuous_tracks_like_revolute_over_several_turns(arms, plant, compile
     # tracked: the 4.7 rad initial wrist error is down to the 1 kHz zero-order-hold lag (~1e-3 rad)
     final = 5e-3 if plant == 'uk' else 0.05                 # the MuJoCo run is shorter (0.5 s)
     assert np.abs(cont.task_error[-100:]).max() < final < np.abs(cont.task_error[0]).max()
+
+
+@pytest.mark.usefixtures('fast_gil_switch')
+def test_continuous_arm_over_serial_matches_in_process(tmp_path):
+    """Serial drivers (uk_binary over a pseudo-terminal, test_hardware_hil.py's rig) report one unwrapped
+    angle per continuous joint: the hardware loop reproduces the in-process run past two crank turns
+    (float32 on the wire: 1e-5 rad, as for the shipped robots)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_hardware_hil import RATE, hil
+    config = str(write_arm(tmp_path / 'arm', 'continuous', actuators=True))
+    duration = 1.1
+    sim = simulate(load_robot(config), duration=duration, rate=RATE)
+    k, q, e, diag = hil(config, 'uk_binary', duration)
+    np.testing.assert_array_equal(k, np.arange(int(round(duration * RATE))))
+    assert diag['timeouts'] == 0 and diag['crc_errors'] == 0
+    assert q[-1, 0] > 2 * 2 * np.pi
+    assert np.max(np.abs(q - sim.q[k])) < 1e-5
+    assert np.max(np.abs(e - sim.task_error[k])) < 1e-5
