@@ -37,7 +37,9 @@ class MujocoPlant:
         if urdf is None:
             raise ValueError('the MuJoCo plant needs the robot loaded from a URDF, xacro or MJCF file')
         if kind == 'sdf':
-            raise ValueError(f'the MuJoCo plant cannot load SDF ({urdf}); use robot.mjcf or robot.urdf')
+            from ..config import ConfigError
+            raise ConfigError(f'the MuJoCo plant cannot load SDF ({urdf}); describe the robot by robot.mjcf or '
+                              'robot.urdf for it, or use the UK plant', file=setup.config_path, key='robot.sdf')
         self.urdf_path = urdf
         if kind == 'xacro':                 # the expanded URDF the model was built from
             spec = mujoco.MjSpec.from_string(setup.model.source_text)
