@@ -39,6 +39,7 @@ setup(
         *share('launch'),
         *share('config'),
         *share('urdf'),
+        *share('mjcf'),
     ],
     python_requires='>=3.10',
     install_requires=[
@@ -49,6 +50,8 @@ setup(
         # Pinocchio. In a ROS workspace rosdep installs the `pinocchio` key and
         # colcon does not pip-install this list.
         'pin',
+        # robot.urdf may be a .xacro file, expanded at load time (uk_controller/description.py).
+        'xacro',
     ],
     extras_require={
         'mujoco': ['mujoco'],

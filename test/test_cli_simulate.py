@@ -40,7 +40,7 @@ def test_simulate_writes_log_figures_and_summary(tmp_path):
 def test_bad_config_names_file_and_key(tmp_path):
     bad = tmp_path / 'bad.yaml'
     text = (REPO / 'config' / 'scara.yaml').read_text().replace('rate: 1000.0', 'rate: fast')
-    text = text.replace('urdf: urdf/scara.urdf', f'urdf: {REPO / "urdf" / "scara.urdf"}')
+    text = text.replace('urdf: package://uk_controller/urdf/scara.urdf', f'urdf: {REPO / "urdf" / "scara.urdf"}')
     bad.write_text(text)
     proc = run_cli('simulate', str(bad), '--duration', '0.01', '--out', str(tmp_path / 'o'), cwd=tmp_path)
     assert proc.returncode != 0

@@ -20,7 +20,7 @@ os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 ROOT = Path(__file__).resolve().parents[1]
 COLCON = Path(sys.executable).parent / 'colcon'
-PACKAGE_FILES = ['setup.py', 'setup.cfg', 'package.xml', 'resource', 'uk_controller', 'launch', 'config', 'urdf']
+PACKAGE_FILES = ['setup.py', 'setup.cfg', 'package.xml', 'resource', 'uk_controller', 'launch', 'config', 'urdf', 'mjcf']
 
 
 @pytest.fixture(scope='module')

@@ -15,6 +15,8 @@ import pinocchio as pin
 import pytest
 import yaml
 
+from uk_controller.paths import resolve_data_file
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # seed 003 Table 2: (L, D, m, I) of links a_i and b_i (D: centre of mass from the proximal joint)
@@ -82,7 +84,7 @@ def load_config(name):
 def setup(request):
     name = request.param
     cfg = load_config(name)
-    model = pin.buildModelFromUrdf(str(ROOT / cfg["robot"]["urdf"]))
+    model = pin.buildModelFromUrdf(str(resolve_data_file(cfg["robot"]["urdf"])))
     model.gravity.linear = np.array(cfg["robot"]["gravity"], dtype=float)
     return name, SETUPS[name], cfg, model
 
@@ -259,7 +261,7 @@ def test_mujoco_reads_the_urdf_the_same_way(setup):
     bias forces agree with eq 14 as well (and gravity does nothing in the horizontal plane)."""
     mujoco = pytest.importorskip("mujoco")
     name, branches, cfg, model = setup
-    m = mujoco.MjModel.from_xml_path(str(ROOT / cfg["robot"]["urdf"]))
+    m = mujoco.MjModel.from_xml_path(str(resolve_data_file(cfg["robot"]["urdf"])))
     m.opt.gravity[:] = cfg["robot"]["gravity"]
     d = mujoco.MjData(m)
     n = 2 * len(branches)

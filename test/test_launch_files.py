@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from uk_controller.paths import resolve_data_file
 from uk_controller.ros import params as P
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ def _robot_params(robot):
 
 
 def _urdf_joints(robot):
-    urdf = ET.parse(ROOT / _robot_params(robot)['robot']['urdf']).getroot()
+    urdf = ET.parse(resolve_data_file(_robot_params(robot)['robot']['urdf'])).getroot()
     return {j.get('name'): j.get('type') for j in urdf.iter('joint') if j.get('type') is not None}
 
 
@@ -182,7 +183,7 @@ def test_every_share_file_a_launch_file_names_exists(path):
     for robot in robots:
         assert (ROOT / 'config' / f'{robot}.yaml').is_file(), f'{path.name}: robot {robot} has no config'
         urdf = _robot_params(robot)['robot']['urdf']
-        assert (ROOT / urdf).is_file(), f'{robot}: {urdf} missing'
+        assert resolve_data_file(urdf) is not None, f'{robot}: {urdf} missing'
     for call in src.calls:
         if src.name(call) == 'join' and len(call.args) >= 3 and getattr(call.args[0], 'id', '') == 'share':
             parts = call.args[1:]
@@ -281,13 +282,15 @@ def test_package_xml_lists_every_ros_package_used():
     assert not missing, f'package.xml lacks <exec_depend> for {missing} (package: file that uses it)'
 
 
-ALL_ROBOTS = sorted(p.stem for p in (ROOT / 'config').glob('*.yaml') if p.stem != 'controllers')
+# every setup described by a URDF (the *_mjcf setups have none: no Gazebo/ros2_control blocks)
+ALL_ROBOTS = sorted(p.stem for p in (ROOT / 'config').glob('*.yaml')
+                    if p.stem != 'controllers' and 'urdf' in _robot_params(p.stem)['robot'])
 
 
 @pytest.mark.parametrize('robot', ALL_ROBOTS)
 def test_urdf_ros2_control_and_gazebo_blocks_match_the_setup(robot):
     params = _robot_params(robot)
-    urdf = ET.parse(ROOT / params['robot']['urdf']).getroot()
+    urdf = ET.parse(resolve_data_file(params['robot']['urdf'])).getroot()
     blocks = urdf.findall('ros2_control')
     assert len(blocks) == 1, 'one <ros2_control> block'
     assert blocks[0].find('hardware/plugin').text.strip() == 'gz_ros2_control/GazeboSimSystem'
@@ -328,5 +331,5 @@ def test_urdf_ros2_control_and_gazebo_blocks_match_the_setup(robot):
 def test_pinocchio_still_loads_the_urdf_with_the_configured_joints(robot):
     pin = pytest.importorskip('pinocchio')
     params = _robot_params(robot)
-    model = pin.buildModelFromUrdf(str(ROOT / params['robot']['urdf']))
+    model = pin.buildModelFromUrdf(str(resolve_data_file(params['robot']['urdf'])))
     assert [model.names[i] for i in range(1, model.njoints)] == params['robot']['joints']

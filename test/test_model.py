@@ -205,12 +205,25 @@ def test_mass_scale_and_gravity_override(tmp_path):
         RobotModel.from_urdf(path, mass_scale=0.0)
 
 
-def test_continuous_joint_is_rejected(tmp_path):
+def test_continuous_joint_in_permuted_order_matches_revolute(tmp_path):
+    """A 'continuous' joint (Pinocchio nq 2, nv 1) is one unwrapped angle of q, also when the joint
+    order is permuted: M, h and Jacobians equal those of the same URDF with a revolute joint."""
     text = IRREGULAR.replace('<joint name="j4" type="revolute">', '<joint name="j4" type="continuous">')
-    path = tmp_path / 'continuous.urdf'
-    path.write_text(text)
-    with pytest.raises(ModelError, match='j4'):
-        RobotModel.from_urdf(path)
+    (tmp_path / 'continuous.urdf').write_text(text)
+    (tmp_path / 'revolute.urdf').write_text(IRREGULAR)
+    order = ['j4', 'j2', 'j1', 'j3']
+    cont = RobotModel.from_urdf(tmp_path / 'continuous.urdf', joint_names=order)
+    rev = RobotModel.from_urdf(tmp_path / 'revolute.urdf', joint_names=order)
+    assert cont.model.nq == rev.model.nq + 1 and cont.n == rev.n and cont.continuous_names == ['j4']
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        q, qd = rng.normal(size=4) * 7.0, rng.normal(size=4)
+        cont.compute(q, qd)
+        rev.compute(q, qd)
+        np.testing.assert_allclose(cont.M, rev.M, atol=1e-12)
+        np.testing.assert_allclose(cont.h, rev.h, atol=1e-12)
+        frame = cont.frame_names()[-1]
+        np.testing.assert_allclose(cont.frame_jacobian(frame), rev.frame_jacobian(frame), atol=1e-12)
 
 
 def test_bad_joint_names_and_frames(tmp_path):

@@ -28,9 +28,12 @@ def test_share_dir_and_config_resolution():
     assert {'scara', 'planar_3r'} <= set(available_configs())
     with pytest.raises(ConfigNotFoundError, match='scara'):     # lists what exists
         resolve_config('no_such_robot')
-    assert resolve_data_file('urdf/scara.urdf') == (share_dir() / 'urdf' / 'scara.urdf').resolve()
-    assert resolve_data_file('package://uk_controller/urdf/scara.urdf').name == 'scara.urdf'
-    assert resolve_data_file('urdf/nothing.urdf') is None
+    # a relative path is relative to the setup file's folder only, never the share dir by accident
+    assert resolve_data_file('urdf/scara.urdf', share_dir() / 'config' / 'scara.yaml') is None
+    assert resolve_data_file('../urdf/scara.urdf', share_dir() / 'config' / 'scara.yaml') == \
+        (share_dir() / 'urdf' / 'scara.urdf').resolve()
+    assert resolve_data_file('package://uk_controller/urdf/scara.urdf') == (share_dir() / 'urdf' / 'scara.urdf').resolve()
+    assert resolve_data_file('package://uk_controller/urdf/nothing.urdf') is None
 
 
 def test_scara_setup(scara):
@@ -247,7 +250,7 @@ def test_urdf_relative_to_the_config_file(tmp_path):
     (tmp_path / 'urdf' / 'my_arm.urdf').write_text(urdf)
     (tmp_path / 'config').mkdir()
     params, _ = _params('planar_3r')
-    params['robot']['urdf'] = 'urdf/my_arm.urdf'      # relative to the config folder's parent
+    params['robot']['urdf'] = '../urdf/my_arm.urdf'   # relative to the config file's folder
     path = _write(tmp_path / 'config', params, 'my_arm.yaml')
     setup = load_robot(path)
     assert setup.urdf_path == (tmp_path / 'urdf' / 'my_arm.urdf').resolve()

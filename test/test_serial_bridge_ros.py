@@ -25,7 +25,7 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from uk_controller.hardware.calibration import HardwareConfig  # noqa: E402
 from uk_controller.hardware.emulator import IndependentJointsPlant, make_emulator  # noqa: E402
-from uk_controller.paths import resolve_config  # noqa: E402
+from uk_controller.paths import resolve_config, resolve_data_file  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def config(tmp_path):
     src = resolve_config('scara')
     data = yaml.safe_load(src.read_text())
     params = data['/**']['ros__parameters']
-    params['robot']['urdf'] = str((src.parent.parent / params['robot']['urdf']).resolve())
+    params['robot']['urdf'] = str(resolve_data_file(params['robot']['urdf'], src))
     params['ros']['effort_joints'] = list(reversed(params['ros']['effort_joints']))
     path = tmp_path / 'scara_reversed.yaml'
     path.write_text(yaml.safe_dump(data))

@@ -89,11 +89,15 @@ def cmd_simulate(args):
     options = {}
     if args.pinv:
         options['pinv'] = args.pinv
-    result = simulate(setup, duration=args.duration, rate=args.rate, plant=args.plant,
-                      stabilization=_stabilization(args, setup), mass_scale=args.mass_scale,
-                      sensor_noise=args.noise, measurement_delay=args.delay, integrator=args.integrator,
-                      substeps=args.substeps, progress=_progress_bar(f'simulating {setup.name}'),
-                      controller_options=options)
+    try:
+        result = simulate(setup, duration=args.duration, rate=args.rate, plant=args.plant,
+                          stabilization=_stabilization(args, setup), mass_scale=args.mass_scale,
+                          sensor_noise=args.noise, measurement_delay=args.delay, integrator=args.integrator,
+                          substeps=args.substeps, progress=_progress_bar(f'simulating {setup.name}'),
+                          controller_options=options)
+    except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)
+        print(f'error: {exc}', file=sys.stderr)
+        return 2
     summary = result.summary(args.transient)
     write_csv(result, out / 'log.csv')
     write_summary(summary, out / 'summary.json')

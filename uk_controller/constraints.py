@@ -704,7 +704,9 @@ class CompiledRows:
               gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`."""
-        if not uk_kernels.AVAILABLE or getattr(model, '_perm', None) is not None:
+        # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted
+        # joint order is not
+        if not uk_kernels.AVAILABLE or getattr(model, '_order_permuted', getattr(model, '_perm', None) is not None):
             return None
         self = object.__new__(cls)
         n = model.n
@@ -872,6 +874,17 @@ class CompiledRows:
         kernel = self.kernel
         Ml, h, J, trans, rots, ip, fp, ws, sat = (self.M_lower, self.h, self.J, self.trans, self.rots, self.ip,
                                                   self.fp, self.ws, self.saturated)
+
+        if getattr(model, 'continuous', ()).__len__():
+            # continuous joints: Pinocchio gets (cos q, sin q) (model.RobotModel); the kernel keeps the angle
+            q_pin, to_pin = np.zeros(pm.nq), model._q_to_pin
+
+            def run(q, qd, t):
+                cat(pm, data, to_pin(q, q_pin), qd)
+                ufp(pm, data)
+                model._stamp += 1
+                kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
+            return run
 
         def run(q, qd, t):
             cat(pm, data, q, qd)

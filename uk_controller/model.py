@@ -18,9 +18,16 @@ class (q, q', M, h, g, Jacobian columns, effort limits); the permutation to
 Pinocchio's order is applied internally. :meth:`indices_from` and
 :meth:`indices_to` map between q and any message's name order.
 
-Only joints with one coordinate and ``nq == nv`` (revolute, prismatic, and
-their unaligned-axis variants) are supported: 'continuous' joints (nq 2,
-nv 1), floating and planar joints are rejected with a clear error.
+Joints: revolute, prismatic (and their unaligned-axis variants) and URDF
+'continuous' joints. Pinocchio writes a continuous joint's configuration as
+(cos theta, sin theta) (nq = 2, nv = 1); OUR generalized coordinates keep ONE
+unwrapped angle theta per continuous joint, so q, q', q'' all have size n = nv
+and a joint-linear constraint row on a continuous joint means its unwrapped
+angle. The angle is converted to (cos theta, sin theta) only when handed to
+Pinocchio (:meth:`RobotModel.to_pinocchio_q`); M, C, G, frames and Jacobians
+depend on the configuration only, so they equal those of the same robot
+written with a revolute joint at angle theta. Floating and planar joints are
+rejected with a clear error.
 """
 from __future__ import annotations
 
@@ -41,6 +48,12 @@ def _scale_inertias(model, scale):
     for i in range(1, model.njoints):
         inertia = model.inertias[i]
         model.inertias[i] = pin.Inertia(inertia.mass * scale, inertia.lever.copy(), inertia.inertia * scale)
+
+
+def _is_continuous(joint):
+    """A 1-DOF rotation stored by Pinocchio as (cos, sin): URDF 'continuous' (JointModelRUB*)."""
+    name = joint.shortname()
+    return joint.nq == 2 and joint.nv == 1 and ('RUB' in name or 'RevoluteUnbounded' in name)
 
 
 class RobotModel:
@@ -77,11 +90,26 @@ class RobotModel:
                              f'URDF has {self.urdf_joint_names}')
         self.joint_names = joint_names
         # perm[i] = Pinocchio velocity index of our coordinate i
-        perm = np.array([pin_model.idx_vs[pin_model.getJointId(j)] for j in joint_names], dtype=np.intp)
-        self._perm = None if np.array_equal(perm, np.arange(n)) else perm
+        ids = [pin_model.getJointId(j) for j in joint_names]
+        perm = np.array([pin_model.idx_vs[j] for j in ids], dtype=np.intp)
+        self.nq_pinocchio = pin_model.nq
+        continuous = [_is_continuous(pin_model.joints[j]) for j in ids]
+        #: our coordinates that are continuous joints (one unwrapped angle each)
+        self.continuous = np.flatnonzero(continuous).astype(np.intp)
+        self.continuous_names = [joint_names[i] for i in self.continuous]
+        # Pinocchio configuration index of each coordinate: plain joints copy q[i] to qp[_q_plain_at],
+        # continuous joints write (cos q[i], sin q[i]) to qp[_q_cont_at], qp[_q_cont_at + 1].
+        plain = np.flatnonzero(~np.asarray(continuous, dtype=bool)).astype(np.intp)
+        self._q_plain = plain
+        self._q_plain_at = np.array([pin_model.idx_qs[ids[i]] for i in plain], dtype=np.intp)
+        self._q_cont_at = np.array([pin_model.idx_qs[ids[i]] for i in self.continuous], dtype=np.intp)
+        self._order_permuted = not np.array_equal(perm, np.arange(n))
+        # _perm is None exactly when our arrays ARE Pinocchio's (same order, q of size nq == nv):
+        # every fast path that hands q to Pinocchio or to the compiled kernels directly checks it.
+        self._perm = perm if (self._order_permuted or self.continuous.size) else None
         self.data = pin_model.createData()
         self._aux = pin_model.createData()        # for coriolis_matrix / energies, keeps self.data intact
-        self._qp = np.zeros(n)
+        self._qp = np.zeros(pin_model.nq)
         self._vp = np.zeros(n)
         self._Mp = np.zeros((n, n))
         self._lower = np.tril_indices(n, -1)
@@ -145,14 +173,37 @@ class RobotModel:
         bad = []
         for j in range(1, m.njoints):
             joint = m.joints[j]
-            if joint.nq != joint.nv or joint.nv != 1:
+            if joint.nv != 1 or (joint.nq != 1 and not _is_continuous(joint)):
                 bad.append(f'{m.names[j]} ({joint.shortname()}, nq={joint.nq}, nv={joint.nv})')
         if bad:
-            raise ModelError('only 1-DOF joints with nq == nv (revolute, prismatic) are supported; '
-                             "write 'continuous' joints as 'revolute' with wide limits. Unsupported: "
-                             + ', '.join(bad))
+            raise ModelError('only 1-DOF joints (revolute, continuous, prismatic) are supported; '
+                             'unsupported: ' + ', '.join(bad))
 
     # ------------------------------------------------------------ joint order
+    def _q_to_pin(self, q, out):
+        """Our q (n,) -> Pinocchio's configuration (nq,): order, and (cos, sin) of continuous joints."""
+        out[self._q_plain_at] = q[self._q_plain]
+        if self.continuous.size:
+            theta = q[self.continuous]
+            out[self._q_cont_at] = np.cos(theta)
+            out[self._q_cont_at + 1] = np.sin(theta)
+        return out
+
+    def to_pinocchio_q(self, q):
+        """Pinocchio's configuration vector (nq,) of our q (n,) (a new array)."""
+        if self._perm is None:
+            return np.array(q, dtype=float)
+        return self._q_to_pin(np.asarray(q, dtype=float), np.zeros(self.nq_pinocchio))
+
+    def from_pinocchio_q(self, qp):
+        """Our q (n,) of a Pinocchio configuration (nq,); continuous joints give atan2(sin, cos) in (-pi, pi]."""
+        qp = np.asarray(qp, dtype=float)
+        q = np.empty(self.n)
+        q[self._q_plain] = qp[self._q_plain_at]
+        if self.continuous.size:
+            q[self.continuous] = np.arctan2(qp[self._q_cont_at + 1], qp[self._q_cont_at])
+        return q
+
     def _to_pin(self, x, out):
         if self._perm is None:
             out[:] = x
@@ -220,15 +271,21 @@ class RobotModel:
 
     @property
     def position_limits(self):
-        """(lower, upper) per coordinate from the URDF."""
-        return self._per_joint(self.model.lowerPositionLimit), self._per_joint(self.model.upperPositionLimit)
+        """(lower, upper) per coordinate from the URDF (-inf, inf for continuous joints)."""
+        limits = []
+        for values, fill in ((self.model.lowerPositionLimit, -np.inf), (self.model.upperPositionLimit, np.inf)):
+            values = np.asarray(values, dtype=float)
+            out = np.full(self.n, fill)
+            out[self._q_plain] = values[self._q_plain_at]
+            limits.append(out)
+        return tuple(limits)
 
     @property
     def gravity(self):
         return np.array(self.model.gravity.linear)
 
     def neutral(self):
-        return self._from_pin_vec(pin.neutral(self.model), np.empty(self.n))
+        return self.from_pinocchio_q(pin.neutral(self.model))
 
     # ------------------------------------------------------------ frames
     def has_frame(self, name):
@@ -273,7 +330,7 @@ class RobotModel:
             pin.updateFramePlacements(self.model, self.data)
             self._stamp += 1                       # M symmetrised on first access (see M)
             return self
-        qp = self._to_pin(self.q, self._qp)
+        qp = self._q_to_pin(self.q, self._qp)
         vp = self._to_pin(self.qd, self._vp)
         pin.computeAllTerms(self.model, self.data, qp, vp)
         pin.updateFramePlacements(self.model, self.data)
@@ -365,7 +422,7 @@ class RobotModel:
 
         Uses a second Data, so the state of the last :meth:`compute` is kept.
         """
-        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
         Cp = pin.computeCoriolisMatrix(self.model, self._aux, qp, vp)
         if self._perm is None:
@@ -374,20 +431,20 @@ class RobotModel:
 
     def mass_matrix(self, q):
         """M(q) (n, n), symmetric, from a second Data (does not disturb compute state)."""
-        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        qp = self.to_pinocchio_q(q)
         Mp = np.array(pin.crba(self.model, self._aux, qp))
         Mp = np.triu(Mp) + np.triu(Mp, 1).T
         return Mp if self._perm is None else Mp[np.ix_(self._perm, self._perm)]
 
     def gravity_vector(self, q):
         """G(q) (n,), from a second Data."""
-        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        qp = self.to_pinocchio_q(q)
         gp = pin.computeGeneralizedGravity(self.model, self._aux, qp)
         return self._from_pin_vec(gp, np.empty(self.n))
 
     def energy(self, q, qd):
         """(kinetic, potential) energy at (q, q'), from a second Data."""
-        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
         kinetic = pin.computeKineticEnergy(self.model, self._aux, qp, vp)
         potential = pin.computePotentialEnergy(self.model, self._aux, qp)
@@ -404,7 +461,7 @@ class RobotModel:
                 return np.array(qdd)
             out[:] = qdd
             return out
-        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
         tp = self._to_pin(np.asarray(tau, dtype=float), np.empty(self.n))
         qdd = pin.aba(self.model, self._aux, qp, vp, tp)
@@ -412,7 +469,7 @@ class RobotModel:
 
     def inverse_dynamics(self, q, qd, qdd):
         """tau = M q'' + C q' + G by RNEA (second Data)."""
-        qp = self._to_pin(np.asarray(q, dtype=float), np.empty(self.n))
+        qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
         ap = self._to_pin(np.asarray(qdd, dtype=float), np.empty(self.n))
         tau = pin.rnea(self.model, self._aux, qp, vp, ap)
@@ -427,8 +484,10 @@ class RobotModel:
         """
         from . import uk_kernels
         pm = self.model
-        if self._perm is not None:
+        if self._order_permuted:
             return None
+        # A continuous joint is a revolute joint here: the kernel rotates by the angle q[i] about the
+        # axis (uk_kernels.tree_terms), with no limits; our q holds that angle.
         nj = pm.njoints
         data = pm.createData()
         q0 = pin.neutral(pm)

@@ -60,67 +60,116 @@ def resolve_config(name_or_path) -> Path:
     """``'scara'`` -> ``<share>/config/scara.yaml``; an existing file path is returned resolved.
 
     A value that looks like a path (has a separator or a .yaml/.yml suffix) is
-    taken as a path. Raises :class:`~uk_controller.config.ConfigNotFoundError`
+    taken as a path; a bare name is a shipped robot name, and an error if a file
+    of that name exists in the current directory too (ambiguous). Raises :class:`~uk_controller.config.ConfigNotFoundError`
     listing the shipped setups if nothing matches.
     """
     text = str(name_or_path)
     candidate = Path(text).expanduser()
     looks_like_path = isinstance(name_or_path, Path) or '/' in text or candidate.suffix in ('.yaml', '.yml')
+    shipped = None if looks_like_path else share_dir() / 'config' / f'{text}.yaml'
+    if shipped is not None and shipped.is_file():
+        if candidate.is_file():
+            raise ConfigNotFoundError(f'{text!r} is ambiguous: both the file {candidate.resolve()} and the shipped '
+                                      f'setup {shipped} match; write ./{text} for the file', file=candidate)
+        return shipped.resolve()
     if candidate.is_file():
         return candidate.resolve()
-    if not looks_like_path:
-        shipped = share_dir() / 'config' / f'{text}.yaml'
-        if shipped.is_file():
-            return shipped.resolve()
     names = ', '.join(available_configs()) or '(none found)'
-    raise ConfigNotFoundError(f'no robot setup {text!r}; shipped setups: {names}', file=candidate)
+    looked = f'{candidate.resolve()}' + ('' if shipped is None else f', {shipped}')
+    raise ConfigNotFoundError(f'no robot setup {text!r} (looked in: {looked}); shipped setups: {names}',
+                              file=candidate)
+
+
+def data_file_candidates(value, config_path=None):
+    """The places :func:`resolve_data_file` looks for `value`, in order (see there)."""
+    text = str(value)
+    if text.startswith('package://'):
+        package, _, rest = text[len('package://'):].partition('/')
+        if package == PACKAGE:
+            return [share_dir() / rest, _REPO_ROOT / rest]
+        share = _other_package_share(package)
+        return [] if share is None else [share / rest]
+    if text.startswith('file://'):
+        return [Path(text[len('file://'):])]
+    path = Path(text).expanduser()
+    if path.is_absolute():
+        return [path]
+    folder = Path(config_path).resolve().parent if config_path is not None else Path.cwd()
+    return [folder / path]
+
+
+def _other_package_share(package):
+    """share/<package> of another ROS package through the ament index, or None."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        return Path(get_package_share_directory(package))
+    except Exception:  # not installed, not a ROS environment, broken AMENT_PREFIX_PATH
+        return None
 
 
 def resolve_data_file(value, config_path=None) -> Path | None:
-    """Find a file named in a setup file (e.g. ``robot.urdf``).
+    """Find a file named in a setup file (e.g. ``robot.urdf``); None if it does not exist.
 
-    Absolute paths and ``package://uk_controller/...`` URIs are taken as given
-    (the latter inside the share dir). Relative paths are tried against the
-    share dir, then the setup file's folder, then that folder's parent (so a
-    setup kept in ``<dir>/config/`` may say ``urdf/robot.urdf``).
-    Returns None if nothing exists.
+    - ``package://uk_controller/...``: inside this package's share dir (the only
+      way a setup names a file the package ships);
+    - ``package://<other>/...``: another ROS package's share dir (ament index);
+    - ``file:///abs/path`` or an absolute path: as given;
+    - a relative path: relative to the folder of the setup file (`config_path`),
+      or to the current directory for a setup that has no file. It is never
+      looked up in the package's own folders: a user file that is missing is an
+      error, not a silent fallback to a shipped file of the same name.
     """
-    text = str(value)
-    prefix = f'package://{PACKAGE}/'
-    if text.startswith(prefix):
-        text = text[len(prefix):]
-        candidates = [share_dir() / text, _REPO_ROOT / text]
-    elif text.startswith('file://'):
-        candidates = [Path(text[len('file://'):])]
-    else:
-        path = Path(text).expanduser()
-        if path.is_absolute():
-            candidates = [path]
-        else:
-            candidates = [share_dir() / path]
-            if config_path is not None:
-                folder = Path(config_path).resolve().parent
-                candidates += [folder / path, folder.parent / path]
-    for candidate in candidates:
+    for candidate in data_file_candidates(value, config_path):
         if candidate.is_file():
             return candidate.resolve()
     return None
+
+
+def missing_file_message(value, config_path=None):
+    """Why :func:`resolve_data_file` found nothing: the places it looked, and a hint if the
+    package ships a file of that relative name."""
+    text = str(value)
+    looked = data_file_candidates(value, config_path)
+    if text.startswith('package://') and not looked:
+        package = text[len('package://'):].partition('/')[0]
+        return (f'file {text!r} not found: ROS package {package!r} is not in the ament index '
+                '(source its workspace, or give a path relative to the setup file)')
+    message = f'file {text!r} not found; looked in: ' + ', '.join(str(p) for p in dict.fromkeys(looked))
+    if not text.startswith(('package://', 'file://')) and not Path(text).is_absolute():
+        if (share_dir() / text).is_file():
+            message += (f'. The package ships {text}; to use that file write '
+                        f"'package://{PACKAGE}/{Path(text).as_posix()}'")
+        elif config_path is not None:
+            message += ' (a relative path is relative to the folder of the setup file)'
+    return message
 
 
 def robot_description(name_or_path):
     """(config path, URDF text) of a robot setup, for launch files' ``robot_description``.
 
     The URDF is found exactly as the loader finds it (``robot.urdf`` relative to
-    the package share dir or the config file), and ``$(find uk_controller)`` in
-    it (the gz_ros2_control ``<parameters>`` path) is replaced by the share dir,
-    as xacro would.
+    the config file, or ``package://``), a ``.xacro`` is expanded with
+    ``robot.xacro_args``, and ``$(find uk_controller)`` in it (the
+    gz_ros2_control ``<parameters>`` path) is replaced by the share dir, as
+    xacro would.
     """
     from .config import ConfigError, load_config
 
     params, path = load_config(resolve_config(name_or_path))
-    value = (params.get('robot') or {}).get('urdf')
+    robot = params.get('robot') or {}
+    value = robot.get('urdf')
+    if value is None:
+        from .description import description_key
+        key = description_key(robot, path)
+        value = robot.get(key)
+        if key != 'urdf':
+            raise ConfigError(f'robot_state_publisher needs a URDF; this setup describes the robot by '
+                              f'robot.{key} ({value}). Add robot.urdf (the same robot as URDF) for it',
+                              file=path, key=f'robot.{key}')
     urdf = resolve_data_file(value, path) if value else None
     if urdf is None:
-        raise ConfigError(f'file {value!r} not found', file=path, key='robot.urdf')
-    text = Path(urdf).read_text(encoding='utf-8')
+        raise ConfigError(missing_file_message(value, path), file=path, key='robot.urdf')
+    from .description import urdf_text
+    text = urdf_text(urdf, robot.get('xacro_args'), path)
     return path, text.replace('$(find uk_controller)', str(share_dir()))

@@ -10,7 +10,8 @@ from ..baumgarte import Baumgarte
 from ..config import ConfigError, ConfigView, load_config
 from ..constraints import ConstraintStack, build_stacks
 from ..model import ModelError, RobotModel
-from ..paths import resolve_config, resolve_data_file
+from ..description import DescriptionError, description_key, is_xacro, load_mjcf, load_sdf, merge_closures, urdf_text
+from ..paths import missing_file_message, resolve_config, resolve_data_file
 from .actuators import Actuator, ActuatorMap
 
 #: Natural frequency [rad/s] of the critically damped Baumgarte default when a
@@ -145,22 +146,52 @@ def _check_run_settings(cv):
     sim.get_float('mujoco_timestep', None, positive=True)
 
 
+def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
+    """``(RobotModel, closures)`` from ``robot.urdf`` (URDF or .xacro with ``robot.xacro_args``),
+    ``robot.mjcf`` or ``robot.sdf`` (:mod:`uk_controller.description`); `robot` is the ConfigView of the
+    ``robot`` section. ``model.source`` is the file, ``model.source_kind`` one of urdf, xacro, mjcf, sdf."""
+    key = description_key(robot.data, path)
+    value = robot.get_str(key)
+    file = resolve_data_file(value, path)
+    if file is None:
+        raise robot.error(key, missing_file_message(value, path))
+    xacro_args = robot.raw('xacro_args', None)
+    if xacro_args is not None and not isinstance(xacro_args, dict):
+        raise robot.error('xacro_args', 'must be a map of xacro argument names to values')
+    if xacro_args and (key != 'urdf' or not is_xacro(file)):
+        raise robot.error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
+    closures, text = {}, None
+    try:
+        if key == 'urdf' and is_xacro(file):
+            text = urdf_text(file, xacro_args, path)
+            model = RobotModel.from_urdf_string(text, joints, gravity, mass_scale)
+        elif key == 'urdf':
+            model = RobotModel.from_urdf(file, joints, gravity, mass_scale)
+        else:
+            pin_model, closures = (load_mjcf if key == 'mjcf' else load_sdf)(file)
+            model = RobotModel._finish(pin_model, joints, gravity, mass_scale, source=file)
+    except (ModelError, DescriptionError) as exc:
+        raise robot.error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
+    model.source = file
+    model.source_kind = 'xacro' if text is not None else key
+    model.source_text = text
+    return model, closures
+
+
 def setup_from_params(params, path=None, *, mass_scale=1.0):
     """Build a :class:`RobotSetup` from an already loaded parameter dict."""
     cv = ConfigView(params, path)
     robot = cv.section('robot')
     name = robot.get_str('name', Path(path).stem if path else 'robot')
-    urdf_value = robot.get_str('urdf')
-    urdf_path = resolve_data_file(urdf_value, path)
-    if urdf_path is None:
-        raise robot.error('urdf', f'file {urdf_value!r} not found (looked in the package share dir'
-                          + (f' and next to {path}' if path else '') + ')')
     joints = robot.get_strs('joints', None, unique=True)
     gravity = robot.get_floats('gravity', None, length=3)
-    try:
-        model = RobotModel.from_urdf(urdf_path, joints, gravity, mass_scale)
-    except ModelError as exc:
-        raise robot.error('joints' if joints is not None and 'joint' in str(exc) else 'urdf', str(exc)) from None
+    model, closures = load_description(robot, path, joints, gravity, mass_scale)
+    urdf_path = model.source
+    if closures:
+        # closures read from the MJCF/SDF file join the YAML's constraints (description.merge_closures)
+        params = dict(params)
+        params['constraints'] = merge_closures(params.get('constraints'), closures, path)
+        cv = ConfigView(params, path)
     model.name = name
     n = model.n
     q0 = robot.get_floats('initial_position', np.zeros(n), length=n)

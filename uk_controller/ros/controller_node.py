@@ -58,8 +58,10 @@ def node_parameters(node):
             if not P.is_builtin(name) and name not in P.NODE_ONLY and p.type_ != Parameter.Type.NOT_SET}
     params = P.merge(file_params, P.unflatten(flat))
     description = node.get_parameter('robot_description').value or ''
-    if description.strip():
+    robot = params.get('robot') or {}
+    if description.strip() and not (robot.get('mjcf') or robot.get('sdf')):   # MJCF/SDF hold the closures: kept
         params = P.merge(params, {'robot': {'urdf': str(P.robot_description_file(description))}})
+        params['robot'] = {k: v for k, v in params['robot'].items() if k != 'xacro_args'}   # already expanded
     for name, value in P.flatten(file_params).items():
         value = P.declarable(value)
         if value is not None and not node.has_parameter(name):

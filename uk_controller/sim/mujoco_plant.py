@@ -1,4 +1,4 @@
-"""A second, independent plant: the MuJoCo physics engine loading the same URDF.
+"""A second, independent plant: the MuJoCo physics engine loading the same URDF (or MJCF).
 
 Nothing of our dynamics is used here: MuJoCo builds its own model from the
 URDF, closes the mechanism's loops with its own equality constraints
@@ -33,10 +33,23 @@ class MujocoPlant:
         self.joint_names = list(setup.joint_names)
         self.n = len(self.joint_names)
         urdf = setup.model.source
+        kind = getattr(setup.model, 'source_kind', 'urdf')
         if urdf is None:
-            raise ValueError('the MuJoCo plant needs the robot loaded from a URDF file')
+            raise ValueError('the MuJoCo plant needs the robot loaded from a URDF, xacro or MJCF file')
+        if kind == 'sdf':
+            from ..config import ConfigError
+            raise ConfigError(f'the MuJoCo plant cannot load SDF ({urdf}); describe the robot by robot.mjcf or '
+                              'robot.urdf for it, or use the UK plant', file=setup.config_path, key='robot.sdf')
         self.urdf_path = urdf
-        spec = mujoco.MjSpec.from_file(str(urdf))
+        if kind == 'xacro':                 # the expanded URDF the model was built from
+            spec = mujoco.MjSpec.from_string(setup.model.source_text)
+        else:
+            spec = mujoco.MjSpec.from_file(str(urdf))
+        if kind == 'mjcf':
+            # the file's own equalities are the setup's passive closures (description.py), which
+            # _add_closures adds back from the setup, with this plant's solref, like any other closure
+            for eq in list(spec.equalities):
+                spec.delete(eq)
         spec.option.timestep = float(timestep)
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_RK4
         spec.option.gravity = np.asarray(setup.model.gravity, dtype=float)
@@ -106,18 +119,18 @@ class MujocoPlant:
             self._closure_sites.append(sites)
 
     def _actuator_targets(self, setup):
+        """From the setup's actuator map (not the raw YAML: a setup without an `actuators` section
+        has one motor per joint)."""
         mj = self._mj
-        cfg = setup.config.get('actuators', {}) or {}
         targets = []
-        for name in setup.actuators.names:
-            spec_a = cfg.get(name, {}) or {}
-            if 'joint' in spec_a:
-                jid = mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT, spec_a['joint'])
+        for act in setup.actuators.actuators:
+            if act.joint is not None:
+                jid = mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT, self.joint_names[act.joint])
                 targets.append(('joint', int(self.model.jnt_dofadr[jid]), None, None))
             else:
-                a, b = spec_a['between']
-                axis = np.asarray(spec_a.get('axis', [0.0, 0.0, 1.0]), dtype=float)
-                ids = [mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_BODY, self._fused(x)) for x in (a, b)]
+                ids = [mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_BODY, self._fused('world' if x is None else x))
+                       for x in act.bodies]
+                axis = np.asarray(act.axis, dtype=float)
                 targets.append(('between', ids[0], ids[1], axis / np.linalg.norm(axis)))
         return targets
 
