@@ -32,6 +32,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from ..baumgarte import Baumgarte
 from ..controller import ControllerCore
 from . import params as P
+from .control_loop import ControlLoop
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array
 from .robot_source import build_setup, file_parameters
 from .runner import run
@@ -157,18 +158,21 @@ class ControllerNode(Node):
         self.residual_pub = self.create_publisher(Float64MultiArray, '~/constraint_residual', 10)
         self.efforts_pub = self.create_publisher(Float64MultiArray, '~/efforts', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self.create_subscription(JointState, self.ros['joint_states_topic'], self.on_joint_state,
+        self.loop = ControlLoop(self)     # own thread (ros.loop.mode: thread) or the timer below
+        self.create_subscription(JointState, self.ros['joint_states_topic'], self.loop.state_callback(),
                                  qos_profile_sensor_data)
-        self.create_service(Trigger, '~/start', self.on_start)
-        self.create_service(Trigger, '~/stop', self.on_stop)
-        self.timer = self.create_timer(self.period, self.on_timer)
+        self.create_service(Trigger, '~/start', self.loop.guard(self.on_start))
+        self.create_service(Trigger, '~/stop', self.loop.guard(self.on_stop))
+        self.timer = None if self.loop.threaded else self.create_timer(self.period, self.loop.timer_callback())
         self.diag_timer = self.create_timer(self.ros['diagnostics_period'], self.publish_diagnostics)
-        self.add_on_set_parameters_callback(self.on_set_parameters)
+        self.add_on_set_parameters_callback(self.loop.guard(self.on_set_parameters))
         self._row_labels()
         self.get_logger().info(
             f'{self.setup.name}: {self.core.n} joints {self.core.joint_names}, efforts on '
             f'{self.ros["effort_topic"]} ({kind}) for {self.effort_names}, {self.core.rate:g} Hz, '
             f'trigger {self.ros["trigger"]}, {"autostart" if self.ros["autostart"] else "waiting for ~/start"}')
+        self.get_logger().info(self.loop.describe())
+        self.loop.start()
 
     # ------------------------------------------------------------------ helpers
 
@@ -232,6 +236,8 @@ class ControllerNode(Node):
             kind = 'stale'
             fault = (f'stale state: {merger.oldest_joint()} last updated {age * 1e3:.0f} ms ago '
                      f'(timeout {self.ros["state_timeout"] * 1e3:.0f} ms)')
+        elif self.loop.safe_reason:
+            kind, fault = 'overrun', self.loop.safe_reason      # ros.overrun.safe_after (control_loop.py)
         if self.running and not fault:
             result = self.core.step(merger.q, merger.qd, self.trajectory_time(t_ns))
             if not result.ok:
@@ -346,6 +352,8 @@ class ControllerNode(Node):
         age = merger.age(now)
         if self.fault:
             level, message = ERROR, self.fault
+        elif self.loop.warning:
+            level, message = WARN, self.loop.warning
         elif not merger.complete:
             level, message = WARN, f'waiting for joint states: missing {merger.missing()}'
         elif not self.running:
@@ -376,9 +384,14 @@ class ControllerNode(Node):
             ('messages_with_unknown_names', counts['unknown_names']),
             ('last_rejection', merger.last_rejection),
             ('faults', self.faults),
-        ]
+        ] + self.loop.diagnostic_values()
         self.diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: control',
                                                self.setup.name, level, message, values))
+
+
+    def destroy_node(self):
+        self.loop.stop()          # the loop thread publishes: stop it before the publishers go
+        return super().destroy_node()
 
 
 def main(args=None):

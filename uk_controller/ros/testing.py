@@ -42,12 +42,12 @@ def params_file(params, directory):
 class NodeProcess:
     """One of our nodes as a subprocess (`module` e.g. 'uk_controller.ros.sim_node')."""
 
-    def __init__(self, module, params, domain_id, directory, executable=None, extra_args=()):
+    def __init__(self, module, params, domain_id, directory, executable=None, extra_args=(), env=None):
         self.log_path = os.path.join(directory, module.rsplit('.', 1)[-1] + f'_{id(self)}.log')
         self._log = open(self.log_path, 'w')
         args = [executable] if executable else [sys.executable, '-m', module]
         args += ['--ros-args', '--params-file', params_file(params, directory), *extra_args]
-        self.proc = subprocess.Popen(args, env=ros_env(domain_id), stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, env=ros_env(domain_id, **(env or {})), stdout=self._log, stderr=subprocess.STDOUT)
 
     def stop(self, timeout=10.0):
         """SIGINT, wait; returns the exit code (kills after `timeout`)."""

@@ -1,0 +1,299 @@
+"""The period loop of ``uk_controller_node``: its own thread (``ros.loop.mode: thread``) or rclpy's timer.
+
+Thread mode (wall clock): a thread outside rclpy's executor sleeps to absolute deadlines
+``d_{k+1} = d_k + T`` (loop_timing.DeadlineSleeper), takes the joint states that arrived since the
+previous period, runs the node's control step and publishes from the same thread. The executor only
+runs the subscription callback, which appends ``(message, receive time)`` to a ``collections.deque``
+(atomic under the GIL: no lock on the state path); the loop thread drains it and merges every message
+by name as the node's own callback does. Services and parameter changes run in the executor thread
+and take :attr:`ControlLoop.lock`, which the loop holds only around its own step, so they never see
+a half-done period. SCHED_FIFO, CPU affinity and mlockall are applied to the loop thread when asked
+(``ros.loop.priority``, ``ros.loop.cpus``, ``ros.loop.mlockall``) and the outcome is logged.
+
+Timer mode (``use_sim_time``, ``ros.trigger: state`` or ``ros.loop.mode: timer``): rclpy's timer
+calls the node's ``on_timer``; the same statistics and overrun policy are applied around it.
+
+Both modes publish the window statistics on ``~/loop_timing`` (std_msgs/Float64MultiArray, order
+loop_timing.TIMING_FIELDS) and hand them to ``/diagnostics``.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import math
+import os
+import sys
+import threading
+import time
+
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+from .loop_timing import (TIMING_FIELDS, DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings,
+                          realtime_setup)
+
+#: Python's GIL switch interval in thread mode: a loop thread that wakes while the executor thread runs
+#: Python waits at most this long for the GIL (CPython's default is 5 ms, five periods at 1 kHz).
+SWITCH_INTERVAL = 100e-6
+#: test hook: "first,count,seconds": control steps first..first+count-1 take `seconds` longer (sleep)
+SLOW_STEPS_ENV = 'UK_CONTROLLER_TEST_SLOW_STEPS'
+#: where the loop thread gets the joint states (measurement knob, benchmarks/ros_rate.py): 'take' (default)
+#: takes them itself from a subscription that no executor waits on; 'queue' lets the executor's
+#: subscription callback append them to a deque. 'take' won: no executor wake-up and Python callback per
+#: message (the cost issue 13 is about), lower latency (docs/ros.md, "Loop timing").
+STATE_PATH = os.environ.get('UK_CONTROLLER_STATE_PATH', 'take')
+
+
+def declare_loop_parameters(node, loop, overrun):
+    """Declare ros.loop.* / ros.overrun.* that the YAML left out (listed by ``ros2 param dump``)."""
+    for prefix, section in (('ros.loop', loop), ('ros.overrun', overrun)):
+        for key, value in section.items():
+            name = f'{prefix}.{key}'
+            if not node.has_parameter(name):
+                if isinstance(value, list) and not value:
+                    continue              # rclpy cannot declare an empty list without a type
+                node.declare_parameter(name, value)
+
+
+def _slowed(step, spec):
+    first, count, seconds = spec.split(',')
+    first, count, seconds = int(first), int(count), float(seconds)
+    calls = [0]
+
+    @functools.wraps(step)
+    def slow_step(q, qd, t):
+        k = calls[0]
+        calls[0] = k + 1
+        result = step(q, qd, t)
+        if first <= k < first + count:
+            time.sleep(seconds)
+        return result
+    return slow_step
+
+
+class ControlLoop:
+    """Runs the node's period (see the module docstring); `node` is a ControllerNode."""
+
+    def __init__(self, node):
+        self.node = node
+        self.loop, self.overrun = loop_settings(node.params)
+        declare_loop_parameters(node, self.loop, self.overrun)
+        self.log = node.get_logger()
+        sim_time = bool(node.get_parameter('use_sim_time').value) if node.has_parameter('use_sim_time') else False
+        mode = self.loop['mode']
+        self.why_timer = ''
+        if mode == 'thread' and sim_time:
+            mode, self.why_timer = 'timer', 'use_sim_time (steps follow /clock)'
+        elif mode == 'thread' and node.ros['trigger'] == 'state':
+            mode, self.why_timer = 'timer', 'ros.trigger: state (steps follow the joint states)'
+        self.mode = mode
+        self.threaded = mode == 'thread'
+        self.take_state = False
+        if self.threaded and STATE_PATH == 'take':
+            from rclpy.subscription import Subscription
+            # rclpy's handle API the executors use; fall back to the executor's callback without it
+            self.take_state = hasattr(getattr(Subscription, 'handle', None), 'fget')
+        self._last_warn_log = 0
+        self.lock = threading.Lock()
+        self.queue = collections.deque(maxlen=256)
+        self.timing = LoopTiming(node.period, self.loop['window'])
+        self.policy = OverrunPolicy(**self.overrun)
+        self.warning = ''           # WARN text for /diagnostics while the policy warns
+        self.safe_reason = ''       # non-empty while the policy holds the safe effort
+        self.notes = []
+        self._stop = threading.Event()
+        self._thread = None
+        self.thread_error = ''
+        self.timing_pub = node.create_publisher(Float64MultiArray, '~/loop_timing', 10)
+        self.timing_msg = Float64MultiArray()
+        self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
+                                                          stride=len(TIMING_FIELDS))]
+        spec = os.environ.get(SLOW_STEPS_ENV)
+        if spec:
+            node.core.step = _slowed(node.core.step, spec)
+            self.log.warn(f'{SLOW_STEPS_ENV}={spec}: control steps deliberately slowed (tests only)')
+
+    # ------------------------------------------------------------------ wiring into the node
+
+    def state_callback(self):
+        """The subscription callback: the node's own in timer mode, the queue's append in thread mode."""
+        if not self.threaded:
+            return self.node.on_joint_state
+        if self.take_state:
+            return lambda msg: None
+        queue = self.queue
+
+        def offer(msg):
+            queue.append((msg, time.monotonic_ns()))
+        return offer
+
+    def guard(self, callback):
+        """`callback` run under :attr:`lock` in thread mode (services, parameter changes)."""
+        if not self.threaded:
+            return callback
+        lock = self.lock
+
+        @functools.wraps(callback)
+        def guarded(*args):
+            with lock:
+                return callback(*args)
+        return guarded
+
+    def timer_callback(self):
+        """The timer's callback in timer mode: the node's on_timer with statistics and the policy."""
+        node, timing = self.node, self.timing
+        clock = time.monotonic_ns
+        period_ns = timing.period_ns
+
+        def on_timer():
+            start = clock()
+            last = timing.last_start_ns
+            node.on_timer()
+            end = clock()
+            missed = 0
+            if last is not None:
+                gap = start - last
+                if gap > 1.5 * period_ns:
+                    missed = int(round(gap / period_ns)) - 1
+            if end - start > period_ns:
+                missed += 1
+            self._account(start, end, missed)
+        return on_timer
+
+    def describe(self):
+        if self.threaded:
+            return (f'control loop: own thread, {self.sleeper_method}, spin {self.loop["spin_us"]:g} us; '
+                    f'overrun: warn after {self.overrun["warn_after"]}, safe effort after '
+                    f'{self.overrun["safe_after"]} consecutive missed deadlines')
+        return (f'control loop: rclpy timer ({self.why_timer or "ros.loop.mode: timer"}); overrun: warn after '
+                f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]}')
+
+    @property
+    def sleeper_method(self):
+        return DeadlineSleeper().method
+
+    def start(self):
+        if self.threaded and self._thread is None:
+            sys.setswitchinterval(SWITCH_INTERVAL)
+            self._thread = threading.Thread(target=self._run, name='uk_control_loop', daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout=2.0):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        helper = getattr(self, '_helper', None)
+        if helper is not None and (self._thread is None or not self._thread.is_alive()):
+            self._helper = None
+            helper.destroy_node()
+
+    # ------------------------------------------------------------------ the loop thread
+
+    def _account(self, start, end, missed, age_ns=-1, latency_ns=-1):
+        """Statistics, the overrun policy and (when a window closed) ~/loop_timing; start/end monotonic ns."""
+        timing = self.timing
+        timing.record(start, end - start, age_ns, latency_ns)
+        if missed:
+            timing.miss(missed)
+        change = self.policy.update(missed)
+        if change is not None:
+            self._policy_changed(change)
+        if timing.due(end):
+            values = timing.window(end)
+            msg = self.timing_msg
+            msg.data = [float(v) for v in values]
+            self.timing_pub.publish(msg)
+
+    def _policy_changed(self, state):
+        policy = self.policy
+        if state == 'warn':
+            self.warning = (f'overrun: {policy.consecutive} consecutive missed deadlines '
+                            f'(ros.overrun.warn_after {policy.warn_after})')
+            now = time.monotonic_ns()
+            if now - self._last_warn_log > 1_000_000_000:      # at most one line per second
+                self._last_warn_log = now
+                self.log.warn(f'{self.warning}; {policy.warnings} such runs so far')
+        elif state == 'safe':
+            self.warning = ''
+            self.safe_reason = (f'overrun: {policy.consecutive} consecutive missed deadlines '
+                                f'(ros.overrun.safe_after {policy.safe_after}); safe effort until '
+                                f'{policy.recover_after} periods in a row are on time')
+        else:
+            self.warning = ''
+            self.safe_reason = ''
+
+    def _take_source(self):
+        """A subscription on a helper node that no executor spins: the loop thread takes from it."""
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import JointState
+        import rclpy
+        helper = rclpy.create_node(self.node.get_name() + '_state_in', context=self.node.context,
+                                   namespace=self.node.get_namespace())
+        sub = helper.create_subscription(JointState, self.node.ros['joint_states_topic'], lambda m: None,
+                                         qos_profile_sensor_data)
+        return helper, sub
+
+    def _run(self):
+        node = self.node
+        take = None
+        if self.take_state:
+            self._helper, sub = self._take_source()
+            handle, msg_type = sub.handle, sub.msg_type
+            take = handle.take_message
+        try:
+            notes = realtime_setup(self.loop['priority'], self.loop['cpus'], self.loop['mlockall'])
+        except Exception as exc:   # noqa: BLE001 - never let the set-up stop the loop
+            notes = [f'real-time set-up failed: {exc}']
+        self.notes = notes
+        sleeper = DeadlineSleeper(self.loop['spin_us'] * 1e3)
+        node.get_logger().info(f'control loop thread: {sleeper.method}; ' + '; '.join(notes))
+        clock, wall = time.monotonic_ns, time.time_ns
+        period_ns = self.timing.period_ns
+        queue, lock, merger = self.queue, self.lock, node.merger
+        on_state, control = node.on_joint_state, node.control
+        deadline = clock() + period_ns
+        try:
+            while not self._stop.is_set():
+                sleeper.sleep_until(deadline)
+                start = clock()
+                received = -1
+                with lock:
+                    if take is not None:
+                        while True:
+                            got = take(msg_type, False)
+                            if got is None:
+                                break
+                            received = 1
+                            on_state(got[0])
+                    while queue:
+                        msg, received = queue.popleft()
+                        on_state(msg)
+                    now = wall()
+                    fresh = merger.newest_ns if received >= 0 else -1
+                    age_ns = int((now - int(merger.stamp_ns.min()))) if merger.complete else -1
+                    control(now, now)
+                end = clock()
+                latency = wall() - fresh if fresh > 0 else -1       # state stamp -> efforts published
+                deadline += period_ns
+                missed = 0
+                if end > deadline:       # overran into the next period: the lost deadlines are skipped
+                    missed = (end - deadline) // period_ns + 1
+                    deadline += missed * period_ns
+                self._account(start, end, missed, age_ns, latency)
+        except Exception as exc:  # noqa: BLE001 - a shutdown while publishing ends the loop
+            if not self._stop.is_set() and node.context.ok():
+                self.thread_error = f'{type(exc).__name__}: {exc}'
+                node.get_logger().error(f'control loop thread stopped: {self.thread_error}')
+
+    # ------------------------------------------------------------------ diagnostics
+
+    def diagnostic_values(self):
+        t = self.timing
+        values = list(zip(('loop_' + f for f in TIMING_FIELDS), t.last))
+        values += [('loop_mode', self.mode), ('loop_setup', '; '.join(self.notes) if self.notes else '-'),
+                   ('loop_periods', t.total_periods), ('loop_missed_deadlines', t.total_missed),
+                   ('latency_p50_us', t.last_latency[0]), ('latency_p99_us', t.last_latency[1]),
+                   ('overrun_state', self.policy.state), ('overrun_consecutive_max', self.policy.longest),
+                   ('overrun_warnings', self.policy.warnings), ('overrun_safe_entries', self.policy.safe_entries)]
+        if self.thread_error:
+            values.append(('loop_thread_error', self.thread_error))
+        return [(k, v if not (isinstance(v, float) and math.isnan(v)) else 'n/a') for k, v in values]
