@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import uk
+from . import uk, uk_kernels
 from .baumgarte import Baumgarte
 from .constraints import CompiledRows
+from .packed_step import PackedStep
 from .pinv import get_pinv
 
 SAFE_EFFORTS = ('zero', 'hold')
@@ -108,6 +109,7 @@ class ControllerCore:
         # implements uk.servo_control with the SVD pseudo-inverse; other pinv methods use the general path.
         self._solver = None
         self._fused = None
+        self._packed = None
         if method == 'svd':
             self._solver = uk.ServoSolver(self.n, self.p, self._mp, self._ms, rcond=self.rcond)
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
@@ -120,7 +122,15 @@ class ControllerCore:
                                              consistency_tol=self._solver.consistency_tol,
                                              limits=self.effort_limits)
             if self._fused is not None:
+                fz = self._fused
+                o, m = int(fz.ip[uk_kernels.IH_PHI]), self._mp + self._ms
+                assert int(fz.ip[uk_kernels.IH_PHID]) == o + m, 'phi and phidot must be adjacent in the workspace'
+                fz.phi_phidot = fz.ws[o:o + 2 * m]
                 self._run = self._fused.make_runner()
+                # one compiled call on two packed arrays, own RNEA/CRBA instead of Pinocchio's pass (issue 13)
+                self._packed = PackedStep.build(self.model, self._fused)
+                if self._packed is not None:
+                    self._run = self._packed.make_runner()
         self._warm_up()
 
     def _warm_up(self):
@@ -186,8 +196,10 @@ class ControllerCore:
         fz = self._fused
         if fz is None or self._solver is None:
             return self._step(q, qd, t, start)
-        q = np.ascontiguousarray(q, dtype=float)
-        qd = np.ascontiguousarray(qd, dtype=float)
+        if type(q) is not np.ndarray or q.dtype != np.float64 or not q.flags.c_contiguous:
+            q = np.ascontiguousarray(q, dtype=float)
+        if type(qd) is not np.ndarray or qd.dtype != np.float64 or not qd.flags.c_contiguous:
+            qd = np.ascontiguousarray(qd, dtype=float)
         shape = self._shape
         if q.shape != shape or qd.shape != shape:
             return self._timed(self.safe(f'state has shape {q.shape}/{qd.shape}, expected ({self.n},)'), start)
@@ -206,15 +218,17 @@ class ControllerCore:
         effort = fz.effort.copy()
         if self._hold:
             self._last_effort[:] = effort
-        rank = int(info[1])
+        _, rank, condition, passive_rank, residual, consistent = info[:6].tolist()
         reason = ''
         if rank < 1:
             reason = 'servo constraint not controllable (rank C B_bar = 0)'
-        elif not info[5]:
-            reason = f'servo constraint inconsistent: least-squares effort (residual {info[4]:.2e})'
-        phi = fz.phi.copy()
-        return StepResult(effort, True, reason, phi, fz.phidot.copy(), phi[self._mp:], rank, float(info[2]),
-                          fz.saturated.copy(), time.perf_counter() - start, int(info[3]))
+        elif not consistent:
+            reason = f'servo constraint inconsistent: least-squares effort (residual {residual:.2e})'
+        both = fz.phi_phidot.copy()          # phi and phi' are adjacent in the workspace: one copy
+        m = self._mp + self._ms
+        phi = both[:m]
+        return StepResult(effort, True, reason, phi, both[m:], phi[self._mp:], int(rank), condition,
+                          fz.saturated.copy(), time.perf_counter() - start, int(passive_rank))
 
     def _step(self, q, qd, t, start):
         """The reference step (ServoSolver or uk.servo_control after ConstraintStack.evaluate)."""

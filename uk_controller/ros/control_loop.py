@@ -79,6 +79,7 @@ class ControlLoop:
         declare_loop_parameters(node, self.loop, self.overrun)
         self.log = node.get_logger()
         sim_time = bool(node.get_parameter('use_sim_time').value) if node.has_parameter('use_sim_time') else False
+        self.sim_time = sim_time
         mode = self.loop['mode']
         self.why_timer = ''
         if mode == 'thread' and sim_time:
@@ -139,24 +140,32 @@ class ControlLoop:
         return guarded
 
     def timer_callback(self):
-        """The timer's callback in timer mode: the node's on_timer with statistics and the policy."""
+        """The timer's callback in timer mode: the node's on_timer with statistics and the policy.
+
+        Period starts, gaps and windows are read on the node's clock (simulated time with use_sim_time:
+        a plant at half real time is not a loop missing every other deadline); compute time on the
+        monotonic clock. With the wall clock a step longer than a period is a miss too.
+        """
         node, timing = self.node, self.timing
         clock = time.monotonic_ns
+        ros_clock = node.get_clock()
         period_ns = timing.period_ns
+        wall = not self.sim_time
 
         def on_timer():
+            now = ros_clock.now().nanoseconds
             start = clock()
             last = timing.last_start_ns
             node.on_timer()
-            end = clock()
+            compute = clock() - start
             missed = 0
             if last is not None:
-                gap = start - last
+                gap = now - last
                 if gap > 1.5 * period_ns:
                     missed = int(round(gap / period_ns)) - 1
-            if end - start > period_ns:
+            if wall and compute > period_ns:
                 missed += 1
-            self._account(start, end, missed)
+            self._account(now, now + compute, missed)
         return on_timer
 
     def describe(self):

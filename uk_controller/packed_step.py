@@ -1,0 +1,146 @@
+"""The controller's fused step as ONE compiled call on two packed arrays (issue 13).
+
+:class:`uk_controller.constraints.CompiledRows` runs Pinocchio's ``computeAllTerms`` and
+``updateFramePlacements`` from Python, then ``uk_kernels.fused_step`` with twelve arguments (two of them
+tuples of arrays): numba's dispatcher types and unboxes every argument on every call (~4.7 us of a
+15 us SCARA step on the reference VM). Here the same arithmetic runs in one call with six arguments::
+
+    M, h, S, oMi = tree(q, q')                    uk_kernels.tree_terms: RNEA + CRBA (Featherstone ch. 5-6),
+                                                  the dynamics source of sim.compiled_loop; Pinocchio stays
+                                                  the reference (test/test_fused_step.py, test_packed_step.py)
+    oMf = oMi[parent] * placement                 uk_kernels.frame_placements
+    rows, Baumgarte, servo solve, clipping        uk_kernels.fused_step_ws (seed 000 eq 52; seed 004 eq 35)
+
+``I`` (int64) = header | the program's integers | parents | joint types | frame parents, and
+``F`` (float64) = the program's floats | its workspace | model floats | gravity | frame placements |
+tree outputs and scratch. The CompiledRows' ``fp``/``ws`` and every view of them are re-pointed into
+``F`` (same values, same layout), so its users (ControllerCore.step, sim.compiled_loop, set_gains) read
+and write the packed arrays. Only the dynamics source differs from CompiledRows.run (own RNEA/CRBA
+instead of Pinocchio's), so efforts agree to round-off.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import uk_kernels as K
+
+AVAILABLE = K.AVAILABLE
+njit = K.njit
+
+# header of I: offsets (into I) of ip, parents, jtype, fparents; offsets (into F) of fp, ws, mf, grav, fm,
+# oR, op, S, M, h, tw, trans, rots, sc; then sizes nip, nfp, nws, nj, nf, n, nmf, nfm, ntw and the scratch shape
+H_IP, H_PAR, H_JT, H_FPAR = 0, 1, 2, 3
+H_FP, H_WS, H_MF, H_GRAV, H_FM, H_OR, H_OP, H_S, H_M, H_H, H_TW, H_TR, H_ROT, H_SC = range(4, 18)
+H_NIP, H_NFP, H_NWS, H_NJ, H_NF, H_N, H_NMF, H_NFM, H_NTW, H_NSC, H_SCC = range(18, 29)
+HEADER = 29
+
+
+@njit(cache=True)
+def packed_step(q, qd, t, I, F, sat):
+    """Tree pass, frame placements and the fused program at (q, q', t); results in F's workspace views."""
+    n = I[H_N]
+    nj = I[H_NJ]
+    nf = I[H_NF]
+    ip = I[I[H_IP]:I[H_IP] + I[H_NIP]]
+    parents = I[I[H_PAR]:I[H_PAR] + nj]
+    jtype = I[I[H_JT]:I[H_JT] + nj]
+    fparents = I[I[H_FPAR]:I[H_FPAR] + nf]
+    fp = F[I[H_FP]:I[H_FP] + I[H_NFP]]
+    ws = F[I[H_WS]:I[H_WS] + I[H_NWS]]
+    mf = F[I[H_MF]:I[H_MF] + I[H_NMF]]
+    grav = F[I[H_GRAV]:I[H_GRAV] + 3]
+    fm = F[I[H_FM]:I[H_FM] + I[H_NFM]]
+    oR = F[I[H_OR]:I[H_OR] + 9 * nj].reshape((nj, 3, 3))
+    op = F[I[H_OP]:I[H_OP] + 3 * nj].reshape((nj, 3))
+    S = F[I[H_S]:I[H_S] + 6 * n].reshape((6, n))
+    M = F[I[H_M]:I[H_M] + n * n].reshape((n, n))
+    h = F[I[H_H]:I[H_H] + n]
+    tw = F[I[H_TW]:I[H_TW] + I[H_NTW]]
+    nfa = max(nf, 1)
+    trans = F[I[H_TR]:I[H_TR] + 3 * nfa].reshape((nfa, 3))
+    rots = F[I[H_ROT]:I[H_ROT] + 9 * nfa].reshape((nfa, 3, 3))
+    sc = F[I[H_SC]:I[H_SC] + I[H_NSC] * I[H_SCC]].reshape((I[H_NSC], I[H_SCC]))
+    K.tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
+    K.frame_placements(oR, op, fparents, fm, trans, rots)
+    K.fused_step_ws(M, h, S, trans, rots, q, qd, t, ip, fp, ws, sat, sc)
+
+
+def _offset(view, base):
+    """Element offset of `view` inside the contiguous float64 array `base`, or None."""
+    if not isinstance(view, np.ndarray) or view.dtype != base.dtype or not np.shares_memory(view, base):
+        return None
+    return (view.__array_interface__['data'][0] - base.__array_interface__['data'][0]) // base.itemsize
+
+
+class PackedStep:
+    """The packed form of a ControllerCore's CompiledRows (see the module docstring); None when unavailable."""
+
+    def __init__(self):
+        raise TypeError('use PackedStep.build(model, fused)')
+
+    @classmethod
+    def build(cls, model, fz):
+        """Pack `fz` (a CompiledRows) for `model` (RobotModel); None without numba or a compiled tree."""
+        if not AVAILABLE or fz is None:
+            return None
+        tree = model.compiled_tree()
+        if tree is None:
+            return None
+        parents, jtype, mf, grav = tree
+        fparents, fm = model.compiled_frames(fz.frames)
+        n, nj, nf = model.n, parents.size, len(fz.frames)
+        nfa = max(nf, 1)
+        old_fp, old_ws = fz.fp, fz.ws
+        parts = [('fp', old_fp), ('ws', old_ws), ('mf', mf), ('grav', np.asarray(grav, float)), ('fm', fm),
+                 ('oR', np.zeros(9 * nj)), ('op', np.zeros(3 * nj)), ('S', np.zeros(6 * n)), ('M', np.zeros(n * n)),
+                 ('h', np.zeros(n)), ('tw', np.zeros(K.TREE_SCRATCH_PER_JOINT * nj + 12)),
+                 ('trans', np.zeros(3 * nfa)), ('rots', np.zeros(9 * nfa)),
+                 ('sc', np.zeros(K.program_scratch_shape(fz.ip)))]
+        sc_shape = parts[-1][1].shape
+        offsets, total = {}, 0
+        for key, arr in parts:
+            offsets[key] = total
+            total += arr.size
+        F = np.zeros(total)
+        for key, arr in parts:
+            F[offsets[key]:offsets[key] + arr.size] = np.ravel(arr)
+        ints = [('ip', fz.ip), ('par', parents), ('jt', jtype), ('fpar', fparents[:nf])]
+        ioffs, itotal = {}, HEADER
+        for key, arr in ints:
+            ioffs[key] = itotal
+            itotal += arr.size
+        I = np.zeros(itotal, dtype=np.int64)
+        for key, arr in ints:
+            I[ioffs[key]:ioffs[key] + arr.size] = arr
+        I[H_IP], I[H_PAR], I[H_JT], I[H_FPAR] = ioffs['ip'], ioffs['par'], ioffs['jt'], ioffs['fpar']
+        for slot, key in ((H_FP, 'fp'), (H_WS, 'ws'), (H_MF, 'mf'), (H_GRAV, 'grav'), (H_FM, 'fm'), (H_OR, 'oR'),
+                          (H_OP, 'op'), (H_S, 'S'), (H_M, 'M'), (H_H, 'h'), (H_TW, 'tw'), (H_TR, 'trans'),
+                          (H_ROT, 'rots'), (H_SC, 'sc')):
+            I[slot] = offsets[key]
+        sizes = dict((k, a.size) for k, a in parts)
+        I[H_NIP], I[H_NFP], I[H_NWS], I[H_NJ], I[H_NF], I[H_N] = fz.ip.size, sizes['fp'], sizes['ws'], nj, nf, n
+        I[H_NMF], I[H_NFM], I[H_NTW], I[H_NSC], I[H_SCC] = sizes['mf'], sizes['fm'], sizes['tw'], *sc_shape
+        # re-point the CompiledRows' float arrays and every view of its workspace into F
+        for name, value in list(vars(fz).items()):
+            off = _offset(value, old_ws)
+            if off is not None and name != 'ws':
+                start = offsets['ws'] + off
+                setattr(fz, name, F[start:start + value.size].reshape(value.shape))
+        fz.fp = F[offsets['fp']:offsets['fp'] + old_fp.size]
+        fz.ws = F[offsets['ws']:offsets['ws'] + old_ws.size]
+        fz._run = fz.make_runner()
+        self = object.__new__(cls)
+        self.I, self.F, self.fz = I, F, fz
+        self.M = F[offsets['M']:offsets['M'] + n * n].reshape(n, n)
+        self.h = F[offsets['h']:offsets['h'] + n]
+        self.kernel = packed_step
+        self.kernel(np.asarray(model.neutral(), float), np.zeros(n), 0.0, I, F, fz.saturated)   # compile / load
+        return self
+
+    def make_runner(self):
+        """``run(q, qd, t)`` as a closure over the two arrays (q, q' C-contiguous float64, t float)."""
+        kernel, I, F, sat = self.kernel, self.I, self.F, self.fz.saturated
+
+        def run(q, qd, t):
+            kernel(q, qd, t, I, F, sat)
+        return run
