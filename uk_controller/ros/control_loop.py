@@ -40,6 +40,8 @@ SLOW_STEPS_ENV = 'UK_CONTROLLER_TEST_SLOW_STEPS'
 #: takes them itself from a subscription that no executor waits on; 'queue' lets the executor's
 #: subscription callback append them to a deque. 'take' won: no executor wake-up and Python callback per
 #: message (the cost issue 13 is about), lower latency (docs/ros.md, "Loop timing").
+#: measurement knob: cProfile the loop thread into this file (benchmarks/ros_rate.py --profile)
+PROFILE_ENV = 'UK_CONTROLLER_PROFILE_LOOP'
 STATE_PATH = os.environ.get('UK_CONTROLLER_STATE_PATH', 'take')
 
 
@@ -94,6 +96,7 @@ class ControlLoop:
             # rclpy's handle API the executors use; fall back to the executor's callback without it
             self.take_state = hasattr(getattr(Subscription, 'handle', None), 'fget')
         self._last_warn_log = 0
+        self.plots = True            # publish the plotting topics (re-checked at every window)
         self.lock = threading.Lock()
         self.queue = collections.deque(maxlen=256)
         self.timing = LoopTiming(node.period, self.loop['window'])
@@ -116,11 +119,12 @@ class ControlLoop:
     # ------------------------------------------------------------------ wiring into the node
 
     def state_callback(self):
-        """The subscription callback: the node's own in timer mode, the queue's append in thread mode."""
+        """The subscription callback: the node's own in timer mode, the queue's append in thread mode, None
+        when the loop thread takes the states from its own subscription (no executor callback at all)."""
         if not self.threaded:
             return self.node.on_joint_state
         if self.take_state:
-            return lambda msg: None
+            return None
         queue = self.queue
 
         def offer(msg):
@@ -207,6 +211,11 @@ class ControlLoop:
         if change is not None:
             self._policy_changed(change)
         if timing.due(end):
+            node = self.node
+            # the plotting topics (~/efforts, ~/task_error, ~/constraint_residual) cost a publish each per period:
+            # published while someone listens (rqt_plot, PlotJuggler, ros2 bag), checked once per window
+            self.plots = any(pub.get_subscription_count() > 0
+                             for pub in (node.efforts_pub, node.task_error_pub, node.residual_pub))
             values = timing.window(end)
             msg = self.timing_msg
             msg.data = [float(v) for v in values]
@@ -242,6 +251,17 @@ class ControlLoop:
         return helper, sub
 
     def _run(self):
+        path = os.environ.get(PROFILE_ENV)
+        if not path:
+            return self._loop()
+        import cProfile
+        profile = cProfile.Profile()
+        try:
+            profile.runcall(self._loop)
+        finally:
+            profile.dump_stats(path)
+
+    def _loop(self):
         node = self.node
         take = None
         if self.take_state:

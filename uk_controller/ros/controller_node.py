@@ -159,8 +159,9 @@ class ControllerNode(Node):
         self.efforts_pub = self.create_publisher(Float64MultiArray, '~/efforts', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.loop = ControlLoop(self)     # own thread (ros.loop.mode: thread) or the timer below
-        self.create_subscription(JointState, self.ros['joint_states_topic'], self.loop.state_callback(),
-                                 qos_profile_sensor_data)
+        if self.loop.state_callback() is not None:      # None: the loop thread takes the states itself
+            self.create_subscription(JointState, self.ros['joint_states_topic'], self.loop.state_callback(),
+                                     qos_profile_sensor_data)
         self.create_service(Trigger, '~/start', self.loop.guard(self.on_start))
         self.create_service(Trigger, '~/stop', self.loop.guard(self.on_stop))
         self.timer = None if self.loop.threaded else self.create_timer(self.period, self.loop.timer_callback())
@@ -260,10 +261,13 @@ class ControllerNode(Node):
                                                    self.effort_names, stamp))
         if self._latency_probe is not None:
             self._latency_probe(self._state_receive_ns, self.now_ns())
-        self.efforts_out.view[:] = effort
-        self.efforts_pub.publish(self.efforts_out.ready())
+        plots = self.loop.plots        # the plotting topics only while someone listens (control_loop.py)
+        if plots:
+            self.efforts_out.view[:] = effort
+            self.efforts_pub.publish(self.efforts_out.ready())
         if result.ok:
             self.last_result = result
+        if result.ok and plots:
             self.task_out.view[:] = result.task_error
             self.task_error_pub.publish(self.task_out.ready())
             residual, m = self.residual_out.view, result.phi.size
