@@ -1,6 +1,14 @@
-"""uk_controller_node over real DDS (FastDDS, loopback): control rate, latency, memory.
+"""uk_controller_node over real DDS (FastDDS, loopback): control rate, latency, CPU, memory.
 
-    .venv/bin/python benchmarks/ros_rate.py [--robots scara five_bar] [--rates 500 1000] [--seconds 3]
+    .venv/bin/python benchmarks/ros_rate.py [--robots scara five_bar dual_arm] [--rates 250 500 1000] [--seconds 3]
+        the issue-13 table (uk_controller.ros.rate_bench): the node's loop thread with and without
+        SCHED_FIFO, quiet and loaded, and the rclpy timer as baseline; the feeder in another process
+    .venv/bin/python benchmarks/ros_rate.py --legacy [--executors ...]
+        the earlier table below (timer mode per executor, state-triggered ping-pong latency)
+
+Run it in a private network namespace when others use DDS here (see README, "Benchmarks").
+
+--legacy:
 
 For each robot, rate and executor (rclpy's SingleThreadedExecutor and MultiThreadedExecutor):
 
@@ -58,7 +66,8 @@ def timer_run(probe, setup, robot, rate, executor, seconds, tmp):
     probe.clear('/diagnostics')
     node = NodeProcess('uk_controller.ros.controller_node',
                        {'config': robot, 'control': {'rate': float(rate), 'state_timeout': 0.5},
-                        'ros': {'executor': executor, 'diagnostics_period': 0.5}}, DOMAIN_ID, tmp)
+                        'ros': {'executor': executor, 'diagnostics_period': 0.5, 'loop': {'mode': 'timer'}}},
+                       DOMAIN_ID, tmp)
     stop = threading.Event()
 
     def feed():
@@ -128,6 +137,10 @@ def latency_run(probe, setup, robot, rate, executor, samples, tmp):
 
 
 def main():
+    if '--legacy' not in sys.argv[1:]:
+        from uk_controller.ros import rate_bench
+        return rate_bench.main(sys.argv[1:])
+    sys.argv.remove('--legacy')
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--robots', nargs='+', default=['scara', 'five_bar'])
     parser.add_argument('--rates', nargs='+', type=float, default=[500.0, 1000.0])
@@ -162,4 +175,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(main())

@@ -18,6 +18,8 @@ Tables
   parallelogram  seed 002 parallelogram, every pseudo-inverse method (benchmarks/parallelogram.py)
   loop           fixed-rate loop without ROS (sleep + spin scheduler): period jitter, missed deadlines
   memory         a control step creates no Pinocchio Data; Python allocations per step; RSS
+  step_ratio     ControllerCore.step beside pin.aba / pin.constraintDynamics on the same model (bench_rate.py)
+  ros_rate       uk_controller_node over DDS at 250/500/1000 Hz, FIFO or not, quiet or loaded (ros/rate_bench.py)
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ import numpy as np
 
 from . import uk, uk_kernels
 
-TABLES = ('step', 'reference', 'pyudk', 'pinocchio', 'simulation', 'parallelogram', 'loop', 'memory')
+TABLES = ('step', 'reference', 'pyudk', 'pinocchio', 'simulation', 'parallelogram', 'loop', 'memory',
+          'step_ratio', 'ros_rate')
 STEP_ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm')
 #: issue 7 targets
 STEP_TARGET_US = {'scara': 25.0, 'five_bar': 40.0, 'five_bar_redundant': 40.0, 'dual_arm': 40.0}
@@ -653,7 +656,9 @@ def bench_memory(args):
 
 RUNNERS = {'step': bench_step, 'reference': bench_reference, 'pyudk': bench_pyudk, 'pinocchio': bench_pinocchio,
            'simulation': bench_simulation, 'parallelogram': bench_parallelogram, 'loop': bench_loop,
-           'memory': bench_memory}
+           'memory': bench_memory,
+           'step_ratio': lambda args: __import__('uk_controller.bench_rate', fromlist=['x']).bench_step_ratio(args),
+           'ros_rate': lambda args: __import__('uk_controller.bench_rate', fromlist=['x']).bench_ros_rate(args)}
 
 
 def add_bench_arguments(parser):
