@@ -128,7 +128,7 @@ class ControlLoop:
         queue = self.queue
 
         def offer(msg):
-            queue.append((msg, time.monotonic_ns()))
+            queue.append((msg, time.time_ns()))
         return offer
 
     def guard(self, callback):
@@ -291,17 +291,21 @@ class ControlLoop:
                             got = take(msg_type, False)
                             if got is None:
                                 break
-                            received = 1
+                            stamp = got[1].get('received_timestamp', 0) if isinstance(got[1], dict) else 0
+                            received = stamp if stamp > 0 else wall()
                             on_state(got[0])
                     while queue:
                         msg, received = queue.popleft()
                         on_state(msg)
                     now = wall()
-                    fresh = merger.newest_ns if received >= 0 else -1
+
                     age_ns = int((now - int(merger.stamp_ns.min()))) if merger.complete else -1
                     control(now, now)
                 end = clock()
-                latency = wall() - fresh if fresh > 0 else -1       # state stamp -> efforts published
+                # state in (DDS reception, or the executor's callback) -> the period's work done
+                latency = wall() - received if received > 0 else -1
+                if not 0 <= latency < 10_000_000_000:
+                    latency = -1
                 deadline += period_ns
                 missed = 0
                 if end > deadline:       # overran into the next period: the lost deadlines are skipped

@@ -8,9 +8,9 @@ process counts the effort commands that arrive and reads the node's telemetry (~
 
 Columns: achieved = effort commands received by the probe per second; node = periods the node ran per
 second (its own count); missed = deadlines the node missed (its count; periods run + missed = periods
-elapsed, checked by test_ros_loop_timing.py against a probe) and their share; latency = header stamp of
-the joint state (the feeder's clock, same machine) -> its efforts published, median of the windows' p50
-and the largest window p99; CPU = the node process's user+system time / wall time (100 % = one core).
+elapsed, checked by test_ros_loop_timing.py against a probe) and their share; latency = state in -> efforts out
+in the node (DDS reception time of the newest state used -> the period's work done), median of the
+windows' p50 and the largest window p99; CPU = the node process's user+system time / wall time (100 % = one core).
 
 Nothing is asserted: speed depends on the machine and on its load (printed with the table). Run it
 inside a private network namespace when others run DDS on the same domain.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,12 +55,15 @@ def feed(robot, rate, domain_id):
     period = 1.0 / rate
     nxt = time.monotonic()
     try:
-        while True:
+        while rclpy.ok():
             now = time.time_ns()
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
             pub.publish(msg)
             nxt = max(nxt + period, time.monotonic() - 10 * period)
             time.sleep(max(0.0, nxt - time.monotonic()))
+    except Exception:      # noqa: BLE001 - SIGINT: rclpy's handler invalidates the context under us
+        if rclpy.ok():
+            raise
     except KeyboardInterrupt:
         pass
     finally:
@@ -166,7 +170,7 @@ def run_table(robots, rates, seconds, configs=CONFIGS, stream=sys.stdout):
               f'{r.get("lat_p99", float("nan")):>10.0f} {r.get("compute_p50", float("nan")):>11.0f} '
               f'{r["cpu"]:>6.1f} {r["load"]:>5.2f}', file=stream)
     print('\nachieved: efforts received by a probe per s; node: periods run per s (its ~/loop_timing); missed: '
-          'deadlines missed (node count), % of periods elapsed; lat: joint-state stamp -> efforts published '
+          'deadlines missed (node count), % of periods elapsed; lat: state received (DDS) -> efforts out '
           '(median of window p50s, largest window p99); step p50: the period\'s work (state merge, control step, '
           'four publishes); CPU: node process, 100 % = one core; load1: 1-min load average at the end. '
           'loaded: two busy processes (while True: pass). timer: rclpy timer loop (ros.loop.mode timer).',
@@ -184,6 +188,7 @@ def main(argv=None):
     parser.add_argument('--feed', default=None, help=argparse.SUPPRESS)
     parser.add_argument('--feed-rate', type=float, default=500.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))      # run the finally blocks (busy processes, nodes)
     if args.feed:
         feed(args.feed, args.feed_rate, int(os.environ.get('ROS_DOMAIN_ID', DOMAIN_ID)))
         return 0
