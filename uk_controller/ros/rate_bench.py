@@ -172,7 +172,7 @@ def run_table(robots, rates, seconds, configs=CONFIGS, stream=sys.stdout):
     print('\nachieved: efforts received by a probe per s; node: periods run per s (its ~/loop_timing); missed: '
           'deadlines missed (node count), % of periods elapsed; lat: state received (DDS) -> efforts out '
           '(median of window p50s, largest window p99); step p50: the period\'s work (state merge, control step, '
-          'four publishes); CPU: node process, 100 % = one core; load1: 1-min load average at the end. '
+          'the effort publish; the plotting topics only when subscribed: none here); CPU: node process, 100 % = one core; load1: 1-min load average at the end. '
           'loaded: two busy processes (while True: pass). timer: rclpy timer loop (ros.loop.mode timer).',
           file=stream)
     return rows
