@@ -237,4 +237,5 @@ def test_telemetry_matches_an_independent_probe(dds):
     # (4) the window statistics are ordered as quantiles must be, and sum up with the totals
     for values, _label in (w[1] for w in windows):
         assert values[1] <= values[2] <= values[3] and values[4] <= values[5] and values[7] >= 0
-    assert sum(w[1][0][7] for w in windows) <= int(vb['loop_missed_deadlines'])
+    # windows that reached the probe well before the last diagnostics were counted in its total
+    assert sum(w[1][0][7] for w in windows if w[0] < tb - 0.2) <= int(vb['loop_missed_deadlines'])
