@@ -44,3 +44,23 @@ def test_packed_step_matches_the_pinocchio_pass(robot):
     gains = ctrl._gains.copy()
     fz.set_gains(2.0 * gains)
     assert np.shares_memory(fz.fp, ctrl._packed.F)
+
+
+def test_packed_step_with_continuous_joints_matches_the_pinocchio_pass(tmp_path):
+    """A continuous joint: Pinocchio gets (cos q, sin q) through CompiledRows' runner, the packed step the angle."""
+    from test_continuous_joints import write_arm
+    from uk_controller.robots import load_robot
+    ctrl = ControllerCore(load_robot(write_arm(tmp_path, 'continuous')))
+    if ctrl._packed is None:
+        pytest.skip('no compiled tree for this arm')
+    fz = ctrl._fused
+    pinocchio_run, packed_run = fz.make_runner(), ctrl._packed.make_runner()
+    rng = np.random.default_rng(5)
+    for k in range(6):
+        q = ctrl.setup.q0 + 4.0 * rng.standard_normal(ctrl.model.n)       # several turns
+        qd = rng.standard_normal(ctrl.model.n)
+        pinocchio_run(q, qd, 0.05 * k)
+        ref = fz.effort.copy(), fz.phi.copy(), fz.phidot.copy()
+        packed_run(q, qd, 0.05 * k)
+        for got, want in zip((fz.effort, fz.phi, fz.phidot), ref):
+            np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11)
