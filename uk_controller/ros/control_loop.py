@@ -40,6 +40,8 @@ SLOW_STEPS_ENV = 'UK_CONTROLLER_TEST_SLOW_STEPS'
 #: takes them itself from a subscription that no executor waits on; 'queue' lets the executor's
 #: subscription callback append them to a deque. 'take' won: no executor wake-up and Python callback per
 #: message (the cost issue 13 is about), lower latency (docs/ros.md, "Loop timing").
+#: how often the loop asks whether the plotting topics have subscribers [ns]
+PLOT_CHECK_NS = 50_000_000
 #: measurement knob: cProfile the loop thread into this file (benchmarks/ros_rate.py --profile)
 PROFILE_ENV = 'UK_CONTROLLER_PROFILE_LOOP'
 STATE_PATH = os.environ.get('UK_CONTROLLER_STATE_PATH', 'take')
@@ -96,7 +98,8 @@ class ControlLoop:
             # rclpy's handle API the executors use; fall back to the executor's callback without it
             self.take_state = hasattr(getattr(Subscription, 'handle', None), 'fget')
         self._last_warn_log = 0
-        self.plots = True            # publish the plotting topics (re-checked at every window)
+        self.plots = True            # publish the plotting topics (re-checked every PLOT_CHECK_NS)
+        self._plots_checked = 0
         self.lock = threading.Lock()
         self.queue = collections.deque(maxlen=256)
         self.timing = LoopTiming(node.period, self.loop['window'])
@@ -210,12 +213,14 @@ class ControlLoop:
         change = self.policy.update(missed)
         if change is not None:
             self._policy_changed(change)
-        if timing.due(end):
-            node = self.node
+        if end - self._plots_checked > PLOT_CHECK_NS:
             # the plotting topics (~/efforts, ~/task_error, ~/constraint_residual) cost a publish each per period:
-            # published while someone listens (rqt_plot, PlotJuggler, ros2 bag), checked once per window
+            # published while someone listens (rqt_plot, PlotJuggler, ros2 bag)
+            self._plots_checked = end
+            node = self.node
             self.plots = any(pub.get_subscription_count() > 0
                              for pub in (node.efforts_pub, node.task_error_pub, node.residual_pub))
+        if timing.due(end):
             values = timing.window(end)
             msg = self.timing_msg
             msg.data = [float(v) for v in values]
