@@ -213,9 +213,10 @@ class ControlLoop:
         change = self.policy.update(missed)
         if change is not None:
             self._policy_changed(change)
-        if end - self._plots_checked > PLOT_CHECK_NS:
+        if self.threaded and end - self._plots_checked > PLOT_CHECK_NS:
             # the plotting topics (~/efforts, ~/task_error, ~/constraint_residual) cost a publish each per period:
-            # published while someone listens (rqt_plot, PlotJuggler, ros2 bag)
+            # published while someone listens (rqt_plot, PlotJuggler, ros2 bag). Thread mode only: the timer
+            # mode (simulation) keeps one message per period from the start, as before
             self._plots_checked = end
             node = self.node
             self.plots = any(pub.get_subscription_count() > 0
