@@ -4,7 +4,6 @@ Same program, same workspace layout: only the dynamics source differs (uk_kernel
 pinocchio.computeAllTerms), so every output agrees to round-off; M and h are checked against Pinocchio's.
 """
 import numpy as np
-import pinocchio as pin
 import pytest
 
 from uk_controller.controller import ControllerCore

@@ -11,7 +11,6 @@ machine is, and the telemetry is compared with the probe's own counts with toler
 machine keeps (counts over seconds, not instants).
 """
 import math
-import os
 import threading
 import time
 

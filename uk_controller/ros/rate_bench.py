@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
@@ -121,7 +120,6 @@ def one_run(probe, robot, rate, mode, priority, loaded, seconds, tmp):
         a, b = diag[0], diag[-1]
         periods = int(b['loop_periods']) - int(a['loop_periods'])
         missed = int(b['loop_missed_deadlines']) - int(a['loop_missed_deadlines'])
-        span = None
         out.update(periods=periods, missed=missed, missed_pct=100.0 * missed / max(1, periods + missed))
 
         def values(key):
@@ -131,7 +129,6 @@ def one_run(probe, robot, rate, mode, priority, loaded, seconds, tmp):
         out['lat_p50'] = float(np.median(values('latency_p50_us')))
         out['lat_p99'] = float(np.max(values('latency_p99_us')))
         out['compute_p50'] = float(np.median(values('loop_compute_p50_us')))
-        del span
     return out, ''
 
 
