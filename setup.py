@@ -60,9 +60,14 @@ setup(
         'fast': ['numba'],
         'serial': ['pyserial', 'dynamixel-sdk'],
         'ros': ROS_FROM_PYPI,
+        # `uk-controller sweep` (Ray cluster, Parquet tables) and MCAP recordings
+        # (`simulate --mcap`, ROS 2 CDR written from message-definition text, no rclpy)
+        'sweep': ['ray', 'pyarrow', 'mcap', 'mcap-ros2-support'],
         'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'numba',
                  # a real `colcon build` of this package in test_colcon_build.py
-                 'colcon-common-extensions', 'colcon-ros', 'ros-ament-package'],
+                 'colcon-common-extensions', 'colcon-ros', 'ros-ament-package',
+                 # sweep tests (local Ray head on loopback, Parquet) and MCAP read-back
+                 'ray', 'pyarrow', 'mcap', 'mcap-ros2-support'],
     },
     zip_safe=True,
     maintainer='uk_controller developers',

@@ -70,6 +70,8 @@ def add_simulate_parser(sub):
     p.add_argument('--transient', type=float, help='seconds excluded from the error statistics')
     p.add_argument('--out', default=None, help='output folder (default: results/<robot>)')
     p.add_argument('--no-plots', action='store_true', help='write the CSV and summary only')
+    p.add_argument('--mcap', metavar='PATH', help='also write the run as ROS 2 messages in an MCAP file '
+                                                  '(the nodes\' topics, simulated stamps; docs/sweep.md)')
     p.set_defaults(func=cmd_simulate)
 
 
@@ -102,6 +104,14 @@ def cmd_simulate(args):
     write_csv(result, out / 'log.csv')
     write_summary(summary, out / 'summary.json')
     files = [] if args.no_plots else plot_all(result, setup, out)
+    if args.mcap:
+        from .sim.mcap_log import write_mcap
+        try:
+            write_mcap(result, setup, args.mcap)
+        except RuntimeError as exc:
+            print(f'error: {exc}', file=sys.stderr)
+            return 2
+        files.append(args.mcap)
     print(format_summary(summary))
     print(f'wrote {out / "log.csv"}, {out / "summary.json"}' + ''.join(f', {f}' for f in files))
     return 0
@@ -113,6 +123,8 @@ def build_parser():
         description='Udwadia-Kalaba constrained-dynamics control: simulate, run on hardware, benchmark.')
     sub = parser.add_subparsers(dest='command', required=True)
     add_simulate_parser(sub)
+    from .sweep.cli import add_sweep_parser
+    add_sweep_parser(sub)
     if importlib.util.find_spec('uk_controller.hardware.runner') is not None:
         from .hardware.runner import add_run_arguments, run
         p = sub.add_parser('run', help='run the controller on serial motor drivers',

@@ -152,9 +152,9 @@ class UKPlant:
     def from_setup(cls, setup, *, mass_scale=1.0, **options):
         """A plant for `setup`; ``mass_scale != 1`` reloads the robot with scaled inertias (model mismatch)."""
         sim = dict(setup.config.get('simulation', {}) or {})
-        if mass_scale != 1.0:
-            from ..robots import load_robot
-            setup = load_robot(setup.config_path, mass_scale=mass_scale)
+        if mass_scale != 1.0:       # from the setup's own parameters (they may differ from its file)
+            from ..robots import setup_from_params
+            setup = setup_from_params(setup.config, setup.config_path, mass_scale=mass_scale)
         options.setdefault('integrator', sim.get('integrator', 'rk4'))
         options.setdefault('substeps', sim.get('substeps', 4))
         options.setdefault('closure_omega', sim.get('closure_omega', 50.0))

@@ -1,0 +1,281 @@
+"""``uk-controller sweep``: the argument parser and the command (docs/sweep.md)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import grid as G
+from . import runner as R
+from . import table as T
+
+EPILOG = """\
+VALUES: a,b,c (a list) | start:stop:count (count values, stop included) | start:stop:count:log
+(geometric) | start:stop (a range, --random only). Examples:
+  uk-controller sweep scara --grid stabilization.omega=5:50:10 --grid control.rate=250,500,1000 \\
+      --grid simulation.mass_scale=0.8,1,1.2 --duration 5
+  uk-controller sweep five_bar --grid stabilization.omega=5:80 --grid simulation.sensor_noise=0,1e-4 \\
+      --random 50 --ray auto
+"""
+
+
+def add_sweep_parser(sub):
+    p = sub.add_parser(
+        'sweep', help='many closed-loop simulations over a grid of settings, one table',
+        description='Run `simulate` for every combination of settings (a grid or random samples), locally on '
+                    'all cores or on a Ray cluster, and write a table of summary metrics (CSV, Parquet), heat '
+                    'maps and the best settings.', epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('robot', help='robot name (config/<name>.yaml) or a path to a robot YAML')
+    p.add_argument('--grid', action='append', default=[], metavar='KEY=VALUES',
+                   help='a setting (dotted key of the YAML ros__parameters) and its values; repeat per key')
+    p.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
+                   help='a setting held fixed for every run (e.g. stabilization.convention=seed000)')
+    p.add_argument('--duration', type=float, help='simulated seconds per run (= --set simulation.duration=...)')
+    p.add_argument('--random', type=int, metavar='N', help='N random samples of the ranges/lists instead of the grid')
+    p.add_argument('--sample-seed', type=int, default=0, help='seed of the --random sampling (default 0)')
+    p.add_argument('--plant', choices=['uk', 'mujoco'], default='uk', help='plant of every run (default uk)')
+    p.add_argument('--transient', type=float, help='seconds excluded from the error statistics '
+                                                   '(default: a fifth of the run, at most 2 s)')
+    p.add_argument('--settle-tol', type=float, default=1e-3, help='settling tolerance of |task error| (1e-3)')
+    p.add_argument('--diverge-at', type=float, default=1.0,
+                   help='a run whose task error or closure residual exceeds this is "diverged" (1.0)')
+    p.add_argument('--jobs', type=int, help='local worker processes (default: all cores; 1 = in this process)')
+    p.add_argument('--ray', metavar='auto|local|ADDRESS',
+                   help='run on a Ray cluster: auto (the running one), local (start one here on 127.0.0.1) '
+                        'or HOST:PORT')
+    p.add_argument('--out', help='output folder (default results/sweep_<robot>)')
+    p.add_argument('--resume', action='store_true', help='skip runs already in <out>/runs.jsonl')
+    p.add_argument('--heatmap', action='append', default=[], metavar='X,Y[,METRIC]',
+                   help='a heat map of METRIC (default task_error_rms) over keys X and Y; repeatable. '
+                        'Default: the first two keys, task_error_rms and settling_time_s')
+    p.add_argument('--facet', metavar='KEY', help='one heat-map panel per value of KEY')
+    p.add_argument('--reduce', choices=['max', 'mean', 'min'], default='max',
+                   help='how runs in one heat-map cell (differing in other keys) are combined (max = worst)')
+    p.add_argument('--mark', action='append', default=[], metavar='LABEL=X,Y',
+                   help='a point marked on the heat maps (e.g. "seed 000=0.5,200"); the best settings are '
+                        'marked too')
+    p.add_argument('--best', default='settling_time_s', metavar='METRIC',
+                   help='metric to minimize for the best settings (default settling_time_s)')
+    p.add_argument('--best-by', metavar='KEYS',
+                   help='comma-separated keys chosen by the user (e.g. the gains): the best value of these is '
+                        'the one whose worst case over the other keys is best')
+    p.add_argument('--max-saturation', type=float, default=0.0,
+                   help='largest fraction of saturated steps a best run may have (default 0: none)')
+    p.add_argument('--mcap', metavar='RUNS', help="re-run and record these runs as MCAP under <out>/mcap: "
+                                                   "'best' or run indexes '0,5'")
+    p.add_argument('--no-plots', action='store_true', help='write the table only')
+    p.set_defaults(func=cmd_sweep)
+
+
+def _fail(message):
+    print(f'error: {message}', file=sys.stderr)
+    return 2
+
+
+def prepare(args):
+    """``(context, keys, specs list)`` from the arguments; raises SweepSpecError / ConfigError."""
+    from ..config import load_config
+    from ..paths import resolve_config
+    params, path = load_config(resolve_config(args.robot))
+    specs = {}
+    for text in args.grid:
+        key, values = G.parse_spec(text, '--grid')
+        if key in specs:
+            raise G.SweepSpecError(f'{key}: given twice')
+        specs[key] = values
+    fixed = {}
+    for text in args.set:
+        key, values = G.parse_spec(text, '--set')
+        if isinstance(values, G.Range) or len(values) != 1:
+            raise G.SweepSpecError(f'--set {key}: one value (use --grid for several)')
+        fixed[key] = values
+    if args.duration is not None:
+        fixed['simulation.duration'] = [float(args.duration)]
+    if not specs:
+        raise G.SweepSpecError('give at least one --grid KEY=VALUES')
+    for key in fixed:
+        if key in specs:
+            raise G.SweepSpecError(f'{key}: both in --grid and --set')
+    # fixed settings first: they apply to the base (e.g. a convention that makes alpha/beta valid)
+    fixed = G.check_overrides(params, path, fixed)
+    base = G.apply_overrides(params, {k: v[0] for k, v in fixed.items()})
+    checked = G.check_overrides(base, path, specs)
+    if args.random is None:
+        for key, v in checked.items():
+            if isinstance(v, G.Range) and v.count is None:
+                raise G.SweepSpecError(f'{key}: start:stop is a range for --random; give start:stop:count')
+    int_keys = {k for k in checked if G.key_type(base, k) is int}
+    runs = G.expand(checked, args.random, args.sample_seed, int_keys)
+    name = str((params.get('robot') or {}).get('name', Path(path).stem))
+    context = R.make_context(name, base, path, args.plant, args.transient, args.settle_tol, args.diverge_at)
+    specs_list = []
+    for index, overrides in enumerate(runs):
+        specs_list.append({'index': index, 'overrides': overrides,
+                           'run_id': G.run_id(name, args.plant, {**overrides, **{k: v[0] for k, v in fixed.items()}}),
+                           'seed': G.run_seed(name, args.plant, {**overrides,
+                                                                 **{k: v[0] for k, v in fixed.items()}})})
+    return context, list(checked), specs_list
+
+
+def run_sweep(context, specs, out, *, ray=None, jobs=None, resume=False, progress=True):
+    """Run `specs` (skipping those in the journal when `resume`); returns the rows in index order."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    journal = R.Journal(out / 'runs.jsonl')
+    if not resume and journal.path.exists():
+        journal.path.unlink()
+    done = journal.load() if resume else {}
+    todo = [s for s in specs if s['run_id'] not in done]
+    bar = R.Progress(len(todo), label=f"sweep {context['robot']}") if progress and todo else None
+    new = {}
+
+    def on_row(row):
+        journal.append(row)
+        new[row['run_id']] = row
+        if bar is not None:
+            bar.update(row)
+
+    if todo:
+        if ray:
+            R.run_ray(context, todo, on_row, address=ray, jobs=jobs)
+        else:
+            R.run_local(context, todo, on_row, jobs=jobs)
+    rows = []
+    for spec in specs:
+        row = dict(new.get(spec['run_id']) or done[spec['run_id']])
+        row['index'] = spec['index']
+        row.update(spec['overrides'])
+        rows.append(row)
+    return rows, len(specs) - len(todo)
+
+
+def cmd_sweep(args):
+    from ..config import ConfigError
+    try:
+        context, keys, specs = prepare(args)
+        if args.ray:
+            R.import_ray()
+        metrics = set(R.METRICS) | set(R.MEASURED)
+        if args.best not in metrics:
+            raise G.SweepSpecError(f'--best {args.best!r}: not a metric; one of {", ".join(R.METRICS + R.MEASURED)}')
+        by = [k.strip() for k in args.best_by.split(',')] if args.best_by else []
+        for key in by + ([args.facet] if args.facet else []):
+            if key not in keys:
+                raise G.SweepSpecError(f'{key!r} is not a --grid key ({", ".join(keys)})')
+        maps = _heatmap_specs(args, keys, metrics)
+        marks = _marks(args)
+    except (G.SweepSpecError, ConfigError, FileNotFoundError, RuntimeError) as exc:
+        return _fail(exc)
+    out = Path(args.out or Path('results') / f"sweep_{context['robot']}")
+    start = time.perf_counter()
+    where = f'Ray ({args.ray})' if args.ray else f"{args.jobs or os.cpu_count()} local processes"
+    print(f"{len(specs)} runs of {context['robot']} ({', '.join(keys)}) on {where}", file=sys.stderr)
+    try:
+        rows, skipped = run_sweep(context, specs, out, ray=args.ray, jobs=args.jobs, resume=args.resume)
+    except RuntimeError as exc:
+        return _fail(exc)
+    elapsed = time.perf_counter() - start
+    T.write_csv(rows, keys, out / 'table.csv')
+    files = [out / 'table.csv']
+    if T.write_parquet(rows, keys, out / 'table.parquet'):
+        files.append(out / 'table.parquet')
+    else:
+        print("note: no Parquet table (pip install 'uk-controller[sweep]' for pyarrow)", file=sys.stderr)
+    status = {}
+    for r in rows:
+        status[r['status']] = status.get(r['status'], 0) + 1
+    choice = T.best(rows, args.best, by, args.max_saturation)
+    criterion = T.criterion_text(args.best, by, args.max_saturation)
+    best_marks = list(marks)
+    if choice is not None:
+        settings = {k: choice[0][k] for k in (by or keys)}
+        (out / 'best.json').write_text(json.dumps({'criterion': criterion, 'settings': settings,
+                                                   args.best: choice[1], 'runs': [r['index'] for r in choice[2]]},
+                                                  indent=2) + '\n')
+    if not args.no_plots:
+        for x, y, metric in maps:
+            mk = list(best_marks)
+            if choice is not None and x in choice[0] and y in choice[0]:
+                mk.append(('best', choice[0][x], choice[0][y]))
+            path = out / f"heatmap_{x}_{y}_{metric}.png".replace('/', '_')
+            T.heatmap(rows, x, y, metric, path, facet=args.facet, reduce=args.reduce, marks=mk,
+                      title=f"{context['robot']}: {metric}")
+            files.append(path)
+    if args.mcap:
+        try:
+            files += _record(context, specs, args.mcap, choice, args.best, out)
+        except (RuntimeError, G.SweepSpecError) as exc:
+            return _fail(exc)
+    print(f"{len(rows)} runs ({skipped} resumed) in {elapsed:.1f} s: "
+          + ', '.join(f'{n} {s}' for s, n in sorted(status.items())))
+    print(f'best ({criterion}):')
+    if choice is None:
+        print('  no run qualifies')
+    else:
+        print('  ' + ', '.join(f'{k}={v!r}' for k, v in choice[0].items() if k in (by or keys))
+              + f' -> {args.best} = {choice[1]:.6g}' + (f' (worst of {len(choice[2])} runs)' if by else
+                                                         f" (run {choice[2][0]['index']})"))
+    print('wrote ' + ', '.join(str(f) for f in files))
+    return 0
+
+
+def _heatmap_specs(args, keys, metrics):
+    maps = []
+    for text in args.heatmap:
+        parts = [p.strip() for p in text.split(',')]
+        if len(parts) not in (2, 3):
+            raise G.SweepSpecError(f'--heatmap {text!r}: expected X,Y[,METRIC]')
+        x, y = parts[:2]
+        metric = parts[2] if len(parts) == 3 else 'task_error_rms'
+        for key in (x, y):
+            if key not in keys:
+                raise G.SweepSpecError(f'--heatmap {key!r} is not a --grid key ({", ".join(keys)})')
+        if metric not in metrics:
+            raise G.SweepSpecError(f'--heatmap metric {metric!r}: one of {", ".join(R.METRICS + R.MEASURED)}')
+        maps.append((x, y, metric))
+    if not args.heatmap and len(keys) >= 2:
+        maps = [(keys[0], keys[1], 'task_error_rms'), (keys[0], keys[1], 'settling_time_s')]
+    return maps
+
+
+def _marks(args):
+    marks = []
+    for text in args.mark:
+        label, sep, xy = text.rpartition('=')
+        try:
+            mx, my = (float(v) for v in xy.split(','))
+        except ValueError:
+            raise G.SweepSpecError(f'--mark {text!r}: expected LABEL=X,Y') from None
+        marks.append((label or 'mark', mx, my))
+    return marks
+
+
+def _record(context, specs, which, choice, metric, out):
+    """Re-run the chosen runs in this process (same settings and seed, so the same run) and
+    write each as MCAP."""
+    from ..sim.mcap_log import write_mcap
+    if which == 'best':
+        if choice is None:
+            raise G.SweepSpecError('--mcap best: no run qualifies as best')
+        sign = -1.0 if metric in T.MAXIMIZE else 1.0      # the best run, or the worst run of the best group
+        indexes = [max(choice[2], key=lambda r: (sign * r[metric], -r['index']))['index']]
+    else:
+        try:
+            indexes = [int(v) for v in which.split(',')]
+        except ValueError:
+            raise G.SweepSpecError(f"--mcap {which!r}: 'best' or comma-separated run indexes") from None
+    folder = out / 'mcap'
+    folder.mkdir(exist_ok=True)
+    files = []
+    for index in indexes:
+        if not 0 <= index < len(specs):
+            raise G.SweepSpecError(f'--mcap: run index {index} out of range 0..{len(specs) - 1}')
+        spec = specs[index]
+        setup, result = R.simulate_run(context, spec)
+        path = folder / f'run_{index:04d}.mcap'
+        write_mcap(result, setup, path)
+        files.append(path)
+    return files

@@ -1,0 +1,271 @@
+"""Sweep specifications: ``KEY=VALUES`` grids, random samples, validated overrides, seeds.
+
+A key is a dotted path into the robot YAML's ``ros__parameters`` (docs/config.md),
+e.g. ``stabilization.omega``, ``control.rate``, ``simulation.mass_scale``,
+``constraints.tool_path.trajectory.radius``. VALUES is one of
+
+``a,b,c``             these values (YAML scalars: numbers, words, true/false)
+``start:stop:count``  `count` values from `start` to `stop` inclusive, evenly spaced
+``start:stop:count:log``  the same, geometrically spaced (start, stop > 0)
+``start:stop``        a range; only with ``--random N`` (uniform; ``:log`` log-uniform)
+
+With ``--random N`` every range (``start:stop`` or ``start:stop:count``, the
+count then ignored) is sampled uniformly and every list uniformly among its
+values, N times, from ``numpy.random.default_rng(sample_seed)``.
+
+Validation (:func:`check_overrides`): a key must exist in the robot's YAML or be
+one the loader reads (:data:`LOADER_KEYS`); its values must have the key's type;
+and the robot must load with each value (the loader's own checks). Errors are
+:class:`SweepSpecError` naming the key and suggesting the closest known key.
+``apply_overrides`` is the one place that writes settings into a config, so it
+can be pointed at the settings schema (issue 11) when that lands.
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import hashlib
+import itertools
+import json
+import math
+
+import numpy as np
+import yaml
+
+
+class SweepSpecError(ValueError):
+    """A bad ``--grid``/``--set`` argument; the message names the key."""
+
+
+#: Keys the loader and the simulator read that a robot YAML may leave out, with their type.
+#: (Until the settings schema of issue 11 lands; it then replaces this table.)
+LOADER_KEYS = {
+    'stabilization.convention': str, 'stabilization.omega': float, 'stabilization.alpha': float,
+    'stabilization.beta': float,
+    'control.rate': float, 'control.pinv': str, 'control.rcond': float, 'control.damping': float,
+    'control.safe_effort': str, 'control.state_timeout': float,
+    'simulation.duration': float, 'simulation.integrator': str, 'simulation.substeps': int,
+    'simulation.mass_scale': float, 'simulation.sensor_noise': float, 'simulation.measurement_delay': int,
+    'simulation.closure_omega': float, 'simulation.mujoco_timestep': float,
+}
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def _scalar(text):
+    value = yaml.safe_load(text) if text.strip() else ''
+    if isinstance(value, (dict, list)) or value is None:
+        raise ValueError(text)
+    return value
+
+
+def parse_spec(text, option='--grid'):
+    """``'KEY=VALUES'`` -> ``(key, values)`` where values is a list or a :class:`Range`."""
+    key, sep, values = text.partition('=')
+    key = key.strip()
+    if not sep or not key or not values.strip():
+        raise SweepSpecError(f"{option} {text!r}: expected KEY=VALUES, e.g. stabilization.omega=5:50:10")
+    values = values.strip()
+    if ':' in values:
+        parts = [p.strip() for p in values.split(':')]
+        log = parts[-1].lower() == 'log'
+        if log:
+            parts = parts[:-1]
+        try:
+            start, stop = float(parts[0]), float(parts[1])
+            count = int(parts[2]) if len(parts) == 3 else None
+            if len(parts) not in (2, 3):
+                raise ValueError
+        except (ValueError, IndexError):
+            raise SweepSpecError(f'{key}: {values!r} is not start:stop[:count][:log]') from None
+        if count is not None and count < 1:
+            raise SweepSpecError(f'{key}: count must be >= 1, got {count}')
+        if log and (start <= 0 or stop <= 0):
+            raise SweepSpecError(f'{key}: a log range needs start, stop > 0')
+        return key, Range(start, stop, count, log)
+    try:
+        return key, [_scalar(v) for v in values.split(',')]
+    except (ValueError, yaml.YAMLError):
+        raise SweepSpecError(f'{key}: cannot read {values!r} as a comma-separated list of values') from None
+
+
+class Range:
+    """``start:stop[:count][:log]``."""
+
+    def __init__(self, start, stop, count=None, log=False):
+        self.start, self.stop, self.count, self.log = start, stop, count, log
+
+    def values(self):
+        """The grid values (start..stop inclusive, `count` of them)."""
+        if self.count is None:
+            raise SweepSpecError('start:stop without a count is a range for --random; give start:stop:count')
+        space = np.geomspace if self.log else np.linspace
+        return [float(v) for v in space(self.start, self.stop, self.count)]
+
+    def sample(self, rng):
+        if self.log:
+            return float(math.exp(rng.uniform(math.log(self.start), math.log(self.stop))))
+        return float(rng.uniform(self.start, self.stop))
+
+    def __repr__(self):
+        return f'Range({self.start}, {self.stop}, {self.count}, log={self.log})'
+
+
+# ----------------------------------------------------------------------------- keys
+
+def leaf_keys(params, prefix=''):
+    """Dotted paths of every scalar leaf of a nested dict."""
+    keys = []
+    for name, value in (params or {}).items():
+        path = f'{prefix}{name}'
+        if isinstance(value, dict):
+            keys += leaf_keys(value, path + '.')
+        else:
+            keys.append(path)
+    return keys
+
+
+def _lookup(params, key):
+    node = params
+    for part in key.split('.'):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def key_type(params, key):
+    """The type values of `key` must have: that of the YAML's value, else :data:`LOADER_KEYS`."""
+    found, current = _lookup(params, key)
+    if found:
+        if isinstance(current, dict):
+            raise SweepSpecError(f'{key}: is a section, not a setting; give one of its keys, e.g. '
+                                 f'{", ".join(leaf_keys(current, key + ".")[:3])}')
+        if isinstance(current, list):
+            raise SweepSpecError(f'{key}: is a list; a sweep sets single values')
+        if isinstance(current, bool):
+            return bool
+        if isinstance(current, (int, float)) and key in LOADER_KEYS:
+            return LOADER_KEYS[key]
+        return float if isinstance(current, float) else type(current)
+    if key in LOADER_KEYS:
+        return LOADER_KEYS[key]
+    known = sorted(set(leaf_keys(params)) | set(LOADER_KEYS))
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+    hint = f"; did you mean '{close[0]}'?" if close else ''
+    raise SweepSpecError(f"unknown setting '{key}'{hint}")
+
+
+def coerce(key, value, kind):
+    """`value` as type `kind` (int from an integral float is fine, float from int too)."""
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+    elif kind is int:
+        if isinstance(value, bool):
+            pass
+        elif isinstance(value, int):
+            return value
+        elif isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif kind is str:
+        if isinstance(value, str):
+            return value
+    else:
+        return value
+    raise SweepSpecError(f'{key}: {value!r} is not {"an" if kind is int else "a"} {kind.__name__}')
+
+
+def apply_overrides(params, overrides):
+    """A deep copy of `params` with each dotted key of `overrides` set (sections created as needed)."""
+    out = copy.deepcopy(params)
+    for key, value in overrides.items():
+        node = out
+        parts = key.split('.')
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def check_overrides(params, path, specs):
+    """Type-check and load-check every value of every spec: ``{key: values}`` with coerced values.
+
+    `specs` maps key -> list or Range. Each distinct value is applied alone to the
+    base config and the robot built from it (:func:`~uk_controller.robots.setup_from_params`),
+    so a value the loader rejects fails here, before any run, naming the key.
+    """
+    from ..config import ConfigError
+    from ..robots import setup_from_params
+    checked = {}
+    for key, values in specs.items():
+        kind = key_type(params, key)
+        if isinstance(values, Range):
+            if kind not in (float, int):
+                raise SweepSpecError(f'{key}: a range needs a numeric setting (this one is a {kind.__name__})')
+            probes = [values.start, values.stop] if values.count is None else values.values()
+            if kind is int:
+                probes = [round(v) for v in probes]
+            for v in probes:
+                _load_check(params, path, {key: kind(v)}, setup_from_params, ConfigError)
+            checked[key] = values
+            continue
+        coerced = [coerce(key, v, kind) for v in values]
+        for v in dict.fromkeys(coerced):
+            _load_check(params, path, {key: v}, setup_from_params, ConfigError)
+        checked[key] = coerced
+    return checked
+
+
+def _load_check(params, path, override, setup_from_params, ConfigError):
+    try:
+        setup_from_params(apply_overrides(params, override), path)
+    except ConfigError as exc:
+        key, value = next(iter(override.items()))
+        raise SweepSpecError(f'{key}={value!r}: {exc}') from None
+
+
+# ----------------------------------------------------------------------------- runs
+
+def expand(specs, random=None, sample_seed=0, int_keys=()):
+    """The runs' overrides, in order: the full grid (last key fastest), or `random` samples."""
+    keys = list(specs)
+    if random is None:
+        axes = [v.values() if isinstance(v, Range) else list(v) for v in specs.values()]
+        return [dict(zip(keys, combo)) for combo in itertools.product(*axes)]
+    rng = np.random.default_rng(sample_seed)
+    runs = []
+    for _ in range(int(random)):
+        run = {}
+        for key, v in specs.items():
+            if isinstance(v, Range):
+                value = v.sample(rng)
+                run[key] = int(round(value)) if key in int_keys else value
+            else:
+                run[key] = v[int(rng.integers(len(v)))]
+        runs.append(run)
+    return runs
+
+
+def canonical(robot, plant, overrides):
+    """The text a run's identity and seed are hashed from (sorted keys, shortest float repr)."""
+    return json.dumps({'robot': robot, 'plant': plant, 'settings': overrides}, sort_keys=True,
+                      separators=(',', ':'))
+
+
+def run_id(robot, plant, overrides):
+    """Stable identity of a run: the first 16 hex digits of SHA-256 of :func:`canonical`."""
+    return hashlib.sha256(canonical(robot, plant, overrides).encode()).hexdigest()[:16]
+
+
+def run_seed(robot, plant, overrides):
+    """The run's random seed (sensor noise): 32 bits of SHA-256 of :func:`canonical`.
+
+    Derived from the settings alone, so a run gives the same result whatever the
+    order, worker or machine it runs on, and when resumed.
+    """
+    digest = hashlib.sha256(('seed:' + canonical(robot, plant, overrides)).encode()).hexdigest()
+    return int(digest[:8], 16)

@@ -1,0 +1,288 @@
+"""Running a sweep: one run, in-process, on a local process pool, or on a Ray cluster.
+
+Every backend calls the same :func:`run_one`, which builds the robot from the
+base parameters with the run's overrides and calls
+:func:`uk_controller.sim.closed_loop.simulate` (the function ``uk-controller
+simulate`` uses) with the run's seed. A run's outcome depends only on its
+settings, so the table is the same, bit for bit, whichever backend ran it and in
+whatever order; only the measured columns (:data:`MEASURED`: wall time,
+real-time factor, step time, worker) differ between any two runs.
+
+Each worker builds and runs a few periods of the robot once when it starts
+(:func:`warm_up`), which loads the numba kernels from their on-disk cache -- or
+compiles them, once, if the cache is cold -- so no run pays for it.
+
+A run that raises, returns non-finite values or diverges becomes a row with
+``status`` 'failed' or 'diverged' and the ``reason``; a worker process that dies
+is replaced and its run recorded as failed. Finished rows are appended to
+``runs.jsonl`` in the output folder as they arrive; a resumed sweep skips every
+run whose ``run_id`` is already there.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from .grid import apply_overrides
+
+#: Summary metrics of a run, in table order (see :meth:`SimulationResult.summary`).
+METRICS = ['task_error_max', 'task_error_rms', 'task_error_final', 'settling_time_s', 'closure_residual_max',
+           'effort_peak', 'saturated_fraction', 'steps', 'ok_steps', 'safe_effort_steps', 'saturated_steps']
+#: Measured (machine- and load-dependent) columns; every other column is a function of the settings.
+MEASURED = ['step_time_median_us', 'wall_time_s', 'real_time_factor', 'worker']
+
+
+def make_context(robot, params, path, plant='uk', transient=None, settle_tol=1e-3, diverge_at=1.0):
+    """What every run of a sweep shares (picklable: sent once to each worker)."""
+    return {'robot': robot, 'params': params, 'path': str(path) if path else None, 'plant': plant,
+            'transient': transient, 'settle_tol': settle_tol, 'diverge_at': diverge_at}
+
+
+def build_setup(context, overrides):
+    from ..robots import setup_from_params
+    return setup_from_params(apply_overrides(context['params'], overrides), context['path'])
+
+
+def simulate_run(context, spec, progress=None):
+    """``(setup, SimulationResult)`` of one run (also used to re-run chosen runs for MCAP)."""
+    from ..sim.closed_loop import simulate
+    setup = build_setup(context, spec['overrides'])
+    return setup, simulate(setup, plant=context['plant'], seed=spec['seed'], progress=progress)
+
+
+def warm_up(context):
+    """Build the robot and simulate a few periods: loads (or compiles once) the compiled kernels."""
+    from ..sim.closed_loop import simulate
+    start = time.perf_counter()
+    setup = build_setup(context, {})
+    rate = float((context['params'].get('control') or {}).get('rate', 1000.0))
+    simulate(setup, plant=context['plant'], duration=3.0 / rate)
+    return time.perf_counter() - start
+
+
+def _worker_name():
+    return f'{socket.gethostname()}:{os.getpid()}'
+
+
+def failed_row(spec, status, reason):
+    row = {'index': spec['index'], 'run_id': spec['run_id'], 'seed': spec['seed'], 'status': status,
+           'reason': reason, **spec['overrides']}
+    row.update({m: math.nan for m in METRICS})
+    row.update({'step_time_median_us': math.nan, 'wall_time_s': math.nan, 'real_time_factor': math.nan,
+                'worker': _worker_name()})
+    return row
+
+
+def run_one(context, spec):
+    """One run -> one table row (never raises for a failure of the run itself)."""
+    try:
+        _, result = simulate_run(context, spec)
+    except Exception as exc:  # noqa: BLE001 - every failure of a run is data for the table
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return failed_row(spec, 'failed', f'{type(exc).__name__}: {exc} ({os.path.basename(last.filename)}:'
+                                          f'{last.lineno})')
+    s = result.summary(context['transient'], context['settle_tol'])
+    row = {'index': spec['index'], 'run_id': spec['run_id'], 'seed': spec['seed'], 'status': 'ok', 'reason': '',
+           **spec['overrides']}
+    row.update({m: s[m] for m in METRICS if m in s})
+    row.update({'steps': int(result.t.size), 'ok_steps': int(result.ok.sum()),
+                'saturated_steps': int(result.saturated.any(axis=1).sum())})
+    row.update({'step_time_median_us': s['step_time_median_us'], 'wall_time_s': s['wall_time_s'],
+                'real_time_factor': s['real_time_factor'], 'worker': _worker_name()})
+    finite = all(np.isfinite(a).all() for a in (result.q, result.qd, result.effort, result.phi))
+    if not finite:
+        bad = int(np.argmax(~np.isfinite(result.phi).all(axis=1) | ~np.isfinite(result.q).all(axis=1)))
+        row.update(status='diverged', reason=f'non-finite state or residual from t = {result.t[bad]:.4g} s')
+    elif max(s['task_error_max'], s['closure_residual_max']) > context['diverge_at']:
+        row.update(status='diverged', reason=f"task error {s['task_error_max']:.3g} or closure residual "
+                                             f"{s['closure_residual_max']:.3g} above {context['diverge_at']:g}")
+    return row
+
+
+# ----------------------------------------------------------------------------- local pool
+
+_CONTEXT = None
+
+
+def _pool_init(context):
+    global _CONTEXT
+    _CONTEXT = context
+    warm_up(context)
+
+
+def _pool_run(spec):
+    return run_one(_CONTEXT, spec)
+
+
+def run_sequential(context, specs, on_row):
+    """In this process, one run after the other (``--jobs 1``)."""
+    warm_up(context)
+    for spec in specs:
+        on_row(run_one(context, spec))
+
+
+def run_local(context, specs, on_row, jobs=None):
+    """A process pool of `jobs` workers (default: every core), each warmed up once.
+
+    Workers are spawned (not forked: numba and BLAS threads do not survive a fork)
+    with one BLAS thread each. If a worker dies, the pool is rebuilt and the runs
+    it lost are tried once more; a run that kills two workers is recorded as failed.
+    """
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
+
+    jobs = jobs or os.cpu_count() or 1
+    if jobs == 1 or len(specs) <= 1:
+        return run_sequential(context, specs, on_row)
+    attempts = {spec['run_id']: 0 for spec in specs}
+    todo = list(specs)
+    saved = {k: os.environ.get(k) for k in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')}
+    os.environ.update({k: '1' for k in saved})      # inherited by the spawned workers
+    try:
+        while todo:
+            lost = []
+            with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=mp.get_context('spawn'),
+                                        initializer=_pool_init, initargs=(context,)) as pool:
+                futures = {pool.submit(_pool_run, spec): spec for spec in todo}
+                for future in cf.as_completed(futures):
+                    spec = futures[future]
+                    try:
+                        on_row(future.result())
+                    except BrokenProcessPool:
+                        attempts[spec['run_id']] += 1
+                        if attempts[spec['run_id']] >= 2:
+                            on_row(failed_row(spec, 'failed', 'worker process died during the run'))
+                        else:
+                            lost.append(spec)
+            todo = lost
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+# ----------------------------------------------------------------------------- Ray
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError("--ray needs Ray: pip install 'uk-controller[sweep]' (or pip install ray)") from None
+    return ray
+
+
+class _RayWorker:
+    """A Ray actor holding one warmed-up worker (the kernels load once per actor)."""
+
+    def __init__(self, context):
+        self.context = context
+        self.warm_up_s = warm_up(context)
+
+    def run(self, spec):
+        return run_one(self.context, spec)
+
+
+def run_ray(context, specs, on_row, address='auto', jobs=None):
+    """The runs on a Ray cluster: `address` 'auto' (the running cluster), 'local' (start one
+    on this machine, on loopback) or HOST:PORT. One actor per CPU of the cluster (or `jobs`)."""
+    ray = import_ray()
+    started = False
+    if not ray.is_initialized():
+        import logging
+        options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        if address == 'local':
+            ray.init(_node_ip_address='127.0.0.1', **options)
+        else:
+            ray.init(address=address, **options)
+        started = True
+    try:
+        actor_cls = ray.remote(num_cpus=1)(_RayWorker)
+        n = jobs or max(1, int(ray.cluster_resources().get('CPU', 1)))
+        queue = list(specs)
+        pending = {}
+
+        def submit(actor):
+            if queue:
+                spec = queue.pop(0)
+                pending[actor.run.remote(spec)] = (actor, spec)
+
+        for _ in range(min(n, len(queue))):
+            submit(actor_cls.remote(context))
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            actor, spec = pending.pop(done[0])
+            try:
+                row = ray.get(done[0])
+            except Exception as exc:  # noqa: BLE001 - a dead actor: record the run, replace the actor
+                row = failed_row(spec, 'failed', f'Ray worker failed: {type(exc).__name__}: '
+                                                 f'{str(exc).splitlines()[0] if str(exc) else ""}')
+                ray.kill(actor, no_restart=True)
+                actor = actor_cls.remote(context)
+            on_row(row)
+            submit(actor)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- journal
+
+class Journal:
+    """``runs.jsonl``: one JSON row per finished run, appended and flushed as it arrives."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def load(self):
+        rows = {}
+        if os.path.exists(self.path):
+            with open(self.path, encoding='utf-8') as fh:
+                for line in fh:
+                    line = line.strip()
+                    if line:
+                        try:
+                            row = json.loads(line)
+                        except json.JSONDecodeError:
+                            continue        # a line cut short by an interrupted sweep
+                        rows[row['run_id']] = row
+        return rows
+
+    def append(self, row):
+        with open(self.path, 'a', encoding='utf-8') as fh:
+            fh.write(json.dumps(row) + '\n')
+
+
+class Progress:
+    """``[#####.....] 12/24 runs, 1 failed, 20 s, ETA 25 s`` on stderr."""
+
+    def __init__(self, total, stream=None, label='sweep'):
+        self.total, self.done, self.bad = total, 0, 0
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.start = time.perf_counter()
+        self.label = label
+        self._last = -1.0
+
+    def update(self, row):
+        self.done += 1
+        self.bad += row['status'] != 'ok'
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        if not self.tty and self.done < self.total and elapsed - self._last < 5.0:
+            return
+        self._last = elapsed
+        filled = int(25 * self.done / max(self.total, 1))
+        text = (f"{self.label} [{'#' * filled}{'.' * (25 - filled)}] {self.done}/{self.total} runs, "
+                f'{self.bad} not ok, {elapsed:.0f} s, ETA {eta:.0f} s')
+        self.stream.write(('\r' + text + ('\n' if self.done == self.total else '')) if self.tty else text + '\n')
+        self.stream.flush()
