@@ -53,7 +53,13 @@ LOADER_KEYS = {
 # ----------------------------------------------------------------------------- parsing
 
 def _scalar(text):
-    value = yaml.safe_load(text) if text.strip() else ''
+    text = text.strip()
+    for kind in (int, float):       # numbers first: YAML 1.1 reads 1e-4 as a string
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    value = yaml.safe_load(text) if text else ''
     if isinstance(value, (dict, list)) or value is None:
         raise ValueError(text)
     return value

@@ -54,7 +54,8 @@ def simulate_run(context, spec, progress=None):
     """``(setup, SimulationResult)`` of one run (also used to re-run chosen runs for MCAP)."""
     from ..sim.closed_loop import simulate
     setup = build_setup(context, spec['overrides'])
-    return setup, simulate(setup, plant=context['plant'], seed=spec['seed'], progress=progress)
+    # every setting from the (overridden) config: simulate() reads simulation.* where an argument is None
+    return setup, simulate(setup, plant=context['plant'], seed=spec['seed'], progress=progress, mass_scale=None)
 
 
 def warm_up(context):
@@ -201,6 +202,13 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
         import logging
         options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
         if address == 'local':
+            # a head on loopback only (Ray otherwise advertises the machine's reachable address)
+            os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
+            try:
+                import ray._private.ray_constants as ray_constants
+                ray_constants.ENABLE_RAY_CLUSTER = False
+            except (ImportError, AttributeError):
+                pass
             ray.init(_node_ip_address='127.0.0.1', **options)
         else:
             ray.init(address=address, **options)

@@ -142,6 +142,7 @@ def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), tit
     remaining key are reduced to one cell with `reduce` ('max' = worst case, 'mean',
     'min'). Cells whose runs are not all ok are hatched grey. `marks`: (label, x, y)
     points drawn on every panel; `curves`: (label, xs, ys) lines (e.g. critical damping).
+    Returns ``(path, [(facet value, cells (len(y), len(x)), not-ok mask), ...])``.
     """
     import matplotlib
     matplotlib.use('Agg')
@@ -203,4 +204,4 @@ def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), tit
         fig.suptitle(title, fontsize=10)
     fig.savefig(path, dpi=80)
     plt.close(fig)
-    return Path(path)
+    return Path(path), grids
