@@ -36,7 +36,8 @@ from .grid import apply_overrides
 METRICS = ['task_error_max', 'task_error_rms', 'task_error_final', 'settling_time_s', 'closure_residual_max',
            'effort_peak', 'saturated_fraction', 'steps', 'ok_steps', 'safe_effort_steps', 'saturated_steps']
 #: Measured (machine- and load-dependent) columns; every other column is a function of the settings.
-MEASURED = ['step_time_median_us', 'wall_time_s', 'real_time_factor', 'worker']
+#: (wall_time_s: the simulation loop; run_time_s: building the robot, simulating and summarizing)
+MEASURED = ['step_time_median_us', 'wall_time_s', 'real_time_factor', 'run_time_s', 'worker']
 
 
 def make_context(robot, params, path, plant='uk', transient=None, settle_tol=1e-3, diverge_at=1.0):
@@ -77,12 +78,13 @@ def failed_row(spec, status, reason):
            'reason': reason, **spec['overrides']}
     row.update({m: math.nan for m in METRICS})
     row.update({'step_time_median_us': math.nan, 'wall_time_s': math.nan, 'real_time_factor': math.nan,
-                'worker': _worker_name()})
+                'run_time_s': math.nan, 'worker': _worker_name()})
     return row
 
 
 def run_one(context, spec):
     """One run -> one table row (never raises for a failure of the run itself)."""
+    start = time.perf_counter()
     try:
         _, result = simulate_run(context, spec)
     except Exception as exc:  # noqa: BLE001 - every failure of a run is data for the table
@@ -96,7 +98,8 @@ def run_one(context, spec):
     row.update({'steps': int(result.t.size), 'ok_steps': int(result.ok.sum()),
                 'saturated_steps': int(result.saturated.any(axis=1).sum())})
     row.update({'step_time_median_us': s['step_time_median_us'], 'wall_time_s': s['wall_time_s'],
-                'real_time_factor': s['real_time_factor'], 'worker': _worker_name()})
+                'real_time_factor': s['real_time_factor'], 'run_time_s': time.perf_counter() - start,
+                'worker': _worker_name()})
     finite = all(np.isfinite(a).all() for a in (result.q, result.qd, result.effort, result.phi))
     if not finite:
         bad = int(np.argmax(~np.isfinite(result.phi).all(axis=1) | ~np.isfinite(result.q).all(axis=1)))
@@ -224,8 +227,9 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
                 spec = queue.pop(0)
                 pending[actor.run.remote(spec)] = (actor, spec)
 
-        for _ in range(min(n, len(queue))):
-            submit(actor_cls.remote(context))
+        actors = [actor_cls.remote(context) for _ in range(min(n, len(queue)))]
+        for actor in actors:
+            submit(actor)
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             actor, spec = pending.pop(done[0])
@@ -236,8 +240,11 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
                                                  f'{str(exc).splitlines()[0] if str(exc) else ""}')
                 ray.kill(actor, no_restart=True)
                 actor = actor_cls.remote(context)
+                actors.append(actor)
             on_row(row)
             submit(actor)
+        for actor in actors:            # free their CPUs now, not when the handles are collected
+            ray.kill(actor, no_restart=True)
     finally:
         if started:
             ray.shutdown()
