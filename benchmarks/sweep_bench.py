@@ -14,8 +14,9 @@ hits every backend alike; the tables give the median over rounds.
 - speed-up      runs/s of the backend / runs/s in one process (same round, then median)
 - sim s/run     the simulation loop (wall_time_s of the rows); run s/run: the whole run_one in the
                 worker (run_time_s: building the robot from the settings, simulating, summarizing)
-- overhead/run  batch time x workers / N - run s/run: what moving a run to a worker and its row
-                back costs (scheduling, pickling); Ray's own cost per run is also given as
+- overhead/run  batch time x workers / N - run s/run (same round, then median): what moving a run
+                to a worker and its row back costs (scheduling, pickling, idle workers at the end
+                of a batch); Ray's own cost per run is also given as
                 batch(Ray, 1 actor) - batch(1 process), per run, against a run in one process.
 
 Ray runs on a head started here on 127.0.0.1 (include_dashboard=False) and shut down at the end.
@@ -123,7 +124,8 @@ def main(argv=None):
         os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
         ray_constants.ENABLE_RAY_CLUSTER = False                   # head on 127.0.0.1 only
         start = time.perf_counter()
-        ray.init(_node_ip_address='127.0.0.1', include_dashboard=False, num_cpus=args.jobs, log_to_driver=False,
+        # CPUs for both actor sets (1 and --jobs actors; they run their batches in turn, never together)
+        ray.init(_node_ip_address='127.0.0.1', include_dashboard=False, num_cpus=1 + args.jobs, log_to_driver=False,
                  object_store_memory=100 * 1024 * 1024)
         startup['Ray head'] = time.perf_counter() - start
         for jobs in sorted({1, args.jobs}):
@@ -140,7 +142,7 @@ def main(argv=None):
                 out = b.batch(batch)
                 times[b.name].append(time.perf_counter() - start)
                 assert all(r['status'] == 'ok' for r in out), [r['reason'] for r in out if r['reason']]
-                rows[b.name] += out
+                rows[b.name].append(out)
     finally:
         for b in backends:
             if hasattr(b, 'close'):
@@ -155,10 +157,12 @@ def main(argv=None):
     for b in backends:
         t = statistics.median(times[b.name])
         speed = statistics.median(s / x for s, x in zip(seq, times[b.name]))
-        run = statistics.mean(r['run_time_s'] for r in rows[b.name])
-        sim = statistics.mean(r['wall_time_s'] for r in rows[b.name])
+        runs = [statistics.mean(r['run_time_s'] for r in out) for out in rows[b.name]]
+        run = statistics.median(runs)
+        sim = statistics.median(statistics.mean(r['wall_time_s'] for r in out) for out in rows[b.name])
+        over = statistics.median(x * b.workers / args.runs - r for x, r in zip(times[b.name], runs))
         print(f"{b.name:<16}{b.workers:>8}{args.runs / t:>9.2f}{speed:>9.2f}x{sim:>11.4f}{run:>11.4f}"
-              f"{1e3 * (t * b.workers / args.runs - run):>11.1f} ms")
+              f"{1e3 * over:>11.1f} ms")
     if 'Ray, 1 actor' in times:
         own = statistics.median((x - s) / args.runs for s, x in zip(seq, times['Ray, 1 actor']))
         per_run = statistics.median(seq) / args.runs
