@@ -99,10 +99,11 @@ def prepare(args):
     for key in fixed:
         if key in specs:
             raise G.SweepSpecError(f'{key}: both in --grid and --set')
-    # fixed settings first: they apply to the base (e.g. a convention that makes alpha/beta valid)
-    fixed = G.check_overrides(params, path, fixed)
+    # checked together: settings can depend on each other (a convention and its alpha, beta)
+    both = G.check_overrides(params, path, {**fixed, **specs})
+    fixed = {k: both[k] for k in fixed}
+    checked = {k: both[k] for k in specs}
     base = G.apply_overrides(params, {k: v[0] for k, v in fixed.items()})
-    checked = G.check_overrides(base, path, specs)
     if args.random is None:
         for key, v in checked.items():
             if isinstance(v, G.Range) and v.count is None:
@@ -117,6 +118,8 @@ def prepare(args):
                            'run_id': G.run_id(name, args.plant, {**overrides, **{k: v[0] for k, v in fixed.items()}}),
                            'seed': G.run_seed(name, args.plant, {**overrides,
                                                                  **{k: v[0] for k, v in fixed.items()}})})
+    if specs_list:
+        context['warm_overrides'] = specs_list[0]['overrides']
     return context, list(checked), specs_list
 
 
@@ -202,7 +205,7 @@ def cmd_sweep(args):
                 mk.append(('best', choice[0][x], choice[0][y]))
             path = out / f"heatmap_{x}_{y}_{metric}.png".replace('/', '_')
             T.heatmap(rows, x, y, metric, path, facet=args.facet, reduce=args.reduce, marks=mk,
-                      title=f"{context['robot']}: {metric}")
+                      curves=_damping_curves(context, x, y, rows), title=f"{context['robot']}: {metric}")
             files.append(path)
     if args.mcap:
         try:
@@ -239,6 +242,18 @@ def _heatmap_specs(args, keys, metrics):
     if not args.heatmap and len(keys) >= 2:
         maps = [(keys[0], keys[1], 'task_error_rms'), (keys[0], keys[1], 'settling_time_s')]
     return maps
+
+
+def _damping_curves(context, x, y, rows):
+    """On an alpha x beta map in seed 000's convention (phi'' + alpha phi' + beta phi = 0, seed 000
+    eq 52) the critically damped gains alpha = 2 sqrt(beta) as a line."""
+    convention = (context['params'].get('stabilization') or {}).get('convention')
+    if convention != 'seed000' or {x, y} != {'stabilization.alpha', 'stabilization.beta'}:
+        return []
+    import numpy as np
+    beta = np.geomspace(min(r['stabilization.beta'] for r in rows) / 2, max(r['stabilization.beta'] for r in rows) * 2)
+    alpha = 2.0 * np.sqrt(beta)
+    return [('critical: alpha = 2 sqrt(beta)', *((alpha, beta) if x == 'stabilization.alpha' else (beta, alpha)))]
 
 
 def _marks(args):

@@ -200,38 +200,38 @@ def apply_overrides(params, overrides):
 def check_overrides(params, path, specs):
     """Type-check and load-check every value of every spec: ``{key: values}`` with coerced values.
 
-    `specs` maps key -> list or Range. Each distinct value is applied alone to the
-    base config and the robot built from it (:func:`~uk_controller.robots.setup_from_params`),
+    `specs` maps key -> list or Range. Every key's type is checked first; then each
+    distinct value of each key is applied together with the first value of every other
+    key (settings can depend on each other, e.g. ``stabilization.convention`` and
+    ``alpha``) and the robot built from it (:func:`~uk_controller.robots.setup_from_params`),
     so a value the loader rejects fails here, before any run, naming the key.
     """
     from ..config import ConfigError
     from ..robots import setup_from_params
-    checked = {}
+    checked, probes = {}, {}
     for key, values in specs.items():
         kind = key_type(params, key)
         if isinstance(values, Range):
             if kind not in (float, int):
                 raise SweepSpecError(f'{key}: a range needs a numeric setting (this one is a {kind.__name__})')
-            probes = [values.start, values.stop] if values.count is None else values.values()
-            if kind is int:
-                probes = [round(v) for v in probes]
-            for v in probes:
-                _load_check(params, path, {key: kind(v)}, setup_from_params, ConfigError)
+            grid = [values.start, values.stop] if values.count is None else values.values()
+            probes[key] = [round(v) if kind is int else float(v) for v in grid]
             checked[key] = values
-            continue
-        coerced = [coerce(key, v, kind) for v in values]
-        for v in dict.fromkeys(coerced):
-            _load_check(params, path, {key: v}, setup_from_params, ConfigError)
-        checked[key] = coerced
+        else:
+            checked[key] = [coerce(key, v, kind) for v in values]
+            probes[key] = list(dict.fromkeys(checked[key]))
+    first = {key: values[0] for key, values in probes.items()}
+    for key, values in probes.items():
+        for v in values:
+            _load_check(params, path, {**first, key: v}, key, setup_from_params, ConfigError)
     return checked
 
 
-def _load_check(params, path, override, setup_from_params, ConfigError):
+def _load_check(params, path, override, key, setup_from_params, ConfigError):
     try:
         setup_from_params(apply_overrides(params, override), path)
     except ConfigError as exc:
-        key, value = next(iter(override.items()))
-        raise SweepSpecError(f'{key}={value!r}: {exc}') from None
+        raise SweepSpecError(f'{key}={override[key]!r}: {exc}') from None
 
 
 # ----------------------------------------------------------------------------- runs

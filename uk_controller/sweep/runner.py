@@ -60,12 +60,16 @@ def simulate_run(context, spec, progress=None):
 
 
 def warm_up(context):
-    """Build the robot and simulate a few periods: loads (or compiles once) the compiled kernels."""
+    """Build the robot (with the first run's settings) and simulate a few periods: loads (or
+    compiles, once) the compiled kernels. Never raises: a run that cannot start says so itself."""
     from ..sim.closed_loop import simulate
     start = time.perf_counter()
-    setup = build_setup(context, {})
-    rate = float((context['params'].get('control') or {}).get('rate', 1000.0))
-    simulate(setup, plant=context['plant'], duration=3.0 / rate)
+    try:
+        setup = build_setup(context, context.get('warm_overrides') or {})
+        rate = float((setup.config.get('control') or {}).get('rate', 1000.0))
+        simulate(setup, plant=context['plant'], duration=3.0 / rate)
+    except Exception:  # noqa: BLE001
+        pass
     return time.perf_counter() - start
 
 

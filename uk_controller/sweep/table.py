@@ -197,7 +197,7 @@ def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), tit
             ax.set_title(f'{facet} = {fv:g}' if isinstance(fv, float) else f'{facet} = {fv}', fontsize=9)
     axes[0][0].set_ylabel(y)
     if marks or curves:
-        axes[0][-1].legend(fontsize=7, loc='lower right', framealpha=0.8)
+        axes[0][-1].legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
     if mesh is not None:
         fig.colorbar(mesh, ax=axes[0].tolist(), label=f'{metric} ({reduce} over other keys)', shrink=0.9)
     if title:
