@@ -120,13 +120,10 @@ def main(argv=None):
     ray = None
     if not args.no_ray:
         import ray
-        import ray._private.ray_constants as ray_constants
-        os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
-        ray_constants.ENABLE_RAY_CLUSTER = False                   # head on 127.0.0.1 only
         start = time.perf_counter()
-        # CPUs for both actor sets (1 and --jobs actors; they run their batches in turn, never together)
-        ray.init(_node_ip_address='127.0.0.1', include_dashboard=False, num_cpus=1 + args.jobs, log_to_driver=False,
-                 object_store_memory=100 * 1024 * 1024)
+        # head on 127.0.0.1 only, with CPUs for both actor sets (1 and --jobs actors; they run their
+        # batches in turn, never together)
+        R.start_ray('local', num_cpus=1 + args.jobs, object_store_memory=100 * 1024 * 1024)
         startup['Ray head'] = time.perf_counter() - start
         for jobs in sorted({1, args.jobs}):
             start = time.perf_counter()

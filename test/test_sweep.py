@@ -215,8 +215,8 @@ def test_ray_on_a_local_head_gives_the_local_table(tmp_path, monkeypatch):
     monkeypatch.setattr(ray_constants, 'ENABLE_RAY_CLUSTER', False)
     monkeypatch.setenv('RAY_USAGE_STATS_ENABLED', '0')
     local = _rows(_sweep(tmp_path, 'local', '--jobs', '2') / 'table.csv')
-    ray.init(_node_ip_address='127.0.0.1', include_dashboard=False, num_cpus=2, log_to_driver=False,
-             object_store_memory=80 * 1024 * 1024)
+    # a head on 127.0.0.1 (retried if its raylet misses Ray's 30 s start-up window on a loaded machine)
+    R.start_ray('local', num_cpus=2, object_store_memory=80 * 1024 * 1024)
     try:
         address = ray.get_runtime_context().gcs_address
         assert address.startswith('127.0.0.1:')

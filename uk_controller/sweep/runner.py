@@ -189,6 +189,35 @@ def import_ray():
     return ray
 
 
+def start_ray(address, attempts=3, **extra):
+    """``ray.init`` for `address` ('local': a new head on 127.0.0.1 only; 'auto'; HOST:PORT).
+
+    A head's raylet must register within Ray's fixed 30 s; on a loaded machine it may not,
+    so starting is tried `attempts` times. Raises RuntimeError with Ray's reason.
+    """
+    import logging
+    ray = import_ray()
+    options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, **extra)
+    if address == 'local':
+        # a head on loopback only (Ray otherwise advertises the machine's reachable address)
+        os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
+        try:
+            import ray._private.ray_constants as ray_constants
+            ray_constants.ENABLE_RAY_CLUSTER = False
+        except (ImportError, AttributeError):
+            pass
+        options['_node_ip_address'] = '127.0.0.1'
+    else:
+        options['address'] = address
+    for attempt in range(attempts):
+        try:
+            return ray.init(**options)
+        except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception on a start-up timeout
+            ray.shutdown()
+            if attempt == attempts - 1 or 'timed out' not in str(exc):
+                raise RuntimeError(f'Ray ({address}) did not start: {exc}') from None
+
+
 class _RayWorker:
     """A Ray actor holding one warmed-up worker (the kernels load once per actor)."""
 
@@ -206,19 +235,7 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
     ray = import_ray()
     started = False
     if not ray.is_initialized():
-        import logging
-        options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-        if address == 'local':
-            # a head on loopback only (Ray otherwise advertises the machine's reachable address)
-            os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
-            try:
-                import ray._private.ray_constants as ray_constants
-                ray_constants.ENABLE_RAY_CLUSTER = False
-            except (ImportError, AttributeError):
-                pass
-            ray.init(_node_ip_address='127.0.0.1', **options)
-        else:
-            ray.init(address=address, **options)
+        start_ray(address)
         started = True
     try:
         actor_cls = ray.remote(num_cpus=1)(_RayWorker)
