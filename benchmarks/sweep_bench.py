@@ -147,7 +147,8 @@ def main(argv=None):
         if ray is not None:
             ray.shutdown()
     seq = times['1 process']
-    print(f'\nSCARA, {args.duration:g} s simulated per run, batches of {args.runs} runs, median of {args.rounds} rounds')
+    print(f'\nSCARA, {args.duration:g} s simulated per run, batches of {args.runs} runs, '
+          f'median of {args.rounds} rounds')
     print('start-up: ' + ', '.join(f'{name} {t:.2f} s' for name, t in startup.items()))
     print(f"{'backend':<16}{'workers':>8}{'runs/s':>9}{'speed-up':>10}{'sim s/run':>11}{'run s/run':>11}"
           f"{'overhead/run':>14}")

@@ -133,8 +133,12 @@ def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, m
     monkeypatch.setattr(closed_loop, 'simulate', flaky)
     out = tmp_path / 'flaky'
     assert main(['sweep', 'scara', *SMALL, '--out', str(out), '--no-plots', '--jobs', '1',
-                 '--diverge-at', '0.0163']) == 0
+                 '--diverge-at', '0.0163', '--mcap', '1']) == 0
     rows = T.read_csv(out / 'table.csv')
+    # the chosen run re-run and recorded: one joint state per step of its row
+    reader = pytest.importorskip('mcap_ros2.reader')
+    states = list(reader.read_ros2_messages(str(out / 'mcap' / 'run_0001.mcap'), topics=['/joint_states']))
+    assert len(states) == rows[1]['steps'] == round(0.3 * rows[1]['control.rate'])
     failed = [r for r in rows if r['status'] == 'failed']
     assert len(failed) == 2 and all('FloatingPointError: plant blew up' in r['reason'] for r in failed)
     assert all(math.isnan(r['task_error_rms']) for r in failed)
