@@ -218,7 +218,8 @@ def test_ray_on_a_local_head_gives_the_local_table(tmp_path, monkeypatch):
     monkeypatch.setenv('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER', '0')
     monkeypatch.setattr(ray_constants, 'ENABLE_RAY_CLUSTER', False)
     monkeypatch.setenv('RAY_USAGE_STATS_ENABLED', '0')
-    local = _rows(_sweep(tmp_path, 'local', '--jobs', '2') / 'table.csv')
+    noise = ['--grid', 'simulation.sensor_noise=0,1e-5']        # noisy runs: the seed derived from the settings
+    local = _rows(_sweep(tmp_path, 'local', '--jobs', '2', *noise) / 'table.csv')
     # a head on 127.0.0.1 (retried if its raylet misses Ray's 30 s start-up window on a loaded machine)
     R.start_ray('local', num_cpus=2, object_store_memory=80 * 1024 * 1024)
     try:
@@ -226,11 +227,13 @@ def test_ray_on_a_local_head_gives_the_local_table(tmp_path, monkeypatch):
         assert address.startswith('127.0.0.1:')
         out = tmp_path / 'ray'
         proc = subprocess.run([sys.executable, '-m', 'uk_controller.cli', 'sweep', 'scara', *SMALL, '--out', str(out),
-                               '--no-plots', '--ray', address], cwd=ROOT, capture_output=True, text=True,
+                               '--no-plots', '--ray', address, *noise], cwd=ROOT, capture_output=True, text=True,
                               timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
     finally:
         ray.shutdown()
     remote = _rows(out / 'table.csv')
-    assert _settings_columns(remote) == _settings_columns(local)
+    assert len(remote) == 16 and _settings_columns(remote) == _settings_columns(local)
+    noisy = [r for r in remote if r['simulation.sensor_noise'] != '0.0']
+    assert len({r['seed'] for r in noisy}) == 8 and all(r['task_error_rms'] != '' for r in noisy)
     assert {r['worker'] for r in remote}.isdisjoint({r['worker'] for r in local})   # other processes ran them
