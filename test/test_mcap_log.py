@@ -73,8 +73,10 @@ def test_mcap_messages_match_the_csv_log(robot, rate, duration, tmp_path):
     np.testing.assert_allclose(residual[:, :m], data[ok][:, [col[f'phi_{r}'] for r in rows]], rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(residual[:, m:], data[ok][:, [col[f'phidot_{r}'] for r in rows]], rtol=1e-8,
                                atol=1e-12)
-    # loop timing: one message per simulated second (ros.diagnostics_period) and one at the end
+    # loop timing: one message per simulated second (ros.loop.window) and one at the end, the node's layout
+    from uk_controller.ros.loop_timing import TIMING_FIELDS
     timing = by_topic[f'{NODE}/loop_timing']
+    assert all(m.ros_msg.layout.dim[0].label == ','.join(TIMING_FIELDS) for m in timing)
     assert len(timing) == int(np.floor(duration)) + (1 if duration % 1 else 0)
     for msg in timing:
         d = msg.ros_msg.data
@@ -91,7 +93,8 @@ def test_command_follows_ros_effort_joints_order(tmp_path):
     doc = yaml.safe_load(open(source))
     params = doc['/**']['ros__parameters']
     params['ros']['effort_joints'] = ['joint_a2', 'joint_a1']
-    params['robot']['urdf'] = str((source.parent.parent / params['robot']['urdf']).resolve())
+    if not params['robot']['urdf'].startswith('package://'):     # a path relative to the shipped config
+        params['robot']['urdf'] = str((source.parent.parent / params['robot']['urdf']).resolve())
     config = tmp_path / 'five_bar_swapped.yaml'
     config.write_text(yaml.safe_dump(doc))
     mcap = tmp_path / 'swapped.mcap'

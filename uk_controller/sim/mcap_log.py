@@ -11,14 +11,15 @@ topic                                      type                           per co
 ``/uk_controller_node/task_error``         std_msgs/Float64MultiArray     servo rows' phi (computed steps only)
 ``/uk_controller_node/constraint_residual``  std_msgs/Float64MultiArray   [phi..., phidot...] (computed steps only)
 ``/uk_controller_node/efforts``            std_msgs/Float64MultiArray     efforts in actuator order
-``/uk_controller_node/loop_timing``        std_msgs/Float64MultiArray     every ``ros.diagnostics_period`` s
+``/uk_controller_node/loop_timing``        std_msgs/Float64MultiArray     every ``ros.loop.window`` s
 =========================================  =============================  ======================================
 
 ``loop_timing`` data: ``[achieved_rate_hz, period_jitter_p50_us, period_jitter_p99_us,
 period_jitter_max_us, compute_p50_us, compute_p99_us, state_age_p50_us, missed_deadlines]``;
-in a simulation the rate is the nominal one, the jitter zero, the compute times those
+the node's fields and order (``uk_controller.ros.loop_timing.TIMING_FIELDS``, docs/ros.md "Loop
+timing"); in a simulation the rate is the nominal one, the jitter zero, the compute times those
 measured for the control steps of the window, the state age the measurement delay and
-``missed_deadlines`` the count (since start) of steps that took longer than a period.
+``missed_deadlines`` the steps of the window that took longer than a period.
 
 Stamps (header and MCAP log/publish time) are simulated time: ``start + t_k`` with
 ``start`` = 1 s by default (a zero stamp reads as "unstamped", as for ``uk_sim_node``'s
@@ -52,8 +53,6 @@ MSGDEFS = {
 }
 OUTPUT_TYPES = {'float64_multi_array': 'std_msgs/msg/Float64MultiArray', 'joint_state': 'sensor_msgs/msg/JointState',
                 'joint_trajectory': 'trajectory_msgs/msg/JointTrajectory'}
-LOOP_TIMING_FIELDS = ['achieved_rate_hz', 'period_jitter_p50_us', 'period_jitter_p99_us', 'period_jitter_max_us',
-                      'compute_p50_us', 'compute_p99_us', 'state_age_p50_us', 'missed_deadlines']
 
 
 def _writer_class():
@@ -81,6 +80,7 @@ def write_mcap(result, setup, path, *, node_name='uk_controller_node', start=1.0
     Returns the number of messages per topic.
     """
     from ..ros import params as P          # plain Python (no rclpy): topic names and effort order
+    from ..ros.loop_timing import TIMING_FIELDS, loop_settings
     writer_cls = _writer_class()
     ros = P.ros_settings(setup.config)
     perm, effort_names = P.effort_order(setup.config, result.actuator_names, ros.get('effort_joints'))
@@ -94,11 +94,11 @@ def write_mcap(result, setup, path, *, node_name='uk_controller_node', start=1.0
     residual_label = (f'phi[{mp + ms}] then phidot[{mp + ms}]: passive ' + ','.join(setup.passive.names)
                       + '; servo ' + ','.join(setup.servo.names))
     efforts_label = 'efforts: ' + ','.join(result.actuator_names)
-    timing_label = 'loop_timing: ' + ','.join(LOOP_TIMING_FIELDS)
+    timing_label = ','.join(TIMING_FIELDS)                   # as the node labels it
     kind = ros['output_type']
     counts = dict.fromkeys(topics.values(), 0)
     period = 1.0 / result.rate
-    window = float(ros.get('diagnostics_period', 1.0))
+    window = float(loop_settings(setup.config)[0]['window'])
     delay = int(result.settings.get('measurement_delay', 0) or 0)
     stamps = np.round((start + result.t) * 1e9).astype(np.int64)
     with open(path, 'wb') as fh:
@@ -111,7 +111,6 @@ def write_mcap(result, setup, path, *, node_name='uk_controller_node', start=1.0
             writer.write_message(topic, schema, msg, log_time=int(ns), publish_time=int(ns), sequence=counts[topic])
             counts[topic] += 1
 
-        missed = 0
         window_start = 0
         for k in range(result.t.size):
             ns = stamps[k]
@@ -134,9 +133,9 @@ def write_mcap(result, setup, path, *, node_name='uk_controller_node', start=1.0
             if result.ok[k]:
                 put('task_error', f64, _array(result.task_error[k], task_label), ns)
                 put('residual', f64, _array(np.concatenate((result.phi[k], result.phidot[k])), residual_label), ns)
-            missed += bool(result.compute_time[k] > period)
             if result.t[k] - result.t[window_start] + period >= window - 1e-9 or k == result.t.size - 1:
                 ct = result.compute_time[window_start:k + 1] * 1e6
+                missed = int(np.count_nonzero(ct > period * 1e6))
                 put('timing', f64, _array([result.rate, 0.0, 0.0, 0.0, np.percentile(ct, 50), np.percentile(ct, 99),
                                            delay * period * 1e6, missed], timing_label), ns)
                 window_start = k + 1
