@@ -1,11 +1,14 @@
 """Gazebo (gz sim) + gz_ros2_control + the UK controller.
 
     ros2 launch uk_controller gazebo.launch.py robot:=scara
-    ros2 launch uk_controller gazebo.launch.py robot:=five_bar gz_args:="-r -v 2 empty.sdf"
+    ros2 launch uk_controller gazebo.launch.py robot:=planar_3r gz_args:="-r -v 2 empty.sdf"
 
 Gazebo simulates the URDF (its <ros2_control> block: effort command interfaces,
-position/velocity state interfaces; closures of the five-bar as SDF joints in
-<gazebo> blocks). controller_manager runs inside Gazebo (gz_ros2_control) with
+position/velocity state interfaces; `world` link + fixed joint so that sdformat
+keeps the model). Closed chains (five_bar, five_bar_redundant, dual_arm) are
+refused with the alternative: gz sim Harmonic's DART engine does not close a
+loop (a joint whose child already has a parent joint, gazebosim/gz-physics#25),
+so the mechanism would fall apart. controller_manager runs inside Gazebo (gz_ros2_control) with
 config/controllers.yaml: joint_state_broadcaster publishes /joint_states and
 <robot>_effort_controller (effort_controllers/JointGroupEffortController)
 takes /<robot>_effort_controller/commands, which the UK node publishes.
@@ -22,15 +25,38 @@ from launch_ros.actions import Node
 from uk_controller.paths import robot_description
 
 PACKAGE = 'uk_controller'
-ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'planar_3r')
+ROBOTS = ('scara', 'planar_3r')
+# Closed chains -> what to run instead (gz sim Harmonic cannot close their loops, see check_robot).
+CLOSED_CHAINS = {
+    'five_bar': 'ros2 launch uk_controller sim.launch.py robot:=five_bar plant:=mujoco',
+    'five_bar_redundant': 'ros2 launch uk_controller sim.launch.py robot:=five_bar_redundant plant:=mujoco',
+    'dual_arm': 'ros2 launch uk_controller sim.launch.py robot:=dual_arm plant:=mujoco',
+}
+
+
+def check_robot(robot):
+    """The robot name, or a RuntimeError that launch prints: why not, and what to run instead."""
+    if robot in CLOSED_CHAINS:
+        raise RuntimeError(
+            f"gazebo.launch.py robot:={robot}: a closed chain, which gz sim Harmonic cannot simulate: "
+            f"gz-physics' DART engine drops a joint whose child already has a parent joint "
+            f"(gazebosim/gz-physics#25), so the loop would open and the mechanism fall apart. "
+            f"Run it on an independent physics engine instead: {CLOSED_CHAINS[robot]} "
+            f"(or plant:=uk for the embedded simulator)")
+    if robot not in ROBOTS:
+        raise RuntimeError(f'gazebo.launch.py robot:={robot}: not one of {", ".join(ROBOTS)} '
+                           f'(your own robot: sim.launch.py config:=/path/robot.yaml)')
+    return robot
 
 
 def nodes(context):
-    robot = LaunchConfiguration('robot').perform(context)
+    robot = check_robot(LaunchConfiguration('robot').perform(context))
     share = get_package_share_directory(PACKAGE)
     config_path, description = robot_description(robot)   # $(find uk_controller) resolved, as xacro would
     config = str(config_path)
-    controllers = os.path.join(share, 'config', 'controllers.yaml')
+    default_controllers = os.path.join(share, 'config', 'controllers.yaml')
+    controllers = LaunchConfiguration('controllers').perform(context) or default_controllers
+    description = description.replace(default_controllers, controllers)    # gz_ros2_control's <parameters>
     effort_controller = f'{robot}_effort_controller'
 
     gazebo = IncludeLaunchDescription(
@@ -59,8 +85,12 @@ def nodes(context):
 
 def generate_launch_description():
     return LaunchDescription([
-        DeclareLaunchArgument('robot', default_value='scara', choices=list(ROBOTS),
-                              description='robot setup config/<robot>.yaml with a <ros2_control> URDF'),
+        DeclareLaunchArgument('robot', default_value='scara',
+                              description='scara | planar_3r (config/<robot>.yaml with a <ros2_control> URDF); '
+                                          'closed chains: sim.launch.py plant:=mujoco'),
+        DeclareLaunchArgument('controllers', default_value='',
+                              description='controller_manager YAML (default config/controllers.yaml; '
+                                          'Rolling: config/controllers_rolling.yaml)'),
         DeclareLaunchArgument('gz_args', default_value='-r -v 1 empty.sdf',
                               description='arguments of gz sim (world, -r to run, -s headless)'),
         OpaqueFunction(function=nodes),

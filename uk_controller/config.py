@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from .rcl_yaml import explain as explain_rcl, rcl_disagreements
+
 _MISSING = object()
 
 
@@ -65,9 +67,13 @@ def load_config(path, node=None):
         raise ConfigNotFoundError('file not found', file=path)
     try:
         with open(path, encoding='utf-8') as stream:
-            raw = yaml.safe_load(stream)
+            text = stream.read()
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f'not valid YAML: {exc}', file=path) from None
+    misread = rcl_disagreements(text)        # y/n that ROS nodes would read as booleans
+    if misread:
+        raise ConfigError(explain_rcl(misread), file=path, key=misread[0][1])
     if not isinstance(raw, dict) or not raw:
         raise ConfigError("top level must be a map such as '/**: {ros__parameters: {...}}'", file=path)
 
