@@ -10,6 +10,23 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 
 
+def params_file_hint(args):
+    """For each ``--params-file`` in `args` that has a bare y/n (booleans to rcl): what to quote."""
+    from ..rcl_yaml import explain, rcl_disagreements
+
+    hints = []
+    for flag, path in zip(args, list(args)[1:]):
+        if flag == '--params-file':
+            try:
+                with open(path, encoding='utf-8') as handle:
+                    found = rcl_disagreements(handle.read())
+            except OSError:
+                continue
+            if found:
+                hints.append(f'\n{path}: {explain(found)}')
+    return ''.join(hints)
+
+
 def make_executor(kind):
     """'single_threaded' (rclpy's default; our callbacks never run concurrently) or 'multi_threaded'.
 
@@ -23,16 +40,53 @@ def make_executor(kind):
     return SingleThreadedExecutor()
 
 
-def run(factory, name, args=None):
+def _stopping(signum=None, frame=None):
+    """First SIGINT/SIGTERM: from now on the process is stopping, so further ones are ignored.
+
+    ``ros2 launch`` on Ctrl-C: the terminal sends SIGINT to the process group,
+    then launch sends its own SIGINT (and SIGTERM after a timeout). Python's
+    default handler would raise KeyboardInterrupt at the second one wherever
+    the teardown happens to be (destroy_node, rclpy.shutdown): a traceback and
+    exit code -2 in launch's log instead of a clean 0.
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (ValueError, OSError):      # not the main thread (nodes run in-process by tests)
+            return
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+
+
+def _install_stop_handler():
+    """Our SIGINT handler, installed before rclpy.init so that rclpy's own handler (which shuts the
+    context down and wakes the executor) chains to it instead of to Python's default."""
+    try:
+        signal.signal(signal.SIGINT, _stopping)
+    except (ValueError, OSError):
+        pass
+
+
+def run(factory, name, args=None, on_stop=None):
     """Build the node with `factory()`, spin it until SIGINT/SIGTERM, tear down cleanly.
 
     rclpy's signal handlers shut the context down (they also wake a wait that no
     timer would end, e.g. a stopped /clock); an error raised by a callback that
     was running at that moment is part of the shutdown, not a failure. Returns
     the exit code: 0 on a normal stop, 2 when the configuration is invalid
-    (the message names the key).
+    (the message names the key). A second SIGINT (launch sends one after the
+    terminal's) is ignored: the teardown finishes and the exit code stays 0.
+    `on_stop(node)` runs first in the teardown (e.g. torque off).
     """
-    rclpy.init(args=args)
+    _install_stop_handler()
+    try:
+        rclpy.init(args=args)
+    except KeyboardInterrupt:
+        return 0
+    except Exception as exc:      # rcl rejected the arguments, e.g. a parameter file it cannot parse
+        print(f'{name}: {exc}{params_file_hint(sys.argv if args is None else args)}',
+              file=sys.stderr, flush=True)
+        return 2
     faulthandler.register(signal.SIGUSR1)      # `kill -USR1 <pid>` dumps every thread's stack
     node = None
     try:
@@ -43,7 +97,7 @@ def run(factory, name, args=None):
             rclpy.logging.get_logger(name).fatal(f'invalid configuration: {message}')
             print(f'{name}: invalid configuration: {message}', file=sys.stderr, flush=True)
             return 2
-        executor = make_executor(node.ros['executor'])
+        executor = make_executor(getattr(node, 'ros', {}).get('executor'))
         executor.add_node(node)
         try:
             executor.spin()
@@ -61,6 +115,9 @@ def run(factory, name, args=None):
     except KeyboardInterrupt:
         return 0
     finally:
+        _stopping()
         if node is not None:
+            if on_stop is not None:
+                on_stop(node)
             node.destroy_node()
         rclpy.try_shutdown()

@@ -140,19 +140,11 @@ class SerialBridgeNode(Node):
 
 
 def main(args=None):
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = SerialBridgeNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.shutdown()          # torque off before anything else
-            node.destroy_node()
-        rclpy.try_shutdown()
+    from .runner import run
+    # torque off before anything else is torn down
+    return run(SerialBridgeNode, 'serial_bridge_node', args, on_stop=lambda node: node.shutdown())
 
 
 if __name__ == '__main__':
-    main()
+    import sys
+    sys.exit(main())

@@ -42,12 +42,21 @@ def params_file(params, directory):
 class NodeProcess:
     """One of our nodes as a subprocess (`module` e.g. 'uk_controller.ros.sim_node')."""
 
-    def __init__(self, module, params, domain_id, directory, executable=None, extra_args=(), env=None):
+    def __init__(self, module, params, domain_id, directory, executable=None, extra_args=(), env=None,
+                 arguments=()):
+        """`params`: a dict (written as a parameter file for every node), or the path of a parameter
+        file handed to the node as it is (e.g. a shipped config/<robot>.yaml), or None (no file).
+        `arguments` go before ``--ros-args`` (a launch Node's ``arguments=``)."""
         self.log_path = os.path.join(directory, module.rsplit('.', 1)[-1] + f'_{id(self)}.log')
         self._log = open(self.log_path, 'w')
         args = [executable] if executable else [sys.executable, '-m', module]
-        args += ['--ros-args', '--params-file', params_file(params, directory), *extra_args]
-        self.proc = subprocess.Popen(args, env=ros_env(domain_id, **(env or {})), stdout=self._log, stderr=subprocess.STDOUT)
+        args += [*arguments, '--ros-args']
+        if params is not None:
+            path = params if isinstance(params, (str, os.PathLike)) else params_file(params, directory)
+            args += ['--params-file', str(path)]
+        args += [*extra_args]
+        self.proc = subprocess.Popen(args, env=ros_env(domain_id, **(env or {})), stdout=self._log,
+                                     stderr=subprocess.STDOUT)
 
     def stop(self, timeout=10.0):
         """SIGINT, wait; returns the exit code (kills after `timeout`)."""
@@ -62,6 +71,29 @@ class NodeProcess:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+    def wait_for_output(self, text, timeout=120.0):
+        """True once `text` is in the node's output (False if it exits or `timeout` passes first).
+
+        A generous timeout: a busy machine delays the start, not the result."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if text in self.output():
+                return True
+            if self.proc.poll() is not None:
+                return text in self.output()
+            time.sleep(0.05)
+        return False
+
+    def interrupt_twice(self, gap=0.0, timeout=30.0):
+        """Ctrl-C on ``ros2 launch``: SIGINT (the terminal's, to the process group), then launch's own
+        SIGINT `gap` s later. Returns the exit code (kills after `timeout`)."""
+        self.proc.send_signal(signal.SIGINT)
+        if gap:
+            time.sleep(gap)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        return self.stop(timeout)
 
     def output(self):
         if not self._log.closed:

@@ -1,0 +1,118 @@
+"""Every YAML we ship or a launch file hands to a node, through ROS 2's own parameter parser.
+
+rcl (rcl_yaml_param_parser, via rclpy.init(--params-file)) is the parser every
+node and launch file uses; PyYAML (our loader) disagrees with it on a bare
+y/Y/n/N (booleans to rcl). Checked here: rcl accepts each config/*.yaml and
+reads exactly the values our loader reads; our loader names the key of a bare
+`y` with the fix; each robot's nodes start from the shipped file as
+`--params-file` and stop with exit code 0 and no traceback on two SIGINTs,
+as `ros2 launch` sends them on Ctrl-C.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+rclpy = pytest.importorskip('rclpy')
+
+from uk_controller.config import ConfigError, load_config        # noqa: E402
+from uk_controller.ros import params as P                          # noqa: E402
+from uk_controller.ros.testing import NodeProcess, ros_env         # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / 'config').glob('*.yaml'))
+ROBOTS = [p.stem for p in CONFIGS if not p.stem.startswith('controllers')]
+DOMAIN_ID = 74
+
+
+def rcl_parameters(path, node_name):
+    """{name: value} that rcl hands to node `node_name` from the file (own Context, no DDS traffic)."""
+    context = rclpy.Context()
+    rclpy.init(args=['--ros-args', '--params-file', str(path)], context=context)
+    try:
+        node = rclpy.create_node(node_name, context=context, start_parameter_services=False,
+                                 automatically_declare_parameters_from_overrides=True)
+        values = {name: P.plain(p.value) for name, p in node.get_parameters_by_prefix('').items()
+                  if not P.is_builtin(name)}
+        node.destroy_node()
+        return values
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+def same(a, b):
+    kinds = (bool, str, (int, float))
+    if isinstance(a, list) or isinstance(b, list):
+        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and all(map(same, a, b))
+    for kind in kinds:
+        if isinstance(a, kind) or isinstance(b, kind):
+            return isinstance(a, kind) and isinstance(b, kind) and not (
+                kind != bool and (isinstance(a, bool) or isinstance(b, bool))) and a == b
+    return a == b
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: p.name)
+def test_rcl_reads_every_shipped_yaml_as_our_loader_does(path):
+    raw = yaml.safe_load(path.read_text())
+    for section, body in raw.items():
+        node_name = 'uk_controller_node' if section == '/**' else section
+        ours = {k: v for k, v in P.flatten(body['ros__parameters']).items()}
+        theirs = rcl_parameters(path, node_name)
+        assert set(theirs) == set(ours), section
+        differ = {k: (ours[k], theirs[k]) for k in ours if not same(ours[k], theirs[k])}
+        assert not differ, f'{path.name} [{section}]: (ours, rcl) {differ}'
+
+
+def bare_y_file(tmp_path):
+    """scara.yaml as a user would write it: axes: [x, y, z] unquoted."""
+    text = (ROOT / 'config' / 'scara.yaml').read_text().replace("axes: ['x', 'y', 'z']", 'axes: [x, y, z]')
+    assert 'axes: [x, y, z]' in text
+    path = tmp_path / 'my_scara.yaml'
+    path.write_text(text)
+    return path
+
+
+def test_rcl_rejects_a_bare_y_and_our_loader_says_what_to_quote(tmp_path):
+    path = bare_y_file(tmp_path)
+    context = rclpy.Context()
+    with pytest.raises(Exception, match='Sequence should be of same type'):
+        rclpy.init(args=['--ros-args', '--params-file', str(path)], context=context)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert 'constraints.tool_path.axes[1]' in message and "write 'y'" in message and 'line ' in message
+
+
+def test_node_given_a_bare_y_file_exits_2_with_the_fix_not_a_traceback(tmp_path):
+    path = bare_y_file(tmp_path)
+    done = subprocess.run([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
+                           '--params-file', str(path)], env=ros_env(DOMAIN_ID), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "constraints.tool_path.axes[1]: y (ROS reads true; write 'y')" in done.stderr
+    assert 'Traceback' not in done.stderr + done.stdout
+
+
+NODES = {'uk_controller_node': ('uk_controller.ros.controller_node', 'joints'),
+         'uk_sim_node': ('uk_controller.ros.sim_node', 'plant with')}
+
+
+@pytest.mark.parametrize('robot', ROBOTS)
+def test_nodes_start_from_each_shipped_file_and_stop_cleanly_on_two_sigints(robot, tmp_path):
+    """`--params-file config/<robot>.yaml -p config:=<robot>` exactly as docs/ros.md shows it."""
+    procs = {name: NodeProcess(module, ROOT / 'config' / f'{robot}.yaml', DOMAIN_ID, str(tmp_path),
+                               extra_args=['-p', f'config:={robot}'])
+             for name, (module, _) in NODES.items()}
+    try:
+        for name, proc in procs.items():
+            assert proc.wait_for_output(NODES[name][1]), proc.output()
+        codes = {name: proc.interrupt_twice(gap=0.05 * i) for i, (name, proc) in enumerate(procs.items())}
+    finally:
+        for proc in procs.values():
+            proc.stop()
+    for name, proc in procs.items():
+        out = proc.output()
+        assert codes[name] == 0, out
+        assert 'Traceback' not in out and 'KeyboardInterrupt' not in out, out
