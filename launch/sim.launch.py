@@ -2,10 +2,12 @@
 
     ros2 launch uk_controller sim.launch.py robot:=five_bar
     ros2 launch uk_controller sim.launch.py robot:=scara rate:=500.0
+    ros2 launch uk_controller sim.launch.py robot:=dual_arm plant:=mujoco
 
 robot: scara | five_bar | five_bar_redundant | dual_arm | planar_3r (config/<robot>.yaml), or
 config:=/path/to/robot.yaml for your own setup. uk_sim_node integrates the true closed-chain
-dynamics and publishes /joint_states; uk_controller_node closes the loop on
+dynamics (plant:=uk, the embedded UK plant; plant:=mujoco, the MuJoCo engine with its own loop
+closures, `pip install mujoco`) and publishes /joint_states; uk_controller_node closes the loop on
 /effort_controller/commands. See docs/ros.md.
 """
 
@@ -30,6 +32,7 @@ def nodes(context):
     # The plant publishes /clock (like Gazebo) and everyone else follows it, so a machine too slow
     # for real time slows the simulation down instead of letting the controller run ahead of it.
     sim = dict(overrides, **{'simulation.publish_clock': True,
+                             'simulation.plant': LaunchConfiguration('plant').perform(context),
                              'simulation.real_time_factor': float(LaunchConfiguration('real_time_factor')
                                                                   .perform(context)),
                              'simulation.max_command_lag': int(LaunchConfiguration('max_command_lag')
@@ -50,6 +53,8 @@ def generate_launch_description():
                               description='robot setup config/<robot>.yaml'),
         DeclareLaunchArgument('config', default_value='',
                               description='path of a robot YAML (overrides robot)'),
+        DeclareLaunchArgument('plant', default_value='uk', choices=['uk', 'mujoco'],
+                              description='uk: embedded UK plant; mujoco: MuJoCo physics (pip install mujoco)'),
         DeclareLaunchArgument('rate', default_value='',
                               description='control and simulation rate in Hz (default: control.rate)'),
         DeclareLaunchArgument('real_time_factor', default_value='1.0',

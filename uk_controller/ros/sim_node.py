@@ -7,6 +7,12 @@ limits), integrates the true closed-chain dynamics of
 :class:`uk_controller.sim.uk_plant.UKPlant` (seed 000 eq 9 with the closures
 as passive constraints) at a fixed rate and publishes ``/joint_states``.
 
+Physics (``simulation.plant``): ``uk`` (default) the embedded UK plant; ``mujoco``
+the MuJoCo engine loading the same URDF with its own loop-closure equality
+constraints (:class:`uk_controller.sim.mujoco_plant.MujocoPlant`, as
+``uk-controller simulate --plant mujoco``): a simulator that shares nothing of
+our dynamics, for closed chains and the dual arms that Gazebo cannot close.
+
 Modes (section ``simulation`` of the robot YAML):
 
 - free running (default): a wall-clock timer at ``simulation.rate`` (default
@@ -52,6 +58,7 @@ from .runner import run
 NODE_NAME = 'uk_sim_node'
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
+PLANTS = ('uk', 'mujoco')
 INPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': JointTrajectory,
              'joint_state': JointState}
 
@@ -74,7 +81,10 @@ def sim_settings(params):
         'clock_start': sim.get('clock_start', 1.0),
         'wait_for_subscribers': sim.get('wait_for_subscribers', 1),
         'max_command_lag': sim.get('max_command_lag', 0),
+        'plant': sim.get('plant', 'uk'),
     }
+    if out['plant'] not in PLANTS:
+        raise P.ParameterError(f"simulation.plant: {out['plant']!r} is not one of {', '.join(PLANTS)}")
     for key in ('rate', 'real_time_factor', 'mass_scale', 'closure_omega', 'lockstep_resend', 'clock_start'):
         P._number(out, key, f'simulation.{key}')
     P._number(out, 'sensor_noise', 'simulation.sensor_noise', positive=False)
@@ -90,6 +100,20 @@ def sim_settings(params):
         raise P.ParameterError('simulation.max_command_lag: needs simulation.publish_clock: true '
                                '(a plant on the wall clock cannot wait for its controller)')
     return out
+
+
+def make_plant(setup, sim):
+    """The physics of section ``simulation``: UKPlant, or MujocoPlant for ``plant: mujoco``."""
+    if sim['plant'] == 'mujoco':
+        try:
+            from ..sim.mujoco_plant import MujocoPlant
+            import mujoco  # noqa: F401
+        except ImportError:
+            raise P.ParameterError('simulation.plant: mujoco needs the MuJoCo Python package '
+                                   '(pip install mujoco), or use plant:=uk') from None
+        return MujocoPlant.from_setup(setup, mass_scale=sim['mass_scale'])
+    return UKPlant(setup, integrator=sim['integrator'], substeps=sim['substeps'],
+                   closure_omega=sim['closure_omega'])
 
 
 def to_time(t):
@@ -109,8 +133,7 @@ class SimNode(Node):
         if self.sim['publish_clock'] and self.get_parameter('use_sim_time').value:
             raise P.ParameterError('use_sim_time: must be false for the node that publishes /clock')
         setup = build_setup(self.params, self.config_path, mass_scale=self.sim['mass_scale'])
-        self.plant = UKPlant(setup, integrator=self.sim['integrator'], substeps=self.sim['substeps'],
-                             closure_omega=self.sim['closure_omega'])
+        self.plant = make_plant(setup, self.sim)
         self.setup = setup
         self.joint_names = list(self.plant.joint_names)
         actuators = list(setup.actuators.names)
@@ -136,7 +159,7 @@ class SimNode(Node):
             self.timer = self.create_timer(self.dt / self.sim['real_time_factor'], self.on_tick)
         self.create_timer(1.0, self.publish_diagnostics)
         self.get_logger().info(
-            f'{setup.name}: plant with {self.plant.n} joints at {self.sim["rate"]:g} Hz '
+            f'{setup.name}: {self.sim["plant"]} plant with {self.plant.n} joints at {self.sim["rate"]:g} Hz '
             f'({"lockstep" if self.sim["lockstep"] else "free running"}'
             f'{", /clock" if self.sim["publish_clock"] else ""}); efforts from {self.ros["effort_topic"]}')
         if not self.sim['lockstep']:
@@ -231,11 +254,14 @@ class SimNode(Node):
 
     def publish_diagnostics(self):
         level = OK if self.counts['rejected'] == 0 else WARN
-        values = [('sim_time_s', self.plant.t), ('steps', self.counts['steps']),
+        values = [('plant', self.sim['plant']), ('sim_time_s', self.plant.t), ('steps', self.counts['steps']),
                   ('real_time_overruns', self.counts['overruns']),
                   ('ticks_waiting_for_command', self.counts['paced']),
                   ('commands', self.counts['commands']), ('rejected_commands', self.counts['rejected']),
                   ('effort', np.array2string(self.u, precision=4))]
+        if hasattr(self.plant, 'closure_residual') and self.sim['plant'] == 'mujoco':
+            residual = self.plant.closure_residual()      # MuJoCo's loops are soft: how far apart
+            values.append(('closure_residual_max_m', float(residual.max()) if residual.size else 0.0))
         self.diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: plant',
                                                self.setup.name, level, 'simulating', values))
 
