@@ -196,7 +196,8 @@ def _our_node_parameters():
     return ({'config', 'robot_description', 'use_sim_time'} | {f'ros.{k}' for k in P.ROS_DEFAULTS}
             | {'ros.effort_joints', 'control.rate', 'control.state_timeout',
                'simulation.publish_clock', 'simulation.lockstep', 'simulation.real_time_factor',
-               'simulation.rate', 'simulation.clock_start', 'simulation.max_command_lag'})
+               'simulation.rate', 'simulation.clock_start', 'simulation.max_command_lag',
+               'simulation.plant'})
 
 
 def _bridge_parameters():

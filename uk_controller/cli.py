@@ -131,6 +131,11 @@ def build_parser():
                            description='Run ControllerCore at a fixed rate directly on a serial motor bus.')
         add_run_arguments(p)
         p.set_defaults(func=run)
+    from .hardware.emulate_command import add_emulate_arguments, run_emulate
+    p = sub.add_parser('emulate', help='motor drivers on a pseudo-terminal, driven by a simulated robot',
+                       description='Emulate the serial motor drivers of a robot on a pty and print its path.')
+    add_emulate_arguments(p)
+    p.set_defaults(func=run_emulate)
     if importlib.util.find_spec('uk_controller.bench') is not None:
         from .bench import add_bench_arguments, run_bench
         p = sub.add_parser('bench', help='benchmarks: control step, simulation, loop jitter',

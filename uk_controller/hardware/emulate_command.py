@@ -1,0 +1,142 @@
+"""``uk-controller emulate ROBOT --protocol uk_binary|dynamixel|odrive``: motor drivers without hardware.
+
+Opens a pseudo-terminal (:class:`~.emulator.PtyLink`), puts the device
+emulator of the protocol behind it (the same ones the serial tests use:
+uk_binary_device, dynamixel_device, odrive_device) and drives it with a plant:
+the embedded UK plant (default) or MuJoCo (``--plant mujoco``). Prints the
+device path, then the commands that use it::
+
+    $ uk-controller emulate scara --protocol uk_binary
+    emulating scara: 4 uk_binary motor drivers on /tmp/uk_emulate_x1/ttyUK_scara
+      ros2 launch uk_controller hardware.launch.py robot:=scara port:=/tmp/... protocol:=uk_binary
+      uk-controller run scara --port /tmp/... --protocol uk_binary
+
+Time (``--mode``): ``realtime`` (default) integrates the plant on the wall clock
+like a real robot, for a host on the wall clock (``hardware.launch.py``,
+``uk-controller run``); ``lockstep`` advances it by one period (``1/--rate``,
+default ``control.rate``) per torque command, for a host that steps in sync
+with it. While the drivers' torque is off the joints hold still, as motors with
+holding brakes do (otherwise the SCARA's vertical axis would fall without end
+before the controller connects: the plant has no joint limits). The motor calibration is the
+robot YAML's ``hardware`` section (identity without one), as the host reads it.
+Runs until Ctrl-C / SIGTERM (or ``--duration`` seconds), exit code 0; a bad
+argument exits 2 with the reason.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import time
+
+PROTOCOLS = ('uk_binary', 'dynamixel', 'odrive')
+
+
+def add_emulate_arguments(parser):
+    parser.add_argument('robot', help='robot setup: name (scara, five_bar, ...) or YAML path')
+    parser.add_argument('--protocol', choices=PROTOCOLS, help='default: config hardware.protocol (uk_binary)')
+    parser.add_argument('--port', metavar='PATH',
+                        help='path of the device link to create (a symlink to the pty; default: a new '
+                             'temporary folder/ttyUK_<robot>)')
+    parser.add_argument('--plant', choices=('uk', 'mujoco'), default='uk',
+                        help='physics behind the drivers: embedded UK plant or MuJoCo')
+    parser.add_argument('--mode', choices=('realtime', 'lockstep'), default='realtime',
+                        help='realtime: plant on the wall clock; lockstep: one period per torque command')
+    parser.add_argument('--rate', type=float, help='plant period 1/rate [Hz] (default: control.rate)')
+    parser.add_argument('--baud', type=int,
+                        help='impose this line rate (10 bits per byte) on the pty (default: memory speed)')
+    parser.add_argument('--duration', type=float, help='stop after this many seconds (default: until Ctrl-C)')
+
+
+def _fail(message):
+    print(f'uk-controller emulate: error: {message}', file=sys.stderr)
+    return 2
+
+
+def run_emulate(args):
+    from ..config import ConfigError
+    from ..robots import load_robot
+    from .calibration import HardwareConfig
+    from .emulator import PtyLink, make_emulator
+
+    if args.rate is not None and not args.rate > 0:
+        return _fail(f'--rate: must be > 0 Hz, got {args.rate}')
+    if args.baud is not None and args.baud <= 0:
+        return _fail(f'--baud: must be > 0, got {args.baud}')
+    if args.duration is not None and args.duration < 0:
+        return _fail(f'--duration: must be >= 0 s, got {args.duration}')
+    try:
+        setup = load_robot(args.robot)
+        hw = HardwareConfig.from_setup(setup)
+        plant = _plant(args.plant, setup)
+    except (ConfigError, FileNotFoundError, ValueError, ImportError) as exc:
+        return _fail(str(exc))
+    protocol = args.protocol or hw.protocol
+    rate = float(args.rate or (setup.config.get('control') or {}).get('rate', 1000.0))
+    if args.port:
+        folder, name = os.path.split(os.path.abspath(args.port))
+        if os.path.lexists(args.port):
+            return _fail(f'--port: {args.port} exists already (another emulator?); choose another path')
+    else:
+        folder, name = tempfile.mkdtemp(prefix='uk_emulate_'), f'ttyUK_{setup.name}'
+    link = PtyLink(folder, name)
+    braked = BrakedPlant(plant)
+    emu = make_emulator(protocol, braked, hw, dt=1.0 / rate, mode=args.mode, baud=args.baud, link=link)
+    braked.released = lambda: emu.enabled
+    stop = {'now': False}
+
+    def on_signal(signum, frame):
+        stop['now'] = True
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    emu.start()
+    robot = args.robot
+    print(f'emulating {setup.name}: {hw.p} {protocol} motor drivers on {emu.port} '
+          f'({args.plant} plant, {args.mode}, {rate:g} Hz); Ctrl-C to stop', flush=True)
+    print(f'  ros2 launch uk_controller hardware.launch.py robot:={robot} port:={emu.port} protocol:={protocol}',
+          flush=True)
+    print(f'  uk-controller run {robot} --port {emu.port} --protocol {protocol}', flush=True)
+    end = None if args.duration is None else time.monotonic() + args.duration
+    try:
+        while not stop['now'] and (end is None or time.monotonic() < end):
+            time.sleep(0.05)
+    finally:
+        emu.close()
+        if not args.port:
+            try:
+                os.rmdir(folder)
+            except OSError:
+                pass
+    print(f'emulator stopped: {emu.counters["rx_frames"]} requests, {emu.counters["steps"]} plant steps, '
+          f't = {plant.t:.3f} s', flush=True)
+    return 0
+
+
+class BrakedPlant:
+    """`plant` that stands still (holding brakes) while ``released()`` is False (drivers' torque off)."""
+
+    def __init__(self, plant):
+        self.plant = plant
+        self.joint_names = list(plant.joint_names)
+        self.released = lambda: True
+
+    q = property(lambda self: self.plant.q)
+    qd = property(lambda self: self.plant.qd)
+    t = property(lambda self: self.plant.t)
+
+    def reset(self, q, qd):
+        self.plant.reset(q, qd)
+
+    def step(self, u, dt):
+        if self.released():
+            return self.plant.step(u, dt)
+        return self.plant.q, self.plant.qd
+
+
+def _plant(kind, setup):
+    if kind == 'mujoco':
+        from ..sim.mujoco_plant import MujocoPlant
+        return MujocoPlant.from_setup(setup)
+    from ..sim.uk_plant import UKPlant
+    return UKPlant.from_setup(setup)
