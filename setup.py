@@ -80,6 +80,7 @@ setup(
             'uk_controller_node = uk_controller.ros.controller_node:main',
             'uk_sim_node = uk_controller.ros.sim_node:main',
             'serial_bridge_node = uk_controller.ros.serial_bridge_node:main',
+            'uk_wait_for_topics = uk_controller.ros.wait_for_topics:main',
         ],
     },
 )

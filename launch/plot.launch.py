@@ -1,30 +1,60 @@
-"""rqt_plot preloaded with the controller's error topics.
+"""Plots of the controller's errors, efforts and loop timing: rqt_plot or PlotJuggler.
 
-    ros2 launch uk_controller plot.launch.py            # task error rows 0..2, closure/constraint phi 0..1
-    ros2 launch uk_controller plot.launch.py rows:=2
+    ros2 launch uk_controller plot.launch.py robot:=five_bar                   # rqt_plot: task + closure rows
+    ros2 launch uk_controller plot.launch.py robot:=scara tool:=plotjuggler    # PlotJuggler layout of the robot
 
-Field paths (docs/ros.md): /uk_controller_node/task_error/data[i],
-/uk_controller_node/constraint_residual/data[i] (phi first, then phi'),
-/uk_controller_node/efforts/data[i].
+The rows come from the robot (config/<robot>.yaml or config:=path): every task
+(servo) row of /uk_controller_node/task_error and every closure row's phi of
+/uk_controller_node/constraint_residual (docs/ros.md). The plot starts only once
+those topics have a publisher (uk_wait_for_topics): rqt_plot drops start-up
+topics it has not discovered yet. tool:=plotjuggler loads
+config/plotjuggler/<robot>.xml (task error, closure residual, efforts, loop
+timing) with the ROS 2 topic subscriber; it keeps up with kHz topics, which
+rqt_plot does not (ros-visualization/rqt_plot#112).
 """
+import os
+import tempfile
+
+from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+from uk_controller.ros.plot_layout import PlotRows, plotjuggler_layout, rqt_plot_fields, topics
 
-NODE = '/uk_controller_node'
+PACKAGE = 'uk_controller'
+ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
 
 
 def plot(context):
-    rows = int(LaunchConfiguration('rows').perform(context))
-    topics = [f'{NODE}/task_error/data[{i}]' for i in range(rows)]
-    topics += [f'{NODE}/constraint_residual/data[{i}]' for i in range(rows)]
-    return [Node(package='rqt_plot', executable='rqt_plot', name='uk_error_plot', output='screen',
-                 arguments=topics)]
+    robot = LaunchConfiguration('robot').perform(context)
+    config = LaunchConfiguration('config').perform(context)
+    tool = LaunchConfiguration('tool').perform(context)
+    rows = PlotRows.load(config or robot)
+    wait = Node(package=PACKAGE, executable='uk_wait_for_topics', name='uk_wait_for_topics', output='screen',
+                arguments=topics(rows))
+    if tool == 'plotjuggler':
+        layout = os.path.join(get_package_share_directory(PACKAGE), 'config', 'plotjuggler', f'{robot}.xml')
+        if config:                                    # your own robot: its layout, made now
+            handle, layout = tempfile.mkstemp(prefix=f'uk_{rows.robot}_', suffix='.xml')
+            with os.fdopen(handle, 'w') as stream:
+                stream.write(plotjuggler_layout(rows))
+        viewer = Node(package='plotjuggler', executable='plotjuggler', name='uk_plotjuggler', output='screen',
+                      arguments=['--layout', layout],
+                      additional_env={'PLOTJUGGLER_ACCEPT_SELECT_ROS_TOPIC_DIALOG': '1'})
+    else:
+        viewer = Node(package='rqt_plot', executable='rqt_plot', name='uk_error_plot', output='screen',
+                      arguments=rqt_plot_fields(rows))
+    return [wait, RegisterEventHandler(OnProcessExit(target_action=wait, on_exit=[viewer]))]
 
 
 def generate_launch_description():
     return LaunchDescription([
-        DeclareLaunchArgument('rows', default_value='3', description='how many rows of each error to plot'),
+        DeclareLaunchArgument('robot', default_value='five_bar', choices=list(ROBOTS),
+                              description='robot whose rows are plotted (config/<robot>.yaml)'),
+        DeclareLaunchArgument('config', default_value='', description='path of a robot YAML (overrides robot)'),
+        DeclareLaunchArgument('tool', default_value='rqt_plot', choices=['rqt_plot', 'plotjuggler'],
+                              description='rqt_plot, or plotjuggler (layout config/plotjuggler/<robot>.xml)'),
         OpaqueFunction(function=plot),
     ])

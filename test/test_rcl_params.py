@@ -8,8 +8,10 @@ reads exactly the values our loader reads; our loader names the key of a bare
 `--params-file` and stop with exit code 0 and no traceback on two SIGINTs,
 as `ros2 launch` sends them on Ctrl-C.
 """
+import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,9 @@ rclpy = pytest.importorskip('rclpy')
 
 from uk_controller.config import ConfigError, load_config        # noqa: E402
 from uk_controller.ros import params as P                          # noqa: E402
-from uk_controller.ros.testing import NodeProcess, ros_env         # noqa: E402
+from uk_controller.ros.plot_layout import PlotRows                 # noqa: E402
+from uk_controller.ros.testing import NodeProcess, Probe, ros_env  # noqa: E402
+from std_msgs.msg import Float64MultiArray                         # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / 'config').glob('*.yaml'))
@@ -99,15 +103,65 @@ NODES = {'uk_controller_node': ('uk_controller.ros.controller_node', 'joints'),
          'uk_sim_node': ('uk_controller.ros.sim_node', 'plant with')}
 
 
+PLOTTED = ('task_error', 'constraint_residual', 'efforts', 'loop_timing')
+
+
+@pytest.fixture(scope='module')
+def probe():
+    p = Probe(DOMAIN_ID)
+    for name in PLOTTED:
+        p.record(Float64MultiArray, f'/uk_controller_node/{name}',
+                 convert=lambda m: (list(m.data), [d.label for d in m.layout.dim]))
+    yield p
+    p.close()
+
+
+def docs_field_paths():
+    """(topic, index) of every rqt_plot/PlotJuggler field path docs/ros.md shows with a number."""
+    text = (ROOT / 'docs' / 'ros.md').read_text()
+    return sorted({(m.group(1), int(m.group(2)))
+                   for m in re.finditer(r'/uk_controller_node/(\w+)/data\[(\d+)\]', text)})
+
+
+def check_plot_paths(robot, probe):
+    """The messages really published have every field the layout, plot.launch.py and docs/ros.md name."""
+    rows = PlotRows.load(robot)
+    got = {name: probe.snapshot(f'/uk_controller_node/{name}')[-1][1] for name in PLOTTED
+           if probe.snapshot(f'/uk_controller_node/{name}')}
+    sizes = {name: len(data) for name, (data, _labels) in got.items()}
+    assert sizes['task_error'] == rows.task and sizes['efforts'] == rows.efforts
+    assert sizes['constraint_residual'] == 2 * (rows.closure + rows.task)
+    assert got['task_error'][1][0].startswith(f'task_error[{rows.task}]: servo rows ')
+    layout = ET.parse(ROOT / 'config' / 'plotjuggler' / f'{robot}.xml').getroot()
+    curves = [c.get('name') for c in layout.iter('curve')]
+    assert curves, robot
+    for curve in curves:
+        topic, index = re.fullmatch(r'/uk_controller_node/(\w+)/data\[(\d+)\]', curve).groups()
+        if topic == 'loop_timing' and topic not in sizes:
+            continue           # ~/loop_timing arrives with issue 13's node
+        assert int(index) < sizes[topic], (robot, curve, sizes)
+    if robot in ('scara', 'five_bar'):          # the robots docs/ros.md describes
+        for topic, index in docs_field_paths():
+            assert index < sizes[topic], ('docs/ros.md', topic, index, sizes)
+    return sizes
+
+
 @pytest.mark.parametrize('robot', ROBOTS)
-def test_nodes_start_from_each_shipped_file_and_stop_cleanly_on_two_sigints(robot, tmp_path):
-    """`--params-file config/<robot>.yaml -p config:=<robot>` exactly as docs/ros.md shows it."""
+def test_nodes_start_from_each_shipped_file_and_stop_cleanly_on_two_sigints(robot, tmp_path, probe):
+    """`--params-file config/<robot>.yaml -p config:=<robot>` exactly as docs/ros.md shows it; the plotting
+    topics then carry every field path the robot's PlotJuggler layout and docs/ros.md name."""
+    for name in PLOTTED:
+        probe.clear(f'/uk_controller_node/{name}')
     procs = {name: NodeProcess(module, ROOT / 'config' / f'{robot}.yaml', DOMAIN_ID, str(tmp_path),
                                extra_args=['-p', f'config:={robot}'])
              for name, (module, _) in NODES.items()}
     try:
         for name, proc in procs.items():
             assert proc.wait_for_output(NODES[name][1]), proc.output()
+        published = probe.wait_for(lambda: all(probe.snapshot(f'/uk_controller_node/{n}') for n in PLOTTED[:3]),
+                                   60.0)
+        assert published, procs['uk_controller_node'].output()
+        check_plot_paths(robot, probe)
         codes = {name: proc.interrupt_twice(gap=0.05 * i) for i, (name, proc) in enumerate(procs.items())}
     finally:
         for proc in procs.values():
@@ -116,3 +170,22 @@ def test_nodes_start_from_each_shipped_file_and_stop_cleanly_on_two_sigints(robo
         out = proc.output()
         assert codes[name] == 0, out
         assert 'Traceback' not in out and 'KeyboardInterrupt' not in out, out
+
+
+def test_plots_start_only_once_the_topics_have_publishers(probe, tmp_path):
+    """uk_wait_for_topics (plot.launch.py starts rqt_plot / PlotJuggler when it exits)."""
+    topic = '/uk_test_wait/task_error'
+    log = open(tmp_path / 'wait.log', 'w')
+    proc = subprocess.Popen([sys.executable, '-m', 'uk_controller.ros.wait_for_topics', topic],
+                            env=ros_env(DOMAIN_ID), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        assert probe.wait_for(lambda: 'waiting for publishers' in (tmp_path / 'wait.log').read_text(), 60.0)
+        assert proc.poll() is None           # nobody publishes the topic: it cannot have returned
+        publisher = probe.node.create_publisher(Float64MultiArray, topic, 10)
+        assert proc.wait(60.0) == 0
+        probe.node.destroy_publisher(publisher)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    assert 'all topics published' in (tmp_path / 'wait.log').read_text()

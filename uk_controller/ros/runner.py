@@ -40,6 +40,9 @@ def make_executor(kind):
     return SingleThreadedExecutor()
 
 
+_STATE = {'spinning': False}
+
+
 def _stopping(signum=None, frame=None):
     """First SIGINT/SIGTERM: from now on the process is stopping, so further ones are ignored.
 
@@ -54,7 +57,11 @@ def _stopping(signum=None, frame=None):
             signal.signal(sig, signal.SIG_IGN)
         except (ValueError, OSError):      # not the main thread (nodes run in-process by tests)
             return
-    if signum == signal.SIGINT:
+    if signum == signal.SIGINT and not _STATE['spinning']:
+        # Before the executor spins (building the node can take a while) nothing else would
+        # stop us. While it spins, rclpy's own handler has shut the context down and the spin
+        # ends by itself; a KeyboardInterrupt raised here could land in any __del__ and be
+        # printed as "Exception ignored in ..." with a traceback.
         raise KeyboardInterrupt
 
 
@@ -100,6 +107,7 @@ def run(factory, name, args=None, on_stop=None):
         executor = make_executor(getattr(node, 'ros', {}).get('executor'))
         executor.add_node(node)
         try:
+            _STATE['spinning'] = True
             executor.spin()
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
@@ -115,6 +123,7 @@ def run(factory, name, args=None, on_stop=None):
     except KeyboardInterrupt:
         return 0
     finally:
+        _STATE['spinning'] = False
         _stopping()
         if node is not None:
             if on_stop is not None:
