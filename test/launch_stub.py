@@ -157,7 +157,8 @@ def launch_nodes(path, **arguments):
 
 EXECUTABLES = {'uk_controller_node': 'uk_controller.ros.controller_node',
                'uk_sim_node': 'uk_controller.ros.sim_node',
-               'serial_bridge_node': 'uk_controller.ros.serial_bridge_node'}
+               'serial_bridge_node': 'uk_controller.ros.serial_bridge_node',
+               'uk_wait_for_topics': 'uk_controller.ros.wait_for_topics'}
 
 
 def start_node(node, domain_id, directory):
@@ -170,4 +171,5 @@ def start_node(node, domain_id, directory):
         extra += ['--params-file', path]
     if node.get('name'):
         extra += ['-r', f"__node:={node['name']}"]
-    return NodeProcess(EXECUTABLES[node['executable']], files[0], domain_id, directory, extra_args=extra)
+    return NodeProcess(EXECUTABLES[node['executable']], files[0] if files else None, domain_id, directory,
+                       extra_args=extra, arguments=node['arguments'])
