@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import yaml
 
+from uk_controller import rcl_yaml
+
 from uk_controller.config import ConfigError, ConfigNotFoundError, load_config
 from uk_controller.paths import available_configs, resolve_config, resolve_data_file, share_dir
 from uk_controller.robots import DEFAULT_OMEGA, load_robot, setup_from_params
@@ -173,7 +175,7 @@ def test_load_config_node_sections(tmp_path):
 
 def _write(tmp_path, params, name='robot.yaml'):
     path = tmp_path / name
-    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
+    path.write_text(rcl_yaml.dump({'/**': {'ros__parameters': params}}))    # quotes y as ROS needs
     return path
 
 

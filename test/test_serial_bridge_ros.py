@@ -16,6 +16,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
+from uk_controller import rcl_yaml  # noqa: E402
+
 rclpy = pytest.importorskip('rclpy')
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
@@ -46,7 +48,7 @@ def config(tmp_path):
     params['robot']['urdf'] = str(resolve_data_file(params['robot']['urdf'], src))
     params['ros']['effort_joints'] = list(reversed(params['ros']['effort_joints']))
     path = tmp_path / 'scara_reversed.yaml'
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(rcl_yaml.dump(data))      # quotes 'y' as ROS needs
     return path
 
 

@@ -54,3 +54,20 @@ def explain(found):
     return ('ROS 2 reads an unquoted ' + ', '.join(sorted({f[2] for f in found})) +
             ' as a boolean, so a node given this file would reject it (a list mixing strings and '
             'booleans) or get true/false instead of the name; quote it: ' + '; '.join(parts))
+
+
+class RclSafeDumper(yaml.SafeDumper):
+    """yaml.SafeDumper that quotes the strings rcl would read as booleans (PyYAML writes a bare ``y``)."""
+
+
+def _represent_str(dumper, value):
+    style = "'" if value in RCL_TRUE + RCL_FALSE else None
+    return dumper.represent_scalar(STR_TAG, value, style=style)
+
+
+RclSafeDumper.add_representer(str, _represent_str)
+
+
+def dump(data, stream=None, **kwargs):
+    """yaml.safe_dump whose output rcl reads as PyYAML does (see :func:`rcl_disagreements`)."""
+    return yaml.dump(data, stream, Dumper=RclSafeDumper, **kwargs)

@@ -40,11 +40,11 @@ def make_executor(kind):
     return SingleThreadedExecutor()
 
 
-_STATE = {'spinning': False}
+_STATE = {'spinning': False, 'stop': False}
 
 
 def _stopping(signum=None, frame=None):
-    """First SIGINT/SIGTERM: from now on the process is stopping, so further ones are ignored.
+    """First SIGINT (or the end of the spin): the process is stopping, further SIGINTs are ignored.
 
     ``ros2 launch`` on Ctrl-C: the terminal sends SIGINT to the process group,
     then launch sends its own SIGINT (and SIGTERM after a timeout). Python's
@@ -52,17 +52,18 @@ def _stopping(signum=None, frame=None):
     the teardown happens to be (destroy_node, rclpy.shutdown): a traceback and
     exit code -2 in launch's log instead of a clean 0.
     """
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            signal.signal(sig, signal.SIG_IGN)
-        except (ValueError, OSError):      # not the main thread (nodes run in-process by tests)
-            return
-    if signum == signal.SIGINT and not _STATE['spinning']:
-        # Before the executor spins (building the node can take a while) nothing else would
-        # stop us. While it spins, rclpy's own handler has shut the context down and the spin
-        # ends by itself; a KeyboardInterrupt raised here could land in any __del__ and be
-        # printed as "Exception ignored in ..." with a traceback.
-        raise KeyboardInterrupt
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)    # SIGTERM stays: launch's escalation if we hang
+    except (ValueError, OSError):      # not the main thread (nodes run in-process by tests)
+        return
+    if signum == signal.SIGINT:
+        _STATE['stop'] = True
+        if not _STATE['spinning']:
+            # Before the executor spins (building the node can take a while) only an exception
+            # stops us. While it spins, the spin loop sees the flag within 0.1 s; a
+            # KeyboardInterrupt raised there could land in any __del__ and be printed as
+            # "Exception ignored in ..." with a traceback.
+            raise KeyboardInterrupt
 
 
 def _install_stop_handler():
@@ -77,9 +78,10 @@ def _install_stop_handler():
 def run(factory, name, args=None, on_stop=None):
     """Build the node with `factory()`, spin it until SIGINT/SIGTERM, tear down cleanly.
 
-    rclpy's signal handlers shut the context down (they also wake a wait that no
-    timer would end, e.g. a stopped /clock); an error raised by a callback that
-    was running at that moment is part of the shutdown, not a failure. Returns
+    SIGINT sets a flag that the spin loop reads at least every 0.1 s (a wait that
+    no timer would end, e.g. on a stopped /clock, ends too); SIGTERM goes through
+    rclpy's handler, which shuts the context down; an error raised by a callback
+    that was running at that moment is part of the shutdown, not a failure. Returns
     the exit code: 0 on a normal stop, 2 when the configuration is invalid
     (the message names the key). A second SIGINT (launch sends one after the
     terminal's) is ignored: the teardown finishes and the exit code stays 0.
@@ -108,7 +110,8 @@ def run(factory, name, args=None, on_stop=None):
         executor.add_node(node)
         try:
             _STATE['spinning'] = True
-            executor.spin()
+            while not _STATE['stop'] and rclpy.ok():
+                executor.spin_once(timeout_sec=0.1)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         except Exception:

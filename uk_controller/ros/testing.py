@@ -18,9 +18,10 @@ import threading
 import time
 
 import rclpy
-import yaml
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+
+from .. import rcl_yaml
 
 
 def ros_env(domain_id, **extra):
@@ -35,7 +36,7 @@ def params_file(params, directory):
     """Write nested `params` as a ROS parameter file for every node; returns its path."""
     fd, path = tempfile.mkstemp(prefix='params_', suffix='.yaml', dir=directory)
     with os.fdopen(fd, 'w') as handle:
-        yaml.safe_dump({'/**': {'ros__parameters': params}}, handle)
+        rcl_yaml.dump({'/**': {'ros__parameters': params}}, handle)     # a bare y would be a bool to rcl
     return path
 
 
