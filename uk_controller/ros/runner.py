@@ -40,7 +40,7 @@ def make_executor(kind):
     return SingleThreadedExecutor()
 
 
-_STATE = {'spinning': False, 'stop': False}
+_STATE = {'building': False, 'stop': False}
 
 
 def _stopping(signum=None, frame=None):
@@ -58,11 +58,11 @@ def _stopping(signum=None, frame=None):
         return
     if signum == signal.SIGINT:
         _STATE['stop'] = True
-        if not _STATE['spinning']:
-            # Before the executor spins (building the node can take a while) only an exception
-            # stops us. While it spins, the spin loop sees the flag within 0.1 s; a
-            # KeyboardInterrupt raised there could land in any __del__ and be printed as
-            # "Exception ignored in ..." with a traceback.
+        if _STATE['building']:
+            # While the node is being built (that can take a while) only an exception stops
+            # us. Anywhere else the spin loop sees the flag within 0.1 s; a KeyboardInterrupt
+            # raised there could land in any __del__ and be printed as "Exception ignored
+            # in ..." with a traceback.
             raise KeyboardInterrupt
 
 
@@ -88,6 +88,8 @@ def run(factory, name, args=None, on_stop=None):
     `on_stop(node)` runs first in the teardown (e.g. torque off).
     """
     _install_stop_handler()
+    if _STATE['stop']:
+        return 0
     try:
         rclpy.init(args=args)
     except KeyboardInterrupt:
@@ -100,7 +102,9 @@ def run(factory, name, args=None, on_stop=None):
     node = None
     try:
         try:
+            _STATE['building'] = True
             node = factory()
+            _STATE['building'] = False
         except (ValueError, KeyError, TypeError, OSError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             rclpy.logging.get_logger(name).fatal(f'invalid configuration: {message}')
@@ -109,7 +113,6 @@ def run(factory, name, args=None, on_stop=None):
         executor = make_executor(getattr(node, 'ros', {}).get('executor'))
         executor.add_node(node)
         try:
-            _STATE['spinning'] = True
             while not _STATE['stop'] and rclpy.ok():
                 executor.spin_once(timeout_sec=0.1)
         except (KeyboardInterrupt, ExternalShutdownException):
@@ -126,7 +129,7 @@ def run(factory, name, args=None, on_stop=None):
     except KeyboardInterrupt:
         return 0
     finally:
-        _STATE['spinning'] = False
+        _STATE['building'] = False
         _stopping()
         if node is not None:
             if on_stop is not None:

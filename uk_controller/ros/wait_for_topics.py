@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 
 import rclpy
+from rclpy.executors import ExternalShutdownException
 
-from .runner import _install_stop_handler
+from .runner import _STATE, _install_stop_handler
 
 
 def main(args=None):
@@ -26,14 +27,14 @@ def main(args=None):
         rclpy.init(args=argv)
         node = rclpy.create_node('uk_wait_for_topics')
         node.get_logger().info(f'waiting for publishers on {", ".join(topics)}')
-        while rclpy.ok():
+        while rclpy.ok() and not _STATE['stop']:
             missing = [t for t in topics if node.count_publishers(t) == 0]
             if not missing:
                 node.get_logger().info('all topics published: starting the plots')
                 break
             rclpy.spin_once(node, timeout_sec=0.2)
         node.destroy_node()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, ExternalShutdownException):     # Ctrl-C before the topics appeared
         pass
     finally:
         rclpy.try_shutdown()
