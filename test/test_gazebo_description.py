@@ -51,8 +51,10 @@ def sdformat_rule_violations(urdf_path):
 
 
 def robot_urdf(robot):
-    params = yaml.safe_load((ROOT / 'config' / f'{robot}.yaml').read_text())['/**']['ros__parameters']
-    return ROOT / params['robot']['urdf']
+    from uk_controller.paths import resolve_data_file
+    path = ROOT / 'config' / f'{robot}.yaml'
+    params = yaml.safe_load(path.read_text())['/**']['ros__parameters']
+    return resolve_data_file(params['robot']['urdf'], path)
 
 
 @pytest.mark.parametrize('robot', launch_constant('ROBOTS'))
