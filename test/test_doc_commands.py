@@ -43,6 +43,17 @@ NOT_RUN = {
     '.venv/bin/uk-controller bench --quick': 'benchmark tables, not a test (benchmarks/)',
     '.venv/bin/uk-controller simulate dual_arm --plant mujoco': 'full-length MuJoCo run; the same plant and '
                                                                 'controller: test_sim_mujoco.py, test_ros_mujoco.py',
+    '.venv/bin/pip install -e ".[sweep]"': 'needs the package index (network)',
+    '.venv/bin/uk-controller sweep scara --grid stabilization.omega=5:40:4 --grid control.rate=500,1000 '
+    '--grid simulation.mass_scale=0.8,1,1.2 --duration 5 --out results/sweep24': 'a 48-run sweep (minutes); '
+                                                                                 'the sweep has its own tests',
+    '.venv/bin/uk-controller sweep scara ... --out results/sweep24_ray --ray local': 'elided arguments (...)',
+    'uk-controller sweep scara --set stabilization.convention=seed000 --grid stabilization.alpha=0.5,2,8,32,128,512 '
+    '--grid stabilization.beta=50,200,800,3200,12800,51200 --grid control.rate=250,1000 '
+    '--grid simulation.mass_scale=0.8,1.2 --duration 5 --best task_error_rms --best-by '
+    'stabilization.alpha,stabilization.beta --max-saturation 0.01 --heatmap '
+    'stabilization.alpha,stabilization.beta,task_error_rms --mark "seed 000=0.5,200"': 'a 144-run sweep (minutes); '
+                                                                                      'the sweep has its own tests',
     '.venv/bin/uk-controller simulate scara --alpha 0.5 --beta 200': 'full-length run with plots; the gains: '
                                                                      'test_cli_simulate.py',
 }
@@ -51,13 +62,17 @@ NOT_RUN = {
 def doc_commands():
     out = []
     for name in DOCS:
-        block = False
+        block, pending = False, ''
         for line in (ROOT / name).read_text().splitlines():
             if line.startswith('```'):
-                block = line.strip() == '```bash'
+                block, pending = line.strip() == '```bash', ''
                 continue
             if block and line.strip():
                 command = re.sub(r'\s+#.*$', '', line).strip()
+                if command.endswith('\\'):              # continued on the next line
+                    pending += command[:-1].strip() + ' '
+                    continue
+                command, pending = pending + command, ''
                 if command not in out:
                     out.append(command)
     return out
