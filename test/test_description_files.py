@@ -10,7 +10,7 @@ import pinocchio as pin
 import pytest
 import yaml
 
-from uk_controller import description
+from uk_controller import description, rcl_yaml
 from uk_controller.config import ConfigError
 from uk_controller.paths import resolve_config, share_dir
 from uk_controller.robots import load_robot
@@ -21,7 +21,7 @@ PAIRS = [('five_bar', 'five_bar_mjcf'), ('five_bar_redundant', 'five_bar_redunda
 
 
 def write_setup(path, params):
-    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}, sort_keys=False))
+    path.write_text(rcl_yaml.dump({'/**': {'ros__parameters': params}}, sort_keys=False))
     return path
 
 

@@ -88,6 +88,7 @@ def test_mcap_messages_match_the_csv_log(robot, rate, duration, tmp_path):
 def test_command_follows_ros_effort_joints_order(tmp_path):
     """With ros.effort_joints reversed the command topic carries the efforts reversed (as the node sends)."""
     import yaml
+    from uk_controller import rcl_yaml
     from uk_controller.paths import resolve_config
     source = resolve_config('five_bar')
     doc = yaml.safe_load(open(source))
@@ -96,7 +97,7 @@ def test_command_follows_ros_effort_joints_order(tmp_path):
     if not params['robot']['urdf'].startswith('package://'):     # a path relative to the shipped config
         params['robot']['urdf'] = str((source.parent.parent / params['robot']['urdf']).resolve())
     config = tmp_path / 'five_bar_swapped.yaml'
-    config.write_text(yaml.safe_dump(doc))
+    config.write_text(rcl_yaml.dump(doc))
     mcap = tmp_path / 'swapped.mcap'
     assert main(['simulate', str(config), '--duration', '0.1', '--rate', '200', '--no-plots',
                  '--out', str(tmp_path / 'out'), '--mcap', str(mcap)]) == 0
