@@ -15,23 +15,18 @@ import os
 import tempfile
 from pathlib import Path
 
+from .. import settings as S
+
 # Node-only settings (section ``ros`` of the robot YAML) and their defaults.
-ROS_DEFAULTS = {
-    'joint_states_topic': '/joint_states',
-    'effort_topic': '/effort_controller/commands',
-    'output_type': 'float64_multi_array',
-    'autostart': True,
-    'trigger': 'timer',
-    'trajectory_start': 0.0,
-    'diagnostics_period': 1.0,
-    'executor': 'single_threaded',
-}
-OUTPUT_TYPES = ('float64_multi_array', 'joint_trajectory', 'joint_state')
-TRIGGERS = ('timer', 'state')
+# (the defaults live in the settings schema, uk_controller.settings)
+ROS_DEFAULTS = {s.key.split('.', 1)[1]: s.default for s in S.SETTINGS
+                if s.key.startswith('ros.') and s.default is not None}
+OUTPUT_TYPES = S.lookup('ros.output_type').choices
+TRIGGERS = S.lookup('ros.trigger').choices
 # rclpy.experimental.EventsExecutor (Kilted, rclpy 9.1.2) stalled after its first callbacks in our
 # node, so only the standard executors are offered.
 EXECUTORS = ('single_threaded', 'multi_threaded')
-DEFAULT_STATE_TIMEOUT = 0.1
+DEFAULT_STATE_TIMEOUT = S.default('control.state_timeout')
 
 # Parameters a running controller accepts (everything else needs a restart).
 LIVE_PREFIXES = ('stabilization.',)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..baumgarte import Baumgarte
+from .. import settings as S
 from ..controller import ControllerCore
 from . import compiled_loop
 
@@ -139,10 +140,10 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
                        available). ``settings['loop']`` says which ran.
     """
     sim_cfg = dict(setup.config.get('simulation', {}) or {})
-    duration = float(duration if duration is not None else sim_cfg.get('duration', 10.0))
-    mass_scale = float(mass_scale if mass_scale is not None else sim_cfg.get('mass_scale', 1.0))
-    sensor_noise = float(sensor_noise if sensor_noise is not None else sim_cfg.get('sensor_noise', 0.0))
-    delay = int(measurement_delay if measurement_delay is not None else sim_cfg.get('measurement_delay', 0))
+    duration = float(duration if duration is not None else sim_cfg.get('duration', S.default('simulation.duration')))
+    mass_scale = float(mass_scale if mass_scale is not None else sim_cfg.get('mass_scale', S.default('simulation.mass_scale')))
+    sensor_noise = float(sensor_noise if sensor_noise is not None else sim_cfg.get('sensor_noise', S.default('simulation.sensor_noise')))
+    delay = int(measurement_delay if measurement_delay is not None else sim_cfg.get('measurement_delay', S.default('simulation.measurement_delay')))
     ctrl = ControllerCore(setup, stabilization=stabilization, rate=rate, **(controller_options or {}))
     the_plant = make_plant(plant, setup, mass_scale=mass_scale, integrator=integrator, substeps=substeps)
     rng = np.random.default_rng(seed)
