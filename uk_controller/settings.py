@@ -79,6 +79,11 @@ class Setting:
         if self.low is None and self.high is None:
             return {'float': 'a finite number', 'int': 'an integer', 'floats': 'finite numbers',
                     'str': 'a string', 'strs': 'strings', 'map': 'a map'}.get(self.type, self.type)
+        unit = f' {self.unit}' if self.unit else ''
+        if self.high is None:
+            return f'{">" if self.low_open else ">="} {self.low:g}{unit}'
+        if self.low is None:
+            return f'{"<" if self.high_open else "<="} {self.high:g}{unit}'
         lo = '-inf' if self.low is None else f'{self.low:g}'
         hi = 'inf' if self.high is None else f'{self.high:g}'
         left = '(' if self.low is None or self.low_open else '['
@@ -347,6 +352,8 @@ def check_value(setting, value, *, file=None, key=None):
     want = setting.range_text()
 
     def bad(message):
+        if message.startswith('must be ' + want):
+            return ConfigError(message, file=file, key=key)
         return ConfigError(f'{message}; accepted: {want}', file=file, key=key)
 
     t = setting.type
@@ -400,9 +407,9 @@ def _check_range(setting, value, bad):
         raise bad(f'must be finite, got {value!r}')
     lo, hi = setting.low, setting.high
     if lo is not None and (value < lo or (setting.low_open and value == lo)):
-        raise bad(f'out of range, got {value!r}')
+        raise bad(f'must be {setting.range_text()}, got {value!r}')
     if hi is not None and (value > hi or (setting.high_open and value == hi)):
-        raise bad(f'out of range, got {value!r}')
+        raise bad(f'must be {setting.range_text()}, got {value!r}')
 
 
 # ---------------------------------------------------------------------------- the tree
