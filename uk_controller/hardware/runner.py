@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import settings as S
+from ..rearm import ReArm
 from .bus import PortError, make_bus
 from .calibration import PROTOCOLS, HardwareConfig
 from .safety import ARMED, SafeBus
@@ -49,6 +51,7 @@ class _Stop(Exception):
 @dataclass
 class LoopResult:
     t: list = field(default_factory=list)
+    armed: list = field(default_factory=list)        # SafeBus armed when the step's feedback came
     q: list = field(default_factory=list)
     effort: list = field(default_factory=list)
     task_error: list = field(default_factory=list)
@@ -56,34 +59,51 @@ class LoopResult:
     cycles: int = 0
     wall: float = 0.0
     stopped_by: str = ''
+    rearms: int = 0
 
 
 def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, csv_writer=None,
-             status=None, record=False, stop_event=None) -> LoopResult:
+             status=None, record=False, stop_event=None, soft_start=None, clock=None,
+             after_cycle=None) -> LoopResult:
     """The fixed-rate loop (also used in-process by the HIL tests).
 
     ``realtime=False`` runs as fast as the bus answers and uses trajectory time
     ``k * dt`` (k = torque transactions sent), which is exactly the in-process
     simulation's clock when the device emulator runs in lockstep.
+
+    Re-arming (after a watchdog trip or a reconnect) holds the trajectory clock
+    for the outage and ramps the gains in over ``soft_start`` seconds
+    (default ``control.soft_start``; :class:`uk_controller.rearm.ReArm`).
+    `clock` (default ``time.monotonic``) and `after_cycle` (called after each
+    bus cycle) let tests run on a stepped clock shared with an emulator.
     """
     res = LoopResult()
     dt = core.dt
     effort, stamp = None, None
     started, t0, sent = False, 0.0, 0
     core.reset(0.0)
-    clock = time.monotonic
+    rearm = ReArm(core, S.get(core.setup.config, 'control.soft_start') if soft_start is None else soft_start)
+    was_armed = False
+    clock = clock or time.monotonic
     next_tick = clock()
     wall0 = clock()
     last_status = 0.0
     last_stamp = None
     while stop_event is None or not stop_event.is_set():
         reading = safe.cycle(effort, stamp)
+        if after_cycle is not None:
+            after_cycle()
         res.cycles += 1
+        armed = safe.state == ARMED
+        was_armed = was_armed or armed
+        if was_armed and not armed and started:      # the outage begins now: stop the trajectory clock
+            rearm.interrupt((clock() - t0) if realtime else (safe.counters['sent'] - sent) * dt)
         if reading is not None and reading.valid and reading.stamp != last_stamp:
             last_stamp = reading.stamp
             if not started:
                 started, t0, sent = True, clock(), safe.counters['sent']
-            t = (clock() - t0) if realtime else (safe.counters['sent'] - sent) * dt
+            t_raw = (clock() - t0) if realtime else (safe.counters['sent'] - sent) * dt
+            t = rearm.time(t_raw) if armed or not was_armed else rearm.waiting(t_raw)
             if duration is not None and t >= duration - 1e-12:
                 res.stopped_by = 'duration'
                 break
@@ -91,6 +111,7 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
             step = core.step(q, qd, t)
             effort, stamp = step.effort, clock()
             if record:
+                res.armed.append(armed)
                 res.t.append(t)
                 res.q.append(q)
                 res.effort.append(step.effort.copy())
@@ -111,6 +132,8 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
                 res.overruns += 1
                 next_tick = clock()
     res.wall = clock() - wall0
+    res.rearms = rearm.rearms
+    rearm.reset()
     return res
 
 
