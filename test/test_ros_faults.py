@@ -62,6 +62,9 @@ class Feeder:
             names, q = names[:-1], q[:-1]
         elif mode == 'wrong_names':
             names = [f'other_{n}' for n in names]
+        elif mode == 'future':                   # a publisher whose clock is 5 s ahead
+            self.pub.publish(self.message(names, q, age=-5.0))
+            return
         self.pub.publish(self.message(names, q))
 
     def burst(self, count, age):
@@ -215,3 +218,51 @@ def test_invalid_parameter_fails_at_start_naming_the_key(tmp_path):
                            '--params-file', path], env=ros_env(DOMAIN_ID), capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and 'no_such_frame' in proc.stderr, proc.stderr
+
+
+def test_publisher_clock_ahead_is_clock_skew_error_then_recover(loop):
+    """Issue 11 case 1: stamps 5 s ahead are clock skew (ERROR naming it), not a frozen 'OK controlling'."""
+    _fault_and_recover(loop, 'future', 'clock skew', 'rejected_clock_skew')
+
+
+def test_one_glitched_future_stamp_does_not_freeze_control(loop):
+    probe, feeder, efforts, diags, node = loop
+    assert _wait_diag(probe, diags, time.monotonic(), lambda d: d[0] == 0 and d[1] == 'controlling')
+    start = time.monotonic()
+    used0 = int(_latest(diags, start - 1.0)[-1][2]['messages_used'])
+    feeder.pub.publish(feeder.message(feeder.names, feeder.q0, age=-60.0))     # one stamp 60 s ahead
+    assert _wait_diag(probe, diags, start, lambda d: int(d[2]['rejected_clock_skew']) >= 1
+                      and int(d[2]['messages_used']) > used0 + 20)
+    after = time.monotonic()
+    assert _wait_diag(probe, diags, after, lambda d: d[0] == 0 and d[1] == 'controlling')
+    assert all(float(d[2]['state_age_ms']) >= 0.0 for d in _latest(diags, start))
+
+
+def test_live_parameters_get_the_start_up_checks(loop):
+    """Issue 11 case 3: negative, NaN, Inf and huge gains are rejected with the accepted range."""
+    probe = loop[0]
+    client = probe.node.create_client(SetParameters, f'{NODE}/set_parameters')
+    assert client.wait_for_service(10.0)
+
+    def set_(name, value):
+        req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+        return client.call(req, timeout_sec=5.0).results[0]
+
+    for bad in (-15.0, math.nan, math.inf, 1e9):
+        r = set_('stabilization.omega', bad)
+        assert not r.successful and 'stabilization.omega' in r.reason and '(0, 1000] rad/s' in r.reason, r.reason
+    r = set_('stabilization.omega', 60.0)          # in range, but too fast for 100 Hz
+    assert not r.successful and 'rate/4' in r.reason, r.reason
+    r = set_('control.soft_start', -1.0)
+    assert not r.successful and 'control.soft_start' in r.reason
+    assert set_('stabilization.omega', 20.0).successful
+
+
+def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
+    """Issue 11 case 4: -p control.rte:=5.0 is an error, not silently ignored."""
+    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
+                           '-p', 'config:=scara', '-p', 'control.rte:=5.0'], env=ros_env(DOMAIN_ID),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert 'control.rte' in proc.stderr and "did you mean 'rate'" in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr

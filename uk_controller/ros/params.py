@@ -30,7 +30,7 @@ DEFAULT_STATE_TIMEOUT = S.default('control.state_timeout')
 
 # Parameters a running controller accepts (everything else needs a restart).
 LIVE_PREFIXES = ('stabilization.',)
-LIVE_KEYS = ('ros.trajectory_start', 'control.state_timeout', 'control.safe_effort')
+LIVE_KEYS = tuple(k for k in S.live_keys() if not k.startswith(LIVE_PREFIXES))
 # Parameters ROS itself manages on every node.
 ROS_BUILTIN = ('use_sim_time', 'start_type_description_service')
 ROS_BUILTIN_PREFIXES = ('qos_overrides.',)
@@ -48,7 +48,7 @@ def is_builtin(name):
 
 def is_live(name):
     """True when `name` may change while the controller runs (gains, trajectory start)."""
-    return name.startswith(LIVE_PREFIXES) or name in LIVE_KEYS
+    return S.is_live(name)
 
 
 def flatten(tree, prefix=''):
@@ -152,6 +152,8 @@ def ros_settings(params):
         ros['state_timeout'] = _number(control, 'state_timeout', 'control.state_timeout')
     else:
         ros['state_timeout'] = DEFAULT_STATE_TIMEOUT
+    for key in ('clock_skew', 'soft_start'):
+        ros[key] = float(S.get(params, f'control.{key}'))
     if 'rate' in control:
         _number(control, 'rate', 'control.rate')
     if 'effort_joints' in ros:
