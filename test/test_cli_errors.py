@@ -173,3 +173,25 @@ def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
     assert len(rows) == summary['steps']
     assert all(math.isfinite(float(r['t'])) for r in rows[-3:])
     assert not list(out.glob('*.part'))
+
+
+@pytest.mark.parametrize('flags, names', [
+    (['--watchdog', '-1'], ['--watchdog', 'hardware.watchdog', '(0, 10] s']),
+    (['--watchdog', '1e-6'], ['--watchdog', 'control period']),
+    (['--watchdog', '0'], ['--watchdog', '(0, 10] s']),
+    (['--rate', '0'], ['--rate', 'hardware.rate', '(0, 20000] Hz']),
+    (['--rate', '-5'], ['--rate', '(0, 20000] Hz']),
+    (['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv']),
+])
+def test_bad_run_flags_exit_2_naming_flag_and_range(flags, names):
+    proc = cli('run', 'scara', '--port', '/dev/null/not_a_port', *flags)
+    assert proc.returncode == 2, proc.stderr
+    _no_traceback(proc)
+    for name in names:
+        assert name in proc.stderr, proc.stderr
+
+
+def test_bench_unknown_robot_exit_2():
+    proc = cli('bench', '--robots', 'nope')
+    assert proc.returncode == 2 and "no robot setup 'nope'" in proc.stderr and 'scara' in proc.stderr
+    _no_traceback(proc)

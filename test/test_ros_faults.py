@@ -8,6 +8,7 @@ while it lasts and report "controlling" after it.
 """
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
+from uk_controller.paths import share_dir  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.testing import NodeProcess, Probe, ros_env, params_file  # noqa: E402
 
@@ -266,3 +268,35 @@ def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert 'control.rte' in proc.stderr and "did you mean 'rate'" in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr
+
+
+def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
+    """Issue 11 case 6: serial_bridge_node -p protocol:=canopen was a traceback."""
+    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.serial_bridge_node', '--ros-args',
+                           '-p', 'config:=scara', '-p', 'protocol:=canopen'], env=ros_env(DOMAIN_ID),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert 'protocol' in proc.stderr and 'canopen' in proc.stderr and 'uk_binary, dynamixel, odrive' in proc.stderr
+    assert 'Traceback' not in proc.stderr
+
+
+def test_robot_description_file_is_removed_at_exit(tmp_path):
+    """Issue 11 case 9: every node start left a /tmp/uk_robot_description_*.urdf behind."""
+    urdf = (share_dir() / 'urdf' / 'scara.urdf').read_text()
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir()
+    env = dict(ros_env(DOMAIN_ID), TMPDIR=str(tmp))
+    path = params_file({'config': 'scara', 'robot_description': urdf}, str(tmp_path))
+    proc = subprocess.Popen([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
+                             '--params-file', path], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:                   # wait until the node has built its setup
+        lines.append(line)
+        if 'joints' in line and 'efforts on' in line:
+            break
+    assert list(tmp.glob('uk_robot_description_*.urdf')), ''.join(lines)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 0, ''.join(lines)
+    assert not list(tmp.glob('uk_robot_description_*.urdf'))

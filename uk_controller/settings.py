@@ -352,7 +352,7 @@ def check_value(setting, value, *, file=None, key=None):
     want = setting.range_text()
 
     def bad(message):
-        if message.startswith('must be ' + want):
+        if message.startswith(('must be ' + want, 'must be in ' + want)):
             return ConfigError(message, file=file, key=key)
         return ConfigError(f'{message}; accepted: {want}', file=file, key=key)
 
@@ -402,14 +402,18 @@ def check_value(setting, value, *, file=None, key=None):
     raise ValueError(f'setting {setting.key}: unknown type {t}')
 
 
+def _in(text):
+    return f'in {text}' if text[:1] in '([' else text
+
+
 def _check_range(setting, value, bad):
     if not math.isfinite(value):
         raise bad(f'must be finite, got {value!r}')
     lo, hi = setting.low, setting.high
     if lo is not None and (value < lo or (setting.low_open and value == lo)):
-        raise bad(f'must be {setting.range_text()}, got {value!r}')
+        raise bad(f'must be {_in(setting.range_text())}, got {value!r}')
     if hi is not None and (value > hi or (setting.high_open and value == hi)):
-        raise bad(f'must be {setting.range_text()}, got {value!r}')
+        raise bad(f'must be {_in(setting.range_text())}, got {value!r}')
 
 
 # ---------------------------------------------------------------------------- the tree

@@ -32,13 +32,14 @@ def add_run_arguments(parser: argparse.ArgumentParser):
     parser.add_argument('config', help='robot setup: name (scara, five_bar, ...) or YAML path')
     parser.add_argument('--port', help='serial port (default: config hardware.port)')
     parser.add_argument('--protocol', choices=PROTOCOLS, help='default: config hardware.protocol')
-    parser.add_argument('--baud', type=int, help='default: config hardware.baud')
-    parser.add_argument('--duration', type=float, default=None,
+    parser.add_argument('--baud', type=S.arg_type('hardware.baud', '--baud'), help='default: config hardware.baud')
+    parser.add_argument('--duration', type=S.arg_type('simulation.duration', '--duration'), default=None,
                         help='seconds of trajectory time to run (default: until Ctrl-C)')
-    parser.add_argument('--rate', type=float, default=None,
+    parser.add_argument('--rate', type=S.arg_type('hardware.rate', '--rate'), default=None,
                         help='control/bus rate in Hz (default: hardware.rate, else control.rate)')
-    parser.add_argument('--watchdog', type=float, default=None,
-                        help='s without effort or feedback before torque off (default: hardware.watchdog)')
+    parser.add_argument('--watchdog', type=S.arg_type('hardware.watchdog', '--watchdog'), default=None,
+                        help='s without effort or feedback before torque off (default: hardware.watchdog); '
+                             'longer than the control period')
     parser.add_argument('--log', metavar='CSV', help='write one CSV row per period (flushed as it goes)')
     parser.add_argument('--quiet', action='store_true', help='no live summary line')
     return parser
@@ -158,16 +159,28 @@ def run(args) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f'uk-controller run: {exc}', file=sys.stderr)
         return 2
-    rate = args.rate or (hw.rate if hw.rate > 0 else None)
-    core = ControllerCore(setup, rate=rate)
+    rate = args.rate if args.rate is not None else (hw.rate if hw.rate > 0 else None)
     protocol = args.protocol or hw.protocol
     port = args.port or hw.port
-    watchdog = args.watchdog or hw.watchdog
+    watchdog = args.watchdog if args.watchdog is not None else hw.watchdog
     try:
+        S.check_cross({'control': {'rate': rate or S.get(setup.config, 'control.rate')},
+                       'hardware': {'watchdog': watchdog}}, setup.config_path,
+                      names={'hardware.watchdog': '--watchdog (hardware.watchdog)' if args.watchdog is not None
+                             else 'hardware.watchdog'})
+        core = ControllerCore(setup, rate=rate)
         assembler = JointStateAssembler(setup, hw)
     except ValueError as exc:
-        print(f'uk-controller run: {exc}', file=sys.stderr)
+        print(f'uk-controller run: error: {exc}', file=sys.stderr)
         return 2
+    hw.protocol, hw.port = protocol, port         # what the bus really uses (logs, diagnostics)
+    stream = None
+    if args.log:
+        try:
+            stream = open(args.log, 'w', newline='', buffering=1)
+        except OSError as exc:
+            print(f'uk-controller run: error: --log: cannot write {args.log}: {exc.strerror or exc}', file=sys.stderr)
+            return 2
 
     def log(msg):
         print(('\n' if not args.quiet else '') + msg, file=sys.stderr)
@@ -183,17 +196,15 @@ def run(args) -> int:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             old[sig] = signal.signal(sig, on_signal)
-    stream = None
     code = 0
     try:
         try:
             safe.connect(raise_errors=True)
         except PortError as exc:
-            print(f'uk-controller run: {exc}', file=sys.stderr)
+            print(f'uk-controller run: error: {exc}', file=sys.stderr)
             return 2
         writer = None
-        if args.log:
-            stream = open(args.log, 'w', newline='', buffering=1)
+        if stream is not None:
             writer = csv.writer(stream)
             ms = setup.servo.m
             writer.writerow(['t', 'state', *[f'q_{j}' for j in core.joint_names],
@@ -206,9 +217,11 @@ def run(args) -> int:
                        status=None if args.quiet else _status_line, stop_event=stop)
         why = res.stopped_by or 'stopped'
     except KeyboardInterrupt:
-        why = 'Ctrl-C'
+        why = 'interrupted (Ctrl-C)'
+        code = 130
     except _Stop as exc:
-        why = str(exc)
+        why = f'interrupted ({exc})'
+        code = 130
     except Exception as exc:  # noqa: BLE001 - torque off first, then report
         why = f'error: {exc!r}'
         code = 1

@@ -10,6 +10,7 @@ key of anything wrong.
 from __future__ import annotations
 
 import array
+import atexit
 import math
 import os
 import tempfile
@@ -203,4 +204,12 @@ def robot_description_file(xml, directory=None):
     fd, path = tempfile.mkstemp(prefix='uk_robot_description_', suffix='.urdf', dir=directory)
     with os.fdopen(fd, 'w') as handle:
         handle.write(text)
+    atexit.register(_remove, path)            # no /tmp/uk_robot_description_* left behind
     return Path(path)
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
