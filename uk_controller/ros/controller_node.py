@@ -320,7 +320,8 @@ class ControllerNode(Node):
             response.success = False
             response.message = f'no complete joint state yet; missing {self.merger.missing()}'
             return response
-        self.start(self.now_ns())
+        self.start(self.merger.newest_ns if self.ros['trigger'] == 'state' and not self.started_once
+                   else self.now_ns())
         response.success = True
         response.message = 'started'
         return response

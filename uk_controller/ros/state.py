@@ -100,7 +100,7 @@ class JointStateMerger:
                 self.qd[i] = (pos[j] - self.q[i]) / ((t_ns - self.stamp_ns[i]) * 1e-9)
             self.q[i] = pos[j]
             self.stamp_ns[i] = t_ns
-            self.arrival_ns[i] = now_ns
+            self.arrival_ns[i] = now_ns if now_ns > 0 else t_ns     # no clock yet (sim time): by stamp
             self.received[i] = True
         self.newest_ns = max(self.newest_ns, t_ns)
         if not self.complete:
