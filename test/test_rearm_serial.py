@@ -26,7 +26,7 @@ RATE = 200.0
 pytestmark = pytest.mark.usefixtures('fast_gil_switch')
 
 
-def outage_run(robot='scara', *, soft_start=1.0, pre=1.0, outage=0.5, post=1.5):
+def outage_run(robot='scara', *, soft_start=1.0, pre=2.0, outage=0.5, post=1.5):
     setup = load_robot(robot)
     hw = HardwareConfig.from_setup(setup)
     plant = UKPlant.from_setup(load_robot(robot))

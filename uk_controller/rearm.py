@@ -21,6 +21,11 @@ it scales the natural frequency of the stabilization by ``s = tau / T``
 which keeps a critically damped setting critically damped (omega -> s omega)
 while the feed-forward part of Chen's servo control (seed 004 eq 35: gravity,
 Coriolis and the desired acceleration at the measured state) acts in full.
+During the soft start each effort is also limited to the largest magnitude
+that actuator needed in the last ``soft_start`` seconds (at least 0.5 s) of
+undisturbed control before the interruption (:meth:`limit`): re-arming never pushes harder than steady operation did,
+whatever the arm drifted meanwhile; the full limits return after
+``soft_start`` seconds.
 """
 from __future__ import annotations
 
@@ -46,6 +51,10 @@ class ReArm:
         self.paused_at = None       # raw time the current outage began (None: running)
         self.ramp_from = None       # raw time of the last re-arm while the soft start runs
         self.rearms = 0
+        self._window = np.zeros((max(1, int(round(max(self.soft_start, 0.5) * core.rate))), core.p))
+        self._row = 0                          # ring buffer of |effort| of the undisturbed steps
+        self._filled = 0
+        self._cap = None
 
     @property
     def interrupted(self):
@@ -81,16 +90,31 @@ class ReArm:
             self.rearms += 1
             if self.soft_start > 0.0:
                 self.ramp_from = float(t_raw)
+                self._cap = self._window[:self._filled].max(axis=0) if self._filled else None
             else:
                 self.core.stabilization = self.base
         if self.ramp_from is not None:
             s = (float(t_raw) - self.ramp_from) / self.soft_start
             if s >= 1.0:
                 self.ramp_from = None
+                self._cap = None
                 self.core.stabilization = self.base
             else:
                 self.core.stabilization = scaled(self.base, max(s, 0.0))
         return float(t_raw) - self.paused
+
+    def limit(self, effort):
+        """`effort` (modified in place) limited during the soft start to the undisturbed peak; outside
+        the soft start the peak is tracked. Returns `effort`."""
+        if self.paused_at is not None:
+            return effort
+        if self._cap is not None and self.ramp_from is not None:
+            np.clip(effort, -self._cap, self._cap, out=effort)
+        elif self.ramp_from is None:
+            np.abs(effort, out=self._window[self._row])
+            self._row = (self._row + 1) % self._window.shape[0]
+            self._filled = min(self._filled + 1, self._window.shape[0])
+        return effort
 
     def set_gains(self, stab):
         """New stabilization (live parameter): the ramp, if running, continues towards it."""
@@ -106,5 +130,6 @@ class ReArm:
 
     def reset(self):
         """A fresh start (trajectory from its beginning): no outage, full gains."""
-        self.paused, self.paused_at, self.ramp_from = 0.0, None, None
+        self.paused, self.paused_at, self.ramp_from, self._cap = 0.0, None, None, None
+        self._row = self._filled = 0
         self.core.stabilization = self.base

@@ -110,6 +110,8 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
                 break
             q, qd = assembler(reading.q, reading.qd, t)
             step = core.step(q, qd, t)
+            if step.ok and (armed or not was_armed):
+                rearm.limit(step.effort)          # soft start: no harder than undisturbed operation
             effort, stamp = step.effort, clock()
             if record:
                 res.armed.append(armed)

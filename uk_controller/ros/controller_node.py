@@ -277,6 +277,8 @@ class ControllerNode(Node):
             if self.started_once:
                 self.rearm.interrupt(self.raw_time(t_ns))      # hold the trajectory clock during the outage
             result = self.core.safe(fault or 'stopped')
+        if result.ok and self.running:
+            self.rearm.limit(result.effort)       # soft start: no harder than undisturbed operation
         self.stats.record(result)
         effort = result.effort
         if not np.isfinite(effort).all():           # belt and braces: never publish NaN
