@@ -114,6 +114,23 @@ def _effective(setup, args):
     return params
 
 
+def _closure_at_start(setup, tol=1e-6):
+    """Why the initial state violates a passive (closure) constraint, or None. The plant starts from
+    robot.initial_position / initial_velocity and integrates the closed chain from there."""
+    import numpy as np
+    if not setup.passive.m:
+        return None
+    setup.model.compute(setup.q0, setup.qd0)
+    rows = setup.passive.evaluate(setup.model, setup.q0, setup.qd0, 0.0)
+    for values, key, what in ((rows.phi, 'robot.initial_position', 'phi'),
+                              (rows.phidot, 'robot.initial_velocity', "phi'")):
+        worst = float(np.max(np.abs(values))) if np.all(np.isfinite(values)) else float('inf')
+        if worst > tol:
+            return (f'{setup.config_path}: {key}: violates the closure constraints ({", ".join(setup.passive.names)}): '
+                    f'max |{what}| = {worst:.3g} > {tol:g}; the initial state must close the chain')
+    return None
+
+
 def _writable_folder(out):
     """None when `out` is (or can be made) a writable folder, else why not."""
     if out.exists() and not out.is_dir():
@@ -145,9 +162,13 @@ def cmd_simulate(args):
     try:
         setup = load_robot(args.robot)
         S.check_cross(_effective(setup, args), setup.config_path,
-                      names={key: f'{flag} ({key})' for flag, key in SIMULATE_FLAGS.items()})
+                      names={key: f'{flag} ({key})' for flag, key in SIMULATE_FLAGS.items()
+                             if getattr(args, flag[2:].replace('-', '_')) is not None})
     except (ConfigError, FileNotFoundError) as exc:
         return _fail(exc)
+    problem = _closure_at_start(setup)
+    if problem:
+        return _fail(problem)
     out = Path(args.out or Path('results') / setup.name)
     problem = _writable_folder(out)
     if problem:

@@ -431,7 +431,7 @@ def _names_of(path, node, root):
         names = node.get('names')
     if isinstance(names, str):
         names = [names]
-    return list(names) if isinstance(names, (list, tuple)) else []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, (list, tuple)) else []
 
 
 def check(params, file=None, *, prefix=''):
@@ -543,7 +543,7 @@ def check_cross(params, file=None, *, names=None):
     rate = get(params, 'control.rate')
     hw = params.get('hardware') if isinstance(params.get('hardware'), dict) else {}
     bus_rate = hw.get('rate') or rate
-    if _number_ok(bus_rate) and bus_rate > 0 and _number_ok(hw.get('watchdog', 0.05)):
+    if hw and _number_ok(bus_rate) and bus_rate > 0 and _number_ok(hw.get('watchdog', 0.05)):
         watchdog = hw.get('watchdog', default('hardware.watchdog'))
         if watchdog <= 1.0 / bus_rate:
             raise ConfigError(f'{watchdog:g} s is not longer than the control period 1/{bus_rate:g} Hz = '
@@ -553,7 +553,7 @@ def check_cross(params, file=None, *, names=None):
         w = natural_frequency(params.get('stabilization'))
         limit = 0.25 * rate
         if w > limit:
-            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for control.rate {rate:g} Hz '
+            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for {label("control.rate")} {rate:g} Hz '
                               f'(a sampled loop needs w <= rate/4 = {limit:g} rad/s)', file=file,
                               key=label('stabilization.omega' if 'omega' in (params.get('stabilization') or {})
                                         or not params.get('stabilization') else 'stabilization.beta'))

@@ -54,6 +54,7 @@ class SimulationResult:
     servo_residual: np.ndarray = None    # residual of the servo equation where it is inconsistent
     interrupted: bool = False            # stopped early (Ctrl-C): the logs hold the steps that ran
     servo_rows: int = 0
+    failure: str = ''                    # why the run ended early (plant diverged), else empty
 
     def after(self, transient):
         """Boolean mask of the samples after the transient (seconds)."""
@@ -73,7 +74,8 @@ class SimulationResult:
         """Figures of merit. `transient` defaults to a fifth of the run (at most 2 s)."""
         if self.t.size == 0:
             return {'robot': self.robot, 'plant': self.plant, 'duration_s': 0.0, 'steps': 0,
-                    'interrupted': bool(self.interrupted), 'verdict': 'no control step ran'}
+                    'interrupted': bool(self.interrupted), 'failure': self.failure,
+                    'verdict': self.failure or 'no control step ran'}
         duration = float(self.t[-1] - self.t[0]) if self.t.size > 1 else 0.0
         if transient is None:
             transient = min(2.0, 0.2 * duration)
@@ -107,9 +109,12 @@ class SimulationResult:
             'saturated_steps': saturated_steps,
             'not_settled_steps': int(np.count_nonzero(norm_all[mask] >= settle_tol)) if mask.any() else 0,
             'interrupted': bool(self.interrupted),
+            'failure': self.failure,
         }
         residual = self.servo_residual if self.servo_residual is not None else np.zeros(self.t.size)
         out['verdict'] = task_verdict(out, codes, residual, ms=self.servo_rows, p=len(self.actuator_names))
+        if self.failure:
+            out['verdict'] = f'FAILED: {self.failure}; ' + out['verdict']
         return out
 
 
@@ -264,6 +269,17 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
         log_phi, log_ct = log['phi'], log['compute_time']
         if in_kernel is not None:
             in_kernel = in_kernel[:k]
+    failure = ''
+    finite = np.isfinite(log['q']).all(axis=1) & np.isfinite(log['qd']).all(axis=1)
+    if not finite.all():                # the plant diverged: keep the periods before it, say so
+        bad = int(np.argmin(finite))
+        failure = f'plant state not finite at t = {bad * dt:.4f} s: the simulation stopped there'
+        for key in list(log):
+            log[key] = log[key][:bad]
+        log_phi, log_ct = log['phi'], log['compute_time']
+        if in_kernel is not None:
+            in_kernel = in_kernel[:bad]
+        k = bad
     log['task_error'][:] = log_phi[:, mp:]
     if mp:
         log['closure_residual'][:] = log_phi[:, :mp]
@@ -285,7 +301,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     return SimulationResult(
         robot=setup.name, plant=plant, joint_names=ctrl.joint_names, actuator_names=ctrl.actuator_names,
         task_row_names=_row_names(setup.servo), row_names=_row_names(setup.passive) + _row_names(setup.servo),
-        wall_time=wall, rate=ctrl.rate, interrupted=interrupted, servo_rows=ms,
+        wall_time=wall, rate=ctrl.rate, interrupted=interrupted, servo_rows=ms, failure=failure,
         settings={'duration': duration, 'rate': ctrl.rate, 'mass_scale': mass_scale, 'sensor_noise': sensor_noise,
                   'measurement_delay': delay, 'pinv': ctrl.pinv_method,
                   'loop': 'compiled' if fast is not None else 'python',
