@@ -193,7 +193,7 @@ def run(args) -> int:
     old = {}
 
     def on_signal(signum, frame):
-        raise _Stop(signal.Signals(signum).name)
+        raise _Stop(signal.Signals(signum).name, 128 + signum)
 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -222,8 +222,8 @@ def run(args) -> int:
         why = 'interrupted (Ctrl-C)'
         code = 130
     except _Stop as exc:
-        why = f'interrupted ({exc})'
-        code = 130
+        why = f'interrupted ({exc.args[0]})'
+        code = exc.args[1]
     except Exception as exc:  # noqa: BLE001 - torque off first, then report
         why = f'error: {exc!r}'
         code = 1
