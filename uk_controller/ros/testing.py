@@ -59,7 +59,7 @@ class NodeProcess:
         self.proc = subprocess.Popen(args, env=ros_env(domain_id, **(env or {})), stdout=self._log,
                                      stderr=subprocess.STDOUT)
 
-    def stop(self, timeout=10.0):
+    def stop(self, timeout=60.0):
         """SIGINT, wait; returns the exit code (kills after `timeout`)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
