@@ -410,7 +410,7 @@ class ControllerNode(Node):
             level, message = ERROR, self.fault
         elif self.loop.warning:
             level, message = WARN, self.loop.warning
-        elif abs(merger.last_skew) > merger.clock_skew:
+        elif merger.last_kind == 'skew':          # the latest message was stamped ahead of our clock
             level, message = WARN, (f'clock skew: joint_states stamped {skew_ms:+.0f} ms from the node clock '
                                     f'(tolerance {merger.clock_skew * 1e3:.0f} ms)')
         elif not merger.complete:
