@@ -126,7 +126,11 @@ def _con(key, type_, types, doc, **kw):
 SETTINGS = [
     # ------------------------------------------------------------------ robot
     _S('robot.name', 'str', NONE, '', 'robot name (default: the file name)'),
-    _S('robot.urdf', 'str', NONE, '', 'URDF file, relative to the package share dir or this file (required)'),
+    _S('robot.urdf', 'str', NONE, '', 'URDF or .xacro file (relative to this file, package:// or absolute); one '
+       'of urdf, mjcf, sdf'),
+    _S('robot.xacro_args', 'map', NONE, '', 'xacro arguments (free-form map) when robot.urdf is a .xacro'),
+    _S('robot.mjcf', 'str', NONE, '', 'MuJoCo MJCF file; its connect/weld equalities become closures'),
+    _S('robot.sdf', 'str', NONE, '', 'SDF model file; joints that close loops become closures'),
     _S('robot.joints', 'strs', NONE, '', 'generalized coordinates, order of q (default: URDF order)'),
     _S('robot.initial_position', 'floats', NONE, 'rad or m', 'q at t = 0 (default: zeros)'),
     _S('robot.initial_velocity', 'floats', NONE, 'rad/s or m/s', "q' at t = 0 (default: zeros)"),
@@ -434,6 +438,11 @@ def _names_of(path, node, root):
     return [n for n in names if isinstance(n, str)] if isinstance(names, (list, tuple)) else []
 
 
+def _has_file_closures(root):
+    robot = root.get('robot')
+    return isinstance(robot, dict) and any(robot.get(k) is not None for k in ('mjcf', 'sdf'))
+
+
 def check(params, file=None, *, prefix=''):
     """Check a nested parameter tree against the schema: unknown keys, types, ranges, cross-key rules.
 
@@ -454,8 +463,8 @@ def _walk(node, tree, path, root, file):
         dotted = f'{path}.{key}' if path else key
         child = tree.get(key)
         if child is None and '<name>' in tree:
-            if key in _names_of(path, node, root):
-                child = tree['<name>']
+            if key in _names_of(path, node, root) or (path == 'constraints' and _has_file_closures(root)):
+                child = tree['<name>']       # (a closure of an MJCF/SDF file may be refined by name)
         if child is None:
             options = [k for k, v in tree.items() if k != '<name>' and (
                 isinstance(v, dict) or any(_applies(x, node, dotted, file, raise_=False) for x in v))]
