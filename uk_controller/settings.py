@@ -440,7 +440,10 @@ def _names_of(path, node, root):
 
 def _has_file_closures(root):
     robot = root.get('robot')
-    return isinstance(robot, dict) and any(robot.get(k) is not None for k in ('mjcf', 'sdf'))
+    if not isinstance(robot, dict):
+        return True                 # no description yet: the loader reports that first
+    given = [k for k in ('urdf', 'mjcf', 'sdf') if robot.get(k) is not None]
+    return not given or any(k in given for k in ('mjcf', 'sdf'))
 
 
 def check(params, file=None, *, prefix=''):

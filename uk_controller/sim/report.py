@@ -19,6 +19,9 @@ def write_csv(result, path):
                             result.task_error, result.ok.astype(float)))
     codes = result.status if result.status is not None else np.zeros(result.t.size, dtype=np.int8)
     rows = np.char.mod('%.9g', data).tolist() if data.size else []
+    if data.size and not np.isfinite(data).all():      # unknown values (safe-effort steps): empty cells
+        for r, c in zip(*np.nonzero(~np.isfinite(data))):
+            rows[r][c] = ''
     with open(path, 'w', newline='') as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
