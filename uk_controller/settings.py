@@ -267,6 +267,20 @@ SETTINGS = [
     _pos('ros.diagnostics_period', 1.0, 's', '/diagnostics period', high=3600.0),
     _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=('single_threaded', 'multi_threaded')),
     _S('ros.effort_joints', 'strs', NONE, '', 'order of the effort command (actuators or their joints)'),
+    # issue 13 (control thread, loop telemetry, overrun policy): checked again by ros/loop_timing.py
+    _S('ros.loop.mode', 'str', 'thread', '', 'thread: own control thread (wall clock); timer: rclpy timer',
+       choices=('thread', 'timer')),
+    _S('ros.loop.priority', 'int', 0, '', 'SCHED_FIFO priority of the loop thread (0: normal)', low=0, high=99),
+    _S('ros.loop.cpus', 'floats', NONE, '', 'CPU numbers the loop thread may run on (empty: any)', low=0),
+    _S('ros.loop.mlockall', 'bool', False, '', 'lock the process memory'),
+    _S('ros.loop.spin_us', 'float', 50.0, 'us', 'busy-wait before each deadline', low=0.0, high=10000.0),
+    _S('ros.loop.window', 'float', 1.0, 's', 'telemetry window (~/loop_timing)', low=0.05, high=60.0),
+    _S('ros.overrun.warn_after', 'int', 10, 'periods', 'consecutive missed deadlines before a WARN (0: never)',
+       low=0),
+    _S('ros.overrun.safe_after', 'int', 100, 'periods', 'consecutive missed deadlines before the safe effort '
+       '(0: never)', low=0),
+    _S('ros.overrun.recover_after', 'int', 10, 'periods', 'periods on time in a row before controlling again',
+       low=1),
 ]
 
 _TREE = {}

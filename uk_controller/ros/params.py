@@ -21,7 +21,7 @@ from .. import settings as S
 # Node-only settings (section ``ros`` of the robot YAML) and their defaults.
 # (the defaults live in the settings schema, uk_controller.settings)
 ROS_DEFAULTS = {s.key.split('.', 1)[1]: s.default for s in S.SETTINGS
-                if s.key.startswith('ros.') and s.default is not None}
+                if s.key.startswith('ros.') and s.key.count('.') == 1 and s.default is not None}
 OUTPUT_TYPES = S.lookup('ros.output_type').choices
 TRIGGERS = S.lookup('ros.trigger').choices
 # rclpy.experimental.EventsExecutor (Kilted, rclpy 9.1.2) stalled after its first callbacks in our
