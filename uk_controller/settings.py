@@ -386,7 +386,8 @@ def check_value(setting, value, *, file=None, key=None):
             raise bad(f'must be a string, got {value!r}')
         if setting.choices and value not in setting.choices:
             close = difflib.get_close_matches(value, setting.choices, 1)
-            raise bad(f'{value!r} is not valid' + (f' (did you mean {close[0]!r}?)' if close else ''))
+            raise bad(f'{value!r} is not one of {", ".join(setting.choices)}'
+                      + (f' (did you mean {close[0]!r}?)' if close else ''))
         return value
     if t == 'strs':
         items = [value] if isinstance(value, str) else value
