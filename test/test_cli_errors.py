@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from uk_controller import rcl_yaml
 from uk_controller.config import load_config
 from uk_controller.paths import share_dir
 
@@ -64,7 +65,7 @@ def _yaml_with(tmp_path, edit, name='robot.yaml'):
     params['robot']['urdf'] = str(share_dir() / 'urdf' / 'scara.urdf')
     edit(params)
     path = tmp_path / name
-    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
+    path.write_text(rcl_yaml.dump({'/**': {'ros__parameters': params}}))
     return path
 
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from uk_controller import cli
+from uk_controller import cli, rcl_yaml
 from uk_controller.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,7 @@ def test_perturbed_setup_runs_or_is_refused_naming_the_key(tmp_path_factory, rob
         node[leaf] = _perturb(node[leaf], kind, named)
     tmp = tmp_path_factory.mktemp('p')
     setup = tmp / 'robot.yaml'
-    setup.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
+    setup.write_text(rcl_yaml.dump({'/**': {'ros__parameters': params}}))
     out = tmp / 'out'
     code, err = _run(['simulate', str(setup), '--duration', '0.02', '--no-plots', '--out', str(out)])
     assert 'Traceback' not in err
