@@ -24,7 +24,8 @@ def test_simulate_writes_log_figures_and_summary(tmp_path):
         assert (out / name).stat().st_size > 0, name
     with open(out / 'log.csv') as fh:
         rows = list(csv.reader(fh))
-    header, data = rows[0], np.array(rows[1:], dtype=float)
+    assert rows[0][-1] == 'status' and {r[-1] for r in rows[1:]} <= {'ok', 'saturated'}
+    header, data = rows[0][:-1], np.array([r[:-1] for r in rows[1:]], dtype=float)
     assert data.shape[0] == 600
     summary = json.loads((out / 'summary.json').read_text())
     # the summary's peak effort is the largest |u| in the log

@@ -8,6 +8,7 @@ while it lasts and report "controlling" after it.
 """
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
+from uk_controller.paths import share_dir  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.testing import NodeProcess, Probe, ros_env, params_file  # noqa: E402
 
@@ -62,6 +64,9 @@ class Feeder:
             names, q = names[:-1], q[:-1]
         elif mode == 'wrong_names':
             names = [f'other_{n}' for n in names]
+        elif mode == 'future':                   # a publisher whose clock is 5 s ahead
+            self.pub.publish(self.message(names, q, age=-5.0))
+            return
         self.pub.publish(self.message(names, q))
 
     def burst(self, count, age):
@@ -84,7 +89,8 @@ def loop(tmp_path_factory):
     params = {'config': 'scara', 'control': {'rate': RATE, 'state_timeout': TIMEOUT},
               'ros': {'diagnostics_period': 0.25}}
     node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path_factory.mktemp('faults')))
-    assert probe.wait_for(lambda: len(efforts) > 10, 30.0), node.output()
+    # readiness, not a speed requirement: a loaded 2-core machine may take minutes to start the node
+    assert probe.wait_for(lambda: len(efforts) > 10, 300.0), node.output()
     yield probe, feeder, efforts, diags, node
     code = node.stop()
     probe.close()
@@ -215,3 +221,83 @@ def test_invalid_parameter_fails_at_start_naming_the_key(tmp_path):
                            '--params-file', path], env=ros_env(DOMAIN_ID), capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and 'no_such_frame' in proc.stderr, proc.stderr
+
+
+def test_publisher_clock_ahead_is_clock_skew_error_then_recover(loop):
+    """Issue 11 case 1: stamps 5 s ahead are clock skew (ERROR naming it), not a frozen 'OK controlling'."""
+    _fault_and_recover(loop, 'future', 'clock skew', 'rejected_clock_skew')
+
+
+def test_one_glitched_future_stamp_does_not_freeze_control(loop):
+    probe, feeder, efforts, diags, node = loop
+    assert _wait_diag(probe, diags, time.monotonic(), lambda d: d[0] == 0 and d[1] == 'controlling')
+    start = time.monotonic()
+    used0 = int(_latest(diags, start - 1.0)[-1][2]['messages_used'])
+    feeder.pub.publish(feeder.message(feeder.names, feeder.q0, age=-60.0))     # one stamp 60 s ahead
+    assert _wait_diag(probe, diags, start, lambda d: int(d[2]['rejected_clock_skew']) >= 1
+                      and int(d[2]['messages_used']) > used0 + 20)
+    after = time.monotonic()
+    assert _wait_diag(probe, diags, after, lambda d: d[0] == 0 and d[1] == 'controlling')
+    assert all(float(d[2]['state_age_ms']) >= 0.0 for d in _latest(diags, start))
+
+
+def test_live_parameters_get_the_start_up_checks(loop):
+    """Issue 11 case 3: negative, NaN, Inf and huge gains are rejected with the accepted range."""
+    probe = loop[0]
+    client = probe.node.create_client(SetParameters, f'{NODE}/set_parameters')
+    assert client.wait_for_service(10.0)
+
+    def set_(name, value):
+        req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+        return client.call(req, timeout_sec=5.0).results[0]
+
+    for bad in (-15.0, math.nan, math.inf, 1e9):
+        r = set_('stabilization.omega', bad)
+        assert not r.successful and 'stabilization.omega' in r.reason and '(0, 1000] rad/s' in r.reason, r.reason
+    r = set_('stabilization.omega', 60.0)          # in range, but too fast for 100 Hz
+    assert not r.successful and 'rate/4' in r.reason, r.reason
+    r = set_('control.soft_start', -1.0)
+    assert not r.successful and 'control.soft_start' in r.reason
+    assert set_('stabilization.omega', 20.0).successful
+
+
+def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
+    """Issue 11 case 4: -p control.rte:=5.0 is an error, not silently ignored."""
+    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
+                           '-p', 'config:=scara', '-p', 'control.rte:=5.0'], env=ros_env(DOMAIN_ID),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert 'control.rte' in proc.stderr and "did you mean 'rate'" in proc.stderr, proc.stderr
+    assert 'Traceback' not in proc.stderr
+
+
+def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
+    """Issue 11 case 6: serial_bridge_node -p protocol:=canopen was a traceback."""
+    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.serial_bridge_node', '--ros-args',
+                           '-p', 'config:=scara', '-p', 'protocol:=canopen'], env=ros_env(DOMAIN_ID),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert 'protocol' in proc.stderr and 'canopen' in proc.stderr and 'uk_binary, dynamixel, odrive' in proc.stderr
+    assert 'Traceback' not in proc.stderr
+
+
+def test_robot_description_file_is_removed_at_exit(tmp_path):
+    """Issue 11 case 9: every node start left a /tmp/uk_robot_description_*.urdf behind."""
+    urdf = (share_dir() / 'urdf' / 'scara.urdf').read_text()
+    tmp = tmp_path / 'tmp'
+    tmp.mkdir()
+    env = dict(ros_env(DOMAIN_ID), TMPDIR=str(tmp))
+    path = params_file({'config': 'scara', 'robot_description': urdf}, str(tmp_path))
+    proc = subprocess.Popen([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
+                             '--params-file', path], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:                   # wait until the node has built its setup
+        lines.append(line)
+        if 'joints' in line and 'efforts on' in line:
+            break
+    assert list(tmp.glob('uk_robot_description_*.urdf')), ''.join(lines)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 0, ''.join(lines)
+    assert not list(tmp.glob('uk_robot_description_*.urdf'))

@@ -101,3 +101,43 @@ def test_effort_order_maps_controller_joints_to_actuators():
 def test_live_parameters_are_gains_and_trajectory_start_only():
     assert P.is_live('stabilization.omega') and P.is_live('ros.trajectory_start')
     assert not P.is_live('control.rate') and not P.is_live('robot.urdf') and not P.is_live('ros.effort_topic')
+
+
+@pytest.mark.parametrize('ahead_s', [5.0, 60.0])
+def test_a_stamp_from_the_future_is_clock_skew_and_does_not_freeze_the_state(ahead_s):
+    """Issue 11 case 1: one message stamped +5 s / +60 s must not make every real message 'out of order'."""
+    m = JointStateMerger(JOINTS, 0.1, clock_skew=0.05)
+    now = 10_000 * MS
+    assert m.update(JOINTS, [1.0, 1.0, 1.0], [0.0] * 3, now - MS, now)
+    assert not m.update(JOINTS, [9.0, 9.0, 9.0], [0.0] * 3, now + int(ahead_s * 1e9), now)
+    assert m.counts['skew'] == 1 and m.last_kind == 'skew'
+    assert m.last_skew == pytest.approx(ahead_s) and 'ahead of the node clock' in m.last_rejection
+    # the next real messages are used (the joint really moves)
+    for k in range(1, 4):
+        assert m.update(JOINTS, [1.0 + 0.1 * k] * 3, [0.0] * 3, now + k * 10 * MS - MS, now + k * 10 * MS)
+    assert m.q[0] == pytest.approx(1.3) and m.counts['late'] == 0
+
+
+def test_age_is_judged_by_arrival_too():
+    """A sample stamped (slightly) in the future is never held longer than the timeout by arrival."""
+    m = JointStateMerger(JOINTS, 0.1, clock_skew=0.05)
+    now = 10_000 * MS
+    assert m.update(JOINTS, [1.0] * 3, [0.0] * 3, now + 40 * MS, now)      # within the tolerance: used
+    later = now + 150 * MS                                                  # stamp age 110 ms, arrival 150 ms
+    assert m.age(later) == pytest.approx(0.150)
+    assert m.age(later) > m.state_timeout
+
+
+def test_stamps_far_in_the_past_are_rejected_with_the_offset():
+    m = JointStateMerger(JOINTS, 0.1)
+    now = 100_000 * MS
+    assert not m.update(JOINTS, [1.0] * 3, [0.0] * 3, now - 60_000 * MS, now)
+    assert m.counts['late'] == 1 and m.last_skew == pytest.approx(-60.0)
+
+
+def test_live_parameters_use_the_schema():
+    from uk_controller import settings as S
+    assert P.is_live('control.soft_start') and P.is_live('control.clock_skew')
+    for bad in (-15.0, float('nan'), float('inf'), 1e9):
+        with pytest.raises(ValueError, match=r'stabilization\.omega.*\(0, 1000\] rad/s'):
+            S.check_value(S.lookup('stabilization.omega'), bad, key='stabilization.omega')

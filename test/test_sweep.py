@@ -71,7 +71,7 @@ def test_seed_depends_on_the_settings_only():
     ('control.rate=fast,1000', ['control.rate', "'fast' is not a float"]),
     ('simulation.measurement_delay=0.5', ['simulation.measurement_delay', 'not an int']),
     ('control.pinv=svd,bogus', ['control.pinv', "'bogus' is not one of"]),      # the loader's own check
-    ('control.rate=-5,100', ['control.rate', 'must be > 0']),
+    ('control.rate=-5,100', ['control.rate', 'must be in (0, 20000] Hz']),
     ('robot=1', ['robot', 'is a section']),
 ])
 def test_bad_grid_keys_and_values_exit_2_naming_the_key(spec, words, tmp_path, capsys):

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import settings as S
 from . import uk, uk_kernels
 
 TABLES = ('step', 'reference', 'pyudk', 'pinocchio', 'simulation', 'parallelogram', 'loop', 'memory',
@@ -665,11 +666,12 @@ def add_bench_arguments(parser):
     parser.add_argument('--quick', action='store_true', help='fewer samples and shorter runs (about a minute)')
     parser.add_argument('--tables', nargs='+', choices=TABLES, default=list(TABLES), metavar='TABLE',
                         help=f'which tables (default all): {" ".join(TABLES)}')
-    parser.add_argument('--robots', nargs='+', default=list(STEP_ROBOTS), help='robot setups for the step tables')
+    parser.add_argument('--robots', nargs='+', type=_robot_arg, default=list(STEP_ROBOTS),
+                        help='robot setups for the step tables')
     parser.add_argument('--pyudk-python', default=PYUDK_PYTHON_DEFAULT,
                         help='python of a virtualenv with pyudk installed (default: $UK_PYUDK_PYTHON or '
                              '/tmp/pyudk_venv/bin/python)')
-    parser.add_argument('--loop-seconds', type=float, default=10.0, help='fixed-rate loop duration [s]')
+    parser.add_argument('--loop-seconds', type=S.arg_type('simulation.duration', '--loop-seconds'), default=10.0, help='fixed-rate loop duration [s]')
     parser.add_argument('--rt-priority', type=int, default=50,
                         help='run under SCHED_FIFO at this priority when permitted (0: default policy); the '
                              'loop table runs under both')
@@ -692,6 +694,17 @@ def _set_policy(priority):
         return f'SCHED_FIFO {priority} (other processes on this machine cannot preempt the measurements)'
     except (OSError, PermissionError) as exc:
         return f'SCHED_OTHER (SCHED_FIFO refused: {exc.strerror or exc})'
+
+
+def _robot_arg(text):
+    """argparse type of --robots: a shipped setup name or a setup file (message lists the shipped ones)."""
+    from .config import ConfigError
+    from .paths import resolve_config
+    try:
+        resolve_config(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+    return text
 
 
 def run_bench(args):

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
+from . import settings as S
 from .baumgarte import Baumgarte
 
 
@@ -35,44 +39,116 @@ def _stabilization(args, setup):
     if args.omega is not None:
         return Baumgarte.critical(args.omega)
     if args.alpha is not None or args.beta is not None:
-        if args.alpha is None or args.beta is None:
-            raise SystemExit('--alpha and --beta go together')
         if args.convention == 'squared':
             return Baumgarte.squared(args.alpha, args.beta)
         return Baumgarte.seed000(args.alpha, args.beta)
     return None
 
 
+#: simulate's flags and the setting each one sets (uk_controller.settings checks them)
+SIMULATE_FLAGS = {
+    '--duration': 'simulation.duration', '--rate': 'control.rate', '--omega': 'stabilization.omega',
+    '--alpha': 'stabilization.alpha', '--beta': 'stabilization.beta', '--mass-scale': 'simulation.mass_scale',
+    '--noise': 'simulation.sensor_noise', '--delay': 'simulation.measurement_delay',
+    '--substeps': 'simulation.substeps', '--transient': 'simulation.transient',
+}
+
+
+def _flag(flag):
+    return S.arg_type(SIMULATE_FLAGS[flag], flag)
+
+
 def add_simulate_parser(sub):
     p = sub.add_parser(
         'simulate', help='closed-loop simulation with plots',
         description='Run the UK controller at a fixed rate on a simulated plant (zero-order hold) and '
-                    'write a CSV log, PNG figures and a summary.')
+                    'write a CSV log, PNG figures and a summary. Ctrl-C stops early and writes what ran.')
     p.add_argument('robot', help="robot name (config/<name>.yaml: scara, five_bar, five_bar_redundant, "
                                  "dual_arm, planar_3r) or a path to a robot YAML")
-    p.add_argument('--duration', type=float, help='simulated seconds (default: simulation.duration)')
-    p.add_argument('--rate', type=float, help='control rate in Hz (default: control.rate)')
+    p.add_argument('--duration', type=_flag('--duration'), help='simulated seconds (default: simulation.duration)')
+    p.add_argument('--rate', type=_flag('--rate'), help='control rate in Hz (default: control.rate)')
     p.add_argument('--plant', choices=['uk', 'mujoco'], default='uk',
                    help='uk: embedded UK forward dynamics; mujoco: MuJoCo physics engine')
     p.add_argument('--no-baumgarte', action='store_true', help='switch Baumgarte stabilization off')
-    p.add_argument('--omega', type=float, help="critically damped stabilization with this natural frequency [rad/s]")
-    p.add_argument('--alpha', type=float, help='Baumgarte alpha (with --beta and --convention)')
-    p.add_argument('--beta', type=float, help='Baumgarte beta')
+    p.add_argument('--omega', type=_flag('--omega'),
+                   help="critically damped stabilization with this natural frequency [rad/s]")
+    p.add_argument('--alpha', type=_flag('--alpha'), help='Baumgarte alpha (with --beta and --convention)')
+    p.add_argument('--beta', type=_flag('--beta'), help='Baumgarte beta')
     p.add_argument('--convention', choices=['seed000', 'squared'], default='seed000',
                    help="seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0")
     p.add_argument('--pinv', choices=['svd', 'varga', 'greville', 'householder', 'mgs', 'damped'],
                    help='pseudo-inverse method (default: control.pinv)')
-    p.add_argument('--mass-scale', type=float, help='plant inertias x this factor (model mismatch)')
-    p.add_argument('--noise', type=float, help='std of position measurement noise')
-    p.add_argument('--delay', type=int, help='measurement delay in control periods')
+    p.add_argument('--mass-scale', type=_flag('--mass-scale'), help='plant inertias x this factor (model mismatch)')
+    p.add_argument('--noise', type=_flag('--noise'), help='std of position measurement noise')
+    p.add_argument('--delay', type=_flag('--delay'), help='measurement delay in control periods')
     p.add_argument('--integrator', choices=['rk4', 'solve_ivp'], help='plant integrator')
-    p.add_argument('--substeps', type=int, help='RK4 steps per control period')
-    p.add_argument('--transient', type=float, help='seconds excluded from the error statistics')
+    p.add_argument('--substeps', type=_flag('--substeps'), help='RK4 steps per control period')
+    p.add_argument('--transient', type=_flag('--transient'), help='seconds excluded from the error statistics')
     p.add_argument('--out', default=None, help='output folder (default: results/<robot>)')
     p.add_argument('--no-plots', action='store_true', help='write the CSV and summary only')
     p.add_argument('--mcap', metavar='PATH', help='also write the run as ROS 2 messages in an MCAP file '
                                                   '(the nodes\' topics, simulated stamps; docs/sweep.md)')
     p.set_defaults(func=cmd_simulate)
+
+
+def _fail(message):
+    print(f'uk-controller simulate: error: {message}', file=sys.stderr)
+    return 2
+
+
+def _effective(setup, args):
+    """The setup's parameters with the flags applied (for the cross-key checks)."""
+    import copy
+    params = copy.deepcopy(setup.config)
+    for flag, key in SIMULATE_FLAGS.items():
+        value = getattr(args, flag[2:].replace('-', '_'))
+        if value is not None and not key.startswith('stabilization.'):
+            section, leaf = key.split('.')
+            params.setdefault(section, {})[leaf] = value
+    if args.no_baumgarte:
+        params['stabilization'] = {'convention': 'none'}
+    elif args.omega is not None:
+        params['stabilization'] = {'convention': 'critical', 'omega': args.omega}
+    elif args.alpha is not None:
+        params['stabilization'] = {'convention': args.convention, 'alpha': args.alpha, 'beta': args.beta}
+    return params
+
+
+def _closure_at_start(setup, tol=1e-6):
+    """Why the initial state violates a passive (closure) constraint, or None. The plant starts from
+    robot.initial_position / initial_velocity and integrates the closed chain from there."""
+    import numpy as np
+    if not setup.passive.m:
+        return None
+    setup.model.compute(setup.q0, setup.qd0)
+    rows = setup.passive.evaluate(setup.model, setup.q0, setup.qd0, 0.0)
+    for values, key, what in ((rows.phi, 'robot.initial_position', 'phi'),
+                              (rows.phidot, 'robot.initial_velocity', "phi'")):
+        worst = float(np.max(np.abs(values))) if np.all(np.isfinite(values)) else float('inf')
+        if worst > tol:
+            return (f'{setup.config_path}: {key}: violates the closure constraints ({", ".join(setup.passive.names)}): '
+                    f'max |{what}| = {worst:.3g} > {tol:g}; the initial state must close the chain')
+    return None
+
+
+def _writable_folder(out):
+    """None when `out` is (or can be made) a writable folder, else why not."""
+    if out.exists() and not out.is_dir():
+        return f'--out: {out} exists and is not a folder'
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f'.uk_write_test_{os.getpid()}'
+        probe.write_text('')
+        probe.unlink()
+    except OSError as exc:
+        return f'--out: cannot write to {out}: {exc.strerror or exc}'
+    return None
+
+
+def _replace_atomically(path, write):
+    part = path.with_name(path.name + '.part')
+    write(part)
+    os.replace(part, path)
 
 
 def cmd_simulate(args):
@@ -81,28 +157,53 @@ def cmd_simulate(args):
     from .sim.closed_loop import simulate
     from .sim.report import format_summary, plot_all, write_csv, write_summary
 
+    if (args.alpha is None) != (args.beta is None):
+        return _fail('--alpha and --beta go together (both > 0)')
     try:
         setup = load_robot(args.robot)
+        S.check_cross(_effective(setup, args), setup.config_path,
+                      names={key: f'{flag} ({key})' for flag, key in SIMULATE_FLAGS.items()
+                             if getattr(args, flag[2:].replace('-', '_')) is not None})
     except (ConfigError, FileNotFoundError) as exc:
-        print(f'error: {exc}', file=sys.stderr)
-        return 2
+        return _fail(exc)
+    problem = _closure_at_start(setup)
+    if problem:
+        return _fail(problem)
     out = Path(args.out or Path('results') / setup.name)
-    out.mkdir(parents=True, exist_ok=True)
+    problem = _writable_folder(out)
+    if problem:
+        return _fail(problem)
     options = {}
     if args.pinv:
         options['pinv'] = args.pinv
+    stop = {'signal': None}
+
+    def on_signal(signum, frame):
+        stop['signal'] = signal.Signals(signum).name
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
+        if threading.current_thread() is threading.main_thread() else {}
     try:
         result = simulate(setup, duration=args.duration, rate=args.rate, plant=args.plant,
                           stabilization=_stabilization(args, setup), mass_scale=args.mass_scale,
                           sensor_noise=args.noise, measurement_delay=args.delay, integrator=args.integrator,
                           substeps=args.substeps, progress=_progress_bar(f'simulating {setup.name}'),
-                          controller_options=options)
+                          controller_options=options, should_stop=lambda: stop['signal'] is not None)
     except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)
-        print(f'error: {exc}', file=sys.stderr)
+        print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
         return 2
-    summary = result.summary(args.transient)
-    write_csv(result, out / 'log.csv')
-    write_summary(summary, out / 'summary.json')
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    transient = args.transient if args.transient is not None else S.get(setup.config, 'simulation.transient')
+    summary = result.summary(transient)
+    _replace_atomically(out / 'log.csv', lambda p: write_csv(result, p))
+    _replace_atomically(out / 'summary.json', lambda p: write_summary(summary, p))
+    if result.interrupted:
+        print(f'\ninterrupted ({stop["signal"]}) after {summary["steps"]} control steps: wrote '
+              f'{out / "log.csv"}, {out / "summary.json"} (partial, marked interrupted)', file=sys.stderr)
+        print(format_summary(summary))
+        return 130
     files = [] if args.no_plots else plot_all(result, setup, out)
     if args.mcap:
         from .sim.mcap_log import write_mcap
@@ -147,7 +248,13 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:             # Ctrl-C before or after the loop (loading, plotting)
+        print('\ninterrupted', file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
 
 
 if __name__ == '__main__':

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import settings as _settings
 from . import uk, uk_kernels
 from .baumgarte import Baumgarte
 from .constraints import CompiledRows
@@ -74,20 +75,20 @@ class ControllerCore:
         self.actuator_names = list(setup.actuators.names)
         self.n = self.model.n
         self.p = setup.actuators.p
-        self.rate = float(rate if rate is not None else control.get('rate', 1000.0))
+        self.rate = float(rate if rate is not None else control.get('rate', _settings.default('control.rate')))
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
         self.dt = 1.0 / self.rate
-        self.rcond = float(rcond if rcond is not None else control.get('rcond', uk.DEFAULT_RCOND))
-        method = pinv or control.get('pinv', 'svd')
+        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
+        method = pinv or control.get('pinv', _settings.default('control.pinv'))
         pinv_fn = get_pinv(method)
         if method == 'damped':
-            damping = float(control.get('damping', 1e-6))
+            damping = float(control.get('damping', _settings.default('control.damping')))
             self._pinv = lambda A, rcond: pinv_fn(A, rcond, damping)
         else:
             self._pinv = pinv_fn
         self.pinv_method = method
-        self.safe_effort = safe_effort or control.get('safe_effort', 'zero')
+        self.safe_effort = safe_effort or control.get('safe_effort', _settings.default('control.safe_effort'))
         self._stabilization = None
         limits = setup.actuators.effort_limits if effort_limits is None else effort_limits
         self.effort_limits = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,)).copy()

@@ -113,6 +113,8 @@ class Line(Trajectory):
         if direction is None:
             direction = np.eye(self.dim)[0]
         d = np.asarray(direction, dtype=float).reshape(self.dim)
+        if not np.linalg.norm(d) > 0.0:
+            raise ValueError('direction must be a non-zero vector')
         self.direction = d / np.linalg.norm(d)
         self.amplitude, self.omega, self.phase = float(amplitude), float(omega), float(phase)
 

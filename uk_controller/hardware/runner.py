@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import settings as S
+from ..rearm import ReArm
 from .bus import PortError, make_bus
 from .calibration import PROTOCOLS, HardwareConfig
 from .safety import ARMED, SafeBus
@@ -30,13 +32,14 @@ def add_run_arguments(parser: argparse.ArgumentParser):
     parser.add_argument('config', help='robot setup: name (scara, five_bar, ...) or YAML path')
     parser.add_argument('--port', help='serial port (default: config hardware.port)')
     parser.add_argument('--protocol', choices=PROTOCOLS, help='default: config hardware.protocol')
-    parser.add_argument('--baud', type=int, help='default: config hardware.baud')
-    parser.add_argument('--duration', type=float, default=None,
+    parser.add_argument('--baud', type=S.arg_type('hardware.baud', '--baud'), help='default: config hardware.baud')
+    parser.add_argument('--duration', type=S.arg_type('simulation.duration', '--duration'), default=None,
                         help='seconds of trajectory time to run (default: until Ctrl-C)')
-    parser.add_argument('--rate', type=float, default=None,
+    parser.add_argument('--rate', type=S.arg_type('hardware.rate', '--rate'), default=None,
                         help='control/bus rate in Hz (default: hardware.rate, else control.rate)')
-    parser.add_argument('--watchdog', type=float, default=None,
-                        help='s without effort or feedback before torque off (default: hardware.watchdog)')
+    parser.add_argument('--watchdog', type=S.arg_type('hardware.watchdog', '--watchdog'), default=None,
+                        help='s without effort or feedback before torque off (default: hardware.watchdog); '
+                             'longer than the control period')
     parser.add_argument('--log', metavar='CSV', help='write one CSV row per period (flushed as it goes)')
     parser.add_argument('--quiet', action='store_true', help='no live summary line')
     return parser
@@ -49,6 +52,7 @@ class _Stop(Exception):
 @dataclass
 class LoopResult:
     t: list = field(default_factory=list)
+    armed: list = field(default_factory=list)        # SafeBus armed when the step's feedback came
     q: list = field(default_factory=list)
     effort: list = field(default_factory=list)
     task_error: list = field(default_factory=list)
@@ -56,41 +60,61 @@ class LoopResult:
     cycles: int = 0
     wall: float = 0.0
     stopped_by: str = ''
+    rearms: int = 0
 
 
 def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, csv_writer=None,
-             status=None, record=False, stop_event=None) -> LoopResult:
+             status=None, record=False, stop_event=None, soft_start=None, clock=None,
+             after_cycle=None) -> LoopResult:
     """The fixed-rate loop (also used in-process by the HIL tests).
 
     ``realtime=False`` runs as fast as the bus answers and uses trajectory time
     ``k * dt`` (k = torque transactions sent), which is exactly the in-process
     simulation's clock when the device emulator runs in lockstep.
+
+    Re-arming (after a watchdog trip or a reconnect) holds the trajectory clock
+    for the outage and ramps the gains in over ``soft_start`` seconds
+    (default ``control.soft_start``; :class:`uk_controller.rearm.ReArm`).
+    `clock` (default ``time.monotonic``) and `after_cycle` (called after each
+    bus cycle) let tests run on a stepped clock shared with an emulator.
     """
     res = LoopResult()
     dt = core.dt
     effort, stamp = None, None
     started, t0, sent = False, 0.0, 0
     core.reset(0.0)
-    clock = time.monotonic
+    rearm = ReArm(core, S.get(core.setup.config, 'control.soft_start') if soft_start is None else soft_start)
+    was_armed = False
+    clock = clock or time.monotonic
     next_tick = clock()
     wall0 = clock()
     last_status = 0.0
     last_stamp = None
     while stop_event is None or not stop_event.is_set():
         reading = safe.cycle(effort, stamp)
+        if after_cycle is not None:
+            after_cycle()
         res.cycles += 1
+        armed = safe.state == ARMED
+        was_armed = was_armed or armed
+        if was_armed and not armed and started:      # the outage begins now: stop the trajectory clock
+            rearm.interrupt((clock() - t0) if realtime else (safe.counters['sent'] - sent) * dt)
         if reading is not None and reading.valid and reading.stamp != last_stamp:
             last_stamp = reading.stamp
             if not started:
                 started, t0, sent = True, clock(), safe.counters['sent']
-            t = (clock() - t0) if realtime else (safe.counters['sent'] - sent) * dt
+            t_raw = (clock() - t0) if realtime else (safe.counters['sent'] - sent) * dt
+            t = rearm.time(t_raw) if armed or not was_armed else rearm.waiting(t_raw)
             if duration is not None and t >= duration - 1e-12:
                 res.stopped_by = 'duration'
                 break
             q, qd = assembler(reading.q, reading.qd, t)
             step = core.step(q, qd, t)
+            if step.ok and (armed or not was_armed):
+                rearm.limit(step.effort)          # soft start: no harder than undisturbed operation
             effort, stamp = step.effort, clock()
             if record:
+                res.armed.append(armed)
                 res.t.append(t)
                 res.q.append(q)
                 res.effort.append(step.effort.copy())
@@ -111,6 +135,8 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
                 res.overruns += 1
                 next_tick = clock()
     res.wall = clock() - wall0
+    res.rearms = rearm.rearms
+    rearm.reset()
     return res
 
 
@@ -135,16 +161,28 @@ def run(args) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f'uk-controller run: {exc}', file=sys.stderr)
         return 2
-    rate = args.rate or (hw.rate if hw.rate > 0 else None)
-    core = ControllerCore(setup, rate=rate)
+    rate = args.rate if args.rate is not None else (hw.rate if hw.rate > 0 else None)
     protocol = args.protocol or hw.protocol
     port = args.port or hw.port
-    watchdog = args.watchdog or hw.watchdog
+    watchdog = args.watchdog if args.watchdog is not None else hw.watchdog
     try:
+        S.check_cross({'control': {'rate': rate or S.get(setup.config, 'control.rate')},
+                       'hardware': {'watchdog': watchdog}}, setup.config_path,
+                      names={'hardware.watchdog': '--watchdog (hardware.watchdog)' if args.watchdog is not None
+                             else 'hardware.watchdog'})
+        core = ControllerCore(setup, rate=rate)
         assembler = JointStateAssembler(setup, hw)
     except ValueError as exc:
-        print(f'uk-controller run: {exc}', file=sys.stderr)
+        print(f'uk-controller run: error: {exc}', file=sys.stderr)
         return 2
+    hw.protocol, hw.port = protocol, port         # what the bus really uses (logs, diagnostics)
+    stream = None
+    if args.log:
+        try:
+            stream = open(args.log, 'w', newline='', buffering=1)
+        except OSError as exc:
+            print(f'uk-controller run: error: --log: cannot write {args.log}: {exc.strerror or exc}', file=sys.stderr)
+            return 2
 
     def log(msg):
         print(('\n' if not args.quiet else '') + msg, file=sys.stderr)
@@ -155,22 +193,20 @@ def run(args) -> int:
     old = {}
 
     def on_signal(signum, frame):
-        raise _Stop(signal.Signals(signum).name)
+        raise _Stop(signal.Signals(signum).name, 128 + signum)
 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             old[sig] = signal.signal(sig, on_signal)
-    stream = None
     code = 0
     try:
         try:
             safe.connect(raise_errors=True)
         except PortError as exc:
-            print(f'uk-controller run: {exc}', file=sys.stderr)
+            print(f'uk-controller run: error: {exc}', file=sys.stderr)
             return 2
         writer = None
-        if args.log:
-            stream = open(args.log, 'w', newline='', buffering=1)
+        if stream is not None:
             writer = csv.writer(stream)
             ms = setup.servo.m
             writer.writerow(['t', 'state', *[f'q_{j}' for j in core.joint_names],
@@ -183,9 +219,11 @@ def run(args) -> int:
                        status=None if args.quiet else _status_line, stop_event=stop)
         why = res.stopped_by or 'stopped'
     except KeyboardInterrupt:
-        why = 'Ctrl-C'
+        why = 'interrupted (Ctrl-C)'
+        code = 130
     except _Stop as exc:
-        why = str(exc)
+        why = f'interrupted ({exc.args[0]})'
+        code = exc.args[1]
     except Exception as exc:  # noqa: BLE001 - torque off first, then report
         why = f'error: {exc!r}'
         code = 1

@@ -12,11 +12,12 @@ from ..constraints import ConstraintStack, build_stacks
 from ..model import ModelError, RobotModel
 from ..description import DescriptionError, description_key, is_xacro, load_mjcf, load_sdf, merge_closures, urdf_text
 from ..paths import missing_file_message, resolve_config, resolve_data_file
+from .. import settings
 from .actuators import Actuator, ActuatorMap
 
 #: Natural frequency [rad/s] of the critically damped Baumgarte default when a
-#: setup has no ``stabilization`` section.
-DEFAULT_OMEGA = 10.0
+#: setup has no ``stabilization`` section (the schema's default, uk_controller.settings).
+DEFAULT_OMEGA = settings.default('stabilization.omega')
 
 
 @dataclass
@@ -113,37 +114,14 @@ def _stabilization(cv):
     values = {}
     for key in needs[convention]:
         values[key] = cv.get_floats(key)
-        if np.any(values[key] < 0.0):
-            raise cv.error(key, 'gains must be >= 0')
+        settings.check_value(settings.lookup(f'stabilization.{key}'), values[key].tolist(), file=cv.file,
+                             key=cv.key(key))
         if values[key].size == 1:
             values[key] = float(values[key][0])
     try:
         return Baumgarte.from_config({'convention': convention, **values}, where=cv.prefix)
     except (KeyError, ValueError) as exc:
         raise cv.error('convention', str(exc).strip("'")) from None
-
-
-def _check_run_settings(cv):
-    """Type-check the `control` and `simulation` sections (read by ControllerCore and the
-    simulator) at load time, so a bad value is reported with its file and dotted key."""
-    from ..pinv import PINV_METHODS
-
-    control = cv.section('control', required=False)
-    control.get_float('rate', None, positive=True)
-    control.get_str('pinv', None, choices=sorted(PINV_METHODS))
-    control.get_float('rcond', None, positive=True)
-    control.get_float('damping', None, nonnegative=True)
-    control.get_str('safe_effort', None, choices=['zero', 'hold'])
-    control.get_float('state_timeout', None, positive=True)
-    sim = cv.section('simulation', required=False)
-    sim.get_float('duration', None, positive=True)
-    sim.get_str('integrator', None, choices=['rk4', 'solve_ivp'])
-    sim.get_int('substeps', None, nonnegative=True)
-    sim.get_float('mass_scale', None, positive=True)
-    sim.get_float('sensor_noise', None, nonnegative=True)
-    sim.get_int('measurement_delay', None, nonnegative=True)
-    sim.get_float('closure_omega', None, positive=True)
-    sim.get_float('mujoco_timestep', None, positive=True)
 
 
 def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
@@ -180,6 +158,7 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
 
 def setup_from_params(params, path=None, *, mass_scale=1.0):
     """Build a :class:`RobotSetup` from an already loaded parameter dict."""
+    settings.check(params, path)          # unknown keys, types, ranges, cross-key rules (one schema)
     cv = ConfigView(params, path)
     robot = cv.section('robot')
     name = robot.get_str('name', Path(path).stem if path else 'robot')
@@ -200,7 +179,6 @@ def setup_from_params(params, path=None, *, mass_scale=1.0):
     base_dir = Path(path).parent if path else None
     passive, servo = build_stacks(cv.section('constraints', required=False), model, base_dir)
     stabilization = _stabilization(cv.section('stabilization', required=False))
-    _check_run_settings(cv)
     return RobotSetup(name=name, config=params, config_path=Path(path) if path else None, model=model,
                       joint_names=list(model.joint_names), q0=np.array(q0, dtype=float),
                       qd0=np.array(qd0, dtype=float), passive=passive, servo=servo, actuators=actuators,

@@ -29,8 +29,11 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from diagnostic_msgs.msg import DiagnosticArray
 
+from .. import settings as S
 from ..baumgarte import Baumgarte
+from ..config import ConfigError
 from ..controller import ControllerCore
+from ..rearm import ReArm
 from . import params as P
 from .control_loop import ControlLoop
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array
@@ -57,7 +60,9 @@ def node_parameters(node):
     file_params, path = file_parameters(config)
     flat = {name: P.plain(p.value) for name, p in node.get_parameters_by_prefix('').items()
             if not P.is_builtin(name) and name not in P.NODE_ONLY and p.type_ != Parameter.Type.NOT_SET}
-    params = P.merge(file_params, P.unflatten(flat))
+    overrides = P.unflatten(flat)
+    S.check(P.merge(file_params, overrides), 'ROS parameters' + (f' over {path}' if path else ''))
+    params = P.merge(file_params, overrides)
     description = node.get_parameter('robot_description').value or ''
     robot = params.get('robot') or {}
     if description.strip() and not (robot.get('mjcf') or robot.get('sdf')):   # MJCF/SDF hold the closures: kept
@@ -77,6 +82,9 @@ def declare_defaults(node, ros):
             node.declare_parameter(f'ros.{key}', ros[key])
     if not node.has_parameter('control.state_timeout'):
         node.declare_parameter('control.state_timeout', ros['state_timeout'])
+    for key in ('control.clock_skew', 'control.soft_start'):
+        if not node.has_parameter(key):
+            node.declare_parameter(key, float(ros[key.split('.')[1]]))
 
 
 def effort_message(kind, values, names, stamp):
@@ -138,7 +146,9 @@ class ControllerNode(Node):
                                                       self.ros.get('effort_joints'))
         self.perm = np.asarray(self.perm, dtype=int)
         self.period = self.core.dt
-        self.merger = JointStateMerger(self.core.joint_names, self.ros['state_timeout'])
+        self.merger = JointStateMerger(self.core.joint_names, self.ros['state_timeout'], self.ros['clock_skew'])
+        self.rearm = ReArm(self.core, self.ros['soft_start'])
+        self.started_once = False
         self.stats = LoopStats(self.period)
         self.running = False
         self.autostarted = False
@@ -193,13 +203,26 @@ class ControllerNode(Node):
     def now_ns(self):
         return self.get_clock().now().nanoseconds
 
+    def raw_time(self, now_ns):
+        return (now_ns - self.start_ns) * 1e-9
+
     def trajectory_time(self, now_ns):
-        return (now_ns - self.start_ns) * 1e-9 + self.ros['trajectory_start']
+        """Trajectory time; outages (stale state, safe effort, ~/stop) are held out of it (ReArm)."""
+        return self.rearm.time(self.raw_time(now_ns)) + self.ros['trajectory_start']
 
     def start(self, now_ns):
+        if self.started_once:
+            # ~/stop -> ~/start: resume from the held trajectory time with a soft start
+            self.rearm.interrupt(self.raw_time(now_ns))
+            self.running = True
+            self.get_logger().info(f'trajectory clock resumed at {self.rearm.held_time():.3f} s '
+                                   f'(soft start {self.rearm.soft_start:g} s)')
+            return
         self.core.reset(0.0)
+        self.rearm.reset()
         self.start_ns = now_ns
         self.running = True
+        self.started_once = True
         self.get_logger().info('trajectory clock started')
 
     # ------------------------------------------------------------------ callbacks
@@ -237,6 +260,11 @@ class ControllerNode(Node):
             kind = 'stale'
             fault = (f'stale state: {merger.oldest_joint()} last updated {age * 1e3:.0f} ms ago '
                      f'(timeout {self.ros["state_timeout"] * 1e3:.0f} ms)')
+            if merger.last_kind == 'skew':
+                kind = 'clock_skew'
+                fault = f'{merger.last_rejection}; no usable joint state for {age * 1e3:.0f} ms'
+            elif merger.last_kind:
+                fault += f'; last message rejected: {merger.last_rejection}'
         elif self.loop.safe_reason:
             kind, fault = 'overrun', self.loop.safe_reason      # ros.overrun.safe_after (control_loop.py)
         if self.running and not fault:
@@ -244,8 +272,13 @@ class ControllerNode(Node):
             if not result.ok:
                 kind = 'controller'
                 fault = result.reason or 'controller returned the safe effort'
+                self.rearm.interrupt(self.raw_time(t_ns))
         else:
+            if self.started_once:
+                self.rearm.interrupt(self.raw_time(t_ns))      # hold the trajectory clock during the outage
             result = self.core.safe(fault or 'stopped')
+        if result.ok and self.running:
+            self.rearm.limit(result.effort)       # soft start: no harder than undisturbed operation
         self.stats.record(result)
         effort = result.effort
         if not np.isfinite(effort).all():           # belt and braces: never publish NaN
@@ -289,7 +322,8 @@ class ControllerNode(Node):
             response.success = False
             response.message = f'no complete joint state yet; missing {self.merger.missing()}'
             return response
-        self.start(self.now_ns())
+        self.start(self.merger.newest_ns if self.ros['trigger'] == 'state' and not self.started_once
+                   else self.now_ns())
         response.success = True
         response.message = 'started'
         return response
@@ -317,11 +351,20 @@ class ControllerNode(Node):
                     reason=f'{name}: cannot change while running (model, topics, rate and task are fixed '
                            f'at start; restart the node); live: stabilization.*, {", ".join(P.LIVE_KEYS)}')
             value = P.plain(p.value)
+            setting = S.lookup(name)
+            try:
+                value = S.check_value(setting, value, key=name)
+            except ConfigError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+            if setting.type == 'floats' and len(value) == 1 and not isinstance(P.plain(p.value), list):
+                value = value[0]
             if name.startswith('stabilization.'):
                 stab[name.split('.', 1)[1]] = value
             updates[name] = value
         try:
             new_stab = Baumgarte.from_config(stab) if any(n.startswith('stabilization.') for n in updates) else None
+            if new_stab is not None:
+                S.check_cross({'control': {'rate': self.core.rate}, 'stabilization': stab})
             if 'ros.trajectory_start' in updates:
                 P._number({'v': updates['ros.trajectory_start']}, 'v', 'ros.trajectory_start', positive=False)
             if 'control.state_timeout' in updates:
@@ -330,7 +373,10 @@ class ControllerNode(Node):
                 raise P.ParameterError(f"control.safe_effort: {updates['control.safe_effort']!r} is not zero or hold")
             if new_stab is not None:
                 # the setter checks per-row gain lengths against the constraint rows
+                current = self.core.stabilization
                 self.core.stabilization = new_stab
+                self.core.stabilization = current
+                self.rearm.set_gains(new_stab)
         except (ValueError, KeyError, TypeError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         if new_stab is not None:
@@ -343,6 +389,11 @@ class ControllerNode(Node):
                 self.merger.state_timeout = float(value)
             elif name == 'control.safe_effort':
                 self.core.safe_effort = value
+            elif name == 'control.clock_skew':
+                self.ros['clock_skew'] = self.merger.clock_skew = float(value)
+            elif name == 'control.soft_start':
+                self.ros['soft_start'] = float(value)
+                self.rearm.set_soft_start(value)
         if updates:
             self.get_logger().info(f'live parameters: {updates}')
         return SetParametersResult(successful=True)
@@ -354,10 +405,14 @@ class ControllerNode(Node):
         mean, peak = self.stats.window()
         merger = self.merger
         age = merger.age(now)
+        skew_ms = merger.last_skew * 1e3
         if self.fault:
             level, message = ERROR, self.fault
         elif self.loop.warning:
             level, message = WARN, self.loop.warning
+        elif merger.last_kind == 'skew':          # the latest message was stamped ahead of our clock
+            level, message = WARN, (f'clock skew: joint_states stamped {skew_ms:+.0f} ms from the node clock '
+                                    f'(tolerance {merger.clock_skew * 1e3:.0f} ms)')
         elif not merger.complete:
             level, message = WARN, f'waiting for joint states: missing {merger.missing()}'
         elif not self.running:
@@ -383,6 +438,10 @@ class ControllerNode(Node):
             ('messages_used', counts['accepted']),
             ('rejected_nonfinite', counts['nonfinite']),
             ('rejected_late', counts['late']),
+            ('rejected_clock_skew', counts['skew']),
+            ('clock_skew_ms', skew_ms),
+            ('rearms', self.rearm.rearms),
+            ('soft_start_active', self.rearm.ramping),
             ('rejected_malformed', counts['malformed']),
             ('rejected_no_known_joint', counts['no_known_joint']),
             ('messages_with_unknown_names', counts['unknown_names']),

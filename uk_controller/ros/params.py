@@ -10,32 +10,28 @@ key of anything wrong.
 from __future__ import annotations
 
 import array
+import atexit
 import math
 import os
 import tempfile
 from pathlib import Path
 
+from .. import settings as S
+
 # Node-only settings (section ``ros`` of the robot YAML) and their defaults.
-ROS_DEFAULTS = {
-    'joint_states_topic': '/joint_states',
-    'effort_topic': '/effort_controller/commands',
-    'output_type': 'float64_multi_array',
-    'autostart': True,
-    'trigger': 'timer',
-    'trajectory_start': 0.0,
-    'diagnostics_period': 1.0,
-    'executor': 'single_threaded',
-}
-OUTPUT_TYPES = ('float64_multi_array', 'joint_trajectory', 'joint_state')
-TRIGGERS = ('timer', 'state')
+# (the defaults live in the settings schema, uk_controller.settings)
+ROS_DEFAULTS = {s.key.split('.', 1)[1]: s.default for s in S.SETTINGS
+                if s.key.startswith('ros.') and s.key.count('.') == 1 and s.default is not None}
+OUTPUT_TYPES = S.lookup('ros.output_type').choices
+TRIGGERS = S.lookup('ros.trigger').choices
 # rclpy.experimental.EventsExecutor (Kilted, rclpy 9.1.2) stalled after its first callbacks in our
 # node, so only the standard executors are offered.
 EXECUTORS = ('single_threaded', 'multi_threaded')
-DEFAULT_STATE_TIMEOUT = 0.1
+DEFAULT_STATE_TIMEOUT = S.default('control.state_timeout')
 
 # Parameters a running controller accepts (everything else needs a restart).
 LIVE_PREFIXES = ('stabilization.',)
-LIVE_KEYS = ('ros.trajectory_start', 'control.state_timeout', 'control.safe_effort')
+LIVE_KEYS = tuple(k for k in S.live_keys() if not k.startswith(LIVE_PREFIXES))
 # Parameters ROS itself manages on every node.
 ROS_BUILTIN = ('use_sim_time', 'start_type_description_service')
 ROS_BUILTIN_PREFIXES = ('qos_overrides.',)
@@ -53,7 +49,7 @@ def is_builtin(name):
 
 def is_live(name):
     """True when `name` may change while the controller runs (gains, trajectory start)."""
-    return name.startswith(LIVE_PREFIXES) or name in LIVE_KEYS
+    return S.is_live(name)
 
 
 def flatten(tree, prefix=''):
@@ -157,6 +153,8 @@ def ros_settings(params):
         ros['state_timeout'] = _number(control, 'state_timeout', 'control.state_timeout')
     else:
         ros['state_timeout'] = DEFAULT_STATE_TIMEOUT
+    for key in ('clock_skew', 'soft_start'):
+        ros[key] = float(S.get(params, f'control.{key}'))
     if 'rate' in control:
         _number(control, 'rate', 'control.rate')
     if 'effort_joints' in ros:
@@ -206,4 +204,12 @@ def robot_description_file(xml, directory=None):
     fd, path = tempfile.mkstemp(prefix='uk_robot_description_', suffix='.urdf', dir=directory)
     with os.fdopen(fd, 'w') as handle:
         handle.write(text)
+    atexit.register(_remove, path)            # no /tmp/uk_robot_description_* left behind
     return Path(path)
+
+
+def _remove(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -20,6 +20,7 @@ valid again.
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import numpy as np
@@ -30,6 +31,8 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from .. import settings as S
+from ..config import ConfigError
 from ..hardware.bus import make_bus
 from ..hardware.calibration import HardwareConfig
 from ..hardware.safety import ARMED, DISCONNECTED, SafeBus
@@ -45,11 +48,18 @@ class SerialBridgeNode(Node):
         self.setup = load_robot(p['config'])
         cfg = self.setup.config
         self.hw = HardwareConfig.from_setup(self.setup)
+        # node parameters override the config's hardware section; '' / 0 keep the config (schema checks)
+        for name, key in (('protocol', 'hardware.protocol'), ('port', 'hardware.port'), ('baud', 'hardware.baud'),
+                          ('rate', 'hardware.rate'), ('watchdog', 'hardware.watchdog')):
+            if p[name] not in ('', 0, 0.0):
+                S.check_value(S.lookup(key), p[name], file='serial_bridge_node parameter', key=f'{name} ({key})')
         self.protocol = p['protocol'] or self.hw.protocol
         self.port = p['port'] or self.hw.port
         self.baud = int(p['baud'] or self.hw.baud)
-        rate = float(p['rate'] or self.hw.rate or (cfg.get('control') or {}).get('rate', 100.0))
+        rate = float(p['rate'] or self.hw.rate or S.get(cfg, 'control.rate'))
         self.watchdog = float(p['watchdog'] or self.hw.watchdog)
+        S.check_cross({'control': {'rate': rate}, 'hardware': {'watchdog': self.watchdog}},
+                      'serial_bridge_node parameter', names={'hardware.watchdog': 'watchdog (hardware.watchdog)'})
         ros = cfg.get('ros') or {}
         self.effort_joints = list(ros.get('effort_joints') or [j for j in self.hw.joints])
         missing = [j for j in self.hw.joints if j not in self.effort_joints]

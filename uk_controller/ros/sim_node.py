@@ -49,6 +49,7 @@ from trajectory_msgs.msg import JointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
 
 from ..sim.uk_plant import UKPlant
+from .. import settings as S
 from . import params as P
 from .controller_node import node_parameters
 from .diagnostics import OK, WARN, diagnostic_array

@@ -8,6 +8,15 @@ joints, or is late (stamp older than the state timeout, or older than what we
 already hold for one of its joints). Names we do not know are ignored and
 counted; the known joints of that message are used.
 
+Clock skew: a stamp more than ``clock_skew`` seconds *ahead* of the node's
+clock is not a newer sample but a publisher whose clock is off (or a glitched
+stamp); the message is rejected as ``skew`` and the offset kept for
+/diagnostics. Without this check one stamp 60 s in the future would make every
+real message look out of order for a minute while the node kept the frozen
+sample. Freshness is judged by arrival as well as by stamp: :meth:`age` is the
+larger of the two, so a held sample is never older than the state timeout by
+arrival, whatever its stamp says.
+
 Velocities missing from a message are estimated by the backward difference
 ``q' ~ (q_k - q_{k-1}) / (t_k - t_{k-1})`` of consecutive samples of that joint.
 """
@@ -21,7 +30,7 @@ import numpy as np
 class JointStateMerger:
     """Latest (q, q') per joint with per-joint sample times in nanoseconds."""
 
-    def __init__(self, joint_names, state_timeout):
+    def __init__(self, joint_names, state_timeout, clock_skew=0.05):
         self.joint_names = list(joint_names)
         self.index = {name: i for i, name in enumerate(self.joint_names)}
         self.n = len(self.joint_names)
@@ -29,16 +38,21 @@ class JointStateMerger:
         self.q = np.zeros(self.n)
         self.qd = np.zeros(self.n)
         self.stamp_ns = np.zeros(self.n, dtype=np.int64)     # sample time per joint
+        self.arrival_ns = np.zeros(self.n, dtype=np.int64)   # node clock when that sample arrived
+        self.clock_skew = float(clock_skew)
+        self.last_skew = 0.0             # s, stamp minus node clock of the last stamped message
+        self.last_kind = ''
         self.received = np.zeros(self.n, dtype=bool)
         self.complete = False
         self.newest_ns = 0
         self.counts = {'accepted': 0, 'nonfinite': 0, 'late': 0, 'malformed': 0,
-                       'unknown_names': 0, 'no_known_joint': 0}
+                       'unknown_names': 0, 'no_known_joint': 0, 'skew': 0}
         self.last_rejection = ''
 
     def _reject(self, kind, why):
         self.counts[kind] += 1
         self.last_rejection = why
+        self.last_kind = kind
         return False
 
     def update(self, names, positions, velocities, stamp_ns, now_ns):
@@ -67,6 +81,10 @@ class JointStateMerger:
                        if not math.isfinite(positions[k]) or (velocities and not math.isfinite(velocities[k])))
             return self._reject('nonfinite', f'NaN/Inf in joint {bad!r}')
         if stamp_ns > 0:
+            self.last_skew = (stamp_ns - now_ns) * 1e-9
+            if stamp_ns - now_ns > self.clock_skew * 1e9:
+                return self._reject('skew', f'clock skew: stamp {self.last_skew:+.3f} s ahead of the node clock '
+                                            f'(tolerance {self.clock_skew * 1e3:.0f} ms)')
             if now_ns - stamp_ns > self.state_timeout * 1e9:
                 return self._reject('late', f'stamp {(now_ns - stamp_ns) * 1e-6:.1f} ms old '
                                             f'(timeout {self.state_timeout * 1e3:.0f} ms)')
@@ -82,24 +100,28 @@ class JointStateMerger:
                 self.qd[i] = (pos[j] - self.q[i]) / ((t_ns - self.stamp_ns[i]) * 1e-9)
             self.q[i] = pos[j]
             self.stamp_ns[i] = t_ns
+            self.arrival_ns[i] = now_ns if now_ns > 0 else t_ns     # no clock yet (sim time): by stamp
             self.received[i] = True
         self.newest_ns = max(self.newest_ns, t_ns)
         if not self.complete:
             self.complete = bool(self.received.all())
         self.counts['accepted'] += 1
+        self.last_kind = ''
         return True
 
     def missing(self):
         return [name for name, ok in zip(self.joint_names, self.received) if not ok]
 
     def age(self, now_ns):
-        """Seconds since the oldest joint's latest sample (inf until every joint was seen)."""
+        """Seconds since the oldest joint's latest sample, by stamp or by arrival, whichever is older
+        (inf until every joint was seen)."""
         if not self.complete:
             return math.inf
-        return (now_ns - int(self.stamp_ns.min())) * 1e-9
+        return (now_ns - min(int(self.stamp_ns.min()), int(self.arrival_ns.min()))) * 1e-9
 
     def oldest_joint(self):
-        return self.joint_names[int(np.argmin(self.stamp_ns))]
+        stamp, arrival = self.stamp_ns.min(), self.arrival_ns.min()
+        return self.joint_names[int(np.argmin(self.stamp_ns if stamp <= arrival else self.arrival_ns))]
 
     def rejected(self):
-        return sum(self.counts[k] for k in ('nonfinite', 'late', 'malformed', 'no_known_joint'))
+        return sum(self.counts[k] for k in ('nonfinite', 'late', 'malformed', 'no_known_joint', 'skew'))

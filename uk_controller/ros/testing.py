@@ -59,7 +59,7 @@ class NodeProcess:
         self.proc = subprocess.Popen(args, env=ros_env(domain_id, **(env or {})), stdout=self._log,
                                      stderr=subprocess.STDOUT)
 
-    def stop(self, timeout=10.0):
+    def stop(self, timeout=60.0):
         """SIGINT, wait; returns the exit code (kills after `timeout`)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
@@ -119,6 +119,7 @@ class Probe:
         self.executor.add_node(self.node)
         self.lock = threading.Lock()
         self.records = {}
+        self.subscriptions = {}
         self._stop = False
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()
@@ -142,8 +143,13 @@ class Probe:
             item = (time.monotonic(), convert(msg) if convert else msg)
             with self.lock:
                 store.append(item)
-        self.node.create_subscription(msg_type, topic, callback, qos or reliable())
+        self.subscriptions[topic] = self.node.create_subscription(msg_type, topic, callback, qos or reliable())
         return store
+
+    def matched_publishers(self, topic):
+        """Publishers matched by the probe's own subscription of `topic` (reader side: from then on its
+        messages reach the probe), unlike :meth:`publishers`, which counts graph entries."""
+        return self.subscriptions[topic].get_publisher_count()
 
     def snapshot(self, topic):
         with self.lock:

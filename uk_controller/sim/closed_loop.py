@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..baumgarte import Baumgarte
+from .. import settings as S
 from ..controller import ControllerCore
 from . import compiled_loop
 
@@ -49,6 +50,11 @@ class SimulationResult:
     wall_time: float
     rate: float
     settings: dict = field(default_factory=dict)
+    status: np.ndarray = None            # per step, index into uk_controller.sim.status.STATUSES
+    servo_residual: np.ndarray = None    # residual of the servo equation where it is inconsistent
+    interrupted: bool = False            # stopped early (Ctrl-C): the logs hold the steps that ran
+    servo_rows: int = 0
+    failure: str = ''                    # why the run ended early (plant diverged), else empty
 
     def after(self, transient):
         """Boolean mask of the samples after the transient (seconds)."""
@@ -66,14 +72,22 @@ class SimulationResult:
 
     def summary(self, transient=None, settle_tol=1e-3):
         """Figures of merit. `transient` defaults to a fifth of the run (at most 2 s)."""
+        if self.t.size == 0:
+            return {'robot': self.robot, 'plant': self.plant, 'duration_s': 0.0, 'steps': 0,
+                    'interrupted': bool(self.interrupted), 'failure': self.failure,
+                    'verdict': self.failure or 'no control step ran'}
         duration = float(self.t[-1] - self.t[0]) if self.t.size > 1 else 0.0
         if transient is None:
             transient = min(2.0, 0.2 * duration)
         mask = self.after(transient)
         err = np.linalg.norm(self.task_error[mask], axis=1) if mask.any() else np.zeros(1)
         closure = np.abs(self.closure_residual).max() if self.closure_residual.size else 0.0
-        sim_time = duration + 1.0 / self.rate
-        return {
+        sim_time = duration + 1.0 / self.rate if self.t.size else 0.0
+        from .status import counts, task_verdict
+        codes = self.status if self.status is not None else np.zeros(self.t.size, dtype=np.int8)
+        norm_all = np.linalg.norm(self.task_error, axis=1)
+        saturated_steps = int(self.saturated.any(axis=1).sum())
+        out = {
             'robot': self.robot,
             'plant': self.plant,
             'duration_s': sim_time,
@@ -90,7 +104,18 @@ class SimulationResult:
             'step_time_median_us': float(np.median(self.compute_time) * 1e6),
             'wall_time_s': self.wall_time,
             'real_time_factor': sim_time / self.wall_time if self.wall_time > 0 else float('inf'),
+            'steps': int(self.t.size),
+            'steps_by_status': counts(codes),
+            'saturated_steps': saturated_steps,
+            'not_settled_steps': int(np.count_nonzero(norm_all[mask] >= settle_tol)) if mask.any() else 0,
+            'interrupted': bool(self.interrupted),
+            'failure': self.failure,
         }
+        residual = self.servo_residual if self.servo_residual is not None else np.zeros(self.t.size)
+        out['verdict'] = task_verdict(out, codes, residual, ms=self.servo_rows, p=len(self.actuator_names))
+        if self.failure:
+            out['verdict'] = f'FAILED: {self.failure}; ' + out['verdict']
+        return out
 
 
 def _row_names(stack):
@@ -120,7 +145,7 @@ def make_plant(kind, setup, *, mass_scale=1.0, integrator=None, substeps=None):
 
 def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None, mass_scale=1.0,
              sensor_noise=None, measurement_delay=None, integrator=None, substeps=None, seed=0,
-             progress=None, controller_options=None, compiled=None):
+             progress=None, controller_options=None, compiled=None, should_stop=None):
     """Run the closed loop and return a :class:`SimulationResult`.
 
     setup              a RobotSetup (see :func:`uk_controller.robots.load_robot`)
@@ -137,12 +162,15 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
                        available (numba, UK plant, no sensor noise or delay, compiled controller and
                        plant), False = always the Python loop, True = require it (ValueError if not
                        available). ``settings['loop']`` says which ran.
+    should_stop        callable() -> bool checked between chunks of periods (Ctrl-C in the CLI): when
+                       it answers True the run ends there and the result holds the periods that ran
+                       (``interrupted``).
     """
     sim_cfg = dict(setup.config.get('simulation', {}) or {})
-    duration = float(duration if duration is not None else sim_cfg.get('duration', 10.0))
-    mass_scale = float(mass_scale if mass_scale is not None else sim_cfg.get('mass_scale', 1.0))
-    sensor_noise = float(sensor_noise if sensor_noise is not None else sim_cfg.get('sensor_noise', 0.0))
-    delay = int(measurement_delay if measurement_delay is not None else sim_cfg.get('measurement_delay', 0))
+    duration = float(duration if duration is not None else sim_cfg.get('duration', S.default('simulation.duration')))
+    mass_scale = float(mass_scale if mass_scale is not None else sim_cfg.get('mass_scale', S.default('simulation.mass_scale')))
+    sensor_noise = float(sensor_noise if sensor_noise is not None else sim_cfg.get('sensor_noise', S.default('simulation.sensor_noise')))
+    delay = int(measurement_delay if measurement_delay is not None else sim_cfg.get('measurement_delay', S.default('simulation.measurement_delay')))
     ctrl = ControllerCore(setup, stabilization=stabilization, rate=rate, **(controller_options or {}))
     the_plant = make_plant(plant, setup, mass_scale=mass_scale, integrator=integrator, substeps=substeps)
     rng = np.random.default_rng(seed)
@@ -156,7 +184,9 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
         'phi': np.zeros((steps, mp + ms)), 'phidot': np.zeros((steps, mp + ms)),
         'closure_residual': np.zeros((steps, mp)), 'saturated': np.zeros((steps, p), dtype=bool),
         'ok': np.zeros(steps, dtype=bool), 'compute_time': np.zeros(steps),
+        'status': np.zeros(steps, dtype=np.int8), 'servo_residual': np.zeros(steps),
     }
+    from .status import _residual, classify, code_of
     history = []
     ctrl.reset(the_plant.t)
     every = max(1, steps // 100)
@@ -194,6 +224,8 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
             log_sat[k] = res.saturated
             log_ok[k] = res.ok
             log_ct[k] = res.compute_time
+            log['status'][k] = code_of(res, ms, p)
+            log['servo_residual'][k] = _residual(res.reason)
             plant_step(effort, dt)
 
     fast = None
@@ -207,10 +239,14 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     clock0 = compiled_loop.clock() if fast is not None else None
     start = time.perf_counter()
     k = 0
+    interrupted = False
     while k < steps:
+        if should_stop is not None and should_stop():
+            interrupted = True
+            break
         if progress is not None:
             progress(k / steps)
-        stop = min(steps, k + every) if progress is not None else steps
+        stop = min(steps, k + every) if progress is not None or should_stop is not None else steps
         while k < stop:
             if fast is None:
                 python_periods(k, stop)
@@ -227,6 +263,23 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
                 if code == compiled_loop.CONTROLLER_STOP:  # ControllerCore.step answers (safe effort, reason)
                     python_periods(k, k + 1)
                     k += 1
+    if interrupted:
+        for key in list(log):
+            log[key] = log[key][:k]
+        log_phi, log_ct = log['phi'], log['compute_time']
+        if in_kernel is not None:
+            in_kernel = in_kernel[:k]
+    failure = ''
+    finite = np.isfinite(log['q']).all(axis=1) & np.isfinite(log['qd']).all(axis=1)
+    if not finite.all():                # the plant diverged: keep the periods before it, say so
+        bad = int(np.argmin(finite))
+        failure = f'plant state not finite at t = {bad * dt:.4f} s: the simulation stopped there'
+        for key in list(log):
+            log[key] = log[key][:bad]
+        log_phi, log_ct = log['phi'], log['compute_time']
+        if in_kernel is not None:
+            in_kernel = in_kernel[:bad]
+        k = bad
     log['task_error'][:] = log_phi[:, mp:]
     if mp:
         log['closure_residual'][:] = log_phi[:, :mp]
@@ -234,7 +287,13 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     if fast is not None:
         clock1 = compiled_loop.clock()
         compiled_loop.cycles_to_seconds(log_ct, in_kernel, clock1[1] - clock0[1], clock1[0] - clock0[0])
-    if progress is not None:
+    if in_kernel is not None and in_kernel.any():
+        idx = np.nonzero(in_kernel)[0]
+        codes, resid = np.zeros(idx.size, dtype=np.int8), np.zeros(idx.size)
+        classify(ctrl, log['t'][idx], log['q'][idx], log['qd'][idx], log['ok'][idx], codes, resid)
+        log['status'][idx] = codes
+        log['servo_residual'][idx] = resid
+    if progress is not None and not interrupted:
         progress(1.0)
     if sensor_noise > 0 or delay or plant != 'uk':
         _true_errors(setup, ctrl, log)
@@ -242,7 +301,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     return SimulationResult(
         robot=setup.name, plant=plant, joint_names=ctrl.joint_names, actuator_names=ctrl.actuator_names,
         task_row_names=_row_names(setup.servo), row_names=_row_names(setup.passive) + _row_names(setup.servo),
-        wall_time=wall, rate=ctrl.rate,
+        wall_time=wall, rate=ctrl.rate, interrupted=interrupted, servo_rows=ms, failure=failure,
         settings={'duration': duration, 'rate': ctrl.rate, 'mass_scale': mass_scale, 'sensor_noise': sensor_noise,
                   'measurement_delay': delay, 'pinv': ctrl.pinv_method,
                   'loop': 'compiled' if fast is not None else 'python',

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import settings as S
+
 
 class MujocoPlant:
     """MuJoCo model of a robot setup with the interface of :class:`UKPlant`."""
@@ -75,7 +77,7 @@ class MujocoPlant:
     @classmethod
     def from_setup(cls, setup, *, mass_scale=1.0, **options):
         sim = dict(setup.config.get('simulation', {}) or {})
-        options.setdefault('timestep', float(sim.get('mujoco_timestep', 2.5e-4)))
+        options.setdefault('timestep', float(sim.get('mujoco_timestep', S.default('simulation.mujoco_timestep'))))
         options.pop('integrator', None)
         options.pop('substeps', None)
         return cls(setup, mass_scale=mass_scale, **options)

@@ -13,13 +13,19 @@ def write_csv(result, path):
     header = (['t'] + [f'q_{j}' for j in result.joint_names] + [f'qd_{j}' for j in result.joint_names]
               + [f'u_{a}' for a in result.actuator_names] + [f'phi_{r}' for r in result.row_names]
               + [f'phidot_{r}' for r in result.row_names] + [f'task_{r}' for r in result.task_row_names]
-              + ['ok'])
+              + ['ok', 'status'])
+    from .status import STATUSES
     data = np.column_stack((result.t, result.q, result.qd, result.effort, result.phi, result.phidot,
                             result.task_error, result.ok.astype(float)))
+    codes = result.status if result.status is not None else np.zeros(result.t.size, dtype=np.int8)
+    rows = np.char.mod('%.9g', data).tolist() if data.size else []
+    if data.size and not np.isfinite(data).all():      # unknown values (safe-effort steps): empty cells
+        for r, c in zip(*np.nonzero(~np.isfinite(data))):
+            rows[r][c] = ''
     with open(path, 'w', newline='') as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
-        writer.writerows(np.char.mod('%.9g', data).tolist())
+        writer.writerows(row + [STATUSES[c]] for row, c in zip(rows, codes))
 
 
 def task_paths(result, setup):
@@ -139,7 +145,11 @@ def _joint_errors(result, setup):
 def format_summary(summary):
     """Human-readable lines of :meth:`SimulationResult.summary`."""
     s = summary
+    if not s.get('steps'):
+        return f"robot {s['robot']}: {s['verdict']}" + (' (interrupted)' if s.get('interrupted') else '')
+    by = s['steps_by_status']
     return '\n'.join([
+        ('INTERRUPTED: partial run. ' if s['interrupted'] else '') + s['verdict'],
         f"robot {s['robot']} on the {s['plant']} plant, {s['duration_s']:.3f} s simulated",
         f"task error after {s['transient_s']:.2f} s: max {s['task_error_max']:.3e}, "
         f"RMS {s['task_error_rms']:.3e}, final {s['task_error_final']:.3e}; "
@@ -148,8 +158,22 @@ def format_summary(summary):
         f"saturated {100 * s['saturated_fraction']:.1f}% of steps; safe-effort steps {s['safe_effort_steps']}",
         f"control step median {s['step_time_median_us']:.1f} us; wall time {s['wall_time_s']:.2f} s; "
         f"real-time factor {s['real_time_factor']:.1f}x",
+        f"steps {s['steps']}: " + ', '.join(f'{k.replace("_", " ")} {v}' for k, v in by.items())
+        + f"; not settled (after the transient) {s['not_settled_steps']}",
     ])
 
 
+def strict_json(value):
+    """`value` with NaN and infinities replaced by None (JSON has neither)."""
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
 def write_summary(summary, path):
-    Path(path).write_text(json.dumps(summary, indent=2) + '\n')
+    """summary.json, strict JSON (NaN/inf written as null)."""
+    Path(path).write_text(json.dumps(strict_json(summary), indent=2, allow_nan=False) + '\n')

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from .. import settings as S
 from .. import uk, uk_kernels
 from ..baumgarte import Baumgarte
 from ..constraints import CompiledRows, ConstraintStack
@@ -155,9 +156,9 @@ class UKPlant:
         if mass_scale != 1.0:       # from the setup's own parameters (they may differ from its file)
             from ..robots import setup_from_params
             setup = setup_from_params(setup.config, setup.config_path, mass_scale=mass_scale)
-        options.setdefault('integrator', sim.get('integrator', 'rk4'))
-        options.setdefault('substeps', sim.get('substeps', 4))
-        options.setdefault('closure_omega', sim.get('closure_omega', 50.0))
+        options.setdefault('integrator', sim.get('integrator', S.default('simulation.integrator')))
+        options.setdefault('substeps', sim.get('substeps', S.default('simulation.substeps')))
+        options.setdefault('closure_omega', sim.get('closure_omega', S.default('simulation.closure_omega')))
         return cls(setup, **options)
 
     def reset(self, q, qd, t=0.0):

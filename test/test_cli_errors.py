@@ -1,0 +1,198 @@
+"""Issue 11: bad CLI input gives exit code 2 and a message naming the argument/key and the accepted
+range, never a traceback, and nothing is written; Ctrl-C keeps what ran; summaries say when the task
+was not tracked and why. Every case here failed (traceback, silent default, or a result that looked
+fine) before the settings schema."""
+import copy
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from uk_controller import rcl_yaml
+from uk_controller.config import load_config
+from uk_controller.paths import share_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, cwd=None, timeout=120):
+    return subprocess.run([sys.executable, '-m', 'uk_controller.cli', *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd)
+
+
+def _no_traceback(proc):
+    assert 'Traceback' not in proc.stderr and 'Traceback' not in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize('flags, names', [
+    (['--duration', '0'], ['--duration', 'simulation.duration', '(0, 3600] s']),
+    (['--duration', '-1'], ['--duration', '(0, 3600] s']),
+    (['--rate', '0'], ['--rate', 'control.rate', '(0, 20000] Hz']),
+    (['--rate', '-100'], ['--rate', '(0, 20000] Hz']),
+    (['--rate', '1e9', '--duration', '0.01'], ['--rate', '(0, 20000] Hz']),
+    (['--substeps', '0'], ['--substeps', '[1, 1000]']),
+    (['--mass-scale', '0'], ['--mass-scale', '(0, 1000]']),
+    (['--delay', '-3'], ['--delay', '[0, 10000] periods']),
+    (['--noise', '-1'], ['--noise', '[0, 10] rad or m']),
+    (['--omega', '-15'], ['--omega', 'stabilization.omega', '(0, 1000] rad/s']),
+    (['--omega', 'nan'], ['--omega', 'finite']),
+    (['--alpha', '-1', '--beta', '4'], ['--alpha', '(0, 2000]']),
+    (['--alpha', '3'], ['--alpha and --beta']),
+    (['--transient', '5', '--duration', '2'], ['--transient', 'simulation.transient', '[0, 2) s']),
+    (['--rate', '20000', '--duration', '3000'], ['--duration', 'control periods']),
+    (['--omega', '400', '--rate', '1000'], ['--omega', 'rate/4']),
+])
+def test_bad_simulate_flags_exit_2_naming_flag_and_range(tmp_path, flags, names):
+    out = tmp_path / 'out'
+    proc = cli('simulate', 'scara', '--no-plots', '--out', out, *flags)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    _no_traceback(proc)
+    for name in names:
+        assert name in proc.stderr, proc.stderr
+    assert not out.exists() or not any(out.iterdir())          # nothing written
+
+
+def _yaml_with(tmp_path, edit, name='robot.yaml'):
+    params, _ = load_config(ROOT / 'config' / 'scara.yaml')
+    params = copy.deepcopy(params)
+    params['robot']['urdf'] = str(share_dir() / 'urdf' / 'scara.urdf')
+    edit(params)
+    path = tmp_path / name
+    path.write_text(rcl_yaml.dump({'/**': {'ros__parameters': params}}))
+    return path
+
+
+@pytest.mark.parametrize('edit, names', [
+    (lambda p: p.__setitem__('stabilisation', {'omega': 20.0}), ['stabilisation', "did you mean 'stabilization'"]),
+    (lambda p: p['control'].__setitem__('rte', 5.0), ['control.rte', "did you mean 'rate'"]),
+    (lambda p: p['control'].__setitem__('safe_efort', 'hold'), ['control.safe_efort', "did you mean 'safe_effort'"]),
+    (lambda p: p['simulation'].__setitem__('substeps', 0), ['simulation.substeps', '[1, 1000]']),
+])
+def test_bad_yaml_exit_2_naming_file_and_key(tmp_path, edit, names):
+    path = _yaml_with(tmp_path, edit)
+    out = tmp_path / 'out'
+    proc = cli('simulate', path, '--duration', '0.01', '--no-plots', '--out', out)
+    assert proc.returncode == 2, proc.stderr
+    _no_traceback(proc)
+    assert str(path) in proc.stderr
+    for name in names:
+        assert name in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+def test_out_on_a_file_or_read_only_folder(tmp_path):
+    existing = tmp_path / 'file.txt'
+    existing.write_text('keep me')
+    proc = cli('simulate', 'scara', '--duration', '0.01', '--no-plots', '--out', existing)
+    assert proc.returncode == 2 and '--out' in proc.stderr and 'not a folder' in proc.stderr
+    _no_traceback(proc)
+    assert existing.read_text() == 'keep me'
+    if os.geteuid() != 0:                  # root may write anywhere
+        ro = tmp_path / 'ro'
+        ro.mkdir()
+        ro.chmod(0o555)
+        try:
+            proc = cli('simulate', 'scara', '--duration', '0.01', '--no-plots', '--out', ro / 'sub')
+            assert proc.returncode == 2 and '--out' in proc.stderr and str(ro) in proc.stderr
+            _no_traceback(proc)
+        finally:
+            ro.chmod(0o755)
+
+
+def _summary(out):
+    text = (out / 'summary.json').read_text()
+    return json.loads(text, parse_constant=lambda c: pytest.fail(f'summary.json holds {c}: not JSON'))
+
+
+def test_out_of_reach_task_is_reported_as_not_tracked(tmp_path):
+    path = _yaml_with(tmp_path, lambda p: p['constraints']['tool_path']['trajectory'].__setitem__(
+        'centre', [5.0, 0.35, 0.0]))
+    out = tmp_path / 'out'
+    proc = cli('simulate', path, '--duration', '1', '--no-plots', '--out', out)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith('task NOT tracked') and 'out of reach' in first and 'saturated' in first, first
+    summary = _summary(out)
+    assert summary['steps_by_status']['saturated'] == summary['steps'] == 1000
+    with open(out / 'log.csv') as fh:
+        statuses = [row['status'] for row in csv.DictReader(fh)]
+    assert len(statuses) == 1000 and set(statuses) == {'saturated'}
+
+
+def test_under_actuated_task_is_reported_with_the_reason(tmp_path):
+    def two_motors(p):
+        p['actuators'] = {'names': ['motor1', 'motor2'], 'motor1': {'joint': 'joint1'}, 'motor2': {'joint': 'joint2'}}
+    path = _yaml_with(tmp_path, two_motors)
+    out = tmp_path / 'out'
+    proc = cli('simulate', path, '--duration', '0.5', '--no-plots', '--out', out)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert 'NOT tracked' in first and 'under-actuated' in first and '2 actuators' in first, first
+    summary = _summary(out)
+    assert summary['steps_by_status']['servo_inconsistent'] == summary['steps']
+    with open(out / 'log.csv') as fh:
+        assert {row['status'] for row in csv.DictReader(fh)} == {'servo_inconsistent'}
+
+
+def test_tracked_run_says_so_and_summary_is_strict_json(tmp_path):
+    out = tmp_path / 'out'
+    proc = cli('simulate', 'scara', '--duration', '0.5', '--no-plots', '--out', out, '--transient', '0.45')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith('task tracked')
+    summary = _summary(out)
+    assert summary['interrupted'] is False and summary['steps'] == 500
+    # a run that never settles: settling_time is NaN inside, null in the file
+    proc = cli('simulate', 'scara', '--duration', '0.05', '--no-plots', '--out', out)
+    assert proc.returncode == 0
+    assert _summary(out)['settling_time_s'] is None
+
+
+def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
+    out = tmp_path / 'out'
+    proc = subprocess.Popen([sys.executable, '-m', 'uk_controller.cli', 'simulate', 'scara', '--duration', '300', '--noise', '1e-6',
+                             '--rate', '1000', '--no-plots', '--out', str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    # the progress line is printed from inside the control loop, after the handler is installed
+    line = proc.stderr.readline()
+    assert 'simulating scara' in line, line
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert 'Traceback' not in stderr and 'interrupted' in stderr
+    assert stdout.splitlines()[0].startswith('INTERRUPTED')
+    summary = _summary(out)
+    assert summary['interrupted'] is True and 0 < summary['steps'] < 300_000
+    with open(out / 'log.csv') as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == summary['steps']
+    assert all(math.isfinite(float(r['t'])) for r in rows[-3:])
+    assert not list(out.glob('*.part'))
+
+
+@pytest.mark.parametrize('flags, names', [
+    (['--watchdog', '-1'], ['--watchdog', 'hardware.watchdog', '(0, 10] s']),
+    (['--watchdog', '1e-6'], ['--watchdog', 'control period']),
+    (['--watchdog', '0'], ['--watchdog', '(0, 10] s']),
+    (['--rate', '0'], ['--rate', 'hardware.rate', '(0, 20000] Hz']),
+    (['--rate', '-5'], ['--rate', '(0, 20000] Hz']),
+    (['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv']),
+])
+def test_bad_run_flags_exit_2_naming_flag_and_range(flags, names):
+    proc = cli('run', 'scara', '--port', '/dev/null/not_a_port', *flags)
+    assert proc.returncode == 2, proc.stderr
+    _no_traceback(proc)
+    for name in names:
+        assert name in proc.stderr, proc.stderr
+
+
+def test_bench_unknown_robot_exit_2():
+    proc = cli('bench', '--robots', 'nope')
+    assert proc.returncode == 2 and "no robot setup 'nope'" in proc.stderr and 'scara' in proc.stderr
+    _no_traceback(proc)

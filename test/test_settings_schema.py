@@ -1,0 +1,141 @@
+"""The one settings schema (uk_controller/settings.py): unknown keys, ranges, defaults, docs table."""
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from uk_controller import settings as S
+from uk_controller.config import ConfigError, load_config
+from uk_controller.robots import setup_from_params
+
+ROOT = Path(__file__).resolve().parents[1]
+ROBOTS = sorted(p.stem for p in (ROOT / 'config').glob('*.yaml') if not p.stem.startswith('controllers'))
+
+
+def test_docs_config_table_is_the_schema():
+    text = (ROOT / 'docs' / 'config.md').read_text()
+    start = text.index(S.DOC_BEGIN) + len(S.DOC_BEGIN)
+    end = text.index(S.DOC_END)
+    assert text[start:end].strip() == S.markdown_table().strip(), \
+        'docs/config.md is out of date: python -m uk_controller.settings --write-docs'
+
+
+@pytest.mark.parametrize('robot', ROBOTS)
+def test_every_key_of_the_shipped_configs_is_declared(robot):
+    params, path = load_config(ROOT / 'config' / f'{robot}.yaml')
+    S.check(params, path)
+
+
+def _flat(tree, prefix=''):
+    for k, v in tree.items():
+        if isinstance(v, dict) and k != 'params':
+            yield from _flat(v, f'{prefix}{k}.')
+        else:
+            yield f'{prefix}{k}'
+
+
+@pytest.mark.parametrize('robot', ROBOTS)
+def test_every_shipped_key_is_in_the_docs_table(robot):
+    """Independent of the schema walk: each dotted key of the file, with item names replaced by <name>,
+    appears in the docs table."""
+    params, _ = load_config(ROOT / 'config' / f'{robot}.yaml')
+    text = (ROOT / 'docs' / 'config.md').read_text()
+    names = set()
+    for section in ('actuators', 'constraints'):
+        names |= {k for k in (params.get(section) or {}) if k != 'names'}
+    for key in _flat(params):
+        generic = '.'.join('<name>' if part in names else part for part in key.split('.'))
+        assert f'`{generic}`' in text, key
+
+
+@pytest.mark.parametrize('path, value, fragment', [
+    (('stabilisation',), {'omega': 20.0}, "did you mean 'stabilization'"),
+    (('control', 'rte'), 5.0, "did you mean 'rate'"),
+    (('control', 'safe_efort'), 'hold', "did you mean 'safe_effort'"),
+    (('constraints', 'tool_path', 'trajectory', 'radus'), 0.05, "did you mean 'radius'"),
+    (('constraints', 'tool_path', 'coefficients'), [1.0], "not a key of type 'frame_position'"),
+    (('actuators', 'motr1'), {'joint': 'joint1'}, 'not listed in actuators.names'),
+])
+def test_misspelt_keys_are_errors_naming_file_key_and_suggestion(path, value, fragment):
+    params, file = load_config(ROOT / 'config' / 'scara.yaml')
+    params = copy.deepcopy(params)
+    node = params
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    with pytest.raises(ConfigError) as err:
+        setup_from_params(params, file)
+    assert err.value.key == '.'.join(path)
+    assert str(file) in str(err.value) and fragment in str(err.value)
+
+
+@pytest.mark.parametrize('key, value, accepted', [
+    ('stabilization.omega', -15.0, '(0, 1000] rad/s'),
+    ('stabilization.omega', float('nan'), '(0, 1000] rad/s'),
+    ('stabilization.omega', 1e9, '(0, 1000] rad/s'),
+    ('control.rate', 0.0, '(0, 20000] Hz'),
+    ('control.rate', 1e9, '(0, 20000] Hz'),
+    ('simulation.substeps', 0, '[1, 1000]'),
+    ('simulation.mass_scale', 0.0, '(0, 1000]'),
+    ('simulation.measurement_delay', -3, '[0, 10000] periods'),
+    ('simulation.sensor_noise', -1.0, '[0, 10] rad or m'),
+    ('control.safe_effort', 'hodl', 'one of zero, hold'),
+])
+def test_out_of_range_values_name_key_and_accepted_range(key, value, accepted):
+    params, file = load_config(ROOT / 'config' / 'scara.yaml')
+    params = copy.deepcopy(params)
+    section, leaf = key.split('.')
+    params.setdefault(section, {})[leaf] = value
+    with pytest.raises(ConfigError) as err:
+        S.check(params, file)
+    assert err.value.key == key and accepted in str(err.value)
+
+
+def test_cross_key_rules():
+    params, file = load_config(ROOT / 'config' / 'scara.yaml')
+    fast = copy.deepcopy(params)
+    fast['stabilization'] = {'convention': 'critical', 'omega': 300.0}
+    fast['control']['rate'] = 1000.0
+    with pytest.raises(ConfigError, match='rate/4'):
+        S.check(fast, file)
+    dog = copy.deepcopy(params)
+    dog['hardware'] = {'watchdog': 0.0005}
+    with pytest.raises(ConfigError, match='control period') as err:
+        S.check(dog, file)
+    assert err.value.key == 'hardware.watchdog'
+    long = copy.deepcopy(params)
+    long['simulation']['duration'] = 3000.0
+    with pytest.raises(ConfigError, match='control periods'):
+        S.check(long, file)
+
+
+def test_one_default_per_key_everywhere():
+    """control.rate: ControllerCore, the serial bridge and the sim node read the schema's default."""
+    import inspect
+    from uk_controller import controller
+    from uk_controller.ros import params as P
+    src = (ROOT / 'uk_controller' / 'ros' / 'serial_bridge_node.py').read_text()
+    assert "get('rate', 100.0)" not in src
+    assert "control.get('rate', 1000.0)" not in inspect.getsource(controller)
+    assert P.DEFAULT_STATE_TIMEOUT == S.default('control.state_timeout')
+    assert P.ROS_DEFAULTS['trigger'] == S.default('ros.trigger')
+
+
+def test_a_key_is_one_entry(monkeypatch):
+    """register() adds a key: it is then accepted, range-checked and in the docs table."""
+    monkeypatch.setattr(S, 'SETTINGS', list(S.SETTINGS))
+    S.register(S.Setting('control.example_gain', 'float', 2.0, '1/s', 'an example', low=0.0, high=5.0))
+    try:
+        params, file = load_config(ROOT / 'config' / 'scara.yaml')
+        params = copy.deepcopy(params)
+        params['control']['example_gain'] = 3.0
+        S.check(params, file)
+        params['control']['example_gain'] = 9.0
+        with pytest.raises(ConfigError, match=r'\[0, 5\] 1/s'):
+            S.check(params, file)
+        assert '`control.example_gain`' in S.markdown_table()
+        assert S.default('control.example_gain') == 2.0
+    finally:
+        monkeypatch.undo()
+        S._build()

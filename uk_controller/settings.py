@@ -1,0 +1,657 @@
+"""The one settings schema: every key of a robot setup, declared once.
+
+A robot setup (docs/config.md) is read by the CLI (``uk-controller``), by the
+ROS nodes (as ROS parameters: the same keys flattened to dotted names, ``-p``
+overrides, ``ros2 param set``) and by the serial layer. Every key they accept
+is one :class:`Setting` below: dotted key, type, default, unit, accepted range
+or choices, whether it may change while the controller runs (``live``) and a
+one-line description. Everything that reads a setup goes through this module:
+
+- :func:`check` walks a loaded parameter tree: an unknown key is an error that
+  names the file and key and suggests the closest valid key (difflib); every
+  known value is checked against its type and range (the range is in the
+  message). Cross-key rules (:func:`check_cross`): watchdog longer than the
+  control period, stabilization not faster than the rate allows, at most
+  :data:`MAX_STEPS` simulated periods, transient shorter than the run.
+- :func:`default` is the only place a default lives.
+- :func:`check_value` is what ``-p``, ``ros2 param set`` and CLI flags
+  (:func:`arg_type`) use for a single value.
+- :func:`markdown_table` generates the reference table of docs/config.md
+  (a test checks that the file holds exactly this table).
+
+Maps of named items (``actuators.<name>``, ``constraints.<name>``,
+``hardware.<motor>``) are written with ``<name>`` in the key; the item must be
+listed in the map's ``names`` list. Keys that exist only for one ``type`` of
+constraint or trajectory carry ``when=('type', (...))``: such a key under an
+item of another type is an error naming the type and its keys. Only a
+callable constraint's ``params`` is a user-defined map (passed as is to the
+user's function).
+
+Adding a key is ONE entry in :data:`SETTINGS` (or ``register(Setting(...))``
+from another module); the docs table follows with ``python -m
+uk_controller.settings --write-docs``.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+
+from .config import ConfigError
+
+#: No default: the key is required where it applies, or optional without a value.
+NONE = None
+#: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
+MAX_STEPS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of the robot setup.
+
+    type     'float' | 'int' | 'bool' | 'str' | 'floats' | 'strs' | 'map' (open, user-defined)
+    low/high accepted range (None: unbounded); ``low_open``/``high_open``: strict bound
+    choices  accepted strings (type str / strs)
+    live     may change while the controller runs (``ros2 param set``)
+    when     (sibling key, values): the key exists only when the sibling has one of the values
+    """
+
+    key: str
+    type: str
+    default: object = NONE
+    unit: str = ''
+    doc: str = ''
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple = ()
+    live: bool = False
+    when: tuple = ()
+    length: int | None = None
+
+    def range_text(self):
+        """The accepted values in words, e.g. ``(0, 20000] Hz`` or ``one of zero, hold``."""
+        if self.choices:
+            return 'one of ' + ', '.join(self.choices)
+        if self.type == 'bool':
+            return 'true or false'
+        if self.low is None and self.high is None:
+            return {'float': 'a finite number', 'int': 'an integer', 'floats': 'finite numbers',
+                    'str': 'a string', 'strs': 'strings', 'map': 'a map'}.get(self.type, self.type)
+        unit = f' {self.unit}' if self.unit else ''
+        if self.high is None:
+            return f'{">" if self.low_open else ">="} {self.low:g}{unit}'
+        if self.low is None:
+            return f'{"<" if self.high_open else "<="} {self.high:g}{unit}'
+        lo = '-inf' if self.low is None else f'{self.low:g}'
+        hi = 'inf' if self.high is None else f'{self.high:g}'
+        left = '(' if self.low is None or self.low_open else '['
+        right = ')' if self.high is None or self.high_open else ']'
+        text = f'{left}{lo}, {hi}{right}'
+        return text + (f' {self.unit}' if self.unit else '')
+
+
+def _S(key, type_, default=NONE, unit='', doc='', **kw):
+    return Setting(key, type_, default, unit, doc, **kw)
+
+
+def _pos(key, default, unit, doc, high=None, **kw):
+    """A finite number > 0 (and <= high)."""
+    return Setting(key, 'float', default, unit, doc, low=0.0, low_open=True, high=high, **kw)
+
+
+def _nonneg(key, default, unit, doc, high=None, **kw):
+    return Setting(key, 'float', default, unit, doc, low=0.0, high=high, **kw)
+
+
+PINV_METHODS = ('svd', 'varga', 'greville', 'householder', 'mgs', 'damped')
+CONSTRAINT_TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'loop_closure', 'callable')
+TRAJECTORY_TYPES = ('helix', 'line', 'object_motion', 'circle', 'polynomial', 'spline', 'hold')
+PROTOCOLS = ('uk_binary', 'dynamixel', 'odrive')
+_ALL_TRAJ = TRAJECTORY_TYPES
+
+
+def _traj(key, type_, types, doc, **kw):
+    """A key of ``constraints.<name>.trajectory`` (also the joint_linear value trajectory)."""
+    return Setting(f'constraints.<name>.trajectory.{key}', type_, kw.pop('default', NONE), kw.pop('unit', ''),
+                   doc, when=('type', tuple(types)), **kw)
+
+
+def _con(key, type_, types, doc, **kw):
+    return Setting(f'constraints.<name>.{key}', type_, kw.pop('default', NONE), kw.pop('unit', ''), doc,
+                   when=('type', tuple(types)), **kw)
+
+
+SETTINGS = [
+    # ------------------------------------------------------------------ robot
+    _S('robot.name', 'str', NONE, '', 'robot name (default: the file name)'),
+    _S('robot.urdf', 'str', NONE, '', 'URDF or .xacro file (relative to this file, package:// or absolute); one '
+       'of urdf, mjcf, sdf'),
+    _S('robot.xacro_args', 'map', NONE, '', 'xacro arguments (free-form map) when robot.urdf is a .xacro'),
+    _S('robot.mjcf', 'str', NONE, '', 'MuJoCo MJCF file; its connect/weld equalities become closures'),
+    _S('robot.sdf', 'str', NONE, '', 'SDF model file; joints that close loops become closures'),
+    _S('robot.joints', 'strs', NONE, '', 'generalized coordinates, order of q (default: URDF order)'),
+    _S('robot.initial_position', 'floats', NONE, 'rad or m', 'q at t = 0 (default: zeros)'),
+    _S('robot.initial_velocity', 'floats', NONE, 'rad/s or m/s', "q' at t = 0 (default: zeros)"),
+    _S('robot.gravity', 'floats', NONE, 'm/s^2', "gravity vector (default: Pinocchio's)", length=3),
+    # ------------------------------------------------------------------ actuators
+    _S('actuators.names', 'strs', NONE, '', 'actuators, order of the effort vector u (default: one per joint)'),
+    _S('actuators.<name>.joint', 'str', NONE, '', 'tree joint the actuator drives (or between)'),
+    _S('actuators.<name>.between', 'strs', NONE, '', 'two bodies the actuator acts between (or joint)', length=2),
+    _S('actuators.<name>.axis', 'floats', NONE, '', 'axis of a between actuator (world frame)', length=3),
+    _pos('actuators.<name>.effort_limit', NONE, 'N m or N', 'effort limit (default: URDF limit; between: none)'),
+    # ------------------------------------------------------------------ constraints
+    _S('constraints.names', 'strs', NONE, '', 'constraints, evaluation order'),
+    _S('constraints.<name>.type', 'str', NONE, '', 'constraint type', choices=CONSTRAINT_TYPES),
+    _S('constraints.<name>.role', 'str', NONE, '', 'passive: closure of the mechanism; servo: task (Chen)',
+       choices=('passive', 'servo')),
+    _con('frame', 'str', ('frame_position', 'frame_orientation'), 'frame that follows the task'),
+    _con('axes', 'strs', ('frame_position', 'loop_closure'), 'position components (subset of x, y, z)',
+         choices=('x', 'y', 'z')),
+    _con('mode', 'str', ('frame_orientation', 'loop_closure'),
+         'orientation: planar | so3; closure: position | weld', choices=('planar', 'so3', 'position', 'weld')),
+    _con('axis', 'floats', ('frame_orientation',), 'rotation axis of a planar orientation', length=3),
+    _con('reference', 'floats', ('frame_orientation', 'loop_closure'), 'reference direction', length=3),
+    _con('zero_direction', 'floats', ('frame_orientation',), 'direction of angle zero', length=3),
+    _con('coefficients', 'floats', ('joint_linear',), 'coefficients . q = value'),
+    _con('joints', 'strs', ('joint_linear',), 'joints the coefficients belong to'),
+    _con('value', 'float', ('joint_linear',), 'constant value of coefficients . q', unit='rad or m'),
+    _con('frames', 'strs', ('loop_closure',), 'the two frames that coincide', length=2),
+    _con('angle_axis', 'floats', ('loop_closure',), 'axis of the planar relative angle', length=3),
+    _con('function', 'str', ('callable',), 'package.module:function or file.py:function'),
+    _con('params', 'map', ('callable',), 'user parameters passed to the function (free-form)'),
+    _con('rows', 'int', ('callable',), 'number of rows (default: probed)', low=1),
+    _con('order', 'int', ('callable',), '2 (acceleration rows) or 1 (first-order rows)', low=1, high=2),
+    _con('trajectory', 'section', ('frame_position', 'frame_orientation', 'joint_linear'), 'the desired motion'),
+    _traj('type', 'str', _ALL_TRAJ, 'trajectory type', choices=TRAJECTORY_TYPES),
+    _traj('start_time', 'float', _ALL_TRAJ, 'trajectory time of t = 0', unit='s'),
+    _traj('phase', 'float', ('helix', 'line', 'object_motion', 'circle'), 'phase', unit='rad'),
+    _traj('components', 'floats', _ALL_TRAJ, 'indices of the components used'),
+    _traj('radius', 'float', ('helix', 'circle'), 'radius', unit='m', low=0.0),
+    _traj('omega', 'float', ('helix', 'line', 'object_motion', 'circle'), 'angular frequency', unit='rad/s'),
+    _traj('centre', 'floats', ('helix', 'line', 'circle'), 'centre', unit='m'),
+    _traj('rate', 'float', ('helix',), 'axial speed', unit='m/s'),
+    _traj('pitch', 'float', ('helix',), 'axial advance per turn (instead of rate)', unit='m'),
+    _traj('direction', 'floats', ('line',), 'direction of the line'),
+    _traj('amplitude', 'any', ('line', 'object_motion'), 'amplitude (line: number; object_motion: 3 numbers)'),
+    _traj('length', 'float', ('object_motion',), 'object length', unit='m', low=0.0, low_open=True),
+    _traj('offset', 'floats', ('object_motion',), 'object offset', unit='m', length=3),
+    _traj('u', 'floats', ('circle',), 'first plane axis'),
+    _traj('v', 'floats', ('circle',), 'second plane axis'),
+    _traj('times', 'floats', ('polynomial', 'spline'), 'waypoint times', unit='s'),
+    _traj('waypoints', 'floats', ('polynomial', 'spline'), 'waypoints, flat list'),
+    _traj('dim', 'int', ('polynomial', 'spline'), 'components per waypoint', low=1),
+    _traj('bc_type', 'str', ('spline',), 'boundary condition', choices=('clamped', 'natural', 'not-a-knot')),
+    _traj('value', 'floats', ('hold',), 'held value'),
+    # ------------------------------------------------------------------ stabilization
+    _S('stabilization.convention', 'str', 'critical', '', "critical: phi''+2w phi'+w^2 phi=0; seed000: "
+       "phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0; none", live=True,
+       choices=('critical', 'seed000', 'squared', 'none')),
+    _S('stabilization.omega', 'floats', 10.0, 'rad/s', 'critical: natural frequency (one, or one per row)',
+       low=0.0, low_open=True, high=1000.0, live=True),
+    _S('stabilization.alpha', 'floats', NONE, '1/s', 'seed000/squared: damping gain (one, or one per row)',
+       low=0.0, low_open=True, high=2000.0, live=True),
+    _S('stabilization.beta', 'floats', NONE, '1/s^2 or 1/s', 'seed000: stiffness gain; squared: its square root',
+       low=0.0, low_open=True, high=1.0e6, live=True),
+    # ------------------------------------------------------------------ control
+    _pos('control.rate', 1000.0, 'Hz', 'control rate', high=20000.0),
+    _S('control.pinv', 'str', 'svd', '', 'pseudo-inverse method', choices=PINV_METHODS),
+    _pos('control.rcond', 1.0e-10, '', 'rank tolerance relative to the largest singular value', high=1.0),
+    _nonneg('control.damping', 1.0e-6, '', 'damped least squares only', high=1.0e3),
+    _S('control.safe_effort', 'str', 'zero', '', 'effort on bad input or numerical failure', live=True,
+       choices=('zero', 'hold')),
+    _pos('control.state_timeout', 0.1, 's', 'ROS node and serial runner: state older than this (by arrival) '
+         'gives the safe effort', high=10.0, live=True),
+    _pos('control.clock_skew', 0.05, 's', 'ROS node: a stamp more than this ahead of the node clock is clock '
+         'skew (rejected)', high=10.0, live=True),
+    _nonneg('control.soft_start', 1.0, 's', 're-arming after an interruption ramps the stabilization from 0 to '
+            'its gains over this time (0: off); the trajectory clock is held during the interruption',
+            high=60.0, live=True),
+    # ------------------------------------------------------------------ simulation
+    _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
+    _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=('rk4', 'solve_ivp')),
+    _S('simulation.plant', 'str', 'uk', '', 'uk_sim_node: embedded UK plant or MuJoCo', choices=('uk', 'mujoco')),
+    _S('simulation.substeps', 'int', 4, '', 'RK4 steps per control period (CLI --substeps)', low=1, high=1000),
+    _pos('simulation.mass_scale', 1.0, '', 'plant inertias x this factor, model mismatch (CLI --mass-scale)',
+         high=1000.0),
+    _nonneg('simulation.sensor_noise', 0.0, 'rad or m', 'std of position noise (CLI --noise)', high=10.0),
+    _S('simulation.measurement_delay', 'int', 0, 'periods', 'measurement delay (CLI --delay)', low=0, high=10000),
+    _nonneg('simulation.transient', NONE, 's', 'excluded from the error statistics (default: a fifth of the run, '
+            'at most 2 s; CLI --transient)', high=3600.0),
+    _pos('simulation.closure_omega', 50.0, 'rad/s', "plant's own closure stabilization (critical)", high=1.0e4),
+    _pos('simulation.mujoco_timestep', 2.5e-4, 's', 'MuJoCo plant step', high=0.1),
+    _pos('simulation.rate', NONE, 'Hz', 'uk_sim_node: plant publish rate (default: control.rate)', high=20000.0),
+    _S('simulation.publish_clock', 'bool', False, '', 'uk_sim_node: publish /clock'),
+    _S('simulation.lockstep', 'bool', False, '', 'uk_sim_node: advance only when an effort command arrives'),
+    _pos('simulation.real_time_factor', 1.0, '', 'uk_sim_node: simulated seconds per wall second', high=1000.0),
+    _pos('simulation.lockstep_resend', 0.1, 's', 'uk_sim_node: resend the state after this long without a '
+         'command (lockstep)', high=60.0),
+    _pos('simulation.clock_start', 1.0, 's', 'uk_sim_node: /clock time of the first sample', high=1.0e6),
+    _S('simulation.wait_for_subscribers', 'int', 1, '', 'uk_sim_node: subscribers to wait for before starting',
+       low=0, high=100),
+    _S('simulation.max_command_lag', 'int', 0, 'periods', 'uk_sim_node on /clock: wait after this many periods '
+       'without a command (0: never)', low=0, high=100000),
+    # ------------------------------------------------------------------ hardware
+    _S('hardware.protocol', 'str', 'uk_binary', '', 'serial protocol (run --protocol)', choices=PROTOCOLS),
+    _S('hardware.port', 'str', '/dev/ttyUSB0', '', 'serial port (run --port)'),
+    _S('hardware.baud', 'int', 1000000, 'baud', 'baud rate (run --baud)', low=1200, high=20_000_000),
+    _pos('hardware.watchdog', 0.05, 's', 'no command or feedback for this long: torque off (run --watchdog); '
+         'longer than the control period', high=10.0),
+    _pos('hardware.rate', NONE, 'Hz', 'bus rate (run --rate; default: control.rate)', high=20000.0),
+    _S('hardware.motors', 'strs', NONE, '', 'one motor per actuator, same names as actuators.names'),
+    _S('hardware.<name>.id', 'int', NONE, '', 'bus id (default: position in hardware.motors + 1)', low=0, high=253),
+    _S('hardware.<name>.gear_ratio', 'float', 1.0, '', 'q = direction theta / gear_ratio + zero_offset'),
+    _pos('hardware.<name>.torque_constant', 1.0, 'N m/A', 'motor torque per ampere'),
+    _S('hardware.<name>.direction', 'float', 1.0, '', '1.0 or -1.0'),
+    _S('hardware.<name>.zero_offset', 'float', 0.0, 'rad or m', 'joint position at motor angle 0'),
+    _S('hardware.<name>.position_limit', 'floats', NONE, 'rad or m', '[lower, upper], joint side', length=2),
+    _pos('hardware.<name>.velocity_limit', NONE, 'rad/s', 'joint side'),
+    _pos('hardware.<name>.torque_limit', NONE, 'N m', 'motor side (default: effort_limit / gear_ratio)'),
+    _pos('hardware.dynamixel.position_unit', NONE, 'rad', 'rad per position tick'),
+    _pos('hardware.dynamixel.velocity_unit', NONE, 'rad/s', 'rad/s per velocity unit'),
+    _pos('hardware.dynamixel.current_unit', NONE, 'A', 'A per current unit'),
+    _S('hardware.dynamixel.current_limit', 'int', NONE, 'units', 'current limit register', low=0),
+    _S('hardware.dynamixel.model_number', 'int', NONE, '', 'expected model number', low=0),
+    _pos('hardware.odrive.device_watchdog_factor', 2.0, '', 'device watchdog = factor x hardware.watchdog',
+         high=100.0),
+    # ------------------------------------------------------------------ ros (node-only)
+    _S('ros.joint_states_topic', 'str', '/joint_states', '', 'joint states in'),
+    _S('ros.effort_topic', 'str', '/effort_controller/commands', '', 'efforts out'),
+    _S('ros.output_type', 'str', 'float64_multi_array', '', 'message type of the efforts',
+       choices=('float64_multi_array', 'joint_trajectory', 'joint_state')),
+    _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
+    _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state',
+       choices=('timer', 'state')),
+    _S('ros.trajectory_start', 'float', 0.0, 's', 'trajectory time at start', live=True),
+    _pos('ros.diagnostics_period', 1.0, 's', '/diagnostics period', high=3600.0),
+    _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=('single_threaded', 'multi_threaded')),
+    _S('ros.effort_joints', 'strs', NONE, '', 'order of the effort command (actuators or their joints)'),
+    # issue 13 (control thread, loop telemetry, overrun policy): checked again by ros/loop_timing.py
+    _S('ros.loop.mode', 'str', 'thread', '', 'thread: own control thread (wall clock); timer: rclpy timer',
+       choices=('thread', 'timer')),
+    _S('ros.loop.priority', 'int', 0, '', 'SCHED_FIFO priority of the loop thread (0: normal)', low=0, high=99),
+    _S('ros.loop.cpus', 'floats', NONE, '', 'CPU numbers the loop thread may run on (empty: any)', low=0),
+    _S('ros.loop.mlockall', 'bool', False, '', 'lock the process memory'),
+    _S('ros.loop.spin_us', 'float', 50.0, 'us', 'busy-wait before each deadline', low=0.0, high=10000.0),
+    _S('ros.loop.window', 'float', 1.0, 's', 'telemetry window (~/loop_timing)', low=0.05, high=60.0),
+    _S('ros.overrun.warn_after', 'int', 10, 'periods', 'consecutive missed deadlines before a WARN (0: never)',
+       low=0),
+    _S('ros.overrun.safe_after', 'int', 100, 'periods', 'consecutive missed deadlines before the safe effort '
+       '(0: never)', low=0),
+    _S('ros.overrun.recover_after', 'int', 10, 'periods', 'periods on time in a row before controlling again',
+       low=1),
+]
+
+_TREE = {}
+_BY_KEY = {}
+
+
+def register(*settings):
+    """Add settings (another module's keys); a key may be declared once per ``when``."""
+    for s in settings:
+        ident = (s.key, s.when)
+        if ident in _BY_KEY:
+            raise ValueError(f'setting {s.key} declared twice')
+        _BY_KEY[ident] = s
+        node = _TREE
+        parts = s.key.split('.')
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f'setting {s.key}: {part} is a value')
+        if s.type == 'section':
+            node.setdefault(parts[-1], {})
+        else:
+            node.setdefault(parts[-1], []).append(s)
+        if s not in SETTINGS:
+            SETTINGS.append(s)
+
+
+def _build():
+    _TREE.clear()
+    _BY_KEY.clear()
+    for s in list(SETTINGS):
+        register(s)
+
+
+_build()
+
+
+def lookup(key):
+    """The Setting of a dotted key (``control.rate``, ``actuators.motor1.joint`` or with ``<name>``)."""
+    for s in SETTINGS:
+        if s.key == key:
+            return s
+    parts = key.split('.')
+    for s in SETTINGS:
+        sp = s.key.split('.')
+        if len(sp) == len(parts) and all(a == b or a == '<name>' for a, b in zip(sp, parts)):
+            return s
+    return None
+
+
+def default(key):
+    """The one default of `key` (None when it has none)."""
+    s = lookup(key)
+    if s is None:
+        raise KeyError(f'{key} is not a setting')
+    return s.default
+
+
+def get(params, key):
+    """Value of dotted `key` in a nested parameter dict, or its schema default."""
+    node = params
+    for part in key.split('.'):
+        if not isinstance(node, dict) or node.get(part) is None:
+            return default(key)
+        node = node[part]
+    return node
+
+
+def is_live(key):
+    s = lookup(key)
+    return bool(s is not None and s.live)
+
+
+def live_keys():
+    return [s.key for s in SETTINGS if s.live]
+
+
+# ---------------------------------------------------------------------------- values
+
+def _number_ok(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_value(setting, value, *, file=None, key=None):
+    """`value` checked and normalised (ints in float keys -> float); ConfigError naming the key and range."""
+    key = key or setting.key
+    want = setting.range_text()
+
+    def bad(message):
+        if message.startswith(('must be ' + want, 'must be in ' + want)):
+            return ConfigError(message, file=file, key=key)
+        return ConfigError(f'{message}; accepted: {want}', file=file, key=key)
+
+    t = setting.type
+    if t in ('map', 'any', 'section'):
+        return value
+    if t == 'bool':
+        if not isinstance(value, bool):
+            raise bad(f'must be true or false, got {value!r}')
+        return value
+    if t == 'str':
+        if not isinstance(value, str):
+            raise bad(f'must be a string, got {value!r}')
+        if setting.choices and value not in setting.choices:
+            close = difflib.get_close_matches(value, setting.choices, 1)
+            raise bad(f'{value!r} is not one of {", ".join(setting.choices)}'
+                      + (f' (did you mean {close[0]!r}?)' if close else ''))
+        return value
+    if t == 'strs':
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+            raise bad(f'must be a list of strings, got {value!r}')
+        if setting.choices and any(v not in setting.choices for v in items):
+            raise bad(f'{value!r} has an entry that is not valid')
+        if setting.length is not None and len(items) != setting.length:
+            raise bad(f'must have {setting.length} entries, got {len(items)}')
+        return list(items)
+    if t in ('float', 'int'):
+        if t == 'int':
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, float) and math.isfinite(value) and value == int(value):
+                    value = int(value)
+                else:
+                    raise bad(f'must be a whole number, got {value!r}')
+        elif not _number_ok(value):
+            raise bad(f'must be a number, got {value!r}')
+        _check_range(setting, value, bad)
+        return float(value) if t == 'float' else int(value)
+    if t == 'floats':
+        items = [value] if _number_ok(value) else value
+        if not isinstance(items, (list, tuple)) or not all(_number_ok(v) for v in items):
+            raise bad(f'must be a list of numbers, got {value!r}')
+        if setting.length is not None and len(items) != setting.length:
+            raise bad(f'must have {setting.length} entries, got {len(items)}')
+        for v in items:
+            _check_range(setting, v, bad)
+        return [float(v) for v in items]
+    raise ValueError(f'setting {setting.key}: unknown type {t}')
+
+
+def _in(text):
+    return f'in {text}' if text[:1] in '([' else text
+
+
+def _check_range(setting, value, bad):
+    if not math.isfinite(value):
+        raise bad(f'must be finite, got {value!r}')
+    lo, hi = setting.low, setting.high
+    if lo is not None and (value < lo or (setting.low_open and value == lo)):
+        raise bad(f'must be {_in(setting.range_text())}, got {value!r}')
+    if hi is not None and (value > hi or (setting.high_open and value == hi)):
+        raise bad(f'must be {_in(setting.range_text())}, got {value!r}')
+
+
+# ---------------------------------------------------------------------------- the tree
+
+def _suggest(word, candidates):
+    close = difflib.get_close_matches(word, list(candidates), 1, 0.6)
+    return f' (did you mean {close[0]!r}?)' if close else ''
+
+
+def _names_of(path, node, root):
+    """Names allowed for the ``<name>`` items of the map at `path`."""
+    if path == 'hardware':
+        names = node.get('motors') or (root.get('actuators') or {}).get('names')
+    else:
+        names = node.get('names')
+    if isinstance(names, str):
+        names = [names]
+    return [n for n in names if isinstance(n, str)] if isinstance(names, (list, tuple)) else []
+
+
+def _has_file_closures(root):
+    robot = root.get('robot')
+    if not isinstance(robot, dict):
+        return True                 # no description yet: the loader reports that first
+    given = [k for k in ('urdf', 'mjcf', 'sdf') if robot.get(k) is not None]
+    return not given or any(k in given for k in ('mjcf', 'sdf'))
+
+
+def check(params, file=None, *, prefix=''):
+    """Check a nested parameter tree against the schema: unknown keys, types, ranges, cross-key rules.
+
+    Raises :class:`ConfigError` naming `file` and the dotted key. Returns `params` unchanged.
+    """
+    if params is None:
+        return params
+    if not isinstance(params, dict):
+        raise ConfigError('ros__parameters must be a map', file=file)
+    _walk(params, _TREE, prefix, params, file)
+    check_cross(params, file)
+    return params
+
+
+def _walk(node, tree, path, root, file):
+    for key, value in node.items():
+        key = str(key)
+        dotted = f'{path}.{key}' if path else key
+        child = tree.get(key)
+        if child is None and '<name>' in tree:
+            if key in _names_of(path, node, root) or (path == 'constraints' and _has_file_closures(root)):
+                child = tree['<name>']       # (a closure of an MJCF/SDF file may be refined by name)
+        if child is None:
+            options = [k for k, v in tree.items() if k != '<name>' and (
+                isinstance(v, dict) or any(_applies(x, node, dotted, file, raise_=False) for x in v))]
+            if '<name>' in tree:
+                options += _names_of(path, node, root)
+            where = f"section '{path}'" if path else 'the top level'
+            hint = _suggest(key, options) or _suggest(key, [s.key for s in SETTINGS])
+            if '<name>' in tree and path in ('actuators', 'constraints', 'hardware') and isinstance(value, dict):
+                listed = 'hardware.motors' if path == 'hardware' else f'{path}.names'
+                raise ConfigError(f'unknown key: {key!r} is not a key of {where} and not listed in {listed}'
+                                  + hint, file=file, key=dotted)
+            raise ConfigError(f'unknown key: {key!r} is not a key of {where}{hint}; valid: '
+                              + ', '.join(sorted(options)), file=file, key=dotted)
+        if isinstance(child, dict):
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(f'must be a map, got {value!r}', file=file, key=dotted)
+            applies = [s for s in _BY_KEY.values() if s.type == 'section' and _same(s.key, dotted)]
+            for s in applies:
+                _applies(s, node, dotted, file)
+            _walk(value, child, dotted, root, file)
+            continue
+        if value is None:
+            continue
+        chosen = None
+        for s in child:
+            if _applies(s, node, dotted, file, raise_=False):
+                chosen = s
+                break
+        if chosen is None:
+            _applies(child[0], node, dotted, file)      # raises naming the discriminator
+        check_value(chosen, value, file=file, key=dotted)
+
+
+def _same(pattern, dotted):
+    a, b = pattern.split('.'), dotted.split('.')
+    return len(a) == len(b) and all(x == y or x == '<name>' for x, y in zip(a, b))
+
+
+def _applies(setting, node, dotted, file, raise_=True):
+    if not setting.when:
+        return True
+    sibling, values = setting.when
+    actual = node.get(sibling)
+    if actual is None or actual in values or not isinstance(actual, str):
+        return True
+    if not raise_:
+        return False
+    parent = dotted.rsplit('.', 1)[0]
+    valid = sorted({s.key.rsplit('.', 1)[1] for s in _BY_KEY.values()
+                    if _same(s.key.rsplit('.', 1)[0], parent) and (not s.when or actual in s.when[1])})
+    leaf = dotted.rsplit('.', 1)[1]
+    raise ConfigError(f'unknown key: {leaf!r} is not a key of {sibling} {actual!r}'
+                      f'{_suggest(leaf, valid)}; valid: {", ".join(valid)}', file=file, key=dotted)
+
+
+# ---------------------------------------------------------------------------- cross-key rules
+
+def natural_frequency(stab):
+    """Largest natural frequency [rad/s] of the stabilization section (0 for none)."""
+    stab = stab or {}
+    convention = stab.get('convention', default('stabilization.convention'))
+
+    def biggest(key, fallback=0.0):
+        v = stab.get(key, fallback)
+        v = v if isinstance(v, (list, tuple)) else [v]
+        vals = [abs(float(x)) for x in v if _number_ok(x) and math.isfinite(x)]
+        return max(vals, default=0.0)
+    if convention == 'critical':
+        return biggest('omega', default('stabilization.omega'))
+    if convention == 'seed000':
+        return max(math.sqrt(biggest('beta')), biggest('alpha') / 2.0)
+    if convention == 'squared':
+        return max(biggest('beta'), biggest('alpha'))
+    return 0.0
+
+
+def check_cross(params, file=None, *, names=None):
+    """Rules between keys. `names` maps keys to what the user typed (CLI flags) for the messages."""
+    names = names or {}
+
+    def label(key):
+        return names.get(key, key)
+    rate = get(params, 'control.rate')
+    hw = params.get('hardware') if isinstance(params.get('hardware'), dict) else {}
+    bus_rate = hw.get('rate') or rate
+    if hw and _number_ok(bus_rate) and bus_rate > 0 and _number_ok(hw.get('watchdog', 0.05)):
+        watchdog = hw.get('watchdog', default('hardware.watchdog'))
+        if watchdog <= 1.0 / bus_rate:
+            raise ConfigError(f'{watchdog:g} s is not longer than the control period 1/{bus_rate:g} Hz = '
+                              f'{1.0 / bus_rate:g} s; accepted: ({1.0 / bus_rate:g}, 10] s',
+                              file=file, key=label('hardware.watchdog'))
+    if _number_ok(rate) and rate > 0:
+        w = natural_frequency(params.get('stabilization'))
+        limit = 0.25 * rate
+        if w > limit:
+            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for {label("control.rate")} {rate:g} Hz '
+                              f'(a sampled loop needs w <= rate/4 = {limit:g} rad/s)', file=file,
+                              key=label('stabilization.omega' if 'omega' in (params.get('stabilization') or {})
+                                        or not params.get('stabilization') else 'stabilization.beta'))
+        sim = params.get('simulation') if isinstance(params.get('simulation'), dict) else {}
+        duration = sim.get('duration', default('simulation.duration'))
+        if _number_ok(duration) and duration * rate > MAX_STEPS:
+            raise ConfigError(f'{duration:g} s at {rate:g} Hz is {duration * rate:.3g} control periods; at most '
+                              f'{MAX_STEPS} per run (lower {label("control.rate")} or {label("simulation.duration")})',
+                              file=file, key=label('simulation.duration'))
+        transient = sim.get('transient')
+        if _number_ok(transient) and _number_ok(duration) and transient >= duration:
+            raise ConfigError(f'{transient:g} s is not shorter than the run ({duration:g} s); accepted: '
+                              f'[0, {duration:g}) s', file=file, key=label('simulation.transient'))
+
+
+# ---------------------------------------------------------------------------- CLI and docs
+
+def arg_type(key, flag):
+    """An argparse ``type=`` that checks a flag against setting `key` (message names flag, key, range)."""
+    import argparse
+    setting = lookup(key)
+
+    def parse(text):
+        try:
+            value = int(text) if setting.type == 'int' else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f'{text!r} is not a {"whole number" if setting.type == "int" else "number"} '
+                f'({key}; accepted: {setting.range_text()})') from None
+        try:
+            checked = check_value(setting, value, key=key)
+            return value if setting.type == 'floats' else checked
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(f'{exc.message} ({key})') from None
+    parse.__name__ = flag
+    return parse
+
+
+def markdown_table():
+    """The reference table of docs/config.md (generated; ``--write-docs`` updates the file)."""
+    lines = ['| key | type | default | unit | accepted | live | description |',
+             '|---|---|---|---|---|---|---|']
+    for s in SETTINGS:
+        if s.type == 'section':
+            continue
+        cond = f' (type {", ".join(s.when[1])})' if s.when and len(s.when[1]) < 7 else ''
+        dflt = '' if s.default is None else f'`{s.default}`'
+        accepted = s.range_text() if s.type not in ('map', 'any') else ''
+        doc = (s.doc + cond).replace('|', '\\|')
+        lines.append(f'| `{s.key}` | {s.type} | {dflt} | {s.unit} | {accepted.replace("|", "/")} | '
+                     f'{"yes" if s.live else ""} | {doc} |')
+    return '\n'.join(lines) + '\n'
+
+
+DOC_BEGIN = '<!-- settings table: generated by python -m uk_controller.settings --write-docs -->'
+DOC_END = '<!-- end of settings table -->'
+
+
+def write_docs(path):
+    from pathlib import Path
+    path = Path(path)
+    text = path.read_text()
+    head, _, rest = text.partition(DOC_BEGIN)
+    _, _, tail = rest.partition(DOC_END)
+    path.write_text(head + DOC_BEGIN + '\n\n' + markdown_table() + '\n' + DOC_END + tail)
+
+
+if __name__ == '__main__':
+    import sys
+    from pathlib import Path
+    if '--write-docs' in sys.argv:
+        write_docs(Path(__file__).resolve().parents[1] / 'docs' / 'config.md')
+    else:
+        sys.stdout.write(markdown_table())

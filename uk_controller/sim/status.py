@@ -1,0 +1,97 @@
+"""Per-step status of a closed-loop run and the words of an honest summary.
+
+Every control step gets one status, the most serious that applies:
+
+    safe_effort        the controller returned its safe effort (bad input or numerical failure)
+    rank_lost          rank of the servo matrix C B_bar below min(task rows, actuators)
+    servo_inconsistent Chen's servo equation has no exact solution: least-squares effort
+                       (under-actuated task, seed 004 eq 35 with a residual)
+    saturated          at least one effort clipped to its limit
+    ok
+
+:func:`task_verdict` turns the counts into a sentence when the task was not
+tracked, with the number behind each reason (out of reach, under-actuated,
+saturated).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+STATUSES = ('ok', 'saturated', 'servo_inconsistent', 'rank_lost', 'safe_effort')
+OK, SATURATED, INCONSISTENT, RANK_LOST, SAFE = range(5)
+
+
+def code_of(result, task_rows, actuators):
+    """Status code of one :class:`~uk_controller.controller.StepResult`."""
+    if not result.ok:
+        return SAFE
+    if result.rank < min(task_rows, actuators):
+        return RANK_LOST
+    if result.reason.startswith('servo constraint inconsistent'):
+        return INCONSISTENT
+    if result.saturated.any():
+        return SATURATED
+    return OK
+
+
+def classify(ctrl, t, q, qd, ok, codes, residuals):
+    """Fill `codes` (and `residuals`, the servo residual of inconsistent steps) for the steps a compiled loop
+    ran, by evaluating the same controller at the logged state and time (ControllerCore.step is a pure
+    function of (q, q', t) apart from the held effort, which is restored)."""
+    held = ctrl._last_effort.copy()
+    ms, p = ctrl.setup.servo.m, ctrl.p
+    try:
+        for k in range(t.size):
+            if not ok[k]:
+                codes[k] = SAFE
+                continue
+            res = ctrl.step(q[k], qd[k], t[k])
+            codes[k] = code_of(res, ms, p)
+            residuals[k] = _residual(res.reason)
+    finally:
+        ctrl._last_effort[:] = held
+
+
+def _residual(reason):
+    if 'residual' not in reason:
+        return 0.0
+    try:
+        return float(reason.rsplit('residual', 1)[1].strip(' )'))
+    except ValueError:
+        return 0.0
+
+
+def counts(codes):
+    return {name: int(np.count_nonzero(codes == i)) for i, name in enumerate(STATUSES)}
+
+
+def task_verdict(summary, codes, residuals, *, ranks=None, ms=0, p=0):
+    """A sentence saying whether the task was tracked and, if not, why, with the numbers."""
+    tol = summary['settle_tol']
+    final = summary['task_error_final']
+    steps = max(int(codes.size), 1)
+    if math.isfinite(summary['settling_time_s']) and final < tol:
+        return 'task tracked: error settles below {:g} at {:.3f} s'.format(tol, summary['settling_time_s'])
+    why = []
+    n_inc = int(np.count_nonzero(codes == INCONSISTENT))
+    n_rank = int(np.count_nonzero(codes == RANK_LOST))
+    n_sat = int(summary.get('saturated_steps', 0))
+    n_safe = int(np.count_nonzero(codes == SAFE))
+    if n_inc:
+        why.append(f'under-actuated: servo constraint inconsistent in {n_inc} of {steps} steps '
+                   f'(residual up to {float(np.max(residuals, initial=0.0)):.2e}; {ms} task rows, {p} actuators)')
+    if n_rank:
+        why.append(f'servo rank lost in {n_rank} of {steps} steps (singular configuration; the target may be '
+                   f'out of reach)')
+    if n_sat:
+        why.append(f'efforts saturated in {n_sat} of {steps} steps ({100.0 * n_sat / steps:.0f}%)')
+    if n_sat > steps // 2 and final > 100 * tol:
+        why.append(f'the task is likely out of reach: the error ends at {final:.3g} with the efforts at their '
+                   f'limits')
+    if n_safe:
+        why.append(f'safe effort in {n_safe} steps')
+    if not why:
+        why.append('the error did not settle within the run (longer run or higher gains?)')
+    return f'task NOT tracked: final error {final:.3g} (tolerance {tol:g}); ' + '; '.join(why)
