@@ -152,6 +152,10 @@ def _status_line(t, safe, step, res):
     sys.stderr.flush()
 
 
+def _signal_name(signum):
+    return 'Ctrl-C' if signum == signal.SIGINT else signal.Signals(signum).name
+
+
 def run(args) -> int:
     from ..controller import ControllerCore
     from ..robots import load_robot
@@ -190,13 +194,19 @@ def run(args) -> int:
     safe = SafeBus(hw, lambda: make_bus(hw, port=port, baud=args.baud, protocol=protocol), watchdog=watchdog,
                    log=log)
     stop = threading.Event()
+    received = []
     old = {}
 
     def on_signal(signum, frame):
-        raise _Stop(signal.Signals(signum).name, 128 + signum)
+        # The first signal only asks the loop to end at the next cycle boundary, so no bus
+        # transaction is cut in half before the torque-off below; a second one leaves at once.
+        if stop.is_set():
+            raise _Stop(_signal_name(signum), 128 + signum)
+        received.append(signum)
+        stop.set()
 
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             old[sig] = signal.signal(sig, on_signal)
     code = 0
     try:
@@ -218,6 +228,9 @@ def run(args) -> int:
         res = run_loop(core, safe, assembler, duration=args.duration, realtime=True, csv_writer=writer,
                        status=None if args.quiet else _status_line, stop_event=stop)
         why = res.stopped_by or 'stopped'
+        if received:
+            why = f'interrupted ({_signal_name(received[0])})'
+            code = 128 + received[0]
     except KeyboardInterrupt:
         why = 'interrupted (Ctrl-C)'
         code = 130
