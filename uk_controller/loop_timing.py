@@ -1,0 +1,307 @@
+"""Timing of a fixed-rate period loop, its overrun policy and the loop settings (plain Python, no rclpy).
+
+Shared by the ROS controller node (uk_controller.ros.control_loop), serial_bridge_node and
+``uk-controller run`` (uk_controller.hardware.runner); uk_controller.ros.loop_timing re-exports it.
+
+- :func:`loop_settings`: sections ``ros.loop`` and ``ros.overrun`` of the robot YAML, with defaults,
+  checked (errors name the dotted key and the accepted range).
+- :class:`LoopTiming`: per-window statistics of the loop (achieved rate, period jitter, compute time,
+  state age, latency, missed deadlines), preallocated (no allocation per period).
+- :class:`OverrunPolicy`: k consecutive missed deadlines -> WARN, m -> safe effort until r periods in a
+  row are on time again.
+- :class:`DeadlineSleeper`: sleep to an absolute ``CLOCK_MONOTONIC`` deadline (``clock_nanosleep`` with
+  ``TIMER_ABSTIME``; ``time.sleep`` where libc is not reachable), optionally busy-waiting the last
+  ``spin`` microseconds.
+- :func:`realtime_setup`: SCHED_FIFO, CPU affinity, ``mlockall`` and timer slack for the calling thread,
+  each reported as applied or refused (with the reason).
+
+Definitions (docs/ros.md, "Loop timing"): a period k starts at its wake-up time s_k (monotonic clock);
+its deadline is d_{k+1} = d_k + T. Period jitter = |(s_k - s_{k-1}) - T|; compute time = end of the
+period's work (efforts published) - s_k; a deadline is missed when the work ends after d_{k+1} (the
+lost deadlines are skipped, each counts); achieved rate = periods run in the window / window length.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+import os
+import time
+
+import numpy as np
+
+LOOP_MODES = ('thread', 'timer')
+LOOP_DEFAULTS = {'mode': 'thread', 'priority': 0, 'cpus': [], 'mlockall': False, 'spin_us': 50.0,
+                 'window': 1.0}
+OVERRUN_DEFAULTS = {'warn_after': 10, 'safe_after': 100, 'recover_after': 10}
+#: order of std_msgs/Float64MultiArray ``~/loop_timing`` (contract with the PlotJuggler layouts)
+TIMING_FIELDS = ('achieved_rate_hz', 'period_jitter_p50_us', 'period_jitter_p99_us', 'period_jitter_max_us',
+                 'compute_p50_us', 'compute_p99_us', 'state_age_p50_us', 'missed_deadlines')
+
+
+class SettingsError(ValueError):
+    """A ``ros.loop`` / ``ros.overrun`` setting is invalid; the message starts with the dotted key."""
+
+
+def _int(section, key, where, low, high=None):
+    value = section[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise SettingsError(f'{where}: must be an integer, got {value!r}')
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        raise SettingsError(f'{where}: must be in [{low}, {high if high is not None else "inf"}], got {value}')
+    return value
+
+
+def _float(section, key, where, low, high):
+    value = section[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SettingsError(f'{where}: must be a finite number, got {value!r}')
+    if not low <= value <= high:
+        raise SettingsError(f'{where}: must be in [{low:g}, {high:g}], got {value!r}')
+    return float(value)
+
+
+def loop_settings(params):
+    """``(loop, overrun)`` dictionaries from the nested robot setup, defaults filled in and checked."""
+    ros = params.get('ros') or {}
+    loop = dict(LOOP_DEFAULTS)
+    overrun = dict(OVERRUN_DEFAULTS)
+    for name, section, target in (('loop', ros.get('loop'), loop), ('overrun', ros.get('overrun'), overrun)):
+        if section is None:
+            continue
+        if not isinstance(section, dict):
+            raise SettingsError(f'ros.{name}: must be a map of settings ({", ".join(target)}), got {section!r}')
+        for key, value in section.items():
+            if key not in target:
+                raise SettingsError(f'ros.{name}.{key}: unknown setting (known: {", ".join(target)})')
+            target[key] = value
+    if loop['mode'] not in LOOP_MODES:
+        raise SettingsError(f"ros.loop.mode: {loop['mode']!r} is not one of {', '.join(LOOP_MODES)}")
+    loop['priority'] = _int(loop, 'priority', 'ros.loop.priority', 0, 99)
+    cpus = loop['cpus']
+    if not isinstance(cpus, (list, tuple)) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
+                                                       for c in cpus):
+        raise SettingsError(f'ros.loop.cpus: must be a list of CPU numbers >= 0 (empty: any), got {cpus!r}')
+    loop['cpus'] = [int(c) for c in cpus]
+    if not isinstance(loop['mlockall'], bool):
+        raise SettingsError(f"ros.loop.mlockall: must be true or false, got {loop['mlockall']!r}")
+    loop['spin_us'] = _float(loop, 'spin_us', 'ros.loop.spin_us', 0.0, 10000.0)
+    loop['window'] = _float(loop, 'window', 'ros.loop.window', 0.05, 60.0)
+    overrun['warn_after'] = _int(overrun, 'warn_after', 'ros.overrun.warn_after', 0)
+    overrun['safe_after'] = _int(overrun, 'safe_after', 'ros.overrun.safe_after', 0)
+    overrun['recover_after'] = _int(overrun, 'recover_after', 'ros.overrun.recover_after', 1)
+    return loop, overrun
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+class LoopTiming:
+    """Per-window loop statistics in preallocated arrays; :meth:`window` closes a window.
+
+    Quantiles are taken over the periods of the window (numpy's linear-interpolation percentile).
+    Times are integers in nanoseconds on input; the window reports microseconds.
+    """
+
+    def __init__(self, period, window):
+        self.period_ns = int(round(period * 1e9))
+        self.window_ns = int(round(window * 1e9))
+        size = int(math.ceil(window / period * 2.0)) + 16
+        self.jitter = np.zeros(size)
+        self.compute = np.zeros(size)
+        self.age = np.zeros(size)
+        self.latency = np.zeros(size)
+        self.size = size
+        self.count = 0              # periods in the window
+        self.jitter_count = 0
+        self.missed = 0             # deadlines missed in the window
+        self.total_periods = 0
+        self.total_missed = 0
+        self.window_start_ns = None
+        self.last_start_ns = None
+        self.last = (0.0,) * len(TIMING_FIELDS)     # the last closed window (TIMING_FIELDS order)
+        self.last_latency = (math.nan, math.nan)    # p50, p99 [us] of the last closed window
+
+    def record(self, start_ns, compute_ns, age_ns=-1, latency_ns=-1):
+        """One period that started at `start_ns` and took `compute_ns`; ages < 0 are unknown."""
+        if self.window_start_ns is None:
+            self.window_start_ns = start_ns
+        i = self.count
+        if i < self.size:
+            if self.last_start_ns is not None:
+                self.jitter[self.jitter_count] = abs((start_ns - self.last_start_ns) - self.period_ns)
+                self.jitter_count += 1
+            self.compute[i] = compute_ns
+            self.age[i] = age_ns
+            self.latency[i] = latency_ns
+            self.count = i + 1
+        self.last_start_ns = start_ns
+        self.total_periods += 1
+
+    def miss(self, count):
+        self.missed += count
+        self.total_missed += count
+
+    def due(self, now_ns):
+        return self.window_start_ns is not None and now_ns - self.window_start_ns >= self.window_ns
+
+    @staticmethod
+    def _quantiles(values, qs):
+        known = values[values >= 0.0]
+        if known.size == 0:
+            return [math.nan] * len(qs)
+        return [float(v) * 1e-3 for v in np.percentile(known, qs)]
+
+    def window(self, now_ns):
+        """Close the window at `now_ns`; returns the TIMING_FIELDS tuple (also kept in ``last``)."""
+        n = self.count
+        span = (now_ns - self.window_start_ns) * 1e-9 if self.window_start_ns is not None else 0.0
+        rate = n / span if span > 0 else 0.0
+        j = self.jitter[:self.jitter_count]
+        jp50, jp99, jmax = self._quantiles(j, (50, 99, 100)) if j.size else (math.nan,) * 3
+        cp50, cp99 = self._quantiles(self.compute[:n], (50, 99))
+        (ap50,) = self._quantiles(self.age[:n], (50,))
+        self.last_latency = tuple(self._quantiles(self.latency[:n], (50, 99)))
+        self.last = (rate, jp50, jp99, jmax, cp50, cp99, ap50, float(self.missed))
+        self.count = self.jitter_count = self.missed = 0
+        self.window_start_ns = now_ns
+        return self.last
+
+
+class OverrunPolicy:
+    """Consecutive missed deadlines -> ``warn`` after `warn_after`, ``safe`` after `safe_after`.
+
+    A period either meets its deadline (``update(0)``) or misses ``count >= 1`` deadlines
+    (each lost deadline counts towards the consecutive run). In ``safe`` the node publishes the safe
+    effort (control.safe_effort) instead of computing; it controls again after `recover_after`
+    consecutive on-time periods. 0 disables warn_after / safe_after.
+    """
+
+    def __init__(self, warn_after=10, safe_after=100, recover_after=10):
+        self.warn_after = int(warn_after)
+        self.safe_after = int(safe_after)
+        self.recover_after = int(recover_after)
+        self.consecutive = 0
+        self.on_time = 0
+        self.state = 'ok'
+        self.warnings = 0
+        self.safe_entries = 0
+        self.longest = 0
+
+    def update(self, missed):
+        """Account one period; returns the new state when it changed, else None."""
+        old = self.state
+        if missed:
+            self.consecutive += missed
+            self.on_time = 0
+            self.longest = max(self.longest, self.consecutive)
+            if self.safe_after and self.consecutive >= self.safe_after:
+                self.state = 'safe'
+            elif self.warn_after and self.consecutive >= self.warn_after and self.state == 'ok':
+                self.state = 'warn'
+        else:
+            self.consecutive = 0
+            self.on_time += 1
+            if self.state == 'warn' or (self.state == 'safe' and self.on_time >= self.recover_after):
+                self.state = 'ok'
+        if self.state == old:
+            return None
+        if self.state == 'warn':
+            self.warnings += 1
+        elif self.state == 'safe':
+            self.safe_entries += 1
+        return self.state
+
+
+# ----------------------------------------------------------------------------- sleeping and the OS
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [('tv_sec', ctypes.c_long), ('tv_nsec', ctypes.c_long)]
+
+
+CLOCK_MONOTONIC, TIMER_ABSTIME = 1, 1
+PR_SET_TIMERSLACK = 29
+MCL_CURRENT, MCL_FUTURE = 1, 2
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6', use_errno=True)
+    except OSError:
+        return None
+
+
+class DeadlineSleeper:
+    """``sleep_until(deadline_ns)`` on the monotonic clock (``time.monotonic_ns``'s clock).
+
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) releases the GIL (ctypes) and does not drift; the
+    last `spin_ns` are busy-waited to absorb the wake-up latency.
+    """
+
+    def __init__(self, spin_ns=0):
+        self.spin_ns = int(spin_ns)
+        libc = _libc()
+        self._call = None
+        if libc is not None and hasattr(libc, 'clock_nanosleep'):
+            self._call = libc.clock_nanosleep
+            self._call.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Timespec), ctypes.c_void_p)
+            self._ts = _Timespec()
+            self._ref = ctypes.byref(self._ts)
+        self.method = 'clock_nanosleep(TIMER_ABSTIME)' if self._call else 'time.sleep'
+
+    def sleep_until(self, deadline_ns):
+        clock = time.monotonic_ns
+        wake = deadline_ns - self.spin_ns
+        if self._call is not None:
+            ts = self._ts
+            ts.tv_sec, ts.tv_nsec = divmod(wake, 1_000_000_000)
+            while self._call(CLOCK_MONOTONIC, TIMER_ABSTIME, self._ref, None) != 0:   # EINTR: sleep again
+                pass
+        else:
+            remaining = wake - clock()
+            if remaining > 0:
+                time.sleep(remaining * 1e-9)
+        while clock() < deadline_ns:
+            pass
+
+
+def realtime_setup(priority=0, cpus=(), mlockall=False):
+    """Apply what was asked to the CALLING thread/process; returns a list of human-readable outcomes.
+
+    SCHED_FIFO and the affinity apply to the calling thread only (Linux: pid 0 = this thread);
+    mlockall to the whole process. The timer slack of the thread is set to 1 ns (default 50 us),
+    so that sleeps end on time without real-time priority.
+    """
+    notes = []
+    libc = _libc()
+    if libc is not None:
+        if libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(1), 0, 0, 0) == 0:
+            notes.append('timer slack 1 ns')
+        else:
+            notes.append(f'timer slack unchanged ({os.strerror(ctypes.get_errno())})')
+    if priority > 0:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+            notes.append(f'SCHED_FIFO priority {priority}')
+        except (OSError, AttributeError) as exc:
+            notes.append(f'SCHED_FIFO {priority} refused ({getattr(exc, "strerror", None) or exc}; needs '
+                         f'CAP_SYS_NICE or an rtprio limit, e.g. /etc/security/limits.conf); running SCHED_OTHER')
+    else:
+        notes.append('SCHED_OTHER (ros.loop.priority 0)')
+    if cpus:
+        try:
+            os.sched_setaffinity(0, set(cpus))
+            notes.append(f'CPU affinity {sorted(cpus)}')
+        except (OSError, AttributeError) as exc:
+            notes.append(f'CPU affinity {sorted(cpus)} refused ({getattr(exc, "strerror", None) or exc})')
+    if mlockall:
+        if libc is None:
+            notes.append('mlockall unavailable (no libc)')
+        elif libc.mlockall(MCL_CURRENT | MCL_FUTURE) == 0:
+            notes.append('memory locked (mlockall)')
+        else:
+            notes.append(f'mlockall refused ({os.strerror(ctypes.get_errno())}; needs CAP_IPC_LOCK or a '
+                         f'memlock limit above the process size)')
+    return notes
