@@ -6,6 +6,13 @@ feedback, receive the new feedback), then one control step. Safety (watchdog,
 limits, arming, reconnect, torque-off on exit) is :class:`~.safety.SafeBus`.
 A one-line live summary goes to stderr; ``--log`` writes a CSV row per period,
 flushed as it goes.
+
+Loop timing (issue 13, same definitions as the ROS node, docs/ros.md "Loop timing"): the loop sleeps to
+absolute deadlines d_{k+1} = d_k + T (:class:`~uk_controller.loop_timing.DeadlineSleeper` on the monotonic
+clock); per window (``ros.loop.window``) it reports the achieved rate, period jitter p50/p99/max, compute
+time p50/p99 and missed deadlines (:class:`~uk_controller.loop_timing.LoopTiming`) in the status line and
+the final summary; ``ros.overrun.*`` (:class:`~uk_controller.loop_timing.OverrunPolicy`) warns after k
+consecutive missed deadlines and sends the safe effort (``control.safe_effort``) after m.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import settings as S
+from ..loop_timing import DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings
 from ..rearm import ReArm
 from .bus import PortError, make_bus
 from .calibration import PROTOCOLS, HardwareConfig
@@ -61,11 +69,14 @@ class LoopResult:
     wall: float = 0.0
     stopped_by: str = ''
     rearms: int = 0
+    timing: LoopTiming = None                        # loop statistics (windows: TIMING_FIELDS order)
+    policy: OverrunPolicy = None
+    windows: list = field(default_factory=list)      # every closed window's TIMING_FIELDS tuple
 
 
 def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, csv_writer=None,
              status=None, record=False, stop_event=None, soft_start=None, clock=None,
-             after_cycle=None) -> LoopResult:
+             after_cycle=None, log=None) -> LoopResult:
     """The fixed-rate loop (also used in-process by the HIL tests).
 
     ``realtime=False`` runs as fast as the bus answers and uses trajectory time
@@ -77,6 +88,13 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
     (default ``control.soft_start``; :class:`uk_controller.rearm.ReArm`).
     `clock` (default ``time.monotonic``) and `after_cycle` (called after each
     bus cycle) let tests run on a stepped clock shared with an emulator.
+
+    Loop timing (``realtime=True``): period k starts at its wake-up s_k; its work (bus cycle and step)
+    must end by the deadline d_{k+1} = d_k + T; a period that ends after it misses every deadline
+    passed, ceil((end - d_{k+1}) / T), and the loop resumes at the next deadline after the end (phase
+    kept). Sleeping uses :class:`DeadlineSleeper` on the default clock, ``time.sleep`` with an injected
+    one. Statistics go to ``res.timing`` / ``res.windows``, the policy (``ros.overrun.*``) is
+    ``res.policy``; while it is ``safe`` the loop sends ``core.safe(...)`` instead of stepping.
     """
     res = LoopResult()
     dt = core.dt
@@ -85,12 +103,19 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
     core.reset(0.0)
     rearm = ReArm(core, S.get(core.setup.config, 'control.soft_start') if soft_start is None else soft_start)
     was_armed = False
+    loop_cfg, overrun_cfg = loop_settings(core.setup.config)
+    timing = res.timing = LoopTiming(dt, loop_cfg['window'])
+    policy = res.policy = OverrunPolicy(**overrun_cfg)
+    sleeper = DeadlineSleeper(loop_cfg['spin_us'] * 1e3) if clock is None else None
     clock = clock or time.monotonic
+    tol = 1e-9                  # s: float round-off of a stepped clock is not a missed deadline
+    last_warn = -math.inf
     next_tick = clock()
     wall0 = clock()
     last_status = 0.0
     last_stamp = None
     while stop_event is None or not stop_event.is_set():
+        start = clock()
         reading = safe.cycle(effort, stamp)
         if after_cycle is not None:
             after_cycle()
@@ -109,7 +134,11 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
                 res.stopped_by = 'duration'
                 break
             q, qd = assembler(reading.q, reading.qd, t)
-            step = core.step(q, qd, t)
+            if policy.state == 'safe':
+                step = core.safe(f'overrun: safe effort until {policy.recover_after} periods are on time '
+                                 f'(ros.overrun.safe_after {policy.safe_after})')
+            else:
+                step = core.step(q, qd, t)
             if step.ok and (armed or not was_armed):
                 rearm.limit(step.effort)          # soft start: no harder than undisturbed operation
             effort, stamp = step.effort, clock()
@@ -126,29 +155,67 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
             if status is not None and clock() - last_status > 0.25:
                 last_status = clock()
                 status(t, safe, step, res)
+        end = clock()
+        missed = 0
         if realtime:
             next_tick += dt
-            delay = next_tick - clock()
-            if delay > 0:
-                time.sleep(delay)
-            elif delay < -dt:
-                res.overruns += 1
-                next_tick = clock()
+            late = end - next_tick
+            if late > tol:          # the lost deadlines are skipped, each counts
+                missed = max(1, math.ceil(late / dt - 1e-6))
+                next_tick += missed * dt
+                res.overruns += missed
+        end_ns = int(round(end * 1e9))
+        timing.record(int(round(start * 1e9)), end_ns - int(round(start * 1e9)))
+        if missed:
+            timing.miss(missed)
+        if realtime:
+            change = policy.update(missed)
+            if change is not None and log is not None:
+                if change == 'safe':
+                    log(f'overrun: {policy.consecutive} consecutive missed deadlines (ros.overrun.safe_after '
+                        f'{policy.safe_after}); safe effort until {policy.recover_after} periods in a row are on time')
+                elif change == 'warn' and end - last_warn > 1.0:
+                    last_warn = end
+                    log(f'overrun: {policy.consecutive} consecutive missed deadlines (ros.overrun.warn_after '
+                        f'{policy.warn_after}); {policy.warnings} such runs so far')
+                elif change == 'ok' and policy.safe_entries:
+                    log('overrun: on time again, controlling')
+        if timing.due(end_ns):
+            res.windows.append(timing.window(end_ns))
+        if realtime:
+            if sleeper is not None:
+                sleeper.sleep_until(int(round(next_tick * 1e9)))
+            else:
+                delay = next_tick - clock()
+                if delay > 0:
+                    time.sleep(delay)
     res.wall = clock() - wall0
     res.rearms = rearm.rearms
     rearm.reset()
     return res
 
 
+def _loop_summary(timing):
+    """The last closed window (achieved rate, jitter, compute) and the missed deadlines so far."""
+    if timing is None:
+        return ''
+    rate, jp50, jp99, jmax, cp50, cp99, _age, missed = timing.last
+    return (f'loop {rate:.0f}Hz jitter p50/p99/max={jp50:.0f}/{jp99:.0f}/{jmax:.0f}us '
+            f'compute p50/p99={cp50:.0f}/{cp99:.0f}us missed={missed:.0f} (total {timing.total_missed} '
+            f'of {timing.total_periods})')
+
+
 def _status_line(t, safe, step, res):
     d = safe.diagnostics()
     rate = res.cycles / max(res.wall or (time.monotonic() - _status_line.t0), 1e-9)
+    if res.timing is not None and res.windows:
+        rate = res.timing.last[0]
     err = float(np.max(np.abs(step.task_error), initial=0.0))
     line = (f't={t:7.2f}s {rate:6.0f}Hz {d["state"]:<12} |e|={err:.2e} |u|={np.max(np.abs(step.effort), initial=0):.3g} '
             f'rtt p50/p99={d.get("rtt_p50", math.nan) * 1e3:.2f}/{d.get("rtt_p99", math.nan) * 1e3:.2f}ms '
             f'crc={d.get("crc_errors", 0)} timeouts={d.get("timeouts", 0)} trips={d["watchdog_trips"]} '
-            f'reconnects={d["reconnects"]}')
-    sys.stderr.write('\r' + line[:160].ljust(160))
+            f'reconnects={d["reconnects"]} {_loop_summary(res.timing)}')
+    sys.stderr.write('\r' + line[:260].ljust(260))
     sys.stderr.flush()
 
 
@@ -175,6 +242,7 @@ def run(args) -> int:
                       names={'hardware.watchdog': '--watchdog (hardware.watchdog)' if args.watchdog is not None
                              else 'hardware.watchdog'})
         core = ControllerCore(setup, rate=rate)
+        loop_settings(setup.config)           # ros.loop.window / ros.overrun.* checked before the port opens
         assembler = JointStateAssembler(setup, hw)
     except ValueError as exc:
         print(f'uk-controller run: error: {exc}', file=sys.stderr)
@@ -209,6 +277,7 @@ def run(args) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             old[sig] = signal.signal(sig, on_signal)
     code = 0
+    res = None
     try:
         try:
             safe.connect(raise_errors=True)
@@ -226,7 +295,7 @@ def run(args) -> int:
         print(f'running {setup.name} on {port} ({protocol}) at {core.rate:g} Hz, watchdog '
               f'{watchdog * 1e3:.0f} ms; Ctrl-C stops with torque off', file=sys.stderr)
         res = run_loop(core, safe, assembler, duration=args.duration, realtime=True, csv_writer=writer,
-                       status=None if args.quiet else _status_line, stop_event=stop)
+                       status=None if args.quiet else _status_line, stop_event=stop, log=log)
         why = res.stopped_by or 'stopped'
         if received:
             why = f'interrupted ({_signal_name(received[0])})'
@@ -250,4 +319,10 @@ def run(args) -> int:
     print(f'\n{why}: torque off. cycles={d["cycles"]} crc_errors={d.get("crc_errors", 0)} '
           f'timeouts={d.get("timeouts", 0)} watchdog_trips={d["watchdog_trips"]} '
           f'reconnects={d["reconnects"]}', file=sys.stderr)
+    if res is not None and res.timing is not None:
+        if res.timing.count:                  # the last, partial window
+            res.windows.append(res.timing.window(int(round(time.monotonic() * 1e9))))
+        p = res.policy
+        print(f'{_loop_summary(res.timing)} overrun warnings={p.warnings} safe_entries={p.safe_entries} '
+              f'longest_run={p.longest}', file=sys.stderr)
     return code

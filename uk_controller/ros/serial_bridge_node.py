@@ -16,6 +16,13 @@ Parameters: ``config`` (robot name or YAML path), ``port``, ``baud``,
 fresh effort or feedback within the watchdog => torque off; limits before
 sending; torque off on shutdown; reconnect with torque off until feedback is
 valid again.
+
+Loop timing (issue 13): ``~/loop_timing`` (std_msgs/Float64MultiArray, order
+uk_controller.loop_timing.TIMING_FIELDS, as uk_controller_node) every ``ros.loop.window`` seconds,
+and the same values as ``loop_*`` in ``/diagnostics``. The bridge runs on an rclpy timer: a gap of
+more than 1.5 periods between two timer calls misses round(gap / T) - 1 deadlines, a bus cycle longer
+than a period one more. ``ros.overrun.*`` (OverrunPolicy) only warns here: the bridge computes no
+effort, its safety is SafeBus's watchdog; the state is in /diagnostics (``overrun_state``).
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from .. import settings as S
 from ..config import ConfigError
@@ -37,6 +44,7 @@ from ..hardware.bus import make_bus
 from ..hardware.calibration import HardwareConfig
 from ..hardware.safety import ARMED, DISCONNECTED, SafeBus
 from ..hardware.state import JointStateAssembler
+from ..loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
 
 
 class SerialBridgeNode(Node):
@@ -80,11 +88,19 @@ class SerialBridgeNode(Node):
         self._last_stamp = None
         self.pub_js = self.create_publisher(JointState, '/joint_states', 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        loop, overrun = loop_settings(cfg)
+        self.timing = LoopTiming(1.0 / rate, loop['window'])
+        self.policy = OverrunPolicy(**overrun)
+        self._last_warn = 0
+        self.pub_timing = self.create_publisher(Float64MultiArray, '~/loop_timing', 10)
+        self.timing_msg = Float64MultiArray()
+        self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
+                                                          stride=len(TIMING_FIELDS))]
         self.create_subscription(Float64MultiArray, ros.get('effort_topic', '/effort_controller/commands'),
                                  self.on_effort, 10)
         if not self.safe.connect():
             self.get_logger().error(f'{self.safe.reason} (retrying)')
-        self.timer = self.create_timer(1.0 / rate, self.on_timer)
+        self.timer = self.create_timer(1.0 / rate, self.on_timer_timed)
         self.diag_timer = self.create_timer(1.0, self.on_diagnostics)
         self.get_logger().info(f'{self.protocol} on {self.port} at {rate:g} Hz, watchdog {self.watchdog * 1e3:.0f} ms')
 
@@ -96,6 +112,30 @@ class SerialBridgeNode(Node):
         self.received += 1
         self.effort = data[self.effort_index]
         self.effort_stamp = time.monotonic()
+
+    def on_timer_timed(self):
+        """on_timer with the loop statistics (monotonic clock) and the overrun policy (warning only)."""
+        timing = self.timing
+        period_ns = timing.period_ns
+        start = time.monotonic_ns()
+        last = timing.last_start_ns
+        self.on_timer()
+        end = time.monotonic_ns()
+        missed = 0
+        if last is not None and start - last > 1.5 * period_ns:
+            missed = int(round((start - last) / period_ns)) - 1
+        if end - start > period_ns:
+            missed += 1
+        timing.record(start, end - start)
+        if missed:
+            timing.miss(missed)
+        if self.policy.update(missed) in ('warn', 'safe') and end - self._last_warn > 1_000_000_000:
+            self._last_warn = end
+            self.get_logger().warning(f'overrun: {self.policy.consecutive} consecutive missed bus periods '
+                                      f'(ros.overrun.warn_after {self.policy.warn_after})')
+        if timing.due(end):
+            self.timing_msg.data = [float(v) for v in timing.window(end)]
+            self.pub_timing.publish(self.timing_msg)
 
     def on_timer(self):
         reading = self.safe.cycle(self.effort, self.effort_stamp)
@@ -140,6 +180,11 @@ class SerialBridgeNode(Node):
             if isinstance(v, float) and k.startswith('rtt'):
                 v = 'nan' if math.isnan(v) else f'{v * 1e3:.3f} ms'
             status.values.append(KeyValue(key=k, value=str(v)))
+        t, p = self.timing, self.policy
+        for k, v in [*zip(('loop_' + f for f in TIMING_FIELDS), t.last), ('loop_periods', t.total_periods),
+                     ('loop_missed_deadlines', t.total_missed), ('overrun_state', p.state),
+                     ('overrun_consecutive_max', p.longest), ('overrun_warnings', p.warnings)]:
+            status.values.append(KeyValue(key=k, value='n/a' if isinstance(v, float) and math.isnan(v) else str(v)))
         arr = DiagnosticArray()
         arr.header.stamp = self.get_clock().now().to_msg()
         arr.status = [status]
