@@ -130,3 +130,64 @@ def test_bridge_topics_watchdog_and_diagnostics(config):
         rclpy.try_shutdown()
         emu.close()
     assert not emu.enabled
+
+
+def test_bridge_loop_timing_matches_probe(config):
+    """~/loop_timing's achieved rate against the JointState messages a probe received meanwhile.
+
+    Every bus period with fresh feedback publishes one JointState, so over the windows between two
+    ~/loop_timing messages the probe counts about sum(rate * window) states. Loose: reception times
+    are the probe's (same executor), and a busy machine shifts a few messages between windows.
+    """
+    from uk_controller.loop_timing import TIMING_FIELDS
+    from uk_controller.ros.serial_bridge_node import SerialBridgeNode
+    data = yaml.safe_load(config.read_text())
+    data['/**']['ros__parameters']['ros']['loop'] = {'window': 0.5}
+    config.write_text(rcl_yaml.dump(data))
+    setup = load_robot(str(config))
+    hw = HardwareConfig.from_setup(setup)
+    plant = IndependentJointsPlant(np.full(4, 0.5), 1.0)
+    plant.joint_names = list(setup.joint_names)
+    plant.reset([0.1, 0.2, 0.05, -0.3], np.zeros(4))
+    emu = make_emulator('uk_binary', plant, hw, dt=0.01).start()
+    rclpy.init()
+    ex = SingleThreadedExecutor()
+    bridge = probe = None
+    try:
+        bridge = SerialBridgeNode(parameter_overrides=[
+            Parameter('config', value=str(config)), Parameter('port', value=emu.port),
+            Parameter('protocol', value='uk_binary'), Parameter('rate', value=100.0),
+            Parameter('watchdog', value=0.2)])
+        probe = rclpy.create_node('bridge_timing_probe')
+        events, timings, diags = [], [], []        # (kind, index) in reception order
+        probe.create_subscription(JointState, '/joint_states', lambda m: events.append('state'), 200)
+        probe.create_subscription(Float64MultiArray, '/serial_bridge_node/loop_timing',
+                                  lambda m: (timings.append(list(m.data)), events.append('timing')), 20)
+        probe.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 20)
+        ex.add_node(bridge)
+        ex.add_node(probe)
+        spin = threading.Thread(target=ex.spin, daemon=True)
+        spin.start()
+        assert wait_until(lambda: len(timings) >= 6, 30)
+        assert wait_until(lambda: bool(diags), 5)
+    finally:
+        ex.shutdown()
+        if bridge is not None:
+            bridge.shutdown()
+            bridge.destroy_node()
+        if probe is not None:
+            probe.destroy_node()
+        rclpy.try_shutdown()
+        emu.close()
+    assert all(len(v) == len(TIMING_FIELDS) for v in timings)
+    marks = [i for i, e in enumerate(events) if e == 'timing']
+    first, last = marks[1], marks[5]                   # windows 3..6: the probe was listening throughout
+    counted = events[first:last].count('state')
+    rate = TIMING_FIELDS.index('achieved_rate_hz')
+    expected = sum(v[rate] * 0.5 for v in timings[2:6])
+    print(f'\nbridge ~/loop_timing: {[round(v[rate], 1) for v in timings]} Hz; probe counted {counted} '
+          f'JointState in windows 3-6, loop_timing says {expected:.1f}')
+    assert counted == pytest.approx(expected, rel=0.25, abs=5)
+    assert all(v[rate] > 0 for v in timings[2:6])
+    d = {kv.key: kv.value for kv in diags[-1].status[0].values}
+    assert {'loop_' + f for f in TIMING_FIELDS} <= set(d) and 'overrun_state' in d
