@@ -1,6 +1,6 @@
 """Serial bus throughput and latency over a pty with the device emulators, plus the fault table.
 
-    python benchmarks/serial_bench.py [--seconds 1.0] [--no-faults]
+    python benchmarks/serial_bench.py [--seconds 1.0] [--no-faults] [--no-loop]
 
 For each protocol, baud (115200, 1 000 000) and motor count (2, 4, 6): one full control
 cycle per transaction (all torques out, all feedback in), as fast as the bus answers, for
@@ -8,6 +8,11 @@ cycle per transaction (all torques out, all feedback in), as fast as the bus ans
 A pty moves bytes at memory speed whatever baud is set, so the emulator imposes the UART
 line rate itself: 10 bits per byte (8N1) for every byte received and sent. Figures are
 cycles per second and round-trip latency p50/p99 per cycle in ms.
+
+The loop table (issue 13) runs `uk-controller run`'s loop (hardware.runner.run_loop, real clock,
+deadline sleep) for SCARA on uk_binary at 115200 and 1 000 000 baud and at 100 / 250 / 500 Hz for
+2 * --seconds, and prints its loop telemetry: achieved rate, period jitter p50/p99/max, compute
+(bus round trip + control step) p50/p99 and missed deadlines, over the whole run.
 
 The fault table drives a SafeBus at a 4 ms period with a 100 ms watchdog, efforts 3x above
 the limits, through clean / fault / clean phases of 0.3 / 0.5 / 0.8 s of control time: host and device
@@ -60,10 +65,38 @@ def throughput(protocol, baud, p, seconds):
         emu.close()
 
 
+def loop_row(baud, rate, seconds):
+    """run_loop at `rate` against the emulator in another process; whole-run LoopTiming window."""
+    from uk_controller.controller import ControllerCore
+    from uk_controller.hardware.runner import run_loop
+    from uk_controller.hardware.safety import SafeBus
+    from uk_controller.hardware.state import JointStateAssembler
+    from uk_controller.robots import load_robot
+    setup = load_robot('scara')
+    setup.config.setdefault('ros', {})['loop'] = {'window': 60.0}     # one window: the whole run
+    hw = HardwareConfig.from_setup(setup)
+    core = ControllerCore(setup, rate=rate)
+    plant = IndependentJointsPlant(np.full(len(setup.joint_names), 0.5), 1.0)
+    plant.joint_names = list(setup.joint_names)
+    emu = make_emulator('uk_binary', plant, hw, dt=1.0 / rate, baud=baud)
+    emu.start(process=True)
+    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, baud=baud, protocol='uk_binary', timeout=0.2),
+                   watchdog=0.2)
+    try:
+        safe.connect(raise_errors=True)
+        res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=seconds, realtime=True)
+    finally:
+        safe.shutdown()
+        emu.close()
+    timing = res.timing
+    return timing.window(timing.last_start_ns + timing.period_ns), timing.total_periods
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--seconds', type=float, default=1.0)
     ap.add_argument('--no-faults', action='store_true')
+    ap.add_argument('--no-loop', action='store_true')
     args = ap.parse_args(argv)
     sys.setswitchinterval(2e-4)
     print('Serial throughput (pty + emulator with line-rate emulation, one cycle = all torques + all feedback)')
@@ -73,6 +106,17 @@ def main(argv=None):
             for p in (2, 4, 6):
                 fps, p50, p99, err = throughput(protocol, baud, p, args.seconds)
                 print(f'{protocol:<10} {baud:>8} {p:>6} {fps:>9.0f} {p50:>11.2f} {p99:>11.2f} {err:>6}')
+                sys.stdout.flush()
+    if not args.no_loop:
+        print()
+        print(f"uk-controller run's loop (scara, uk_binary, {2 * args.seconds:g} s each; times in us)")
+        print(f'{"baud":>8} {"rate Hz":>7} {"achieved":>8} {"jit p50":>7} {"jit p99":>7} {"jit max":>7} '
+              f'{"cmp p50":>7} {"cmp p99":>7} {"missed":>6} {"periods":>7}')
+        for baud in (115200, 1000000):
+            for rate in (100, 250, 500):
+                w, n = loop_row(baud, rate, 2 * args.seconds)
+                print(f'{baud:>8} {rate:>7} {w[0]:>8.1f} {w[1]:>7.0f} {w[2]:>7.0f} {w[3]:>7.0f} {w[4]:>7.0f} '
+                      f'{w[5]:>7.0f} {w[7]:>6.0f} {n:>7}')
                 sys.stdout.flush()
     if args.no_faults:
         return 0
