@@ -320,8 +320,8 @@ def run(args) -> int:
           f'timeouts={d.get("timeouts", 0)} watchdog_trips={d["watchdog_trips"]} '
           f'reconnects={d["reconnects"]}', file=sys.stderr)
     if res is not None and res.timing is not None:
-        if res.timing.count:                  # the last, partial window
-            res.windows.append(res.timing.window(int(round(time.monotonic() * 1e9))))
+        if res.timing.count:                  # the last, partial window: up to the end of its last period
+            res.windows.append(res.timing.window(res.timing.last_start_ns + res.timing.period_ns))
         p = res.policy
         print(f'{_loop_summary(res.timing)} overrun warnings={p.warnings} safe_entries={p.safe_entries} '
               f'longest_run={p.longest}', file=sys.stderr)
