@@ -61,8 +61,10 @@ def _run(probe, tmp_path, controller_params, sim_params, until, timeout=60.0):
     probe.clear('/joint_states')
     probe.clear('/uk_controller_node/task_error')
     controller = NodeProcess(CONTROLLER, controller_params, DOMAIN_ID, str(tmp_path))
-    # start the plant once the probe sees the controller, so that it records the loop from its start
-    probe.wait_for(lambda: probe.publishers('/uk_controller_node/task_error') > 0, 20.0)
+    # start the plant once the controller is built and the probe sees it, so that it records the
+    # loop from its start (generous: a busy machine delays the start, not the result)
+    assert controller.wait_for_output('control loop', 300.0), controller.output()[-3000:]
+    probe.wait_for(lambda: probe.publishers('/uk_controller_node/task_error') > 0, 60.0)
     sim = NodeProcess(SIM, sim_params, DOMAIN_ID, str(tmp_path))
     try:
         done = probe.wait_for(lambda: until(probe.snapshot('/joint_states'), probe.snapshot(
@@ -115,13 +117,20 @@ def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_
     assert all(k in by_step for k in range(steps)), sorted(set(range(steps)) - set(by_step))[:10]
     dq = max(np.abs(np.asarray(by_step[k]) - ref.q[k]).max() for k in range(steps))
     assert dq < 1e-9, f'joint trajectory over DDS differs from in-process by {dq:.3e}'
-    # the controller's published task errors (the probe may have matched the controller's publisher
-    # after the loop began), aligned on the first one received
+    # the controller's published task errors: each one received is the in-process one of a later
+    # step than the one before it (in order; the probe may have matched the controller's publisher
+    # after the loop began or, under load, missed some: reliable, depth 10); those of steps past
+    # the in-process run's end are not compared.
     dds_error = np.array([e for _, e in errors])
-    first = int(np.argmin(np.abs(ref.task_error - dds_error[0]).max(axis=1)))
-    count = min(len(dds_error), steps - first)
-    assert count >= 1
-    assert np.abs(dds_error[:count] - ref.task_error[first:first + count]).max() < 1e-9
+    k, matched = -1, 0
+    for j, e in enumerate(dds_error):
+        if k + 1 >= len(ref.task_error):
+            break
+        matched += 1
+        later = np.flatnonzero(np.abs(ref.task_error[k + 1:] - e).max(axis=1) < 1e-9)
+        assert later.size, f'task error {j} ({e}) matches no step after {k} of the in-process run'
+        k += 1 + int(later[0])
+    assert matched >= 3, matched
 
 
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'])
@@ -132,7 +141,7 @@ def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, 
     # controllers in sync): however busy the machine, the controller acts on a state at most
     # `lag` periods old, and the in-process loop with that measurement delay bounds the error
     sim = dict(common, simulation={'substeps': 1, 'publish_clock': True, 'real_time_factor': 0.5,
-                                   'max_command_lag': lag})
+                                   'max_command_lag': lag, 'wait_for_subscribers': 2})   # probe + controller
     ctl = dict(common, use_sim_time=True)
     _states, errors = _run(probe, tmp_path, ctl, sim,
                            lambda s, e: len(e) >= duration * rate, timeout=60.0)

@@ -190,6 +190,11 @@ class ControlLoop:
     def start(self):
         if self.threaded and self._thread is None:
             sys.setswitchinterval(SWITCH_INTERVAL)
+            if self.take_state:
+                # Built here, on the thread that builds the node (and that a SIGINT during start-up
+                # stops), not in the loop thread: a Ctrl-C right after start-up had shut the
+                # context down while the loop thread was still creating it (RCLError traceback).
+                self._helper, self._take_sub = self._take_source()
             self._thread = threading.Thread(target=self._run, name='uk_control_loop', daemon=True)
             self._thread.start()
 
@@ -259,7 +264,12 @@ class ControlLoop:
     def _run(self):
         path = os.environ.get(PROFILE_ENV)
         if not path:
-            return self._loop()
+            try:
+                return self._loop()
+            except Exception:  # noqa: BLE001 - a shutdown racing the loop's set-up is not a failure
+                if self._stop.is_set() or not self.node.context.ok():
+                    return None
+                raise
         import cProfile
         profile = cProfile.Profile()
         try:
@@ -271,7 +281,7 @@ class ControlLoop:
         node = self.node
         take = None
         if self.take_state:
-            self._helper, sub = self._take_source()
+            sub = self._take_sub
             handle, msg_type = sub.handle, sub.msg_type
             take = handle.take_message
         try:

@@ -202,6 +202,13 @@ class SimNode(Node):
         """
         if self.sim['publish_clock']:
             lag = self.sim['max_command_lag']
+            if lag and not self.counts['steps'] and \
+                    self.state_pub.get_subscription_count() < self.sim['wait_for_subscribers']:
+                # Paced: the clock starts once `wait_for_subscribers` nodes listen (the initial
+                # state goes out meanwhile), so a controller still being discovered does not
+                # miss a stretch of free running it could never have acted on.
+                self.publish_state()
+                return
             if lag and self.counts['commands'] and self.steps_since_command >= lag:
                 self.counts['paced'] += 1
                 return
