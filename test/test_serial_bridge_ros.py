@@ -52,22 +52,32 @@ def config(tmp_path):
     return path
 
 
-def test_bridge_topics_watchdog_and_diagnostics(config):
-    from uk_controller.ros.serial_bridge_node import SerialBridgeNode
+def _emulated_arm(config):
+    """The setup in `config` and a uk_binary device emulator on a pty for it (four independent joints)."""
     setup = load_robot(str(config))
     hw = HardwareConfig.from_setup(setup)
     plant = IndependentJointsPlant(np.full(4, 0.5), 1.0)
     plant.joint_names = list(setup.joint_names)
     plant.reset([0.1, 0.2, 0.05, -0.3], np.zeros(4))
-    emu = make_emulator('uk_binary', plant, hw, dt=0.01).start()
+    return setup, make_emulator('uk_binary', plant, hw, dt=0.01).start()
+
+
+def _bridge(config, emu):
+    """The bridge node on `emu`'s port at 100 Hz with a 0.2 s watchdog."""
+    from uk_controller.ros.serial_bridge_node import SerialBridgeNode
+    return SerialBridgeNode(parameter_overrides=[
+        Parameter('config', value=str(config)), Parameter('port', value=emu.port),
+        Parameter('protocol', value='uk_binary'), Parameter('rate', value=100.0),
+        Parameter('watchdog', value=0.2)])
+
+
+def test_bridge_topics_watchdog_and_diagnostics(config):
+    setup, emu = _emulated_arm(config)
     rclpy.init()
     ex = SingleThreadedExecutor()
     bridge = probe = None
     try:
-        bridge = SerialBridgeNode(parameter_overrides=[
-            Parameter('config', value=str(config)), Parameter('port', value=emu.port),
-            Parameter('protocol', value='uk_binary'), Parameter('rate', value=100.0),
-            Parameter('watchdog', value=0.2)])
+        bridge = _bridge(config, emu)
         probe = rclpy.create_node('bridge_probe')
         states, diags = [], []
         probe.create_subscription(JointState, '/joint_states', states.append, 50)
@@ -140,24 +150,15 @@ def test_bridge_loop_timing_matches_probe(config):
     are the probe's (same executor), and a busy machine shifts a few messages between windows.
     """
     from uk_controller.loop_timing import TIMING_FIELDS
-    from uk_controller.ros.serial_bridge_node import SerialBridgeNode
     data = yaml.safe_load(config.read_text())
     data['/**']['ros__parameters']['ros']['loop'] = {'window': 0.5}
     config.write_text(rcl_yaml.dump(data))
-    setup = load_robot(str(config))
-    hw = HardwareConfig.from_setup(setup)
-    plant = IndependentJointsPlant(np.full(4, 0.5), 1.0)
-    plant.joint_names = list(setup.joint_names)
-    plant.reset([0.1, 0.2, 0.05, -0.3], np.zeros(4))
-    emu = make_emulator('uk_binary', plant, hw, dt=0.01).start()
+    setup, emu = _emulated_arm(config)
     rclpy.init()
     ex = SingleThreadedExecutor()
     bridge = probe = None
     try:
-        bridge = SerialBridgeNode(parameter_overrides=[
-            Parameter('config', value=str(config)), Parameter('port', value=emu.port),
-            Parameter('protocol', value='uk_binary'), Parameter('rate', value=100.0),
-            Parameter('watchdog', value=0.2)])
+        bridge = _bridge(config, emu)
         probe = rclpy.create_node('bridge_timing_probe')
         events, timings, diags = [], [], []        # (kind, index) in reception order
         probe.create_subscription(JointState, '/joint_states', lambda m: events.append('state'), 200)
