@@ -12,11 +12,9 @@ import numpy as np
 import pytest
 
 from uk_controller.controller import ControllerCore
-from uk_controller.hardware.bus import make_bus
 from uk_controller.hardware.calibration import HardwareConfig
-from uk_controller.hardware.emulator import SteppedClock, make_emulator
+from uk_controller.hardware.faults import stepped_bus
 from uk_controller.hardware.runner import run_loop
-from uk_controller.hardware.safety import SafeBus
 from uk_controller.hardware.state import JointStateAssembler
 from uk_controller.robots import load_robot
 from uk_controller.sim.uk_plant import UKPlant
@@ -32,10 +30,7 @@ def outage_run(robot='scara', *, soft_start=1.0, pre=2.0, outage=0.5, post=1.5):
     plant = UKPlant.from_setup(load_robot(robot))
     core = ControllerCore(setup, rate=RATE)
     dt = core.dt
-    clock = SteppedClock()
-    emu = make_emulator('uk_binary', plant, hw, dt=dt, clock=clock).start()
-    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol='uk_binary', timeout=0.05),
-                   watchdog=0.05, reconnect_interval=0.05, clock=clock)
+    clock, emu, safe = stepped_bus(hw, plant, dt)
     cycles = {'k': 0}
     unplug_at, replug_at = int(pre * RATE), int((pre + outage) * RATE)
 

@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 
 from uk_controller.controller import ControllerCore
-from uk_controller.hardware.bus import make_bus
 from uk_controller.hardware.calibration import HardwareConfig
-from uk_controller.hardware.emulator import SteppedClock, make_emulator
+from uk_controller.hardware.faults import stepped_bus
 from uk_controller.hardware.runner import run_loop
-from uk_controller.hardware.safety import SafeBus
 from uk_controller.hardware.state import JointStateAssembler
 from uk_controller.loop_timing import TIMING_FIELDS
 from uk_controller.robots import load_robot
@@ -38,10 +36,7 @@ def stepped_run(duration=2.5):
     plant = UKPlant.from_setup(load_robot('scara'))
     core = ControllerCore(setup, rate=RATE)
     dt = core.dt
-    clock = SteppedClock()
-    emu = make_emulator('uk_binary', plant, hw, dt=dt, clock=clock).start()
-    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol='uk_binary', timeout=0.05),
-                   watchdog=0.05, reconnect_interval=0.05, clock=clock)
+    clock, emu, safe = stepped_bus(hw, plant, dt)
     cycles = {'k': 0, 'slow_t': None}
     logged = []
 

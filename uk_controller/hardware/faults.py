@@ -29,6 +29,20 @@ FAULTS = {
 }
 
 
+def stepped_bus(hw, plant, dt, *, protocol='uk_binary', watchdog=0.05, timeout=0.05, **emulator_options):
+    """A device emulator for `plant` and a SafeBus to it, both on one :class:`SteppedClock`.
+
+    Host and device watchdogs then count cycles (the caller advances the clock by one
+    period per bus cycle), so a busy machine can neither trip a watchdog nor hide a
+    trip. Returns ``(clock, emulator, safe_bus)``; the emulator is started.
+    """
+    clock = SteppedClock()
+    emu = make_emulator(protocol, plant, hw, dt=dt, clock=clock, **emulator_options).start()
+    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=timeout),
+                   watchdog=watchdog, reconnect_interval=0.05, clock=clock)
+    return clock, emu, safe
+
+
 def _device_torque_off(emu) -> bool:
     return (not emu.enabled) or not np.any(emu.tau_m)
 
@@ -51,12 +65,8 @@ def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3
     hw = HardwareConfig.default([f'm{i + 1}' for i in range(p)], np.full(p, limit), watchdog=watchdog,
                                 protocol=protocol)
     plant = IndependentJointsPlant(np.full(p, 0.05), 0.5)
-    clock = SteppedClock()
-    emu = make_emulator(protocol, plant, hw, dt=period, baud=baud, seed=seed, clock=clock)
-    emu.start()
-    timeout = min(0.03, watchdog / 3)
-    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=timeout),
-                   watchdog=watchdog, reconnect_interval=0.05, clock=clock)
+    clock, emu, safe = stepped_bus(hw, plant, period, protocol=protocol, watchdog=watchdog,
+                                   timeout=min(0.03, watchdog / 3), baud=baud, seed=seed)
     out = {'protocol': protocol, 'fault': fault}
     try:
         for attempt in range(connect_attempts):
