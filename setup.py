@@ -55,7 +55,7 @@ setup(
     ],
     extras_require={
         'mujoco': ['mujoco'],
-        # Optional compiled kernels for the control step (uk_kernels.py); the
+        # Optional compiled kernels for the control step (uk_controller/kernels/); the
         # NumPy/LAPACK path is used without it. UK_CONTROLLER_NUMBA=0 disables it.
         'fast': ['numba'],
         'serial': ['pyserial', 'dynamixel-sdk'],

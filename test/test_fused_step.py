@@ -1,4 +1,4 @@
-"""The fused compiled step (constraints.CompiledRows + uk_kernels.fused_step) equals the reference code.
+"""The fused compiled step (constraints.CompiledRows + kernels.rows.fused_step) equals the reference code.
 
 - frame Jacobian and drift computed from Pinocchio's joint Jacobian (``data.J``) equal Pinocchio's own
   getFrameJacobian / getFrameClassicalAcceleration (LOCAL_WORLD_ALIGNED) for every frame of every robot;
@@ -12,13 +12,16 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller import uk, uk_kernels
+from uk_controller import uk
+from uk_controller.kernels import dynamics, jit
+from uk_controller.kernels.rows import frame_kinematics
+from uk_controller.kernels.trajectory import trajectory_eval
 from uk_controller.constraints import CompiledRows, ConstraintStack, FrameOrientation, FramePosition, LoopClosure
 from uk_controller.controller import ControllerCore
 from uk_controller.robots import load_robot
 from uk_controller.trajectories import trajectory
 
-pytestmark = pytest.mark.skipif(not uk_kernels.AVAILABLE, reason='numba not installed')
+pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']
 LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 
@@ -42,7 +45,7 @@ def test_frame_kinematics_equal_pinocchio(robot):
             cols = [int(pm.idx_vs[j]) for j in pm.supports[pm.frames[fid].parentJoint] if j > 0]
             chain = np.array([len(cols)] + cols, dtype=np.int64)
             J, d = np.zeros((6, model.n)), np.zeros(6)
-            uk_kernels.frame_kinematics(data.J, qd, chain, 0, data.oMf[fid].translation, J, d)
+            frame_kinematics(data.J, qd, chain, 0, data.oMf[fid].translation, J, d)
             np.testing.assert_allclose(J, pin.getFrameJacobian(pm, data, fid, LWA), rtol=0, atol=1e-13)
             ref = pin.getFrameClassicalAcceleration(pm, data, fid, LWA).vector
             np.testing.assert_allclose(d, ref, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref).max()))
@@ -67,7 +70,7 @@ def test_compiled_trajectories_equal_python(cfg):
     P, V, A = np.zeros(8), np.zeros(8), np.zeros(8)
     sel = np.arange(dim) if comps is None else np.array(comps)
     for t in np.linspace(-2.0, 7.0, 13):
-        uk_kernels.trajectory_eval(kind, dim, floats, 0, t, P, V, A)
+        trajectory_eval(kind, dim, floats, 0, t, P, V, A)
         p, v, a = traj(t)
         for got, ref in ((P[sel], p), (V[sel], v), (A[sel], a)):
             np.testing.assert_allclose(got, ref, rtol=1e-14, atol=1e-15)
@@ -134,7 +137,7 @@ def test_fused_controller_bad_input_and_hold():
     for c in (fused, plain):
         c.safe_effort = 'hold'
     good = fused.step(q, qd, 0.2).effort
-    # round-off: the fused step's dynamics come from uk_kernels.tree_terms (packed_step), the plain one's from Pinocchio
+    # round-off: the fused step's dynamics come from kernels.dynamics.tree_terms (kernels.packed), the plain one's from Pinocchio
     np.testing.assert_allclose(plain.step(q, qd, 0.2).effort, good, rtol=1e-12, atol=1e-12)
     held = fused.step(q + np.nan, qd, 0.3)
     assert not held.ok and np.array_equal(held.effort, good)
@@ -177,7 +180,7 @@ def test_build_declines_rows_without_compiled_form():
 
 @pytest.mark.parametrize('robot', ROBOTS)
 def test_compiled_tree_dynamics_equal_pinocchio(robot):
-    """uk_kernels.tree_terms (own RNEA/CRBA) and frame_placements vs Pinocchio's computeAllTerms."""
+    """kernels.dynamics.tree_terms (own RNEA/CRBA) and frame_placements vs Pinocchio's computeAllTerms."""
     setup = load_robot(robot)
     model = setup.model
     parents, jtype, mf, grav = model.compiled_tree()
@@ -189,8 +192,8 @@ def test_compiled_tree_dynamics_equal_pinocchio(robot):
     trans, rots = np.zeros((len(names), 3)), np.zeros((len(names), 3, 3))
     rng = np.random.default_rng(11)
     for q, qd, _ in _states(setup, rng, 4):
-        uk_kernels.tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h)
-        uk_kernels.frame_placements(oR, op, fparents, fm, trans, rots)
+        dynamics.tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h)
+        dynamics.frame_placements(oR, op, fparents, fm, trans, rots)
         model.compute(q, qd)
         np.testing.assert_allclose(M, model.M, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(h, model.h, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(model.h).max()))
@@ -202,7 +205,7 @@ def test_compiled_tree_dynamics_equal_pinocchio(robot):
 
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'planar_3r'])
 def test_compiled_plant_period_equals_reference_rk4(robot):
-    """UKPlant's one-call RK4 period (uk_kernels.plant_rk4) equals its stage-by-stage RK4 on Pinocchio."""
+    """UKPlant's one-call RK4 period (kernels.plant.plant_rk4) equals its stage-by-stage RK4 on Pinocchio."""
     from uk_controller.sim.uk_plant import UKPlant
     fast = UKPlant.from_setup(load_robot(robot), substeps=2)
     ref = UKPlant.from_setup(load_robot(robot), substeps=2)

@@ -1,13 +1,13 @@
-"""The packed control step (uk_controller.packed_step, issue 13) against CompiledRows.run (Pinocchio's pass).
+"""The packed control step (uk_controller.kernels.packed, issue 13) against CompiledRows.run (Pinocchio's pass).
 
-Same program, same workspace layout: only the dynamics source differs (uk_kernels.tree_terms vs
+Same program, same workspace layout: only the dynamics source differs (kernels.dynamics.tree_terms vs
 pinocchio.computeAllTerms), so every output agrees to round-off; M and h are checked against Pinocchio's.
 """
 import numpy as np
 import pytest
 
 from uk_controller.controller import ControllerCore
-from uk_controller.packed_step import AVAILABLE
+from uk_controller.kernels.jit import AVAILABLE
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason='numba not installed')
 

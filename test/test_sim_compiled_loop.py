@@ -4,7 +4,7 @@ The reference is written here, independently of simulate: a zero-order-hold loop
 ControllerCore.step with its fused program switched off (rows by ConstraintStack.evaluate on
 Pinocchio's computeAllTerms, then the ServoSolver) and a UKPlant integrating stage by stage on
 Pinocchio (forward dynamics / ServoSolver with the closure rows; no compiled period, no fused rows).
-simulate's compiled loop (sim/compiled_loop.py) computes M, h and the frames with uk_kernels' own tree
+simulate's compiled loop (sim/compiled_loop.py) computes M, h and the frames with uk_controller.kernels' own tree
 pass instead, so the trajectories agree to round-off, not bit for bit; the Python loop
 (``compiled=False``) must agree as well. A run that starts from a non-finite state exercises the
 fall-back from the compiled loop to ControllerCore.step's safe effort and the plant's own NaN step.
@@ -12,7 +12,8 @@ fall-back from the compiled loop to ControllerCore.step's safe effort and the pl
 import numpy as np
 import pytest
 
-from uk_controller import uk_kernels
+from uk_controller.kernels import codes, jit
+from uk_controller.kernels.plant import plant_rk4
 from uk_controller.controller import ControllerCore
 from uk_controller.robots import load_robot
 from uk_controller.sim import compiled_loop
@@ -51,7 +52,7 @@ def test_simulate_equals_unfused_reference(robot):
     fast = simulate(load_robot(robot), duration=DURATION)
     plain = simulate(load_robot(robot), duration=DURATION, compiled=False)
     assert plain.settings['loop'] == 'python'
-    if uk_kernels.AVAILABLE:
+    if jit.AVAILABLE:
         assert fast.settings['loop'] == 'compiled'
         assert np.isfinite(fast.compute_time).all() and (fast.compute_time > 0).all()
     for res in (fast, plain):
@@ -92,8 +93,8 @@ def test_compiled_required_but_unavailable_is_an_error():
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'planar_3r'])
 def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
-    """CompiledLoop.plant_period (uk_kernels.plant_period on the loop's own unpacked model, work and scratch
-    arrays) equals UKPlant's uk_kernels.plant_rk4 (packed model, one work array): the same bits over 200 periods
+    """CompiledLoop.plant_period (kernels.plant.plant_period on the loop's own unpacked model, work and scratch
+    arrays) equals UKPlant's kernels.plant.plant_rk4 (packed model, one work array): the same bits over 200 periods
     of random efforts, 2 substeps."""
     setup = load_robot(robot)
     plant = UKPlant.from_setup(setup, substeps=2)
@@ -104,13 +105,13 @@ def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
     t = 0.0
     for _ in range(200):
         u = 0.3 * rng.standard_normal(setup.actuators.p)
-        assert uk_kernels.plant_rk4(x_ref, plant._B @ u, t, 1e-3, 2, *plant._compiled) == 0.0
+        assert plant_rk4(x_ref, plant._B @ u, t, 1e-3, 2, *plant._compiled) == 0.0
         assert loop.plant_period(x, u, t, 1e-3) == 0.0
         t += 1e-3
     np.testing.assert_array_equal(x, x_ref)
     assert np.abs(x - np.concatenate((plant.q, plant.qd))).max() > 1e-3      # the state did move
     x[0] = np.nan
-    assert loop.plant_period(x, u, t, 1e-3) == compiled_loop.K.NOT_FINITE_STATE
+    assert loop.plant_period(x, u, t, 1e-3) == codes.NOT_FINITE_STATE
 
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')

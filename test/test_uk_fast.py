@@ -15,13 +15,14 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller import uk, uk_kernels
+from uk_controller import uk
+from uk_controller.kernels import jit, linalg
 from uk_controller.baumgarte import Baumgarte
 from uk_controller.controller import ControllerCore
 from uk_controller.robots import load_robot
 from uk_controller.rows import ConstraintRows
 
-BACKENDS = ['numpy'] + (['numba'] if uk_kernels.AVAILABLE else [])
+BACKENDS = ['numpy'] + (['numba'] if jit.AVAILABLE else [])
 ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']
 
 
@@ -103,7 +104,7 @@ def test_solver_rejects_indefinite_mass():
             sol.solve(M, np.zeros(2), np.ones((2, 1)), np.ones((1, 2)), np.ones(1))
 
 
-@pytest.mark.skipif(not uk_kernels.AVAILABLE, reason='numba not installed')
+@pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 def test_jacobi_svd_matches_lapack():
     rng = np.random.default_rng(11)
     for _ in range(50):
@@ -111,7 +112,7 @@ def test_jacobi_svd_matches_lapack():
         A = rng.standard_normal((r, c)) * np.geomspace(1, 1e-6, c)
         W = A.copy()
         V = np.empty((c, c))
-        uk_kernels.jacobi_columns(W, V, 60)
+        linalg.jacobi_columns(W, V, 60)
         s = np.sort(np.linalg.norm(W, axis=0))[::-1][:min(r, c)]
         ref = np.linalg.svd(A, compute_uv=False)
         np.testing.assert_allclose(s, ref, rtol=1e-12, atol=1e-14 * ref[0])
@@ -238,7 +239,7 @@ def test_rk4_substeps_agree_on_scara():
     assert np.abs(plants[0].qd - plants[1].qd).max() < 1e-8
 
 
-@pytest.mark.skipif(not uk_kernels.AVAILABLE, reason='numba not installed')
+@pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ROBOTS)
 def test_compiled_rows_equal_reference_rows(robot, monkeypatch):
     """Constraint rows through the numba row kernels equal the NumPy/Python reference code."""
@@ -259,7 +260,7 @@ def test_compiled_rows_equal_reference_rows(robot, monkeypatch):
                 np.testing.assert_allclose(getattr(fast, key), getattr(ref, key), rtol=1e-13, atol=1e-13)
 
 
-@pytest.mark.skipif(not uk_kernels.AVAILABLE, reason='numba not installed')
+@pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'])
 def test_plant_rk4_kernel_equals_numpy_rk4(robot, monkeypatch):
     from uk_controller.sim import uk_plant

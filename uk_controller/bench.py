@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from . import settings as S
-from . import uk, uk_kernels
+from . import uk
+from .kernels import jit as kernels_jit
 
 TABLES = ('step', 'reference', 'pyudk', 'pinocchio', 'simulation', 'parallelogram', 'loop', 'memory',
           'step_ratio', 'ros_rate')
@@ -116,7 +117,7 @@ def machine_header():
     except OSError:
         load = 'n/a'
     numba_version = 'not installed'
-    if uk_kernels.AVAILABLE:
+    if kernels_jit.AVAILABLE:
         import numba
         numba_version = numba.__version__
     print('# uk_controller benchmarks (issue 7)')
@@ -124,7 +125,7 @@ def machine_header():
     print(f'load average (1, 5, 15 min): {load}')
     print(f'python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, '
           f'pinocchio {pinocchio.__version__}, numba {numba_version}')
-    print(f'hot-path backend: {"numba kernel" if uk_kernels.AVAILABLE else "NumPy/LAPACK"} (uk.ServoSolver)')
+    print(f'hot-path backend: {"numba kernel" if kernels_jit.AVAILABLE else "NumPy/LAPACK"} (uk.ServoSolver)')
 
 
 def calibration():

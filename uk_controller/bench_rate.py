@@ -78,7 +78,7 @@ def bench_step_ratio(args):
     table('Where the step goes [us, medians]',
           ('robot', 'packed kernel call', 'Python around it (step - call)', 'previous: Pinocchio pass + fused_step',
            '  of which computeAllTerms + updateFramePlacements', '  of which fused_step (12 args)'), parts,
-          note='packed kernel call: uk_controller.packed_step (own RNEA/CRBA + frames + rows + servo solve, 6 args).')
+          note='packed kernel call: uk_controller.kernels.packed (own RNEA/CRBA + frames + rows + servo solve, 6 args).')
 
 
 def bench_ros_rate(args):

@@ -33,15 +33,16 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from . import uk_kernels
 from .config import ConfigError, ConfigView
+from .kernels import codes, jit
+from .kernels import rows as row_kernels
 from .rows import ConstraintRows
 from .trajectories import Hold
 from .trajectories import trajectory as build_trajectory
 
 AXES = {'x': 0, 'y': 1, 'z': 2}
 #: compiled twins of the row computations (numba), None to use the NumPy/Python reference code
-_K = uk_kernels if uk_kernels.AVAILABLE else None
+_K = row_kernels if jit.AVAILABLE else None
 ROLES = ('passive', 'servo')
 TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'loop_closure', 'callable')
 
@@ -672,14 +673,14 @@ def _traj_spec(traj):
     if spec is None:
         return None
     kind, dim, floats = spec
-    if dim > uk_kernels.MAX_TRAJ_DIM or (comps is not None and len(comps) > 8):
+    if dim > codes.MAX_TRAJ_DIM or (comps is not None and len(comps) > 8):
         return None
     return kind, dim, np.asarray(floats, dtype=float), comps
 
 
 class CompiledRows:
     """The rows of a passive and a servo :class:`ConstraintStack` (and `between` actuator columns) as
-    ONE compiled program: :func:`uk_controller.uk_kernels.fused_step` evaluates frame Jacobians and
+    ONE compiled program: :func:`uk_controller.kernels.rows.fused_step` evaluates frame Jacobians and
     drifts from Pinocchio's joint Jacobian, the trajectories, every row, Baumgarte and the servo solve
     in one call after ``pinocchio.computeAllTerms`` (the same equations as :meth:`ConstraintStack.evaluate`
     and :class:`uk_controller.uk.ServoSolver`, which stay the reference; test/test_uk_fast.py).
@@ -691,7 +692,7 @@ class CompiledRows:
 
     After :meth:`run` (q, q', t): ``phi``, ``phidot``, ``A``, ``b`` (passive rows first),
     ``B`` (n, p), ``u``, ``effort``, ``saturated`` (bool, where clipped), ``qdd``, ``passive_force``,
-    ``info`` (see uk_kernels.INFO_SIZE; info[0] = 3 when the state is not finite) are views of
+    ``info`` (see kernels.codes.INFO_SIZE; info[0] = 3 when the state is not finite) are views of
     one workspace, overwritten by the next call; ``tau`` (n,) is the applied generalized force
     input (zero for a controller; ``B u`` for a plant).
     """
@@ -706,7 +707,7 @@ class CompiledRows:
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`."""
         # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted
         # joint order is not
-        if not uk_kernels.AVAILABLE or getattr(model, '_order_permuted', getattr(model, '_perm', None) is not None):
+        if not jit.AVAILABLE or getattr(model, '_order_permuted', getattr(model, '_perm', None) is not None):
             return None
         self = object.__new__(cls)
         n = model.n
@@ -739,28 +740,28 @@ class CompiledRows:
 
         row0 = 0
         for term in list(passive.terms) + list(servo.terms):
-            rec = [0] * uk_kernels.TERM_WIDTH
+            rec = [0] * codes.TERM_WIDTH
             rec[1], rec[2], rec[5] = row0, term.m, -1
             if type(term) is FramePosition:
                 tr = add_traj(term.traj)
                 if tr is None:
                     return None
-                rec[0], rec[3], rec[5], rec[6] = uk_kernels.OP_FRAME_POSITION, frame_slot(term.frame), tr, term.m
+                rec[0], rec[3], rec[5], rec[6] = codes.OP_FRAME_POSITION, frame_slot(term.frame), tr, term.m
                 rec[7:7 + term.m] = [int(i) for i in term.idx]
             elif type(term) is FrameOrientation and term.mode == 'planar':
                 tr = add_traj(term.traj)
                 if tr is None:
                     return None
-                rec[0], rec[3], rec[5] = uk_kernels.OP_PLANAR, frame_slot(term.frame), tr
+                rec[0], rec[3], rec[5] = codes.OP_PLANAR, frame_slot(term.frame), tr
                 rec[10] = add_floats(np.concatenate((term.axis, term.e1, term.reference)))
             elif type(term) is JointLinear:
                 tr = add_traj(term.traj)
                 if tr is None:
                     return None
-                rec[0], rec[5] = uk_kernels.OP_JOINT_LINEAR, tr
+                rec[0], rec[5] = codes.OP_JOINT_LINEAR, tr
                 rec[10] = add_floats(term.c)
             elif type(term) is LoopClosure and term.mode == 'position':
-                rec[0] = uk_kernels.OP_CLOSURE
+                rec[0] = codes.OP_CLOSURE
                 rec[3], rec[4] = frame_slot(term.frames[0]), frame_slot(term.frames[1])
                 rec[6] = term.idx.size
                 rec[7:7 + term.idx.size] = [int(i) for i in term.idx]
@@ -786,14 +787,14 @@ class CompiledRows:
         # workspace layout
         sizes = [('phi', m), ('phidot', m), ('A', m * n), ('b', m), ('FJ', nf * 6 * n), ('FD', nf * 6),
                  ('B', n * p), ('tau', n), ('u', p), ('qdd', n), ('pforce', n), ('effort', p), ('sat', p),
-                 ('info', uk_kernels.INFO_SIZE), ('scratch', 3 * uk_kernels.MAX_TRAJ_DIM + 2 * n)]
+                 ('info', codes.INFO_SIZE), ('scratch', 3 * codes.MAX_TRAJ_DIM + 2 * n)]
         offsets, total = {}, 0
         for key, size in sizes:
             offsets[key] = total
             total += size
         ws = np.zeros(total)
         # integer program
-        K = uk_kernels
+        K = codes
         ip = [0] * K.HEADER
         ip[K.IH_N], ip[K.IH_P], ip[K.IH_MP], ip[K.IH_MS], ip[K.IH_F] = n, p, mp, ms, nf
         ip[K.IH_NT], ip[K.IH_NTR], ip[K.IH_NB] = len(terms), len(trajs), len(betw)
@@ -844,19 +845,19 @@ class CompiledRows:
         self.M_lower = model.data.M.T
         self.h = model.data.nle
         self.J = model.data.J
-        self.kernel = uk_kernels.fused_step
-        self._rows_kernel = uk_kernels.fused_rows
+        self.kernel = row_kernels.fused_step
+        self._rows_kernel = row_kernels.fused_rows
         self._run = self.make_runner()
         self.run(model.neutral(), np.zeros(n), 0.0)          # compile or load the cache now
         return self
 
     def set_gains(self, gains):
         """Replace the per-row Baumgarte gains (2, mp + ms)."""
-        o = int(self.ip[uk_kernels.IH_GAINS])
+        o = int(self.ip[codes.IH_GAINS])
         self.fp[o:o + 2 * (self.mp + self.ms)] = np.asarray(gains, dtype=float).ravel()
 
     def set_limits(self, limits):
-        o = int(self.ip[uk_kernels.IH_LIMITS])
+        o = int(self.ip[codes.IH_LIMITS])
         self.fp[o:o + self.p] = limits
 
     def run(self, q, qd, t):

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import settings as _settings
-from . import uk, uk_kernels
-from .baumgarte import Baumgarte
+from . import uk
 from .constraints import CompiledRows
-from .packed_step import PackedStep
+from .kernels import codes
+from .kernels.packed import PackedStep
 from .pinv import get_pinv
 
 SAFE_EFFORTS = ('zero', 'hold')
@@ -124,8 +124,8 @@ class ControllerCore:
                                              limits=self.effort_limits)
             if self._fused is not None:
                 fz = self._fused
-                o, m = int(fz.ip[uk_kernels.IH_PHI]), self._mp + self._ms
-                assert int(fz.ip[uk_kernels.IH_PHID]) == o + m, 'phi and phidot must be adjacent in the workspace'
+                o, m = int(fz.ip[codes.IH_PHI]), self._mp + self._ms
+                assert int(fz.ip[codes.IH_PHID]) == o + m, 'phi and phidot must be adjacent in the workspace'
                 fz.phi_phidot = fz.ws[o:o + 2 * m]
                 self._run = self._fused.make_runner()
                 # one compiled call on two packed arrays, own RNEA/CRBA instead of Pinocchio's pass (issue 13)

@@ -476,25 +476,25 @@ class RobotModel:
         return self._from_pin_vec(tau, np.empty(self.n))
 
     def compiled_tree(self):
-        """``(parents, jtype, mf, gravity)`` for :func:`uk_controller.uk_kernels.tree_terms`, or None.
+        """``(parents, jtype, mf, gravity)`` for :func:`uk_controller.kernels.dynamics.tree_terms`, or None.
 
         Available for Pinocchio's own coordinate order (no permutation) when every joint is a 1-DOF
         revolute (joint-frame motion axis ``(0, a)``) or prismatic (``(a, 0)``) joint; helical or other
         joints give None. The axis is read from Pinocchio's motion subspace at the neutral configuration.
         """
-        from . import uk_kernels
+        from .kernels import codes
         pm = self.model
         if self._order_permuted:
             return None
         # A continuous joint is a revolute joint here: the kernel rotates by the angle q[i] about the
-        # axis (uk_kernels.tree_terms), with no limits; our q holds that angle.
+        # axis (kernels.dynamics.tree_terms), with no limits; our q holds that angle.
         nj = pm.njoints
         data = pm.createData()
         q0 = pin.neutral(pm)
         pin.computeJointJacobians(pm, data, q0)
         parents = np.zeros(nj, dtype=np.int64)
         jtype = np.zeros(nj, dtype=np.int64)
-        mf = np.zeros(nj * uk_kernels.JOINT_WIDTH)
+        mf = np.zeros(nj * codes.JOINT_WIDTH)
         for i in range(1, nj):
             if pm.idx_vs[i] != i - 1:
                 return None
@@ -508,7 +508,7 @@ class RobotModel:
                 return None
             parents[i] = pm.parents[i]
             placement, inertia = pm.jointPlacements[i], pm.inertias[i]
-            o = i * uk_kernels.JOINT_WIDTH
+            o = i * codes.JOINT_WIDTH
             mf[o:o + 9] = np.asarray(placement.rotation).ravel()
             mf[o + 9:o + 12] = placement.translation
             mf[o + 12:o + 15] = axis
@@ -518,15 +518,15 @@ class RobotModel:
         return parents, jtype, mf, np.array(pm.gravity.linear, dtype=float)
 
     def compiled_frames(self, names):
-        """``(parent joints, placements)`` of frames for :func:`uk_controller.uk_kernels.frame_placements`."""
-        from . import uk_kernels
+        """``(parent joints, placements)`` of frames for :func:`uk_controller.kernels.dynamics.frame_placements`."""
+        from .kernels import codes
         pm = self.model
         parents = np.zeros(len(names), dtype=np.int64)
-        fm = np.zeros(max(1, len(names)) * uk_kernels.FRAME_WIDTH)
+        fm = np.zeros(max(1, len(names)) * codes.FRAME_WIDTH)
         for f, name in enumerate(names):
             frame = pm.frames[self.frame_id(name)]
             parents[f] = frame.parentJoint
-            o = f * uk_kernels.FRAME_WIDTH
+            o = f * codes.FRAME_WIDTH
             fm[o:o + 9] = np.asarray(frame.placement.rotation).ravel()
             fm[o + 9:o + 12] = frame.placement.translation
         return parents, fm

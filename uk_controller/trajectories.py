@@ -30,9 +30,7 @@ import math
 import numpy as np
 
 from .config import ConfigError, ConfigView
-
-#: kind codes of :meth:`Trajectory.spec` (the compiled evaluator in uk_kernels uses the same numbers)
-TRAJ_HOLD, TRAJ_HELIX, TRAJ_LINE, TRAJ_COSINE_RISE, TRAJ_CIRCLE = 0, 1, 2, 3, 4
+from .kernels.codes import TRAJ_CIRCLE, TRAJ_COSINE_RISE, TRAJ_HELIX, TRAJ_HOLD, TRAJ_LINE
 
 
 class Trajectory:
@@ -50,7 +48,7 @@ class Trajectory:
         raise NotImplementedError
 
     def spec(self):
-        """``(kind, dim, params)`` for the compiled evaluator (:func:`uk_controller.uk_kernels.trajectory_eval`),
+        """``(kind, dim, params)`` for the compiled evaluator (:func:`uk_controller.kernels.trajectory.trajectory_eval`),
         or None when this trajectory has no compiled form. ``params`` starts with ``start_time``."""
         return None
 

@@ -387,7 +387,7 @@ class ServoSolver:
     :func:`uk_controller.pinv.pinv_svd`). With ``p = m_servo = 0`` it is the
     UK constrained acceleration of the closures (:func:`constrained_acceleration`).
 
-    Backends: ``'numba'`` (one compiled call, :mod:`uk_controller.uk_kernels`,
+    Backends: ``'numba'`` (one compiled call, :func:`uk_controller.kernels.servo.servo_kernel`,
     used by default when numba is installed) or ``'numpy'`` (LAPACK through
     ``scipy.linalg.get_lapack_funcs``, fetched once). Both are tested equal to
     :func:`servo_control`. Only the lower triangle of M is read (pass
@@ -399,12 +399,12 @@ class ServoSolver:
 
     def __init__(self, n, p, m_passive, m_servo, *, rcond=DEFAULT_RCOND, consistency_tol=1e-8,
                  backend='auto', max_sweeps=60):
-        from . import uk_kernels
+        from .kernels import codes, jit, servo
         if backend == 'auto':
-            backend = 'numba' if uk_kernels.AVAILABLE else 'numpy'
+            backend = 'numba' if jit.AVAILABLE else 'numpy'
         if backend not in ('numba', 'numpy'):
             raise ValueError(f"backend must be 'auto', 'numba' or 'numpy', got {backend!r}")
-        if backend == 'numba' and not uk_kernels.AVAILABLE:
+        if backend == 'numba' and not jit.AVAILABLE:
             raise ValueError('backend numba requested but numba is not installed')
         self.backend = backend
         self.n, self.p, self.mp, self.ms = int(n), int(p), int(m_passive), int(m_servo)
@@ -415,7 +415,7 @@ class ServoSolver:
         self.u = np.zeros(p)
         self.qdd = np.zeros(n)
         self.passive_force = np.zeros(n)
-        self.info = np.zeros(uk_kernels.INFO_SIZE)
+        self.info = np.zeros(codes.INFO_SIZE)
         self.effort = np.zeros(p)                    # u clipped to the limits given to solve_rows
         self.saturated = np.zeros(p, dtype=bool)
         self._no_limits = np.full(p, np.inf)
@@ -424,7 +424,7 @@ class ServoSolver:
         self._zero_s = np.zeros(ms)
         self._zero_p = np.zeros(mp)
         self._empty_p = (np.zeros((0, n)), np.zeros(0))
-        self._kernel = uk_kernels.servo_kernel if backend == 'numba' else None
+        self._kernel = servo.servo_kernel if backend == 'numba' else None
         # numpy backend work arrays
         self._W = np.zeros((n, 1 + p + mp), order='F')
         self._bs = np.zeros(ms)
@@ -508,7 +508,7 @@ class ServoSolver:
         return self
 
     def _numpy_core(self, M, Q, B, As, bs, Ap, bp):
-        n, p, mp, ms = self.n, self.p, self.mp, self.ms
+        p, mp, ms = self.p, self.mp, self.ms
         W = self._W
         W[:, 0] = Q
         W[:, 1:1 + p] = B

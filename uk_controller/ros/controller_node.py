@@ -18,7 +18,6 @@ import math
 import sys
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy, qos_profile_sensor_data
@@ -137,8 +136,8 @@ class ControllerNode(Node):
         self.ros = P.ros_settings(self.params)
         declare_defaults(self, self.ros)
         self.setup = build_setup(self.params, self.config_path)
-        from .. import uk_kernels
-        if uk_kernels.AVAILABLE:
+        from ..kernels import jit
+        if jit.AVAILABLE:
             self.get_logger().info('loading the compiled kernels (the first start after an install compiles '
                                    'them: 15-60 s; UK_CONTROLLER_NUMBA=0 uses the NumPy path instead)')
         self.core = ControllerCore(self.setup)

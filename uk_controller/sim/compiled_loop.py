@@ -3,19 +3,19 @@
 Per control period k (zero-order hold, the same sequence as the Python loop in ``simulate``)::
 
     t_k, x_k = (q_k, q'_k)                      plant state at the control instant
-    M, h, S, placements = tree(q_k, q'_k)        uk_kernels.tree_terms (own RNEA/CRBA; Pinocchio is the
+    M, h, S, placements = tree(q_k, q'_k)        kernels.dynamics.tree_terms (own RNEA/CRBA; Pinocchio is the
                                                  reference, test/test_fused_step.py)
     u_k = fused_step_ws(controller program)      the ControllerCore's own compiled program (rows, Baumgarte,
                                                  seed 004 eq 35 servo solve, clipping): same arrays, gains, limits
-    tau = B u_k,  x_{k+1} = RK4(x_k; tau)        uk_kernels.plant_period, the UKPlant's period (plant_rk4 wraps it);
+    tau = B u_k,  x_{k+1} = RK4(x_k; tau)        kernels.plant.plant_period, the UKPlant's period (plant_rk4 wraps it);
                                                  its first stage reuses the tree pass of the controller (same q_k, q'_k)
     t_{k+1} = t_k + dt
 
-Every piece of arithmetic is uk_kernels' (this module only sequences it): the plant's closure solve is
-uk_kernels.closure_accel (seed 001 eq 36, seed 000 eq 9: the passive_projection that servo_solve applies
+Every piece of arithmetic is in uk_controller.kernels (this module only sequences it): the plant's closure solve is
+kernels.servo.closure_accel (seed 001 eq 36, seed 000 eq 9: the passive_projection that servo_solve applies
 before the servo rows), with the controller's and the plant's scratch arrays allocated once here, so nothing
 is allocated per period; plants with q-dependent actuator columns form ``tau = B(q) u`` at every stage
-(uk_kernels.plant_accel).
+(kernels.plant.plant_accel).
 
 Per period this replaces ~20 Python calls (Pinocchio pass, kernel dispatches, StepResult, array copies, log
 row writes) by nothing: the Python loop remains the reference and the fallback. The chunk stops at the first
@@ -35,10 +35,12 @@ import time
 
 import numpy as np
 
-from .. import uk_kernels as K
-
-AVAILABLE = K.AVAILABLE
-njit = K.njit
+from ..kernels import codes
+from ..kernels.dynamics import frame_placements, tree_terms
+from ..kernels.jit import AVAILABLE, njit
+from ..kernels.plant import plant_period
+from ..kernels.rows import fused_step_ws, program_scratch_shape
+from ..kernels.servo import servo_scratch_shape
 
 #: exit codes of :func:`closed_loop_chunk`
 DONE, CONTROLLER_STOP, PLANT_STOP = 0, 1, 2
@@ -82,18 +84,18 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
     start) or PLANT_STOP (period k logged, the integration failed: x restored to its start)."""
     n = x.shape[0] // 2
     p = B.shape[1]
-    m = cip[K.IH_MP] + cip[K.IH_MS]
-    cinfo = cip[K.IH_INFO]
-    ceff = cip[K.IH_EFF]
-    cphi = cip[K.IH_PHI]
-    cphid = cip[K.IH_PHID]
+    m = cip[codes.IH_MP] + cip[codes.IH_MS]
+    cinfo = cip[codes.IH_INFO]
+    ceff = cip[codes.IH_EFF]
+    cphi = cip[codes.IH_PHI]
+    cphid = cip[codes.IH_PHID]
     for k in range(k0, k1):
         c0 = _readcyclecounter()
         q = x[:n]
         qd = x[n:]
-        K.tree_terms(q, qd, cparents, cjtype, cmf, cgrav, oR, op, S, M, h, tw)
-        K.frame_placements(oR, op, cfparents, cfm, ctrans, crots)
-        K.fused_step_ws(M, h, S, ctrans, crots, q, qd, t - t0, cip, cfp, cws, csat, csc)
+        tree_terms(q, qd, cparents, cjtype, cmf, cgrav, oR, op, S, M, h, tw)
+        frame_placements(oR, op, cfparents, cfm, ctrans, crots)
+        fused_step_ws(M, h, S, ctrans, crots, q, qd, t - t0, cip, cfp, cws, csat, csc)
         if cws[cinfo] != 0.0:
             return k, CONTROLLER_STOP, t
         c1 = _readcyclecounter()
@@ -118,7 +120,7 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
                 tau[i] = acc
         for j in range(2 * n):
             xb[j] = x[j]
-        st = K.plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
+        st = plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
                             oR, op, S, M, h, ptrans, prots, tw, kk, xt, u, qdep)
         if st != 0.0:
             for j in range(2 * n):
@@ -169,20 +171,20 @@ class CompiledLoop:
             fparents, fm, npf = np.zeros(0, dtype=np.int64), np.zeros(0), 0
         self._plant_program = pfz
         share = all(np.array_equal(a, b) for a, b in zip(ctree, ptree))
-        pmodel = (*ptree, fparents[:npf], fm, ip, fp, ws, np.zeros(K.servo_scratch_shape(n, 0, int(ip[K.IH_MP]), 0)))
+        pmodel = (*ptree, fparents[:npf], fm, ip, fp, ws, np.zeros(servo_scratch_shape(n, 0, int(ip[codes.IH_MP]), 0)))
         ptrans, prots = np.zeros((max(npf, 1), 3)), np.zeros((max(npf, 1), 3, 3))
         oR, op, S, M, h = np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((6, n)), np.zeros((n, n)), np.zeros(n)
-        tw = np.zeros(K.TREE_SCRATCH_PER_JOINT * nj + 12)
+        tw = np.zeros(codes.TREE_SCRATCH_PER_JOINT * nj + 12)
         kk, xt = np.zeros((4, 2 * n)), np.zeros(2 * n)
         self._args = (
             share,
-            *ctree, cfparents[:ncf], cfm, fz.ip, fz.fp, fz.ws, fz.saturated, np.zeros(K.program_scratch_shape(fz.ip)),
+            *ctree, cfparents[:ncf], cfm, fz.ip, fz.fp, fz.ws, fz.saturated, np.zeros(program_scratch_shape(fz.ip)),
             np.zeros((max(ncf, 1), 3)), np.zeros((max(ncf, 1), 3, 3)),
             *pmodel, ptrans, prots,
             np.zeros((n, p)) if qdep else np.ascontiguousarray(plant._B, dtype=float), qdep, np.zeros(n),
             oR, op, S, M, h, tw, kk, xt, np.zeros(2 * n),
         )
-        # uk_kernels.plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
+        # plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
         self._period_args = (*pmodel, oR, op, S, M, h, ptrans, prots, tw, kk, xt)
         self.x = np.zeros(2 * n)
         self._warm_up()
@@ -200,11 +202,11 @@ class CompiledLoop:
         cycles()
 
     def plant_period(self, x, u, t, dt):
-        """One plant period under the efforts u by :func:`uk_controller.uk_kernels.plant_period` as the loop runs
-        it (x advanced in place; returns the status), for tests against uk_kernels.plant_rk4 and UKPlant.step."""
+        """One plant period under the efforts u by :func:`uk_controller.kernels.plant.plant_period` as the loop runs
+        it (x advanced in place; returns the status), for tests against kernels.plant.plant_rk4 and UKPlant.step."""
         u = np.ascontiguousarray(u, dtype=float)
         tau = np.zeros(self.plant.n) if self.qdep else self.plant._B @ u
-        return K.plant_period(x, tau, t, dt, self.plant.substeps, False, *self._period_args, u, self.qdep)
+        return plant_period(x, tau, t, dt, self.plant.substeps, False, *self._period_args, u, self.qdep)
 
     def run(self, k0, k1, logs):
         """Periods k0 .. k1-1 from the plant's current state; the plant's q, q', t follow.

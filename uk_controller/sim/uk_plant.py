@@ -16,12 +16,14 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .. import settings as S
-from .. import uk, uk_kernels
+from .. import uk
 from ..baumgarte import Baumgarte
 from ..constraints import CompiledRows, ConstraintStack
+from ..kernels import codes, jit
+from ..kernels import plant as plant_kernels
 
 INTEGRATORS = ('rk4', 'solve_ivp')
-_K = uk_kernels if uk_kernels.AVAILABLE else None
+_K = plant_kernels if jit.AVAILABLE else None
 
 
 class UKPlant:
@@ -93,7 +95,7 @@ class UKPlant:
         return 4 * self.substeps
 
     def _make_compiled(self):
-        """Arguments of :func:`uk_controller.uk_kernels.plant_rk4` (a whole RK4 period in one compiled call,
+        """Arguments of :func:`uk_controller.kernels.plant.plant_rk4` (a whole RK4 period in one compiled call,
         the dynamics by the kernel's own RNEA/CRBA, closures by the fused rows), or None when not available
         (no numba, q-dependent actuator columns, joints other than revolute/prismatic, rows without a
         compiled form)."""
@@ -111,11 +113,11 @@ class UKPlant:
             nf = len(fz.frames)
         else:
             fparents, fm = np.zeros(0, dtype=np.int64), np.zeros(0)
-            ip, fp, ws = np.zeros(uk_kernels.HEADER, dtype=np.int64), np.zeros(1), np.zeros(1)
+            ip, fp, ws = np.zeros(codes.HEADER, dtype=np.int64), np.zeros(1), np.zeros(1)
             nf = 0
         pi = np.concatenate(([nj, nf], parents, jtype, fparents[:nf])).astype(np.int64)
-        pf = np.concatenate((grav, mf, fm[:nf * uk_kernels.FRAME_WIDTH]))
-        pw = np.zeros(uk_kernels.plant_work_size(nj, n, nf, int(ip[uk_kernels.IH_MP])))
+        pf = np.concatenate((grav, mf, fm[:nf * codes.FRAME_WIDTH]))
+        pw = np.zeros(plant_kernels.plant_work_size(nj, n, nf, int(ip[codes.IH_MP])))
         args = (pi, pf, ip, fp, ws, pw)
         # load (or compile) the kernel now rather than inside the first simulated period
         _K.plant_rk4(np.concatenate((self.setup.q0, self.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1,

@@ -1,15 +1,14 @@
 """The controller's fused step as ONE compiled call on two packed arrays (issue 13).
 
 :class:`uk_controller.constraints.CompiledRows` runs Pinocchio's ``computeAllTerms`` and
-``updateFramePlacements`` from Python, then ``uk_kernels.fused_step`` with twelve arguments (two of them
+``updateFramePlacements`` from Python, then :func:`.rows.fused_step` with twelve arguments (two of them
 tuples of arrays): numba's dispatcher types and unboxes every argument on every call (~4.7 us of a
 15 us SCARA step on the reference VM). Here the same arithmetic runs in one call with six arguments::
 
-    M, h, S, oMi = tree(q, q')                    uk_kernels.tree_terms: RNEA + CRBA (Featherstone ch. 5-6),
-                                                  the dynamics source of sim.compiled_loop; Pinocchio stays
-                                                  the reference (test/test_fused_step.py, test_packed_step.py)
-    oMf = oMi[parent] * placement                 uk_kernels.frame_placements
-    rows, Baumgarte, servo solve, clipping        uk_kernels.fused_step_ws (seed 000 eq 52; seed 004 eq 35)
+    M, h, S, oMi = tree(q, q')                    dynamics.tree_terms: RNEA + CRBA (Featherstone ch. 5-6),
+                                                  the dynamics source of sim.compiled_loop too
+    oMf = oMi[parent] * placement                 dynamics.frame_placements
+    rows, Baumgarte, servo solve, clipping        rows.fused_step_ws (seed 000 eq 52; seed 004 eq 35)
 
 ``I`` (int64) = header | the program's integers | parents | joint types | frame parents, and
 ``F`` (float64) = the program's floats | its workspace | model floats | gravity | frame placements |
@@ -17,15 +16,19 @@ tree outputs and scratch. The CompiledRows' ``fp``/``ws`` and every view of them
 ``F`` (same values, same layout), so its users (ControllerCore.step, sim.compiled_loop, set_gains) read
 and write the packed arrays. Only the dynamics source differs from CompiledRows.run (own RNEA/CRBA
 instead of Pinocchio's), so efforts agree to round-off.
+
+Reference: ``CompiledRows.run`` (Pinocchio's pass + :func:`.rows.fused_step`, module
+:mod:`uk_controller.constraints`). Tests: ``test/test_packed_step.py`` (both tests) and, through
+ControllerCore.step, ``test/test_fused_step.py::test_fused_controller_equals_servo_solver_path``.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import uk_kernels as K
-
-AVAILABLE = K.AVAILABLE
-njit = K.njit
+from .codes import TREE_SCRATCH_PER_JOINT
+from .dynamics import frame_placements, tree_terms
+from .jit import AVAILABLE, njit
+from .rows import fused_step_ws, program_scratch_shape
 
 # header of I: offsets (into I) of ip, parents, jtype, fparents; offsets (into F) of fp, ws, mf, grav, fm,
 # oR, op, S, M, h, tw, trans, rots, sc; then sizes nip, nfp, nws, nj, nf, n, nmf, nfm, ntw and the scratch shape
@@ -60,9 +63,9 @@ def packed_step(q, qd, t, I, F, sat):
     trans = F[I[H_TR]:I[H_TR] + 3 * nfa].reshape((nfa, 3))
     rots = F[I[H_ROT]:I[H_ROT] + 9 * nfa].reshape((nfa, 3, 3))
     sc = F[I[H_SC]:I[H_SC] + I[H_NSC] * I[H_SCC]].reshape((I[H_NSC], I[H_SCC]))
-    K.tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
-    K.frame_placements(oR, op, fparents, fm, trans, rots)
-    K.fused_step_ws(M, h, S, trans, rots, q, qd, t, ip, fp, ws, sat, sc)
+    tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
+    frame_placements(oR, op, fparents, fm, trans, rots)
+    fused_step_ws(M, h, S, trans, rots, q, qd, t, ip, fp, ws, sat, sc)
 
 
 def _offset(view, base):
@@ -93,9 +96,9 @@ class PackedStep:
         old_fp, old_ws = fz.fp, fz.ws
         parts = [('fp', old_fp), ('ws', old_ws), ('mf', mf), ('grav', np.asarray(grav, float)), ('fm', fm),
                  ('oR', np.zeros(9 * nj)), ('op', np.zeros(3 * nj)), ('S', np.zeros(6 * n)), ('M', np.zeros(n * n)),
-                 ('h', np.zeros(n)), ('tw', np.zeros(K.TREE_SCRATCH_PER_JOINT * nj + 12)),
+                 ('h', np.zeros(n)), ('tw', np.zeros(TREE_SCRATCH_PER_JOINT * nj + 12)),
                  ('trans', np.zeros(3 * nfa)), ('rots', np.zeros(9 * nfa)),
-                 ('sc', np.zeros(K.program_scratch_shape(fz.ip)))]
+                 ('sc', np.zeros(program_scratch_shape(fz.ip)))]
         sc_shape = parts[-1][1].shape
         offsets, total = {}, 0
         for key, arr in parts:

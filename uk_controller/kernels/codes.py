@@ -1,0 +1,78 @@
+"""Plain integer codes and layouts shared by the compiled kernels and the NumPy side (no numba here).
+
+Module-level ints, so numba freezes them into the kernels as compile-time constants and NumPy code
+reads the same names. One table each:
+
+* trajectory kinds (``TRAJ_*``): :meth:`uk_controller.trajectories.Trajectory.spec` writes them,
+  :func:`uk_controller.kernels.trajectory.trajectory_eval` branches on them;
+* statuses (``OK`` ... ``NOT_FINITE_STATE``): what the solve kernels return and write to ``info[INFO_STATUS]``;
+* the ``info`` and ``params`` arrays of the servo solve;
+* the compiled row program of :class:`uk_controller.constraints.CompiledRows`: the header ``IH_*`` of its
+  integer array ``ip``, its term opcodes ``OP_*`` and the fields of its term, trajectory and `between`
+  records;
+* the packed joint and frame records of :func:`uk_controller.kernels.dynamics.tree_terms`
+  (built by :meth:`uk_controller.model.RobotModel.compiled_tree` / ``compiled_frames``).
+
+Adding a trajectory kind: one ``TRAJ_*`` code here, its ``spec()`` in trajectories.py, one branch in
+kernels/trajectory.py.
+"""
+from __future__ import annotations
+
+# ----------------------------------------------------------------------------- trajectory kinds
+#: kind codes of Trajectory.spec() and trajectory_eval (seed 000 eq 40, seed 003 eq 26, seed 004 eq 64)
+TRAJ_HOLD, TRAJ_HELIX, TRAJ_LINE, TRAJ_COSINE_RISE, TRAJ_CIRCLE = 0, 1, 2, 3, 4
+
+# ----------------------------------------------------------------------------- statuses
+#: status of a solve: returned by closure_accel / plant_accel / plant_period / plant_rk4 and written to
+#: info[INFO_STATUS] by servo_solve / fused_step_ws. NOT_FINITE_STATE: q, q' or t itself is not finite
+#: (nothing else computed).
+OK, NOT_PD, NOT_FINITE, NOT_FINITE_STATE = 0, 1, 2, 3
+
+# ----------------------------------------------------------------------------- servo solve arrays
+#: entries of the ``info`` array (INFO_SIZE floats)
+(INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL, INFO_CONSISTENT, INFO_BBAR_NORM,
+ INFO_N_SATURATED) = range(8)
+INFO_SIZE = 8
+#: entries of the ``params`` array (PARAMS_SIZE floats)
+PARAM_RCOND, PARAM_GRAM_FLOOR, PARAM_CONSISTENCY_TOL, PARAM_MAX_SWEEPS = range(4)
+PARAMS_SIZE = 4
+
+# ----------------------------------------------------------------------------- compiled row program
+#: header of the integer program ip (counts, then offsets into ip, then offsets into the workspace ws,
+#: then offsets into the float program fp)
+(IH_N, IH_P, IH_MP, IH_MS, IH_F, IH_NT, IH_NTR, IH_NB, IH_TERMS, IH_TRAJ, IH_CHAIN, IH_BETW,
+ IH_PHI, IH_PHID, IH_A, IH_BV, IH_FJ, IH_FD, IH_BMAT, IH_TAU, IH_U, IH_QDD, IH_PF, IH_EFF, IH_SAT, IH_INFO,
+ IH_SCR, IH_GAINS, IH_PARAMS, IH_LIMITS) = range(30)
+HEADER = 32
+#: term opcodes (field TERM_OP of a term record)
+OP_FRAME_POSITION, OP_PLANAR, OP_JOINT_LINEAR, OP_CLOSURE = 1, 2, 3, 4
+#: fields of a term record (TERM_WIDTH ints): opcode, first row, row count, frames A and B, trajectory
+#: index (-1: none), axis count and up to three axis indices, offset of its floats in fp, planar flag
+(TERM_OP, TERM_ROW0, TERM_M, TERM_FRAME_A, TERM_FRAME_B, TERM_TRAJ, TERM_NAX, TERM_AXES, TERM_FOFS,
+ TERM_PLANAR) = 0, 1, 2, 3, 4, 5, 6, 7, 10, 11
+TERM_WIDTH = 12
+#: fields of a trajectory record (TRAJ_WIDTH ints): kind, dimension, offset of its floats, component count
+#: and up to MAX_COMPONENTS component indices
+TR_KIND, TR_DIM, TR_FOFS, TR_NCOMP, TR_COMPS = 0, 1, 2, 3, 4
+MAX_COMPONENTS = 8
+TRAJ_WIDTH = 12
+MAX_TRAJ_DIM = 8
+#: fields of a `between` actuator record (BETWEEN_WIDTH ints): effort column, frames A and B (-1: world),
+#: offset of the axis in fp
+BETWEEN_COL, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_FOFS = 0, 1, 2, 3
+BETWEEN_WIDTH = 4
+
+# ----------------------------------------------------------------------------- packed tree model
+#: joint types of tree_terms
+JOINT_REVOLUTE, JOINT_PRISMATIC = 0, 1
+#: fields of a joint record (JOINT_WIDTH floats of mf; joint i at i * JOINT_WIDTH, joint 0 = universe unused):
+#: placement rotation R0 (9, row-major) and translation p0 (3) in the parent's frame, motion axis (3),
+#: mass, lever (3), rotational inertia about the centre of mass I_c (9, row-major)
+JOINT_R0, JOINT_P0, JOINT_AXIS, JOINT_MASS, JOINT_LEVER, JOINT_INERTIA = 0, 9, 12, 15, 16, 19
+JOINT_WIDTH = 28
+#: fields of a frame record (FRAME_WIDTH floats of fm): rotation R (9, row-major) and translation p (3) in
+#: its parent joint's frame
+FRAME_R, FRAME_P = 0, 9
+FRAME_WIDTH = 12
+#: tree_terms scratch per joint: V, A, F (6 each), composite inertia (36), + 9 + 6 + 6 + 12
+TREE_SCRATCH_PER_JOINT = 64

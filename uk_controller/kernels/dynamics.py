@@ -1,0 +1,223 @@
+"""Compiled rigid-body dynamics of a tree (numba): placements, motion axes, M and h in one pass.
+
+Rigid-body dynamics of a tree of 1-DOF revolute/prismatic joints in world-frame spatial algebra
+(Featherstone, "Rigid Body Dynamics Algorithms", ch. 5-6: RNEA and CRBA), so that a whole RK4 period of
+the simulated plant (:mod:`.plant`) and a whole control step (:mod:`.packed`) are ONE compiled call. The
+packed joint and frame records (layout in :mod:`.codes`) come from
+:meth:`uk_controller.model.RobotModel.compiled_tree` and ``compiled_frames``.
+
+Reference: Pinocchio (``computeAllTerms``: ``data.M``, ``data.nle``, ``data.oMi``, ``data.J``;
+``updateFramePlacements``: ``data.oMf``), as wrapped by :class:`uk_controller.model.RobotModel`. Tests:
+``test/test_fused_step.py::test_compiled_tree_dynamics_equal_pinocchio`` (M, h, frame placements,
+Jacobians), ``test/test_packed_step.py`` (the whole packed step) and
+``test/test_fused_step.py::test_compiled_plant_period_equals_reference_rk4`` (plant trajectory).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .codes import FRAME_WIDTH, JOINT_WIDTH, TREE_SCRATCH_PER_JOINT
+from .jit import njit
+
+
+@njit(cache=True)
+def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw=None):
+    """World placements (oR, op), world motion axes S (6, n; = Pinocchio's data.J), M and h = C q' + G.
+
+    Joint i (1..nj-1, coordinate i-1, parent parents[i] < i): placement R0, p0 in the parent's frame,
+    then a rotation by q about `axis` (jtype 0) or a translation q axis (jtype 1). Spatial vectors are
+    (linear, angular) at the world origin: S_i = (-w x p, w) or (R a, 0); V_i = V_parent + S_i q'_i;
+    bias acceleration A_i = A_parent + (V_i x S_i) q'_i with A_0 = (-g, 0) (gravity as base acceleration);
+    h_i = S_i . f_i, f_i = I_i A_i + V_i x* (I_i V_i) summed from the leaves (RNEA); M by the composite
+    rigid-body algorithm in the same world frame."""
+    nj = parents.shape[0]
+    if tw is None:
+        tw = np.empty(TREE_SCRATCH_PER_JOINT * nj + 12)
+    V = tw[0:6 * nj].reshape((nj, 6))
+    Acc = tw[6 * nj:12 * nj].reshape((nj, 6))
+    F = tw[12 * nj:18 * nj].reshape((nj, 6))
+    Ic = tw[18 * nj:54 * nj].reshape((nj, 6, 6))
+    Rl = tw[54 * nj:54 * nj + 9].reshape((3, 3))
+    IV = tw[TREE_SCRATCH_PER_JOINT * nj:TREE_SCRATCH_PER_JOINT * nj + 6]
+    Fs = tw[TREE_SCRATCH_PER_JOINT * nj + 6:TREE_SCRATCH_PER_JOINT * nj + 12]
+    for r in range(6):
+        V[0, r] = 0.0
+        Acc[0, r] = 0.0
+        for i in range(1, nj):
+            F[i, r] = 0.0
+            for cc in range(6):
+                Ic[i, r, cc] = 0.0
+    Acc[0, 0] = -grav[0]
+    Acc[0, 1] = -grav[1]
+    Acc[0, 2] = -grav[2]
+    for r in range(3):                     # the universe (frames fixed to the world hang on it)
+        op[0, r] = 0.0
+        for cc in range(3):
+            oR[0, r, cc] = 1.0 if r == cc else 0.0
+    for i in range(1, nj):
+        o = i * JOINT_WIDTH
+        par = parents[i]
+        qi = q[i - 1]
+        ax0 = mf[o + 12]
+        ax1 = mf[o + 13]
+        ax2 = mf[o + 14]
+        # local transform R0 * Rj, p0 + R0 pj
+        if jtype[i] == 0:
+            s = np.sin(qi)
+            c1 = 1.0 - np.cos(qi)
+            Rj00 = 1.0 - c1 * (ax1 * ax1 + ax2 * ax2)
+            Rj11 = 1.0 - c1 * (ax0 * ax0 + ax2 * ax2)
+            Rj22 = 1.0 - c1 * (ax0 * ax0 + ax1 * ax1)
+            Rj01 = -s * ax2 + c1 * ax0 * ax1
+            Rj10 = s * ax2 + c1 * ax0 * ax1
+            Rj02 = s * ax1 + c1 * ax0 * ax2
+            Rj20 = -s * ax1 + c1 * ax0 * ax2
+            Rj12 = -s * ax0 + c1 * ax1 * ax2
+            Rj21 = s * ax0 + c1 * ax1 * ax2
+            pj0 = pj1 = pj2 = 0.0
+        else:
+            Rj00 = Rj11 = Rj22 = 1.0
+            Rj01 = Rj10 = Rj02 = Rj20 = Rj12 = Rj21 = 0.0
+            pj0 = ax0 * qi
+            pj1 = ax1 * qi
+            pj2 = ax2 * qi
+        for r in range(3):
+            a0 = mf[o + 3 * r]
+            a1 = mf[o + 3 * r + 1]
+            a2 = mf[o + 3 * r + 2]
+            Rl[r, 0] = a0 * Rj00 + a1 * Rj10 + a2 * Rj20
+            Rl[r, 1] = a0 * Rj01 + a1 * Rj11 + a2 * Rj21
+            Rl[r, 2] = a0 * Rj02 + a1 * Rj12 + a2 * Rj22
+        pl0 = mf[o + 9] + mf[o + 0] * pj0 + mf[o + 1] * pj1 + mf[o + 2] * pj2
+        pl1 = mf[o + 10] + mf[o + 3] * pj0 + mf[o + 4] * pj1 + mf[o + 5] * pj2
+        pl2 = mf[o + 11] + mf[o + 6] * pj0 + mf[o + 7] * pj1 + mf[o + 8] * pj2
+        if par == 0:
+            for r in range(3):
+                for cc in range(3):
+                    oR[i, r, cc] = Rl[r, cc]
+            op[i, 0] = pl0
+            op[i, 1] = pl1
+            op[i, 2] = pl2
+        else:
+            for r in range(3):
+                for cc in range(3):
+                    oR[i, r, cc] = oR[par, r, 0] * Rl[0, cc] + oR[par, r, 1] * Rl[1, cc] + oR[par, r, 2] * Rl[2, cc]
+                op[i, r] = op[par, r] + oR[par, r, 0] * pl0 + oR[par, r, 1] * pl1 + oR[par, r, 2] * pl2
+        # world axis (direction R a, a expressed in the joint frame = after Rj, unchanged by it)
+        wa0 = oR[i, 0, 0] * ax0 + oR[i, 0, 1] * ax1 + oR[i, 0, 2] * ax2
+        wa1 = oR[i, 1, 0] * ax0 + oR[i, 1, 1] * ax1 + oR[i, 1, 2] * ax2
+        wa2 = oR[i, 2, 0] * ax0 + oR[i, 2, 1] * ax1 + oR[i, 2, 2] * ax2
+        k = i - 1
+        if jtype[i] == 0:
+            px = op[i, 0]
+            py = op[i, 1]
+            pz = op[i, 2]
+            S[0, k] = -(wa1 * pz - wa2 * py)
+            S[1, k] = -(wa2 * px - wa0 * pz)
+            S[2, k] = -(wa0 * py - wa1 * px)
+            S[3, k] = wa0
+            S[4, k] = wa1
+            S[5, k] = wa2
+        else:
+            S[0, k] = wa0
+            S[1, k] = wa1
+            S[2, k] = wa2
+            S[3, k] = 0.0
+            S[4, k] = 0.0
+            S[5, k] = 0.0
+        qdi = qd[k]
+        for r in range(6):
+            V[i, r] = V[par, r] + S[r, k] * qdi
+        # V x S: (w x s_v + v x s_w, w x s_w)
+        vv0, vv1, vv2, vw0, vw1, vw2 = V[i, 0], V[i, 1], V[i, 2], V[i, 3], V[i, 4], V[i, 5]
+        sv0, sv1, sv2, sw0, sw1, sw2 = S[0, k], S[1, k], S[2, k], S[3, k], S[4, k], S[5, k]
+        Acc[i, 0] = Acc[par, 0] + qdi * ((vw1 * sv2 - vw2 * sv1) + (vv1 * sw2 - vv2 * sw1))
+        Acc[i, 1] = Acc[par, 1] + qdi * ((vw2 * sv0 - vw0 * sv2) + (vv2 * sw0 - vv0 * sw2))
+        Acc[i, 2] = Acc[par, 2] + qdi * ((vw0 * sv1 - vw1 * sv0) + (vv0 * sw1 - vv1 * sw0))
+        Acc[i, 3] = Acc[par, 3] + qdi * (vw1 * sw2 - vw2 * sw1)
+        Acc[i, 4] = Acc[par, 4] + qdi * (vw2 * sw0 - vw0 * sw2)
+        Acc[i, 5] = Acc[par, 5] + qdi * (vw0 * sw1 - vw1 * sw0)
+        # spatial inertia at the world origin: [[m 1, -m [c]], [m [c], I_w - m [c][c]]]
+        m = mf[o + 15]
+        lc0 = mf[o + 16]
+        lc1 = mf[o + 17]
+        lc2 = mf[o + 18]
+        c0 = op[i, 0] + oR[i, 0, 0] * lc0 + oR[i, 0, 1] * lc1 + oR[i, 0, 2] * lc2
+        c1_ = op[i, 1] + oR[i, 1, 0] * lc0 + oR[i, 1, 1] * lc1 + oR[i, 1, 2] * lc2
+        c2 = op[i, 2] + oR[i, 2, 0] * lc0 + oR[i, 2, 1] * lc1 + oR[i, 2, 2] * lc2
+        I6 = Ic[i]
+        for r in range(3):
+            for cc in range(3):
+                acc = 0.0
+                for a in range(3):
+                    for b in range(3):
+                        acc += oR[i, r, a] * mf[o + 19 + 3 * a + b] * oR[i, cc, b]
+                I6[3 + r, 3 + cc] = acc
+            I6[r, r] = m
+        # [c]
+        C = ((0.0, -c2, c1_), (c2, 0.0, -c0), (-c1_, c0, 0.0))
+        for r in range(3):
+            for cc in range(3):
+                I6[r, 3 + cc] = -m * C[r][cc]
+                I6[3 + r, cc] = m * C[r][cc]
+                acc = 0.0
+                for a in range(3):
+                    acc += C[r][a] * C[a][cc]
+                I6[3 + r, 3 + cc] -= m * acc
+        # f = I A + V x* (I V);  V x* f = (w x f_l, w x f_a + v x f_l)
+        for r in range(6):
+            acc = 0.0
+            acc2 = 0.0
+            for cc in range(6):
+                acc += I6[r, cc] * V[i, cc]
+                acc2 += I6[r, cc] * Acc[i, cc]
+            IV[r] = acc
+            F[i, r] = acc2
+        F[i, 0] += vw1 * IV[2] - vw2 * IV[1]
+        F[i, 1] += vw2 * IV[0] - vw0 * IV[2]
+        F[i, 2] += vw0 * IV[1] - vw1 * IV[0]
+        F[i, 3] += (vw1 * IV[5] - vw2 * IV[4]) + (vv1 * IV[2] - vv2 * IV[1])
+        F[i, 4] += (vw2 * IV[3] - vw0 * IV[5]) + (vv2 * IV[0] - vv0 * IV[2])
+        F[i, 5] += (vw0 * IV[4] - vw1 * IV[3]) + (vv0 * IV[1] - vv1 * IV[0])
+    # backward pass: h and composite inertias, then M (CRBA)
+    for i in range(nj - 1, 0, -1):
+        k = i - 1
+        acc = 0.0
+        for r in range(6):
+            acc += S[r, k] * F[i, r]
+        h[k] = acc
+        par = parents[i]
+        if par > 0:
+            for r in range(6):
+                F[par, r] += F[i, r]
+                for cc in range(6):
+                    Ic[par, r, cc] += Ic[i, r, cc]
+    for i in range(nj - 1, 0, -1):
+        k = i - 1
+        for r in range(6):
+            acc = 0.0
+            for cc in range(6):
+                acc += Ic[i, r, cc] * S[cc, k]
+            Fs[r] = acc
+        j = i
+        while j > 0:
+            kj = j - 1
+            acc = 0.0
+            for r in range(6):
+                acc += S[r, kj] * Fs[r]
+            M[k, kj] = acc
+            M[kj, k] = acc
+            j = parents[j]
+
+
+@njit(cache=True)
+def frame_placements(oR, op, fparents, fm, trans, rots):
+    """World placement of each frame: ``R = oR[parent] R_pl``, ``p = op[parent] + oR[parent] p_pl``."""
+    for f in range(fparents.shape[0]):
+        i = fparents[f]
+        o = f * FRAME_WIDTH
+        for r in range(3):
+            for cc in range(3):
+                rots[f, r, cc] = oR[i, r, 0] * fm[o + cc] + oR[i, r, 1] * fm[o + 3 + cc] + oR[i, r, 2] * fm[o + 6 + cc]
+            trans[f, r] = op[i, r] + oR[i, r, 0] * fm[o + 9] + oR[i, r, 1] * fm[o + 10] + oR[i, r, 2] * fm[o + 11]
+

@@ -1,0 +1,168 @@
+"""Compiled dense linear algebra for the small matrices of a robot (numba): Cholesky, one-sided Jacobi, views.
+
+NumPy/LAPACK references: ``numpy.linalg.cholesky`` / LAPACK ``posv`` (as used by
+:class:`uk_controller.uk.ServoSolver`'s NumPy backend) for :func:`cholesky_lower` and the solves, and
+``numpy.linalg.svd`` / ``eigh`` for :func:`jacobi_columns` (Hestenes' one-sided Jacobi: exact to round-off
+and cheap for the few rows a robot has; LAPACK's ``gesdd``/``syevd`` cost microseconds of set-up on 4 x 4
+matrices). Tests: ``test/test_uk_fast.py::test_jacobi_svd_matches_lapack`` and, through the servo solve,
+``test_servo_solver_equals_servo_control``.
+
+The ``scratch_*`` helpers carve views out of one preallocated scratch array, so the kernels above them
+allocate nothing per call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .jit import njit
+
+EPS = np.finfo(float).eps
+
+
+@njit(cache=True, fastmath=False)
+def cholesky_lower(M, L):
+    """``L L^T = M`` (L lower) from the lower triangle of M. False if M is not positive definite."""
+    n = M.shape[0]
+    for j in range(n):
+        s = M[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if not s > 0.0:
+            return False
+        d = np.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, n):
+            s = M[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            L[i, j] = s / d
+        for i in range(j):
+            L[i, j] = 0.0
+    return True
+
+
+@njit(cache=True)
+def chol_solve_col(L, x):
+    """In place ``x <- (L L^T)^{-1} x`` for a vector x."""
+    n = L.shape[0]
+    for i in range(n):
+        s = x[i]
+        for k in range(i):
+            s -= L[i, k] * x[k]
+        x[i] = s / L[i, i]
+    for i in range(n - 1, -1, -1):
+        s = x[i]
+        for k in range(i + 1, n):
+            s -= L[k, i] * x[k]
+        x[i] = s / L[i, i]
+
+
+@njit(cache=True)
+def chol_solve_cols(L, X, out, col):
+    """``out <- (L L^T)^{-1} X`` column by column (col: an n-vector of scratch)."""
+    n = L.shape[0]
+    for j in range(X.shape[1]):
+        for i in range(n):
+            col[i] = X[i, j]
+        chol_solve_col(L, col)
+        for i in range(n):
+            out[i, j] = col[i]
+
+
+@njit(cache=True)
+def jacobi_columns(W, V, max_sweeps):
+    """One-sided Jacobi: rotate the columns of W (r x c) until mutually orthogonal.
+
+    On return ``W_in = W V^T`` with V (c x c) orthogonal; the singular values
+    of W_in are the column norms of W, the right singular vectors the columns
+    of V (Hestenes' method; relative accuracy of a few eps).
+    """
+    r, c = W.shape
+    for i in range(c):
+        for j in range(c):
+            V[i, j] = 1.0 if i == j else 0.0
+    for sweep in range(max_sweeps):
+        rotated = False
+        for i in range(c - 1):
+            for j in range(i + 1, c):
+                alpha = 0.0
+                beta = 0.0
+                gamma = 0.0
+                for k in range(r):
+                    wi = W[k, i]
+                    wj = W[k, j]
+                    alpha += wi * wi
+                    beta += wj * wj
+                    gamma += wi * wj
+                if gamma == 0.0 or abs(gamma) <= EPS * np.sqrt(alpha * beta):
+                    continue
+                rotated = True
+                zeta = (beta - alpha) / (2.0 * gamma)
+                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + np.sqrt(1.0 + zeta * zeta))
+                cs = 1.0 / np.sqrt(1.0 + t * t)
+                sn = cs * t
+                for k in range(r):
+                    wi = W[k, i]
+                    wj = W[k, j]
+                    W[k, i] = cs * wi - sn * wj
+                    W[k, j] = sn * wi + cs * wj
+                for k in range(c):
+                    vi = V[k, i]
+                    vj = V[k, j]
+                    V[k, i] = cs * vi - sn * vj
+                    V[k, j] = sn * vi + cs * vj
+        if not rotated:
+            return sweep + 1
+    return max_sweeps
+
+
+@njit(cache=True)
+def column_norms(W, s):
+    r, c = W.shape
+    smax = 0.0
+    for j in range(c):
+        acc = 0.0
+        for k in range(r):
+            acc += W[k, j] * W[k, j]
+        s[j] = np.sqrt(acc)
+        if s[j] > smax:
+            smax = s[j]
+    return smax
+
+
+@njit(cache=True)
+def scratch_vec(sc, o, k):
+    """The k entries of the scratch array sc from offset o, and the offset after them."""
+    return sc[o:o + k], o + k
+
+
+@njit(cache=True)
+def scratch_mat(sc, o, r, c):
+    """An (r, c) view of the scratch array sc from offset o, and the offset after it."""
+    return sc[o:o + r * c].reshape((r, c)), o + r * c
+
+
+@njit(cache=True)
+def matmul(A, B, C):
+    """``C = A B`` (each entry summed in index order)."""
+    for i in range(A.shape[0]):
+        for j in range(B.shape[1]):
+            acc = 0.0
+            for k in range(A.shape[1]):
+                acc += A[i, k] * B[k, j]
+            C[i, j] = acc
+
+
+
+@njit(cache=True)
+def scratch_rows(sc, o, r, c):
+    """The (r, c) block of the 2-D scratch array sc from row o, and the row after it (a slice: no reshape,
+    which costs ~60 ns per call in numba)."""
+    return sc[o:o + r, :c], o + r
+
+
+@njit(cache=True)
+def scratch_row(sc, o, k):
+    """The first k entries of row o of the 2-D scratch array sc, and the row after it."""
+    return sc[o, :k], o + 1
+

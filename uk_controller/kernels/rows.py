@@ -1,0 +1,345 @@
+"""Compiled constraint rows (numba): frame kinematics, every row of the row program, and the fused step.
+
+One compiled call per control step (or plant right-hand side): frame Jacobians and drifts from the world
+joint Jacobian, desired trajectories, every constraint row, Baumgarte (seed 000 eq 52), the servo solve
+(:mod:`.servo`, seed 004 eq 35) and effort clipping. The program arrays (``ip`` ints, ``fp`` floats,
+``ws`` workspace; layout in :mod:`.codes`) are built by :class:`uk_controller.constraints.CompiledRows`.
+
+NumPy references, module :mod:`uk_controller.constraints`: :func:`position_rows` / :func:`frame_position_rows`
+twin ``FramePosition.fill``; :func:`closure_position_rows` ``LoopClosure.fill``; :func:`planar_angle`
+``constraints.planar_angle`` and :func:`wrap_angle` ``constraints._wrap``; :func:`fused_rows`
+``ConstraintStack.evaluate`` (plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.actuators` for the
+`between` columns); :func:`frame_kinematics` Pinocchio's ``getFrameJacobian`` (LOCAL_WORLD_ALIGNED) and
+``getFrameClassicalAcceleration``; :func:`fused_step_ws` / :func:`fused_step` the ``ServoSolver`` step of
+:class:`uk_controller.controller.ControllerCore`. Tests: ``test/test_fused_step.py``
+(``test_frame_kinematics_equal_pinocchio``, ``test_compiled_rows_equal_constraint_stack``,
+``test_fused_controller_equals_servo_solver_path``, ``test_fused_plant_rhs_equals_unfused``) and
+``test/test_uk_fast.py::test_compiled_rows_equal_reference_rows``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .codes import (BETWEEN_WIDTH, IH_A, IH_BETW, IH_BMAT, IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS,
+                    IH_INFO, IH_LIMITS, IH_MP, IH_MS, IH_N, IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID,
+                    IH_QDD, IH_SCR, IH_TAU, IH_TERMS, IH_TRAJ, IH_U, INFO_SIZE, MAX_TRAJ_DIM, NOT_FINITE_STATE,
+                    OP_FRAME_POSITION, OP_JOINT_LINEAR, OP_PLANAR, PARAMS_SIZE, TERM_WIDTH, TRAJ_WIDTH)
+from .jit import njit
+from .servo import servo_scratch_shape, servo_solve
+from .trajectory import trajectory_eval
+
+_TWO_PI = 2.0 * np.pi
+
+
+@njit(cache=True)
+def position_rows(J, trans, drift, idx, comp, P, V, Acc, qd, phi, phidot, A, b):
+    """Frame position rows (seed 000 eqs 47-49 for S = (x, y, z)): ``phi = S (p - p_d)``,
+    ``phi' = S J_lin q' - v_d``, ``A = S J_lin``, ``b = a_d - S drift`` (S: rows idx of the frame's
+    Jacobian, translation and drift). Row r's desired values are entry ``comp[r]`` of P, V, Acc (entry r
+    when comp is empty)."""
+    n = J.shape[1]
+    for r in range(idx.shape[0]):
+        k = idx[r]
+        c = comp[r] if comp.shape[0] > 0 else r
+        acc = 0.0
+        for j in range(n):
+            A[r, j] = J[k, j]
+            acc += J[k, j] * qd[j]
+        phi[r] = trans[k] - P[c]
+        phidot[r] = acc - V[c]
+        b[r] = Acc[c] - drift[k]
+
+
+@njit(cache=True)
+def frame_position_rows(J, trans, drift, idx, p_d, v_d, a_d, qd, phi, phidot, A, b):
+    """:func:`position_rows` with the desired p_d, v_d, a_d given row by row (FramePosition.fill)."""
+    position_rows(J, trans, drift, idx, idx[:0], p_d, v_d, a_d, qd, phi, phidot, A, b)
+
+
+@njit(cache=True)
+def closure_position_rows(JA, JB, tA, tB, dA, dB, idx, qd, phi, phidot, A, b):
+    """Loop-closure position rows (the five-bar's E1 = E2, seed 003): ``phi = S (p_A - p_B)``,
+    ``A = S (J_A - J_B)_lin``, ``phi' = A q'``, ``b = S (drift_B - drift_A)`` (LoopClosure.fill, fused_rows)."""
+    n = JA.shape[1]
+    for r in range(idx.shape[0]):
+        k = idx[r]
+        acc = 0.0
+        for j in range(n):
+            a = JA[k, j] - JB[k, j]
+            A[r, j] = a
+            acc += a * qd[j]
+        phi[r] = tA[k] - tB[k]
+        phidot[r] = acc
+        b[r] = dB[k] - dA[k]
+
+
+@njit(cache=True)
+def planar_angle(R, J, drift, qd, axis, e1, reference, row):
+    """Angle of a frame about a world axis and its derivatives (see constraints.planar_angle).
+
+    ``J`` (6, n) and ``drift`` (6,) are the full frame Jacobian and drift (angular part rows 3..5).
+    Writes ``row`` (n,) with ``theta'' = row . q'' + gamma``; returns ``(theta, theta', gamma)``.
+    """
+    n = J.shape[1]
+    e2 = np.empty(3)
+    e2[0] = axis[1] * e1[2] - axis[2] * e1[1]
+    e2[1] = axis[2] * e1[0] - axis[0] * e1[2]
+    e2[2] = axis[0] * e1[1] - axis[1] * e1[0]
+    v = np.empty(3)
+    w = np.empty(3)
+    for i in range(3):
+        acc = 0.0
+        for j in range(3):
+            acc += R[i, j] * reference[j]
+        v[i] = acc
+        acc = 0.0
+        for j in range(n):
+            acc += J[3 + i, j] * qd[j]
+        w[i] = acc
+    u0 = w[1] * v[2] - w[2] * v[1]
+    u1 = w[2] * v[0] - w[0] * v[2]
+    u2 = w[0] * v[1] - w[1] * v[0]
+    vx = e1[0] * v[0] + e1[1] * v[1] + e1[2] * v[2]
+    vy = e2[0] * v[0] + e2[1] * v[1] + e2[2] * v[2]
+    vxd = e1[0] * u0 + e1[1] * u1 + e1[2] * u2
+    vyd = e2[0] * u0 + e2[1] * u1 + e2[2] * u2
+    rho2 = vx * vx + vy * vy
+    g0 = (vx * e2[0] - vy * e1[0]) / rho2
+    g1 = (vx * e2[1] - vy * e1[1]) / rho2
+    g2 = (vx * e2[2] - vy * e1[2]) / rho2
+    c = 2.0 * (vx * vxd + vy * vyd) / rho2
+    gd0 = (vxd * e2[0] - vyd * e1[0]) / rho2 - c * g0
+    gd1 = (vxd * e2[1] - vyd * e1[1]) / rho2 - c * g1
+    gd2 = (vxd * e2[2] - vyd * e1[2]) / rho2 - c * g2
+    k0 = v[1] * g2 - v[2] * g1
+    k1 = v[2] * g0 - v[0] * g2
+    k2 = v[0] * g1 - v[1] * g0
+    kd0 = (u1 * g2 - u2 * g1) + (v[1] * gd2 - v[2] * gd1)
+    kd1 = (u2 * g0 - u0 * g2) + (v[2] * gd0 - v[0] * gd2)
+    kd2 = (u0 * g1 - u1 * g0) + (v[0] * gd1 - v[1] * gd0)
+    for j in range(n):
+        row[j] = k0 * J[3, j] + k1 * J[4, j] + k2 * J[5, j]
+    theta = np.arctan2(vy, vx)
+    thetad = k0 * w[0] + k1 * w[1] + k2 * w[2]
+    gamma = k0 * drift[3] + k1 * drift[4] + k2 * drift[5] + kd0 * w[0] + kd1 * w[1] + kd2 * w[2]
+    return theta, thetad, gamma
+
+
+
+@njit(cache=True)
+def frame_kinematics(Jw, qd, chain, c0, trans, Jf, df):
+    """LOCAL_WORLD_ALIGNED Jacobian Jf (6, n) and drift ``df = J' q'`` (6,) of a frame at world point p.
+
+    Jw is Pinocchio's joint Jacobian in the WORLD frame (``data.J``: column i is the spatial motion
+    axis S_i of coordinate i at the world origin), ``chain[c0]`` the number of coordinates supporting
+    the frame and ``chain[c0 + 1:]`` their indices root first. Then::
+
+        Jf_lin[:, i] = v_i + w_i x p,   Jf_ang[:, i] = w_i            (velocity of the point p)
+        a0 = sum_i q'_i (V_i x S_i),   V_i = sum_{k <= i} S_k q'_k    (dS_i/dt = V_i x S_i, q'' = 0)
+        df_lin = a0_lin + a0_ang x p + w x v_p,   df_ang = a0_ang      (classical acceleration of p)
+    """
+    n = Jf.shape[1]
+    for r in range(6):
+        for j in range(n):
+            Jf[r, j] = 0.0
+    px = trans[0]
+    py = trans[1]
+    pz = trans[2]
+    Vv0 = Vv1 = Vv2 = Vw0 = Vw1 = Vw2 = 0.0
+    al0 = al1 = al2 = aw0 = aw1 = aw2 = 0.0
+    for r in range(chain[c0]):
+        i = chain[c0 + 1 + r]
+        sv0 = Jw[0, i]
+        sv1 = Jw[1, i]
+        sv2 = Jw[2, i]
+        sw0 = Jw[3, i]
+        sw1 = Jw[4, i]
+        sw2 = Jw[5, i]
+        qi = qd[i]
+        Vv0 += sv0 * qi
+        Vv1 += sv1 * qi
+        Vv2 += sv2 * qi
+        Vw0 += sw0 * qi
+        Vw1 += sw1 * qi
+        Vw2 += sw2 * qi
+        # V x S (spatial motion cross product): (w_V x v_S + v_V x w_S, w_V x w_S)
+        al0 += qi * ((Vw1 * sv2 - Vw2 * sv1) + (Vv1 * sw2 - Vv2 * sw1))
+        al1 += qi * ((Vw2 * sv0 - Vw0 * sv2) + (Vv2 * sw0 - Vv0 * sw2))
+        al2 += qi * ((Vw0 * sv1 - Vw1 * sv0) + (Vv0 * sw1 - Vv1 * sw0))
+        aw0 += qi * (Vw1 * sw2 - Vw2 * sw1)
+        aw1 += qi * (Vw2 * sw0 - Vw0 * sw2)
+        aw2 += qi * (Vw0 * sw1 - Vw1 * sw0)
+        Jf[0, i] = sv0 + (sw1 * pz - sw2 * py)
+        Jf[1, i] = sv1 + (sw2 * px - sw0 * pz)
+        Jf[2, i] = sv2 + (sw0 * py - sw1 * px)
+        Jf[3, i] = sw0
+        Jf[4, i] = sw1
+        Jf[5, i] = sw2
+    vp0 = Vv0 + (Vw1 * pz - Vw2 * py)
+    vp1 = Vv1 + (Vw2 * px - Vw0 * pz)
+    vp2 = Vv2 + (Vw0 * py - Vw1 * px)
+    df[0] = al0 + (aw1 * pz - aw2 * py) + (Vw1 * vp2 - Vw2 * vp1)
+    df[1] = al1 + (aw2 * px - aw0 * pz) + (Vw2 * vp0 - Vw0 * vp2)
+    df[2] = al2 + (aw0 * py - aw1 * px) + (Vw0 * vp1 - Vw1 * vp0)
+    df[3] = aw0
+    df[4] = aw1
+    df[5] = aw2
+
+
+@njit(cache=True)
+def wrap_angle(a):
+    return (a + np.pi) % _TWO_PI - np.pi
+
+
+@njit(cache=True)
+def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
+    """Frame kinematics, actuator columns and every constraint row of the program (ws views filled).
+
+    Returns False (nothing computed) when q, q' or t is not finite."""
+    n = ip[IH_N]
+    p = ip[IH_P]
+    m = ip[IH_MP] + ip[IH_MS]
+    ok = np.isfinite(t)
+    for i in range(n):
+        if not (np.isfinite(q[i]) and np.isfinite(qd[i])):
+            ok = False
+    if not ok:
+        return False
+    nf = ip[IH_F]
+    FJ = ws[ip[IH_FJ]:ip[IH_FJ] + nf * 6 * n].reshape((nf, 6, n))
+    FD = ws[ip[IH_FD]:ip[IH_FD] + nf * 6].reshape((nf, 6))
+    for f in range(nf):
+        frame_kinematics(Jw, qd, ip, ip[IH_CHAIN] + f * (n + 1), trans[f], FJ[f], FD[f])
+    phi = ws[ip[IH_PHI]:ip[IH_PHI] + m]
+    phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
+    A = ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n))
+    b = ws[ip[IH_BV]:ip[IH_BV] + m]
+    scr = ws[ip[IH_SCR]:ip[IH_SCR] + 3 * MAX_TRAJ_DIM + 2 * n]
+    P = scr[0:MAX_TRAJ_DIM]
+    V = scr[MAX_TRAJ_DIM:2 * MAX_TRAJ_DIM]
+    Acc = scr[2 * MAX_TRAJ_DIM:3 * MAX_TRAJ_DIM]
+    ra = scr[3 * MAX_TRAJ_DIM:3 * MAX_TRAJ_DIM + n]
+    rb = scr[3 * MAX_TRAJ_DIM + n:3 * MAX_TRAJ_DIM + 2 * n]
+    for k in range(ip[IH_NT]):
+        o = ip[IH_TERMS] + k * TERM_WIDTH
+        op = ip[o]
+        r0 = ip[o + 1]
+        tr = ip[o + 5]
+        ncomp = 0
+        to = 0
+        if tr >= 0:
+            to = ip[IH_TRAJ] + tr * TRAJ_WIDTH
+            trajectory_eval(ip[to], ip[to + 1], fp, ip[to + 2], t, P, V, Acc)
+            ncomp = ip[to + 3]
+        if op == OP_FRAME_POSITION:
+            f = ip[o + 3]
+            position_rows(FJ[f], trans[f], FD[f], ip[o + 7:o + 7 + ip[o + 6]], ip[to + 4:to + 4 + ncomp], P, V, Acc,
+                          qd, phi[r0:], phid[r0:], A[r0:], b[r0:])
+        elif op == OP_PLANAR:
+            f = ip[o + 3]
+            fo = ip[o + 10]
+            c = ip[to + 4] if ncomp > 0 else 0
+            th, thd, gam = planar_angle(rots[f], FJ[f], FD[f], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
+                                        fp[fo + 6:fo + 9], A[r0])
+            phi[r0] = wrap_angle(th - P[c])
+            phid[r0] = thd - V[c]
+            b[r0] = Acc[c] - gam
+        elif op == OP_JOINT_LINEAR:
+            fo = ip[o + 10]
+            c = ip[to + 4] if ncomp > 0 else 0
+            s0 = 0.0
+            s1 = 0.0
+            for j in range(n):
+                cj = fp[fo + j]
+                A[r0, j] = cj
+                s0 += cj * q[j]
+                s1 += cj * qd[j]
+            phi[r0] = s0 - P[c]
+            phid[r0] = s1 - V[c]
+            b[r0] = Acc[c]
+        else:                                   # OP_CLOSURE
+            fa = ip[o + 3]
+            fb = ip[o + 4]
+            nax = ip[o + 6]
+            closure_position_rows(FJ[fa], FJ[fb], trans[fa], trans[fb], FD[fa], FD[fb], ip[o + 7:o + 7 + nax], qd,
+                                  phi[r0:], phid[r0:], A[r0:], b[r0:])
+            if ip[o + 11]:
+                fo = ip[o + 10]
+                rl = r0 + nax
+                ta, tad, ga = planar_angle(rots[fa], FJ[fa], FD[fa], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
+                                           fp[fo + 6:fo + 9], ra)
+                tb, tbd, gb = planar_angle(rots[fb], FJ[fb], FD[fb], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
+                                           fp[fo + 6:fo + 9], rb)
+                phi[rl] = wrap_angle(ta - tb)
+                phid[rl] = tad - tbd
+                for j in range(n):
+                    A[rl, j] = ra[j] - rb[j]
+                b[rl] = gb - ga
+    # actuator columns that act between bodies: B[:, col] = axis . (J_ang(a) - J_ang(b))
+    if ip[IH_NB] > 0:
+        B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+        for k in range(ip[IH_NB]):
+            o = ip[IH_BETW] + k * BETWEEN_WIDTH
+            col = ip[o]
+            fa = ip[o + 1]
+            fb = ip[o + 2]
+            fo = ip[o + 3]
+            for j in range(n):
+                acc = 0.0
+                for i in range(3):
+                    wa = FJ[fa, 3 + i, j] if fa >= 0 else 0.0
+                    wb = FJ[fb, 3 + i, j] if fb >= 0 else 0.0
+                    acc += fp[fo + i] * (wa - wb)
+                B[j, col] = acc
+    return True
+
+
+@njit(cache=True)
+def program_scratch_shape(ip):
+    """Shape of the scratch array of :func:`fused_step_ws` for the program ip."""
+    return servo_scratch_shape(ip[IH_N], ip[IH_P], ip[IH_MP], ip[IH_MS])
+
+
+@njit(cache=True)
+def program_rows(ip, fp, ws, m):
+    """Views of the first m rows fused_rows leaves in ws (passive rows first, then servo): phi, phi', A, b,
+    and the program's gains (2, mp + ms) and solver parameters."""
+    n = ip[IH_N]
+    mg = ip[IH_MP] + ip[IH_MS]
+    return (ws[ip[IH_PHI]:ip[IH_PHI] + m], ws[ip[IH_PHID]:ip[IH_PHID] + m],
+            ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n)), ws[ip[IH_BV]:ip[IH_BV] + m],
+            fp[ip[IH_GAINS]:ip[IH_GAINS] + 2 * mg].reshape((2, mg)), fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE])
+
+
+@njit(cache=True)
+def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
+    """:func:`fused_rows` then :func:`servo_solve` on the rows (passive rows first, then servo) with the
+    program's gains, parameters and limits; no heap allocation.
+
+    ``Mlow``: an (n, n) array whose lower triangle is M; ``h = C q' + G``; the efforts' generalized
+    force ``tau`` and the outputs (u, q'', passive force, effort, info) live in ws (offsets in the header
+    of ip); ``sat`` (p, bool) flags clipped efforts; ``sc``: a program_scratch_shape(ip) array. info[0] is
+    the status (0 ok, 1 M not positive definite, 2 non-finite result, 3 non-finite state)."""
+    n = ip[IH_N]
+    p = ip[IH_P]
+    mp = ip[IH_MP]
+    info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
+    if not fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
+        for i in range(INFO_SIZE):
+            info[i] = 0.0
+        info[0] = NOT_FINITE_STATE
+        return
+    phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
+    B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+    servo_solve(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
+                phi[:mp], phid[:mp], gains, params, fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p],
+                ws[ip[IH_QDD]:ip[IH_QDD] + n], ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat,
+                info, sc)
+
+
+@njit(cache=True)
+def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
+    """:func:`fused_step_ws` with its scratch array allocated here (one allocation per call;
+    CompiledRows' entry point)."""
+    fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, np.empty(program_scratch_shape(ip)))
+
