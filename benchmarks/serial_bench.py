@@ -27,12 +27,13 @@ import time
 
 import numpy as np
 
-from uk_controller.hardware.bus import make_bus
+from uk_controller.hardware import registry
 from uk_controller.hardware.calibration import HardwareConfig
-from uk_controller.hardware.emulator import IndependentJointsPlant, make_emulator
+from uk_controller.hardware.emulator import IndependentJointsPlant
 from uk_controller.hardware.faults import FAULTS, run_fault_scenario
+from uk_controller.hardware.registry import make_bus, make_emulator
 
-PROTOCOLS = ('uk_binary', 'dynamixel', 'odrive')
+PROTOCOLS = registry.names()
 
 
 def throughput(protocol, baud, p, seconds):
@@ -68,9 +69,9 @@ def throughput(protocol, baud, p, seconds):
 def loop_row(baud, rate, seconds):
     """run_loop at `rate` against the emulator in another process; whole-run LoopTiming window."""
     from uk_controller.controller import ControllerCore
-    from uk_controller.hardware.runner import run_loop
+    from uk_controller.hardware.joint_state_assembler import JointStateAssembler
     from uk_controller.hardware.safety import SafeBus
-    from uk_controller.hardware.state import JointStateAssembler
+    from uk_controller.hardware.serial_loop import run_loop
     from uk_controller.robots import load_robot
     setup = load_robot('scara')
     setup.config.setdefault('ros', {})['loop'] = {'window': 60.0}     # one window: the whole run

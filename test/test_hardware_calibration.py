@@ -1,6 +1,5 @@
 """Calibration from the config `hardware` section, limits, SafeBus logic (fake bus and clock),
 and the closure-based joint state of the five-bar."""
-import math
 
 import numpy as np
 import pytest
@@ -226,7 +225,7 @@ def test_safebus_sends_nothing_on_inputs_that_aged_while_enabling():
 
 def test_five_bar_passive_joints_from_closure():
     from uk_controller.robots import load_robot
-    from uk_controller.hardware.state import JointStateAssembler
+    from uk_controller.hardware.joint_state_assembler import JointStateAssembler
     from uk_controller.sim.uk_plant import UKPlant
     setup = load_robot('five_bar')
     hw = HardwareConfig.from_setup(setup)

@@ -16,12 +16,11 @@ import numpy as np
 import pytest
 
 from uk_controller.controller import ControllerCore
-from uk_controller.hardware.bus import make_bus
 from uk_controller.hardware.calibration import HardwareConfig
-from uk_controller.hardware.emulator import make_emulator
-from uk_controller.hardware.runner import run_loop
+from uk_controller.hardware.joint_state_assembler import JointStateAssembler
+from uk_controller.hardware.registry import make_bus, make_emulator
 from uk_controller.hardware.safety import SafeBus
-from uk_controller.hardware.state import JointStateAssembler
+from uk_controller.hardware.serial_loop import run_loop
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate
 from uk_controller.sim.uk_plant import UKPlant

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from uk_controller.ros import params as P
-from uk_controller.ros.state import JointStateMerger
+from uk_controller.ros.joint_state_merger import JointStateMerger
 
 MS = 1_000_000
 JOINTS = ['a', 'b', 'c']

@@ -26,7 +26,8 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from uk_controller.hardware.calibration import HardwareConfig  # noqa: E402
-from uk_controller.hardware.emulator import IndependentJointsPlant, make_emulator  # noqa: E402
+from uk_controller.hardware.emulator import IndependentJointsPlant  # noqa: E402
+from uk_controller.hardware.registry import make_emulator  # noqa: E402
 from uk_controller.paths import resolve_config, resolve_data_file  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 

@@ -11,11 +11,13 @@ import time
 import numpy as np
 import pytest
 
-from uk_controller.hardware.bus import PortError, describe_port_error, make_bus
+from uk_controller.hardware import registry
+from uk_controller.hardware.bus import PortError, describe_port_error
 from uk_controller.hardware.calibration import HardwareConfig, MotorCalibration
-from uk_controller.hardware.emulator import IndependentJointsPlant, make_emulator
+from uk_controller.hardware.emulator import IndependentJointsPlant
+from uk_controller.hardware.registry import make_bus, make_emulator
 
-PROTOCOLS = ['uk_binary', 'dynamixel', 'odrive']
+PROTOCOLS = registry.names()
 # quantisation of each protocol's wire units (relative tolerance on positions)
 RTOL = {'uk_binary': 1e-5, 'dynamixel': 2e-3, 'odrive': 1e-6}
 
@@ -146,7 +148,7 @@ def test_vanished_port_while_polling_is_a_port_error():
     import errno
 
     from uk_controller.hardware.bus import BusStats, PortError
-    from uk_controller.hardware.odrive_bus import ODriveBus
+    from uk_controller.hardware.protocols.odrive.bus import ODriveBus
 
     class VanishedSerial:
         @property
@@ -164,7 +166,7 @@ def test_odrive_desynchronised_answer_is_a_counted_bus_error():
     """After a dropped line the next answer can belong to an earlier request (a 'pos vel'
     feedback line where a state integer is expected): a counted BusError, not a crash."""
     from uk_controller.hardware.bus import BusError, BusStats
-    from uk_controller.hardware.odrive_bus import ODriveBus
+    from uk_controller.hardware.protocols.odrive.bus import ODriveBus
 
     bus = ODriveBus.__new__(ODriveBus)
     bus.stats = BusStats()

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from uk_controller.hardware import uk_binary as ukb
-from uk_controller.hardware import odrive_ascii as oa
 from uk_controller.hardware.crc import crc16_bitwise, crc16_ccitt_false, crc16_umts
-from uk_controller.hardware.dynamixel_device import packet, stuff, unstuff
+from uk_controller.hardware.protocols.dynamixel.codec import packet, stuff, unstuff
+from uk_controller.hardware.protocols.odrive import codec as oa
+from uk_controller.hardware.protocols.uk_binary import codec as ukb
 
 
 def test_crc_check_values():

@@ -2,7 +2,6 @@
 torque-off on SIGTERM and Ctrl-C (SIGINT), CSV rows written while running, clear message
 and exit code 2 for a missing port."""
 import csv
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 from uk_controller.hardware.calibration import HardwareConfig
-from uk_controller.hardware.emulator import make_emulator
+from uk_controller.hardware.registry import make_emulator
 from uk_controller.robots import load_robot
 from uk_controller.sim.uk_plant import UKPlant
 

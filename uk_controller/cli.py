@@ -226,12 +226,11 @@ def build_parser():
     add_simulate_parser(sub)
     from .sweep.cli import add_sweep_parser
     add_sweep_parser(sub)
-    if importlib.util.find_spec('uk_controller.hardware.runner') is not None:
-        from .hardware.runner import add_run_arguments, run
-        p = sub.add_parser('run', help='run the controller on serial motor drivers',
-                           description='Run ControllerCore at a fixed rate directly on a serial motor bus.')
-        add_run_arguments(p)
-        p.set_defaults(func=run)
+    from .hardware.run_command import add_run_arguments, run
+    p = sub.add_parser('run', help='run the controller on serial motor drivers',
+                       description='Run ControllerCore at a fixed rate directly on a serial motor bus.')
+    add_run_arguments(p)
+    p.set_defaults(func=run)
     from .hardware.emulate_command import add_emulate_arguments, run_emulate
     p = sub.add_parser('emulate', help='motor drivers on a pseudo-terminal, driven by a simulated robot',
                        description='Emulate the serial motor drivers of a robot on a pty and print its path.')

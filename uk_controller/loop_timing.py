@@ -1,7 +1,7 @@
 """Timing of a fixed-rate period loop, its overrun policy and the loop settings (plain Python, no rclpy).
 
 Shared by the ROS controller node (uk_controller.ros.control_loop), serial_bridge_node and
-``uk-controller run`` (uk_controller.hardware.runner); uk_controller.ros.loop_timing re-exports it.
+``uk-controller run`` (uk_controller.hardware.run_command); uk_controller.ros.loop_timing re-exports it.
 
 - :func:`loop_settings`: sections ``ros.loop`` and ``ros.overrun`` of the robot YAML, with defaults,
   checked (errors name the dotted key and the accepted range).

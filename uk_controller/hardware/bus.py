@@ -5,7 +5,8 @@ units: it reads all feedback (shaft angle rad, speed rad/s, torque N m), writes
 all torque commands in one transaction, enables/disables torque and reports
 faults. Protocol classes convert to their wire units (current, ticks, turns).
 Calibration to the joint side lives in :mod:`.calibration`; watchdog, limits
-and reconnect in :mod:`.safety`.
+and reconnect in :mod:`.safety`. The protocol classes live in ``protocols/<name>/bus.py``;
+:func:`uk_controller.hardware.registry.make_bus` picks one by name.
 """
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ from dataclasses import dataclass, field
 import errno
 import os
 import select
-import time
 
 import numpy as np
 
 __all__ = ['MotorFeedback', 'BusStats', 'BusError', 'BusTimeout', 'PortError', 'MotorBus',
-           'open_serial', 'describe_port_error', 'make_bus']
+           'open_serial', 'describe_port_error']
 
 
 @dataclass
@@ -218,29 +218,3 @@ class MotorBus:
         except Exception as exc:  # noqa: BLE001 - pyserial raises several types here
             self.stats.io_errors += 1
             raise PortError(f'serial port {self.port} failed: {exc}') from exc
-
-
-def make_bus(hw, *, port=None, baud=None, protocol=None, timeout=None) -> MotorBus:
-    """The bus for a :class:`~.calibration.HardwareConfig` (CLI/ROS overrides win)."""
-    protocol = protocol or hw.protocol
-    port = port or hw.port
-    baud = int(baud or hw.baud)
-    opts = hw.options.get(protocol, {})
-    if timeout is None:
-        timeout = max(0.005, min(0.05, hw.watchdog / 2))
-    if protocol == 'uk_binary':
-        from .uk_binary_bus import UKBinaryBus
-        cls = UKBinaryBus
-    elif protocol == 'dynamixel':
-        from .dynamixel_bus import DynamixelBus
-        cls = DynamixelBus
-    elif protocol == 'odrive':
-        from .odrive_bus import ODriveBus
-        cls = ODriveBus
-    else:
-        raise ValueError(f'unknown protocol {protocol!r} (uk_binary | dynamixel | odrive)')
-    return cls(port, baud, hw.ids, hw.kt, timeout=timeout, options=opts)
-
-
-def now() -> float:
-    return time.monotonic()

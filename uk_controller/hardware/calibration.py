@@ -29,23 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # robots helper A owns config.py; fall back while it does not exist yet.
-    from uk_controller.config import ConfigError as _BaseConfigError
-except Exception:  # pragma: no cover - only before config.py lands
-    _BaseConfigError = ValueError
+from ..config import ConfigError
+from . import registry
 
-__all__ = ['HardwareConfigError', 'MotorCalibration', 'HardwareConfig', 'PROTOCOLS']
-
-PROTOCOLS = ('uk_binary', 'dynamixel', 'odrive')
+__all__ = ['HardwareConfigError', 'MotorCalibration', 'HardwareConfig']
 
 
-class HardwareConfigError(_BaseConfigError):
+class HardwareConfigError(ConfigError):
     """A bad ``hardware`` section; the message names the file and dotted key."""
 
 
 def _err(source, key, msg):
-    if _BaseConfigError is ValueError:  # pragma: no cover
-        return HardwareConfigError(f'{source}: {key}: {msg}' if source else f'{key}: {msg}')
     return HardwareConfigError(msg, file=source or None, key=key)
 
 
@@ -73,7 +67,7 @@ class HardwareConfig:
     Vectorised calibration arrays (length p) are built once for the hot path.
     """
     motors: list
-    protocol: str = 'uk_binary'
+    protocol: str = registry.DEFAULT_PROTOCOL
     port: str = '/dev/ttyUSB0'
     baud: int = 1000000
     watchdog: float = 0.05
@@ -180,8 +174,8 @@ class HardwareConfig:
             raise _err(source, 'hardware', 'must be a map')
         kw = {}
         if 'protocol' in hw:
-            if hw['protocol'] not in PROTOCOLS:
-                raise _err(source, 'hardware.protocol', f'{hw["protocol"]!r} is not one of {PROTOCOLS}')
+            if hw['protocol'] not in registry.PROTOCOLS:
+                raise _err(source, 'hardware.protocol', f'{hw["protocol"]!r} is not one of {registry.names()}')
             kw['protocol'] = hw['protocol']
         for key, typ in (('port', str), ('baud', int), ('watchdog', float), ('rate', float)):
             if key in hw:
@@ -230,6 +224,8 @@ class HardwareConfig:
             if not mc.velocity_limit > 0 or not mc.torque_limit > 0:
                 raise _err(source, key, 'velocity_limit and torque_limit must be > 0')
             motors.append(mc)
-        options = {k: v for k, v in hw.items() if isinstance(v, dict) and k in PROTOCOLS}
+        # the protocol sections hardware.<name>; their defaults (registry.Protocol.defaults) are
+        # filled in by registry.make_bus / make_emulator for the protocol in use
+        options = {k: v for k, v in hw.items() if isinstance(v, dict) and k in registry.PROTOCOLS}
         return cls(motors=motors, options=options, source=source,
                    effort_limits=np.array(efforts), **kw)

@@ -1,8 +1,8 @@
 """``uk-controller emulate ROBOT --protocol uk_binary|dynamixel|odrive``: motor drivers without hardware.
 
 Opens a pseudo-terminal (:class:`~.emulator.PtyLink`), puts the device
-emulator of the protocol behind it (the same ones the serial tests use:
-uk_binary_device, dynamixel_device, odrive_device) and drives it with a plant:
+emulator of the protocol behind it (``protocols/<name>/device.py`` from the registry,
+the same ones the serial tests use) and drives it with a plant:
 the embedded UK plant (default) or MuJoCo (``--plant mujoco``). Prints the
 device path, then the commands that use it::
 
@@ -30,12 +30,15 @@ import sys
 import tempfile
 import time
 
-PROTOCOLS = ('uk_binary', 'dynamixel', 'odrive')
+from . import registry
+from .calibration import HardwareConfig
+from .emulator import PtyLink
 
 
 def add_emulate_arguments(parser):
     parser.add_argument('robot', help='robot setup: name (scara, five_bar, ...) or YAML path')
-    parser.add_argument('--protocol', choices=PROTOCOLS, help='default: config hardware.protocol (uk_binary)')
+    parser.add_argument('--protocol', choices=registry.names(),
+                        help=f'default: config hardware.protocol ({registry.DEFAULT_PROTOCOL})')
     parser.add_argument('--port', metavar='PATH',
                         help='path of the device link to create (a symlink to the pty; default: a new '
                              'temporary folder/ttyUK_<robot>)')
@@ -57,8 +60,6 @@ def _fail(message):
 def run_emulate(args):
     from ..config import ConfigError
     from ..robots import load_robot
-    from .calibration import HardwareConfig
-    from .emulator import PtyLink, make_emulator
 
     if args.rate is not None and not args.rate > 0:
         return _fail(f'--rate: must be > 0 Hz, got {args.rate}')
@@ -82,7 +83,7 @@ def run_emulate(args):
         folder, name = tempfile.mkdtemp(prefix='uk_emulate_'), f'ttyUK_{setup.name}'
     link = PtyLink(folder, name)
     braked = BrakedPlant(plant)
-    emu = make_emulator(protocol, braked, hw, dt=1.0 / rate, mode=args.mode, baud=args.baud, link=link)
+    emu = registry.make_emulator(protocol, braked, hw, dt=1.0 / rate, mode=args.mode, baud=args.baud, link=link)
     braked.released = lambda: emu.enabled
     stop = {'now': False}
 

@@ -5,7 +5,8 @@ A :class:`PtyLink` is an ``os.openpty`` pair in raw mode with a stable symlink
 the master and removes the link (the host sees a hang-up, then ENOENT), and
 ``replug()`` makes a fresh pair behind the same path.
 
-A :class:`DeviceEmulator` (one subclass per protocol) runs in a thread (or a
+A :class:`DeviceEmulator` (one subclass per protocol, ``protocols/<name>/device.py``, built by
+:func:`uk_controller.hardware.registry.make_emulator`) runs in a thread (or a
 forked process for benchmarks), parses requests, drives a *plant* -- any object
 with ``reset(q, qd)``, ``step(u, dt)``, ``q``, ``qd`` (and optionally
 ``joint_names``), e.g. the embedded ``UKPlant`` -- and answers with feedback.
@@ -42,7 +43,7 @@ import tty
 
 import numpy as np
 
-__all__ = ['SteppedClock', 'PtyLink', 'Faults', 'DeviceEmulator', 'IndependentJointsPlant', 'make_emulator']
+__all__ = ['SteppedClock', 'PtyLink', 'Faults', 'DeviceEmulator', 'IndependentJointsPlant']
 
 
 class SteppedClock:
@@ -184,10 +185,11 @@ class DeviceEmulator:
 
     def __init__(self, plant, hw, *, dt: float = 0.001, mode: str = 'lockstep', baud: int | None = None,
                  link: PtyLink | None = None, faults: Faults | None = None, seed: int = 1,
-                 watchdog: float = 0.0, clock=time.monotonic):
+                 watchdog: float = 0.0, clock=time.monotonic, options: dict | None = None):
         self.clock = clock             # device time: watchdogs, realtime plant (a SteppedClock in tests)
         self.plant = plant
         self.hw = hw                   # HardwareConfig: ids, gear, kt, direction, offset (actuator order)
+        self.options = dict(options or {})   # hardware.<protocol> with the registry's defaults
         self.p = hw.p
         names = list(getattr(plant, 'joint_names', []))
         self.joint_index = [names.index(j) if (j is not None and j in names) else k
@@ -386,15 +388,3 @@ class DeviceEmulator:
 
     def reset_protocol(self):
         """Hook: forget partial input after a replug."""
-
-
-def make_emulator(protocol: str, plant, hw, **kw) -> DeviceEmulator:
-    if protocol == 'uk_binary':
-        from .uk_binary_device import UKBinaryDevice as cls
-    elif protocol == 'dynamixel':
-        from .dynamixel_device import DynamixelDevice as cls
-    elif protocol == 'odrive':
-        from .odrive_device import ODriveDevice as cls
-    else:
-        raise ValueError(f'unknown protocol {protocol!r}')
-    return cls(plant, hw, **kw)

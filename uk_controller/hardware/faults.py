@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bus import make_bus
 from .calibration import HardwareConfig
-from .emulator import IndependentJointsPlant, SteppedClock, make_emulator
+from .emulator import IndependentJointsPlant, SteppedClock
+from .registry import make_bus, make_emulator
 from .safety import ARMED, SafeBus
 
 FAULTS = {

@@ -37,8 +37,8 @@ from . import params as P
 from .control_loop import ControlLoop
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array
 from .robot_source import build_setup, file_parameters
-from .runner import run
-from .state import JointStateMerger
+from .node_runner import run
+from .joint_state_merger import JointStateMerger
 
 NODE_NAME = 'uk_controller_node'
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)

@@ -1,6 +1,6 @@
 """The loop-timing pieces used by the ROS nodes (re-exported; they live in :mod:`uk_controller.loop_timing`).
 
-They are plain Python (no rclpy) and are shared with ``uk-controller run`` (uk_controller.hardware.runner),
+They are plain Python (no rclpy) and are shared with ``uk-controller run`` (uk_controller.hardware.run_command),
 which must not import from ``ros/`` (layers point downward, DESIGN.md).
 """
 from ..loop_timing import (CLOCK_MONOTONIC, LOOP_DEFAULTS, LOOP_MODES, MCL_CURRENT, MCL_FUTURE,  # noqa: F401

@@ -54,7 +54,7 @@ from . import params as P
 from .controller_node import node_parameters
 from .diagnostics import OK, WARN, diagnostic_array
 from .robot_source import build_setup
-from .runner import run
+from .node_runner import run
 
 NODE_NAME = 'uk_sim_node'
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)

@@ -12,7 +12,7 @@ import sys
 import rclpy
 from rclpy.executors import ExternalShutdownException
 
-from .runner import _STATE, _install_stop_handler
+from .node_runner import _STATE, _install_stop_handler
 
 
 def main(args=None):

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from . import dynamixel_table as T
-from .bus import BusError, BusTimeout, MotorBus, MotorFeedback, PortError, open_serial
+from ...bus import BusError, BusTimeout, MotorBus, MotorFeedback, PortError, open_serial
+from . import control_table as T
 
 
 def _sdk():
@@ -74,7 +74,7 @@ class DynamixelBus(MotorBus):
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
-        self.opt = T.options(self.options)
+        self.opt = self.options          # hardware.dynamixel over codec.OPTIONS (registry.make_bus)
         self.limit_units = np.full(self.p, int(self.opt['current_limit']))
         self.port_handler = None
 

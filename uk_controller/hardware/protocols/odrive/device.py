@@ -14,8 +14,8 @@ import re
 
 import numpy as np
 
-from . import odrive_ascii as oa
-from .emulator import DeviceEmulator
+from ...emulator import DeviceEmulator
+from . import codec as oa
 
 _PROP = re.compile(r'^axis(\d+)\.(.+)$')
 

@@ -14,49 +14,18 @@ import struct
 
 import numpy as np
 
-from . import dynamixel_table as T
-from .crc import crc16_umts
-from .emulator import DeviceEmulator
-
-HEADER = b'\xff\xff\xfd\x00'
-
-
-def stuff(body: bytes) -> bytes:
-    """Insert 0xFD after every FF FF FD in ``body`` (INST..PARAMS)."""
-    out = bytearray()
-    for b in body:
-        out.append(b)
-        if b == 0xFD and len(out) >= 3 and out[-3] == 0xFF and out[-2] == 0xFF:
-            out.append(0xFD)
-    return bytes(out)
-
-
-def unstuff(body: bytes) -> bytes:
-    out = bytearray()
-    i = 0
-    while i < len(body):
-        out.append(body[i])
-        if body[i] == 0xFD and len(out) >= 3 and out[-3] == 0xFF and out[-2] == 0xFF \
-                and i + 1 < len(body) and body[i + 1] == 0xFD:
-            i += 1
-        i += 1
-    return bytes(out)
-
-
-def packet(dxl_id: int, inst: int, params: bytes = b'') -> bytes:
-    """A complete Protocol 2.0 packet (used for status packets and in tests)."""
-    body = stuff(bytes([inst]) + params)
-    head = HEADER + bytes([dxl_id]) + struct.pack('<H', len(body) + 2)
-    pkt = head + body
-    return pkt + struct.pack('<H', crc16_umts(pkt))
-
+from ...crc import crc16_umts
+from ...emulator import DeviceEmulator
+from . import control_table as T
+from .codec import (HEADER, PKT_ID, PKT_INSTRUCTION, PKT_LENGTH, PKT_MAX_LENGTH, PKT_MIN_LENGTH, CRC_SIZE,
+                    packet, unstuff)
 
 class DynamixelDevice(DeviceEmulator):
     protocol = 'dynamixel'
 
     def __init__(self, plant, hw, **kw):
         super().__init__(plant, hw, **kw)
-        self.opt = T.options(hw.options.get('dynamixel'))
+        self.opt = self.options
         self.buf = bytearray()
         self.tables = {}
         for k, i in enumerate(hw.ids):
@@ -150,27 +119,27 @@ class DynamixelDevice(DeviceEmulator):
                 del self.buf[:max(0, len(self.buf) - 3)]
                 return out
             del self.buf[:k]
-            if len(self.buf) < 7:
+            if len(self.buf) < PKT_INSTRUCTION:
                 return out
-            (length,) = struct.unpack_from('<H', self.buf, 5)
-            total = 7 + length
-            if length < 3 or length > 1024:
+            (length,) = struct.unpack_from('<H', self.buf, PKT_LENGTH)
+            total = PKT_INSTRUCTION + length
+            if length < PKT_MIN_LENGTH or length > PKT_MAX_LENGTH:
                 del self.buf[:1]
                 self.counters['rx_bad'] += 1
                 continue
             if len(self.buf) < total:
                 return out
             pkt = bytes(self.buf[:total])
-            (crc,) = struct.unpack_from('<H', pkt, total - 2)
-            if crc16_umts(pkt[:-2]) != crc:
+            (crc,) = struct.unpack_from('<H', pkt, total - CRC_SIZE)
+            if crc16_umts(pkt[:-CRC_SIZE]) != crc:
                 self.counters['rx_bad'] += 1
                 del self.buf[:1]           # resynchronise on the next header
                 continue
             del self.buf[:total]
             self.counters['rx_frames'] += 1
             self.feed_watchdog()
-            body = unstuff(pkt[7:-2])
-            out.extend(self._execute(pkt[4], body[0], body[1:]))
+            body = unstuff(pkt[PKT_INSTRUCTION:-CRC_SIZE])
+            out.extend(self._execute(pkt[PKT_ID], body[0], body[1:]))
 
     def _execute(self, dxl_id, inst, prm) -> list:
         ours = dxl_id in self.tables

@@ -1,11 +1,8 @@
 """ROBOTIS Dynamixel Protocol 2.0 constants shared by the bus and the emulator.
 
 Control-table addresses are those of the X series (e.g. XM430-W350, emanual.robotis.com
-"Control Table of RAM/EEPROM Area"); units default to the XM430-W350 values and
-can be overridden in the config (``hardware.dynamixel.{position_unit,
-velocity_unit, current_unit, model_number}``).
+"Control Table of RAM/EEPROM Area"); the wire units (defaults: the XM430-W350's) are ``codec.OPTIONS``.
 """
-import math
 
 ADDR_MODEL_NUMBER = 0        # 2 bytes
 ADDR_FIRMWARE = 6            # 1
@@ -20,17 +17,10 @@ ADDR_PRESENT_CURRENT = 126   # 2, signed
 ADDR_PRESENT_VELOCITY = 128  # 4, signed
 ADDR_PRESENT_POSITION = 132  # 4, signed
 ADDR_PRESENT_TEMPERATURE = 146
+
 FEEDBACK_START, FEEDBACK_LEN = 126, 10   # current, velocity, position in one sync read
 MODE_CURRENT = 0
 BUS_WATCHDOG_UNIT = 0.020
-
-DEFAULTS = {
-    'model_number': 1020,                          # XM430-W350
-    'position_unit': 2.0 * math.pi / 4096.0,       # rad per tick
-    'velocity_unit': 0.229 * 2.0 * math.pi / 60.0,  # rad/s per unit (0.229 rpm)
-    'current_unit': 2.69e-3,                       # A per unit
-    'current_limit': 1193,                         # units (XM430-W350 default)
-}
 
 INST_PING, INST_READ, INST_WRITE = 0x01, 0x02, 0x03
 INST_REBOOT = 0x08
@@ -40,9 +30,3 @@ ERR_RESULT_FAIL, ERR_INSTRUCTION, ERR_CRC, ERR_DATA_RANGE = 1, 2, 3, 4
 ERR_DATA_LENGTH, ERR_DATA_LIMIT, ERR_ACCESS = 5, 6, 7
 ERR_ALERT = 0x80
 BROADCAST = 0xFE
-
-
-def options(opts: dict | None) -> dict:
-    out = dict(DEFAULTS)
-    out.update({k: v for k, v in (opts or {}).items() if k in DEFAULTS})
-    return out

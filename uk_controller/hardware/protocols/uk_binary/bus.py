@@ -4,7 +4,7 @@ Every request gets exactly one answer echoing its sequence number; a cycle is
 one COMMAND frame (all currents) answered by one FEEDBACK frame (all states).
 Answers with another sequence number (late, duplicated) are discarded and
 counted; corrupted frames are counted and skipped; no valid answer within the
-timeout raises :class:`~.bus.BusTimeout`.
+timeout raises :class:`~uk_controller.hardware.bus.BusTimeout`.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from . import uk_binary as ukb
-from .bus import BusError, BusTimeout, MotorBus, MotorFeedback
+from ...bus import BusError, BusTimeout, MotorBus, MotorFeedback
+from . import codec as ukb
 
 
 class UKBinaryBus(MotorBus):

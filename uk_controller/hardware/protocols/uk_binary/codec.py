@@ -20,7 +20,18 @@ import struct
 
 import numpy as np
 
-from .crc import crc16_ccitt_false
+from ...crc import crc16_ccitt_false
+
+# calibration defaults of the config section hardware.uk_binary (none: the frames carry SI floats)
+OPTIONS = {}
+
+# byte offsets into a decoded body (after COBS): type | seq | n | payload | crc:u16le
+BODY_TYPE = 0
+BODY_SEQ = 1
+BODY_COUNT = 2
+BODY_PAYLOAD = 3
+CRC_SIZE = 2
+MIN_BODY = BODY_PAYLOAD + CRC_SIZE              # a frame without payload
 
 # frame types
 COMMAND = 0x01
@@ -60,7 +71,7 @@ F_UNDERVOLTAGE = 0x08
 F_DRIVER = 0x10
 
 MAX_MOTORS = 16
-MAX_BODY = 3 + 16 + 13 * MAX_MOTORS + 2     # largest legal body (FEEDBACK, 16 motors)
+MAX_BODY = BODY_PAYLOAD + 16 + 13 * MAX_MOTORS + CRC_SIZE     # largest legal body (FEEDBACK, 16 motors)
 _FB_HEAD = struct.Struct('<BBHI')           # state, error, rx_errors, time_us
 _FB_MOTOR = struct.Struct('<fffB')          # position, velocity, current, fault
 
@@ -126,14 +137,15 @@ def encode_frame(ftype: int, seq: int, n: int, payload: bytes = b'') -> bytes:
 def decode_frame(encoded: bytes):
     """Decode one frame *without* its 0x00 delimiter -> (type, seq, n, payload)."""
     body = cobs_decode(encoded)
-    if len(body) < 5:
+    if len(body) < MIN_BODY:
         raise FrameError('length', f'frame too short ({len(body)} bytes)')
     if len(body) > MAX_BODY:
         raise FrameError('length', f'frame too long ({len(body)} bytes)')
-    (crc,) = struct.unpack_from('<H', body, len(body) - 2)
-    if crc16_ccitt_false(body[:-2]) != crc:
+    end = len(body) - CRC_SIZE
+    (crc,) = struct.unpack_from('<H', body, end)
+    if crc16_ccitt_false(body[:end]) != crc:
         raise FrameError('crc', 'CRC mismatch')
-    return body[0], body[1], body[2], body[3:-2]
+    return body[BODY_TYPE], body[BODY_SEQ], body[BODY_COUNT], body[BODY_PAYLOAD:end]
 
 
 class StreamDecoder:

@@ -11,6 +11,10 @@ decimal. Commands used here (ODrive firmware 0.5.x ASCII protocol):
 """
 from __future__ import annotations
 
+# calibration defaults of the config section hardware.odrive: the device watchdog (axis
+# config.watchdog_timeout) is this factor times the host's hardware.watchdog
+OPTIONS = {'device_watchdog_factor': 2.0}
+
 AXIS_STATE_IDLE = 1
 AXIS_STATE_CLOSED_LOOP = 8
 CONTROL_MODE_TORQUE = 1

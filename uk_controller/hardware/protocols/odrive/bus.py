@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from . import odrive_ascii as oa
-from .bus import BusError, BusTimeout, MotorBus, MotorFeedback
+from ...bus import BusError, BusTimeout, MotorBus, MotorFeedback
+from . import codec as oa
 
 TWO_PI = 2.0 * math.pi
 
@@ -30,7 +30,8 @@ class ODriveBus(MotorBus):
         self.buf = bytearray()
         self.last_torque = np.zeros(self.p)
         self.enabled = False
-        self.device_watchdog_factor = float(self.options.get('device_watchdog_factor', 2.0))
+        self.device_watchdog_factor = float(self.options.get('device_watchdog_factor',
+                                                             oa.OPTIONS['device_watchdog_factor']))
 
     def _open(self):
         super()._open()

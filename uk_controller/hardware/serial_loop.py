@@ -1,11 +1,11 @@
-"""``uk-controller run CONFIG --port ... --protocol ...``: the controller on a serial bus.
+"""The fixed-rate serial control loop: one bus transaction and one control step per period.
 
 Runs :class:`~uk_controller.controller.ControllerCore` at a fixed rate: each
 period is one bus transaction (send the effort computed from the previous
 feedback, receive the new feedback), then one control step. Safety (watchdog,
-limits, arming, reconnect, torque-off on exit) is :class:`~.safety.SafeBus`.
-A one-line live summary goes to stderr; ``--log`` writes a CSV row per period,
-flushed as it goes.
+limits, arming, reconnect, torque-off on exit) is :class:`~.safety.SafeBus`;
+the joint state of closed chains comes from :class:`~.joint_state_assembler.JointStateAssembler`.
+Used by ``uk-controller run`` (:mod:`.run_command`), the HIL tests and benchmarks/serial_bench.py.
 
 Loop timing (issue 13, same definitions as the ROS node, docs/ros.md "Loop timing"): the loop sleeps to
 absolute deadlines d_{k+1} = d_k + T (:class:`~uk_controller.loop_timing.DeadlineSleeper` on the monotonic
@@ -16,12 +16,7 @@ consecutive missed deadlines and sends the safe effort (``control.safe_effort``)
 """
 from __future__ import annotations
 
-import argparse
-import csv
 import math
-import signal
-import sys
-import threading
 import time
 from dataclasses import dataclass, field
 
@@ -30,31 +25,7 @@ import numpy as np
 from .. import settings as S
 from ..loop_timing import DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings
 from ..rearm import ReArm
-from .bus import PortError, make_bus
-from .calibration import PROTOCOLS, HardwareConfig
 from .safety import ARMED, SafeBus
-from .state import JointStateAssembler
-
-
-def add_run_arguments(parser: argparse.ArgumentParser):
-    parser.add_argument('config', help='robot setup: name (scara, five_bar, ...) or YAML path')
-    parser.add_argument('--port', help='serial port (default: config hardware.port)')
-    parser.add_argument('--protocol', choices=PROTOCOLS, help='default: config hardware.protocol')
-    parser.add_argument('--baud', type=S.arg_type('hardware.baud', '--baud'), help='default: config hardware.baud')
-    parser.add_argument('--duration', type=S.arg_type('simulation.duration', '--duration'), default=None,
-                        help='seconds of trajectory time to run (default: until Ctrl-C)')
-    parser.add_argument('--rate', type=S.arg_type('hardware.rate', '--rate'), default=None,
-                        help='control/bus rate in Hz (default: hardware.rate, else control.rate)')
-    parser.add_argument('--watchdog', type=S.arg_type('hardware.watchdog', '--watchdog'), default=None,
-                        help='s without effort or feedback before torque off (default: hardware.watchdog); '
-                             'longer than the control period')
-    parser.add_argument('--log', metavar='CSV', help='write one CSV row per period (flushed as it goes)')
-    parser.add_argument('--quiet', action='store_true', help='no live summary line')
-    return parser
-
-
-class _Stop(Exception):
-    pass
 
 
 @dataclass
@@ -193,136 +164,3 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
     res.rearms = rearm.rearms
     rearm.reset()
     return res
-
-
-def _loop_summary(timing):
-    """The last closed window (achieved rate, jitter, compute) and the missed deadlines so far."""
-    if timing is None:
-        return ''
-    rate, jp50, jp99, jmax, cp50, cp99, _age, missed = timing.last
-    return (f'loop {rate:.0f}Hz jitter p50/p99/max={jp50:.0f}/{jp99:.0f}/{jmax:.0f}us '
-            f'compute p50/p99={cp50:.0f}/{cp99:.0f}us missed={missed:.0f} (total {timing.total_missed} '
-            f'of {timing.total_periods})')
-
-
-def _status_line(t, safe, step, res):
-    d = safe.diagnostics()
-    rate = res.cycles / max(res.wall or (time.monotonic() - _status_line.t0), 1e-9)
-    if res.timing is not None and res.windows:
-        rate = res.timing.last[0]
-    err = float(np.max(np.abs(step.task_error), initial=0.0))
-    line = (f't={t:7.2f}s {rate:6.0f}Hz {d["state"]:<12} |e|={err:.2e} |u|={np.max(np.abs(step.effort), initial=0):.3g} '
-            f'rtt p50/p99={d.get("rtt_p50", math.nan) * 1e3:.2f}/{d.get("rtt_p99", math.nan) * 1e3:.2f}ms '
-            f'crc={d.get("crc_errors", 0)} timeouts={d.get("timeouts", 0)} trips={d["watchdog_trips"]} '
-            f'reconnects={d["reconnects"]} {_loop_summary(res.timing)}')
-    sys.stderr.write('\r' + line[:260].ljust(260))
-    sys.stderr.flush()
-
-
-def _signal_name(signum):
-    return 'Ctrl-C' if signum == signal.SIGINT else signal.Signals(signum).name
-
-
-def run(args) -> int:
-    from ..controller import ControllerCore
-    from ..robots import load_robot
-    try:
-        setup = load_robot(args.config)
-        hw = HardwareConfig.from_setup(setup)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f'uk-controller run: {exc}', file=sys.stderr)
-        return 2
-    rate = args.rate if args.rate is not None else (hw.rate if hw.rate > 0 else None)
-    protocol = args.protocol or hw.protocol
-    port = args.port or hw.port
-    watchdog = args.watchdog if args.watchdog is not None else hw.watchdog
-    try:
-        S.check_cross({'control': {'rate': rate or S.get(setup.config, 'control.rate')},
-                       'hardware': {'watchdog': watchdog}}, setup.config_path,
-                      names={'hardware.watchdog': '--watchdog (hardware.watchdog)' if args.watchdog is not None
-                             else 'hardware.watchdog'})
-        core = ControllerCore(setup, rate=rate)
-        loop_settings(setup.config)           # ros.loop.window / ros.overrun.* checked before the port opens
-        assembler = JointStateAssembler(setup, hw)
-    except ValueError as exc:
-        print(f'uk-controller run: error: {exc}', file=sys.stderr)
-        return 2
-    hw.protocol, hw.port = protocol, port         # what the bus really uses (logs, diagnostics)
-    stream = None
-    if args.log:
-        try:
-            stream = open(args.log, 'w', newline='', buffering=1)
-        except OSError as exc:
-            print(f'uk-controller run: error: --log: cannot write {args.log}: {exc.strerror or exc}', file=sys.stderr)
-            return 2
-
-    def log(msg):
-        print(('\n' if not args.quiet else '') + msg, file=sys.stderr)
-
-    safe = SafeBus(hw, lambda: make_bus(hw, port=port, baud=args.baud, protocol=protocol), watchdog=watchdog,
-                   log=log)
-    stop = threading.Event()
-    received = []
-    old = {}
-
-    def on_signal(signum, frame):
-        # The first signal only asks the loop to end at the next cycle boundary, so no bus
-        # transaction is cut in half before the torque-off below; a second one leaves at once.
-        if stop.is_set():
-            raise _Stop(_signal_name(signum), 128 + signum)
-        received.append(signum)
-        stop.set()
-
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            old[sig] = signal.signal(sig, on_signal)
-    code = 0
-    res = None
-    try:
-        try:
-            safe.connect(raise_errors=True)
-        except PortError as exc:
-            print(f'uk-controller run: error: {exc}', file=sys.stderr)
-            return 2
-        writer = None
-        if stream is not None:
-            writer = csv.writer(stream)
-            ms = setup.servo.m
-            writer.writerow(['t', 'state', *[f'q_{j}' for j in core.joint_names],
-                             *[f'qd_{j}' for j in core.joint_names], *[f'u_{a}' for a in core.actuator_names],
-                             *[f'task_error_{i}' for i in range(ms)], 'rtt'])
-        _status_line.t0 = time.monotonic()
-        print(f'running {setup.name} on {port} ({protocol}) at {core.rate:g} Hz, watchdog '
-              f'{watchdog * 1e3:.0f} ms; Ctrl-C stops with torque off', file=sys.stderr)
-        res = run_loop(core, safe, assembler, duration=args.duration, realtime=True, csv_writer=writer,
-                       status=None if args.quiet else _status_line, stop_event=stop, log=log)
-        why = res.stopped_by or 'stopped'
-        if received:
-            why = f'interrupted ({_signal_name(received[0])})'
-            code = 128 + received[0]
-    except KeyboardInterrupt:
-        why = 'interrupted (Ctrl-C)'
-        code = 130
-    except _Stop as exc:
-        why = f'interrupted ({exc.args[0]})'
-        code = exc.args[1]
-    except Exception as exc:  # noqa: BLE001 - torque off first, then report
-        why = f'error: {exc!r}'
-        code = 1
-    finally:
-        safe.shutdown()
-        if stream is not None:
-            stream.close()
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-    d = safe.diagnostics()
-    print(f'\n{why}: torque off. cycles={d["cycles"]} crc_errors={d.get("crc_errors", 0)} '
-          f'timeouts={d.get("timeouts", 0)} watchdog_trips={d["watchdog_trips"]} '
-          f'reconnects={d["reconnects"]}', file=sys.stderr)
-    if res is not None and res.timing is not None:
-        if res.timing.count:                  # the last, partial window: up to the end of its last period
-            res.windows.append(res.timing.window(res.timing.last_start_ns + res.timing.period_ns))
-        p = res.policy
-        print(f'{_loop_summary(res.timing)} overrun warnings={p.warnings} safe_entries={p.safe_entries} '
-              f'longest_run={p.longest}', file=sys.stderr)
-    return code

@@ -2,11 +2,10 @@
 firmware), as an emulator over a pty."""
 from __future__ import annotations
 
-
 import numpy as np
 
-from . import uk_binary as ukb
-from .emulator import DeviceEmulator
+from ...emulator import DeviceEmulator
+from . import codec as ukb
 
 
 class UKBinaryDevice(DeviceEmulator):

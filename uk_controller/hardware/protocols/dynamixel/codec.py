@@ -1,0 +1,67 @@
+"""ROBOTIS Dynamixel Protocol 2.0 packets (the framing; no I/O), shared by the emulator and the tests.
+
+Packet (ROBOTIS e-Manual, "Protocol 2.0")::
+
+    FF FF FD 00 | ID | LEN:u16le | INST | PARAMS | CRC:u16le
+
+with LEN = len(INST + PARAMS) + 2 counted after stuffing, byte stuffing (``FF FF FD`` inside
+INST..PARAMS is followed by an extra ``FD``) and CRC-16/UMTS over everything before the CRC.
+The ``PKT_*`` names are the byte offsets into a packet. The host side uses the official SDK
+(dynamixel_sdk), which frames the packets itself.
+
+``OPTIONS`` are the calibration defaults of the config section ``hardware.dynamixel``: the
+wire units and the current limit register of an XM430-W350.
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+from ...crc import crc16_umts
+
+OPTIONS = {
+    'model_number': 1020,                          # XM430-W350
+    'position_unit': 2.0 * math.pi / 4096.0,       # rad per tick
+    'velocity_unit': 0.229 * 2.0 * math.pi / 60.0,  # rad/s per unit (0.229 rpm)
+    'current_unit': 2.69e-3,                       # A per unit
+    'current_limit': 1193,                         # units (XM430-W350 default)
+}
+
+PKT_ID = 4                   # after the 4-byte header
+PKT_LENGTH = 5               # u16le: bytes from INST to the end of the CRC
+PKT_INSTRUCTION = 7          # INST, then PARAMS (stuffed)
+CRC_SIZE = 2
+PKT_MIN_LENGTH = 3           # INST + CRC
+PKT_MAX_LENGTH = 1024        # longer LEN fields are garbage: resynchronise
+
+HEADER = b'\xff\xff\xfd\x00'
+
+
+def stuff(body: bytes) -> bytes:
+    """Insert 0xFD after every FF FF FD in ``body`` (INST..PARAMS)."""
+    out = bytearray()
+    for b in body:
+        out.append(b)
+        if b == 0xFD and len(out) >= 3 and out[-3] == 0xFF and out[-2] == 0xFF:
+            out.append(0xFD)
+    return bytes(out)
+
+
+def unstuff(body: bytes) -> bytes:
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        out.append(body[i])
+        if body[i] == 0xFD and len(out) >= 3 and out[-3] == 0xFF and out[-2] == 0xFF \
+                and i + 1 < len(body) and body[i + 1] == 0xFD:
+            i += 1
+        i += 1
+    return bytes(out)
+
+
+def packet(dxl_id: int, inst: int, params: bytes = b'') -> bytes:
+    """A complete Protocol 2.0 packet (used for status packets and in tests)."""
+    body = stuff(bytes([inst]) + params)
+    head = HEADER + bytes([dxl_id]) + struct.pack('<H', len(body) + CRC_SIZE)
+    pkt = head + body
+    return pkt + struct.pack('<H', crc16_umts(pkt))

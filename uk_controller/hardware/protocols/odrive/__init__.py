@@ -1,0 +1,1 @@
+"""``odrive``: the ODrive ASCII protocol (firmware 0.5.x), axes in torque control."""

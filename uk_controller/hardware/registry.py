@@ -1,0 +1,114 @@
+"""The motor protocols: one table (name -> bus, device emulator, calibration defaults) and the
+factories that read it.
+
+Every protocol is a subpackage ``uk_controller.hardware.protocols.<name>`` with three modules:
+
+- ``codec.py``  the wire format without I/O (frames, checksums, named ``PKT_*``/``BODY_*`` byte
+  offsets) and ``OPTIONS``: the keys of the config section ``hardware.<name>`` with their
+  defaults (the *calibration defaults* of the protocol: wire units, limits);
+- ``bus.py``    the host side, a :class:`~uk_controller.hardware.bus.MotorBus` subclass;
+- ``device.py`` the device side, a :class:`~uk_controller.hardware.emulator.DeviceEmulator`
+  subclass that the tests, ``uk-controller emulate`` and the benchmarks run on a pty.
+
+:data:`PROTOCOLS` below is the only list of them. ``make_bus`` (the SafeBus factory of
+``uk-controller run`` and ``serial_bridge_node``), ``make_emulator``, the calibration
+(``hardware.protocol`` and the ``hardware.<name>`` option sections) and the ``--protocol``
+choices of ``uk-controller run`` / ``emulate`` all read it; test/test_hardware_registry.py
+checks the settings schema (``hardware.protocol`` choices, ``hardware.<name>.*`` keys and
+defaults) against it. The table holds names only: a protocol's modules are imported when one
+of its classes is asked for, so ``import uk_controller.hardware`` needs neither pyserial nor
+dynamixel_sdk (the pattern of DynamixelSDK's ``packet_handler.py``: a small factory above the
+protocol classes).
+
+How to add a motor protocol (e.g. ``canopen``):
+
+1. Create ``uk_controller/hardware/protocols/canopen/`` with ``__init__.py`` (a docstring),
+   ``codec.py`` (the wire format, ``PKT_*`` offsets, ``OPTIONS = {...}`` with the defaults of
+   the ``hardware.canopen`` section; ``{}`` if it has none), ``bus.py`` (``class CanopenBus(MotorBus)``
+   implementing ``enable``/``read``/``write``, optionally ``transact``/``configure``/``clear_faults``)
+   and ``device.py`` (``class CanopenDevice(DeviceEmulator)`` implementing ``handle(data)``).
+   Import third-party packages inside functions, as ``protocols/dynamixel/bus.py`` does.
+2. Add one line to :data:`PROTOCOLS`:
+   ``Protocol('canopen', bus='CanopenBus', device='CanopenDevice'),``
+3. Add the ``hardware.canopen.*`` keys of ``OPTIONS`` to the settings schema
+   (uk_controller/settings.py: ``PROTOCOLS`` and one ``Setting`` per option), which
+   test/test_hardware_registry.py checks against this table. The fault, HIL and bus tests
+   that are parametrized over :func:`names` then run the new protocol against its emulator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import importlib
+
+__all__ = ['Protocol', 'PROTOCOLS', 'DEFAULT_PROTOCOL', 'names', 'get', 'make_bus', 'make_emulator']
+
+PACKAGE = 'uk_controller.hardware.protocols'
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One registry line: the protocol's name and its class names (see the module docstring)."""
+    name: str
+    bus: str                    # class in protocols/<name>/bus.py
+    device: str                 # class in protocols/<name>/device.py
+
+    def _module(self, part: str):
+        return importlib.import_module(f'{PACKAGE}.{self.name}.{part}')
+
+    def bus_class(self):
+        """The host-side :class:`~uk_controller.hardware.bus.MotorBus` subclass."""
+        return getattr(self._module('bus'), self.bus)
+
+    def device_class(self):
+        """The :class:`~uk_controller.hardware.emulator.DeviceEmulator` subclass."""
+        return getattr(self._module('device'), self.device)
+
+    def defaults(self) -> dict:
+        """Calibration defaults: the ``hardware.<name>`` keys and their default values."""
+        return dict(self._module('codec').OPTIONS)
+
+    def options(self, given: dict | None) -> dict:
+        """The defaults updated by the config's ``hardware.<name>`` section (known keys only)."""
+        out = self.defaults()
+        out.update({k: v for k, v in (given or {}).items() if k in out})
+        return out
+
+
+PROTOCOLS = {p.name: p for p in (
+    Protocol('uk_binary', bus='UKBinaryBus', device='UKBinaryDevice'),
+    Protocol('dynamixel', bus='DynamixelBus', device='DynamixelDevice'),
+    Protocol('odrive', bus='ODriveBus', device='ODriveDevice'),
+)}
+DEFAULT_PROTOCOL = 'uk_binary'
+
+
+def names() -> tuple:
+    """The protocol names, in registry order (CLI ``--protocol`` choices)."""
+    return tuple(PROTOCOLS)
+
+
+def get(name: str) -> Protocol:
+    """The registry line of `name`; a ValueError naming the accepted ones otherwise."""
+    try:
+        return PROTOCOLS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f'unknown protocol {name!r} (one of {", ".join(PROTOCOLS)})') from None
+
+
+def make_bus(hw, *, port=None, baud=None, protocol=None, timeout=None):
+    """The bus for a :class:`~.calibration.HardwareConfig` (CLI/ROS overrides win).
+
+    The bus timeout defaults to half the host watchdog, within [5, 50] ms.
+    """
+    entry = get(protocol or hw.protocol)
+    if timeout is None:
+        timeout = max(0.005, min(0.05, hw.watchdog / 2))
+    return entry.bus_class()(port or hw.port, int(baud or hw.baud), hw.ids, hw.kt, timeout=timeout,
+                             options=entry.options(hw.options.get(entry.name)))
+
+
+def make_emulator(protocol: str, plant, hw, **kw):
+    """The device emulator of `protocol` for `plant` with calibration `hw` (started by the caller)."""
+    entry = get(protocol)
+    kw.setdefault('options', entry.options(hw.options.get(entry.name)))
+    return entry.device_class()(plant, hw, **kw)
