@@ -17,15 +17,16 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from uk_controller.config import load_config
+from uk_controller.hardware import registry
 
 PACKAGE = 'uk_controller'
 ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
-BRIDGE_ARGUMENTS = {          # launch argument -> (bridge parameter, type)
-    'port': ('port', str),
-    'baud': ('baud', int),
-    'protocol': ('protocol', str),
-    'bus_rate': ('rate', float),
-    'watchdog': ('watchdog', float),
+BRIDGE_ARGUMENTS = {          # launch argument -> (bridge parameter: a key of the robot YAML, type)
+    'port': ('hardware.port', str),
+    'baud': ('hardware.baud', int),
+    'protocol': ('hardware.protocol', str),
+    'bus_rate': ('hardware.rate', float),
+    'watchdog': ('hardware.watchdog', float),
 }
 
 
@@ -39,7 +40,7 @@ def nodes(context):
     rate = LaunchConfiguration('rate').perform(context)
     if rate:
         controller['control.rate'] = float(rate)
-        bridge['rate'] = float(rate)
+        bridge['hardware.rate'] = float(rate)
     for argument, (parameter, kind) in BRIDGE_ARGUMENTS.items():
         value = LaunchConfiguration(argument).perform(context)
         if value:
@@ -60,7 +61,7 @@ def generate_launch_description():
         DeclareLaunchArgument('port', default_value='', description='serial port (default: hardware.port)'),
         DeclareLaunchArgument('baud', default_value='', description='baud rate (default: hardware.baud)'),
         DeclareLaunchArgument('protocol', default_value='',
-                              description='uk_binary | dynamixel | odrive (default: hardware.protocol)'),
+                              description=' | '.join(registry.names()) + ' (default: hardware.protocol)'),
         DeclareLaunchArgument('rate', default_value='',
                               description='control.rate in Hz: the UK node and the bus (default: control.rate)'),
         DeclareLaunchArgument('bus_rate', default_value='',

@@ -272,12 +272,15 @@ def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
 
 
 def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
-    """Issue 11 case 6: serial_bridge_node -p protocol:=canopen was a traceback."""
+    """Issue 11 case 6: serial_bridge_node -p protocol:=canopen was a traceback (the parameter is
+    hardware.protocol since the bridge reads its parameters as the other nodes do)."""
+    from uk_controller.hardware import registry
     proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.serial_bridge_node', '--ros-args',
-                           '-p', 'config:=scara', '-p', 'protocol:=canopen'], env=ros_env(DOMAIN_ID),
+                           '-p', 'config:=scara', '-p', 'hardware.protocol:=canopen'], env=ros_env(DOMAIN_ID),
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert 'protocol' in proc.stderr and 'canopen' in proc.stderr and 'uk_binary, dynamixel, odrive' in proc.stderr
+    assert 'hardware.protocol' in proc.stderr and 'canopen' in proc.stderr
+    assert ', '.join(registry.names()) in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr
 
 

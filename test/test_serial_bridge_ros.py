@@ -67,9 +67,9 @@ def _bridge(config, emu):
     """The bridge node on `emu`'s port at 100 Hz with a 0.2 s watchdog."""
     from uk_controller.ros.serial_bridge_node import SerialBridgeNode
     return SerialBridgeNode(parameter_overrides=[
-        Parameter('config', value=str(config)), Parameter('port', value=emu.port),
-        Parameter('protocol', value='uk_binary'), Parameter('rate', value=100.0),
-        Parameter('watchdog', value=0.2)])
+        Parameter('config', value=str(config)), Parameter('hardware.port', value=emu.port),
+        Parameter('hardware.protocol', value='uk_binary'), Parameter('hardware.rate', value=100.0),
+        Parameter('hardware.watchdog', value=0.2)])
 
 
 def test_bridge_topics_watchdog_and_diagnostics(config):
@@ -129,7 +129,9 @@ def test_bridge_topics_watchdog_and_diagnostics(config):
         assert wait_until(lambda: int(diag_values().get('watchdog_trips', 0)) >= 1
                           and int(diag_values().get('effort_rejected', 0)) >= 1, 5)
         d = diag_values()
-        assert float(d['bus_rate']) > 0 and d['crc_errors'] == '0' and 'ms' in d['rtt_p50']
+        assert float(d['bus_rate']) > 0 and d['crc_errors'] == '0' and float(d['rtt_p50_ms']) > 0
+        assert diags[-1].status[0].name == 'serial_bridge_node: motor bus'
+        assert diags[-1].status[0].hardware_id == f'uk_binary:{emu.port}'
     finally:
         ex.shutdown()
         if bridge is not None:

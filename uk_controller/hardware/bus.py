@@ -59,8 +59,8 @@ def describe_port_error(port: str, exc: BaseException) -> str:
     if code == errno.ENOENT or (code is None and not os.path.exists(port)):
         return (f'serial port {port} does not exist: is the adapter plugged in and powered? '
                 f'Look at `ls /dev/ttyUSB* /dev/ttyACM*` and give the port: `port:=/dev/ttyUSB0` to '
-                f'`ros2 launch uk_controller hardware.launch.py`, `-p port:=...` to `ros2 run uk_controller '
-                f'serial_bridge_node`, `--port ...` to `uk-controller run`. No hardware: '
+                f'`ros2 launch uk_controller hardware.launch.py`, `-p hardware.port:=...` to `ros2 run '
+                f'uk_controller serial_bridge_node`, `--port ...` to `uk-controller run`. No hardware: '
                 f'`uk-controller emulate ROBOT` prints the port of an emulated one.')
     if code in (errno.EACCES, errno.EPERM):
         return (f'no permission to open serial port {port}: add your user to the group that '

@@ -9,10 +9,15 @@ the robot's joint names (passive joints of closed chains reconstructed from the
 closures). ``/diagnostics`` carries bus rate, round-trip latency, CRC errors,
 timeouts, watchdog trips, reconnects and the safety state.
 
-Parameters: ``config`` (robot name or YAML path), ``port``, ``baud``,
-``protocol``, ``rate`` (Hz, 0 = hardware.rate or control.rate), ``watchdog``
-(s, 0 = hardware.watchdog). Empty/zero values fall back to the config's
-``hardware`` section. Safety is uk_controller.hardware.safety.SafeBus: no
+Parameters are read as by the other nodes (:func:`~.controller_node.node_parameters`):
+``config`` (robot name or YAML path) and any key of the robot YAML as an override, checked
+against the settings schema; the bus is ``hardware.protocol`` (a name of
+uk_controller.hardware.registry), ``hardware.port``, ``hardware.baud``, ``hardware.rate``
+(Hz; unset: control.rate) and ``hardware.watchdog`` (s), e.g.
+``-p config:=scara -p hardware.port:=/dev/ttyUSB0``. The process is started and stopped by
+:func:`~.node_runner.run` (exit code 2 with the key for a bad value) and reports on
+``/diagnostics`` with :func:`~.diagnostics.diagnostic_array`, as the other nodes do. Safety is
+uk_controller.hardware.safety.SafeBus: no
 fresh effort or feedback within the watchdog => torque off; limits before
 sending; torque off on shutdown; reconnect with torque off until feedback is
 valid again.
@@ -31,55 +36,53 @@ import sys
 import time
 
 import numpy as np
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.executors import ExternalShutdownException
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from .. import settings as S
-from ..config import ConfigError
-from ..hardware.bus import make_bus
 from ..hardware.calibration import HardwareConfig
+from ..hardware.joint_state_assembler import JointStateAssembler
+from ..hardware.registry import make_bus
 from ..hardware.safety import ARMED, DISCONNECTED, SafeBus
-from ..hardware.state import JointStateAssembler
 from ..loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
+from . import params as P
+from .controller_node import node_parameters
+from .diagnostics import ERROR, OK, WARN, diagnostic_array
+from .node_runner import run
+from .robot_source import build_setup
+
+NODE_NAME = 'serial_bridge_node'
+BUS_KEYS = ('hardware.protocol', 'hardware.port', 'hardware.baud', 'hardware.rate', 'hardware.watchdog')
 
 
 class SerialBridgeNode(Node):
+    """The motor bus as a ROS 2 node (see the module docstring)."""
+
     def __init__(self, **kwargs):
-        super().__init__('serial_bridge_node', **kwargs)
-        from ..robots import load_robot
-        p = {name: self.declare_parameter(name, default).value for name, default in
-             (('config', 'scara'), ('port', ''), ('baud', 0), ('protocol', ''), ('rate', 0.0), ('watchdog', 0.0))}
-        self.setup = load_robot(p['config'])
+        kwargs.setdefault('automatically_declare_parameters_from_overrides', True)
+        super().__init__(NODE_NAME, **kwargs)
+        self.params, self.config_path = node_parameters(self)      # the YAML + ROS overrides, checked
+        self.ros = P.ros_settings(self.params)
+        self.setup = build_setup(self.params, self.config_path)
         cfg = self.setup.config
         self.hw = HardwareConfig.from_setup(self.setup)
-        # node parameters override the config's hardware section; '' / 0 keep the config (schema checks)
-        for name, key in (('protocol', 'hardware.protocol'), ('port', 'hardware.port'), ('baud', 'hardware.baud'),
-                          ('rate', 'hardware.rate'), ('watchdog', 'hardware.watchdog')):
-            if p[name] not in ('', 0, 0.0):
-                S.check_value(S.lookup(key), p[name], file='serial_bridge_node parameter', key=f'{name} ({key})')
-        self.protocol = p['protocol'] or self.hw.protocol
-        self.port = p['port'] or self.hw.port
-        self.baud = int(p['baud'] or self.hw.baud)
-        rate = float(p['rate'] or self.hw.rate or S.get(cfg, 'control.rate'))
-        self.watchdog = float(p['watchdog'] or self.hw.watchdog)
-        S.check_cross({'control': {'rate': rate}, 'hardware': {'watchdog': self.watchdog}},
-                      'serial_bridge_node parameter', names={'hardware.watchdog': 'watchdog (hardware.watchdog)'})
-        ros = cfg.get('ros') or {}
-        self.effort_joints = list(ros.get('effort_joints') or [j for j in self.hw.joints])
+        self.protocol, self.port, self.baud = self.hw.protocol, self.hw.port, int(self.hw.baud)
+        rate = float(self.hw.rate or S.get(cfg, 'control.rate'))
+        self.watchdog = float(self.hw.watchdog)
+        S.check_cross({'control': {'rate': rate}, 'hardware': {'watchdog': self.watchdog}}, self.config_path,
+                      names={'hardware.watchdog': 'hardware.watchdog (bus rate hardware.rate or control.rate)'})
+        self.effort_joints = list(self.ros.get('effort_joints') or [j for j in self.hw.joints])
         missing = [j for j in self.hw.joints if j not in self.effort_joints]
         if missing:
-            raise ValueError(f'{self.setup.config_path}: ros.effort_joints lacks actuated joints {missing}')
+            raise ValueError(f'{self.config_path}: ros.effort_joints lacks actuated joints {missing}')
         self.effort_index = np.array([self.effort_joints.index(j) for j in self.hw.joints])
         self.assembler = JointStateAssembler(self.setup, self.hw)
         self.joint_names = list(self.setup.joint_names)
         self.measured = self.assembler.measured
-        self.safe = SafeBus(self.hw, lambda: make_bus(self.hw, port=self.port, baud=self.baud,
-                                                      protocol=self.protocol),
-                            watchdog=self.watchdog, log=lambda m: self.get_logger().warning(m))
+        self.safe = SafeBus(self.hw, lambda: make_bus(self.hw), watchdog=self.watchdog,
+                            log=lambda m: self.get_logger().warning(m))
         self.effort = None
         self.effort_stamp = None
         self.rejected = 0
@@ -96,12 +99,11 @@ class SerialBridgeNode(Node):
         self.timing_msg = Float64MultiArray()
         self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
                                                           stride=len(TIMING_FIELDS))]
-        self.create_subscription(Float64MultiArray, ros.get('effort_topic', '/effort_controller/commands'),
-                                 self.on_effort, 10)
+        self.create_subscription(Float64MultiArray, self.ros['effort_topic'], self.on_effort, 10)
         if not self.safe.connect():
             self.get_logger().error(f'{self.safe.reason} (retrying)')
         self.timer = self.create_timer(1.0 / rate, self.on_timer_timed)
-        self.diag_timer = self.create_timer(1.0, self.on_diagnostics)
+        self.diag_timer = self.create_timer(self.ros['diagnostics_period'], self.on_diagnostics)
         self.get_logger().info(f'{self.protocol} on {self.port} at {rate:g} Hz, watchdog {self.watchdog * 1e3:.0f} ms')
 
     def on_effort(self, msg):
@@ -160,46 +162,38 @@ class SerialBridgeNode(Node):
         now = time.monotonic()
         self._cycles_window = [t for t in self._cycles_window if now - t <= 1.0]
         d = self.safe.diagnostics()
-        d['bus_rate'] = float(len(self._cycles_window))
-        d['effort_received'] = self.received
-        d['effort_rejected'] = self.rejected
-        status = DiagnosticStatus()
-        status.name = 'serial_bridge_node: motor bus'
-        status.hardware_id = f'{self.protocol}:{self.port}'
         if d['state'] == ARMED:
-            status.level, status.message = DiagnosticStatus.OK, 'torque on'
+            level, message = OK, 'torque on'
         elif d['state'] == DISCONNECTED:
-            status.level, status.message = DiagnosticStatus.ERROR, d['reason'] or 'disconnected'
+            level, message = ERROR, d['reason'] or 'disconnected'
         else:
-            status.level, status.message = DiagnosticStatus.WARN, 'torque off: ' + (d['reason'] or 'idle')
-        keys = ('bus_rate', 'rtt_p50', 'rtt_p99', 'crc_errors', 'timeouts', 'seq_errors', 'watchdog_trips',
-                'reconnects', 'io_errors', 'device_errors', 'clipped', 'position', 'velocity', 'not_finite',
-                'effort_received', 'effort_rejected', 'state')
-        for k in keys:
-            v = d.get(k, '')
-            if isinstance(v, float) and k.startswith('rtt'):
-                v = 'nan' if math.isnan(v) else f'{v * 1e3:.3f} ms'
-            status.values.append(KeyValue(key=k, value=str(v)))
+            level, message = WARN, 'torque off: ' + (d['reason'] or 'idle')
+        values = [('bus_rate', float(len(self._cycles_window)))]
+        values += [(f'{k}_ms', d.get(k, math.nan) * 1e3) for k in ('rtt_p50', 'rtt_p99')]
+        values += [(k, d.get(k, '')) for k in ('crc_errors', 'timeouts', 'seq_errors', 'watchdog_trips', 'reconnects',
+                                               'io_errors', 'device_errors', 'clipped', 'position', 'velocity',
+                                               'not_finite')]
+        values += [('effort_received', self.received), ('effort_rejected', self.rejected), ('state', d['state'])]
         t, p = self.timing, self.policy
-        for k, v in [*zip(('loop_' + f for f in TIMING_FIELDS), t.last), ('loop_periods', t.total_periods),
-                     ('loop_missed_deadlines', t.total_missed), ('overrun_state', p.state),
-                     ('overrun_consecutive_max', p.longest), ('overrun_warnings', p.warnings)]:
-            status.values.append(KeyValue(key=k, value='n/a' if isinstance(v, float) and math.isnan(v) else str(v)))
-        arr = DiagnosticArray()
-        arr.header.stamp = self.get_clock().now().to_msg()
-        arr.status = [status]
-        self.pub_diag.publish(arr)
+        values += [*zip(('loop_' + f for f in TIMING_FIELDS), t.last), ('loop_periods', t.total_periods),
+                   ('loop_missed_deadlines', t.total_missed), ('overrun_state', p.state),
+                   ('overrun_consecutive_max', p.longest), ('overrun_warnings', p.warnings)]
+        values = [(k, 'n/a' if isinstance(v, float) and math.isnan(v) else v) for k, v in values]
+        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: motor bus',
+                                               f'{self.protocol}:{self.port}', level, message, values))
 
     def shutdown(self):
+        """Torque off and close the port (idempotent)."""
         self.safe.shutdown()
+
+    def destroy_node(self):
+        self.shutdown()           # torque off before anything else is torn down
+        return super().destroy_node()
 
 
 def main(args=None):
-    from .runner import run
-    # torque off before anything else is torn down
-    return run(SerialBridgeNode, 'serial_bridge_node', args, on_stop=lambda node: node.shutdown())
+    return run(SerialBridgeNode, NODE_NAME, args)
 
 
 if __name__ == '__main__':
-    import sys
     sys.exit(main())
