@@ -30,10 +30,15 @@ How to add a motor protocol (e.g. ``canopen``):
    Import third-party packages inside functions, as ``protocols/dynamixel/bus.py`` does.
 2. Add one line to :data:`PROTOCOLS`:
    ``Protocol('canopen', bus='CanopenBus', device='CanopenDevice'),``
-3. Add the ``hardware.canopen.*`` keys of ``OPTIONS`` to the settings schema
-   (uk_controller/settings.py: ``PROTOCOLS`` and one ``Setting`` per option), which
-   test/test_hardware_registry.py checks against this table. The fault, HIL and bus tests
-   that are parametrized over :func:`names` then run the new protocol against its emulator.
+3. Add ``canopen`` to ``PROTOCOLS`` in the settings schema (uk_controller/settings.py) and one
+   ``Setting`` per key of ``OPTIONS`` (``hardware.canopen.<key>``); test/test_hardware_registry.py
+   checks the schema against this table. The bus tests parametrized over :func:`names`
+   (test/test_serial_buses.py) then run the new protocol against its emulator, and
+   ``uk-controller run/emulate --protocol``, ``serial_bridge_node -p hardware.protocol:=`` and
+   ``hardware.launch.py protocol:=`` accept it.
+
+A protocol kept outside this package (your own repository) is the same line with
+``package='my_pkg.canopen'``: the package that holds its codec, bus and device modules.
 """
 from __future__ import annotations
 
@@ -51,9 +56,10 @@ class Protocol:
     name: str
     bus: str                    # class in protocols/<name>/bus.py
     device: str                 # class in protocols/<name>/device.py
+    package: str = ''           # where codec/bus/device live (default: uk_controller.hardware.protocols.<name>)
 
     def _module(self, part: str):
-        return importlib.import_module(f'{PACKAGE}.{self.name}.{part}')
+        return importlib.import_module(f'{self.package or PACKAGE + "." + self.name}.{part}')
 
     def bus_class(self):
         """The host-side :class:`~uk_controller.hardware.bus.MotorBus` subclass."""
