@@ -54,7 +54,6 @@ from .node_runner import run
 from .robot_source import build_setup
 
 NODE_NAME = 'serial_bridge_node'
-BUS_KEYS = ('hardware.protocol', 'hardware.port', 'hardware.baud', 'hardware.rate', 'hardware.watchdog')
 
 
 class SerialBridgeNode(Node):
