@@ -673,7 +673,7 @@ def _traj_spec(traj):
     if spec is None:
         return None
     kind, dim, floats = spec
-    if dim > codes.MAX_TRAJ_DIM or (comps is not None and len(comps) > 8):
+    if dim > codes.MAX_TRAJ_DIM or (comps is not None and len(comps) > codes.MAX_COMPONENTS):
         return None
     return kind, dim, np.asarray(floats, dtype=float), comps
 
@@ -732,50 +732,59 @@ class CompiledRows:
             if spec is None:
                 return None
             kind, dim, fl, comps = spec
-            row = [kind, dim, add_floats(fl), 0 if comps is None else len(comps)] + [0] * 8
+            row = [0] * codes.TRAJ_WIDTH
+            row[codes.TR_KIND], row[codes.TR_DIM], row[codes.TR_FOFS] = kind, dim, add_floats(fl)
+            row[codes.TR_NCOMP] = 0 if comps is None else len(comps)
             for i, c in enumerate(comps or ()):
-                row[4 + i] = c
+                row[codes.TR_COMPS + i] = c
             trajs.append(row)
             return len(trajs) - 1
 
+        K = codes
         row0 = 0
         for term in list(passive.terms) + list(servo.terms):
-            rec = [0] * codes.TERM_WIDTH
-            rec[1], rec[2], rec[5] = row0, term.m, -1
+            rec = [0] * K.TERM_WIDTH
+            rec[K.TERM_ROW0], rec[K.TERM_M], rec[K.TERM_TRAJ] = row0, term.m, -1
             if type(term) is FramePosition:
                 tr = add_traj(term.traj)
                 if tr is None:
                     return None
-                rec[0], rec[3], rec[5], rec[6] = codes.OP_FRAME_POSITION, frame_slot(term.frame), tr, term.m
-                rec[7:7 + term.m] = [int(i) for i in term.idx]
+                rec[K.TERM_OP], rec[K.TERM_FRAME_A], rec[K.TERM_TRAJ] = K.OP_FRAME_POSITION, frame_slot(term.frame), tr
+                rec[K.TERM_NAX] = term.m
+                rec[K.TERM_AXES:K.TERM_AXES + term.m] = [int(i) for i in term.idx]
             elif type(term) is FrameOrientation and term.mode == 'planar':
                 tr = add_traj(term.traj)
                 if tr is None:
                     return None
-                rec[0], rec[3], rec[5] = codes.OP_PLANAR, frame_slot(term.frame), tr
-                rec[10] = add_floats(np.concatenate((term.axis, term.e1, term.reference)))
+                rec[K.TERM_OP], rec[K.TERM_FRAME_A], rec[K.TERM_TRAJ] = K.OP_PLANAR, frame_slot(term.frame), tr
+                # floats at PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE
+                rec[K.TERM_FOFS] = add_floats(np.concatenate((term.axis, term.e1, term.reference)))
             elif type(term) is JointLinear:
                 tr = add_traj(term.traj)
                 if tr is None:
                     return None
-                rec[0], rec[5] = codes.OP_JOINT_LINEAR, tr
-                rec[10] = add_floats(term.c)
+                rec[K.TERM_OP], rec[K.TERM_TRAJ] = K.OP_JOINT_LINEAR, tr
+                rec[K.TERM_FOFS] = add_floats(term.c)
             elif type(term) is LoopClosure and term.mode == 'position':
-                rec[0] = codes.OP_CLOSURE
-                rec[3], rec[4] = frame_slot(term.frames[0]), frame_slot(term.frames[1])
-                rec[6] = term.idx.size
-                rec[7:7 + term.idx.size] = [int(i) for i in term.idx]
+                rec[K.TERM_OP] = K.OP_CLOSURE
+                rec[K.TERM_FRAME_A], rec[K.TERM_FRAME_B] = frame_slot(term.frames[0]), frame_slot(term.frames[1])
+                rec[K.TERM_NAX] = term.idx.size
+                rec[K.TERM_AXES:K.TERM_AXES + term.idx.size] = [int(i) for i in term.idx]
                 if term.planar is not None:
-                    rec[11] = 1
-                    rec[10] = add_floats(np.concatenate(term.planar))
+                    rec[K.TERM_PLANAR] = 1
+                    rec[K.TERM_FOFS] = add_floats(np.concatenate(term.planar))
             else:
                 return None
             terms.append(rec)
             row0 += term.m
         betw = []
         for col, fa, fb, axis in between:
-            betw.append([int(col), -1 if fa is None else frame_slot(fa), -1 if fb is None else frame_slot(fb),
-                         add_floats(axis)])
+            rec = [0] * codes.BETWEEN_WIDTH
+            rec[codes.BETWEEN_COL] = int(col)
+            rec[codes.BETWEEN_FRAME_A] = -1 if fa is None else frame_slot(fa)
+            rec[codes.BETWEEN_FRAME_B] = -1 if fb is None else frame_slot(fb)
+            rec[codes.BETWEEN_FOFS] = add_floats(axis)
+            betw.append(rec)
         mp, ms = passive.m, servo.m
         m = mp + ms
         gains = np.zeros((2, m)) if gains is None else np.asarray(gains, dtype=float).reshape(2, m)
@@ -794,7 +803,6 @@ class CompiledRows:
             total += size
         ws = np.zeros(total)
         # integer program
-        K = codes
         ip = [0] * K.HEADER
         ip[K.IH_N], ip[K.IH_P], ip[K.IH_MP], ip[K.IH_MS], ip[K.IH_F] = n, p, mp, ms, nf
         ip[K.IH_NT], ip[K.IH_NTR], ip[K.IH_NB] = len(terms), len(trajs), len(betw)

@@ -501,20 +501,20 @@ class RobotModel:
             local = data.oMi[i].actInv(pin.Motion(data.J[:, i - 1]))
             v, w = np.array(local.linear), np.array(local.angular)
             if np.linalg.norm(v) < 1e-12 and abs(np.linalg.norm(w) - 1.0) < 1e-12:
-                jtype[i], axis = 0, w
+                jtype[i], axis = codes.JOINT_REVOLUTE, w
             elif np.linalg.norm(w) < 1e-12 and abs(np.linalg.norm(v) - 1.0) < 1e-12:
-                jtype[i], axis = 1, v
+                jtype[i], axis = codes.JOINT_PRISMATIC, v
             else:
                 return None
             parents[i] = pm.parents[i]
             placement, inertia = pm.jointPlacements[i], pm.inertias[i]
             o = i * codes.JOINT_WIDTH
-            mf[o:o + 9] = np.asarray(placement.rotation).ravel()
-            mf[o + 9:o + 12] = placement.translation
-            mf[o + 12:o + 15] = axis
-            mf[o + 15] = inertia.mass
-            mf[o + 16:o + 19] = inertia.lever
-            mf[o + 19:o + 28] = np.asarray(inertia.inertia).ravel()
+            mf[o + codes.JOINT_R0:o + codes.JOINT_R0 + 9] = np.asarray(placement.rotation).ravel()
+            mf[o + codes.JOINT_P0:o + codes.JOINT_P0 + 3] = placement.translation
+            mf[o + codes.JOINT_AXIS:o + codes.JOINT_AXIS + 3] = axis
+            mf[o + codes.JOINT_MASS] = inertia.mass
+            mf[o + codes.JOINT_LEVER:o + codes.JOINT_LEVER + 3] = inertia.lever
+            mf[o + codes.JOINT_INERTIA:o + codes.JOINT_INERTIA + 9] = np.asarray(inertia.inertia).ravel()
         return parents, jtype, mf, np.array(pm.gravity.linear, dtype=float)
 
     def compiled_frames(self, names):
@@ -527,8 +527,8 @@ class RobotModel:
             frame = pm.frames[self.frame_id(name)]
             parents[f] = frame.parentJoint
             o = f * codes.FRAME_WIDTH
-            fm[o:o + 9] = np.asarray(frame.placement.rotation).ravel()
-            fm[o + 9:o + 12] = frame.placement.translation
+            fm[o + codes.FRAME_R:o + codes.FRAME_R + 9] = np.asarray(frame.placement.rotation).ravel()
+            fm[o + codes.FRAME_P:o + codes.FRAME_P + 3] = frame.placement.translation
         return parents, fm
 
     def __repr__(self):

@@ -51,6 +51,9 @@ OP_FRAME_POSITION, OP_PLANAR, OP_JOINT_LINEAR, OP_CLOSURE = 1, 2, 3, 4
 (TERM_OP, TERM_ROW0, TERM_M, TERM_FRAME_A, TERM_FRAME_B, TERM_TRAJ, TERM_NAX, TERM_AXES, TERM_FOFS,
  TERM_PLANAR) = 0, 1, 2, 3, 4, 5, 6, 7, 10, 11
 TERM_WIDTH = 12
+#: floats of a planar angle at fp[TERM_FOFS] (OP_PLANAR, or OP_CLOSURE with TERM_PLANAR set): world axis,
+#: in-plane direction e1, frame-fixed reference vector (3 each)
+PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE = 0, 3, 6
 #: fields of a trajectory record (TRAJ_WIDTH ints): kind, dimension, offset of its floats, component count
 #: and up to MAX_COMPONENTS component indices
 TR_KIND, TR_DIM, TR_FOFS, TR_NCOMP, TR_COMPS = 0, 1, 2, 3, 4

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import FRAME_WIDTH, JOINT_WIDTH, TREE_SCRATCH_PER_JOINT
+from .codes import (FRAME_P, FRAME_R, FRAME_WIDTH, JOINT_AXIS, JOINT_INERTIA, JOINT_LEVER, JOINT_MASS, JOINT_P0,
+                    JOINT_R0, JOINT_REVOLUTE, JOINT_WIDTH, TREE_SCRATCH_PER_JOINT)
 from .jit import njit
 
 
 @njit(cache=True)
-def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw=None):
-    """World placements (oR, op), world motion axes S (6, n; = Pinocchio's data.J), M and h = C q' + G.
+def tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw=None):
+    """World placements (oR, opos), world motion axes S (6, n; = Pinocchio's data.J), M and h = C q' + G.
 
     Joint i (1..nj-1, coordinate i-1, parent parents[i] < i): placement R0, p0 in the parent's frame,
-    then a rotation by q about `axis` (jtype 0) or a translation q axis (jtype 1). Spatial vectors are
+    then a rotation by q about `axis` (JOINT_REVOLUTE) or a translation q axis (JOINT_PRISMATIC). Spatial vectors are
     (linear, angular) at the world origin: S_i = (-w x p, w) or (R a, 0); V_i = V_parent + S_i q'_i;
     bias acceleration A_i = A_parent + (V_i x S_i) q'_i with A_0 = (-g, 0) (gravity as base acceleration);
     h_i = S_i . f_i, f_i = I_i A_i + V_i x* (I_i V_i) summed from the leaves (RNEA); M by the composite
@@ -51,18 +52,20 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw=None):
     Acc[0, 1] = -grav[1]
     Acc[0, 2] = -grav[2]
     for r in range(3):                     # the universe (frames fixed to the world hang on it)
-        op[0, r] = 0.0
+        opos[0, r] = 0.0
         for cc in range(3):
             oR[0, r, cc] = 1.0 if r == cc else 0.0
     for i in range(1, nj):
         o = i * JOINT_WIDTH
         par = parents[i]
         qi = q[i - 1]
-        ax0 = mf[o + 12]
-        ax1 = mf[o + 13]
-        ax2 = mf[o + 14]
+        r0 = o + JOINT_R0
+        p0 = o + JOINT_P0
+        ax0 = mf[o + JOINT_AXIS]
+        ax1 = mf[o + JOINT_AXIS + 1]
+        ax2 = mf[o + JOINT_AXIS + 2]
         # local transform R0 * Rj, p0 + R0 pj
-        if jtype[i] == 0:
+        if jtype[i] == JOINT_REVOLUTE:
             s = np.sin(qi)
             c1 = 1.0 - np.cos(qi)
             Rj00 = 1.0 - c1 * (ax1 * ax1 + ax2 * ax2)
@@ -82,36 +85,36 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw=None):
             pj1 = ax1 * qi
             pj2 = ax2 * qi
         for r in range(3):
-            a0 = mf[o + 3 * r]
-            a1 = mf[o + 3 * r + 1]
-            a2 = mf[o + 3 * r + 2]
+            a0 = mf[r0 + 3 * r]
+            a1 = mf[r0 + 3 * r + 1]
+            a2 = mf[r0 + 3 * r + 2]
             Rl[r, 0] = a0 * Rj00 + a1 * Rj10 + a2 * Rj20
             Rl[r, 1] = a0 * Rj01 + a1 * Rj11 + a2 * Rj21
             Rl[r, 2] = a0 * Rj02 + a1 * Rj12 + a2 * Rj22
-        pl0 = mf[o + 9] + mf[o + 0] * pj0 + mf[o + 1] * pj1 + mf[o + 2] * pj2
-        pl1 = mf[o + 10] + mf[o + 3] * pj0 + mf[o + 4] * pj1 + mf[o + 5] * pj2
-        pl2 = mf[o + 11] + mf[o + 6] * pj0 + mf[o + 7] * pj1 + mf[o + 8] * pj2
+        pl0 = mf[p0] + mf[r0] * pj0 + mf[r0 + 1] * pj1 + mf[r0 + 2] * pj2
+        pl1 = mf[p0 + 1] + mf[r0 + 3] * pj0 + mf[r0 + 4] * pj1 + mf[r0 + 5] * pj2
+        pl2 = mf[p0 + 2] + mf[r0 + 6] * pj0 + mf[r0 + 7] * pj1 + mf[r0 + 8] * pj2
         if par == 0:
             for r in range(3):
                 for cc in range(3):
                     oR[i, r, cc] = Rl[r, cc]
-            op[i, 0] = pl0
-            op[i, 1] = pl1
-            op[i, 2] = pl2
+            opos[i, 0] = pl0
+            opos[i, 1] = pl1
+            opos[i, 2] = pl2
         else:
             for r in range(3):
                 for cc in range(3):
                     oR[i, r, cc] = oR[par, r, 0] * Rl[0, cc] + oR[par, r, 1] * Rl[1, cc] + oR[par, r, 2] * Rl[2, cc]
-                op[i, r] = op[par, r] + oR[par, r, 0] * pl0 + oR[par, r, 1] * pl1 + oR[par, r, 2] * pl2
+                opos[i, r] = opos[par, r] + oR[par, r, 0] * pl0 + oR[par, r, 1] * pl1 + oR[par, r, 2] * pl2
         # world axis (direction R a, a expressed in the joint frame = after Rj, unchanged by it)
         wa0 = oR[i, 0, 0] * ax0 + oR[i, 0, 1] * ax1 + oR[i, 0, 2] * ax2
         wa1 = oR[i, 1, 0] * ax0 + oR[i, 1, 1] * ax1 + oR[i, 1, 2] * ax2
         wa2 = oR[i, 2, 0] * ax0 + oR[i, 2, 1] * ax1 + oR[i, 2, 2] * ax2
         k = i - 1
-        if jtype[i] == 0:
-            px = op[i, 0]
-            py = op[i, 1]
-            pz = op[i, 2]
+        if jtype[i] == JOINT_REVOLUTE:
+            px = opos[i, 0]
+            py = opos[i, 1]
+            pz = opos[i, 2]
             S[0, k] = -(wa1 * pz - wa2 * py)
             S[1, k] = -(wa2 * px - wa0 * pz)
             S[2, k] = -(wa0 * py - wa1 * px)
@@ -138,20 +141,20 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw=None):
         Acc[i, 4] = Acc[par, 4] + qdi * (vw2 * sw0 - vw0 * sw2)
         Acc[i, 5] = Acc[par, 5] + qdi * (vw0 * sw1 - vw1 * sw0)
         # spatial inertia at the world origin: [[m 1, -m [c]], [m [c], I_w - m [c][c]]]
-        m = mf[o + 15]
-        lc0 = mf[o + 16]
-        lc1 = mf[o + 17]
-        lc2 = mf[o + 18]
-        c0 = op[i, 0] + oR[i, 0, 0] * lc0 + oR[i, 0, 1] * lc1 + oR[i, 0, 2] * lc2
-        c1_ = op[i, 1] + oR[i, 1, 0] * lc0 + oR[i, 1, 1] * lc1 + oR[i, 1, 2] * lc2
-        c2 = op[i, 2] + oR[i, 2, 0] * lc0 + oR[i, 2, 1] * lc1 + oR[i, 2, 2] * lc2
+        m = mf[o + JOINT_MASS]
+        lc0 = mf[o + JOINT_LEVER]
+        lc1 = mf[o + JOINT_LEVER + 1]
+        lc2 = mf[o + JOINT_LEVER + 2]
+        c0 = opos[i, 0] + oR[i, 0, 0] * lc0 + oR[i, 0, 1] * lc1 + oR[i, 0, 2] * lc2
+        c1_ = opos[i, 1] + oR[i, 1, 0] * lc0 + oR[i, 1, 1] * lc1 + oR[i, 1, 2] * lc2
+        c2 = opos[i, 2] + oR[i, 2, 0] * lc0 + oR[i, 2, 1] * lc1 + oR[i, 2, 2] * lc2
         I6 = Ic[i]
         for r in range(3):
             for cc in range(3):
                 acc = 0.0
                 for a in range(3):
                     for b in range(3):
-                        acc += oR[i, r, a] * mf[o + 19 + 3 * a + b] * oR[i, cc, b]
+                        acc += oR[i, r, a] * mf[o + JOINT_INERTIA + 3 * a + b] * oR[i, cc, b]
                 I6[3 + r, 3 + cc] = acc
             I6[r, r] = m
         # [c]
@@ -211,13 +214,14 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw=None):
 
 
 @njit(cache=True)
-def frame_placements(oR, op, fparents, fm, trans, rots):
-    """World placement of each frame: ``R = oR[parent] R_pl``, ``p = op[parent] + oR[parent] p_pl``."""
+def frame_placements(oR, opos, fparents, fm, trans, rots):
+    """World placement of each frame: ``R = oR[parent] R_pl``, ``p = opos[parent] + oR[parent] p_pl``."""
     for f in range(fparents.shape[0]):
         i = fparents[f]
-        o = f * FRAME_WIDTH
+        o = f * FRAME_WIDTH + FRAME_R
+        po = f * FRAME_WIDTH + FRAME_P
         for r in range(3):
             for cc in range(3):
                 rots[f, r, cc] = oR[i, r, 0] * fm[o + cc] + oR[i, r, 1] * fm[o + 3 + cc] + oR[i, r, 2] * fm[o + 6 + cc]
-            trans[f, r] = op[i, r] + oR[i, r, 0] * fm[o + 9] + oR[i, r, 1] * fm[o + 10] + oR[i, r, 2] * fm[o + 11]
+            trans[f, r] = opos[i, r] + oR[i, r, 0] * fm[po] + oR[i, r, 1] * fm[po + 1] + oR[i, r, 2] * fm[po + 2]
 

@@ -7,12 +7,16 @@ then still import, so their constants and layouts stay readable).
 Every kernel is compiled with ``cache=True``: the machine code is cached next to its module (in
 ``uk_controller/kernels/__pycache__``, or under ``NUMBA_CACHE_DIR``); the first run on a machine compiles
 for up to a minute or two, later runs load in about a second. numba checks only the source file of the
-function it loads, not the files of the kernels it calls (servo.py calls linalg.py, packed.py calls all
-of them).
+function it loads, not the files of the kernels it calls (servo.py calls linalg.py, packed.py and
+sim/compiled_loop.py call all of them; numba's known caching limitation): :func:`drop_stale_caches` clears
+the in-tree caches of the package and of sim/compiled_loop.py whenever any of their sources changed, so an
+edit to one kernel recompiles every kernel that may have inlined it. (With ``NUMBA_CACHE_DIR`` set, clear
+that directory by hand after editing a kernel.)
 """
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 try:  # pragma: no cover - exercised only where numba is installed
     if os.environ.get('UK_CONTROLLER_NUMBA', '1').strip().lower() in ('0', 'false', 'no', 'off'):
@@ -26,3 +30,34 @@ except ImportError:  # pragma: no cover
         def wrap(f):
             return f
         return wrap(args[0]) if args and callable(args[0]) else wrap
+
+
+_HERE = Path(__file__).resolve().parent
+#: every source whose compiled code may be inlined into another's cache, and the cache files derived from it
+_SOURCES = (*sorted(_HERE.glob('*.py')), _HERE.parent / 'sim' / 'compiled_loop.py')
+_CACHES = ((_HERE / '__pycache__', '*.nb[ic]'), (_HERE.parent / 'sim' / '__pycache__', 'compiled_loop.*.nb[ic]'))
+
+
+def drop_stale_caches():
+    """Delete the kernels' in-tree numba caches when any kernel source changed since they were written.
+
+    The record is ``__pycache__/kernel-sources.txt`` (name, mtime, size of each source). Errors (a
+    read-only install, where numba caches elsewhere) are ignored; numba tolerates cache files that vanish.
+    """
+    try:
+        stamp = '\n'.join(f'{p.name} {st.st_mtime_ns} {st.st_size}' for p in _SOURCES if p.exists()
+                          for st in (p.stat(),))
+        mark = _HERE / '__pycache__' / 'kernel-sources.txt'
+        if mark.exists() and mark.read_text() == stamp:
+            return
+        for folder, pattern in _CACHES:
+            for f in folder.glob(pattern):
+                f.unlink(missing_ok=True)
+        mark.parent.mkdir(exist_ok=True)
+        mark.write_text(stamp)
+    except OSError:  # pragma: no cover
+        pass
+
+
+if AVAILABLE:
+    drop_stale_caches()

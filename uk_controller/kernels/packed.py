@@ -31,9 +31,9 @@ from .jit import AVAILABLE, njit
 from .rows import fused_step_ws, program_scratch_shape
 
 # header of I: offsets (into I) of ip, parents, jtype, fparents; offsets (into F) of fp, ws, mf, grav, fm,
-# oR, op, S, M, h, tw, trans, rots, sc; then sizes nip, nfp, nws, nj, nf, n, nmf, nfm, ntw and the scratch shape
+# oR, opos, S, M, h, tw, trans, rots, sc; then sizes nip, nfp, nws, nj, nf, n, nmf, nfm, ntw and the scratch shape
 H_IP, H_PAR, H_JT, H_FPAR = 0, 1, 2, 3
-H_FP, H_WS, H_MF, H_GRAV, H_FM, H_OR, H_OP, H_S, H_M, H_H, H_TW, H_TR, H_ROT, H_SC = range(4, 18)
+H_FP, H_WS, H_MF, H_GRAV, H_FM, H_OR, H_OPOS, H_S, H_M, H_H, H_TW, H_TR, H_ROT, H_SC = range(4, 18)
 H_NIP, H_NFP, H_NWS, H_NJ, H_NF, H_N, H_NMF, H_NFM, H_NTW, H_NSC, H_SCC = range(18, 29)
 HEADER = 29
 
@@ -54,7 +54,7 @@ def packed_step(q, qd, t, I, F, sat):
     grav = F[I[H_GRAV]:I[H_GRAV] + 3]
     fm = F[I[H_FM]:I[H_FM] + I[H_NFM]]
     oR = F[I[H_OR]:I[H_OR] + 9 * nj].reshape((nj, 3, 3))
-    op = F[I[H_OP]:I[H_OP] + 3 * nj].reshape((nj, 3))
+    opos = F[I[H_OPOS]:I[H_OPOS] + 3 * nj].reshape((nj, 3))
     S = F[I[H_S]:I[H_S] + 6 * n].reshape((6, n))
     M = F[I[H_M]:I[H_M] + n * n].reshape((n, n))
     h = F[I[H_H]:I[H_H] + n]
@@ -63,8 +63,8 @@ def packed_step(q, qd, t, I, F, sat):
     trans = F[I[H_TR]:I[H_TR] + 3 * nfa].reshape((nfa, 3))
     rots = F[I[H_ROT]:I[H_ROT] + 9 * nfa].reshape((nfa, 3, 3))
     sc = F[I[H_SC]:I[H_SC] + I[H_NSC] * I[H_SCC]].reshape((I[H_NSC], I[H_SCC]))
-    tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
-    frame_placements(oR, op, fparents, fm, trans, rots)
+    tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw)
+    frame_placements(oR, opos, fparents, fm, trans, rots)
     fused_step_ws(M, h, S, trans, rots, q, qd, t, ip, fp, ws, sat, sc)
 
 
@@ -95,7 +95,7 @@ class PackedStep:
         nfa = max(nf, 1)
         old_fp, old_ws = fz.fp, fz.ws
         parts = [('fp', old_fp), ('ws', old_ws), ('mf', mf), ('grav', np.asarray(grav, float)), ('fm', fm),
-                 ('oR', np.zeros(9 * nj)), ('op', np.zeros(3 * nj)), ('S', np.zeros(6 * n)), ('M', np.zeros(n * n)),
+                 ('oR', np.zeros(9 * nj)), ('opos', np.zeros(3 * nj)), ('S', np.zeros(6 * n)), ('M', np.zeros(n * n)),
                  ('h', np.zeros(n)), ('tw', np.zeros(TREE_SCRATCH_PER_JOINT * nj + 12)),
                  ('trans', np.zeros(3 * nfa)), ('rots', np.zeros(9 * nfa)),
                  ('sc', np.zeros(program_scratch_shape(fz.ip)))]
@@ -117,7 +117,7 @@ class PackedStep:
             I[ioffs[key]:ioffs[key] + arr.size] = arr
         I[H_IP], I[H_PAR], I[H_JT], I[H_FPAR] = ioffs['ip'], ioffs['par'], ioffs['jt'], ioffs['fpar']
         for slot, key in ((H_FP, 'fp'), (H_WS, 'ws'), (H_MF, 'mf'), (H_GRAV, 'grav'), (H_FM, 'fm'), (H_OR, 'oR'),
-                          (H_OP, 'op'), (H_S, 'S'), (H_M, 'M'), (H_H, 'h'), (H_TW, 'tw'), (H_TR, 'trans'),
+                          (H_OPOS, 'opos'), (H_S, 'S'), (H_M, 'M'), (H_H, 'h'), (H_TW, 'tw'), (H_TR, 'trans'),
                           (H_ROT, 'rots'), (H_SC, 'sc')):
             I[slot] = offsets[key]
         sizes = dict((k, a.size) for k, a in parts)

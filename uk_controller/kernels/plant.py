@@ -49,13 +49,13 @@ def rk4_accept(x, k, i, h, xt, qdd):
 
 
 @njit(cache=True)
-def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sc, oR, op, S,
+def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sc, oR, opos, S,
                 M, h, trans, rots, qdd, tw, u, qdep):
     """q'' of the plant (seed 000 eq 9): ``M^{-1}(tau - h)`` for a tree (ip[IH_MP] == 0), else the UK
     acceleration under the compiled closure rows alone (:func:`closure_accel`, seed 001 eq 36). Returns the
-    status (0 ok, 1 M not PD, 2 non-finite q'', 3 non-finite state).
+    status (codes: OK, NOT_PD, NOT_FINITE q'', NOT_FINITE_STATE).
 
-    ``tree_ready``: tree_terms(q, q') is already in (oR, op, S, M, h). ``qdep``: the actuator columns depend
+    ``tree_ready``: tree_terms(q, q') is already in (oR, opos, S, M, h). ``qdep``: the actuator columns depend
     on q (``between`` actuators): the program's rows also fill B(q) (fused_rows) and ``tau = B(q) u`` is
     formed here, as UKPlant._accel does with ActuatorMap.matrix; otherwise tau is the caller's ``B u``
     (u unused). ``sc``: a servo_scratch_shape(n, 0, ip[IH_MP], 0) array (its head also serves the tree's
@@ -65,9 +65,9 @@ def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, ta
         if not (np.isfinite(q[i]) and np.isfinite(qd[i])):
             return NOT_FINITE_STATE
     if not tree_ready:
-        tree_terms(q, qd, parents, jtype, mf, grav, oR, op, S, M, h, tw)
+        tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw)
     if qdep:
-        frame_placements(oR, op, fparents, fm, trans, rots)
+        frame_placements(oR, opos, fparents, fm, trans, rots)
         if not fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
             return NOT_FINITE_STATE
         p = ip[IH_P]
@@ -85,7 +85,7 @@ def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, ta
                 return NOT_FINITE
         return OK
     if not qdep:
-        frame_placements(oR, op, fparents, fm, trans, rots)
+        frame_placements(oR, opos, fparents, fm, trans, rots)
         if not fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
             return NOT_FINITE_STATE
     phi, phid, A, b, gains, params = program_rows(ip, fp, ws, ip[IH_MP])    # the passive rows only
@@ -94,7 +94,7 @@ def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, ta
 
 @njit(cache=True)
 def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
-                 oR, op, S, M, h, trans, rots, tw, kk, xt, u, qdep):
+                 oR, opos, S, M, h, trans, rots, tw, kk, xt, u, qdep):
     """``substeps`` classical RK4 steps (:func:`rk4_accept`) of x = (q, q') over dt with the efforts held,
     accelerations by :func:`plant_accel` (``tree_ready``: the tree pass at x is already in the work arrays;
     ``u``, ``qdep``: see there). Returns the first non-zero status (x then partly advanced) or 0."""
@@ -109,7 +109,7 @@ def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, 
             ts = t if stage == 0 else (t + half if stage < 3 else t + hstep)
             qdd = kk[stage, n:]
             st = plant_accel(src[:n], src[n:], ts, tree_ready and sub == 0 and stage == 0, parents, jtype, mf, grav,
-                             fparents, fm, tau, ip, fp, ws, sc, oR, op, S, M, h, trans, rots, qdd, tw, u, qdep)
+                             fparents, fm, tau, ip, fp, ws, sc, oR, opos, S, M, h, trans, rots, qdd, tw, u, qdep)
             if st != OK:
                 return st
             rk4_accept(x, kk, stage, half if stage < 2 else hstep, xt, qdd)
@@ -130,7 +130,7 @@ def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, pw):
     nf = pi[1]
     mf1 = max(nf, 1)
     oR, o = scratch_mat(pw, 0, nj, 9)
-    op, o = scratch_mat(pw, o, nj, 3)
+    opos, o = scratch_mat(pw, o, nj, 3)
     S, o = scratch_mat(pw, o, 6, n)
     M, o = scratch_mat(pw, o, n, n)
     h, o = scratch_vec(pw, o, n)
@@ -143,7 +143,7 @@ def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, pw):
     sc, o = scratch_mat(pw, o, rows, cols)
     return plant_period(x, tau, t, dt, substeps, False, pi[2:2 + nj], pi[2 + nj:2 + 2 * nj],
                         pf[3:3 + nj * JOINT_WIDTH], pf[0:3], pi[2 + 2 * nj:2 + 2 * nj + nf], pf[3 + nj * JOINT_WIDTH:],
-                        ip, fp, ws, sc, oR.reshape((nj, 3, 3)), op, S, M, h, trans, rots.reshape((mf1, 3, 3)),
+                        ip, fp, ws, sc, oR.reshape((nj, 3, 3)), opos, S, M, h, trans, rots.reshape((mf1, 3, 3)),
                         tw, kk, xt, tau[:0], False)
 
 

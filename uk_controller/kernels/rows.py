@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import (BETWEEN_WIDTH, IH_A, IH_BETW, IH_BMAT, IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS,
-                    IH_INFO, IH_LIMITS, IH_MP, IH_MS, IH_N, IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID,
-                    IH_QDD, IH_SCR, IH_TAU, IH_TERMS, IH_TRAJ, IH_U, INFO_SIZE, MAX_TRAJ_DIM, NOT_FINITE_STATE,
-                    OP_FRAME_POSITION, OP_JOINT_LINEAR, OP_PLANAR, PARAMS_SIZE, TERM_WIDTH, TRAJ_WIDTH)
+from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW,
+                    IH_BMAT, IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS,
+                    IH_N, IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TERMS,
+                    IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, MAX_TRAJ_DIM, NOT_FINITE_STATE, OP_FRAME_POSITION,
+                    OP_JOINT_LINEAR, OP_PLANAR, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE, TERM_AXES,
+                    TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP, TERM_PLANAR, TERM_ROW0, TERM_TRAJ,
+                    TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP, TRAJ_WIDTH)
 from .jit import njit
 from .servo import servo_scratch_shape, servo_solve
 from .trajectory import trajectory_eval
@@ -222,31 +225,33 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
     rb = scr[3 * MAX_TRAJ_DIM + n:3 * MAX_TRAJ_DIM + 2 * n]
     for k in range(ip[IH_NT]):
         o = ip[IH_TERMS] + k * TERM_WIDTH
-        op = ip[o]
-        r0 = ip[o + 1]
-        tr = ip[o + 5]
+        opcode = ip[o + TERM_OP]
+        r0 = ip[o + TERM_ROW0]
+        tr = ip[o + TERM_TRAJ]
         ncomp = 0
         to = 0
         if tr >= 0:
             to = ip[IH_TRAJ] + tr * TRAJ_WIDTH
-            trajectory_eval(ip[to], ip[to + 1], fp, ip[to + 2], t, P, V, Acc)
-            ncomp = ip[to + 3]
-        if op == OP_FRAME_POSITION:
-            f = ip[o + 3]
-            position_rows(FJ[f], trans[f], FD[f], ip[o + 7:o + 7 + ip[o + 6]], ip[to + 4:to + 4 + ncomp], P, V, Acc,
+            trajectory_eval(ip[to + TR_KIND], ip[to + TR_DIM], fp, ip[to + TR_FOFS], t, P, V, Acc)
+            ncomp = ip[to + TR_NCOMP]
+        if opcode == OP_FRAME_POSITION:
+            f = ip[o + TERM_FRAME_A]
+            ax = o + TERM_AXES
+            comps = to + TR_COMPS
+            position_rows(FJ[f], trans[f], FD[f], ip[ax:ax + ip[o + TERM_NAX]], ip[comps:comps + ncomp], P, V, Acc,
                           qd, phi[r0:], phid[r0:], A[r0:], b[r0:])
-        elif op == OP_PLANAR:
-            f = ip[o + 3]
-            fo = ip[o + 10]
-            c = ip[to + 4] if ncomp > 0 else 0
-            th, thd, gam = planar_angle(rots[f], FJ[f], FD[f], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
-                                        fp[fo + 6:fo + 9], A[r0])
+        elif opcode == OP_PLANAR:
+            f = ip[o + TERM_FRAME_A]
+            fo = ip[o + TERM_FOFS]
+            c = ip[to + TR_COMPS] if ncomp > 0 else 0
+            pa, pe, pr = fo + PLANAR_AXIS, fo + PLANAR_E1, fo + PLANAR_REFERENCE
+            th, thd, gam = planar_angle(rots[f], FJ[f], FD[f], qd, fp[pa:pa + 3], fp[pe:pe + 3], fp[pr:pr + 3], A[r0])
             phi[r0] = wrap_angle(th - P[c])
             phid[r0] = thd - V[c]
             b[r0] = Acc[c] - gam
-        elif op == OP_JOINT_LINEAR:
-            fo = ip[o + 10]
-            c = ip[to + 4] if ncomp > 0 else 0
+        elif opcode == OP_JOINT_LINEAR:
+            fo = ip[o + TERM_FOFS]
+            c = ip[to + TR_COMPS] if ncomp > 0 else 0
             s0 = 0.0
             s1 = 0.0
             for j in range(n):
@@ -258,18 +263,18 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             phid[r0] = s1 - V[c]
             b[r0] = Acc[c]
         else:                                   # OP_CLOSURE
-            fa = ip[o + 3]
-            fb = ip[o + 4]
-            nax = ip[o + 6]
-            closure_position_rows(FJ[fa], FJ[fb], trans[fa], trans[fb], FD[fa], FD[fb], ip[o + 7:o + 7 + nax], qd,
+            fa = ip[o + TERM_FRAME_A]
+            fb = ip[o + TERM_FRAME_B]
+            nax = ip[o + TERM_NAX]
+            ax = o + TERM_AXES
+            closure_position_rows(FJ[fa], FJ[fb], trans[fa], trans[fb], FD[fa], FD[fb], ip[ax:ax + nax], qd,
                                   phi[r0:], phid[r0:], A[r0:], b[r0:])
-            if ip[o + 11]:
-                fo = ip[o + 10]
+            if ip[o + TERM_PLANAR]:
+                fo = ip[o + TERM_FOFS]
+                pa, pe, pr = fo + PLANAR_AXIS, fo + PLANAR_E1, fo + PLANAR_REFERENCE
                 rl = r0 + nax
-                ta, tad, ga = planar_angle(rots[fa], FJ[fa], FD[fa], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
-                                           fp[fo + 6:fo + 9], ra)
-                tb, tbd, gb = planar_angle(rots[fb], FJ[fb], FD[fb], qd, fp[fo:fo + 3], fp[fo + 3:fo + 6],
-                                           fp[fo + 6:fo + 9], rb)
+                ta, tad, ga = planar_angle(rots[fa], FJ[fa], FD[fa], qd, fp[pa:pa + 3], fp[pe:pe + 3], fp[pr:pr + 3], ra)
+                tb, tbd, gb = planar_angle(rots[fb], FJ[fb], FD[fb], qd, fp[pa:pa + 3], fp[pe:pe + 3], fp[pr:pr + 3], rb)
                 phi[rl] = wrap_angle(ta - tb)
                 phid[rl] = tad - tbd
                 for j in range(n):
@@ -280,10 +285,10 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
         B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
         for k in range(ip[IH_NB]):
             o = ip[IH_BETW] + k * BETWEEN_WIDTH
-            col = ip[o]
-            fa = ip[o + 1]
-            fb = ip[o + 2]
-            fo = ip[o + 3]
+            col = ip[o + BETWEEN_COL]
+            fa = ip[o + BETWEEN_FRAME_A]
+            fb = ip[o + BETWEEN_FRAME_B]
+            fo = ip[o + BETWEEN_FOFS]
             for j in range(n):
                 acc = 0.0
                 for i in range(3):
@@ -318,8 +323,8 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
 
     ``Mlow``: an (n, n) array whose lower triangle is M; ``h = C q' + G``; the efforts' generalized
     force ``tau`` and the outputs (u, q'', passive force, effort, info) live in ws (offsets in the header
-    of ip); ``sat`` (p, bool) flags clipped efforts; ``sc``: a program_scratch_shape(ip) array. info[0] is
-    the status (0 ok, 1 M not positive definite, 2 non-finite result, 3 non-finite state)."""
+    of ip); ``sat`` (p, bool) flags clipped efforts; ``sc``: a program_scratch_shape(ip) array. info[INFO_STATUS] is
+    the status (codes: OK, NOT_PD, NOT_FINITE result, NOT_FINITE_STATE)."""
     n = ip[IH_N]
     p = ip[IH_P]
     mp = ip[IH_MP]
@@ -327,7 +332,7 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
     if not fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
         for i in range(INFO_SIZE):
             info[i] = 0.0
-        info[0] = NOT_FINITE_STATE
+        info[INFO_STATUS] = NOT_FINITE_STATE
         return
     phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
     B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import NOT_FINITE, NOT_PD, OK
+from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_PASSIVE_RANK, INFO_RANK,
+                    INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK, PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR,
+                    PARAM_MAX_SWEEPS, PARAM_RCOND)
 from .jit import njit
 from .linalg import (chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns, matmul,
                      scratch_row, scratch_rows)
@@ -137,12 +139,13 @@ def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, 
 def closure_accel(M, tau, h, Ap, bp, phip, phidp, gains, params, sc, qdd):
     """q'' of a plant under its passive rows alone (no efforts to solve for; seed 000 eq 9, seed 001 eq 36):
     :func:`free_accel` then :func:`passive_projection` into ``qdd``; sc: a servo_scratch_shape(n, 0, mp, 0)
-    array. Returns the status (0 ok, 1 M not positive definite, 2 non-finite q'')."""
+    array. Returns the status (codes: OK, NOT_PD, NOT_FINITE q'')."""
     n = M.shape[0]
     L = sc[:n, :n]
     if not free_accel(M, tau, h, L, qdd):
         return NOT_PD
-    passive_projection(L, Ap, bp, phip, phidp, gains, params[0], params[1], int(params[3]), qdd, sc[:n, :0], sc, n)
+    passive_projection(L, Ap, bp, phip, phidp, gains, params[PARAM_RCOND], params[PARAM_GRAM_FLOOR],
+                       int(params[PARAM_MAX_SWEEPS]), qdd, sc[:n, :0], sc, n)
     for k in range(n):
         if not np.isfinite(qdd[k]):
             return NOT_FINITE
@@ -160,16 +163,16 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
 
     ``gains`` (2, mp + ms): kd and kp per row, passive rows first (order-1 rows
     carry kd = 0, kp = k1). ``effort`` is u clipped to ``+-limits`` and ``sat``
-    flags the clipped entries. Returns nothing; ``info[0]`` is the status.
+    flags the clipped entries. Returns nothing; ``info[INFO_STATUS]`` is the status (codes.OK ...).
     No heap allocation: every intermediate lives in ``sc`` (a servo_scratch_shape(n, p, mp, ms) array).
     """
     n = M.shape[0]
     p = B.shape[1]
     ms = As.shape[0]
     mp = Ap.shape[0]
-    rcond = params[0]
-    tol = params[2]
-    sweeps = int(params[3])
+    rcond = params[PARAM_RCOND]
+    tol = params[PARAM_CONSISTENCY_TOL]
+    sweeps = int(params[PARAM_MAX_SWEEPS])
     for i in range(info.shape[0]):
         info[i] = 0.0
     L, o = scratch_rows(sc, 0, n, n)
@@ -184,11 +187,12 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     s, o = scratch_row(sc, o, min(p, ms))
     # a0 = M^{-1} Q (Q = tau - h), NB = M^{-1} B (then projected on the closures)
     if not free_accel(M, tau, h, L, a0):
-        info[0] = NOT_PD
+        info[INFO_STATUS] = NOT_PD
         return
     chol_solve_cols(L, B, NB, col)
     if mp > 0:
-        info[3] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[1], sweeps, a0, NB, sc, o)
+        info[INFO_PASSIVE_RANK] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[PARAM_GRAM_FLOOR],
+                                                     sweeps, a0, NB, sc, o)
     # servo: CB u = bbar
     row_residuals(As, a0, bs, phis, phids, gains, mp, bbar)
     bnorm = 0.0
@@ -250,19 +254,19 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         for j in range(p):
             acc -= B[i, j] * u[j]
         pforce[i] = acc
-    info[0] = OK
-    info[1] = rank
-    info[2] = cond
-    info[4] = res
-    info[5] = 1.0 if res <= tol * max(1.0, bnorm) else 0.0
-    info[6] = bnorm
+    info[INFO_STATUS] = OK
+    info[INFO_RANK] = rank
+    info[INFO_CONDITION] = cond
+    info[INFO_RESIDUAL] = res
+    info[INFO_CONSISTENT] = 1.0 if res <= tol * max(1.0, bnorm) else 0.0
+    info[INFO_BBAR_NORM] = bnorm
     for k in range(n):
         if not np.isfinite(qdd[k]):
-            info[0] = NOT_FINITE
+            info[INFO_STATUS] = NOT_FINITE
     nsat = 0
     for j in range(p):
         if not np.isfinite(u[j]):
-            info[0] = NOT_FINITE
+            info[INFO_STATUS] = NOT_FINITE
         e = u[j]
         lim = limits[j]
         sat[j] = False
@@ -275,7 +279,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         if sat[j]:
             nsat += 1
         effort[j] = e
-    info[7] = nsat
+    info[INFO_N_SATURATED] = nsat
 
 
 @njit(cache=True)

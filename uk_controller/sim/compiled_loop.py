@@ -73,7 +73,7 @@ def cycles():
 def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
                       cparents, cjtype, cmf, cgrav, cfparents, cfm, cip, cfp, cws, csat, csc, ctrans, crots,
                       parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc, ptrans, prots,
-                      B, qdep, tau, oR, op, S, M, h, tw, kk, xt, xb,
+                      B, qdep, tau, oR, opos, S, M, h, tw, kk, xt, xb,
                       log_t, log_q, log_qd, log_u, log_phi, log_phid, log_sat, log_ct):
     """Periods k0 .. k1-1 of the closed loop (module docstring); x = (q, q') is advanced in place.
 
@@ -93,8 +93,8 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
         c0 = _readcyclecounter()
         q = x[:n]
         qd = x[n:]
-        tree_terms(q, qd, cparents, cjtype, cmf, cgrav, oR, op, S, M, h, tw)
-        frame_placements(oR, op, cfparents, cfm, ctrans, crots)
+        tree_terms(q, qd, cparents, cjtype, cmf, cgrav, oR, opos, S, M, h, tw)
+        frame_placements(oR, opos, cfparents, cfm, ctrans, crots)
         fused_step_ws(M, h, S, ctrans, crots, q, qd, t - t0, cip, cfp, cws, csat, csc)
         if cws[cinfo] != 0.0:
             return k, CONTROLLER_STOP, t
@@ -121,7 +121,7 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
         for j in range(2 * n):
             xb[j] = x[j]
         st = plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
-                            oR, op, S, M, h, ptrans, prots, tw, kk, xt, u, qdep)
+                            oR, opos, S, M, h, ptrans, prots, tw, kk, xt, u, qdep)
         if st != 0.0:
             for j in range(2 * n):
                 x[j] = xb[j]
@@ -173,7 +173,7 @@ class CompiledLoop:
         share = all(np.array_equal(a, b) for a, b in zip(ctree, ptree))
         pmodel = (*ptree, fparents[:npf], fm, ip, fp, ws, np.zeros(servo_scratch_shape(n, 0, int(ip[codes.IH_MP]), 0)))
         ptrans, prots = np.zeros((max(npf, 1), 3)), np.zeros((max(npf, 1), 3, 3))
-        oR, op, S, M, h = np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((6, n)), np.zeros((n, n)), np.zeros(n)
+        oR, opos, S, M, h = np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((6, n)), np.zeros((n, n)), np.zeros(n)
         tw = np.zeros(codes.TREE_SCRATCH_PER_JOINT * nj + 12)
         kk, xt = np.zeros((4, 2 * n)), np.zeros(2 * n)
         self._args = (
@@ -182,10 +182,10 @@ class CompiledLoop:
             np.zeros((max(ncf, 1), 3)), np.zeros((max(ncf, 1), 3, 3)),
             *pmodel, ptrans, prots,
             np.zeros((n, p)) if qdep else np.ascontiguousarray(plant._B, dtype=float), qdep, np.zeros(n),
-            oR, op, S, M, h, tw, kk, xt, np.zeros(2 * n),
+            oR, opos, S, M, h, tw, kk, xt, np.zeros(2 * n),
         )
         # plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
-        self._period_args = (*pmodel, oR, op, S, M, h, ptrans, prots, tw, kk, xt)
+        self._period_args = (*pmodel, oR, opos, S, M, h, ptrans, prots, tw, kk, xt)
         self.x = np.zeros(2 * n)
         self._warm_up()
         return self

@@ -21,6 +21,7 @@ from ..baumgarte import Baumgarte
 from ..constraints import CompiledRows, ConstraintStack
 from ..kernels import codes, jit
 from ..kernels import plant as plant_kernels
+from .rk4 import rk4_accept, rk4_period
 
 INTEGRATORS = ('rk4', 'solve_ivp')
 _K = plant_kernels if jit.AVAILABLE else None
@@ -67,7 +68,6 @@ class UKPlant:
         self._xt = np.zeros(2 * n)
         self._k = np.zeros((4, 2 * n))
         self._qdd = np.zeros(n)
-        self._views = (self._x[:n], self._x[n:], self._xt[:n], self._xt[n:])
         self._stage_accel = self._make_stage_accel()
         self._compiled = self._make_compiled()
         self.reset(setup.q0, setup.qd0)
@@ -207,11 +207,6 @@ class UKPlant:
         out[:] = sol.qdd
         return out
 
-    def _rhs(self, x, t, out):
-        n = self.n
-        out[:n] = x[n:]
-        self._accel(x[:n], x[n:], t, out[n:])
-
     def closure_residual(self):
         """Closure constraint values phi at the current state (empty without closures)."""
         if self.closures.m == 0:
@@ -242,7 +237,6 @@ class UKPlant:
             np.dot(self._B, u, out=self._tau)
         if self.integrator == 'rk4':
             n = self.n
-            h = dt / self.substeps
             x, xt, k = self._x, self._xt, self._k
             x[:n] = self.q
             x[n:] = self.qd
@@ -254,38 +248,11 @@ class UKPlant:
                     if status == 1.0:
                         raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
                     x[:] = np.nan                    # non-finite state or acceleration: propagate it
-            elif _K is not None:             # the same RK4, its vector bookkeeping compiled
-                k[0, :n] = x[n:]
-                accel, accept = self._stage_accel, _K.rk4_accept
-                xq, xv, tq, tv = self._views
-                half = 0.5 * h
-                if accel is not self._accel_fallback:   # (the fallback counts in _accel)
+            else:       # the same RK4 stage by stage from Python (its stage update compiled when numba is there)
+                accel = self._stage_accel if _K is not None else self._accel_fallback
+                if accel != self._accel_fallback:   # (the fallback counts in _accel; bound methods: ==, not is)
                     self.rhs_evaluations += 4 * self.substeps
-                for _ in range(self.substeps):
-                    accept(x, k, 0, half, xt, accel(xq, xv, t))
-                    accept(x, k, 1, half, xt, accel(tq, tv, t + half))
-                    accept(x, k, 2, h, xt, accel(tq, tv, t + half))
-                    accept(x, k, 3, h, xt, accel(tq, tv, t + h))
-                    t += h
-            else:
-                for _ in range(self.substeps):
-                    # classical RK4 on x = (q, q'): x' = (q', q'')
-                    self._rhs(x, t, k[0])
-                    np.multiply(k[0], 0.5 * h, out=xt)
-                    xt += x
-                    self._rhs(xt, t + 0.5 * h, k[1])
-                    np.multiply(k[1], 0.5 * h, out=xt)
-                    xt += x
-                    self._rhs(xt, t + 0.5 * h, k[2])
-                    np.multiply(k[2], h, out=xt)
-                    xt += x
-                    self._rhs(xt, t + h, k[3])
-                    k[1] += k[2]
-                    k[0] += k[3]
-                    k[0] += 2.0 * k[1]
-                    k[0] *= h / 6.0
-                    x += k[0]
-                    t += h
+                rk4_period(x, k, xt, t, dt, self.substeps, accel, rk4_accept if _K is None else _K.rk4_accept)
             self.q, self.qd, self.t = x[:n].copy(), x[n:].copy(), self.t + dt
         else:
             n = self.n
