@@ -103,12 +103,16 @@ class RobotModel:
         self._q_plain = plain
         self._q_plain_at = np.array([pin_model.idx_qs[ids[i]] for i in plain], dtype=np.intp)
         self._q_cont_at = np.array([pin_model.idx_qs[ids[i]] for i in self.continuous], dtype=np.intp)
-        self._order_permuted = not np.array_equal(perm, np.arange(n))
+        #: True when q's order differs from Pinocchio's depth-first joint order (no compiled program then)
+        self.order_permuted = not np.array_equal(perm, np.arange(n))
         # _perm is None exactly when our arrays ARE Pinocchio's (same order, q of size nq == nv):
-        # every fast path that hands q to Pinocchio or to the compiled kernels directly checks it.
-        self._perm = perm if (self._order_permuted or self.continuous.size) else None
+        # every fast path that hands q to Pinocchio or to the compiled kernels directly checks it
+        # (public: native_coordinates).
+        self._perm = perm if (self.order_permuted or self.continuous.size) else None
         self.data = pin_model.createData()
-        self._aux = pin_model.createData()        # for coriolis_matrix / energies, keeps self.data intact
+        #: a second Data for computations that must leave the state of :meth:`compute` intact
+        #: (coriolis_matrix, energies, forward_dynamics)
+        self.aux_data = pin_model.createData()
         self._qp = np.zeros(pin_model.nq)
         self._vp = np.zeros(n)
         self._Mp = np.zeros((n, n))
@@ -189,11 +193,47 @@ class RobotModel:
             out[self._q_cont_at + 1] = np.sin(theta)
         return out
 
-    def to_pinocchio_q(self, q):
-        """Pinocchio's configuration vector (nq,) of our q (n,) (a new array)."""
+    @property
+    def native_coordinates(self):
+        """True when q, q', M, h, Jacobian columns ARE Pinocchio's arrays (same joint order, no continuous
+        joint): fast paths may hand q straight to Pinocchio or read its Data without permuting."""
+        return self._perm is None
+
+    def to_pinocchio_q(self, q, out=None):
+        """Pinocchio's configuration vector (nq,) of our q (n,): a new array, or written into `out`."""
+        if out is not None:
+            if self._perm is None:
+                out[:] = q
+                return out
+            return self._q_to_pin(q, out)
         if self._perm is None:
             return np.array(q, dtype=float)
         return self._q_to_pin(np.asarray(q, dtype=float), np.zeros(self.nq_pinocchio))
+
+    def pinocchio_pass(self):
+        """``run(q, qd)``: the Pinocchio pass of :meth:`compute` (``computeAllTerms`` +
+        ``updateFramePlacements``) without its copies and permutations, for compiled programs that read
+        the Data's buffers directly (``data.M``'s upper triangle, ``data.nle``, ``data.J``, frame
+        placements). Needs Pinocchio's joint order (not :attr:`order_permuted`); continuous joints get
+        (cos q, sin q). Marks the frame caches stale as :meth:`compute` does."""
+        if self.order_permuted:
+            raise ModelError('pinocchio_pass needs Pinocchio\'s joint order (this model permutes it)')
+        pm, data = self.model, self.data
+        cat, ufp = pin.computeAllTerms, pin.updateFramePlacements
+        if self.continuous.size:
+            q_pin, to_pin = np.zeros(pm.nq), self._q_to_pin
+
+            def run(q, qd):
+                cat(pm, data, to_pin(q, q_pin), qd)
+                ufp(pm, data)
+                self._stamp += 1
+            return run
+
+        def run(q, qd):
+            cat(pm, data, q, qd)
+            ufp(pm, data)
+            self._stamp += 1                   # frame caches of the model are stale now
+        return run
 
     def from_pinocchio_q(self, qp):
         """Our q (n,) of a Pinocchio configuration (nq,); continuous joints give atan2(sin, cos) in (-pi, pi]."""
@@ -424,7 +464,7 @@ class RobotModel:
         """
         qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
-        Cp = pin.computeCoriolisMatrix(self.model, self._aux, qp, vp)
+        Cp = pin.computeCoriolisMatrix(self.model, self.aux_data, qp, vp)
         if self._perm is None:
             return np.array(Cp)
         return Cp[np.ix_(self._perm, self._perm)]
@@ -432,22 +472,22 @@ class RobotModel:
     def mass_matrix(self, q):
         """M(q) (n, n), symmetric, from a second Data (does not disturb compute state)."""
         qp = self.to_pinocchio_q(q)
-        Mp = np.array(pin.crba(self.model, self._aux, qp))
+        Mp = np.array(pin.crba(self.model, self.aux_data, qp))
         Mp = np.triu(Mp) + np.triu(Mp, 1).T
         return Mp if self._perm is None else Mp[np.ix_(self._perm, self._perm)]
 
     def gravity_vector(self, q):
         """G(q) (n,), from a second Data."""
         qp = self.to_pinocchio_q(q)
-        gp = pin.computeGeneralizedGravity(self.model, self._aux, qp)
+        gp = pin.computeGeneralizedGravity(self.model, self.aux_data, qp)
         return self._from_pin_vec(gp, np.empty(self.n))
 
     def energy(self, q, qd):
         """(kinetic, potential) energy at (q, q'), from a second Data."""
         qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
-        kinetic = pin.computeKineticEnergy(self.model, self._aux, qp, vp)
-        potential = pin.computePotentialEnergy(self.model, self._aux, qp)
+        kinetic = pin.computeKineticEnergy(self.model, self.aux_data, qp, vp)
+        potential = pin.computePotentialEnergy(self.model, self.aux_data, qp)
         return float(kinetic), float(potential)
 
     def forward_dynamics(self, q, qd, tau, out=None):
@@ -456,7 +496,7 @@ class RobotModel:
         Uses the second Data, so the state of the last :meth:`compute` is kept.
         """
         if self._perm is None:
-            qdd = pin.aba(self.model, self._aux, q, qd, tau)
+            qdd = pin.aba(self.model, self.aux_data, q, qd, tau)
             if out is None:
                 return np.array(qdd)
             out[:] = qdd
@@ -464,7 +504,7 @@ class RobotModel:
         qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
         tp = self._to_pin(np.asarray(tau, dtype=float), np.empty(self.n))
-        qdd = pin.aba(self.model, self._aux, qp, vp, tp)
+        qdd = pin.aba(self.model, self.aux_data, qp, vp, tp)
         return self._from_pin_vec(qdd, np.empty(self.n) if out is None else out)
 
     def inverse_dynamics(self, q, qd, qdd):
@@ -472,7 +512,7 @@ class RobotModel:
         qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
         ap = self._to_pin(np.asarray(qdd, dtype=float), np.empty(self.n))
-        tau = pin.rnea(self.model, self._aux, qp, vp, ap)
+        tau = pin.rnea(self.model, self.aux_data, qp, vp, ap)
         return self._from_pin_vec(tau, np.empty(self.n))
 
     def compiled_tree(self):
@@ -484,7 +524,7 @@ class RobotModel:
         """
         from .kernels import codes
         pm = self.model
-        if self._order_permuted:
+        if self.order_permuted:
             return None
         # A continuous joint is a revolute joint here: the kernel rotates by the angle q[i] about the
         # axis (kernels.dynamics.tree_terms), with no limits; our q holds that angle.

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..baumgarte import Baumgarte
-from ..config import ConfigError, ConfigView, load_config
+from ..config import ConfigView, load_config
 from ..constraints import ConstraintStack, build_stacks
 from ..model import ModelError, RobotModel
 from ..description import DescriptionError, description_key, is_xacro, load_mjcf, load_sdf, merge_closures, urdf_text

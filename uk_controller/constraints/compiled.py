@@ -1,0 +1,239 @@
+"""The compiled program of a passive and a servo ConstraintStack (:class:`CompiledRows`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels import codes as C
+from ..kernels import jit
+from ..kernels import rows as row_kernels
+from .terms import FrameOrientation, FramePosition, JointLinear, LoopClosure
+
+def _traj_spec(traj):
+    """``(kind, dim, floats, components)`` of a trajectory's compiled form, or None."""
+    from ..trajectories import Components
+    comps = None
+    if isinstance(traj, Components):
+        comps = [int(c) for c in traj.components]
+        traj = traj.inner
+    spec = traj.spec() if hasattr(traj, 'spec') else None
+    if spec is None:
+        return None
+    kind, dim, floats = spec
+    if dim > C.MAX_TRAJ_DIM or (comps is not None and len(comps) > C.MAX_COMPONENTS):
+        return None
+    return kind, dim, np.asarray(floats, dtype=float), comps
+
+
+class CompiledRows:
+    """The rows of a passive and a servo :class:`ConstraintStack` (and `between` actuator columns) as
+    ONE compiled program: :func:`uk_controller.kernels.rows.fused_step` evaluates frame Jacobians and
+    drifts from Pinocchio's joint Jacobian, the trajectories, every row, Baumgarte and the servo solve
+    in one call after ``pinocchio.computeAllTerms`` (the same equations as :meth:`ConstraintStack.evaluate`
+    and :class:`uk_controller.uk.ServoSolver`, which stay the reference; test/test_uk_fast.py).
+
+    Build with :meth:`build`, which returns None when a term or trajectory has no compiled form
+    (so3 orientation, weld closures, callables, polynomial/spline trajectories), when the model
+    permutes Pinocchio's joint order or when numba is not available; callers then keep the
+    reference path.
+
+    After :meth:`run` (q, q', t): ``phi``, ``phidot``, ``A``, ``b`` (passive rows first),
+    ``B`` (n, p), ``u``, ``effort``, ``saturated`` (bool, where clipped), ``qdd``, ``passive_force``,
+    ``info`` (``kernels.codes.INFO_*``; info[INFO_STATUS] a :class:`uk_controller.status.Status` code) are views of
+    one workspace, overwritten by the next call; ``tau`` (n,) is the applied generalized force
+    input (zero for a controller; ``B u`` for a plant).
+    """
+
+    def __init__(self):
+        raise TypeError('use CompiledRows.build(...)')
+
+    @classmethod
+    def build(cls, model, passive, servo, *, p=0, B=None, between=(), gains=None, rcond=1e-10,
+              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None):
+        """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
+        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`."""
+        # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted
+        # joint order is not
+        if not jit.AVAILABLE or model.order_permuted:
+            return None
+        self = object.__new__(cls)
+        n = model.n
+        pm = model.model
+        frames, frame_index = [], {}
+
+        def frame_slot(name):
+            if name not in frame_index:
+                frame_index[name] = len(frames)
+                frames.append(name)
+            return frame_index[name]
+
+        terms, trajs, floats = [], [], [0.0]        # floats[0] unused: offsets are > 0
+
+        def add_floats(values):
+            start = len(floats)
+            floats.extend(float(v) for v in np.ravel(values))
+            return start
+
+        def add_traj(traj):
+            spec = _traj_spec(traj)
+            if spec is None:
+                return None
+            kind, dim, fl, comps = spec
+            row = [0] * C.TRAJ_WIDTH
+            row[C.TR_KIND], row[C.TR_DIM], row[C.TR_FOFS] = kind, dim, add_floats(fl)
+            row[C.TR_NCOMP] = 0 if comps is None else len(comps)
+            for i, c in enumerate(comps or ()):
+                row[C.TR_COMPS + i] = c
+            trajs.append(row)
+            return len(trajs) - 1
+
+        row0 = 0
+        for term in list(passive.terms) + list(servo.terms):
+            rec = [0] * C.TERM_WIDTH
+            rec[C.TERM_ROW0], rec[C.TERM_M], rec[C.TERM_TRAJ] = row0, term.m, -1
+            if type(term) is FramePosition:
+                tr = add_traj(term.traj)
+                if tr is None:
+                    return None
+                rec[C.TERM_OP], rec[C.TERM_FRAME_A], rec[C.TERM_TRAJ], rec[C.TERM_NAX] = (
+                    C.OP_FRAME_POSITION, frame_slot(term.frame), tr, term.m)
+                rec[C.TERM_AXES:C.TERM_AXES + term.m] = [int(i) for i in term.idx]
+            elif type(term) is FrameOrientation and term.mode == 'planar':
+                tr = add_traj(term.traj)
+                if tr is None:
+                    return None
+                rec[C.TERM_OP], rec[C.TERM_FRAME_A], rec[C.TERM_TRAJ] = C.OP_PLANAR, frame_slot(term.frame), tr
+                # floats at PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE
+                rec[C.TERM_FOFS] = add_floats(np.concatenate((term.axis, term.e1, term.reference)))
+            elif type(term) is JointLinear:
+                tr = add_traj(term.traj)
+                if tr is None:
+                    return None
+                rec[C.TERM_OP], rec[C.TERM_TRAJ] = C.OP_JOINT_LINEAR, tr
+                rec[C.TERM_FOFS] = add_floats(term.c)
+            elif type(term) is LoopClosure and term.mode == 'position':
+                rec[C.TERM_OP] = C.OP_CLOSURE
+                rec[C.TERM_FRAME_A], rec[C.TERM_FRAME_B] = frame_slot(term.frames[0]), frame_slot(term.frames[1])
+                rec[C.TERM_NAX] = term.idx.size
+                rec[C.TERM_AXES:C.TERM_AXES + term.idx.size] = [int(i) for i in term.idx]
+                if term.planar is not None:
+                    rec[C.TERM_PLANAR] = 1
+                    rec[C.TERM_FOFS] = add_floats(np.concatenate(term.planar))
+            else:
+                return None
+            terms.append(rec)
+            row0 += term.m
+        betw = []
+        for col, fa, fb, axis in between:
+            rec = [0] * C.BETWEEN_WIDTH
+            rec[C.BETWEEN_COL] = int(col)
+            rec[C.BETWEEN_FRAME_A] = -1 if fa is None else frame_slot(fa)
+            rec[C.BETWEEN_FRAME_B] = -1 if fb is None else frame_slot(fb)
+            rec[C.BETWEEN_FOFS] = add_floats(axis)
+            betw.append(rec)
+        mp, ms = passive.m, servo.m
+        m = mp + ms
+        gains = np.zeros((2, m)) if gains is None else np.asarray(gains, dtype=float).reshape(2, m)
+        limits = np.full(p, np.inf) if limits is None else np.broadcast_to(np.asarray(limits, float), (p,))
+        g_ofs = add_floats(gains)
+        par_ofs = add_floats([rcond, gram_floor, consistency_tol, float(max_sweeps)])
+        lim_ofs = add_floats(limits)
+        nf = len(frames)
+        # workspace layout
+        sizes = [('phi', m), ('phidot', m), ('A', m * n), ('b', m), ('FJ', nf * 6 * n), ('FD', nf * 6),
+                 ('B', n * p), ('tau', n), ('u', p), ('qdd', n), ('pforce', n), ('effort', p), ('sat', p),
+                 ('info', C.INFO_SIZE), ('scratch', 3 * C.MAX_TRAJ_DIM + 2 * n)]
+        offsets, total = {}, 0
+        for key, size in sizes:
+            offsets[key] = total
+            total += size
+        ws = np.zeros(total)
+        # integer program
+        ip = [0] * C.HEADER
+        ip[C.IH_N], ip[C.IH_P], ip[C.IH_MP], ip[C.IH_MS], ip[C.IH_F] = n, p, mp, ms, nf
+        ip[C.IH_NT], ip[C.IH_NTR], ip[C.IH_NB] = len(terms), len(trajs), len(betw)
+        ip[C.IH_TERMS] = len(ip)
+        for rec in terms:
+            ip += rec
+        ip[C.IH_TRAJ] = len(ip)
+        for rec in trajs:
+            ip += rec
+        ip[C.IH_CHAIN] = len(ip)
+        for name in frames:
+            joint = pm.frames[model.frame_id(name)].parentJoint
+            cols = [int(pm.idx_vs[j]) for j in pm.supports[joint] if j > 0]
+            ip += [len(cols)] + cols + [0] * (n - len(cols))
+        ip[C.IH_BETW] = len(ip)
+        for rec in betw:
+            ip += rec
+        for key, slot in (('phi', C.IH_PHI), ('phidot', C.IH_PHID), ('A', C.IH_A), ('b', C.IH_BV), ('FJ', C.IH_FJ),
+                          ('FD', C.IH_FD), ('B', C.IH_BMAT), ('tau', C.IH_TAU), ('u', C.IH_U), ('qdd', C.IH_QDD),
+                          ('pforce', C.IH_PF), ('effort', C.IH_EFF), ('sat', C.IH_SAT), ('info', C.IH_INFO),
+                          ('scratch', C.IH_SCR)):
+            ip[slot] = offsets[key]
+        ip[C.IH_GAINS], ip[C.IH_PARAMS], ip[C.IH_LIMITS] = g_ofs, par_ofs, lim_ofs
+        self.ip = np.asarray(ip, dtype=np.int64)
+        self.fp = np.asarray(floats, dtype=float)
+        self.ws = ws
+
+        def view(key, shape=None):
+            size = dict(sizes)[key]
+            v = ws[offsets[key]:offsets[key] + size]
+            return v if shape is None else v.reshape(shape)
+
+        self.phi, self.phidot, self.A, self.b = view('phi'), view('phidot'), view('A', (m, n)), view('b')
+        self.B, self.tau, self.u, self.qdd = view('B', (n, p)), view('tau'), view('u'), view('qdd')
+        self.passive_force, self.effort = view('pforce'), view('effort')
+        self.saturated = np.zeros(p, dtype=bool)
+        self.info = view('info')
+        self.frame_jacobians, self.frame_drifts = view('FJ', (nf, 6, n)), view('FD', (nf, 6))
+        if B is not None:
+            self.B[...] = B
+        self.n, self.p, self.mp, self.ms, self.frames = n, p, mp, ms, frames
+        self.model = model
+        views = [model.frame(name) for name in frames] or [None]
+        dummy_t, dummy_r = np.zeros(3), np.asfortranarray(np.eye(3))
+        self.trans = tuple(dummy_t if v is None else v.translation for v in views)
+        self.rots = tuple(dummy_r if v is None else v.rotation for v in views)
+        # live views of Pinocchio's Data (its buffers live as long as the Data)
+        self.M_lower = model.data.M.T
+        self.h = model.data.nle
+        self.J = model.data.J
+        self.kernel = row_kernels.fused_step
+        self._rows_kernel = row_kernels.fused_rows
+        self._run = self.make_runner()
+        self.run(model.neutral(), np.zeros(n), 0.0)          # compile or load the cache now
+        return self
+
+    def set_gains(self, gains):
+        """Replace the per-row Baumgarte gains (2, mp + ms)."""
+        o = int(self.ip[C.IH_GAINS])
+        self.fp[o:o + 2 * (self.mp + self.ms)] = np.asarray(gains, dtype=float).ravel()
+
+    def set_limits(self, limits):
+        o = int(self.ip[C.IH_LIMITS])
+        self.fp[o:o + self.p] = limits
+
+    def run(self, q, qd, t):
+        """``pinocchio.computeAllTerms`` + ``updateFramePlacements`` and the fused kernel at (q, q', t).
+
+        q and q' must be C-contiguous float64 arrays of length n, t a float."""
+        self._run(q, qd, t)
+        return self
+
+    def make_runner(self):
+        """:meth:`run` as a closure over its arguments (no attribute look-ups per call; returns None)."""
+        pin_pass = self.model.pinocchio_pass()       # continuous joints: Pinocchio gets (cos q, sin q)
+        kernel = self.kernel
+        Ml, h, J, trans, rots, ip, fp, ws, sat = (self.M_lower, self.h, self.J, self.trans, self.rots, self.ip,
+                                                  self.fp, self.ws, self.saturated)
+
+        def run(q, qd, t):
+            pin_pass(q, qd)
+            kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
+        return run
+
+    def rows(self, q, qd, t):
+        """Only the rows (and B) at (q, q', t), for tests; ``model.compute`` must have been called."""
+        self._rows_kernel(self.J, self.trans, self.rots, np.asarray(q, float), np.asarray(qd, float), float(t),
+                          self.ip, self.fp, self.ws)
+        return self
