@@ -64,7 +64,7 @@ TRAJS = [
 
 @pytest.mark.parametrize('cfg', TRAJS, ids=[c['type'] for c in TRAJS])
 def test_compiled_trajectories_equal_python(cfg):
-    from uk_controller.constraints import _traj_spec
+    from uk_controller.constraints.compiled import _traj_spec
     traj = trajectory(cfg)
     kind, dim, floats, comps = _traj_spec(traj)
     P, V, A = np.zeros(8), np.zeros(8), np.zeros(8)
@@ -77,9 +77,9 @@ def test_compiled_trajectories_equal_python(cfg):
 
 
 def _compiled(setup):
-    between = [(k, act.bodies[0], act.bodies[1], act.axis) for k, act in setup.actuators._between]
+    B, between = setup.actuators.compiled_form()
     gains = uk.row_gains(setup.stabilization, setup.passive.rows.order, setup.servo.rows.order)
-    return CompiledRows.build(setup.model, setup.passive, setup.servo, p=setup.actuators.p, B=setup.actuators._B,
+    return CompiledRows.build(setup.model, setup.passive, setup.servo, p=setup.actuators.p, B=B,
                               between=between, gains=gains), gains
 
 
@@ -105,9 +105,8 @@ def test_compiled_rows_equal_constraint_stack(robot):
 @pytest.mark.parametrize('robot', ROBOTS)
 def test_fused_controller_equals_servo_solver_path(robot):
     fused = ControllerCore.from_config(robot)
-    plain = ControllerCore.from_config(robot)
-    assert fused._fused is not None
-    plain._fused = None
+    plain = ControllerCore.from_config(robot, backend='reference')
+    assert fused.backend.name == 'compiled' and plain.backend.name == 'reference'
     rng = np.random.default_rng(7)
     for q, qd, t in _states(fused.setup, rng, 6):
         a, b = fused.step(q, qd, t), plain.step(q, qd, t)
@@ -128,8 +127,7 @@ def test_fused_controller_equals_servo_solver_path(robot):
 
 def test_fused_controller_bad_input_and_hold():
     fused = ControllerCore.from_config('five_bar')
-    plain = ControllerCore.from_config('five_bar')
-    plain._fused = None
+    plain = ControllerCore.from_config('five_bar', backend='reference')
     q, qd = fused.setup.q0, fused.setup.qd0
     for args in ((q + np.nan, qd, 0.1), (q, qd + np.inf, 0.1), (q, qd, float('nan')), (q[:2], qd, 0.1)):
         a, b = fused.step(*args), plain.step(*args)
@@ -149,10 +147,8 @@ def test_fused_controller_bad_input_and_hold():
 def test_fused_plant_rhs_equals_unfused(robot):
     from uk_controller.sim.uk_plant import UKPlant
     fused = UKPlant.from_setup(load_robot(robot))
-    plain = UKPlant.from_setup(load_robot(robot))
-    assert fused._fused is not None
-    plain._fused = None
-    plain._tau = np.zeros(plain.n)
+    plain = UKPlant.from_setup(load_robot(robot), backend='numpy')
+    assert fused.dynamics == 'compiled_rows' and plain.dynamics == 'reference'
     rng = np.random.default_rng(8)
     for q, qd, t in _states(fused.setup, rng, 5):
         u = rng.standard_normal(fused.setup.actuators.p)
@@ -208,9 +204,8 @@ def test_compiled_plant_period_equals_reference_rk4(robot):
     """UKPlant's one-call RK4 period (kernels.plant.plant_rk4) equals its stage-by-stage RK4 on Pinocchio."""
     from uk_controller.sim.uk_plant import UKPlant
     fast = UKPlant.from_setup(load_robot(robot), substeps=2)
-    ref = UKPlant.from_setup(load_robot(robot), substeps=2)
-    assert fast._compiled is not None
-    ref._compiled = None
+    ref = UKPlant.from_setup(load_robot(robot), substeps=2, backend='compiled_stages')
+    assert fast.backend.name == 'compiled' and ref.backend.name == 'compiled_stages'
     rng = np.random.default_rng(13)
     for _ in range(100):
         u = 0.5 * rng.standard_normal(fast.setup.actuators.p)

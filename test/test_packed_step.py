@@ -6,6 +6,7 @@ pinocchio.computeAllTerms), so every output agrees to round-off; M and h are che
 import numpy as np
 import pytest
 
+from uk_controller import uk
 from uk_controller.controller import ControllerCore
 from uk_controller.kernels.jit import AVAILABLE
 
@@ -15,11 +16,11 @@ pytestmark = pytest.mark.skipif(not AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r'])
 def test_packed_step_matches_the_pinocchio_pass(robot):
     ctrl = ControllerCore.from_config(robot)
-    if ctrl._packed is None:
+    if ctrl.backend.dynamics != 'kernels':
         pytest.skip(f'{robot}: no compiled tree')
-    fz = ctrl._fused
+    fz, packed = ctrl.backend.program, ctrl.backend.packed
     pinocchio_run = fz.make_runner()          # computeAllTerms + updateFramePlacements + fused_step
-    packed_run = ctrl._packed.make_runner()
+    packed_run = packed.make_runner()
     model = ctrl.model
     rng = np.random.default_rng(11)
     for k in range(8):
@@ -32,17 +33,17 @@ def test_packed_step_matches_the_pinocchio_pass(robot):
         packed_run(q, qd, t)
         for key, value in ref.items():
             np.testing.assert_allclose(getattr(fz, key), value, rtol=1e-11, atol=1e-11, err_msg=key)
-        M = ctrl._packed.M
+        M = packed.M
         np.testing.assert_allclose(np.tril(M), np.tril(M_ref.T), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(ctrl._packed.h, h_ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(packed.h, h_ref, rtol=1e-12, atol=1e-12)
         # the step's result is the packed workspace's (copied out)
         res = ctrl.step(q, qd, t + ctrl.t0)
         np.testing.assert_array_equal(res.effort, fz.effort)
         np.testing.assert_array_equal(np.concatenate((res.phi, res.phidot)), np.concatenate((fz.phi, fz.phidot)))
     # live gain changes reach the packed program (CompiledRows.set_gains writes the packed floats)
-    gains = ctrl._gains.copy()
+    gains = uk.row_gains(ctrl.stabilization, ctrl.passive.rows.order, ctrl.servo.rows.order)
     fz.set_gains(2.0 * gains)
-    assert np.shares_memory(fz.fp, ctrl._packed.F)
+    assert np.shares_memory(fz.fp, packed.F)
 
 
 def test_packed_step_with_continuous_joints_matches_the_pinocchio_pass(tmp_path):
@@ -50,10 +51,10 @@ def test_packed_step_with_continuous_joints_matches_the_pinocchio_pass(tmp_path)
     from test_continuous_joints import write_arm
     from uk_controller.robots import load_robot
     ctrl = ControllerCore(load_robot(write_arm(tmp_path, 'continuous')))
-    if ctrl._packed is None:
+    if ctrl.backend.dynamics != 'kernels':
         pytest.skip('no compiled tree for this arm')
-    fz = ctrl._fused
-    pinocchio_run, packed_run = fz.make_runner(), ctrl._packed.make_runner()
+    fz = ctrl.backend.program
+    pinocchio_run, packed_run = fz.make_runner(), ctrl.backend.packed.make_runner()
     rng = np.random.default_rng(5)
     for k in range(6):
         q = ctrl.setup.q0 + 4.0 * rng.standard_normal(ctrl.model.n)       # several turns

@@ -26,13 +26,8 @@ TOL = {'q': 1e-12, 'qd': 1e-11, 'effort': 1e-11, 'phi': 1e-12}   # measured: <= 
 
 def reference_run(robot, duration):
     setup = load_robot(robot)
-    ctrl = ControllerCore(setup)
-    ctrl._fused = None                              # rows by ConstraintStack, ServoSolver (reference step)
-    plant = UKPlant.from_setup(setup)
-    plant._compiled = None                          # no one-call RK4 period ...
-    plant._fused = None                             # ... and no fused closure rows: Pinocchio + ServoSolver
-    plant._tau = np.zeros(plant.n)
-    plant._stage_accel = plant._accel_fallback
+    ctrl = ControllerCore(setup, backend='reference')   # rows by ConstraintStack, ServoSolver (reference step)
+    plant = UKPlant.from_setup(setup, backend='numpy')   # NumPy RK4 on Pinocchio + ServoSolver
     ctrl.reset(plant.t)
     steps = int(round(duration * ctrl.rate))
     log = {key: [] for key in ('t', 'q', 'qd', 'effort', 'phi', 'ok')}
@@ -105,7 +100,7 @@ def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
     t = 0.0
     for _ in range(200):
         u = 0.3 * rng.standard_normal(setup.actuators.p)
-        assert plant_rk4(x_ref, plant._B @ u, t, 1e-3, 2, *plant._compiled) == 0.0
+        assert plant_rk4(x_ref, plant.actuator_matrix @ u, t, 1e-3, 2, *plant.backend.args) == 0.0
         assert loop.plant_period(x, u, t, 1e-3) == 0.0
         t += 1e-3
     np.testing.assert_array_equal(x, x_ref)
@@ -119,10 +114,8 @@ def test_plant_period_with_q_dependent_actuators_equals_the_reference_plant():
     """dual_arm's 'between' actuator (torque between link5 and the world): B(q) u at every RK4 stage by the
     plant's closure program equals UKPlant's stage-by-stage RK4 with ActuatorMap.matrix on Pinocchio."""
     setup = load_robot('dual_arm')
-    ref = UKPlant.from_setup(setup)
-    assert ref._B is None and ref._compiled is None
-    ref._fused = None
-    ref._stage_accel = ref._accel_fallback
+    ref = UKPlant.from_setup(setup, backend='numpy')
+    assert ref.actuator_matrix is None and UKPlant.from_setup(setup).backend.name != 'compiled'
     loop = compiled_loop.CompiledLoop.build(ControllerCore(setup), UKPlant.from_setup(setup))
     assert loop.qdep
     rng = np.random.default_rng(22)

@@ -151,9 +151,8 @@ def _states(setup, rng, count):
 @pytest.mark.parametrize('robot', ROBOTS)
 def test_controller_fast_step_equals_general_step(robot):
     fast = ControllerCore.from_config(robot)
-    general = ControllerCore.from_config(robot)
-    general._solver = None                       # force the uk.servo_control path
-    assert fast._solver is not None
+    general = ControllerCore.from_config(robot, backend='general')     # the uk.servo_control path
+    assert fast.backend.name in ('compiled', 'reference') and general.backend.name == 'general'
     rng = np.random.default_rng(2)
     for q, qd, t in _states(fast.setup, rng, 8):
         a = fast.step(q, qd, t)
@@ -169,8 +168,7 @@ def test_controller_fast_step_equals_general_step(robot):
 
 def test_controller_stabilization_assignment_rebuilds_gains():
     ctrl = ControllerCore.from_config('five_bar')
-    general = ControllerCore.from_config('five_bar')
-    general._solver = None
+    general = ControllerCore.from_config('five_bar', backend='general')
     for c in (ctrl, general):
         c.stabilization = Baumgarte.critical(3.0)
     q, qd = ctrl.setup.q0 + 0.01, ctrl.setup.qd0 + 0.1
@@ -241,9 +239,8 @@ def test_rk4_substeps_agree_on_scara():
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ROBOTS)
-def test_compiled_rows_equal_reference_rows(robot, monkeypatch):
+def test_compiled_rows_equal_reference_rows(robot):
     """Constraint rows through the numba row kernels equal the NumPy/Python reference code."""
-    from uk_controller import constraints
     setup = load_robot(robot)
     model = setup.model
     rng = np.random.default_rng(12)
@@ -252,26 +249,24 @@ def test_compiled_rows_equal_reference_rows(robot, monkeypatch):
         for stack in (setup.passive, setup.servo):
             if not stack.m:
                 continue
+            assert stack.backend_name == 'compiled'
             fast = stack.evaluate(model, q, qd, t, out=stack.empty_rows())
-            monkeypatch.setattr(constraints, '_K', None)
-            ref = stack.evaluate(model, q, qd, t, out=stack.empty_rows())
-            monkeypatch.undo()
+            ref = stack.with_backend('numpy').evaluate(model, q, qd, t, out=stack.empty_rows())
             for key in ('phi', 'phidot', 'A', 'b'):
                 np.testing.assert_allclose(getattr(fast, key), getattr(ref, key), rtol=1e-13, atol=1e-13)
 
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'])
-def test_plant_rk4_kernel_equals_numpy_rk4(robot, monkeypatch):
+def test_plant_rk4_kernel_equals_numpy_rk4(robot):
     from uk_controller.sim import uk_plant
-    plants = [uk_plant.UKPlant.from_setup(load_robot(robot), substeps=2) for _ in range(2)]
+    plants = [uk_plant.UKPlant.from_setup(load_robot(robot), substeps=2, backend=b) for b in ('compiled', 'numpy')]
+    assert [p.backend.name for p in plants] == ['compiled', 'numpy']
     rng = np.random.default_rng(1)
     for _ in range(30):
         u = rng.standard_normal(plants[0].setup.actuators.p)
         plants[0].step(u, 1e-3)
-        monkeypatch.setattr(uk_plant, '_K', None)
         plants[1].step(u, 1e-3)
-        monkeypatch.undo()
     np.testing.assert_allclose(plants[0].q, plants[1].q, rtol=0, atol=1e-13)
     np.testing.assert_allclose(plants[0].qd, plants[1].qd, rtol=0, atol=1e-11)
     assert plants[0].t == pytest.approx(plants[1].t)

@@ -169,8 +169,7 @@ def bench_step(args):
             ctrl.step(q, qd, clock[0])
 
         fast = sample(step, count)
-        general = ControllerCore.from_config(name)
-        general._solver = None
+        general = ControllerCore.from_config(name, backend='general')
         slow = sample(lambda: general.step(q, qd, 0.5), max(200, count // 10))
         same = rel_diff(ctrl.step(q, qd, 0.5).effort, general.step(q, qd, 0.5).effort)
         m, p99 = med_p99(fast)
@@ -179,7 +178,7 @@ def bench_step(args):
                      f'{np.median(slow) * 1e6:.1f}', f'{np.median(slow) / np.median(fast):.1f}x', f'{same:.1e}',
                      f'{target:g}' if target else '-', verdict(m <= target) if target else '-'))
         # where the time goes
-        fz = ctrl._fused
+        fz = ctrl.backend.program if ctrl.backend.name == 'compiled' else None
         if fz is not None:
             import pinocchio as pin
             pm, data = model.model, model.data
@@ -195,10 +194,11 @@ def bench_step(args):
                                            setup.servo.evaluate(model, q, qd, 0.5)), count // 2)) - t_compute
         model.compute(q, qd)
         P, S = setup.passive.evaluate(model, q, qd, 0.5), setup.servo.evaluate(model, q, qd, 0.5)
-        B = ctrl._B_const if ctrl._B_const is not None else setup.actuators.matrix(model).copy()
-        sol = ctrl._solver
-        t_solve = np.median(sample(lambda: sol.solve_rows(model.M_lower, ctrl._zero_n, model.h, B, S.A, S.b, S.phi,
-                                                          S.phidot, P.A, P.b, P.phi, P.phidot, ctrl._gains,
+        ref = ctrl.backend                  # ReferenceBackend: ConstraintStack rows + uk.ServoSolver
+        B = ref.B if ref.B is not None else setup.actuators.matrix(model).copy()
+        sol, zero_n = ref.solver, np.zeros(model.n)
+        t_solve = np.median(sample(lambda: sol.solve_rows(model.M_lower, zero_n, model.h, B, S.A, S.b, S.phi,
+                                                          S.phidot, P.A, P.b, P.phi, P.phidot, ref.gains,
                                                           ctrl.effort_limits), count // 2))
         rest = np.median(fast) - t_compute - t_rows - t_solve
         parts.append((name, 'rows + ServoSolver', f'{t_compute * 1e6:.1f}', f'{t_rows * 1e6:.1f}',
@@ -367,7 +367,7 @@ def bench_pinocchio(args):
         setup = load_robot(name)
         model = setup.model
         cms = _pin_closures(setup)
-        if cms is None or model._perm is not None:
+        if cms is None or not model.native_coordinates:
             continue
         pmodel = model.model
         pdata = pmodel.createData()
@@ -391,8 +391,7 @@ def bench_pinocchio(args):
 
         qdd_ours = ours().copy()
         # the same equations through the fused compiled rows (one Pinocchio pass + one kernel call)
-        from .constraints import CompiledRows, ConstraintStack
-        fz = CompiledRows.build(model, closures, ConstraintStack([], model.n), gains=gains)
+        fz = closures.create_data(model, gains=gains)
         if fz is not None:
             fz.tau[:] = tau
             run = fz.make_runner()

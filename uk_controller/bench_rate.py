@@ -49,7 +49,8 @@ def bench_step_ratio(args):
         def step():
             clock[0] += 1e-3
             ctrl.step(q, qd, clock[0])
-        fz, packed = ctrl._fused, ctrl._packed
+        backend = ctrl.backend
+        fz, packed = (backend.program, backend.packed) if backend.name == 'compiled' else (None, None)
         # interleave the samples (ref, step, ref, step) so that a load change hits both alike
         t_ref, t_step = [], []
         for _ in range(4):

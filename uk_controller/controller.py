@@ -15,38 +15,63 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
 3. Efforts are clipped to their limits. A bad input or a numerical failure
    never yields NaN: the configured safe effort (zero or hold) is returned with
    the reason.
+
+Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``):
+
+- :class:`CompiledBackend` ``'compiled'``: steps 1-3 in one compiled call. With the packed form
+  (``dynamics == 'kernels'``) the call also computes M and h by the kernels' own RNEA/CRBA
+  (``uk_controller.kernels.packed``); otherwise Pinocchio's pass runs first (``dynamics == 'pinocchio'``)
+  and the kernel reads its Data. The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
+- :class:`ReferenceBackend` ``'reference'``: Pinocchio's pass (:meth:`RobotModel.compute`),
+  :meth:`ConstraintStack.evaluate` and the preallocated :class:`uk_controller.uk.ServoSolver`: the
+  reference of the compiled backend (used when a row has no compiled form or numba is missing).
+- :class:`GeneralBackend` ``'general'``: :func:`uk_controller.uk.servo_control` with any
+  pseudo-inverse method (``control.pinv`` other than 'svd').
+
+:meth:`ControllerCore.step` is the template over them (as scipy's ``OdeSolver.step`` over
+``_step_impl``): it checks the input, calls ``backend.run(q, q', t)`` which leaves the status in
+``backend.info[INFO_STATUS]`` and the solution in ``backend.effort``, ``saturated`` and
+``phi_phidot``, and builds the :class:`StepResult` in one place with the reason from
+:mod:`uk_controller.status`.
 """
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import settings as _settings
 from . import uk
-from .constraints import CompiledRows
+from .baumgarte import Baumgarte
 from .kernels import codes
 from .kernels.packed import PackedStep
 from .pinv import get_pinv
+from .status import SAFE, Status, reason as status_reason
 
 SAFE_EFFORTS = ('zero', 'hold')
+BACKENDS = ('auto', 'compiled', 'reference', 'general')
+_OK, _NOT_CONTROLLABLE, _INCONSISTENT = Status.OK, Status.NOT_CONTROLLABLE, Status.SERVO_INCONSISTENT
+_NOT_CONTROLLABLE_REASON = status_reason(Status.NOT_CONTROLLABLE)
 
 
-@dataclass
+@dataclass(slots=True, eq=False)
 class StepResult:
     """Efforts of one control step plus what a person needs to trust them.
 
     effort        actuator efforts (p,), in the order of ``actuator_names``
     ok            False when the safe effort was returned instead of a solution
-    reason        empty when all is well, else why (safe effort or a degraded solve)
+    reason        empty when all is well, else why (safe effort or a degraded solve); the text of `status`
     phi, phidot   all constraint residuals, passive rows first, then servo rows
     task_error    the servo rows' phi (task-space error)
     rank          rank of the servo matrix C B_bar (0: not controllable)
     condition     condition number of C B_bar on its rank
     saturated     (p,) which efforts hit their limit
     compute_time  seconds spent in :meth:`ControllerCore.step`
+    passive_rank  rank of the closures' Gram matrix A_p M^-1 A_p^T
+    status        the :class:`uk_controller.status.Status` of the step (its row in the table of reasons)
+    residual      ``|A_s q'' - b_s|`` of Chen's servo equation (non-zero when it is inconsistent)
     """
 
     effort: np.ndarray
@@ -60,14 +85,192 @@ class StepResult:
     saturated: np.ndarray
     compute_time: float = 0.0
     passive_rank: int = 0
-    extra: dict = field(default_factory=dict)
+    status: Status = Status.OK
+    residual: float = 0.0
+
+
+# ----------------------------------------------------------------------------- backends
+
+
+class ControllerBackend:
+    """How a :class:`ControllerCore` computes a step (see the module docstring).
+
+    ``run(q, qd, t)`` (q, q' C-contiguous float64 of length n, t the trajectory time) leaves the
+    status in ``info[0]`` (0: a solution; the kernels' codes of :class:`~uk_controller.status.Status`)
+    and, on success, the solution in ``effort`` (p,), ``saturated`` (p,) bool, ``phi_phidot`` (2 m,:
+    all rows' phi, then all rows' phi') and ``info[1:6]`` = rank, condition, passive rank, servo
+    residual, consistent (``kernels.codes.INFO_*``). It may raise LinAlgError,
+    ValueError or FloatingPointError (the step then reports a numerical failure).
+    """
+
+    name = ''
+
+    def __init__(self, core):
+        self.core = core
+        m = core.passive.m + core.servo.m
+        self.effort = np.zeros(core.p)
+        self.saturated = np.zeros(core.p, dtype=bool)
+        self.phi_phidot = np.zeros(2 * m)
+        self.info = np.zeros(codes.INFO_SIZE)
+
+    def set_gains(self, gains):
+        """New per-row Baumgarte gains (2, m) (see :func:`uk_controller.uk.row_gains`)."""
+
+    def _non_finite_state(self, q, qd, t):
+        """True (and the status written) when q, q' or t is not finite; one dot product decides for
+        finite states, the exact test only runs when it overflows."""
+        if not math.isfinite(q @ q + qd @ qd + t) and not (
+                np.isfinite(q).all() and np.isfinite(qd).all() and math.isfinite(t)):
+            self.info[0] = Status.NON_FINITE_STATE
+            return True
+        return False
+
+    def _gather_rows(self, passive, servo):
+        """phi and phi' of the passive and servo rows into ``phi_phidot`` (passive first)."""
+        mp, ms = self.core.passive.m, self.core.servo.m
+        m = mp + ms
+        buf = self.phi_phidot
+        if mp:
+            buf[:mp] = passive.phi
+            buf[m:m + mp] = passive.phidot
+        buf[mp:m] = servo.phi
+        buf[m + mp:] = servo.phidot
+
+    def __repr__(self):
+        return f'{type(self).__name__}({self.name!r})'
+
+
+class CompiledBackend(ControllerBackend):
+    """Rows, Baumgarte, the servo solve and clipping in one compiled call (module docstring).
+
+    ``program`` is the :class:`~uk_controller.constraints.CompiledRows` (``ip``, ``fp``, ``ws``);
+    ``packed`` its :class:`~uk_controller.kernels.packed.PackedStep` (None: Pinocchio's pass runs first);
+    ``dynamics`` 'kernels' or 'pinocchio' says which computes M and h.
+    """
+
+    name = 'compiled'
+
+    def __init__(self, core, program):
+        super().__init__(core)
+        self.program = program
+        self.packed = PackedStep.build(core.model, program)     # re-points the program's arrays
+        self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
+        self.run = (program if self.packed is None else self.packed).make_runner()
+        o, m = int(program.ip[codes.IH_PHI]), core.passive.m + core.servo.m
+        assert int(program.ip[codes.IH_PHID]) == o + m, 'phi and phidot must be adjacent in the workspace'
+        self.phi_phidot = program.ws[o:o + 2 * m]
+        self.effort, self.saturated, self.info = program.effort, program.saturated, program.info
+
+    @classmethod
+    def build(cls, core, gains):
+        """The compiled backend of `core`, or None when a row type has no compiled form (or no numba)."""
+        B, between = core.setup.actuators.compiled_form()
+        program = core.passive.create_data(core.model, core.servo, p=core.p, B=B, between=between, gains=gains,
+                                           rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
+                                           limits=core.effort_limits)
+        return None if program is None else cls(core, program)
+
+    def set_gains(self, gains):
+        self.program.set_gains(gains)
+
+
+class ReferenceBackend(ControllerBackend):
+    """Pinocchio's pass, :meth:`ConstraintStack.evaluate` and :class:`uk_controller.uk.ServoSolver`
+    (the SVD pseudo-inverse); ``solver`` the ServoSolver, ``B`` the constant actuator columns (None when
+    they depend on q), ``gains`` the per-row Baumgarte gains."""
+
+    name = 'reference'
+
+    def __init__(self, core, gains):
+        super().__init__(core)
+        n, p, mp, ms = core.n, core.p, core.passive.m, core.servo.m
+        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond)
+        self.effort, self.saturated, self.info = self.solver.effort, self.solver.saturated, self.solver.info
+        actuators = core.setup.actuators
+        self.B = actuators.matrix(core.model).copy() if actuators.constant else None
+        self.gains = np.array(gains, dtype=float)
+        self._zero_n = np.zeros(n)
+
+    def set_gains(self, gains):
+        self.gains = np.array(gains, dtype=float)
+
+    def run(self, q, qd, t):
+        if self._non_finite_state(q, qd, t):
+            return
+        core = self.core
+        model = core.model
+        model.compute(q, qd)
+        passive = core.passive.evaluate(model, q, qd, t) if core.passive.m else core.passive.rows
+        servo = core.servo.evaluate(model, q, qd, t)
+        B = self.B if self.B is not None else core.setup.actuators.matrix(model)
+        try:
+            self.solver.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi,
+                                   servo.phidot, passive.A, passive.b, passive.phi, passive.phidot, self.gains,
+                                   core.effort_limits)
+        except uk.NotPositiveDefiniteError:
+            return                                     # info[0] says so
+        self._gather_rows(passive, servo)
+
+
+class GeneralBackend(ControllerBackend):
+    """:func:`uk_controller.uk.servo_control` with the configured pseudo-inverse (any ``control.pinv``),
+    the right-hand sides stabilized by :meth:`Baumgarte.stabilized_rhs`."""
+
+    name = 'general'
+
+    def __init__(self, core, pinv):
+        super().__init__(core)
+        self.pinv = pinv
+        self._Q = np.zeros(core.n)
+        self._bp = np.zeros(core.passive.m)
+        self._bs = np.zeros(core.servo.m)
+
+    def run(self, q, qd, t):
+        if self._non_finite_state(q, qd, t):
+            return
+        core = self.core
+        model = core.model
+        stab = core.stabilization
+        model.compute(q, qd)
+        passive = core.passive.evaluate(model, q, qd, t) if core.passive.m else None
+        servo = core.servo.evaluate(model, q, qd, t)
+        np.negative(model.h, out=self._Q)
+        B = core.setup.actuators.matrix(model)
+        bs = stab.stabilized_rhs(servo, out=self._bs)
+        if passive is not None:
+            bp = stab.stabilized_rhs(passive, out=self._bp)
+            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
+                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report')
+        else:
+            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
+                                   on_infeasible='report')
+        limits = core.effort_limits
+        np.greater(np.abs(res.u), limits, out=self.saturated)
+        if self.saturated.any():
+            np.clip(res.u, -limits, limits, out=self.effort)
+        else:
+            self.effort[:] = res.u
+        info = self.info
+        info[0] = Status.OK if math.isfinite(self.effort @ self.effort) or np.isfinite(self.effort).all() \
+            else Status.NON_FINITE_EFFORT
+        info[1], info[2], info[3], info[4], info[5] = (res.rank, res.condition, res.passive_rank, res.servo_residual,
+                                                       1.0 if res.consistent else 0.0)
+        self._gather_rows(passive, servo)
+
+
+# ----------------------------------------------------------------------------- the controller
 
 
 class ControllerCore:
-    """Constraint-following servo controller for one robot setup."""
+    """Constraint-following servo controller for one robot setup.
+
+    ``backend`` ('auto', 'compiled', 'reference', 'general'; module docstring) is chosen here once:
+    'auto' = compiled when every row has a compiled form and numba is installed, else reference, and
+    general whenever ``pinv`` is not 'svd'. The chosen object is :attr:`backend` (``backend.name``).
+    """
 
     def __init__(self, setup, *, stabilization=None, pinv=None, rcond=None, safe_effort=None, rate=None,
-                 effort_limits=None):
+                 effort_limits=None, backend='auto'):
         control = dict(setup.config.get('control', {}) or {})
         self.setup = setup
         self.model = setup.model
@@ -75,6 +278,7 @@ class ControllerCore:
         self.actuator_names = list(setup.actuators.names)
         self.n = self.model.n
         self.p = setup.actuators.p
+        self.passive, self.servo = setup.passive, setup.servo
         self.rate = float(rate if rate is not None else control.get('rate', _settings.default('control.rate')))
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
@@ -84,61 +288,50 @@ class ControllerCore:
         pinv_fn = get_pinv(method)
         if method == 'damped':
             damping = float(control.get('damping', _settings.default('control.damping')))
-            self._pinv = lambda A, rcond: pinv_fn(A, rcond, damping)
-        else:
-            self._pinv = pinv_fn
+            pinv_fn = (lambda f: lambda A, rcond: f(A, rcond, damping))(pinv_fn)
         self.pinv_method = method
         self.safe_effort = safe_effort or control.get('safe_effort', _settings.default('control.safe_effort'))
-        self._stabilization = None
         limits = setup.actuators.effort_limits if effort_limits is None else effort_limits
         self.effort_limits = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,)).copy()
         self.t0 = 0.0
         self._last_effort = np.zeros(self.p)
-        self._mp = setup.passive.m
-        self._ms = setup.servo.m
-        self._bp = np.zeros(self._mp)
-        self._bs = np.zeros(self._ms)
-        self._Q = np.zeros(self.n)
-        self._zero_n = np.zeros(self.n)
+        self._m, self._mp, self._ms = self.passive.m + self.servo.m, self.passive.m, self.servo.m
         self._shape = (self.n,)
-        self._passive = setup.passive
-        self._servo = setup.servo
-        self._no_rows = setup.passive.rows            # empty (0, n) rows when there are no closures
-        actuators = setup.actuators
-        self._B_const = actuators.matrix(self.model).copy() if actuators.constant else None
-        # The hot path: a preallocated servo solver (numba kernel when installed, else LAPACK). It
-        # implements uk.servo_control with the SVD pseudo-inverse; other pinv methods use the general path.
-        self._solver = None
-        self._fused = None
-        self._packed = None
-        if method == 'svd':
-            self._solver = uk.ServoSolver(self.n, self.p, self._mp, self._ms, rcond=self.rcond)
+        self.backend = None
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
-        if method == 'svd':
-            # Fastest path: rows, Baumgarte and the servo solve in ONE compiled call after Pinocchio's pass
-            # (same equations as the ServoSolver path; None when a row type has no compiled form).
-            B, between = actuators.compiled_form()
-            self._fused = CompiledRows.build(self.model, self._passive, self._servo, p=self.p, B=B,
-                                             between=between, gains=self._gains, rcond=self.rcond,
-                                             consistency_tol=self._solver.consistency_tol,
-                                             limits=self.effort_limits)
-            if self._fused is not None:
-                fz = self._fused
-                o, m = int(fz.ip[codes.IH_PHI]), self._mp + self._ms
-                assert int(fz.ip[codes.IH_PHID]) == o + m, 'phi and phidot must be adjacent in the workspace'
-                fz.phi_phidot = fz.ws[o:o + 2 * m]
-                self._run = self._fused.make_runner()
-                # one compiled call on two packed arrays, own RNEA/CRBA instead of Pinocchio's pass (issue 13)
-                self._packed = PackedStep.build(self.model, self._fused)
-                if self._packed is not None:
-                    self._run = self._packed.make_runner()
+        self.backend = self._choose_backend(backend, method, pinv_fn)
+        b = self.backend
+        self._run, self._info, self._effort, self._saturated, self._phi_phidot = (
+            b.run, b.info, b.effort, b.saturated, b.phi_phidot)
         self._warm_up()
+
+    def _choose_backend(self, backend, method, pinv_fn):
+        if backend not in BACKENDS:
+            raise ValueError(f'backend must be one of {BACKENDS}, got {backend!r}')
+        if method != 'svd':
+            if backend not in ('auto', 'general'):
+                raise ValueError(f"backend {backend!r} needs control.pinv 'svd' (got {method!r}); "
+                                 "other pseudo-inverses run on backend 'general'")
+            return GeneralBackend(self, pinv_fn)
+        if backend == 'general':
+            return GeneralBackend(self, pinv_fn)
+        if backend in ('auto', 'compiled'):
+            compiled = CompiledBackend.build(self, self._gains)
+            if compiled is not None:
+                return compiled
+            if backend == 'compiled':
+                raise ValueError('backend compiled not available: numba missing, a permuted joint order, or a '
+                                 'constraint or trajectory without a compiled form')
+        return ReferenceBackend(self, self._gains)
 
     def _warm_up(self):
         """One solve at the initial state so that compiled kernels load (or compile) now, not in the
-        first control period; errors are left for the real step to report."""
+        first control period (the compiled backend already ran its program when it was built); errors
+        are left for the real step to report."""
+        if self.backend.name == 'compiled':
+            return
         try:
-            self._solve(np.array(self.setup.q0, dtype=float), np.array(self.setup.qd0, dtype=float), 0.0)
+            self._run(np.array(self.setup.q0, dtype=float), np.array(self.setup.qd0, dtype=float), 0.0)
         except Exception:  # noqa: BLE001 - the first real step reports any problem with its reason
             pass
 
@@ -161,10 +354,15 @@ class ControllerCore:
 
     @stabilization.setter
     def stabilization(self, value):
-        self._gains = uk.row_gains(value, self._passive.rows.order, self._servo.rows.order)
+        self._gains = uk.row_gains(value, self.passive.rows.order, self.servo.rows.order)
         self._stabilization = value
-        if getattr(self, '_fused', None) is not None:
-            self._fused.set_gains(self._gains)
+        if self.backend is not None:
+            self.backend.set_gains(self._gains)
+
+    @property
+    def held_effort(self):
+        """The last good effort (what ``safe_effort: hold`` returns), a copy."""
+        return self._last_effort.copy()
 
     @classmethod
     def from_config(cls, name_or_path, *, mass_scale=1.0, **overrides):
@@ -185,136 +383,50 @@ class ControllerCore:
         self._last_effort[:] = effort
 
     def safe(self, reason):
-        """The configured safe effort (zero, or the last good effort held)."""
-        effort = self._last_effort.copy() if self.safe_effort == 'hold' else np.zeros(self.p)
-        nan = np.full(self._mp + self._ms, np.nan)
-        return StepResult(effort, False, reason, nan, nan.copy(), np.full(self._ms, np.nan), 0,
-                          float('nan'), np.zeros(self.p, dtype=bool))
+        """The configured safe effort (zero, or the last good effort held) for the caller's `reason`
+        (status SAFE_REQUESTED: stale state, stopped, ...)."""
+        return self._refuse(Status.SAFE_REQUESTED, None, reason=reason)
+
+    def _refuse(self, status, start, **details):
+        """The safe-effort StepResult of `status` (its reason from uk_controller.status)."""
+        effort = self._last_effort.copy() if self._hold else np.zeros(self.p)
+        nan = np.full(self._m, np.nan)
+        return StepResult(effort, False, status_reason(status, **details), nan, nan.copy(), np.full(self._ms, np.nan),
+                          0, float('nan'), np.zeros(self.p, dtype=bool),
+                          0.0 if start is None else time.perf_counter() - start, 0, status)
 
     def step(self, q, qd, t):
-        """Efforts for the measured state (q, q') at time t (seconds)."""
+        """Efforts for the measured state (q, q') at time t (seconds): the template over the backend."""
         start = time.perf_counter()
-        fz = self._fused
-        if fz is None or self._solver is None:
-            return self._step(q, qd, t, start)
         if type(q) is not np.ndarray or q.dtype != np.float64 or not q.flags.c_contiguous:
             q = np.ascontiguousarray(q, dtype=float)
         if type(qd) is not np.ndarray or qd.dtype != np.float64 or not qd.flags.c_contiguous:
             qd = np.ascontiguousarray(qd, dtype=float)
         shape = self._shape
         if q.shape != shape or qd.shape != shape:
-            return self._timed(self.safe(f'state has shape {q.shape}/{qd.shape}, expected ({self.n},)'), start)
+            return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
         try:
-            self._run(q, qd, float(t) - self.t0)     # the kernel checks that q, q' and t are finite first
+            self._run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
-            return self._timed(self.safe(f'numerical failure: {exc}'), start)
-        info = fz.info
-        status = info[0]
-        if status != 0.0:
-            if status == 3.0:
-                return self._timed(self.safe('non-finite state'), start)
-            if status == 1.0:
-                return self._timed(self.safe('numerical failure: mass matrix not positive definite'), start)
-            return self._timed(self.safe('numerical failure: non-finite effort'), start)
-        effort = fz.effort.copy()
+            return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
+        code, rank, condition, passive_rank, residual, consistent = self._info[:6].tolist()
+        if code != 0.0:
+            return self._refuse(Status(int(code)), start)
+        effort = self._effort.copy()
         if self._hold:
             self._last_effort[:] = effort
-        _, rank, condition, passive_rank, residual, consistent = info[:6].tolist()
-        reason = ''
         if rank < 1:
-            reason = 'servo constraint not controllable (rank C B_bar = 0)'
+            status, reason = _NOT_CONTROLLABLE, _NOT_CONTROLLABLE_REASON
         elif not consistent:
-            reason = f'servo constraint inconsistent: least-squares effort (residual {residual:.2e})'
-        both = fz.phi_phidot.copy()          # phi and phi' are adjacent in the workspace: one copy
-        m = self._mp + self._ms
+            status, reason = _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
+        else:
+            status, reason = _OK, ''
+        both = self._phi_phidot.copy()          # phi and phi' adjacent: one copy
+        m = self._m
         phi = both[:m]
         return StepResult(effort, True, reason, phi, both[m:], phi[self._mp:], int(rank), condition,
-                          fz.saturated.copy(), time.perf_counter() - start, int(passive_rank))
+                          self._saturated.copy(), time.perf_counter() - start, int(passive_rank), status, residual)
 
-    def _step(self, q, qd, t, start):
-        """The reference step (ServoSolver or uk.servo_control after ConstraintStack.evaluate)."""
-        q = np.asarray(q, dtype=float)
-        qd = np.asarray(qd, dtype=float)
-        if q.shape != self._shape or qd.shape != self._shape:
-            return self._timed(self.safe(f'state has shape {q.shape}/{qd.shape}, expected ({self.n},)'), start)
-        # one dot product decides for finite states; the exact test only runs when it overflows
-        if not math.isfinite(q @ q + qd @ qd + t) and not (
-                np.isfinite(q).all() and np.isfinite(qd).all() and math.isfinite(t)):
-            return self._timed(self.safe('non-finite state'), start)
-        try:
-            result = self._solve(q, qd, float(t) - self.t0)
-        except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
-            return self._timed(self.safe(f'numerical failure: {exc}'), start)
-        effort = result.effort
-        if not math.isfinite(effort @ effort) and not np.isfinite(effort).all():
-            return self._timed(self.safe('numerical failure: non-finite effort'), start)
-        self._last_effort[:] = result.effort
-        return self._timed(result, start)
 
-    @staticmethod
-    def _timed(result, start):
-        result.compute_time = time.perf_counter() - start
-        return result
-
-    def _solve(self, q, qd, t):
-        if self._solver is None:
-            return self._solve_general(q, qd, t)
-        model = self.model
-        model.compute(q, qd)
-        mp = self._mp
-        passive = self._passive.evaluate(model, q, qd, t) if mp else self._no_rows
-        servo = self._servo.evaluate(model, q, qd, t)
-        B = self._B_const if self._B_const is not None else self.setup.actuators.matrix(model)
-        sol = self._solver
-        sol.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi, servo.phidot,
-                       passive.A, passive.b, passive.phi, passive.phidot, self._gains, self.effort_limits)
-        info = sol.info
-        if info[0] == 2.0:
-            raise FloatingPointError('non-finite effort')
-        rank = int(info[1])
-        effort = sol.effort.copy()
-        saturated = sol.saturated.copy()
-        reason = ''
-        if rank < 1:
-            reason = 'servo constraint not controllable (rank C B_bar = 0)'
-        elif not info[5]:
-            reason = f'servo constraint inconsistent: least-squares effort (residual {info[4]:.2e})'
-        if mp:
-            phi = np.concatenate((passive.phi, servo.phi))
-            phidot = np.concatenate((passive.phidot, servo.phidot))
-        else:
-            phi = servo.phi.copy()
-            phidot = servo.phidot.copy()
-        return StepResult(effort, True, reason, phi, phidot, phi[mp:], rank, float(info[2]), saturated,
-                          passive_rank=int(info[3]))
-
-    def _solve_general(self, q, qd, t):
-        model = self.model
-        model.compute(q, qd)
-        passive = self.setup.passive.evaluate(model, q, qd, t) if self._mp else None
-        servo = self.setup.servo.evaluate(model, q, qd, t)
-        np.negative(model.h, out=self._Q)
-        B = self.setup.actuators.matrix(model)
-        bs = self.stabilization.stabilized_rhs(servo, out=self._bs)
-        if passive is not None:
-            bp = self.stabilization.stabilized_rhs(passive, out=self._bp)
-            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
-                                   rcond=self.rcond, pinv=self._pinv, on_infeasible='report')
-            phi = np.concatenate((passive.phi, servo.phi))
-            phidot = np.concatenate((passive.phidot, servo.phidot))
-        else:
-            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=self.rcond, pinv=self._pinv,
-                                   on_infeasible='report')
-            phi = servo.phi.copy()
-            phidot = servo.phidot.copy()
-        effort = res.u
-        saturated = np.abs(effort) > self.effort_limits
-        if saturated.any():
-            effort = np.clip(effort, -self.effort_limits, self.effort_limits)
-        reason = ''
-        if res.rank < 1:
-            reason = 'servo constraint not controllable (rank C B_bar = 0)'
-        elif not res.consistent:
-            reason = f'servo constraint inconsistent: least-squares effort (residual {res.servo_residual:.2e})'
-        return StepResult(effort, True, reason, phi, phidot, servo.phi.copy(), res.rank, res.condition,
-                          saturated, passive_rank=res.passive_rank)
+__all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
+           'GeneralBackend', 'SAFE_EFFORTS', 'BACKENDS', 'SAFE', 'Baumgarte']

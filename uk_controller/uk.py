@@ -37,6 +37,8 @@ from . import pinv as _pinv
 DEFAULT_RCOND = 1e-10
 #: Smallest relative eigenvalue of the Gram matrix treated as non-zero.
 GRAM_FLOOR = 1e-14
+#: relative residual of Chen's servo equation below which it counts as consistent (solved exactly)
+CONSISTENCY_TOL = 1e-8
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -260,7 +262,7 @@ def _solve_servo(CB, bbar, s, rcond, pinv):
 
 
 def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, s=None,
-                  rcond=DEFAULT_RCOND, pinv=None, consistency_tol=1e-8, on_infeasible='raise',
+                  rcond=DEFAULT_RCOND, pinv=None, consistency_tol=CONSISTENCY_TOL, on_infeasible='raise',
                   factor=None):
     """Chen's constraint-following servo control with passive closures accounted for.
 
@@ -397,7 +399,7 @@ class ServoSolver:
     ``servo_residual``, ``consistent``.
     """
 
-    def __init__(self, n, p, m_passive, m_servo, *, rcond=DEFAULT_RCOND, consistency_tol=1e-8,
+    def __init__(self, n, p, m_passive, m_servo, *, rcond=DEFAULT_RCOND, consistency_tol=CONSISTENCY_TOL,
                  backend='auto', max_sweeps=60):
         from .kernels import codes, jit, servo
         if backend == 'auto':

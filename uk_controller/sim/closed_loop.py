@@ -50,7 +50,7 @@ class SimulationResult:
     wall_time: float
     rate: float
     settings: dict = field(default_factory=dict)
-    status: np.ndarray = None            # per step, index into uk_controller.sim.status.STATUSES
+    status: np.ndarray = None            # per step, a uk_controller.status.StepClass (int8)
     servo_residual: np.ndarray = None    # residual of the servo equation where it is inconsistent
     interrupted: bool = False            # stopped early (Ctrl-C): the logs hold the steps that ran
     servo_rows: int = 0
@@ -186,7 +186,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
         'ok': np.zeros(steps, dtype=bool), 'compute_time': np.zeros(steps),
         'status': np.zeros(steps, dtype=np.int8), 'servo_residual': np.zeros(steps),
     }
-    from .status import _residual, classify, code_of
+    from .status import classify, servo_residual, step_class
     history = []
     ctrl.reset(the_plant.t)
     every = max(1, steps // 100)
@@ -224,8 +224,8 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
             log_sat[k] = res.saturated
             log_ok[k] = res.ok
             log_ct[k] = res.compute_time
-            log['status'][k] = code_of(res, ms, p)
-            log['servo_residual'][k] = _residual(res.reason)
+            log['status'][k] = step_class(res, ms, p)
+            log['servo_residual'][k] = servo_residual(res)
             plant_step(effort, dt)
 
     fast = None

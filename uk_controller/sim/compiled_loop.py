@@ -143,20 +143,21 @@ class CompiledLoop:
         non-1-DOF joint model)."""
         if not AVAILABLE:
             return None
-        fz = getattr(ctrl, '_fused', None)
-        if fz is None or getattr(plant, 'integrator', None) != 'rk4':
+        backend = getattr(ctrl, 'backend', None)
+        if getattr(backend, 'name', None) != 'compiled' or getattr(plant, 'integrator', None) != 'rk4':
             return None
+        fz = backend.program
         ctree = ctrl.model.compiled_tree()
         ptree = plant.model.compiled_tree()
         if ctree is None or ptree is None or ctree[0].size != ptree[0].size:
             return None
         n, nj, p = plant.n, ptree[0].size, ctrl.p
-        qdep = plant._B is None
+        qdep = plant.actuator_matrix is None
         pfz = plant.closure_program()       # with q-dependent actuator columns it forms B(q) u too
         if qdep:
             if pfz is None:
                 return None
-        elif plant._compiled is None or (plant.closures.m and pfz is None):
+        elif plant.backend.name != 'compiled' or (plant.closures.m and pfz is None):
             return None
         self = object.__new__(cls)
         self.ctrl, self.plant, self.qdep = ctrl, plant, qdep
@@ -167,7 +168,7 @@ class CompiledLoop:
             npf = len(pfz.frames)
             ip, fp, ws = pfz.ip, pfz.fp, pfz.ws
         else:                                   # open tree: plant_accel's Cholesky branch (ip[IH_MP] == 0)
-            _, _, ip, fp, ws, _ = plant._compiled
+            _, _, ip, fp, ws, _ = plant.backend.args
             fparents, fm, npf = np.zeros(0, dtype=np.int64), np.zeros(0), 0
         self._plant_program = pfz
         share = all(np.array_equal(a, b) for a, b in zip(ctree, ptree))
@@ -181,7 +182,7 @@ class CompiledLoop:
             *ctree, cfparents[:ncf], cfm, fz.ip, fz.fp, fz.ws, fz.saturated, np.zeros(program_scratch_shape(fz.ip)),
             np.zeros((max(ncf, 1), 3)), np.zeros((max(ncf, 1), 3, 3)),
             *pmodel, ptrans, prots,
-            np.zeros((n, p)) if qdep else np.ascontiguousarray(plant._B, dtype=float), qdep, np.zeros(n),
+            np.zeros((n, p)) if qdep else np.ascontiguousarray(plant.actuator_matrix, dtype=float), qdep, np.zeros(n),
             oR, opos, S, M, h, tw, kk, xt, np.zeros(2 * n),
         )
         # plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
@@ -205,7 +206,7 @@ class CompiledLoop:
         """One plant period under the efforts u by :func:`uk_controller.kernels.plant.plant_period` as the loop runs
         it (x advanced in place; returns the status), for tests against kernels.plant.plant_rk4 and UKPlant.step."""
         u = np.ascontiguousarray(u, dtype=float)
-        tau = np.zeros(self.plant.n) if self.qdep else self.plant._B @ u
+        tau = np.zeros(self.plant.n) if self.qdep else self.plant.actuator_matrix @ u
         return plant_period(x, tau, t, dt, self.plant.substeps, False, *self._period_args, u, self.qdep)
 
     def run(self, k0, k1, logs):
@@ -227,7 +228,7 @@ class CompiledLoop:
         if done:
             # q and q' replaced (never mutated), as UKPlant.step does
             plant.q, plant.qd, plant.t = x[:n].copy(), x[n:].copy(), t
-            plant.rhs_evaluations += plant._evals_per_step * done
+            plant.rhs_evaluations += plant.evaluations_per_step * done
         if logged > k0:
             ctrl.remember_effort(logs['effort'][logged - 1])      # as ControllerCore.step does
         return k, code

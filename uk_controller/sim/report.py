@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..status import STEP_CLASSES
+
 
 def write_csv(result, path):
     """One row per control instant: t, q, q', efforts, residuals, task errors."""
@@ -14,7 +16,6 @@ def write_csv(result, path):
               + [f'u_{a}' for a in result.actuator_names] + [f'phi_{r}' for r in result.row_names]
               + [f'phidot_{r}' for r in result.row_names] + [f'task_{r}' for r in result.task_row_names]
               + ['ok', 'status'])
-    from .status import STATUSES
     data = np.column_stack((result.t, result.q, result.qd, result.effort, result.phi, result.phidot,
                             result.task_error, result.ok.astype(float)))
     codes = result.status if result.status is not None else np.zeros(result.t.size, dtype=np.int8)
@@ -25,7 +26,7 @@ def write_csv(result, path):
     with open(path, 'w', newline='') as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
-        writer.writerows(row + [STATUSES[c]] for row, c in zip(rows, codes))
+        writer.writerows(row + [STEP_CLASSES[c]] for row, c in zip(rows, codes))
 
 
 def task_paths(result, setup):

@@ -1,6 +1,7 @@
 """Per-step status of a closed-loop run and the words of an honest summary.
 
-Every control step gets one status, the most serious that applies:
+Every control step gets one :class:`uk_controller.status.StepClass`, the most serious that applies
+(the table of statuses and reasons is :mod:`uk_controller.status`):
 
     safe_effort        the controller returned its safe effort (bad input or numerical failure)
     rank_lost          rank of the servo matrix C B_bar below min(task rows, actuators)
@@ -19,52 +20,34 @@ import math
 
 import numpy as np
 
-STATUSES = ('ok', 'saturated', 'servo_inconsistent', 'rank_lost', 'safe_effort')
-OK, SATURATED, INCONSISTENT, RANK_LOST, SAFE = range(5)
+from ..status import STEP_CLASSES, Status, StepClass, step_class
 
-
-def code_of(result, task_rows, actuators):
-    """Status code of one :class:`~uk_controller.controller.StepResult`."""
-    if not result.ok:
-        return SAFE
-    if result.rank < min(task_rows, actuators):
-        return RANK_LOST
-    if result.reason.startswith('servo constraint inconsistent'):
-        return INCONSISTENT
-    if result.saturated.any():
-        return SATURATED
-    return OK
+def servo_residual(result):
+    """The servo equation's residual of an inconsistent step, else 0 (what the summary reports)."""
+    return result.residual if result.status == Status.SERVO_INCONSISTENT else 0.0
 
 
 def classify(ctrl, t, q, qd, ok, codes, residuals):
     """Fill `codes` (and `residuals`, the servo residual of inconsistent steps) for the steps a compiled loop
     ran, by evaluating the same controller at the logged state and time (ControllerCore.step is a pure
     function of (q, q', t) apart from the held effort, which is restored)."""
-    held = ctrl._last_effort.copy()
+    held = ctrl.held_effort
     ms, p = ctrl.setup.servo.m, ctrl.p
     try:
         for k in range(t.size):
             if not ok[k]:
-                codes[k] = SAFE
+                codes[k] = StepClass.SAFE_EFFORT
                 continue
             res = ctrl.step(q[k], qd[k], t[k])
-            codes[k] = code_of(res, ms, p)
-            residuals[k] = _residual(res.reason)
+            codes[k] = step_class(res, ms, p)
+            residuals[k] = servo_residual(res)
     finally:
-        ctrl._last_effort[:] = held
-
-
-def _residual(reason):
-    if 'residual' not in reason:
-        return 0.0
-    try:
-        return float(reason.rsplit('residual', 1)[1].strip(' )'))
-    except ValueError:
-        return 0.0
+        ctrl.remember_effort(held)
 
 
 def counts(codes):
-    return {name: int(np.count_nonzero(codes == i)) for i, name in enumerate(STATUSES)}
+    """Steps per class name, in code order."""
+    return {name: int(np.count_nonzero(codes == i)) for i, name in enumerate(STEP_CLASSES)}
 
 
 def task_verdict(summary, codes, residuals, *, ranks=None, ms=0, p=0):
@@ -75,10 +58,10 @@ def task_verdict(summary, codes, residuals, *, ranks=None, ms=0, p=0):
     if math.isfinite(summary['settling_time_s']) and final < tol:
         return 'task tracked: error settles below {:g} at {:.3f} s'.format(tol, summary['settling_time_s'])
     why = []
-    n_inc = int(np.count_nonzero(codes == INCONSISTENT))
-    n_rank = int(np.count_nonzero(codes == RANK_LOST))
+    n_inc = int(np.count_nonzero(codes == StepClass.SERVO_INCONSISTENT))
+    n_rank = int(np.count_nonzero(codes == StepClass.RANK_LOST))
     n_sat = int(summary.get('saturated_steps', 0))
-    n_safe = int(np.count_nonzero(codes == SAFE))
+    n_safe = int(np.count_nonzero(codes == StepClass.SAFE_EFFORT))
     if n_inc:
         why.append(f'under-actuated: servo constraint inconsistent in {n_inc} of {steps} steps '
                    f'(residual up to {float(np.max(residuals, initial=0.0)):.2e}; {ms} task rows, {p} actuators)')

@@ -9,6 +9,23 @@ constraints (seed 000 eq 9, seed 001 eq 36):
 where ``h = C q' + G`` and b_p is Baumgarte-stabilized with the plant's own
 closure gains (drift of the integrator, not of the controller). The servo
 constraints play no role here: the plant only knows physics.
+
+Chosen ONCE, at construction (``UKPlant.backend``, its ``name``; ``UKPlant.dynamics``):
+
+- the period: :class:`CompiledPeriod` ``'compiled'`` (a whole RK4 period in one compiled call,
+  ``kernels.plant.plant_rk4``: the kernels' own RNEA/CRBA and the closure rows of the plant's
+  :class:`~uk_controller.constraints.CompiledRows`), :class:`StagedRK4` ``'compiled_stages'`` (the same RK4
+  stage by stage from Python, :func:`uk_controller.sim.rk4.rk4_period`, its stage update compiled, q'' from
+  the dynamics below), :class:`NumpyRK4` ``'numpy'`` (the same with the NumPy stage update, the reference)
+  or :class:`SolveIvp` ``'solve_ivp'`` (scipy's adaptive integrator);
+- q'' (``dynamics``): ``'aba'`` (open tree with constant actuator columns: Pinocchio's ABA),
+  ``'compiled_rows'`` (closures: the compiled program, rows + Baumgarte + UK solve in one call after
+  Pinocchio's pass) or ``'reference'`` (Pinocchio's pass, :meth:`ConstraintStack.evaluate` and
+  :class:`uk_controller.uk.ServoSolver`).
+
+:meth:`UKPlant.step` is the template: ``tau = B u``, ``backend.advance``, the new state. Kernel statuses
+(:class:`uk_controller.status.Status`): NOT_POSITIVE_DEFINITE raises
+:class:`uk_controller.uk.NotPositiveDefiniteError`, a non-finite state or acceleration propagates NaN.
 """
 from __future__ import annotations
 
@@ -18,99 +35,67 @@ from scipy.integrate import solve_ivp
 from .. import settings as S
 from .. import uk
 from ..baumgarte import Baumgarte
-from ..constraints import CompiledRows, ConstraintStack
 from ..kernels import codes, jit
 from ..kernels import plant as plant_kernels
+from ..status import Status
 from .rk4 import rk4_accept, rk4_period
 
 INTEGRATORS = ('rk4', 'solve_ivp')
-_K = plant_kernels if jit.AVAILABLE else None
+BACKENDS = ('auto', 'compiled', 'compiled_stages', 'numpy')
+_NOT_PD = float(Status.NOT_POSITIVE_DEFINITE)
 
 
-class UKPlant:
-    """Closed-chain rigid-body plant for one robot setup."""
+def _raise_or_nan(status, x):
+    """A compiled period's non-zero status: raise for a mass matrix that is not positive definite, else
+    (non-finite state or acceleration) propagate NaN as the reference path does."""
+    if status == _NOT_PD:
+        raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
+    x[:] = np.nan
 
-    def __init__(self, setup, *, integrator='rk4', substeps=4, closure_omega=50.0, rtol=1e-8, atol=1e-10):
-        if integrator not in INTEGRATORS:
-            raise ValueError(f'simulation.integrator must be one of {INTEGRATORS}, got {integrator!r}')
-        if int(substeps) < 1:
-            raise ValueError(f'simulation.substeps must be >= 1, got {substeps}')
-        self.setup = setup
-        self.model = setup.model
-        self.joint_names = list(setup.joint_names)
-        self.n = self.model.n
-        self.integrator = integrator
-        self.substeps = int(substeps)
-        self.rtol, self.atol = rtol, atol
-        self.closures = setup.passive
-        self.closure_stabilization = Baumgarte.critical(closure_omega)
-        self._b = np.zeros(self.closures.m)
-        self.rhs_evaluations = 0
-        n, mp = self.n, self.closures.m
-        actuators = setup.actuators
-        self._B = actuators.matrix(self.model).copy() if actuators.constant else None
-        self._tree = mp == 0 and self._B is not None        # pin.aba on the open tree
-        self._tau = np.zeros(n)
-        self._fused = None
-        if mp:
-            self._solver = uk.ServoSolver(n, 0, mp, 0)
-            self._gains = uk.row_gains(self.closure_stabilization, self.closures.rows.order)
-            self._no_B, self._no_As, self._none = np.zeros((n, 0)), np.zeros((0, n)), np.zeros(0)
-            if self._B is not None:
-                # closure rows, Baumgarte and the UK acceleration in one compiled call (same equations as
-                # ConstraintStack.evaluate + ServoSolver; None when a row type has no compiled form)
-                self._fused = CompiledRows.build(self.model, self.closures, ConstraintStack([], n),
-                                                 gains=self._gains)
-                if self._fused is not None:
-                    self._tau = self._fused.tau          # B u is written straight into the kernel's input
-        self._u = np.zeros(actuators.p)
-        self._x = np.zeros(2 * n)
-        self._xt = np.zeros(2 * n)
-        self._k = np.zeros((4, 2 * n))
-        self._qdd = np.zeros(n)
-        self._stage_accel = self._make_stage_accel()
-        self._compiled = self._make_compiled()
-        self.reset(setup.q0, setup.qd0)
 
-    def closure_program(self):
-        """The closure rows, their Baumgarte terms and the UK solve as one compiled program
-        (``constraints.CompiledRows``) for :mod:`.compiled_loop`, or None when a row type has none.
+# ----------------------------------------------------------------------------- periods
 
-        With constant actuator columns it is the program this plant runs itself; with q-dependent
-        (`between`) actuators it also forms their columns B(q) at every call, as :meth:`step`
-        does through ``ActuatorMap.matrix``.
-        """
-        if self._B is not None:
-            return self._fused
-        B, between = self.setup.actuators.compiled_form()
-        return CompiledRows.build(self.model, self.closures, ConstraintStack([], self.n), p=len(self._u), B=B,
-                                  between=between, gains=self._gains if self.closures.m else None)
 
-    @property
-    def _fast_args(self):
-        return self._compiled if self.integrator == 'rk4' else None
+class PlantBackend:
+    """How a :class:`UKPlant` advances one period: ``advance(q, qd, t, dt) -> (q, qd)`` (new arrays; the
+    efforts are already in ``plant.tau``)."""
 
-    @property
-    def _evals_per_step(self):
-        return 4 * self.substeps
+    name = ''
 
-    def _make_compiled(self):
-        """Arguments of :func:`uk_controller.kernels.plant.plant_rk4` (a whole RK4 period in one compiled call,
-        the dynamics by the kernel's own RNEA/CRBA, closures by the fused rows), or None when not available
-        (no numba, q-dependent actuator columns, joints other than revolute/prismatic, rows without a
-        compiled form)."""
-        if _K is None or self._B is None or (self.closures.m and self._fused is None):
+    def __init__(self, plant):
+        self.plant = plant
+
+    def __repr__(self):
+        return f'{type(self).__name__}({self.name!r})'
+
+
+class CompiledPeriod(PlantBackend):
+    """A whole RK4 period in one compiled call, :func:`uk_controller.kernels.plant.plant_rk4`; ``args`` are its
+    arrays after (x, tau, t, dt, substeps): ``(pi, pf, ip, fp, ws, pw)``."""
+
+    name = 'compiled'
+
+    def __init__(self, plant, args):
+        super().__init__(plant)
+        self.args = args
+        self._kernel = plant_kernels.plant_rk4
+
+    @classmethod
+    def build(cls, plant):
+        """None when not available (q-dependent actuator columns, joints other than revolute/prismatic in
+        Pinocchio's order, closures without a compiled program)."""
+        program = plant.closure_rows
+        if plant.actuator_matrix is None or (plant.closures.m and program is None):
             return None
-        tree = self.model.compiled_tree()
+        tree = plant.model.compiled_tree()
         if tree is None:
             return None
         parents, jtype, mf, grav = tree
-        nj, n = parents.size, self.n
-        if self._fused is not None:
-            fz = self._fused
-            fparents, fm = self.model.compiled_frames(fz.frames)
-            ip, fp, ws = fz.ip, fz.fp, fz.ws
-            nf = len(fz.frames)
+        nj, n = parents.size, plant.n
+        if program is not None:
+            fparents, fm = plant.model.compiled_frames(program.frames)
+            ip, fp, ws = program.ip, program.fp, program.ws
+            nf = len(program.frames)
         else:
             fparents, fm = np.zeros(0, dtype=np.int64), np.zeros(0)
             ip, fp, ws = np.zeros(codes.HEADER, dtype=np.int64), np.zeros(1), np.zeros(1)
@@ -120,36 +105,191 @@ class UKPlant:
         pw = np.zeros(plant_kernels.plant_work_size(nj, n, nf, int(ip[codes.IH_MP])))
         args = (pi, pf, ip, fp, ws, pw)
         # load (or compile) the kernel now rather than inside the first simulated period
-        _K.plant_rk4(np.concatenate((self.setup.q0, self.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1,
-                     *args)
-        return args
+        plant_kernels.plant_rk4(np.concatenate((plant.setup.q0, plant.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1,
+                                *args)
+        return cls(plant, args)
 
-    def _make_stage_accel(self):
-        """``accel(q, qd, t) -> q''`` for the compiled RK4 loop, with as few Python calls as possible
-        (pin.aba on open trees, the fused kernel on closures, else :meth:`_accel`)."""
-        if self._tree and self.model._perm is None:
+    def advance(self, q, qd, t, dt):
+        # the whole period in one compiled call on a fresh state array (q and q' are replaced, never
+        # mutated, so arrays handed out earlier keep their values)
+        plant = self.plant
+        x = np.concatenate((q, qd))
+        plant.rhs_evaluations += plant.evaluations_per_step
+        status = self._kernel(x, plant.tau, t, dt, plant.substeps, *self.args)
+        if status != 0.0:
+            _raise_or_nan(status, x)
+        n = plant.n
+        return x[:n], x[n:]
+
+
+class StagedRK4(PlantBackend):
+    """The RK4 stage sequence from Python (:func:`uk_controller.sim.rk4.rk4_period`) with the compiled stage
+    update (:func:`uk_controller.kernels.plant.rk4_accept`) and q'' from the plant's dynamics with as few
+    Python calls as possible (Pinocchio's ABA on open trees, the compiled closure rows, else the reference)."""
+
+    name = 'compiled_stages'
+
+    def __init__(self, plant):
+        super().__init__(plant)
+        n = plant.n
+        self._x, self._xt, self._k = np.zeros(2 * n), np.zeros(2 * n), np.zeros((4, 2 * n))
+        self._accept = plant_kernels.rk4_accept
+        self.accel, self._counted = self._stage_accel()
+
+    def _stage_accel(self):
+        """``(accel(q, qd, t) -> q'', counts itself)``."""
+        plant = self.plant
+        if plant.dynamics == 'aba' and plant.model.native_coordinates:
             import pinocchio as pin
-            aba, pm, aux, tau = pin.aba, self.model.model, self.model._aux, self._tau
+            aba, pm, aux, tau = pin.aba, plant.model.model, plant.model.aux_data, plant.tau
 
             def accel(q, qd, t):
                 return aba(pm, aux, q, qd, tau)
-            return accel
-        fz = self._fused
-        if fz is not None:
-            run, info, qdd = fz.make_runner(), fz.info, fz.qdd
+            return accel, False
+        program = plant.closure_rows
+        if plant.dynamics == 'compiled_rows':
+            run, info, qdd = program.make_runner(), program.info, program.qdd
 
             def accel(q, qd, t):
                 run(q, qd, t)
                 if info[0] != 0.0:
-                    if info[0] == 1.0:
+                    if info[0] == _NOT_PD:
                         raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
                     qdd[:] = np.nan                 # non-finite state: propagate it like the reference path
                 return qdd
-            return accel
-        return self._accel_fallback
+            return accel, False
+        out = np.zeros(plant.n)
+        return (lambda q, qd, t: plant.accel(q, qd, t, out)), True
 
-    def _accel_fallback(self, q, qd, t):
-        return self._accel(q, qd, t, self._qdd)
+    def advance(self, q, qd, t, dt):
+        plant = self.plant
+        n, x = plant.n, self._x
+        x[:n] = q
+        x[n:] = qd
+        if not self._counted:                  # (the reference dynamics count in UKPlant.accel)
+            plant.rhs_evaluations += plant.evaluations_per_step
+        rk4_period(x, self._k, self._xt, t, dt, plant.substeps, self.accel, self._accept)
+        return x[:n].copy(), x[n:].copy()
+
+
+class NumpyRK4(StagedRK4):
+    """The same RK4 stage sequence with the NumPy stage update (:func:`uk_controller.sim.rk4.rk4_accept`,
+    the reference of the compiled one) and the plant's q'' (counted by :meth:`UKPlant.accel`)."""
+
+    name = 'numpy'
+
+    def __init__(self, plant):
+        PlantBackend.__init__(self, plant)
+        n = plant.n
+        self._x, self._xt, self._k = np.zeros(2 * n), np.zeros(2 * n), np.zeros((4, 2 * n))
+        self._accept = rk4_accept
+        out = np.zeros(n)
+        self.accel, self._counted = (lambda q, qd, t: plant.accel(q, qd, t, out)), True
+
+
+class SolveIvp(PlantBackend):
+    """scipy's ``solve_ivp`` (RK45, ``rtol``/``atol`` of the plant) over the period."""
+
+    name = 'solve_ivp'
+
+    def advance(self, q, qd, t, dt):
+        plant = self.plant
+        n = plant.n
+
+        def rhs(t, x):
+            return np.concatenate((x[n:], plant.accel(x[:n], x[n:], t, np.empty(n))))
+
+        sol = solve_ivp(rhs, (t, t + dt), np.concatenate((q, qd)), rtol=plant.rtol, atol=plant.atol)
+        if not sol.success:
+            raise RuntimeError(f'plant integration failed at t={t:.4f}: {sol.message}')
+        return sol.y[:n, -1].copy(), sol.y[n:, -1].copy()
+
+
+# ----------------------------------------------------------------------------- the plant
+
+
+class UKPlant:
+    """Closed-chain rigid-body plant for one robot setup (module docstring).
+
+    ``backend`` 'auto' = 'compiled' where numba is installed, else 'numpy'; 'compiled' (the whole period in
+    one call where available, else compiled stages), 'compiled_stages' (force :class:`StagedRK4`) or
+    'numpy' (NumPy RK4 and the reference dynamics, no compiled code). Public: ``backend`` (the period object), ``dynamics``, ``closure_rows`` (the
+    compiled closure program or None), ``actuator_matrix`` (constant B, None when it depends on q),
+    ``tau`` (B u of the current period), ``evaluations_per_step``.
+    """
+
+    def __init__(self, setup, *, integrator='rk4', substeps=4, closure_omega=50.0, rtol=1e-8, atol=1e-10,
+                 backend='auto'):
+        if integrator not in INTEGRATORS:
+            raise ValueError(f'simulation.integrator must be one of {INTEGRATORS}, got {integrator!r}')
+        if int(substeps) < 1:
+            raise ValueError(f'simulation.substeps must be >= 1, got {substeps}')
+        if backend not in BACKENDS:
+            raise ValueError(f'backend must be one of {BACKENDS}, got {backend!r}')
+        if backend in ('compiled', 'compiled_stages') and not jit.AVAILABLE:
+            raise ValueError(f'backend {backend} requested but numba is not installed')
+        compiled = backend != 'numpy' and jit.AVAILABLE
+        self.setup = setup
+        self.model = setup.model
+        self.joint_names = list(setup.joint_names)
+        self.n = self.model.n
+        self.integrator = integrator
+        self.substeps = int(substeps)
+        self.rtol, self.atol = rtol, atol
+        self.closures = setup.passive
+        self.closure_stabilization = Baumgarte.critical(closure_omega)
+        self.rhs_evaluations = 0
+        n, mp = self.n, self.closures.m
+        actuators = setup.actuators
+        #: constant actuator columns B (n, p), None when they depend on q
+        self.actuator_matrix = actuators.matrix(self.model).copy() if actuators.constant else None
+        self.tau = np.zeros(n)
+        self.closure_rows = None
+        self._gains = None
+        if mp:
+            self._solver = uk.ServoSolver(n, 0, mp, 0)
+            self._gains = uk.row_gains(self.closure_stabilization, self.closures.rows.order)
+            self._no_B, self._no_As, self._none = np.zeros((n, 0)), np.zeros((0, n)), np.zeros(0)
+            if self.actuator_matrix is not None and compiled:
+                # closure rows, Baumgarte and the UK acceleration in one compiled call (same equations as
+                # ConstraintStack.evaluate + ServoSolver; None when a row type has no compiled form)
+                self.closure_rows = self.closures.create_data(self.model, gains=self._gains)
+                if self.closure_rows is not None:
+                    self.tau = self.closure_rows.tau      # B u is written straight into the kernel's input
+        if mp == 0 and self.actuator_matrix is not None:
+            self.dynamics, self.accel = 'aba', self._accel_aba
+        elif self.closure_rows is not None:
+            self.dynamics, self.accel = 'compiled_rows', self._accel_rows
+        else:
+            self.dynamics, self.accel = 'reference', self._accel_reference
+        self._u = np.zeros(actuators.p)
+        self.backend = self._choose_backend(compiled, backend == 'compiled_stages')
+        self.reset(setup.q0, setup.qd0)
+
+    def _choose_backend(self, compiled, staged):
+        if self.integrator == 'solve_ivp':
+            return SolveIvp(self)
+        if compiled:
+            return (None if staged else CompiledPeriod.build(self)) or StagedRK4(self)
+        return NumpyRK4(self)
+
+    @property
+    def evaluations_per_step(self):
+        """Right-hand-side evaluations of one RK4 period (4 per substep)."""
+        return 4 * self.substeps
+
+    def closure_program(self):
+        """The closure rows, their Baumgarte terms and the UK solve as one compiled program
+        (``constraints.CompiledRows``) for :mod:`.compiled_loop`, or None when a row type has none.
+
+        With constant actuator columns it is the program this plant runs itself; with q-dependent
+        (`between`) actuators it also forms their columns B(q) at every call, as :meth:`step`
+        does through ``ActuatorMap.matrix``.
+        """
+        if self.actuator_matrix is not None:
+            return self.closure_rows
+        B, between = self.setup.actuators.compiled_form()
+        return self.closures.create_data(self.model, p=len(self._u), B=B, between=between, gains=self._gains)
 
     @classmethod
     def from_setup(cls, setup, *, mass_scale=1.0, **options):
@@ -174,36 +314,42 @@ class UKPlant:
         """q'' of the closed chain under efforts u (the UK equation above)."""
         q, qd = np.asarray(q, dtype=float), np.asarray(qd, dtype=float)
         self._u = np.asarray(u, dtype=float)
-        if self._B is not None:
-            np.dot(self._B, self._u, out=self._tau)
-        return self._accel(q, qd, t, np.empty(self.n))
+        if self.actuator_matrix is not None:
+            np.dot(self.actuator_matrix, self._u, out=self.tau)
+        return self.accel(q, qd, t, np.empty(self.n))
 
-    def _accel(self, q, qd, t, out):
-        """q'' into `out` for the efforts already mapped to ``self._tau = B u``."""
+    # q'' into `out` for the efforts already mapped to ``tau = B u`` (one of three, chosen at construction)
+
+    def _accel_aba(self, q, qd, t, out):
         self.rhs_evaluations += 1
-        model = self.model
-        if self._tree:
-            return model.forward_dynamics(q, qd, self._tau, out=out)
-        fz = self._fused
-        if fz is not None:
-            fz.run(q, qd, t)
-            status = fz.info[0]
-            if status == 1.0:
+        return self.model.forward_dynamics(q, qd, self.tau, out=out)
+
+    def _accel_rows(self, q, qd, t, out):
+        self.rhs_evaluations += 1
+        program = self.closure_rows
+        program.run(q, qd, t)
+        status = program.info[0]
+        if status != 0.0:
+            if status == _NOT_PD:
                 raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
-            if status == 3.0:                         # non-finite state: propagate it like the reference path
+            if status == Status.NON_FINITE_STATE:       # propagate it like the reference path
                 out[:] = np.nan
                 return out
-            out[:] = fz.qdd
-            return out
+        out[:] = program.qdd
+        return out
+
+    def _accel_reference(self, q, qd, t, out):
+        self.rhs_evaluations += 1
+        model = self.model
         model.compute(q, qd)
-        if self._B is None:                       # q-dependent actuator columns
-            np.dot(self.setup.actuators.matrix(model), self._u, out=self._tau)
+        if self.actuator_matrix is None:                       # q-dependent actuator columns
+            np.dot(self.setup.actuators.matrix(model), self._u, out=self.tau)
         if self.closures.m == 0:
-            out[:] = uk.MassFactor(model.M).solve(self._tau - model.h)
+            out[:] = uk.MassFactor(model.M).solve(self.tau - model.h)
             return out
         rows = self.closures.evaluate(model, q, qd, t)
-        sol = self._solver.solve_rows(model.M_lower, self._tau, model.h, self._no_B, self._no_As, self._none, self._none,
-                                      self._none, rows.A, rows.b, rows.phi, rows.phidot, self._gains)
+        sol = self._solver.solve_rows(model.M_lower, self.tau, model.h, self._no_B, self._no_As, self._none,
+                                      self._none, self._none, rows.A, rows.b, rows.phi, rows.phidot, self._gains)
         out[:] = sol.qdd
         return out
 
@@ -215,55 +361,11 @@ class UKPlant:
         return self.closures.evaluate(self.model, self.q, self.qd, self.t).phi.copy()
 
     def step(self, u, dt):
-        """Advance by dt with the efforts u held constant."""
+        """Advance by dt with the efforts u held constant (the template over :attr:`backend`)."""
         u = np.asarray(u, dtype=float)
         self._u = u
-        fast = self._fast_args
-        if fast is not None and _K is not None:
-            # the whole period in one compiled call on a fresh state array (q and q' are replaced,
-            # never mutated, so arrays handed out earlier keep their values)
-            np.dot(self._B, u, out=self._tau)
-            x = np.concatenate((self.q, self.qd))
-            self.rhs_evaluations += self._evals_per_step
-            status = _K.plant_rk4(x, self._tau, self.t, dt, self.substeps, *fast)
-            if status != 0.0:
-                if status == 1.0:
-                    raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
-                x[:] = np.nan                    # non-finite state or acceleration: propagate it
-            n = self.n
-            self.q, self.qd, self.t = x[:n], x[n:], self.t + dt
-            return self.q, self.qd
-        if self._B is not None:
-            np.dot(self._B, u, out=self._tau)
-        if self.integrator == 'rk4':
-            n = self.n
-            x, xt, k = self._x, self._xt, self._k
-            x[:n] = self.q
-            x[n:] = self.qd
-            t = self.t
-            if self._compiled is not None and _K is not None:   # the whole period compiled (same RK4, dynamics)
-                self.rhs_evaluations += 4 * self.substeps
-                status = _K.plant_rk4(x, self._tau, t, dt, self.substeps, *self._compiled)
-                if status != 0.0:
-                    if status == 1.0:
-                        raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
-                    x[:] = np.nan                    # non-finite state or acceleration: propagate it
-            else:       # the same RK4 stage by stage from Python (its stage update compiled when numba is there)
-                accel = self._stage_accel if _K is not None else self._accel_fallback
-                if accel != self._accel_fallback:   # (the fallback counts in _accel; bound methods: ==, not is)
-                    self.rhs_evaluations += 4 * self.substeps
-                rk4_period(x, k, xt, t, dt, self.substeps, accel, rk4_accept if _K is None else _K.rk4_accept)
-            self.q, self.qd, self.t = x[:n].copy(), x[n:].copy(), self.t + dt
-        else:
-            n = self.n
-
-            def rhs(t, x):
-                return np.concatenate((x[n:], self._accel(x[:n], x[n:], t, np.empty(n))))
-
-            sol = solve_ivp(rhs, (self.t, self.t + dt), np.concatenate((self.q, self.qd)),
-                            rtol=self.rtol, atol=self.atol)
-            if not sol.success:
-                raise RuntimeError(f'plant integration failed at t={self.t:.4f}: {sol.message}')
-            self.q, self.qd = sol.y[:n, -1].copy(), sol.y[n:, -1].copy()
-            self.t += dt
+        if self.actuator_matrix is not None:
+            np.dot(self.actuator_matrix, u, out=self.tau)
+        self.q, self.qd = self.backend.advance(self.q, self.qd, self.t, dt)
+        self.t += dt
         return self.q, self.qd
