@@ -30,8 +30,8 @@ Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``
 
 :meth:`ControllerCore.step` is the template over them (as scipy's ``OdeSolver.step`` over
 ``_step_impl``): it checks the input, calls ``backend.run(q, q', t)`` which leaves the status in
-``backend.info[INFO_STATUS]`` and the solution in ``backend.effort``, ``saturated`` and
-``phi_phidot``, and builds the :class:`StepResult` in one place with the reason from
+``backend.info[0]`` and the solution in ``backend.effort``, ``saturated``, ``phi`` and ``phidot``,
+and builds the :class:`StepResult` in one place with the reason from
 :mod:`uk_controller.status`.
 """
 from __future__ import annotations
@@ -51,6 +51,8 @@ from .pinv import get_pinv
 from .status import SAFE, Status, reason as status_reason
 
 SAFE_EFFORTS = ('zero', 'hold')
+_clock = time.perf_counter
+_ndarray, _F64, _C1 = np.ndarray, np.dtype(np.float64), (8,)      # a C-contiguous float64 vector's strides
 BACKENDS = ('auto', 'compiled', 'reference', 'general')
 _OK, _NOT_CONTROLLABLE, _INCONSISTENT = Status.OK, Status.NOT_CONTROLLABLE, Status.SERVO_INCONSISTENT
 _NOT_CONTROLLABLE_REASON = status_reason(Status.NOT_CONTROLLABLE)
@@ -97,8 +99,8 @@ class ControllerBackend:
 
     ``run(q, qd, t)`` (q, q' C-contiguous float64 of length n, t the trajectory time) leaves the
     status in ``info[0]`` (0: a solution; the kernels' codes of :class:`~uk_controller.status.Status`)
-    and, on success, the solution in ``effort`` (p,), ``saturated`` (p,) bool, ``phi_phidot`` (2 m,:
-    all rows' phi, then all rows' phi') and ``info[1:6]`` = rank, condition, passive rank, servo
+    and, on success, the solution in ``effort`` (p,), ``saturated`` (p,) bool, ``phi`` and ``phidot``
+    (m,: passive rows first) and ``info[1:6]`` = rank, condition, passive rank, servo
     residual, consistent (``kernels.codes.INFO_*``). It may raise LinAlgError,
     ValueError or FloatingPointError (the step then reports a numerical failure).
     """
@@ -110,7 +112,7 @@ class ControllerBackend:
         m = core.passive.m + core.servo.m
         self.effort = np.zeros(core.p)
         self.saturated = np.zeros(core.p, dtype=bool)
-        self.phi_phidot = np.zeros(2 * m)
+        self.phi, self.phidot = np.zeros(m), np.zeros(m)
         self.info = np.zeros(codes.INFO_SIZE)
 
     def set_gains(self, gains):
@@ -126,15 +128,13 @@ class ControllerBackend:
         return False
 
     def _gather_rows(self, passive, servo):
-        """phi and phi' of the passive and servo rows into ``phi_phidot`` (passive first)."""
-        mp, ms = self.core.passive.m, self.core.servo.m
-        m = mp + ms
-        buf = self.phi_phidot
+        """phi and phi' of the passive and servo rows into ``phi``, ``phidot`` (passive first)."""
+        mp = self.core.passive.m
         if mp:
-            buf[:mp] = passive.phi
-            buf[m:m + mp] = passive.phidot
-        buf[mp:m] = servo.phi
-        buf[m + mp:] = servo.phidot
+            self.phi[:mp] = passive.phi
+            self.phidot[:mp] = passive.phidot
+        self.phi[mp:] = servo.phi
+        self.phidot[mp:] = servo.phidot
 
     def __repr__(self):
         return f'{type(self).__name__}({self.name!r})'
@@ -156,10 +156,9 @@ class CompiledBackend(ControllerBackend):
         self.packed = PackedStep.build(core.model, program)     # re-points the program's arrays
         self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
         self.run = (program if self.packed is None else self.packed).make_runner()
-        o, m = int(program.ip[codes.IH_PHI]), core.passive.m + core.servo.m
-        assert int(program.ip[codes.IH_PHID]) == o + m, 'phi and phidot must be adjacent in the workspace'
-        self.phi_phidot = program.ws[o:o + 2 * m]
+        # views of the (packed) workspace, overwritten by every run
         self.effort, self.saturated, self.info = program.effort, program.saturated, program.info
+        self.phi, self.phidot = program.phi, program.phidot
 
     @classmethod
     def build(cls, core, gains):
@@ -301,8 +300,8 @@ class ControllerCore:
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
-        self._run, self._info, self._effort, self._saturated, self._phi_phidot = (
-            b.run, b.info, b.effort, b.saturated, b.phi_phidot)
+        # what step() reads, unpacked in one go
+        self._hot = (b.run, b.info, b.effort, b.saturated, b.phi, b.phidot, self._mp)
         self._warm_up()
 
     def _choose_backend(self, backend, method, pinv_fn):
@@ -331,7 +330,7 @@ class ControllerCore:
         if self.backend.name == 'compiled':
             return
         try:
-            self._run(np.array(self.setup.q0, dtype=float), np.array(self.setup.qd0, dtype=float), 0.0)
+            self.backend.run(np.array(self.setup.q0, dtype=float), np.array(self.setup.qd0, dtype=float), 0.0)
         except Exception:  # noqa: BLE001 - the first real step reports any problem with its reason
             pass
 
@@ -397,22 +396,24 @@ class ControllerCore:
 
     def step(self, q, qd, t):
         """Efforts for the measured state (q, q') at time t (seconds): the template over the backend."""
-        start = time.perf_counter()
-        if type(q) is not np.ndarray or q.dtype != np.float64 or not q.flags.c_contiguous:
+        start = _clock()
+        # (anything but a contiguous float64 vector is converted; a 1-D float64 array with 8-byte strides is one)
+        if type(q) is not _ndarray or q.dtype is not _F64 or q.strides != _C1:
             q = np.ascontiguousarray(q, dtype=float)
-        if type(qd) is not np.ndarray or qd.dtype != np.float64 or not qd.flags.c_contiguous:
+        if type(qd) is not _ndarray or qd.dtype is not _F64 or qd.strides != _C1:
             qd = np.ascontiguousarray(qd, dtype=float)
         shape = self._shape
         if q.shape != shape or qd.shape != shape:
             return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
+        run, info, effort_now, saturated_now, phi_now, phidot_now, mp = self._hot
         try:
-            self._run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
+            run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
-        code, rank, condition, passive_rank, residual, consistent = self._info[:6].tolist()
+        code, rank, condition, passive_rank, residual, consistent = info[:6].tolist()
         if code != 0.0:
             return self._refuse(Status(int(code)), start)
-        effort = self._effort.copy()
+        effort = effort_now.copy()
         if self._hold:
             self._last_effort[:] = effort
         if rank < 1:
@@ -421,11 +422,9 @@ class ControllerCore:
             status, reason = _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
         else:
             status, reason = _OK, ''
-        both = self._phi_phidot.copy()          # phi and phi' adjacent: one copy
-        m = self._m
-        phi = both[:m]
-        return StepResult(effort, True, reason, phi, both[m:], phi[self._mp:], int(rank), condition,
-                          self._saturated.copy(), time.perf_counter() - start, int(passive_rank), status, residual)
+        phi = phi_now.copy()
+        return StepResult(effort, True, reason, phi, phidot_now.copy(), phi[mp:], int(rank), condition,
+                          saturated_now.copy(), _clock() - start, int(passive_rank), status, residual)
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',

@@ -35,7 +35,8 @@ from ..controller import ControllerCore
 from ..rearm import ReArm
 from . import params as P
 from .control_loop import ControlLoop
-from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array
+from ..status import Status
+from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array, status_level, status_name
 from .robot_source import build_setup, file_parameters
 from .node_runner import run
 from .joint_state_merger import JointStateMerger
@@ -416,8 +417,8 @@ class ControllerNode(Node):
             level, message = WARN, f'waiting for joint states: missing {merger.missing()}'
         elif not self.running:
             level, message = OK, 'stopped (safe effort)'
-        elif self.last_result is not None and self.last_result.reason:
-            level, message = WARN, self.last_result.reason
+        elif self.last_result is not None and self.last_result.status != Status.OK:
+            level, message = status_level(self.last_result.status), self.last_result.reason
         else:
             level, message = OK, 'controlling'
         counts = merger.counts
@@ -429,6 +430,7 @@ class ControllerNode(Node):
             ('steps', self.stats.steps),
             ('safe_effort_steps', self.stats.safe_steps),
             ('missed_deadlines', self.stats.missed_deadlines),
+            ('status', status_name(self.stats.last_status)),
             ('rank', self.stats.rank),
             ('condition', self.stats.condition),
             ('saturated_efforts', self.stats.saturated),

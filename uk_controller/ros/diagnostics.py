@@ -1,11 +1,28 @@
-"""Control-loop statistics and their ``diagnostic_msgs/DiagnosticArray`` form."""
+"""Control-loop statistics and their ``diagnostic_msgs/DiagnosticArray`` form.
+
+A step's :class:`uk_controller.status.Status` gives its diagnostics level through the one table of
+:mod:`uk_controller.status` (:func:`status_level`); its reason is the message.
+"""
 from __future__ import annotations
 
 import math
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
+from ..status import Status, level
+
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+_LEVELS = {'ok': OK, 'warn': WARN, 'error': ERROR}
+
+
+def status_level(status):
+    """The DiagnosticStatus level (OK, WARN, ERROR) of a :class:`~uk_controller.status.Status`."""
+    return _LEVELS[level(status)]
+
+
+def status_name(status):
+    """The lower-case name of a status for a diagnostics value ('ok', 'servo_inconsistent', ...)."""
+    return Status(status).name.lower()
 
 
 class LoopStats:
@@ -24,6 +41,7 @@ class LoopStats:
         self.condition = math.nan
         self.saturated = 0
         self.saturated_steps = 0
+        self.last_status = Status.OK
 
     def tick(self, now_ns):
         """Count the periods skipped since the previous tick as missed deadlines."""
@@ -35,6 +53,7 @@ class LoopStats:
 
     def record(self, result):
         self.steps += 1
+        self.last_status = result.status
         t = result.compute_time
         self.window_n += 1
         self.window_sum += t
