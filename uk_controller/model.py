@@ -116,7 +116,6 @@ class RobotModel:
         self._qp = np.zeros(pin_model.nq)
         self._vp = np.zeros(n)
         self._Mp = np.zeros((n, n))
-        self._lower = np.tril_indices(n, -1)
         self._M = np.zeros((n, n))
         self._M_at = 0
         self._h = np.zeros(n)
@@ -256,13 +255,6 @@ class RobotModel:
             out[:] = xp
         else:
             np.take(xp, self._perm, out=out)
-        return out
-
-    def _from_pin_cols(self, Xp, out):
-        if self._perm is None:
-            out[...] = Xp
-        else:
-            np.take(Xp, self._perm, axis=1, out=out)
         return out
 
     def indices_from(self, names):
@@ -516,60 +508,16 @@ class RobotModel:
         return self._from_pin_vec(tau, np.empty(self.n))
 
     def compiled_tree(self):
-        """``(parents, jtype, mf, gravity)`` for :func:`uk_controller.kernels.dynamics.tree_terms`, or None.
-
-        Available for Pinocchio's own coordinate order (no permutation) when every joint is a 1-DOF
-        revolute (joint-frame motion axis ``(0, a)``) or prismatic (``(a, 0)``) joint; helical or other
-        joints give None. The axis is read from Pinocchio's motion subspace at the neutral configuration.
-        """
-        from .kernels import codes
-        pm = self.model
-        if self.order_permuted:
-            return None
-        # A continuous joint is a revolute joint here: the kernel rotates by the angle q[i] about the
-        # axis (kernels.dynamics.tree_terms), with no limits; our q holds that angle.
-        nj = pm.njoints
-        data = pm.createData()
-        q0 = pin.neutral(pm)
-        pin.computeJointJacobians(pm, data, q0)
-        parents = np.zeros(nj, dtype=np.int64)
-        jtype = np.zeros(nj, dtype=np.int64)
-        mf = np.zeros(nj * codes.JOINT_WIDTH)
-        for i in range(1, nj):
-            if pm.idx_vs[i] != i - 1:
-                return None
-            local = data.oMi[i].actInv(pin.Motion(data.J[:, i - 1]))
-            v, w = np.array(local.linear), np.array(local.angular)
-            if np.linalg.norm(v) < 1e-12 and abs(np.linalg.norm(w) - 1.0) < 1e-12:
-                jtype[i], axis = codes.JOINT_REVOLUTE, w
-            elif np.linalg.norm(w) < 1e-12 and abs(np.linalg.norm(v) - 1.0) < 1e-12:
-                jtype[i], axis = codes.JOINT_PRISMATIC, v
-            else:
-                return None
-            parents[i] = pm.parents[i]
-            placement, inertia = pm.jointPlacements[i], pm.inertias[i]
-            o = i * codes.JOINT_WIDTH
-            mf[o + codes.JOINT_R0:o + codes.JOINT_R0 + 9] = np.asarray(placement.rotation).ravel()
-            mf[o + codes.JOINT_P0:o + codes.JOINT_P0 + 3] = placement.translation
-            mf[o + codes.JOINT_AXIS:o + codes.JOINT_AXIS + 3] = axis
-            mf[o + codes.JOINT_MASS] = inertia.mass
-            mf[o + codes.JOINT_LEVER:o + codes.JOINT_LEVER + 3] = inertia.lever
-            mf[o + codes.JOINT_INERTIA:o + codes.JOINT_INERTIA + 9] = np.asarray(inertia.inertia).ravel()
-        return parents, jtype, mf, np.array(pm.gravity.linear, dtype=float)
+        """``(parents, jtype, mf, gravity)`` for :func:`uk_controller.kernels.dynamics.tree_terms`, or None
+        (a permuted order, joints other than revolute/prismatic): :func:`uk_controller.tree_records.tree_records`."""
+        from .tree_records import tree_records
+        return tree_records(self)
 
     def compiled_frames(self, names):
-        """``(parent joints, placements)`` of frames for :func:`uk_controller.kernels.dynamics.frame_placements`."""
-        from .kernels import codes
-        pm = self.model
-        parents = np.zeros(len(names), dtype=np.int64)
-        fm = np.zeros(max(1, len(names)) * codes.FRAME_WIDTH)
-        for f, name in enumerate(names):
-            frame = pm.frames[self.frame_id(name)]
-            parents[f] = frame.parentJoint
-            o = f * codes.FRAME_WIDTH
-            fm[o + codes.FRAME_R:o + codes.FRAME_R + 9] = np.asarray(frame.placement.rotation).ravel()
-            fm[o + codes.FRAME_P:o + codes.FRAME_P + 3] = frame.placement.translation
-        return parents, fm
+        """``(parent joints, placements)`` of frames for :func:`uk_controller.kernels.dynamics.frame_placements`
+        (:func:`uk_controller.tree_records.frame_records`)."""
+        from .tree_records import frame_records
+        return frame_records(self, names)
 
     def __repr__(self):
         return f'RobotModel({self.name!r}, n={self.n}, joints={self.joint_names})'
