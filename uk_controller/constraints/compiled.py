@@ -24,6 +24,13 @@ def _traj_spec(traj):
     return kind, dim, np.asarray(floats, dtype=float), comps
 
 
+def _offset(view, base):
+    """Element offset of `view` inside the contiguous float64 array `base`, or None."""
+    if not isinstance(view, np.ndarray) or view.dtype != base.dtype or not np.shares_memory(view, base):
+        return None
+    return (view.__array_interface__['data'][0] - base.__array_interface__['data'][0]) // base.itemsize
+
+
 class CompiledRows:
     """The rows of a passive and a servo :class:`ConstraintStack` (and `between` actuator columns) as
     ONE compiled program: :func:`uk_controller.kernels.rows.fused_step` evaluates frame Jacobians and
@@ -203,6 +210,21 @@ class CompiledRows:
         self._run = self.make_runner()
         self.run(model.neutral(), np.zeros(n), 0.0)          # compile or load the cache now
         return self
+
+    def relocate(self, fp, ws):
+        """Move the float program and the workspace into `fp` and `ws` (arrays of the same sizes already
+        holding the same values, e.g. slices of one packed array: :class:`uk_controller.kernels.packed.PackedStep`);
+        every view of the workspace is re-pointed and the runner rebuilt, so every user of this program reads
+        and writes the new arrays."""
+        old_ws = self.ws
+        if fp.shape != self.fp.shape or ws.shape != old_ws.shape:
+            raise ValueError('relocate needs arrays of the same sizes as fp and ws')
+        for name, value in list(vars(self).items()):
+            off = _offset(value, old_ws)
+            if off is not None and name != 'ws':
+                setattr(self, name, ws[off:off + value.size].reshape(value.shape))
+        self.fp, self.ws = fp, ws
+        self._run = self.make_runner()
 
     def set_gains(self, gains):
         """Replace the per-row Baumgarte gains (2, mp + ms)."""

@@ -68,13 +68,6 @@ def packed_step(q, qd, t, I, F, sat):
     fused_step_ws(M, h, S, trans, rots, q, qd, t, ip, fp, ws, sat, sc)
 
 
-def _offset(view, base):
-    """Element offset of `view` inside the contiguous float64 array `base`, or None."""
-    if not isinstance(view, np.ndarray) or view.dtype != base.dtype or not np.shares_memory(view, base):
-        return None
-    return (view.__array_interface__['data'][0] - base.__array_interface__['data'][0]) // base.itemsize
-
-
 class PackedStep:
     """The packed form of a ControllerCore's CompiledRows (see the module docstring); None when unavailable."""
 
@@ -124,14 +117,7 @@ class PackedStep:
         I[H_NIP], I[H_NFP], I[H_NWS], I[H_NJ], I[H_NF], I[H_N] = fz.ip.size, sizes['fp'], sizes['ws'], nj, nf, n
         I[H_NMF], I[H_NFM], I[H_NTW], I[H_NSC], I[H_SCC] = sizes['mf'], sizes['fm'], sizes['tw'], *sc_shape
         # re-point the CompiledRows' float arrays and every view of its workspace into F
-        for name, value in list(vars(fz).items()):
-            off = _offset(value, old_ws)
-            if off is not None and name != 'ws':
-                start = offsets['ws'] + off
-                setattr(fz, name, F[start:start + value.size].reshape(value.shape))
-        fz.fp = F[offsets['fp']:offsets['fp'] + old_fp.size]
-        fz.ws = F[offsets['ws']:offsets['ws'] + old_ws.size]
-        fz._run = fz.make_runner()
+        fz.relocate(F[offsets['fp']:offsets['fp'] + old_fp.size], F[offsets['ws']:offsets['ws'] + old_ws.size])
         self = object.__new__(cls)
         self.I, self.F, self.fz = I, F, fz
         self.M = F[offsets['M']:offsets['M'] + n * n].reshape(n, n)
