@@ -30,7 +30,7 @@ Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``
 
 :meth:`ControllerCore.step` is the template over them (as scipy's ``OdeSolver.step`` over
 ``_step_impl``): it checks the input, calls ``backend.run(q, q', t)`` which leaves the status in
-``backend.info[0]`` and the solution in ``backend.effort``, ``saturated``, ``phi`` and ``phidot``,
+``backend.info[INFO_STATUS]`` and the solution in ``backend.effort``, ``saturated``, ``phi`` and ``phidot``,
 and builds the :class:`StepResult` in one place with the reason from
 :mod:`uk_controller.status`.
 """
@@ -44,13 +44,17 @@ import numpy as np
 
 from . import settings as _settings
 from . import uk
-from .baumgarte import Baumgarte
 from .kernels import codes
+from .kernels.codes import (INFO_CONDITION, INFO_CONSISTENT, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL,
+                            INFO_STATUS)
 from .kernels.packed import PackedStep
 from .pinv import get_pinv
-from .status import SAFE, Status, reason as status_reason
+from .status import Status, reason as status_reason
 
 SAFE_EFFORTS = ('zero', 'hold')
+# step() unpacks info[:_INFO_READ] in this order
+_INFO_READ = INFO_CONSISTENT + 1
+assert (INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL, INFO_CONSISTENT) == tuple(range(6))
 _clock = time.perf_counter
 _ndarray, _F64, _C1 = np.ndarray, np.dtype(np.float64), (8,)      # a C-contiguous float64 vector's strides
 BACKENDS = ('auto', 'compiled', 'reference', 'general')
@@ -98,9 +102,9 @@ class ControllerBackend:
     """How a :class:`ControllerCore` computes a step (see the module docstring).
 
     ``run(q, qd, t)`` (q, q' C-contiguous float64 of length n, t the trajectory time) leaves the
-    status in ``info[0]`` (0: a solution; the kernels' codes of :class:`~uk_controller.status.Status`)
+    status in ``info[INFO_STATUS]`` (0: a solution; the kernels' codes of :class:`~uk_controller.status.Status`)
     and, on success, the solution in ``effort`` (p,), ``saturated`` (p,) bool, ``phi`` and ``phidot``
-    (m,: passive rows first) and ``info[1:6]`` = rank, condition, passive rank, servo
+    (m,: passive rows first) and ``info[INFO_RANK:INFO_CONSISTENT + 1]`` = rank, condition, passive rank, servo
     residual, consistent (``kernels.codes.INFO_*``). It may raise LinAlgError,
     ValueError or FloatingPointError (the step then reports a numerical failure).
     """
@@ -123,7 +127,7 @@ class ControllerBackend:
         finite states, the exact test only runs when it overflows."""
         if not math.isfinite(q @ q + qd @ qd + t) and not (
                 np.isfinite(q).all() and np.isfinite(qd).all() and math.isfinite(t)):
-            self.info[0] = Status.NON_FINITE_STATE
+            self.info[INFO_STATUS] = Status.NON_FINITE_STATE
             return True
         return False
 
@@ -207,7 +211,7 @@ class ReferenceBackend(ControllerBackend):
                                    servo.phidot, passive.A, passive.b, passive.phi, passive.phidot, self.gains,
                                    core.effort_limits)
         except uk.NotPositiveDefiniteError:
-            return                                     # info[0] says so
+            return                                     # info[INFO_STATUS] says so
         self._gather_rows(passive, servo)
 
 
@@ -250,10 +254,10 @@ class GeneralBackend(ControllerBackend):
         else:
             self.effort[:] = res.u
         info = self.info
-        info[0] = Status.OK if math.isfinite(self.effort @ self.effort) or np.isfinite(self.effort).all() \
+        info[INFO_STATUS] = Status.OK if math.isfinite(self.effort @ self.effort) or np.isfinite(self.effort).all() \
             else Status.NON_FINITE_EFFORT
-        info[1], info[2], info[3], info[4], info[5] = (res.rank, res.condition, res.passive_rank, res.servo_residual,
-                                                       1.0 if res.consistent else 0.0)
+        info[INFO_RANK], info[INFO_CONDITION], info[INFO_PASSIVE_RANK] = res.rank, res.condition, res.passive_rank
+        info[INFO_RESIDUAL], info[INFO_CONSISTENT] = res.servo_residual, 1.0 if res.consistent else 0.0
         self._gather_rows(passive, servo)
 
 
@@ -410,7 +414,7 @@ class ControllerCore:
             run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
-        code, rank, condition, passive_rank, residual, consistent = info[:6].tolist()
+        code, rank, condition, passive_rank, residual, consistent = info[:_INFO_READ].tolist()
         if code != 0.0:
             return self._refuse(Status(int(code)), start)
         effort = effort_now.copy()
@@ -428,4 +432,4 @@ class ControllerCore:
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
-           'GeneralBackend', 'SAFE_EFFORTS', 'BACKENDS', 'SAFE', 'Baumgarte']
+           'GeneralBackend', 'SAFE_EFFORTS', 'BACKENDS']

@@ -148,12 +148,12 @@ class StagedRK4(PlantBackend):
             return accel, False
         program = plant.closure_rows
         if plant.dynamics == 'compiled_rows':
-            run, info, qdd = program.make_runner(), program.info, program.qdd
+            run, info, qdd, at = program.make_runner(), program.info, program.qdd, codes.INFO_STATUS
 
             def accel(q, qd, t):
                 run(q, qd, t)
-                if info[0] != 0.0:
-                    if info[0] == _NOT_PD:
+                if info[at] != 0.0:
+                    if info[at] == _NOT_PD:
                         raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
                     qdd[:] = np.nan                 # non-finite state: propagate it like the reference path
                 return qdd
@@ -328,7 +328,7 @@ class UKPlant:
         self.rhs_evaluations += 1
         program = self.closure_rows
         program.run(q, qd, t)
-        status = program.info[0]
+        status = program.info[codes.INFO_STATUS]
         if status != 0.0:
             if status == _NOT_PD:
                 raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
