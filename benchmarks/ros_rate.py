@@ -59,9 +59,9 @@ def timer_run(probe, setup, robot, rate, executor, seconds, tmp):
     names, q = list(setup.joint_names), [float(v) for v in setup.q0]
     pub = probe.node.create_publisher(JointState, '/joint_states', 10)
     efforts = probe.record(Float64MultiArray, '/effort_controller/commands', convert=lambda m: None)
-    diags = probe.record(DiagnosticArray, '/diagnostics',
-                         convert=lambda m: {kv.key: kv.value for s in m.status if s.name.startswith('uk_controller')
-                                            for kv in s.values})
+    probe.record(DiagnosticArray, '/diagnostics',        # read below through probe.snapshot
+                 convert=lambda m: {kv.key: kv.value for s in m.status if s.name.startswith('uk_controller')
+                                    for kv in s.values})
     probe.clear('/effort_controller/commands')
     probe.clear('/diagnostics')
     node = NodeProcess('uk_controller.ros.controller_node',

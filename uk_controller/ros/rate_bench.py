@@ -79,9 +79,9 @@ def one_run(probe, robot, rate, mode, priority, loaded, seconds, tmp):
     from std_msgs.msg import Float64MultiArray
     from .testing import NodeProcess, ros_env
     efforts = probe.record(Float64MultiArray, '/effort_controller/commands', convert=lambda m: None)
-    diags = probe.record(DiagnosticArray, '/diagnostics',
-                         convert=lambda m: {kv.key: kv.value for s in m.status if s.name.startswith('uk_controller')
-                                            for kv in s.values})
+    probe.record(DiagnosticArray, '/diagnostics',        # read below through probe.snapshot
+                 convert=lambda m: {kv.key: kv.value for s in m.status if s.name.startswith('uk_controller')
+                                    for kv in s.values})
     for topic in ('/effort_controller/commands', '/diagnostics'):
         probe.clear(topic)
     load = busy_processes(2) if loaded else []
