@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -77,18 +76,7 @@ def _steps(record, count=40):
 
 
 def _parallelogram_module():
-    for name in ('uk_controller.bench.parallelogram', 'uk_controller.benchmarks.parallelogram',
-                 'uk_controller.parallelogram'):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            pass
-    path = Path(__file__).resolve().parent / 'parallelogram.py'
-    spec = importlib.util.spec_from_file_location('parallelogram_benchmark', path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module('uk_controller.benchmarks.parallelogram')
 
 
 def _parallelogram(record, tf):

@@ -1,4 +1,4 @@
-"""Seed 002's five-bar parallelogram (benchmarks/parallelogram.py) with every pseudo-inverse method.
+"""Seed 002's five-bar parallelogram (uk_controller.benchmarks.parallelogram*) with every pseudo-inverse method.
 
 Independent checks: the Jacobian and gamma against finite differences of Psi, the rank
 (11 of 12, seed 002), the acceleration against the one-degree-of-freedom reduced model
@@ -10,28 +10,21 @@ over the full 20 s of seed 002 against the reduced model for every method. The t
 the table against seed 002's Tables 7–12 are the benchmark's job
 (``.venv/bin/python benchmarks/parallelogram.py``).
 """
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from uk_controller import uk
+from uk_controller.benchmarks import bdf, parallelogram_model as pm
+from uk_controller.benchmarks.parallelogram import NEWTON_TOL, simulate
 from uk_controller.pinv import get_pinv
 
-_path = Path(__file__).resolve().parents[1] / 'benchmarks' / 'parallelogram.py'
-_spec = importlib.util.spec_from_file_location('parallelogram_benchmark', _path)
-bench = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = bench          # dataclasses look their module up there
-_spec.loader.exec_module(bench)
-bench.limit_blas_threads(1)      # 12 x 12 factorizations: BLAS threads only cost time here
+pm.limit_blas_threads(1)      # 12 x 12 factorizations: BLAS threads only cost time here
 
 METHODS = ['svd', 'varga', 'greville', 'householder', 'mgs']
 
 
 def test_model_jacobian_gamma_and_rank():
-    model = bench.Parallelogram()
+    model = pm.Parallelogram()
     rng = np.random.default_rng(2)
     assert model.M.shape == (12, 12) and model.n == 12 and model.m == 12
     for _ in range(5):
@@ -57,7 +50,7 @@ def test_model_jacobian_gamma_and_rank():
 def test_benchmark_eq32_is_the_uk_equation(method):
     """The benchmark's eq 32 (square roots of the constant M precomputed) equals
     uk.constraint_force_reference with the same pseudo-inverse, on and off the constraints."""
-    model = bench.Parallelogram()
+    model = pm.Parallelogram()
     rng = np.random.default_rng(4)
     pinv = get_pinv(method)
     for k in range(6):
@@ -78,7 +71,7 @@ def test_benchmark_eq32_is_the_uk_equation(method):
 def test_acceleration_matches_reduced_model(method):
     """Seed 002 eq 31 with each pseudo-inverse: all links accelerate at the reduced theta'',
     the coupler translates (phi4'' = 0), and the fast Gram form agrees."""
-    model = bench.Parallelogram()
+    model = pm.Parallelogram()
     rng = np.random.default_rng(3)
     for _ in range(10):
         theta, thetad = rng.uniform(-np.pi, np.pi), rng.normal() * 2
@@ -86,18 +79,18 @@ def test_acceleration_matches_reduced_model(method):
         Psi, J, gamma = model.constraints(s[:12], s[12:])
         Qc = uk.constraint_force_reference(model.M, model.F, J, gamma, pinv=get_pinv(method), rcond=1e-8)
         qdd = np.linalg.solve(model.M, model.F + Qc)
-        expected = -bench.REDUCED_GRAV / bench.REDUCED_J * np.cos(theta)
+        expected = -pm.REDUCED_GRAV / pm.REDUCED_J * np.cos(theta)
         assert np.allclose(qdd[[2, 5, 8]], expected, atol=1e-9)
         assert abs(qdd[11]) < 1e-9
         assert np.allclose(qdd, uk.constrained_acceleration(model.M, model.F, J, gamma), atol=1e-8)
-    assert bench.REDUCED_J == pytest.approx(3.05) and bench.REDUCED_GRAV == pytest.approx(3.5 * bench.G)
+    assert pm.REDUCED_J == pytest.approx(3.05) and pm.REDUCED_GRAV == pytest.approx(3.5 * pm.G)
 
 
 @pytest.mark.parametrize('method', METHODS)
 def test_simulation_with_paper_baumgarte_gains(method):
     """alpha = 1000, beta = 100 (eq 32) make the system stiff (a root near -2000 s^-1): the
     explicit and Adams steps stay small, so only 0.25 s here; TOL 1e-8, rank threshold 1e-5."""
-    r = bench.simulate(method, baumgarte=True, tol=1e-8, rcond=1e-5, tf=0.25, n_out=26, max_wall=120.0,
+    r = simulate(method, baumgarte=True, tol=1e-8, rcond=1e-5, tf=0.25, n_out=26, max_wall=120.0,
                        integrator='LSODA')
     print(f'\nparallelogram {method}, alpha 1000 beta 100: completed {r.completed}, sum Psi^2 {r.residual:.2e}, '
           f'nfev {r.nfev}, max |theta - theta_ref| {r.angle_error:.1e}')
@@ -109,7 +102,7 @@ def test_simulation_with_paper_baumgarte_gains(method):
 @pytest.mark.parametrize('method', METHODS)
 def test_simulation_with_moderate_baumgarte_gains(method):
     """alpha = beta = 10 (critically damped, not stiff): 3 s through the bottom of the swing."""
-    r = bench.simulate(method, gains=(10.0, 10.0), tol=1e-8, rcond=1e-5, tf=3.0, n_out=61, max_wall=120.0,
+    r = simulate(method, gains=(10.0, 10.0), tol=1e-8, rcond=1e-5, tf=3.0, n_out=61, max_wall=120.0,
                        integrator='LSODA')
     print(f'\nparallelogram {method}, alpha = beta = 10: completed {r.completed}, sum Psi^2 {r.residual:.2e}, '
           f'nfev {r.nfev}, max |theta - theta_ref| {r.angle_error:.1e}')
@@ -122,7 +115,7 @@ def test_simulation_with_moderate_baumgarte_gains(method):
 def test_compiled_rhs_is_eq32(method):
     """The compiled right-hand side equals Parallelogram.acceleration (NumPy pseudo-inverse) on and
     off the constraints, and its Jacobian is [[0, I], [-beta^2 P Psi_q, -2 alpha P Psi_q]]."""
-    model = bench.Parallelogram()
+    model = pm.Parallelogram()
     rng = np.random.default_rng(5)
     ref = get_pinv(method)
     out, jac = np.empty(24), np.empty((24, 24))
@@ -131,13 +124,13 @@ def test_compiled_rhs_is_eq32(method):
         if k % 2:
             s = s + rng.normal(size=24) * 1e-3
         alpha, beta = (1000.0, 100.0) if k < 3 else (0.0, 0.0)
-        ok = bench._rhs_k(s, bench.METHOD_CODE[method], 1e-8, alpha, beta, model._m_inv_half, model._qdd_free, out, jac, True)
+        ok = pm.rhs_k(s, pm.METHOD_CODE[method], 1e-8, alpha, beta, model.m_inv_half, model.qdd_free, out, jac, True)
         qdd, _ = model.acceleration(s[:12], s[12:], ref, 1e-8, alpha, beta)
         assert ok
         assert np.array_equal(out[:12], s[12:])
         assert np.allclose(out[12:], qdd, rtol=0, atol=1e-10 * max(1.0, np.abs(qdd).max()))
         _, J, _ = model.constraints(s[:12], s[12:])
-        PJ = model._m_inv_half[:, None] * (ref(J * model._m_inv_half, 1e-8) @ J)
+        PJ = model.m_inv_half[:, None] * (ref(J * model.m_inv_half, 1e-8) @ J)
         assert np.array_equal(jac[:12, :12], np.zeros((12, 12))) and np.array_equal(jac[:12, 12:], np.eye(12))
         assert np.allclose(jac[12:, :12], -beta ** 2 * PJ, atol=1e-9 * max(1.0, beta ** 2))
         assert np.allclose(jac[12:, 12:], -2 * alpha * PJ, atol=1e-9 * max(1.0, alpha))
@@ -147,10 +140,10 @@ def test_compiled_bdf_matches_scipy_bdf():
     """The written-out Gear/BDF integrator and scipy's BDF (NumPy right-hand side, the same
     Jacobian) integrate the same eq 32 with the paper's gains to the same trajectory."""
     from scipy.integrate import solve_ivp
-    model = bench.Parallelogram()
+    model = pm.Parallelogram()
     tol, tf, alpha, beta = 1e-10, 0.2, 1000.0, 100.0
     ref = get_pinv('householder')
-    mih = model._m_inv_half
+    mih = model.m_inv_half
 
     def rhs(t, s):
         return np.concatenate((s[12:], model.acceleration(s[:12], s[12:], ref, tol, alpha, beta)[0]))
@@ -165,8 +158,8 @@ def test_compiled_bdf_matches_scipy_bdf():
     sol = solve_ivp(rhs, (0.0, tf), s0, method='BDF', jac=jac, rtol=tol, atol=tol, t_eval=t_out)
     assert sol.success
     y_out, y_last, stats = np.zeros((24, 11)), np.zeros(24), np.zeros(6)
-    status = bench._bdf_k(s0, tf, bench.METHOD_CODE['householder'], tol, alpha, beta, mih, model._qdd_free, tol, tol,
-                          bench.NEWTON_TOL, t_out, y_out, y_last, stats, 10 ** 6)
+    status = bdf.bdf_k(s0, tf, pm.METHOD_CODE['householder'], tol, alpha, beta, mih, model.qdd_free, tol, tol,
+                          NEWTON_TOL, t_out, y_out, y_last, stats, 10 ** 6)
     assert status == 0 and stats[5] == tf
     assert np.allclose(y_last, y_out[:, -1], rtol=0, atol=1e-13)
     assert np.abs(y_out - sol.y).max() < 1e-7            # two tolerance-1e-10 solutions of one ODE
@@ -178,7 +171,7 @@ def test_compiled_full_run_follows_reduced_model(method):
     """Seed 002's whole experiment (20 s, alpha = 1000, beta = 100, TOL = rcond = 1e-10, Table 10)
     on the compiled path: completes, stays on the constraints (sum Psi^2 <= 1e-10, the issue's
     criterion; the paper's Table 10 has 2e-7 to 5e-5) and follows the 1-DOF pendulum."""
-    r = bench.simulate(method, baumgarte=True, tol=1e-10, tf=20.0)
+    r = simulate(method, baumgarte=True, tol=1e-10, tf=20.0)
     print(f'\nparallelogram {method} 20 s compiled BDF: sum Psi^2 {r.residual:.1e}, nfev {r.nfev}, '
           f'max |theta - theta_ref| {r.angle_error:.1e}, {r.message}')
     assert r.completed, r.message

@@ -1,26 +1,23 @@
-"""Tables of issue 13 for ``uk-controller bench``: the control step beside Pinocchio, and the node's rate over DDS.
+"""Table ``step_ratio`` (issue 13): the control step beside Pinocchio on the same model and state.
 
-``step_ratio``: in one run on the same model and state, ControllerCore.step (the packed compiled step and
+In one run on the same model and state, ControllerCore.step (the packed compiled step and
 the Python around it) against ``pinocchio.aba`` (SCARA, open tree; target <= 3x) and
 ``pinocchio.constraintDynamics`` (five-bar closures; target <= 1.5x), with the parts: the packed kernel
 call alone, and the previous form (Pinocchio's pass from Python + the 12-argument fused_step).
-
-``ros_rate``: uk_controller.ros.rate_bench (needs rclpy; run inside a private network namespace when
-others use DDS on this machine).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .bench import _pin_closures, _state, sample, table, verdict
+from .common import moving_state, pin_closures, sample, table, verdict
 
 TARGETS = {'scara': ('pin.aba', 3.0), 'five_bar': ('pin.constraintDynamics', 1.5),
            'five_bar_redundant': ('pin.constraintDynamics', 1.5), 'dual_arm': ('pin.aba', 3.0)}
 
 
-def bench_step_ratio(args):
+def run(args):
     import pinocchio as pin
-    from .controller import ControllerCore
+    from ..controller import ControllerCore
     count = 2000 if args.quick else 20000
     rows, parts = [], []
     for name in [r for r in args.robots if r in TARGETS]:
@@ -28,14 +25,14 @@ def bench_step_ratio(args):
         model, setup = ctrl.model, ctrl.setup
         pm = model.model
         pdata = pm.createData()
-        q, qd = _state(setup)
+        q, qd = moving_state(setup)
         tau = np.zeros(model.n)
         ref, target = TARGETS[name]
         if ref == 'pin.aba':
             def reference():
                 pin.aba(pm, pdata, q, qd, tau)
         else:
-            cms = _pin_closures(setup)
+            cms = pin_closures(setup)
             if cms is None:
                 continue
             cds = [cm.createData() for cm in cms]
@@ -80,11 +77,3 @@ def bench_step_ratio(args):
           ('robot', 'packed kernel call', 'Python around it (step - call)', 'previous: Pinocchio pass + fused_step',
            '  of which computeAllTerms + updateFramePlacements', '  of which fused_step (12 args)'), parts,
           note='packed kernel call: uk_controller.kernels.packed (own RNEA/CRBA + frames + rows + servo solve, 6 args).')
-
-
-def bench_ros_rate(args):
-    from .ros import rate_bench
-    rates = [250.0, 500.0, 1000.0]
-    robots = [r for r in ('scara', 'five_bar', 'dual_arm') if r in args.robots] or ['scara']
-    print('\n## uk_controller_node over DDS: achieved rate, missed deadlines, latency, CPU (benchmarks/ros_rate.py)')
-    rate_bench.run_table(robots, rates, 1.5 if args.quick else 3.0)

@@ -1,7 +1,8 @@
 """Runs INSIDE pyudk's own virtual environment (pyudk pins numpy 1.24 / scipy 1.10): never import
-uk_controller here. Called by ``uk-controller bench`` (table 'pyudk')::
+uk_controller here (it is a script beside uk_controller/benchmarks/pyudk.py, run by path in that other
+interpreter). Called by ``uk-controller bench`` (table 'pyudk')::
 
-    /tmp/pyudk_venv/bin/python benchmarks/pyudk_helper.py cases.npz COUNT [BUDGET_S]
+    /tmp/pyudk_venv/bin/python uk_controller/benchmarks/pyudk_helper.py cases.npz COUNT [BUDGET_S]
 
 Reads M{k}, Q{k}, A{k}, b{k}; times ``pyudk.ideal_Constraint_force`` COUNT times per case (fewer, at
 least 20, if that would take longer than BUDGET_S seconds, default 3) and prints
@@ -14,11 +15,11 @@ import time
 from importlib.metadata import version
 
 import numpy as np
-import scipy
-import pyudk
 
 
 def main():
+    import pyudk                      # here, not at the top: importing this module (a package walk) needs no pyudk
+    import scipy
     path, count = sys.argv[1], int(sys.argv[2])
     budget = float(sys.argv[3]) if len(sys.argv) > 3 else 3.0
     data = np.load(path)

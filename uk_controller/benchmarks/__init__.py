@@ -1,0 +1,28 @@
+"""The benchmark tables of ``uk-controller bench``, one module per table (issues 7 and 13).
+
+Every figure is a median (and p99) over many calls on this machine; all comparisons are made in the
+same run on the same inputs, and each table says whether the results agree. Nothing here is a test.
+Each table module has ``run(args)`` (args: the options of ``uk-controller bench``, see
+uk_controller/bench.py, which maps table names to these modules and imports only the tables asked for).
+
+=============  ========================  ========================================================================
+table          module                    what it measures
+=============  ========================  ========================================================================
+step           ``step``                  ControllerCore.step per robot, the general path beside it, the parts
+reference      ``reference``             fast UK force / servo solve vs the square-root reference (M^1/2, SVD)
+pyudk          ``pyudk``                 vs pyudk (PyPI) in its own virtualenv (script ``pyudk_helper.py``)
+pinocchio      ``constraint_dynamics``   five-bar closures: forward dynamics vs pinocchio.constraintDynamics
+simulation     ``simulation``            closed loop on the UK plant, real-time factor
+parallelogram  ``parallelogram``         seed 002 parallelogram, every pseudo-inverse method, compiled BDF
+loop           ``loop``                  fixed-rate loop without ROS (sleep + spin): jitter, missed deadlines
+memory         ``memory``                no new Pinocchio Data per step; allocations per step; RSS
+step_ratio     ``step_ratio``            ControllerCore.step beside pin.aba / pin.constraintDynamics
+ros_rate       ``ros_rate``              uk_controller_node over DDS (measurement: uk_controller.ros.rate_bench)
+=============  ========================  ========================================================================
+
+Shared: ``common`` (sample, table, verdict, machine header, the moving state, Pinocchio closures).
+The seed 002 parallelogram: ``parallelogram_model`` (the mechanism, eq 32 in NumPy and compiled, the
+reduced model), ``bdf`` (Gear's method written out for numba), ``parallelogram`` (runs and the table),
+``parallelogram_paper`` (the comparison with the paper's Tables 7-12; ``benchmarks/parallelogram.py``).
+The scripts in ``benchmarks/`` are thin commands over these modules.
+"""
