@@ -248,7 +248,7 @@ def test_svd_twin_equals_lapack_reference(shape):
 def test_svd_twin_jacobi_kernel_is_an_svd():
     """`_loop_jacobi_rows` on ``[B | I]``: rotated rows with orthogonal first parts whose norms are the
     singular values of B (numpy's), an orthogonal accumulated rotation G, and ``G B`` reproduced."""
-    from uk_controller import pinv as P
+    from uk_controller.pinv import compiled as P
     compiled_pinv('svd')                         # compiles (numba) the kernels in place
     rng = np.random.default_rng(5)
     for c, k, rank in [(12, 12, 12), (12, 12, 11), (5, 9, 5), (7, 7, 3), (1, 4, 1)]:
