@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/closed_loop.py [--quick] [--robots ...]   (options: uk-controller bench --help)
 
-The same table as ``uk-controller bench --tables simulation`` (uk_controller/bench.py).
+The same table as ``uk-controller bench --tables simulation`` (uk_controller/benchmarks/simulation.py).
 """
 import sys
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/constraint_dynamics.py [--quick] [--robots ...]   (options: uk-controller bench --help)
 
-The same table as ``uk-controller bench --tables pinocchio`` (uk_controller/bench.py).
+The same table as ``uk-controller bench --tables pinocchio`` (uk_controller/benchmarks/constraint_dynamics.py).
 """
 import sys
 

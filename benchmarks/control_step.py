@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/control_step.py [--quick] [--robots ...]   (options: uk-controller bench --help)
 
-The same table as ``uk-controller bench --tables step`` (uk_controller/bench.py).
+The same table as ``uk-controller bench --tables step`` (uk_controller/benchmarks/step.py).
 """
 import sys
 

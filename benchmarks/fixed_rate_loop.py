@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fixed_rate_loop.py [--quick] [--robots ...]   (options: uk-controller bench --help)
 
-The same table as ``uk-controller bench --tables loop`` (uk_controller/bench.py).
+The same table as ``uk-controller bench --tables loop`` (uk_controller/benchmarks/loop.py).
 """
 import sys
 

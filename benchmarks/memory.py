@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/memory.py [--quick] [--robots ...]   (options: uk-controller bench --help)
 
-The same table as ``uk-controller bench --tables memory`` (uk_controller/bench.py).
+The same table as ``uk-controller bench --tables memory`` (uk_controller/benchmarks/memory.py).
 """
 import sys
 

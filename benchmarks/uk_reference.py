@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/uk_reference.py [--quick] [--robots ...]   (options: uk-controller bench --help)
 
-The same table as ``uk-controller bench --tables reference pyudk`` (uk_controller/bench.py).
+The same table as ``uk-controller bench --tables reference pyudk`` (uk_controller/benchmarks/reference.py, pyudk.py).
 """
 import sys
 
