@@ -21,7 +21,7 @@ from . import settings as S
 from .benchmarks.common import PYUDK_PYTHON_DEFAULT, STEP_ROBOTS
 
 #: table name -> module of uk_controller.benchmarks (imported only when the table runs)
-TABLE_MODULES = {'step': 'step', 'reference': 'reference', 'pyudk': 'pyudk', 'pinocchio': 'constraint_dynamics',
+TABLE_MODULES = {'step': 'step', 'reference': 'reference', 'pyudk': 'vs_pyudk', 'pinocchio': 'constraint_dynamics',
                  'simulation': 'simulation', 'parallelogram': 'parallelogram', 'loop': 'loop', 'memory': 'memory',
                  'step_ratio': 'step_ratio', 'ros_rate': 'ros_rate'}
 TABLES = tuple(TABLE_MODULES)

@@ -10,7 +10,7 @@ table          module                    what it measures
 =============  ========================  ========================================================================
 step           ``step``                  ControllerCore.step per robot, the general path beside it, the parts
 reference      ``reference``             fast UK force / servo solve vs the square-root reference (M^1/2, SVD)
-pyudk          ``pyudk``                 vs pyudk (PyPI) in its own virtualenv (script ``pyudk_helper.py``)
+pyudk          ``vs_pyudk``              vs pyudk (PyPI) in its own virtualenv (script ``pyudk_helper.py``)
 pinocchio      ``constraint_dynamics``   five-bar closures: forward dynamics vs pinocchio.constraintDynamics
 simulation     ``simulation``            closed loop on the UK plant, real-time factor
 parallelogram  ``parallelogram``         seed 002 parallelogram, every pseudo-inverse method, compiled BDF

@@ -3,6 +3,8 @@
 pyudk pins old numpy/scipy, so it runs in another interpreter (``--pyudk-python``, default
 ``$UK_PYUDK_PYTHON`` or /tmp/pyudk_venv/bin/python) on the helper script ``pyudk_helper.py`` next to
 this module, which never imports uk_controller; the same M, Q, A, b go both ways through an .npz file.
+The helper runs isolated (``python -I``: this package's directory is not on its sys.path, where a module
+named like one of pyudk's imports would shadow it; this module is not called pyudk.py for the same reason).
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def run(args):
         for k, (name, M, Q, A, b) in enumerate(cases):
             arrays.update({f'M{k}': M, f'Q{k}': Q, f'A{k}': A, f'b{k}': b})
         np.savez(path, count=len(cases), **arrays)
-        proc = subprocess.run([python, str(helper), str(path), str(count)], capture_output=True, text=True,
+        proc = subprocess.run([python, '-I', str(helper), str(path), str(count)], capture_output=True, text=True,
                               timeout=600)
         if proc.returncode != 0:
             print(f'\n## vs pyudk\nnot available: helper failed: {proc.stderr.strip()[-500:]}')
