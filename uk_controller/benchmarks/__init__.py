@@ -25,4 +25,8 @@ The seed 002 parallelogram: ``parallelogram_model`` (the mechanism, eq 32 in Num
 reduced model), ``bdf`` (Gear's method written out for numba), ``parallelogram`` (runs and the table),
 ``parallelogram_paper`` (the comparison with the paper's Tables 7-12; ``benchmarks/parallelogram.py``).
 The scripts in ``benchmarks/`` are thin commands over these modules.
+
+To add a table: a module here with ``run(args)`` that prints through ``common.table``, one entry in
+``uk_controller.bench.TABLE_MODULES`` (its name for ``--tables``), and, if it needs an option, one
+``add_argument`` in ``uk_controller.bench.add_bench_arguments``.
 """
