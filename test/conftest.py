@@ -1,30 +1,93 @@
-"""Session set-up shared by all tests."""
+"""Fixtures shared by all tests, and the check that every test carries the markers it needs.
+
+Markers (registered in setup.cfg, ``--strict-markers``):
+
+- ``ros``: starts rclpy (a Context, a node, DDS) in the test process or in a node subprocess;
+- ``serial``: opens a pseudo-terminal with a device emulator;
+- ``slow``: takes tens of seconds or more on a quiet 2-core machine.
+
+``./scripts/test.sh -m "not ros and not serial and not slow"`` is the quick core suite.
+A test without ``ros`` that initialises rclpy, or without ``serial`` that opens a
+pty, fails (see :func:`pytest_runtest_protocol`), so a ``-m "not ros"`` selection
+never starts DDS.
+"""
+import os
 import sys
 
 import pytest
 
+#: Set in the environment of a test that is not marked ``ros``: a node subprocess it starts
+#: stops at rcl's start-up check (exit 102, the message names this value).
+NOT_MARKED_ROS = 'uk_test_not_marked_ros'
 
-@pytest.fixture(scope='session', autouse=True)
-def compiled_kernels_cached():
-    """Compile (or load) the optional numba kernels of every shipped robot once, up front.
+try:                     # loaded before any test changes RMW_IMPLEMENTATION (rcl checks it on load)
+    import rclpy.context as _rclpy_context
+except ImportError:      # no ROS extra: nothing to guard
+    _rclpy_context = None
 
-    The kernels are cached next to the sources; on a fresh machine the first
-    construction compiles for tens of seconds. Doing it here keeps that cost
-    out of node subprocesses whose tests run against a clock (ROS over DDS,
-    serial HIL), which would otherwise start while their peer still compiles.
+
+def _refuse(marker, what):
+    def refuse(*args, **kwargs):
+        raise RuntimeError(f'this test {what} but is not marked @pytest.mark.{marker} (test/conftest.py)')
+    return refuse
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Run a test without ``ros`` with rclpy's Context.init refused (in this process) and an RMW
+    implementation that does not exist (in its subprocesses), a test without ``serial`` with
+    ``os.openpty`` refused."""
+    with pytest.MonkeyPatch.context() as mp:
+        if item.get_closest_marker('ros') is None:
+            mp.setenv('RMW_IMPLEMENTATION', NOT_MARKED_ROS)
+            if _rclpy_context is not None:
+                mp.setattr(_rclpy_context.Context, 'init', _refuse('ros', 'initialises rclpy'))
+        if item.get_closest_marker('serial') is None:
+            mp.setattr(os, 'openpty', _refuse('serial', 'opens a pseudo-terminal'))
+        return (yield)
+
+
+@pytest.fixture(scope='session')
+def robots():
+    """``robots(name)``: compile (or load from the numba cache) the kernels robot `name` runs --
+    its controller, its embedded plant and the compiled closed loop -- once per session; returns
+    `name`. `name` is a shipped robot or a setup file's path, as for ``load_robot``.
+
+    The kernels compile on first use (15-60 s per robot on a fresh machine) and are cached next to
+    the sources. A test that starts a node subprocess or a device emulator on a clock asks for its
+    robot here first, so the peer loads the cached kernels instead of compiling while the test
+    waits; a test that only computes in this process needs no fixture (it compiles what it uses).
     """
-    import numpy as np
+    done = set()
 
-    from uk_controller.controller import ControllerCore
-    from uk_controller.robots import load_robot
-    from uk_controller.sim.closed_loop import simulate
-    from uk_controller.sim.uk_plant import UKPlant
+    def compile_robot(name):
+        key = str(name)
+        if key not in done:
+            import numpy as np
 
-    for robot in ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r'):
-        setup = load_robot(robot)
-        ControllerCore(setup)          # construction runs one warm-up step
-        UKPlant.from_setup(setup).step(np.zeros(setup.actuators.p), 1e-3)
-        simulate(load_robot(robot), duration=0.003)    # the compiled closed loop (sim/compiled_loop.py)
+            from uk_controller.controller import ControllerCore
+            from uk_controller.robots import load_robot
+            from uk_controller.sim.closed_loop import simulate
+            from uk_controller.sim.uk_plant import UKPlant
+
+            setup = load_robot(name)
+            ControllerCore(setup)          # construction runs one warm-up step
+            UKPlant.from_setup(setup).step(np.zeros(setup.actuators.p), 1e-3)
+            simulate(load_robot(name), duration=0.003)    # the compiled closed loop (sim/compiled_loop.py)
+            done.add(key)
+        return name
+    return compile_robot
+
+
+@pytest.fixture
+def robot(request, robots):
+    """The robot of ``@pytest.mark.parametrize('robot', [...], indirect=True)``, its kernels compiled
+    (:func:`robots`); the value is the name given (None: no robot, nothing compiled).
+
+    Function-scoped on purpose: a session-scoped parametrized fixture would make pytest regroup the
+    tests of all modules by robot, tearing down and rebuilding module fixtures (DDS probes, nodes)."""
+    name = getattr(request, 'param', None)
+    return None if name is None else robots(name)
 
 
 @pytest.fixture

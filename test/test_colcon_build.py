@@ -78,6 +78,7 @@ def test_installed_package_resolves_to_the_install_space(workspace):
     assert module.startswith(install) and config.startswith(install), out.stdout
 
 
+@pytest.mark.ros
 def test_installed_node_starts_publishes_diagnostics_and_exits_cleanly(workspace):
     from diagnostic_msgs.msg import DiagnosticArray
     from uk_controller.ros.testing import Probe

@@ -158,15 +158,16 @@ def test_continuous_tracks_like_revolute_over_several_turns(arms, plant, compile
     assert np.abs(cont.task_error[-100:]).max() < final < np.abs(cont.task_error[0]).max()
 
 
+@pytest.mark.serial
 @pytest.mark.usefixtures('fast_gil_switch')
-def test_continuous_arm_over_serial_matches_in_process(tmp_path):
+def test_continuous_arm_over_serial_matches_in_process(tmp_path, robots):
     """Serial drivers (uk_binary over a pseudo-terminal, test_hardware_hil.py's rig) report one unwrapped
     angle per continuous joint: the hardware loop reproduces the in-process run past two crank turns
     (float32 on the wire: 1e-5 rad, as for the shipped robots)."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_hardware_hil import RATE, hil
-    config = str(write_arm(tmp_path / 'arm', 'continuous', actuators=True))
+    config = robots(str(write_arm(tmp_path / 'arm', 'continuous', actuators=True)))
     duration = 1.1
     sim = simulate(load_robot(config), duration=duration, rate=RATE)
     k, q, e, diag = hil(config, 'uk_binary', duration)

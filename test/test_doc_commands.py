@@ -93,6 +93,27 @@ def kind(command):
     return None
 
 
+def robot_of(command):
+    """The robot a command's nodes run (their kernels are compiled first: conftest.robots), or None."""
+    if kind(command) not in ('ros2 run', 'ros2 launch'):
+        return None
+    found = re.search(r'\b(?:robot|config):=(\w+)(?:\s|$)', command)
+    return found.group(1) if found else None
+
+
+def params():
+    """(command, robot) of every command run here, marked by what it starts."""
+    out = []
+    for command in COMMANDS:
+        if kind(command) in (None, 'not run'):
+            continue
+        marks = [pytest.mark.ros] if kind(command) in ('ros2 run', 'ros2 launch') else []
+        if ' emulate ' in command:
+            marks.append(pytest.mark.serial)
+        out.append(pytest.param(command, robot_of(command), marks=marks, id=command))
+    return out
+
+
 def test_every_command_is_classified():
     assert COMMANDS
     unknown = [c for c in COMMANDS if kind(c) is None]
@@ -194,8 +215,8 @@ def run_cli(command, tmp_path):
     return 'ran: ' + text.strip().splitlines()[-1][:120]
 
 
-@pytest.mark.parametrize('command', [c for c in COMMANDS if kind(c) not in (None, 'not run')])
-def test_documented_command_runs_as_written(command, tmp_path):
+@pytest.mark.parametrize('command, robot', params(), indirect=['robot'])
+def test_documented_command_runs_as_written(command, robot, tmp_path):
     pytest.importorskip('rclpy')
     runner = {'ros2 run': run_ros2_run, 'ros2 launch': run_launch, 'cli': run_cli}[kind(command)]
     result = runner(command, tmp_path)

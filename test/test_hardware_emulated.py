@@ -50,8 +50,11 @@ def test_cli_emulate_rejects_bad_arguments_with_exit_2():
     assert done.returncode == 2 and '--rate: must be > 0 Hz' in done.stderr and 'Traceback' not in done.stderr
 
 
-def test_hardware_launch_nodes_track_against_the_emulator(tmp_path):
-    emulator, first = emulate('scara', '--protocol', 'uk_binary', '--rate', f'{RATE:g}',
+@pytest.mark.ros
+@pytest.mark.serial
+@pytest.mark.parametrize('robot', ['scara'], indirect=True)
+def test_hardware_launch_nodes_track_against_the_emulator(tmp_path, robot):
+    emulator, first = emulate(robot, '--protocol', 'uk_binary', '--rate', f'{RATE:g}',
                               '--port', str(tmp_path / 'ttyUK0'))
     probe = Probe(DOMAIN_ID)
     procs = []

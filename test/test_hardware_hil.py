@@ -29,7 +29,7 @@ RATE = 200.0
 TOL = {'uk_binary': (1e-5, 1e-5), 'odrive': (1e-6, 1e-6), 'dynamixel': (5e-3, 1e-3)}
 
 
-pytestmark = pytest.mark.usefixtures('fast_gil_switch')
+pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 def hardware(setup, protocol):
@@ -72,7 +72,7 @@ def hil(robot, protocol, duration):
     ('scara', 'odrive', 0.5),
     ('five_bar', 'uk_binary', 0.5),
     ('five_bar', 'dynamixel', 0.5),
-])
+], indirect=['robot'])
 def test_hil_matches_in_process_simulation(robot, protocol, duration):
     sim = simulate(load_robot(robot), duration=duration, rate=RATE)
     k, q, e, diag = hil(robot, protocol, duration)

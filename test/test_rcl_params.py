@@ -30,6 +30,8 @@ CONFIGS = sorted((ROOT / 'config').glob('*.yaml'))
 ROBOTS = [p.stem for p in CONFIGS if not p.stem.startswith('controllers')]
 DOMAIN_ID = 74
 
+pytestmark = pytest.mark.ros
+
 
 def rcl_parameters(path, node_name):
     """{name: value} that rcl hands to node `node_name` from the file (own Context, no DDS traffic)."""
@@ -146,7 +148,7 @@ def check_plot_paths(robot, probe):
     return sizes
 
 
-@pytest.mark.parametrize('robot', ROBOTS)
+@pytest.mark.parametrize('robot', ROBOTS, indirect=True)
 def test_nodes_start_from_each_shipped_file_and_stop_cleanly_on_two_sigints(robot, tmp_path, probe):
     """`--params-file config/<robot>.yaml -p config:=<robot>` exactly as docs/ros.md shows it; the plotting
     topics then carry every field path the robot's PlotJuggler layout and docs/ros.md name."""

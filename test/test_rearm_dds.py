@@ -22,17 +22,20 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
 
+pytestmark = pytest.mark.ros
+
 RATE = 200.0
 
 
-def test_stop_start_rearms_without_a_jolt_over_dds(tmp_path):
+@pytest.mark.parametrize('robot', ['scara'], indirect=True)
+def test_stop_start_rearms_without_a_jolt_over_dds(tmp_path, robot):
     probe = Probe(DOMAIN_ID)
     efforts = probe.record(Float64MultiArray, '/uk_controller_node/efforts', convert=lambda m: list(m.data))
     sim = NodeProcess('uk_controller.ros.sim_node', {
-        'config': 'scara', 'control': {'rate': RATE},
+        'config': robot, 'control': {'rate': RATE},
         'simulation': {'lockstep': True, 'substeps': 2, 'wait_for_subscribers': 1}}, DOMAIN_ID, str(tmp_path))
     ctl = NodeProcess('uk_controller.ros.controller_node', {
-        'config': 'scara', 'use_sim_time': True, 'control': {'rate': RATE, 'soft_start': 1.0,
+        'config': robot, 'use_sim_time': True, 'control': {'rate': RATE, 'soft_start': 1.0,
                                                                   'safe_effort': 'hold'},
         'ros': {'trigger': 'state'}}, DOMAIN_ID, str(tmp_path))
     stop = probe.node.create_client(Trigger, '/uk_controller_node/stop')

@@ -21,7 +21,7 @@ from uk_controller.sim.uk_plant import UKPlant
 
 RATE = 200.0
 
-pytestmark = pytest.mark.usefixtures('fast_gil_switch')
+pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 def outage_run(robot='scara', *, soft_start=1.0, pre=2.0, outage=0.5, post=1.5):
@@ -63,8 +63,8 @@ def outage_run(robot='scara', *, soft_start=1.0, pre=2.0, outage=0.5, post=1.5):
             'held': float(t[back] - t[lost - 1])}
 
 
-def test_reconnect_rearms_without_a_jolt():
-    r = outage_run()
+def test_reconnect_rearms_without_a_jolt(robots):
+    r = outage_run(robots('scara'))
     print('\nserial re-arm (scara, uk_binary pty, 0.5 s unplugged):', r)
     assert r['reconnects'] >= 1 and r['rearms'] >= 1
     # the trajectory clock stood still during the outage (a few periods for detection and arming)

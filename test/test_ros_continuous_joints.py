@@ -22,6 +22,8 @@ from uk_controller.sim.closed_loop import simulate  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_continuous_joints import write_arm  # noqa: E402
 
+pytestmark = pytest.mark.ros
+
 RATE = 200.0
 CLOCK_START = 1.0           # uk_sim_node's default simulation.clock_start
 
@@ -30,8 +32,8 @@ def _stamp(msg):
     return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
 
 
-def test_continuous_arm_lockstep_over_dds(tmp_path):
-    config = str(write_arm(tmp_path / 'arm', 'continuous'))
+def test_continuous_arm_lockstep_over_dds(tmp_path, robots):
+    config = robots(str(write_arm(tmp_path / 'arm', 'continuous')))
     duration = 1.1
     steps = int(round(duration * RATE))
     probe = Probe(DOMAIN_ID)

@@ -35,6 +35,8 @@ from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
+pytestmark = pytest.mark.ros
+
 CONTROLLER = 'uk_controller.ros.controller_node'
 SIM = 'uk_controller.ros.sim_node'
 RATE = 200.0
@@ -102,7 +104,7 @@ def _run_gated(probe, tmp_path, controller_params, sim_params, until, timeout=60
     return probe.snapshot('/joint_states'), probe.snapshot('/uk_controller_node/task_error')
 
 
-@pytest.mark.parametrize('robot,duration', [('scara', 0.75), ('five_bar', 0.75)])
+@pytest.mark.parametrize('robot,duration', [('scara', 0.75), ('five_bar', 0.75)], indirect=['robot'])
 def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_path, robot, duration):
     steps = int(round(duration * RATE))
     ctl = {'config': robot, 'use_sim_time': True, 'control': {'rate': RATE}, 'ros': {'trigger': 'state'}}
@@ -133,7 +135,7 @@ def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_
     assert matched >= 3, matched
 
 
-@pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+@pytest.mark.parametrize('robot', ['scara', 'five_bar'], indirect=True)
 def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, robot):
     rate, duration, transient, lag = 100.0, 1.6, 0.6, 2
     common = {'config': robot, 'control': {'rate': rate}}
@@ -155,7 +157,7 @@ def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, 
     assert np.isfinite(dds_max) and dds_max <= max(1.5 * bound, FREE_RUN_FLOOR), (dds_max, bound)
 
 
-def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(probe, tmp_path):
+def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(probe, tmp_path, robots):
     from uk_controller.ros.params import ParameterError
     from uk_controller.ros.sim_node import sim_settings
     with pytest.raises(ParameterError, match='simulation.max_command_lag: needs simulation.publish_clock'):
@@ -164,6 +166,7 @@ def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(pro
         with pytest.raises(ParameterError, match='simulation.max_command_lag'):
             sim_settings({'simulation': {'max_command_lag': bad, 'publish_clock': True}})
     lag, rate = 3, 100.0
+    robots('five_bar')
     probe.record(JointState, '/joint_states', convert=lambda m: (_stamp(m), list(m.position)))
     probe.clear('/joint_states')
     command = probe.node.create_publisher(Float64MultiArray, '/effort_controller/commands', 10)

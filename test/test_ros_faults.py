@@ -31,6 +31,8 @@ from uk_controller.paths import share_dir  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.testing import NodeProcess, Probe, ros_env, params_file  # noqa: E402
 
+pytestmark = pytest.mark.ros
+
 NODE = '/uk_controller_node'
 RATE = 100.0
 TIMEOUT = 0.2
@@ -80,8 +82,8 @@ def _diag(msg):
 
 
 @pytest.fixture(scope='module')
-def loop(tmp_path_factory):
-    setup = load_robot('scara')
+def loop(tmp_path_factory, robots):
+    setup = load_robot(robots('scara'))
     probe = Probe(DOMAIN_ID)
     efforts = probe.record(Float64MultiArray, '/effort_controller/commands', convert=lambda m: list(m.data))
     diags = probe.record(DiagnosticArray, '/diagnostics', convert=_diag)
@@ -190,15 +192,25 @@ def test_stop_holds_safe_effort_and_start_resumes(loop):
     assert _wait_diag(probe, diags, t, lambda d: d[0] == 0 and d[1] == 'controlling')
 
 
-def test_live_parameters_accepted_others_rejected_with_reason(loop):
-    probe = loop[0]
+def _parameter_setter(probe):
+    """``set_(name, value)``: one SetParameters call on the node; returns its SetParametersResult."""
     client = probe.node.create_client(SetParameters, f'{NODE}/set_parameters')
     assert client.wait_for_service(10.0)
 
     def set_(name, value):
         req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
         return client.call(req, timeout_sec=5.0).results[0]
+    return set_
 
+
+def _start(module, *ros_args):
+    """`module` started with ``--ros-args`` `ros_args`, expected to stop at its start-up checks."""
+    return subprocess.run([sys.executable, '-m', module, '--ros-args', *ros_args], env=ros_env(DOMAIN_ID),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_live_parameters_accepted_others_rejected_with_reason(loop):
+    set_ = _parameter_setter(loop[0])
     assert set_('stabilization.omega', 15.0).successful
     assert set_('ros.trajectory_start', 0.5).successful
     bad = set_('control.rate', 50.0)
@@ -211,15 +223,11 @@ def test_live_parameters_accepted_others_rejected_with_reason(loop):
 
 def test_invalid_parameter_fails_at_start_naming_the_key(tmp_path):
     path = params_file({'config': 'scara', 'ros': {'output_type': 'pwm'}}, str(tmp_path))
-    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
-                           '--params-file', path], env=ros_env(DOMAIN_ID), capture_output=True, text=True,
-                          timeout=60)
+    proc = _start('uk_controller.ros.controller_node', '--params-file', path)
     assert proc.returncode == 2
     assert 'ros.output_type' in proc.stderr and 'pwm' in proc.stderr
     path = params_file({'config': 'scara', 'constraints': {'tool_path': {'frame': 'no_such_frame'}}}, str(tmp_path))
-    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
-                           '--params-file', path], env=ros_env(DOMAIN_ID), capture_output=True, text=True,
-                          timeout=60)
+    proc = _start('uk_controller.ros.controller_node', '--params-file', path)
     assert proc.returncode == 2 and 'no_such_frame' in proc.stderr, proc.stderr
 
 
@@ -243,14 +251,7 @@ def test_one_glitched_future_stamp_does_not_freeze_control(loop):
 
 def test_live_parameters_get_the_start_up_checks(loop):
     """Issue 11 case 3: negative, NaN, Inf and huge gains are rejected with the accepted range."""
-    probe = loop[0]
-    client = probe.node.create_client(SetParameters, f'{NODE}/set_parameters')
-    assert client.wait_for_service(10.0)
-
-    def set_(name, value):
-        req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
-        return client.call(req, timeout_sec=5.0).results[0]
-
+    set_ = _parameter_setter(loop[0])
     for bad in (-15.0, math.nan, math.inf, 1e9):
         r = set_('stabilization.omega', bad)
         assert not r.successful and 'stabilization.omega' in r.reason and '(0, 1000] rad/s' in r.reason, r.reason
@@ -263,9 +264,7 @@ def test_live_parameters_get_the_start_up_checks(loop):
 
 def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
     """Issue 11 case 4: -p control.rte:=5.0 is an error, not silently ignored."""
-    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
-                           '-p', 'config:=scara', '-p', 'control.rte:=5.0'], env=ros_env(DOMAIN_ID),
-                          capture_output=True, text=True, timeout=60)
+    proc = _start('uk_controller.ros.controller_node', '-p', 'config:=scara', '-p', 'control.rte:=5.0')
     assert proc.returncode == 2, proc.stderr
     assert 'control.rte' in proc.stderr and "did you mean 'rate'" in proc.stderr, proc.stderr
     assert 'Traceback' not in proc.stderr
@@ -275,9 +274,7 @@ def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
     """Issue 11 case 6: serial_bridge_node -p protocol:=canopen was a traceback (the parameter is
     hardware.protocol since the bridge reads its parameters as the other nodes do)."""
     from uk_controller.hardware import registry
-    proc = subprocess.run([sys.executable, '-m', 'uk_controller.ros.serial_bridge_node', '--ros-args',
-                           '-p', 'config:=scara', '-p', 'hardware.protocol:=canopen'], env=ros_env(DOMAIN_ID),
-                          capture_output=True, text=True, timeout=60)
+    proc = _start('uk_controller.ros.serial_bridge_node', '-p', 'config:=scara', '-p', 'hardware.protocol:=canopen')
     assert proc.returncode == 2, proc.stderr
     assert 'hardware.protocol' in proc.stderr and 'canopen' in proc.stderr
     assert ', '.join(registry.names()) in proc.stderr, proc.stderr

@@ -145,7 +145,7 @@ class Feeder:
 
 
 @pytest.fixture
-def dds(tmp_path):
+def dds(tmp_path, robots):
     probe = Probe(DOMAIN_ID)
     efforts = probe.record(Float64MultiArray, EFFORTS, convert=lambda m: list(m.data))
     timing = probe.record(Float64MultiArray, TIMING, convert=lambda m: (list(m.data), m.layout.dim[0].label))
@@ -153,7 +153,7 @@ def dds(tmp_path):
     started = []
 
     def start(params, rate, env=None):
-        feeder = Feeder(probe, load_robot(params['config']), rate)
+        feeder = Feeder(probe, load_robot(robots(params['config'])), rate)
         node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path), env=env)
         started.append((feeder, node))
         assert probe.wait_for(lambda: len(efforts) > 20, 60.0), node.output()
@@ -166,6 +166,7 @@ def dds(tmp_path):
     probe.close()
 
 
+@pytest.mark.ros
 def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
     probe, efforts, timing, diags, start = dds
     rate = 100.0
@@ -200,6 +201,7 @@ def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
     assert 'overrun' in node.output()
 
 
+@pytest.mark.ros
 def test_telemetry_matches_an_independent_probe(dds):
     probe, efforts, timing, diags, start = dds
     rate = 200.0

@@ -39,7 +39,8 @@ def _stamp(msg):
     return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
 
 
-@pytest.mark.parametrize('robot,duration', [('five_bar', 0.5), ('dual_arm', 0.5)])
+@pytest.mark.ros
+@pytest.mark.parametrize('robot,duration', [('five_bar', 0.5), ('dual_arm', 0.5)], indirect=['robot'])
 def test_mujoco_plant_over_dds_reproduces_the_in_process_mujoco_loop(probe, tmp_path, robot, duration):
     steps = int(round(duration * RATE))
     states = probe.record(JointState, '/joint_states', convert=lambda m: (_stamp(m), list(m.position)))

@@ -31,6 +31,8 @@ from uk_controller.hardware.registry import make_emulator  # noqa: E402
 from uk_controller.paths import resolve_config, resolve_data_file  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 
+pytestmark = [pytest.mark.ros, pytest.mark.serial]
+
 
 def wait_until(pred, timeout):
     end = time.monotonic() + timeout

@@ -22,7 +22,7 @@ PROTOCOLS = registry.names()
 RTOL = {'uk_binary': 1e-5, 'dynamixel': 2e-3, 'odrive': 1e-6}
 
 
-pytestmark = pytest.mark.usefixtures('fast_gil_switch')
+pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 def calibrated(protocol, watchdog=0.5):

@@ -22,7 +22,7 @@ CASES = [(p, f) for p in ('uk_binary', 'odrive') for f in FAULTS] + \
         [('dynamixel', f) for f in ('corrupt_tx', 'drop', 'latency', 'silent', 'unplug')]
 
 
-pytestmark = pytest.mark.usefixtures('fast_gil_switch')
+pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 @pytest.mark.parametrize('protocol, fault', CASES)

@@ -25,7 +25,7 @@ EXTRA = 5            # periods the slow cycle overruns by (watchdog 0.05 s = 10 
 SLOW_CYCLE = 300     # the slow cycle's number (1-based), in the second window
 OVERRUN = {'warn_after': 2, 'safe_after': 4, 'recover_after': 3}
 
-pytestmark = pytest.mark.usefixtures('fast_gil_switch')
+pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 def stepped_run(duration=2.5):
@@ -57,7 +57,8 @@ def stepped_run(duration=2.5):
     return res, diag, logged, core
 
 
-def test_stepped_loop_rate_missed_deadlines_and_safe_effort():
+def test_stepped_loop_rate_missed_deadlines_and_safe_effort(robots):
+    robots('scara')
     res, diag, logged, core = stepped_run()
     windows = np.array(res.windows)
     print('\nserial loop windows (' + ', '.join(TIMING_FIELDS) + '):\n', windows)

@@ -34,9 +34,10 @@ def test_missing_port_message(tmp_path):
     assert 'does not exist' in r.stderr and 'ttyUSB7' in r.stderr
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
-def test_signal_stops_with_torque_off(tmp_path, sig):
-    setup = load_robot('scara')
+def test_signal_stops_with_torque_off(tmp_path, sig, robots):
+    setup = load_robot(robots('scara'))
     hw = HardwareConfig.from_setup(setup)
     with make_emulator('uk_binary', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
         log = tmp_path / 'run.csv'
