@@ -67,7 +67,10 @@ setup(
                  # a real `colcon build` of this package in test_colcon_build.py
                  'colcon-common-extensions', 'colcon-ros', 'ros-ament-package',
                  # sweep tests (local Ray head on loopback, Parquet) and MCAP read-back
-                 'ray', 'pyarrow', 'mcap', 'mcap-ros2-support'],
+                 'ray', 'pyarrow', 'mcap', 'mcap-ros2-support',
+                 # test_lint.py: pyflakes-level lint (ruff check --select F). Not a rosdep key: in a ROS
+                 # workspace `pip install ruff` for it, or the test skips saying so
+                 'ruff'],
     },
     zip_safe=True,
     maintainer='uk_controller developers',

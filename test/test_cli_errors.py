@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from uk_controller import rcl_yaml
 from uk_controller.config import load_config

@@ -128,7 +128,7 @@ def test_rows_against_finite_differences(name, model, user_dir):
             return q0 + v0 * dt + 0.5 * a0 * dt * dt, v0 + a0 * dt, t0 + dt
 
         rows = _rows(term, model, *state(0.0))
-        phi, phidot, A, b = rows.phi.copy(), rows.phidot.copy(), rows.A.copy(), rows.b.copy()
+        phidot, A, b = rows.phidot.copy(), rows.A.copy(), rows.b.copy()
         plus = _rows(term, model, *state(h))
         phi_p, phidot_p = plus.phi.copy(), plus.phidot.copy()
         minus = _rows(term, model, *state(-h))

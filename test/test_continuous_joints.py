@@ -7,7 +7,6 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller.model import RobotModel
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate
 

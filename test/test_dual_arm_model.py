@@ -19,6 +19,9 @@ import pinocchio as pin
 import pytest
 import yaml
 
+from uk_controller.controller import ControllerCore
+from uk_controller.robots import load_robot
+
 ROOT = Path(__file__).resolve().parents[1]
 URDF = ROOT / "urdf" / "dual_arm.urdf"
 CONFIG = ROOT / "config" / "dual_arm.yaml"
@@ -330,8 +333,7 @@ def eq68_servo_rows(theta, thetad, t):
 
 @pytest.fixture(scope="module")
 def loaded():
-    robots = pytest.importorskip("uk_controller.robots")
-    return robots.load_robot("dual_arm")
+    return load_robot("dual_arm")
 
 
 def test_loader_initial_state_has_zero_residuals(loaded):
@@ -387,9 +389,8 @@ def test_controller_effort_realises_eq64_at_q0(loaded):
     """One ControllerCore step at (q0, 0, t = 0); with that effort the closed chain's acceleration,
     from an independent KKT solve with eqs A2, A4 and the closure rows of eq 62, meets the task rows
     of eq 68 (y3'' = l/2 at t = 0). At q0 every residual is zero, so Baumgarte terms vanish."""
-    controller = pytest.importorskip("uk_controller.controller")
     setup = loaded
-    core = controller.ControllerCore(setup)
+    core = ControllerCore(setup)
     q0 = np.asarray(setup.q0, float)
     res = core.step(q0, np.zeros(5), 0.0)
     assert res.ok and not res.saturated.any()

@@ -15,7 +15,9 @@ import pinocchio as pin
 import pytest
 import yaml
 
+from uk_controller.controller import ControllerCore
 from uk_controller.paths import resolve_data_file
+from uk_controller.robots import load_robot
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -323,8 +325,7 @@ def eq27_servo_rows(q, qd, t, n, L=0.244):
 
 @pytest.fixture(scope="module", params=list(SETUPS))
 def loaded(request):
-    robots = pytest.importorskip("uk_controller.robots")
-    return request.param, SETUPS[request.param], robots.load_robot(request.param)
+    return request.param, SETUPS[request.param], load_robot(request.param)
 
 
 def test_loader_initial_state_has_zero_residuals(loaded):
@@ -378,8 +379,7 @@ def test_controller_effort_realises_the_line_at_q0(loaded):
     from an independent KKT solve with the paper's M (eq 14) and closure rows (eq 19), meets the
     task rows of eq 27 (at q0 every residual is zero, so Baumgarte terms vanish)."""
     name, branches, setup = loaded
-    controller = pytest.importorskip("uk_controller.controller")
-    core = controller.ControllerCore(setup)
+    core = ControllerCore(setup)
     q0, n = np.asarray(setup.q0, float), 2 * len(branches)
     res = core.step(q0, np.zeros(n), 0.0)
     assert res.ok and not res.saturated.any()

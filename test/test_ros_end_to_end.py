@@ -31,14 +31,14 @@ rclpy = pytest.importorskip('rclpy')
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
+from dds_loops import SIM, run_controller_first, run_plant_first, stamp  # noqa: E402
+
 from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
-CONTROLLER = 'uk_controller.ros.controller_node'
-SIM = 'uk_controller.ros.sim_node'
 RATE = 200.0
 FREE_RUN_FLOOR = 0.05      # m: stable tracking whatever the scheduling (start errors are ~0.02 m; a
                            # mis-wired or unstable loop diverges to metres or NaN)
@@ -53,66 +53,15 @@ def probe():
     p.close()
 
 
-def _stamp(msg):
-    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-
-
-def _run(probe, tmp_path, controller_params, sim_params, until, timeout=60.0):
-    states = probe.record(JointState, '/joint_states', convert=lambda m: (_stamp(m), list(m.position)))
-    errors = probe.record(Float64MultiArray, '/uk_controller_node/task_error', convert=lambda m: list(m.data))
-    probe.clear('/joint_states')
-    probe.clear('/uk_controller_node/task_error')
-    controller = NodeProcess(CONTROLLER, controller_params, DOMAIN_ID, str(tmp_path))
-    # start the plant once the controller is built and the probe sees it, so that it records the
-    # loop from its start (generous: a busy machine delays the start, not the result)
-    assert controller.wait_for_output('control loop', 300.0), controller.output()[-3000:]
-    probe.wait_for(lambda: probe.publishers('/uk_controller_node/task_error') > 0, 60.0)
-    sim = NodeProcess(SIM, sim_params, DOMAIN_ID, str(tmp_path))
-    try:
-        done = probe.wait_for(lambda: until(probe.snapshot('/joint_states'), probe.snapshot(
-            '/uk_controller_node/task_error')), timeout)
-    finally:
-        codes = sim.stop(), controller.stop()
-    assert done, f'loop did not run:\n{controller.output()[-3000:]}\n{sim.output()[-2000:]}'
-    assert codes == (0, 0), f'unclean exit {codes}:\n{controller.output()[-3000:]}\n{sim.output()[-2000:]}'
-    return probe.snapshot('/joint_states'), probe.snapshot('/uk_controller_node/task_error')
-
-
-def _run_gated(probe, tmp_path, controller_params, sim_params, until, timeout=60.0):
-    """Like _run, but independent of when discovery happens: the lockstep plant starts first and waits
-    for two matched subscribers of /joint_states (simulation.wait_for_subscribers: the probe and the
-    controller, counted on the plant's side); the controller starts only once the probe's own
-    subscription has matched the plant (reader side). Both sides of the probe's match exist before
-    the first state goes out, so the probe receives every state of the run (reliable QoS)."""
-    states = probe.record(JointState, '/joint_states', convert=lambda m: (_stamp(m), list(m.position)))
-    errors = probe.record(Float64MultiArray, '/uk_controller_node/task_error', convert=lambda m: list(m.data))
-    probe.clear('/joint_states')
-    probe.clear('/uk_controller_node/task_error')
-    sim = NodeProcess(SIM, sim_params, DOMAIN_ID, str(tmp_path))
-    controller = None
-    try:
-        assert probe.wait_for(lambda: probe.matched_publishers('/joint_states') >= 1, 60.0), sim.output()[-2000:]
-        assert not probe.snapshot('/joint_states')        # the plant waits for its second subscriber
-        controller = NodeProcess(CONTROLLER, controller_params, DOMAIN_ID, str(tmp_path))
-        done = probe.wait_for(lambda: until(probe.snapshot('/joint_states'), probe.snapshot(
-            '/uk_controller_node/task_error')), timeout)
-    finally:
-        codes = sim.stop(), controller.stop() if controller is not None else None
-    out = controller.output()[-3000:] if controller is not None else ''
-    assert done, f'loop did not run:\n{out}\n{sim.output()[-2000:]}'
-    assert codes == (0, 0), f'unclean exit {codes}:\n{out}\n{sim.output()[-2000:]}'
-    return probe.snapshot('/joint_states'), probe.snapshot('/uk_controller_node/task_error')
-
-
 @pytest.mark.parametrize('robot,duration', [('scara', 0.75), ('five_bar', 0.75)], indirect=['robot'])
 def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_path, robot, duration):
     steps = int(round(duration * RATE))
     ctl = {'config': robot, 'use_sim_time': True, 'control': {'rate': RATE}, 'ros': {'trigger': 'state'}}
     sim = {'config': robot, 'control': {'rate': RATE}, 'simulation': {'lockstep': True, 'substeps': SUBSTEPS,
                                                                 'wait_for_subscribers': 2}}
-    states, errors = _run_gated(probe, tmp_path, ctl, sim,
-                                lambda s, e: len(e) >= 1 and s and max(round((t - CLOCK_START) * RATE)
-                                                                       for _, (t, _q) in s) >= steps)
+    states, errors, _ = run_plant_first(probe, tmp_path, DOMAIN_ID, ctl, sim,
+                                        lambda s, e: len(e) >= 1 and s and max(round((t - CLOCK_START) * RATE)
+                                                                               for _, (t, _q) in s) >= steps)
     ref = simulate(load_robot(robot), duration=duration, rate=RATE, substeps=SUBSTEPS)
     by_step = {int(round((t - CLOCK_START) * RATE)): q for _, (t, q) in states}
     # the probe matched the plant before the first state went out: it sees every step
@@ -145,8 +94,8 @@ def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, 
     sim = dict(common, simulation={'substeps': 1, 'publish_clock': True, 'real_time_factor': 0.5,
                                    'max_command_lag': lag, 'wait_for_subscribers': 2})   # probe + controller
     ctl = dict(common, use_sim_time=True)
-    _states, errors = _run(probe, tmp_path, ctl, sim,
-                           lambda s, e: len(e) >= duration * rate, timeout=60.0)
+    _states, errors, _ = run_controller_first(probe, tmp_path, DOMAIN_ID, ctl, sim,
+                                              lambda s, e: len(e) >= duration * rate, timeout=60.0)
     # one task error per control period at most (fewer when the controller fell behind), so
     # skipping the first transient * rate messages skips at least the transient
     after = np.array([e for _, e in errors])[int(transient * rate):]
@@ -167,7 +116,7 @@ def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(pro
             sim_settings({'simulation': {'max_command_lag': bad, 'publish_clock': True}})
     lag, rate = 3, 100.0
     robots('five_bar')
-    probe.record(JointState, '/joint_states', convert=lambda m: (_stamp(m), list(m.position)))
+    probe.record(JointState, '/joint_states', convert=lambda m: (stamp(m), list(m.position)))
     probe.clear('/joint_states')
     command = probe.node.create_publisher(Float64MultiArray, '/effort_controller/commands', 10)
     sim = NodeProcess(SIM, {'config': 'five_bar', 'control': {'rate': rate},

@@ -17,11 +17,10 @@ os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 rclpy = pytest.importorskip('rclpy')
 pytest.importorskip('mujoco')
-from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import Float64MultiArray  # noqa: E402
 
+from dds_loops import run_controller_first  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
+from uk_controller.ros.testing import Probe  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
 RATE = 200.0
@@ -35,40 +34,24 @@ def probe():
     p.close()
 
 
-def _stamp(msg):
-    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-
-
 @pytest.mark.ros
 @pytest.mark.parametrize('robot,duration', [('five_bar', 0.5), ('dual_arm', 0.5)], indirect=['robot'])
 def test_mujoco_plant_over_dds_reproduces_the_in_process_mujoco_loop(probe, tmp_path, robot, duration):
     steps = int(round(duration * RATE))
-    states = probe.record(JointState, '/joint_states', convert=lambda m: (_stamp(m), list(m.position)))
-    errors = probe.record(Float64MultiArray, '/uk_controller_node/task_error', convert=lambda m: list(m.data))
-    probe.clear('/joint_states')
-    probe.clear('/uk_controller_node/task_error')
     ctl = {'config': robot, 'use_sim_time': True, 'control': {'rate': RATE}, 'ros': {'trigger': 'state'}}
     sim = {'config': robot, 'control': {'rate': RATE},
            'simulation': {'plant': 'mujoco', 'lockstep': True, 'wait_for_subscribers': 2}}
-    controller = NodeProcess('uk_controller.ros.controller_node', ctl, DOMAIN_ID, str(tmp_path))
-    probe.wait_for(lambda: probe.publishers('/uk_controller_node/task_error') > 0, 30.0)
-    plant = NodeProcess('uk_controller.ros.sim_node', sim, DOMAIN_ID, str(tmp_path))
-    try:
-        done = probe.wait_for(lambda: len(probe.snapshot('/uk_controller_node/task_error')) >= steps and max(
-            (round((t - CLOCK_START) * RATE) for _, (t, _q) in probe.snapshot('/joint_states')), default=0) >= steps,
-            90.0)
-    finally:
-        codes = plant.stop(), controller.stop()
-    assert done, f'loop did not run:\n{controller.output()[-3000:]}\n{plant.output()[-3000:]}'
-    assert 'mujoco plant' in plant.output()
-    assert codes == (0, 0), (codes, plant.output()[-2000:])
+    states, errors, plant_output = run_controller_first(
+        probe, tmp_path, DOMAIN_ID, ctl, sim, lambda s, e: len(e) >= steps and max(
+            (round((t - CLOCK_START) * RATE) for _, (t, _q) in s), default=0) >= steps, timeout=90.0)
+    assert 'mujoco plant' in plant_output
     ref = simulate(load_robot(robot), duration=duration, rate=RATE, plant='mujoco')
-    by_step = {int(round((t - CLOCK_START) * RATE)): q for _, (t, q) in probe.snapshot('/joint_states')}
+    by_step = {int(round((t - CLOCK_START) * RATE)): q for _, (t, q) in states}
     common = [k for k in range(steps) if k in by_step]
     assert len(common) > 0.9 * steps and steps - 1 in by_step
     dq = max(np.abs(np.asarray(by_step[k]) - ref.q[k]).max() for k in common)
     assert dq < 1e-9, f'MuJoCo over DDS differs from in-process MuJoCo by {dq:.3e}'
-    dds_error = np.array([e for _, e in probe.snapshot('/uk_controller_node/task_error')])
+    dds_error = np.array([e for _, e in errors])
     first = int(np.argmin(np.abs(ref.task_error - dds_error[0]).max(axis=1)))
     count = min(len(dds_error), steps - first)
     assert count > 0.5 * steps

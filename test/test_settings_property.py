@@ -14,7 +14,6 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from uk_controller import cli, rcl_yaml

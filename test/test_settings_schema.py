@@ -3,7 +3,6 @@ import copy
 from pathlib import Path
 
 import pytest
-import yaml
 
 from uk_controller import settings as S
 from uk_controller.config import ConfigError, load_config
