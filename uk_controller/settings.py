@@ -3,9 +3,10 @@
 A robot setup (docs/config.md) is read by the CLI (``uk-controller``), by the
 ROS nodes (as ROS parameters: the same keys flattened to dotted names, ``-p``
 overrides, ``ros2 param set``) and by the serial layer. Every key they accept
-is one :class:`Setting` below: dotted key, type, default, unit, accepted range
-or choices, whether it may change while the controller runs (``live``) and a
-one-line description. Everything that reads a setup goes through this module:
+is one :class:`~uk_controller.setting.Setting` in :data:`SETTINGS` below:
+dotted key, type, default, unit, accepted range or choices, whether it may
+change while the controller runs (``live``) and a one-line description
+(uk_controller/setting.py declares the record and checks one value against it). Everything that reads a setup goes through this module:
 
 - :func:`check` walks a loaded parameter tree: an unknown key is an error that
   names the file and key and suggests the closest valid key (difflib); every
@@ -14,8 +15,8 @@ one-line description. Everything that reads a setup goes through this module:
   control period, stabilization not faster than the rate allows, at most
   :data:`MAX_STEPS` simulated periods, transient shorter than the run.
 - :func:`default` is the only place a default lives.
-- :func:`check_value` is what ``-p``, ``ros2 param set`` and CLI flags
-  (:func:`arg_type`) use for a single value.
+- :func:`~uk_controller.setting.check_value` is what ``-p``, ``ros2 param set``
+  and CLI flags (:func:`arg_type`) use for a single value.
 - :func:`markdown_table` generates the reference table of docs/config.md
   (a test checks that the file holds exactly this table).
 
@@ -35,61 +36,12 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass
 
 from .config import ConfigError
+from .setting import NONE, Setting, check_value, number_ok
 
-#: No default: the key is required where it applies, or optional without a value.
-NONE = None
 #: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
 MAX_STEPS = 2_000_000
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One key of the robot setup.
-
-    type     'float' | 'int' | 'bool' | 'str' | 'floats' | 'strs' | 'map' (open, user-defined)
-    low/high accepted range (None: unbounded); ``low_open``/``high_open``: strict bound
-    choices  accepted strings (type str / strs)
-    live     may change while the controller runs (``ros2 param set``)
-    when     (sibling key, values): the key exists only when the sibling has one of the values
-    """
-
-    key: str
-    type: str
-    default: object = NONE
-    unit: str = ''
-    doc: str = ''
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    choices: tuple = ()
-    live: bool = False
-    when: tuple = ()
-    length: int | None = None
-
-    def range_text(self):
-        """The accepted values in words, e.g. ``(0, 20000] Hz`` or ``one of zero, hold``."""
-        if self.choices:
-            return 'one of ' + ', '.join(self.choices)
-        if self.type == 'bool':
-            return 'true or false'
-        if self.low is None and self.high is None:
-            return {'float': 'a finite number', 'int': 'an integer', 'floats': 'finite numbers',
-                    'str': 'a string', 'strs': 'strings', 'map': 'a map'}.get(self.type, self.type)
-        unit = f' {self.unit}' if self.unit else ''
-        if self.high is None:
-            return f'{">" if self.low_open else ">="} {self.low:g}{unit}'
-        if self.low is None:
-            return f'{"<" if self.high_open else "<="} {self.high:g}{unit}'
-        lo = '-inf' if self.low is None else f'{self.low:g}'
-        hi = 'inf' if self.high is None else f'{self.high:g}'
-        left = '(' if self.low is None or self.low_open else '['
-        right = ')' if self.high is None or self.high_open else ']'
-        text = f'{left}{lo}, {hi}{right}'
-        return text + (f' {self.unit}' if self.unit else '')
 
 
 def _S(key, type_, default=NONE, unit='', doc='', **kw):
@@ -358,83 +310,6 @@ def live_keys():
     return [s.key for s in SETTINGS if s.live]
 
 
-# ---------------------------------------------------------------------------- values
-
-def _number_ok(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_value(setting, value, *, file=None, key=None):
-    """`value` checked and normalised (ints in float keys -> float); ConfigError naming the key and range."""
-    key = key or setting.key
-    want = setting.range_text()
-
-    def bad(message):
-        if message.startswith(('must be ' + want, 'must be in ' + want)):
-            return ConfigError(message, file=file, key=key)
-        return ConfigError(f'{message}; accepted: {want}', file=file, key=key)
-
-    t = setting.type
-    if t in ('map', 'any', 'section'):
-        return value
-    if t == 'bool':
-        if not isinstance(value, bool):
-            raise bad(f'must be true or false, got {value!r}')
-        return value
-    if t == 'str':
-        if not isinstance(value, str):
-            raise bad(f'must be a string, got {value!r}')
-        if setting.choices and value not in setting.choices:
-            close = difflib.get_close_matches(value, setting.choices, 1)
-            raise bad(f'{value!r} is not one of {", ".join(setting.choices)}'
-                      + (f' (did you mean {close[0]!r}?)' if close else ''))
-        return value
-    if t == 'strs':
-        items = [value] if isinstance(value, str) else value
-        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
-            raise bad(f'must be a list of strings, got {value!r}')
-        if setting.choices and any(v not in setting.choices for v in items):
-            raise bad(f'{value!r} has an entry that is not valid')
-        if setting.length is not None and len(items) != setting.length:
-            raise bad(f'must have {setting.length} entries, got {len(items)}')
-        return list(items)
-    if t in ('float', 'int'):
-        if t == 'int':
-            if isinstance(value, bool) or not isinstance(value, int):
-                if isinstance(value, float) and math.isfinite(value) and value == int(value):
-                    value = int(value)
-                else:
-                    raise bad(f'must be a whole number, got {value!r}')
-        elif not _number_ok(value):
-            raise bad(f'must be a number, got {value!r}')
-        _check_range(setting, value, bad)
-        return float(value) if t == 'float' else int(value)
-    if t == 'floats':
-        items = [value] if _number_ok(value) else value
-        if not isinstance(items, (list, tuple)) or not all(_number_ok(v) for v in items):
-            raise bad(f'must be a list of numbers, got {value!r}')
-        if setting.length is not None and len(items) != setting.length:
-            raise bad(f'must have {setting.length} entries, got {len(items)}')
-        for v in items:
-            _check_range(setting, v, bad)
-        return [float(v) for v in items]
-    raise ValueError(f'setting {setting.key}: unknown type {t}')
-
-
-def _in(text):
-    return f'in {text}' if text[:1] in '([' else text
-
-
-def _check_range(setting, value, bad):
-    if not math.isfinite(value):
-        raise bad(f'must be finite, got {value!r}')
-    lo, hi = setting.low, setting.high
-    if lo is not None and (value < lo or (setting.low_open and value == lo)):
-        raise bad(f'must be {_in(setting.range_text())}, got {value!r}')
-    if hi is not None and (value > hi or (setting.high_open and value == hi)):
-        raise bad(f'must be {_in(setting.range_text())}, got {value!r}')
-
-
 # ---------------------------------------------------------------------------- the tree
 
 def _suggest(word, candidates):
@@ -550,7 +425,7 @@ def natural_frequency(stab):
     def biggest(key, fallback=0.0):
         v = stab.get(key, fallback)
         v = v if isinstance(v, (list, tuple)) else [v]
-        vals = [abs(float(x)) for x in v if _number_ok(x) and math.isfinite(x)]
+        vals = [abs(float(x)) for x in v if number_ok(x) and math.isfinite(x)]
         return max(vals, default=0.0)
     if convention == 'critical':
         return biggest('omega', default('stabilization.omega'))
@@ -570,13 +445,13 @@ def check_cross(params, file=None, *, names=None):
     rate = get(params, 'control.rate')
     hw = params.get('hardware') if isinstance(params.get('hardware'), dict) else {}
     bus_rate = hw.get('rate') or rate
-    if hw and _number_ok(bus_rate) and bus_rate > 0 and _number_ok(hw.get('watchdog', 0.05)):
+    if hw and number_ok(bus_rate) and bus_rate > 0 and number_ok(hw.get('watchdog', 0.05)):
         watchdog = hw.get('watchdog', default('hardware.watchdog'))
         if watchdog <= 1.0 / bus_rate:
             raise ConfigError(f'{watchdog:g} s is not longer than the control period 1/{bus_rate:g} Hz = '
                               f'{1.0 / bus_rate:g} s; accepted: ({1.0 / bus_rate:g}, 10] s',
                               file=file, key=label('hardware.watchdog'))
-    if _number_ok(rate) and rate > 0:
+    if number_ok(rate) and rate > 0:
         w = natural_frequency(params.get('stabilization'))
         limit = 0.25 * rate
         if w > limit:
@@ -586,12 +461,12 @@ def check_cross(params, file=None, *, names=None):
                                         or not params.get('stabilization') else 'stabilization.beta'))
         sim = params.get('simulation') if isinstance(params.get('simulation'), dict) else {}
         duration = sim.get('duration', default('simulation.duration'))
-        if _number_ok(duration) and duration * rate > MAX_STEPS:
+        if number_ok(duration) and duration * rate > MAX_STEPS:
             raise ConfigError(f'{duration:g} s at {rate:g} Hz is {duration * rate:.3g} control periods; at most '
                               f'{MAX_STEPS} per run (lower {label("control.rate")} or {label("simulation.duration")})',
                               file=file, key=label('simulation.duration'))
         transient = sim.get('transient')
-        if _number_ok(transient) and _number_ok(duration) and transient >= duration:
+        if number_ok(transient) and number_ok(duration) and transient >= duration:
             raise ConfigError(f'{transient:g} s is not shorter than the run ({duration:g} s); accepted: '
                               f'[0, {duration:g}) s', file=file, key=label('simulation.transient'))
 
