@@ -22,7 +22,7 @@ DEFAULT_OMEGA = settings.default('stabilization.omega')
 
 @dataclass
 class RobotSetup:
-    """Everything the controller needs about one robot (see team brief, Interfaces).
+    """Everything the controller needs about one robot: its model, rows, actuators and gains.
 
     ``joint_names`` is the order of q (``robot.joints``, default URDF order);
     ``actuators.names`` the order of u.

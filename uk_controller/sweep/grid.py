@@ -17,8 +17,8 @@ Validation (:func:`check_overrides`): a key must exist in the robot's YAML or be
 one the loader reads (:data:`LOADER_KEYS`); its values must have the key's type;
 and the robot must load with each value (the loader's own checks). Errors are
 :class:`SweepSpecError` naming the key and suggesting the closest known key.
-``apply_overrides`` is the one place that writes settings into a config, so it
-can be pointed at the settings schema (issue 11) when that lands.
+``apply_overrides`` is the one place that writes settings into a config; the
+loader then checks every value against the settings schema (uk_controller/settings.py).
 """
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ class SweepSpecError(ValueError):
 
 
 #: Keys the loader and the simulator read that a robot YAML may leave out, with their type.
-#: (Until the settings schema of issue 11 lands; it then replaces this table.)
 LOADER_KEYS = {
     'stabilization.convention': str, 'stabilization.omega': float, 'stabilization.alpha': float,
     'stabilization.beta': float,
