@@ -39,6 +39,7 @@ import math
 
 from .config import ConfigError
 from .setting import NONE, Setting, check_value, number_ok
+from .trajectories import TYPES as TRAJECTORY_TYPES
 
 #: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
 MAX_STEPS = 2_000_000
@@ -59,7 +60,6 @@ def _nonneg(key, default, unit, doc, high=None, **kw):
 
 PINV_METHODS = ('svd', 'varga', 'greville', 'householder', 'mgs', 'damped')
 CONSTRAINT_TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'loop_closure', 'callable')
-TRAJECTORY_TYPES = ('helix', 'line', 'object_motion', 'circle', 'polynomial', 'spline', 'hold')
 PROTOCOLS = ('uk_binary', 'dynamixel', 'odrive')
 _ALL_TRAJ = TRAJECTORY_TYPES
 
