@@ -34,6 +34,8 @@ STARTED = {'uk_controller_node': ' joints ', 'uk_sim_node': ' plant with ', 'ser
 NOT_RUN = {
     './scripts/demo.sh': 'the full SCARA demo (minutes); its parts run in test_cli_simulate.py',
     './scripts/test.sh': 'this test suite itself',
+    './scripts/test.sh -m "not ros and not serial and not slow"': 'a part of this test suite',
+    './scripts/test.sh -k scara': 'a part of this test suite',
     'python3 -m venv .venv && .venv/bin/pip install -e ".[mujoco,serial]"': 'needs the package index (network)',
     'cd ~/ws/src && git clone <this repo> uk_controller && cd ~/ws': 'placeholder URL; the colcon build of '
                                                                      'this checkout is test_colcon_build.py',
