@@ -163,8 +163,6 @@ def test_continuous_arm_over_serial_matches_in_process(tmp_path, robots):
     """Serial drivers (uk_binary over a pseudo-terminal, test_hardware_hil.py's rig) report one unwrapped
     angle per continuous joint: the hardware loop reproduces the in-process run past two crank turns
     (float32 on the wire: 1e-5 rad, as for the shipped robots)."""
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_hardware_hil import RATE, hil
     config = robots(str(write_arm(tmp_path / 'arm', 'continuous', actuators=True)))
     duration = 1.1

@@ -2,8 +2,6 @@
 carry one unwrapped angle per joint (radians) both ways, and the lockstep loop reproduces the in-process
 simulation, with the crank past two full turns (issue 15)."""
 import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +17,6 @@ from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_continuous_joints import write_arm  # noqa: E402
 
 pytestmark = pytest.mark.ros
