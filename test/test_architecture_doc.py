@@ -83,5 +83,5 @@ def test_every_seed_cited_in_the_code_has_a_full_citation():
     assert cited <= set(entries), f'seeds cited in uk_controller/ without a citation: {sorted(cited - set(entries))}'
     for key, entry in entries.items():
         # authors, a quoted title, a venue in italics and a year
-        assert re.match(r'[^"]+, "[^"]+",.*\*[^*]+\*', entry, re.S) and re.search(r'\b(19|20)\d\d\b', entry), \
+        assert re.match(r'[^"]+, "[^"]+".*\*[^*]+\*', entry, re.S) and re.search(r'\b(19|20)\d\d\b', entry), \
             (key, entry)
