@@ -110,6 +110,8 @@ def params():
         if kind(command) in (None, 'not run'):
             continue
         marks = [pytest.mark.ros] if kind(command) in ('ros2 run', 'ros2 launch') else []
+        if command in SLOW:
+            marks.append(pytest.mark.slow)
         if ' emulate ' in command:
             marks.append(pytest.mark.serial)
         out.append(pytest.param(command, robot_of(command), marks=marks, id=command))
@@ -139,6 +141,9 @@ def interrupt_twice(proc, timeout=30.0):
         proc.kill()
         proc.wait()
         return None
+
+#: commands that take tens of seconds (measured on the 2-core VM)
+SLOW = {'.venv/bin/uk-controller simulate scara --mcap results/scara.mcap'}
 
 
 def wait_for(proc, path, text, timeout=120.0):

@@ -86,6 +86,7 @@ def test_acceleration_matches_reduced_model(method):
     assert pm.REDUCED_J == pytest.approx(3.05) and pm.REDUCED_GRAV == pytest.approx(3.5 * pm.G)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('method', METHODS)
 def test_simulation_with_paper_baumgarte_gains(method):
     """alpha = 1000, beta = 100 (eq 32) make the system stiff (a root near -2000 s^-1): the

@@ -16,6 +16,7 @@ from uk_controller.sim.closed_loop import simulate
 TOL_Q, TOL_QD = 1e-9, 1e-7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'planar_3r'])
 def test_one_substep_matches_eight_over_the_configured_run(robot):
     setup = load_robot(robot)

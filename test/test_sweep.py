@@ -85,6 +85,7 @@ def test_bad_grid_keys_and_values_exit_2_naming_the_key(spec, words, tmp_path, c
 
 # ----------------------------------------------------------------------------- runs
 
+@pytest.mark.slow
 def test_rows_equal_direct_simulate_calls_and_the_pool_equals_one_process(tmp_path):
     pooled = _rows(_sweep(tmp_path, 'pool', '--jobs', '2') / 'table.csv')
     single = _rows(_sweep(tmp_path, 'single', '--jobs', '1') / 'table.csv')
@@ -189,6 +190,7 @@ def test_best_is_the_worst_case_optimum_over_the_other_keys():
     assert single[1] == min(r['task_error_rms'] for r in rows if r['saturated_fraction'] == 0)
 
 
+@pytest.mark.slow
 def test_heatmap_cells_are_the_worst_case_over_the_other_keys(tmp_path):
     rows = _fake_rows()
     rows[3]['status'] = 'failed'
@@ -211,6 +213,7 @@ def test_heatmap_cells_are_the_worst_case_over_the_other_keys(tmp_path):
 
 # ----------------------------------------------------------------------------- Ray
 
+@pytest.mark.slow
 def test_ray_on_a_local_head_gives_the_local_table(tmp_path, monkeypatch):
     ray = pytest.importorskip('ray')
     import ray._private.ray_constants as ray_constants
