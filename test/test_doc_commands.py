@@ -143,7 +143,9 @@ def interrupt_twice(proc, timeout=30.0):
         return None
 
 #: commands that take tens of seconds (measured on the 2-core VM)
-SLOW = {'.venv/bin/uk-controller simulate scara --mcap results/scara.mcap'}
+SLOW = {'.venv/bin/uk-controller simulate scara --mcap results/scara.mcap',
+        'ros2 launch uk_controller sim.launch.py robot:=five_bar',
+        'ros2 launch uk_controller sim.launch.py robot:=dual_arm plant:=mujoco'}
 
 
 def wait_for(proc, path, text, timeout=120.0):

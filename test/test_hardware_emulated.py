@@ -52,6 +52,7 @@ def test_cli_emulate_rejects_bad_arguments_with_exit_2():
 
 @pytest.mark.ros
 @pytest.mark.serial
+@pytest.mark.slow
 @pytest.mark.parametrize('robot', ['scara'], indirect=True)
 def test_hardware_launch_nodes_track_against_the_emulator(tmp_path, robot):
     emulator, first = emulate(robot, '--protocol', 'uk_binary', '--rate', f'{RATE:g}',

@@ -148,6 +148,7 @@ def check_plot_paths(robot, probe):
     return sizes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('robot', ROBOTS, indirect=True)
 def test_nodes_start_from_each_shipped_file_and_stop_cleanly_on_two_sigints(robot, tmp_path, probe):
     """`--params-file config/<robot>.yaml -p config:=<robot>` exactly as docs/ros.md shows it; the plotting

@@ -84,6 +84,7 @@ def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_
     assert matched >= 3, matched
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'], indirect=True)
 def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, robot):
     rate, duration, transient, lag = 100.0, 1.6, 0.6, 2
@@ -106,6 +107,7 @@ def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, 
     assert np.isfinite(dds_max) and dds_max <= max(1.5 * bound, FREE_RUN_FLOOR), (dds_max, bound)
 
 
+@pytest.mark.slow
 def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(probe, tmp_path, robots):
     from uk_controller.ros.params import ParameterError
     from uk_controller.ros.sim_node import sim_settings
