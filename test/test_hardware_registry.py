@@ -67,6 +67,7 @@ def test_cli_protocol_choices_are_the_registry(command, capsys):
     assert "invalid choice: 'canopen'" in err and all(name in err for name in NAMES), err
 
 
+@pytest.mark.serial
 def test_factories_give_the_section_over_the_registry_defaults():
     """hardware.dynamixel.current_unit from the config wins; the other units keep the defaults."""
     params = {'actuators': {'names': ['m1'], 'm1': {'effort_limit': 1.0}},
@@ -82,6 +83,7 @@ def test_factories_give_the_section_over_the_registry_defaults():
         emu.close()
 
 
+@pytest.mark.serial
 def test_a_new_protocol_is_one_subpackage_and_one_registry_line(tmp_path, monkeypatch):
     """The docstring's recipe: a protocol package (here outside the tree, `package=`) with codec, bus
     and device, one Protocol line, and SafeBus arms and drives the emulated motors through it."""
