@@ -38,7 +38,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 from rclpy.time import Time as RosTime
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
@@ -49,7 +48,6 @@ from trajectory_msgs.msg import JointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
 
 from ..sim.uk_plant import UKPlant
-from .. import settings as S
 from . import params as P
 from .controller_node import node_parameters
 from .diagnostics import OK, WARN, diagnostic_array
