@@ -21,6 +21,13 @@ from uk_controller.paths import share_dir
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True, scope='module')
+def _scara_kernels(robots):
+    """The SCARA's kernels compiled (or loaded) in this process first: the CLI subprocesses below then
+    load them from the cache within their timeout, however busy the machine."""
+    robots('scara')
+
+
 def cli(*args, cwd=None, timeout=120):
     return subprocess.run([sys.executable, '-m', 'uk_controller.cli', *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, cwd=cwd)
