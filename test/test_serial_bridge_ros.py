@@ -3,6 +3,7 @@
 The robot YAML is scara.yaml with ros.effort_joints reversed, so efforts must be matched to
 motors by joint name, not by position.
 """
+import contextlib
 import os
 
 os.environ['ROS_DOMAIN_ID'] = '63'                       # this module's id from the range 60-69
@@ -74,22 +75,43 @@ def _bridge(config, emu):
         Parameter('hardware.watchdog', value=0.2)])
 
 
-def test_bridge_topics_watchdog_and_diagnostics(config):
+@contextlib.contextmanager
+def _bridge_and_probe(config, probe_name):
+    """The emulated arm, the bridge node on it and a probe node, yielded as
+    ``(setup, emu, bridge, probe, spin)``: subscribe on `probe`, then call ``spin()`` to run both
+    nodes on one executor thread. On exit everything is shut down and the emulator closed."""
     setup, emu = _emulated_arm(config)
     rclpy.init()
     ex = SingleThreadedExecutor()
     bridge = probe = None
+
+    def spin():
+        ex.add_node(bridge)
+        ex.add_node(probe)
+        threading.Thread(target=ex.spin, daemon=True).start()
+
     try:
         bridge = _bridge(config, emu)
-        probe = rclpy.create_node('bridge_probe')
+        probe = rclpy.create_node(probe_name)
+        yield setup, emu, bridge, probe, spin
+    finally:
+        ex.shutdown()
+        if bridge is not None:
+            bridge.shutdown()
+            bridge.destroy_node()
+        if probe is not None:
+            probe.destroy_node()
+        rclpy.try_shutdown()
+        emu.close()
+
+
+def test_bridge_topics_watchdog_and_diagnostics(config):
+    with _bridge_and_probe(config, 'bridge_probe') as (setup, emu, bridge, probe, spin):
         states, diags = [], []
         probe.create_subscription(JointState, '/joint_states', states.append, 50)
         probe.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 50)
         pub = probe.create_publisher(Float64MultiArray, '/effort_controller/commands', 10)
-        ex.add_node(bridge)
-        ex.add_node(probe)
-        spin = threading.Thread(target=ex.spin, daemon=True)
-        spin.start()
+        spin()
 
         # feedback before any command: names and positions from the device, torque off
         assert wait_until(lambda: len(states) > 5, 20)
@@ -134,16 +156,6 @@ def test_bridge_topics_watchdog_and_diagnostics(config):
         assert float(d['bus_rate']) > 0 and d['crc_errors'] == '0' and float(d['rtt_p50_ms']) > 0
         assert diags[-1].status[0].name == 'serial_bridge_node: motor bus'
         assert diags[-1].status[0].hardware_id == f'uk_binary:{emu.port}'
-    finally:
-        ex.shutdown()
-        if bridge is not None:
-            bridge.shutdown()
-        if bridge is not None:
-            bridge.destroy_node()
-        if probe is not None:
-            probe.destroy_node()
-        rclpy.try_shutdown()
-        emu.close()
     assert not emu.enabled
 
 
@@ -158,33 +170,15 @@ def test_bridge_loop_timing_matches_probe(config):
     data = yaml.safe_load(config.read_text())
     data['/**']['ros__parameters']['ros']['loop'] = {'window': 0.5}
     config.write_text(rcl_yaml.dump(data))
-    setup, emu = _emulated_arm(config)
-    rclpy.init()
-    ex = SingleThreadedExecutor()
-    bridge = probe = None
-    try:
-        bridge = _bridge(config, emu)
-        probe = rclpy.create_node('bridge_timing_probe')
+    with _bridge_and_probe(config, 'bridge_timing_probe') as (setup, emu, bridge, probe, spin):
         events, timings, diags = [], [], []        # (kind, index) in reception order
         probe.create_subscription(JointState, '/joint_states', lambda m: events.append('state'), 200)
         probe.create_subscription(Float64MultiArray, '/serial_bridge_node/loop_timing',
                                   lambda m: (timings.append(list(m.data)), events.append('timing')), 20)
         probe.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 20)
-        ex.add_node(bridge)
-        ex.add_node(probe)
-        spin = threading.Thread(target=ex.spin, daemon=True)
-        spin.start()
+        spin()
         assert wait_until(lambda: len(timings) >= 6, 30)
         assert wait_until(lambda: bool(diags), 5)
-    finally:
-        ex.shutdown()
-        if bridge is not None:
-            bridge.shutdown()
-            bridge.destroy_node()
-        if probe is not None:
-            probe.destroy_node()
-        rclpy.try_shutdown()
-        emu.close()
     assert all(len(v) == len(TIMING_FIELDS) for v in timings)
     marks = [i for i, e in enumerate(events) if e == 'timing']
     first, last = marks[1], marks[5]                   # windows 3..6: the probe was listening throughout
