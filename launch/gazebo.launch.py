@@ -4,11 +4,12 @@
     ros2 launch uk_controller gazebo.launch.py robot:=planar_3r gz_args:="-r -v 2 empty.sdf"
 
 Gazebo simulates the URDF (its <ros2_control> block: effort command interfaces,
-position/velocity state interfaces; `world` link + fixed joint so that sdformat
-keeps the model). Closed chains (five_bar, five_bar_redundant, dual_arm) are
-refused with the alternative: gz sim Harmonic's DART engine does not close a
-loop (a joint whose child already has a parent joint, gazebosim/gz-physics#25),
-so the mechanism would fall apart. controller_manager runs inside Gazebo (gz_ros2_control) with
+position/velocity state interfaces; a `world` link, a fixed joint and a base_link
+with mass, so that libsdformat's URDF converter keeps the whole model). Closed
+chains (five_bar, five_bar_redundant, dual_arm) are refused with the alternative:
+gz sim Harmonic's DART engine does not close a loop (a joint whose child already
+has a parent joint, gazebosim/gz-physics#25), so the mechanism would fall apart.
+controller_manager runs inside Gazebo (gz_ros2_control) with
 config/controllers.yaml: joint_state_broadcaster publishes /joint_states and
 <robot>_effort_controller (effort_controllers/JointGroupEffortController)
 takes /<robot>_effort_controller/commands, which the UK node publishes.
@@ -22,7 +23,7 @@ from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from uk_controller.paths import robot_description
+from uk_controller.paths import gazebo_robot_description
 
 PACKAGE = 'uk_controller'
 ROBOTS = ('scara', 'planar_3r')
@@ -52,11 +53,12 @@ def check_robot(robot):
 def nodes(context):
     robot = check_robot(LaunchConfiguration('robot').perform(context))
     share = get_package_share_directory(PACKAGE)
-    config_path, description = robot_description(robot)   # $(find uk_controller) resolved, as xacro would
-    config = str(config_path)
     default_controllers = os.path.join(share, 'config', 'controllers.yaml')
     controllers = LaunchConfiguration('controllers').perform(context) or default_controllers
-    description = description.replace(default_controllers, controllers)    # gz_ros2_control's <parameters>
+    # $(find uk_controller) resolved as xacro would, gz_ros2_control's <parameters> set to `controllers`;
+    # test/test_gazebo_conversion.py converts this very text with libsdformat.
+    config_path, description = gazebo_robot_description(robot, controllers)
+    config = str(config_path)
     effort_controller = f'{robot}_effort_controller'
 
     gazebo = IncludeLaunchDescription(

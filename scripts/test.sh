@@ -6,6 +6,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 UK_EXTRAS="test,ros" source "$ROOT/scripts/venv.sh"
 cd "$ROOT"
+# libsdformat's URDF converter (test/test_gazebo_conversion.py: what gz sim spawns). Installed here
+# when missing and we may (root on Debian); otherwise the test skips naming the command, and fails in CI.
+if ! pkg-config --list-all 2>/dev/null | grep -q '^sdformat[0-9]' && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "[setup] installing libsdformat-dev g++ pkg-config (apt-get) for the Gazebo conversion test"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq libsdformat-dev g++ pkg-config || { apt-get update -qq && apt-get install -y -qq libsdformat-dev g++ pkg-config; }; } \
+    > "${TMPDIR:-/tmp}/uk_controller-apt.log" 2>&1 || echo "[setup] apt-get failed (see ${TMPDIR:-/tmp}/uk_controller-apt.log)"
+fi
 # Small dense matrices: threaded BLAS only adds contention on a shared 2-core machine.
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 set +e

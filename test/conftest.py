@@ -101,3 +101,15 @@ def fast_gil_switch():
     sys.setswitchinterval(2e-4)
     yield
     sys.setswitchinterval(old)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """What libsdformat made of each Gazebo robot (test/test_gazebo_conversion.py), in the run's output."""
+    converter = sys.modules.get('sdformat_converter')
+    if converter is None or not converter.REPORTS:
+        return
+    terminalreporter.section('libsdformat URDF -> SDF conversion (what gz sim spawns)')
+    for label, text in converter.REPORTS:
+        terminalreporter.write_line(f'== {label}')
+        for line in text.rstrip().splitlines():
+            terminalreporter.write_line(f'   {line}')

@@ -173,3 +173,16 @@ def robot_description(name_or_path):
     from .description import urdf_text
     text = urdf_text(urdf, robot.get('xacro_args'), path)
     return path, text.replace('$(find uk_controller)', str(share_dir()))
+
+
+def gazebo_robot_description(name_or_path, controllers=None):
+    """(config path, URDF text) exactly as ``gazebo.launch.py`` hands it to robot_state_publisher and,
+    through ``ros_gz_sim create -topic robot_description``, to libsdformat's URDF converter.
+
+    `controllers` replaces the default controller_manager file (``config/controllers.yaml``) in the
+    gz_ros2_control plugin's ``<parameters>``; None keeps the default.
+    """
+    path, text = robot_description(name_or_path)
+    if controllers:
+        text = text.replace(str(share_dir() / 'config' / 'controllers.yaml'), str(controllers))
+    return path, text
