@@ -79,11 +79,12 @@ setup(
     license='BSD-3-Clause',
     entry_points={
         'console_scripts': [
-            'uk-controller = uk_controller.cli:main',
-            'uk_controller_node = uk_controller.ros.controller_node:main',
-            'uk_sim_node = uk_controller.ros.sim_node:main',
-            'serial_bridge_node = uk_controller.ros.serial_bridge_node:main',
-            'uk_wait_for_topics = uk_controller.ros.wait_for_topics:main',
+            # uk_controller/entry_points.py: Ctrl-C is quiet from the first instruction (imports included)
+            'uk-controller = uk_controller.entry_points:uk_controller',
+            'uk_controller_node = uk_controller.entry_points:controller_node',
+            'uk_sim_node = uk_controller.entry_points:sim_node',
+            'serial_bridge_node = uk_controller.entry_points:serial_bridge_node',
+            'uk_wait_for_topics = uk_controller.entry_points:wait_for_topics',
         ],
     },
 )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import settings as S
 from .baumgarte import Baumgarte
+from .entry_points import interrupt_requested
 
 
 def _progress_bar(label):
@@ -188,7 +189,8 @@ def cmd_simulate(args):
                           stabilization=_stabilization(args, setup), mass_scale=args.mass_scale,
                           sensor_noise=args.noise, measurement_delay=args.delay, integrator=args.integrator,
                           substeps=args.substeps, progress=_progress_bar(f'simulating {setup.name}'),
-                          controller_options=options, should_stop=lambda: stop['signal'] is not None)
+                          controller_options=options,
+                          should_stop=lambda: stop['signal'] is not None or interrupt_requested())
     except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)
         print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
         return 2
@@ -248,6 +250,8 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        if interrupt_requested():         # Ctrl-C during the imports, swallowed where it landed
+            raise KeyboardInterrupt
         return args.func(args)
     except KeyboardInterrupt:             # Ctrl-C before or after the loop (loading, plotting)
         print('\ninterrupted', file=sys.stderr)

@@ -9,6 +9,8 @@ import time
 import rclpy
 from rclpy.executors import ExternalShutdownException
 
+from ..entry_points import interrupt_requested
+
 
 def params_file_hint(args):
     """For each ``--params-file`` in `args` that has a bare y/n (booleans to rcl): what to quote."""
@@ -88,7 +90,7 @@ def run(factory, name, args=None, on_stop=None):
     `on_stop(node)` runs first in the teardown (e.g. torque off).
     """
     _install_stop_handler()
-    if _STATE['stop']:
+    if _STATE['stop'] or interrupt_requested():     # a Ctrl-C during the imports, whatever swallowed it
         return 0
     try:
         rclpy.init(args=args)
@@ -105,6 +107,8 @@ def run(factory, name, args=None, on_stop=None):
             _STATE['building'] = True
             node = factory()
             _STATE['building'] = False
+            if _STATE['stop'] or interrupt_requested():
+                return 0
         except (ValueError, KeyError, TypeError, OSError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             rclpy.logging.get_logger(name).fatal(f'invalid configuration: {message}')

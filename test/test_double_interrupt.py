@@ -1,0 +1,83 @@
+"""Two Ctrl-Cs at any moment, start-up included, end every node and CLI command cleanly.
+
+A terminal's Ctrl-C reaches the whole process group and ``ros2 launch`` sends its own SIGINT
+right after it; a user presses twice when a start-up seems slow. Each command is started the
+way its console script starts it (``uk_controller.entry_points``, what setup.py installs), sent
+two SIGINTs 0, 20 and 250 ms apart at several points of its start-up (interpreter and imports,
+building the controller, running), and must exit with its documented status (nodes 0; the CLI
+130 when interrupted, 0 if it had finished) and print no traceback. Before issue 21 two SIGINTs
+20 ms apart during start-up ended ``uk_controller_node`` with ``KeyboardInterrupt`` and -2.
+"""
+import importlib
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from uk_controller.ros.testing import ros_env
+
+ROOT = Path(__file__).resolve().parents[1]
+DOMAIN_ID = 81
+GAPS = (0.0, 0.02, 0.25)                     # seconds between the two SIGINTs
+MOMENTS = (0.0, 0.3, 1.0, 3.0)               # seconds after our first line: imports, building, running
+
+COMMANDS = {
+    'uk_controller_node': ('controller_node', ['--ros-args', '--params-file', str(ROOT / 'config' / 'scara.yaml')], {0}),
+    'uk_sim_node': ('sim_node', ['--ros-args', '--params-file', str(ROOT / 'config' / 'scara.yaml')], {0}),
+    'uk-controller simulate': ('uk_controller', ['simulate', 'scara', '--duration', '30'], {130, 0}),
+}
+
+
+def start(entry, args, tmp_path):
+    """The process a console script of setup.py is (``uk_controller.entry_points.<entry>``), returned
+    once it runs our first guarded line: a SIGINT inside the interpreter's own start-up (site-packages,
+    before any line of the package runs) ends it with Python's own message, which no package can change."""
+    code = (f'import sys; sys.argv[1:] = {args!r}; from uk_controller import entry_points as e; '
+            f'sys.exit(e.start(*e.ENTRY_POINTS[{entry!r}], announce=lambda: print("started", flush=True)))')
+    proc = subprocess.Popen([sys.executable, '-c', code], cwd=tmp_path, env=ros_env(DOMAIN_ID),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout.readline().strip() == 'started'
+    return proc
+
+
+def test_console_scripts_go_through_the_guarded_entry_points():
+    source = (ROOT / 'setup.py').read_text()
+    scripts = dict(re.findall(r"'([\w-]+)\s*=\s*(uk_controller[\w.]*:\w+)'", source))
+    assert scripts and all(target.startswith('uk_controller.entry_points:') for target in scripts.values()), scripts
+    import uk_controller.entry_points as entry_points
+    functions = {target.split(':')[1] for target in scripts.values()}
+    assert functions == set(entry_points.ENTRY_POINTS)
+    for function in functions:        # each console script runs the main() its table row names
+        module, _ = entry_points.ENTRY_POINTS[function]
+        assert callable(getattr(importlib.import_module(module), 'main'))
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.parametrize('command', COMMANDS)
+def test_two_sigints_at_any_moment_of_start_up_end_cleanly(command, tmp_path, robots):
+    robots('scara')                      # kernels cached: the nodes start in seconds, not minutes
+    entry, args, allowed = COMMANDS[command]
+    failures = []
+    for moment in MOMENTS:
+        for gap in GAPS:
+            proc = start(entry, args, tmp_path)
+            time.sleep(moment)
+            proc.send_signal(signal.SIGINT)
+            time.sleep(gap)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            try:
+                output, _ = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+                failures.append(f'{moment} s, {gap * 1e3:.0f} ms apart: still running 60 s later\n{output[-1500:]}')
+                continue
+            if proc.returncode not in allowed or 'Traceback' in output or 'KeyboardInterrupt' in output:
+                failures.append(f'{moment} s, {gap * 1e3:.0f} ms apart: exit {proc.returncode}\n{output[-1500:]}')
+    assert not failures, f'{command}:\n' + '\n'.join(failures)

@@ -1,0 +1,102 @@
+"""Console-script entry points that stay quiet under Ctrl-C from their first instruction on.
+
+Python's default SIGINT handler raises ``KeyboardInterrupt`` wherever the main thread happens
+to be: in the second or more of start-up spent importing NumPy, Pinocchio and rclpy, inside
+the ``except`` block that is already handling the first interrupt, in rclpy's teardown. A
+terminal's Ctrl-C reaches the whole process group and ``ros2 launch`` sends its own SIGINT
+right after, so two interrupts tens of milliseconds apart are the normal way a node ends, and
+each could become a traceback and exit status -2 in launch's log.
+
+Every entry point here installs, before it imports anything heavy, a handler that turns the
+first SIGINT into one ``KeyboardInterrupt`` and ignores those that follow; the command's own
+``main`` then installs its finer handling (``ros/node_runner.py``: a stop flag the spin loop
+reads; ``uk-controller simulate``: the run ends and its partial log is kept). A SIGINT that the
+process inherited as ignored (a background job of a non-interactive shell) stays ignored, as
+Python itself does. ``test/test_double_interrupt.py`` sends two SIGINTs 0, 20 and 250 ms apart
+at several points of start-up and checks the exit status and that no traceback is printed.
+"""
+from __future__ import annotations
+
+import importlib
+import signal
+
+#: exit status of a command ended by Ctrl-C: nodes stop cleanly (0), the CLI reports it (130 = 128 + SIGINT)
+NODE_INTERRUPTED = 0
+CLI_INTERRUPTED = 130
+
+
+class _Interrupt:
+    """Whether a SIGINT has arrived. The KeyboardInterrupt it raised may have been swallowed where it
+    landed (a bare ``except:`` or a ``__del__`` in some library's import): the command reads this to
+    stop all the same, instead of running on with the interrupt lost."""
+    requested = False
+
+
+def _first_interrupt_only(signum, frame):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _Interrupt.requested = True
+    raise KeyboardInterrupt
+
+
+def interrupt_requested():
+    """True once the guard of :func:`guard_interrupts` has seen a SIGINT."""
+    return _Interrupt.requested
+
+
+def guard_interrupts():
+    """Install the one-KeyboardInterrupt handler (main thread, SIGINT not inherited as ignored)."""
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, _first_interrupt_only)
+    except ValueError:       # not the main thread: the caller's handlers stay
+        pass
+
+
+def start(module, interrupted, announce=None):
+    """Guard, then import `module` and return its ``main()``; `interrupted` if Ctrl-C came first.
+    `announce()` runs first inside the guarded region (tests: "now running our code")."""
+    guard_interrupts()
+    try:
+        if announce is not None:
+            announce()
+        if interrupt_requested():
+            raise KeyboardInterrupt
+        return importlib.import_module(module).main()
+    except KeyboardInterrupt:
+        if interrupted:
+            import sys
+            try:
+                print('interrupted', file=sys.stderr, flush=True)
+            except (OSError, ValueError):
+                pass
+        return interrupted
+
+
+#: console script function -> (module whose main() it runs, exit status when Ctrl-C ends it)
+ENTRY_POINTS = {
+    'uk_controller': ('uk_controller.cli', CLI_INTERRUPTED),
+    'controller_node': ('uk_controller.ros.controller_node', NODE_INTERRUPTED),
+    'sim_node': ('uk_controller.ros.sim_node', NODE_INTERRUPTED),
+    'serial_bridge_node': ('uk_controller.ros.serial_bridge_node', NODE_INTERRUPTED),
+    'wait_for_topics': ('uk_controller.ros.wait_for_topics', NODE_INTERRUPTED),
+}
+
+
+def uk_controller():
+    return start(*ENTRY_POINTS['uk_controller'])
+
+
+def controller_node():
+    return start(*ENTRY_POINTS['controller_node'])
+
+
+def sim_node():
+    return start(*ENTRY_POINTS['sim_node'])
+
+
+def serial_bridge_node():
+    return start(*ENTRY_POINTS['serial_bridge_node'])
+
+
+def wait_for_topics():
+    return start(*ENTRY_POINTS['wait_for_topics'])
