@@ -276,7 +276,7 @@ class ControllerCore:
                  effort_limits=None, backend='auto'):
         control = dict(setup.config.get('control', {}) or {})
         self.setup = setup
-        self.model = setup.model
+        self.model = setup.controller_model()       # setup.model, without friction if not compensated
         self.joint_names = list(setup.joint_names)
         self.actuator_names = list(setup.actuators.names)
         self.n = self.model.n

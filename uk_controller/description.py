@@ -155,11 +155,20 @@ def _build_from_text(text, folder, builder):
 
 
 def load_mjcf(path):
-    """``(pinocchio.Model, closures)`` of an MJCF file; closures is a dict name -> constraint map.
+    """``(pinocchio.Model, constraints)`` of an MJCF file (:func:`read_mjcf` without the extras)."""
+    model, constraints, _ = read_mjcf(path)
+    return model, constraints
+
+
+def read_mjcf(path):
+    """``(pinocchio.Model, constraints, extras)`` of an MJCF file; constraints is a dict name -> constraint
+    map: the connect/weld closures and the joint/tendon couplings (:mod:`uk_controller.description_extras`);
+    extras the :class:`~uk_controller.description_extras.DescriptionExtras` (joint dynamics, fixed tendons).
 
     Every body of the file must reach the model (checked by name against the model's BODY frames).
     """
     import pinocchio as pin
+    from .description_extras import ExtrasError, mjcf_extras
 
     path = Path(path)
     try:
@@ -172,13 +181,23 @@ def load_mjcf(path):
         raise
     except Exception as exc:
         raise DescriptionError(f'Pinocchio cannot read MJCF {path}: {exc}') from None
-    bodies = _mjcf_body_names(ET.parse(path).getroot())
+    root = ET.parse(path).getroot()
+    bodies = _mjcf_body_names(root)
     lost = [b for b in bodies if not model.existFrame(b, pin.FrameType.BODY)]
     if lost:
         raise DescriptionError(f'bodies of {path} missing from the model Pinocchio built: {", ".join(lost)} '
                                '(a parser limitation; please report it with the file)')
-    closures = _mjcf_closures(model, equalities, path)
-    return model, closures
+    couplings = [eq for eq in equalities if isinstance(eq.tag, str) and eq.tag in ('joint', 'tendon')]
+    closures = _mjcf_closures(model, [eq for eq in equalities if eq not in couplings], path)
+    try:
+        extras = mjcf_extras(root, couplings, path)
+    except ExtrasError as exc:
+        raise DescriptionError(str(exc)) from None
+    for name in extras.constraints:
+        if name in closures:
+            raise DescriptionError(f'{path}: two equalities named {name!r}')
+    constraints = {**closures, **extras.constraints}
+    return model, constraints, extras
 
 
 def _mjcf_closures(model, equalities, path):
@@ -214,8 +233,8 @@ def _mjcf_closures(model, equalities, path):
         if eq.get('active', 'true').lower() == 'false':
             continue
         if eq.tag not in ('connect', 'weld'):
-            raise DescriptionError(f'{where}: only connect and weld equalities are loop closures; write this '
-                                   'one in the YAML (e.g. a joint_linear constraint)')
+            raise DescriptionError(f'{where}: equality type {eq.tag!r} is not supported (connect, weld, joint, '
+                                   'tendon)')
         if name in closures:
             raise DescriptionError(f'{where}: two equalities named {name!r}')
         if eq.get('site1') or eq.get('site2'):
@@ -435,6 +454,24 @@ def read_sdf(path):
 
 # ----------------------------------------------------------------------------- merging
 
+def _signature(spec):
+    """What makes two passive rows the same, for :func:`merge_closures` (None: not compared): a closure's
+    pair of frames, a joint_linear row's joint -> coefficient map scaled to a leading 1 and its value."""
+    if spec.get('role', 'passive' if spec.get('type') == 'loop_closure' else 'servo') != 'passive':
+        return None
+    if spec.get('type') == 'loop_closure' and isinstance(spec.get('frames'), (list, tuple)):
+        return ('loop_closure', frozenset(spec['frames']))
+    if spec.get('type') == 'joint_linear' and spec.get('joints') and 'trajectory' not in spec:
+        try:
+            pairs = sorted((str(j), float(c)) for j, c in zip(spec['joints'], spec.get('coefficients') or ()))
+            lead = next(c for _, c in pairs if c != 0.0)
+            return ('joint_linear', tuple((j, round(c / lead, 12)) for j, c in pairs if c != 0.0),
+                    round(float(spec.get('value', 0.0)) / lead, 12))
+        except (TypeError, ValueError, StopIteration):
+            return None
+    return None
+
+
 def merge_closures(constraints, closures, config_path=None):
     """The ``constraints`` section with the file's `closures` merged in (a new dict; see module doc)."""
     from .config import ConfigError
@@ -450,17 +487,27 @@ def merge_closures(constraints, closures, config_path=None):
             extra = constraints[name] or {}
             if not isinstance(extra, dict):
                 raise ConfigError('must be a map', file=config_path, key=f'constraints.{name}')
-            for key in ('type', 'frames', 'role'):
-                if key in extra and extra[key] != entry[key]:
-                    raise ConfigError(f'{name!r} is a closure of the robot description ({entry["type"]} between '
-                                      f'{entry["frames"]}); the YAML may refine it (axes, mode) but not change '
-                                      f'its {key}; rename the YAML constraint to add a different one',
+            fixed = ('type', 'frames', 'role') if entry['type'] == 'loop_closure' else (
+                'type', 'role', 'joints', 'coefficients', 'value', 'polycoef', 'reference')
+            what = (f'between {entry["frames"]}' if 'frames' in entry else f'on joints {entry.get("joints")}')
+            for key in fixed:
+                if key in extra and extra[key] != entry.get(key):
+                    raise ConfigError(f'{name!r} is a {entry["type"]} of the robot description ({what}); the YAML '
+                                      f'may refine it ({"axes, mode" if entry["type"] == "loop_closure" else "nothing"}) '
+                                      f'but not change its {key}; rename the YAML constraint to add a different one',
                                       file=config_path, key=f'constraints.{name}.{key}')
             entry.update(extra)
         merged[name] = entry
+    signatures = {_signature(spec): name for name, spec in merged.items()}
     for name in names:
         if name not in merged:
-            merged[name] = constraints.get(name)
+            spec = constraints.get(name)
+            twin = signatures.get(_signature(spec)) if isinstance(spec, dict) else None
+            if twin is not None:
+                raise ConfigError(f'{name!r} repeats the robot description\'s {twin!r} (the same '
+                                  f'{merged[twin]["type"]} row); remove it, or name it {twin!r} to refine the '
+                                  'file\'s', file=config_path, key=f'constraints.{name}')
+            merged[name] = spec
     out = {k: v for k, v in constraints.items() if k != 'names' and k not in merged}
     out.update(merged)
     out['names'] = list(closures) + [n for n in names if n not in closures]

@@ -131,6 +131,9 @@ class RobotModel:
         self._data_nle = self.data.nle
         self._data_g = self.data.g
         self._upper_only = np.tri(n, n, -1, dtype=bool)      # strict lower triangle, filled from M^T
+        #: passive joint dynamics (:class:`uk_controller.joint_dynamics.JointDynamics`) or None
+        self.joint_dynamics = None
+        self._passive = np.zeros(n)
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -170,6 +173,36 @@ class RobotModel:
         if mass_scale != 1.0:
             _scale_inertias(pin_model, mass_scale)
         return cls(pin_model, joint_names, source=source)
+
+    def set_joint_dynamics(self, dynamics):
+        """Give the model passive joint dynamics (a :class:`~uk_controller.joint_dynamics.JointDynamics` in q
+        order, or None): the armature goes to Pinocchio's ``model.armature`` (its CRBA and ABA add it to the
+        diagonal of M), and :meth:`compute`, :meth:`pinocchio_pass`, :meth:`forward_dynamics` and
+        :meth:`inverse_dynamics` add ``dynamics.force(q, q')`` to h (module :mod:`uk_controller.joint_dynamics`)."""
+        if dynamics is not None and not dynamics.active:
+            dynamics = None
+        armature = np.zeros(self.n) if dynamics is None else np.asarray(dynamics.armature, dtype=float)
+        self.model.armature = self._to_pin(armature, np.zeros(self.n))
+        self.joint_dynamics = dynamics
+        self._stamp += 1
+
+    def with_joint_dynamics(self, dynamics):
+        """A new RobotModel over a copy of this Pinocchio model (frames included) with `dynamics` instead
+        (e.g. the controller's model without the friction it does not compensate)."""
+        other = type(self)(self.model.copy(), self.joint_names, name=self.name, source=self.source)
+        for key in ('source_kind', 'source_text'):
+            if hasattr(self, key):
+                setattr(other, key, getattr(self, key))
+        other.set_joint_dynamics(dynamics)
+        return other
+
+    def _add_passive(self, q, qd):
+        """h += passive joint force at (q, q') in Pinocchio's ``data.nle`` (our q order permuted to Pinocchio's)."""
+        f = self.joint_dynamics.force(q, qd, self._passive)
+        if self._perm is None:
+            self._data_nle += f
+        else:
+            self._data_nle[self._perm] += f
 
     def _check_joints(self):
         m = self.model
@@ -219,6 +252,15 @@ class RobotModel:
             raise ModelError('pinocchio_pass needs Pinocchio\'s joint order (this model permutes it)')
         pm, data = self.model, self.data
         cat, ufp = pin.computeAllTerms, pin.updateFramePlacements
+        if self.joint_dynamics is not None:
+            q_pin, to_pin, add = np.zeros(pm.nq), self.to_pinocchio_q, self._add_passive
+
+            def run(q, qd):
+                cat(pm, data, to_pin(q, q_pin), qd)
+                add(q, qd)
+                ufp(pm, data)
+                self._stamp += 1
+            return run
         if self.continuous.size:
             q_pin, to_pin = np.zeros(pm.nq), self._q_to_pin
 
@@ -359,12 +401,16 @@ class RobotModel:
         self.qd[:] = qd
         if self._perm is None:
             pin.computeAllTerms(self.model, self.data, self.q, self.qd)
+            if self.joint_dynamics is not None:
+                self._add_passive(self.q, self.qd)
             pin.updateFramePlacements(self.model, self.data)
             self._stamp += 1                       # M symmetrised on first access (see M)
             return self
         qp = self._q_to_pin(self.q, self._qp)
         vp = self._to_pin(self.qd, self._vp)
         pin.computeAllTerms(self.model, self.data, qp, vp)
+        if self.joint_dynamics is not None:
+            self._add_passive(self.q, self.qd)
         pin.updateFramePlacements(self.model, self.data)
         Mp = self._Mp
         np.copyto(Mp, self._data_M)
@@ -485,8 +531,11 @@ class RobotModel:
     def forward_dynamics(self, q, qd, tau, out=None):
         """q'' = M^{-1} (tau - C q' - G) of the open tree by Pinocchio's ABA (one C++ call).
 
-        Uses the second Data, so the state of the last :meth:`compute` is kept.
+        Uses the second Data, so the state of the last :meth:`compute` is kept. With joint dynamics,
+        ``tau - force(q, q')`` (:meth:`set_joint_dynamics`; Pinocchio's ABA adds the armature).
         """
+        if self.joint_dynamics is not None:
+            tau = np.asarray(tau, dtype=float) - self.joint_dynamics.force(np.asarray(q, float), np.asarray(qd, float))
         if self._perm is None:
             qdd = pin.aba(self.model, self.aux_data, q, qd, tau)
             if out is None:
@@ -504,8 +553,10 @@ class RobotModel:
         qp = self.to_pinocchio_q(q)
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
         ap = self._to_pin(np.asarray(qdd, dtype=float), np.empty(self.n))
-        tau = pin.rnea(self.model, self.aux_data, qp, vp, ap)
-        return self._from_pin_vec(tau, np.empty(self.n))
+        tau = self._from_pin_vec(pin.rnea(self.model, self.aux_data, qp, vp, ap), np.empty(self.n))
+        if self.joint_dynamics is not None:     # Pinocchio's RNEA adds the armature, not the joint forces
+            tau += self.joint_dynamics.force(np.asarray(q, float), np.asarray(qd, float))
+        return tau
 
     def compiled_tree(self):
         """``(parents, jtype, mf, gravity)`` for :func:`uk_controller.kernels.dynamics.tree_terms`, or None

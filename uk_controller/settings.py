@@ -59,7 +59,8 @@ def _nonneg(key, default, unit, doc, high=None, **kw):
 
 
 PINV_METHODS = ('svd', 'varga', 'greville', 'householder', 'mgs', 'damped')
-CONSTRAINT_TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'loop_closure', 'callable')
+CONSTRAINT_TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure',
+                    'callable')
 PROTOCOLS = ('uk_binary', 'dynamixel', 'odrive')
 _ALL_TRAJ = TRAJECTORY_TYPES
 
@@ -87,10 +88,17 @@ SETTINGS = [
     _S('robot.initial_position', 'floats', NONE, 'rad or m', 'q at t = 0 (default: zeros)'),
     _S('robot.initial_velocity', 'floats', NONE, 'rad/s or m/s', "q' at t = 0 (default: zeros)"),
     _S('robot.gravity', 'floats', NONE, 'm/s^2', "gravity vector (default: Pinocchio's)", length=3),
+    _S('robot.joint_dynamics', 'str', 'description', '', "passive joint dynamics (damping, springs, armature, "
+       "friction): as the description gives them, or none (in the model, both plants and the controller)",
+       choices=('description', 'none')),
+    _pos('robot.friction_velocity', 0.01, 'rad/s or m/s', "Coulomb friction f sign(q') is modelled as "
+         "f tanh(q'/v) with this v", high=10.0),
     # ------------------------------------------------------------------ actuators
     _S('actuators.names', 'strs', NONE, '', 'actuators, order of the effort vector u (default: one per joint)'),
     _S('actuators.<name>.joint', 'str', NONE, '', 'tree joint the actuator drives (or between)'),
     _S('actuators.<name>.between', 'strs', NONE, '', 'two bodies the actuator acts between (or joint)', length=2),
+    _S('actuators.<name>.tendon', 'str', NONE, '', 'fixed tendon of the MJCF the actuator pulls (column: its '
+       'coefficients)'),
     _S('actuators.<name>.axis', 'floats', NONE, '', 'axis of a between actuator (world frame)', length=3),
     _pos('actuators.<name>.effort_limit', NONE, 'N m or N', 'effort limit (default: URDF limit; between: none)'),
     # ------------------------------------------------------------------ constraints
@@ -104,10 +112,14 @@ SETTINGS = [
     _con('mode', 'str', ('frame_orientation', 'loop_closure'),
          'orientation: planar | so3; closure: position | weld', choices=('planar', 'so3', 'position', 'weld')),
     _con('axis', 'floats', ('frame_orientation',), 'rotation axis of a planar orientation', length=3),
-    _con('reference', 'floats', ('frame_orientation', 'loop_closure'), 'reference direction', length=3),
+    _con('reference', 'floats', ('frame_orientation', 'loop_closure', 'joint_polynomial'),
+         'reference direction (joint_polynomial: the joints\' reference positions r1, r2)'),
     _con('zero_direction', 'floats', ('frame_orientation',), 'direction of angle zero', length=3),
     _con('coefficients', 'floats', ('joint_linear',), 'coefficients . q = value'),
-    _con('joints', 'strs', ('joint_linear',), 'joints the coefficients belong to'),
+    _con('joints', 'strs', ('joint_linear', 'joint_polynomial'), 'joints the coefficients belong to '
+         '(joint_polynomial: [joint1, joint2])'),
+    _con('polycoef', 'floats', ('joint_polynomial',), 'MuJoCo joint equality: q1 - r1 = sum c_k (q2 - r2)^k, '
+         'k = 0..4'),
     _con('value', 'float', ('joint_linear',), 'constant value of coefficients . q', unit='rad or m'),
     _con('frames', 'strs', ('loop_closure',), 'the two frames that coincide', length=2),
     _con('angle_axis', 'floats', ('loop_closure',), 'axis of the planar relative angle', length=3),
@@ -153,6 +165,8 @@ SETTINGS = [
     _nonneg('control.damping', 1.0e-6, '', 'damped least squares only', high=1.0e3),
     _S('control.safe_effort', 'str', 'zero', '', 'effort on bad input or numerical failure', live=True,
        choices=('zero', 'hold')),
+    _S('control.friction_compensation', 'bool', True, '', "the controller's model includes the description's "
+       'Coulomb friction (false: the plant has it, the controller does not)'),
     _pos('control.state_timeout', 0.1, 's', 'ROS node and serial runner: state older than this (by arrival) '
          'gives the safe effort', high=10.0, live=True),
     _pos('control.clock_skew', 0.05, 's', 'ROS node: a stamp more than this ahead of the node clock is clock '

@@ -53,6 +53,15 @@ def tree_records(robot):
         mf[o + C.JOINT_MASS] = inertia.mass
         mf[o + C.JOINT_LEVER:o + C.JOINT_LEVER + 3] = inertia.lever
         mf[o + C.JOINT_INERTIA:o + C.JOINT_INERTIA + 9] = np.asarray(inertia.inertia).ravel()
+    jd = robot.joint_dynamics              # passive joint dynamics (q order = Pinocchio's here)
+    if jd is not None:
+        for i in range(1, nj):
+            o = i * C.JOINT_WIDTH
+            arm, d, s, ref, f = (jd.armature[i - 1], jd.damping[i - 1], jd.stiffness[i - 1],
+                                 jd.spring_reference[i - 1], jd.friction[i - 1])
+            mf[o + C.JOINT_ARMATURE], mf[o + C.JOINT_DAMPING], mf[o + C.JOINT_STIFFNESS] = arm, d, s
+            mf[o + C.JOINT_SPRING_REF], mf[o + C.JOINT_FRICTION] = ref, f
+            mf[o + C.JOINT_FRICTION_VEL] = jd.friction_velocity
     return parents, jtype, mf, np.array(pm.gravity.linear, dtype=float)
 
 

@@ -11,6 +11,7 @@ twice with the frame Jacobian J and the drift ``J' q'`` of
   error ``phi = log(R_d^T R)``;
 - :class:`JointLinear`       ``phi = c . q - value(t)``, ``A = c``,
   ``b = value''(t)`` (e.g. seed 000 eq 46: q1 + q2 + q3 = 0);
+- :class:`JointPolynomial`   ``q1 - r1 = P(q2 - r2)`` (MuJoCo's joint equality, exact derivatives);
 - :class:`LoopClosure`       two frames coincide in chosen position axes
   (revolute closure) and optionally in a planar angle, or fully (weld);
 - :class:`CallableTerm`      a user function ``module:function``.
@@ -30,9 +31,9 @@ stacks' compiled program, created by :meth:`ConstraintStack.create_data`).
 from .compiled import CompiledRows
 from .so3 import jl, jl_dot, jr_inv, jr_inv_dot, planar_angle, skew, wrap_angle
 from .stack import ConstraintStack, build_stacks, build_term
-from .terms import (AXES, ROLES, TYPES, CallableTerm, FrameOrientation, FramePosition, JointLinear, LoopClosure, Term,
-                    load_function)
+from .terms import (AXES, ROLES, TYPES, CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial,
+                    LoopClosure, Term, load_function)
 
 __all__ = ['AXES', 'ROLES', 'TYPES', 'CallableTerm', 'CompiledRows', 'ConstraintStack', 'FrameOrientation',
-           'FramePosition', 'JointLinear', 'LoopClosure', 'Term', 'build_stacks', 'build_term', 'jl', 'jl_dot',
+           'FramePosition', 'JointLinear', 'JointPolynomial', 'LoopClosure', 'Term', 'build_stacks', 'build_term', 'jl', 'jl_dot',
            'jr_inv', 'jr_inv_dot', 'load_function', 'planar_angle', 'skew', 'wrap_angle']

@@ -6,7 +6,7 @@ import numpy as np
 from ..kernels import codes as C
 from ..kernels import jit
 from ..kernels import rows as row_kernels
-from .terms import FrameOrientation, FramePosition, JointLinear, LoopClosure
+from .terms import FrameOrientation, FramePosition, JointLinear, JointPolynomial, LoopClosure
 
 def _traj_spec(traj):
     """``(kind, dim, floats, components)`` of a trajectory's compiled form, or None."""
@@ -117,6 +117,10 @@ class CompiledRows:
                     return None
                 rec[C.TERM_OP], rec[C.TERM_TRAJ] = C.OP_JOINT_LINEAR, tr
                 rec[C.TERM_FOFS] = add_floats(term.c)
+            elif type(term) is JointPolynomial:
+                rec[C.TERM_OP] = C.OP_JOINT_POLY
+                rec[C.TERM_AXES], rec[C.TERM_AXES + 1] = term.index
+                rec[C.TERM_FOFS] = add_floats(np.concatenate((term.c, term.reference)))
             elif type(term) is LoopClosure and term.mode == 'position':
                 rec[C.TERM_OP] = C.OP_CLOSURE
                 rec[C.TERM_FRAME_A], rec[C.TERM_FRAME_B] = frame_slot(term.frames[0]), frame_slot(term.frames[1])

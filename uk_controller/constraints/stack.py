@@ -6,8 +6,8 @@ import numpy as np
 from ..config import ConfigError, ConfigView
 from ..rows import ConstraintRows
 from ..trajectories import trajectory as build_trajectory
-from .terms import (ROLES, TYPES, CallableTerm, FrameOrientation, FramePosition, JointLinear, LoopClosure,
-                    load_function, row_kernels)
+from .terms import (ROLES, TYPES, CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial,
+                    LoopClosure, load_function, row_kernels)
 
 
 class ConstraintStack:
@@ -100,7 +100,7 @@ def build_term(name, cv, model=None, base_dir=None):
     if not isinstance(cv, ConfigView):
         cv = ConfigView(cv, None, f'constraints.{name}')
     kind = cv.get_str('type', choices=TYPES)
-    role = cv.get_str('role', 'passive' if kind == 'loop_closure' else 'servo', choices=ROLES)
+    role = cv.get_str('role', 'passive' if kind in ('loop_closure', 'joint_polynomial') else 'servo', choices=ROLES)
     n = model.n if model is not None else None
 
     def traj(key='trajectory'):
@@ -136,6 +136,15 @@ def build_term(name, cv, model=None, base_dir=None):
             value = traj() if 'trajectory' in cv else build_trajectory(
                 {'type': 'hold', 'value': [cv.get_float('value', 0.0)]})
             return JointLinear(name, coeffs, value, role)
+        if kind == 'joint_polynomial':
+            joints = cv.get_strs('joints', length=2, unique=True)
+            if model is None:
+                raise cv.error('joints', 'needs a model to map joint names')
+            for jname in joints:
+                if jname not in model.joint_names:
+                    raise cv.error('joints', f'unknown joint {jname!r}; joints: {model.joint_names}')
+            return JointPolynomial(name, [model.joint_index(j) for j in joints], cv.get_floats('polycoef'),
+                                   cv.get_floats('reference', [0.0, 0.0], length=2), role)
         if kind == 'loop_closure':
             frames = cv.get_strs('frames', length=2)
             if model is not None:

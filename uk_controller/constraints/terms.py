@@ -21,7 +21,7 @@ from .so3 import cross3, jl, jl_dot, jr_inv, jr_inv_dot, planar_angle, wrap_angl
 
 AXES = {'x': 0, 'y': 1, 'z': 2}
 ROLES = ('passive', 'servo')
-TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'loop_closure', 'callable')
+TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure', 'callable')
 
 
 def row_kernels(backend='auto'):
@@ -242,6 +242,53 @@ class JointLinear(Term):
         phidot[0] = self.c @ qd - vd[0]
         A[0] = self.c
         b[0] = vdd[0]
+
+
+class JointPolynomial(Term):
+    """Polynomial coupling of two joints (MuJoCo's ``<equality><joint polycoef>``; one row)::
+
+        phi   = q1 - r1 - P(d),   d = q2 - r2,   P(d) = c0 + c1 d + c2 d^2 + c3 d^3 + c4 d^4
+        phi'  = q1' - P'(d) q2'
+        A     = e1 - P'(d) e2,    b = P''(d) q2'^2        (phi'' = A q'' - P''(d) q2'^2 = 0)
+
+    with the exact derivatives ``P' = c1 + 2 c2 d + 3 c3 d^2 + 4 c4 d^3``, ``P'' = 2 c2 + 6 c3 d + 12 c4 d^2``.
+    ``index`` are the two joints' positions in q, ``reference`` (r1, r2) their MuJoCo qpos0.
+    """
+
+    kind = 'joint_polynomial'
+
+    def __init__(self, name, index, polycoef, reference=(0.0, 0.0), role='passive'):
+        super().__init__(name, 1, role)
+        self.index = (int(index[0]), int(index[1]))
+        if self.index[0] == self.index[1]:
+            raise ValueError('joint_polynomial needs two different joints')
+        c = np.zeros(5)
+        values = np.asarray(polycoef, dtype=float).ravel()
+        if not 1 <= values.size <= 5:
+            raise ValueError(f'polycoef takes 1 to 5 coefficients, got {values.size}')
+        c[:values.size] = values
+        self.c = c
+        self.reference = np.asarray(reference, dtype=float).reshape(2)
+
+    def polynomial(self, d):
+        """(P, P', P'') at d."""
+        c = self.c
+        return (c[0] + d * (c[1] + d * (c[2] + d * (c[3] + d * c[4]))),
+                c[1] + d * (2.0 * c[2] + d * (3.0 * c[3] + d * 4.0 * c[4])),
+                2.0 * c[2] + d * (6.0 * c[3] + d * 12.0 * c[4]))
+
+    def fill(self, model, q, qd, t, phi, phidot, A, b, K=None):
+        i1, i2 = self.index
+        if K is not None:
+            K.joint_polynomial_row(q, qd, i1, i2, self.c, self.reference, phi, phidot, A[0], b)
+            return
+        P, dP, ddP = self.polynomial(q[i2] - self.reference[1])
+        phi[0] = q[i1] - self.reference[0] - P
+        phidot[0] = qd[i1] - dP * qd[i2]
+        A[0] = 0.0
+        A[0, i1] = 1.0
+        A[0, i2] = -dP
+        b[0] = ddP * qd[i2] * qd[i2]
 
 
 class LoopClosure(Term):

@@ -46,6 +46,8 @@ PARAMS_SIZE = 4
 HEADER = 32
 #: term opcodes (field TERM_OP of a term record)
 OP_FRAME_POSITION, OP_PLANAR, OP_JOINT_LINEAR, OP_CLOSURE = 1, 2, 3, 4
+#: a joint_polynomial row: joints at TERM_AXES, TERM_AXES + 1; fp[TERM_FOFS:] = c0..c4, r1, r2
+OP_JOINT_POLY = 5
 #: fields of a term record (TERM_WIDTH ints): opcode, first row, row count, frames A and B, trajectory
 #: index (-1: none), axis count and up to three axis indices, offset of its floats in fp, planar flag
 (TERM_OP, TERM_ROW0, TERM_M, TERM_FRAME_A, TERM_FRAME_B, TERM_TRAJ, TERM_NAX, TERM_AXES, TERM_FOFS,
@@ -70,9 +72,13 @@ BETWEEN_WIDTH = 4
 JOINT_REVOLUTE, JOINT_PRISMATIC = 0, 1
 #: fields of a joint record (JOINT_WIDTH floats of mf; joint i at i * JOINT_WIDTH, joint 0 = universe unused):
 #: placement rotation R0 (9, row-major) and translation p0 (3) in the parent's frame, motion axis (3),
-#: mass, lever (3), rotational inertia about the centre of mass I_c (9, row-major)
+#: mass, lever (3), rotational inertia about the centre of mass I_c (9, row-major); then the passive joint
+#: dynamics of uk_controller.joint_dynamics: armature, damping, stiffness, spring reference, Coulomb friction and
+#: its tanh velocity scale (all zero for a joint without them)
 JOINT_R0, JOINT_P0, JOINT_AXIS, JOINT_MASS, JOINT_LEVER, JOINT_INERTIA = 0, 9, 12, 15, 16, 19
-JOINT_WIDTH = 28
+JOINT_ARMATURE, JOINT_DAMPING, JOINT_STIFFNESS, JOINT_SPRING_REF, JOINT_FRICTION, JOINT_FRICTION_VEL = (
+    28, 29, 30, 31, 32, 33)
+JOINT_WIDTH = 34
 #: fields of a frame record (FRAME_WIDTH floats of fm): rotation R (9, row-major) and translation p (3) in
 #: its parent joint's frame
 FRAME_R, FRAME_P = 0, 9

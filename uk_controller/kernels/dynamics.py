@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import (FRAME_P, FRAME_R, FRAME_WIDTH, JOINT_AXIS, JOINT_INERTIA, JOINT_LEVER, JOINT_MASS, JOINT_P0,
-                    JOINT_R0, JOINT_REVOLUTE, JOINT_WIDTH, TREE_SCRATCH_PER_JOINT)
+from .codes import (FRAME_P, FRAME_R, FRAME_WIDTH, JOINT_ARMATURE, JOINT_AXIS, JOINT_DAMPING, JOINT_FRICTION,
+                    JOINT_FRICTION_VEL, JOINT_INERTIA, JOINT_LEVER, JOINT_MASS, JOINT_P0, JOINT_R0, JOINT_REVOLUTE,
+                    JOINT_SPRING_REF, JOINT_STIFFNESS, JOINT_WIDTH, TREE_SCRATCH_PER_JOINT)
 from .jit import njit
 
 
@@ -30,7 +31,9 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw=None):
     (linear, angular) at the world origin: S_i = (-w x p, w) or (R a, 0); V_i = V_parent + S_i q'_i;
     bias acceleration A_i = A_parent + (V_i x S_i) q'_i with A_0 = (-g, 0) (gravity as base acceleration);
     h_i = S_i . f_i, f_i = I_i A_i + V_i x* (I_i V_i) summed from the leaves (RNEA); M by the composite
-    rigid-body algorithm in the same world frame."""
+    rigid-body algorithm in the same world frame. Joint i's passive dynamics (uk_controller.joint_dynamics) are
+    added last: ``M[k, k] += armature``, ``h[k] += d q'_k + s (q_k - q_ref) + f tanh(q'_k / v_s)``
+    (:func:`joint_passive_terms`)."""
     nj = parents.shape[0]
     if tw is None:
         tw = np.empty(TREE_SCRATCH_PER_JOINT * nj + 12)
@@ -211,6 +214,29 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw=None):
             M[k, kj] = acc
             M[kj, k] = acc
             j = parents[j]
+    joint_passive_terms(q, qd, mf, M, h)
+
+
+@njit(cache=True)
+def joint_passive_terms(q, qd, mf, M, h):
+    """Armature on the diagonal of M and the passive joint force in h, per joint record (twin of
+    ``RobotModel.compute`` with ``JointDynamics.force``; joints whose five values are zero are skipped, so a robot
+    without passive dynamics computes exactly what it did before)."""
+    nj = mf.shape[0] // JOINT_WIDTH
+    for i in range(1, nj):
+        o = i * JOINT_WIDTH
+        arm = mf[o + JOINT_ARMATURE]
+        d = mf[o + JOINT_DAMPING]
+        s = mf[o + JOINT_STIFFNESS]
+        f = mf[o + JOINT_FRICTION]
+        if arm == 0.0 and d == 0.0 and s == 0.0 and f == 0.0:
+            continue
+        k = i - 1
+        M[k, k] += arm
+        force = d * qd[k] + s * (q[k] - mf[o + JOINT_SPRING_REF])
+        if f != 0.0:
+            force += f * np.tanh(qd[k] / mf[o + JOINT_FRICTION_VEL])
+        h[k] += force
 
 
 @njit(cache=True)

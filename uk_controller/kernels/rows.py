@@ -6,7 +6,8 @@ joint Jacobian, desired trajectories, every constraint row, Baumgarte (seed 000 
 ``ws`` workspace; layout in :mod:`.codes`) are built by :class:`uk_controller.constraints.CompiledRows`.
 
 NumPy references, module :mod:`uk_controller.constraints`: :func:`position_rows` / :func:`frame_position_rows`
-twin ``FramePosition.fill``; :func:`closure_position_rows` ``LoopClosure.fill``; :func:`planar_angle`
+twin ``FramePosition.fill``; :func:`closure_position_rows` ``LoopClosure.fill``; :func:`joint_polynomial_row`
+``JointPolynomial.fill``; :func:`planar_angle`
 ``constraints.planar_angle`` and :func:`wrap_angle` ``constraints._wrap``; :func:`fused_rows`
 ``ConstraintStack.evaluate`` (plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.actuators` for the
 `between` columns); :func:`frame_kinematics` Pinocchio's ``getFrameJacobian`` (LOCAL_WORLD_ALIGNED) and
@@ -24,7 +25,7 @@ from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B,
                     IH_BMAT, IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS,
                     IH_N, IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TERMS,
                     IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, MAX_TRAJ_DIM, NOT_FINITE_STATE, OP_FRAME_POSITION,
-                    OP_JOINT_LINEAR, OP_PLANAR, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE, TERM_AXES,
+                    OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE, TERM_AXES,
                     TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP, TERM_PLANAR, TERM_ROW0, TERM_TRAJ,
                     TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP, TRAJ_WIDTH)
 from .jit import njit
@@ -190,6 +191,23 @@ def frame_kinematics(Jw, qd, chain, c0, trans, Jf, df):
 
 
 @njit(cache=True)
+def joint_polynomial_row(q, qd, i1, i2, c, reference, phi, phidot, row, b):
+    """The row of ``q1 - r1 = P(q2 - r2)`` (twin of ``constraints.JointPolynomial.fill``): ``phi``,
+    ``phi' = q1' - P' q2'``, ``row = e1 - P' e2``, ``b = P'' q2'^2`` (P of degree 4, coefficients c)."""
+    d = q[i2] - reference[1]
+    P = c[0] + d * (c[1] + d * (c[2] + d * (c[3] + d * c[4])))
+    dP = c[1] + d * (2.0 * c[2] + d * (3.0 * c[3] + d * 4.0 * c[4]))
+    ddP = 2.0 * c[2] + d * (6.0 * c[3] + d * 12.0 * c[4])
+    phi[0] = q[i1] - reference[0] - P
+    phidot[0] = qd[i1] - dP * qd[i2]
+    for j in range(row.shape[0]):
+        row[j] = 0.0
+    row[i1] = 1.0
+    row[i2] = -dP
+    b[0] = ddP * qd[i2] * qd[i2]
+
+
+@njit(cache=True)
 def wrap_angle(a):
     return (a + np.pi) % _TWO_PI - np.pi
 
@@ -262,6 +280,10 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             phi[r0] = s0 - P[c]
             phid[r0] = s1 - V[c]
             b[r0] = Acc[c]
+        elif opcode == OP_JOINT_POLY:
+            fo = ip[o + TERM_FOFS]
+            joint_polynomial_row(q, qd, ip[o + TERM_AXES], ip[o + TERM_AXES + 1], fp[fo:fo + 5], fp[fo + 5:fo + 7],
+                                 phi[r0:], phid[r0:], A[r0], b[r0:])
         else:                                   # OP_CLOSURE
             fa = ip[o + TERM_FRAME_A]
             fb = ip[o + TERM_FRAME_B]

@@ -5,6 +5,8 @@ Q = B u). Two kinds of actuator (docs/config.md, section ``actuators``):
 
 - ``joint: <name>``: a motor on a tree joint; its column is the unit vector
   of that coordinate (u is the joint-side torque or force);
+- ``tendon: <name>``: a force on a fixed tendon of the MJCF (length ``L = sum c_j q_j``); by virtual work
+  its column is the tendon's coefficients ``c`` (uk_controller.description_extras);
 - ``between: [body_a, body_b]``, ``axis: [ax, ay, az]`` (world frame): a
   torque ``u a`` on body A and ``-u a`` on body B, e.g. a motor on a hinge
   that is not a tree joint (a loop-closing joint). By virtual work its column
@@ -24,6 +26,7 @@ class Actuator:
     bodies: tuple | None = None            # (body_a, body_b) frame names, None for 'world'
     axis: np.ndarray | None = None         # unit axis in world frame
     effort_limit: float = np.inf
+    column: np.ndarray | None = None       # a constant column (n,): a fixed tendon's coefficients
 
 
 class ActuatorMap:
@@ -42,6 +45,8 @@ class ActuatorMap:
         for k, act in enumerate(self.actuators):
             if act.joint is not None:
                 self._B[act.joint, k] = 1.0
+            elif act.column is not None:
+                self._B[:, k] = act.column
             else:
                 self._between.append((k, act))
         self.constant = not self._between

@@ -10,7 +10,9 @@ from ..baumgarte import Baumgarte
 from ..config import ConfigView, load_config
 from ..constraints import ConstraintStack, build_stacks
 from ..model import ModelError, RobotModel
-from ..description import DescriptionError, description_key, is_xacro, load_mjcf, load_sdf, merge_closures, urdf_text
+from ..description import DescriptionError, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text
+from ..description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
+from ..joint_dynamics import JointDynamics
 from ..paths import missing_file_message, resolve_config, resolve_data_file
 from .. import settings
 from .actuators import Actuator, ActuatorMap
@@ -41,6 +43,17 @@ class RobotSetup:
     stabilization: Baumgarte
     urdf_path: Path | None = None
     view: ConfigView = field(default=None, repr=False)
+    extras: DescriptionExtras = field(default_factory=DescriptionExtras, repr=False)
+
+    def controller_model(self):
+        """The model the controller uses: :attr:`model`, or a copy without Coulomb friction when
+        ``control.friction_compensation`` is false (the plant keeps its friction; uk_controller.joint_dynamics)."""
+        jd = self.model.joint_dynamics
+        compensate = (self.config.get('control') or {}).get('friction_compensation',
+                                                            settings.default('control.friction_compensation'))
+        if jd is None or not jd.has_friction or compensate:
+            return self.model
+        return self.model.with_joint_dynamics(jd.without_friction())
 
     @property
     def n(self):
@@ -60,7 +73,7 @@ class RobotSetup:
                 self.actuators.matrix(self.model))
 
 
-def _actuators(cv, model):
+def _actuators(cv, model, extras=None):
     if not cv.data:
         # no actuators section: every joint carries a motor (URDF effort limits)
         limits = model.effort_limits
@@ -76,10 +89,21 @@ def _actuators(cv, model):
         raise cv.error(extra[0], f'actuator {extra[0]!r} is not listed in {cv.key("names")}')
     acts = []
     for name, a in items:
-        if ('joint' in a) == ('between' in a):
-            raise a.error(None, "give exactly one of 'joint' or 'between'")
+        if sum(k in a for k in ('joint', 'between', 'tendon')) != 1:
+            raise a.error(None, "give exactly one of 'joint', 'between' or 'tendon'")
         limit = a.get_float('effort_limit', None, positive=True)
-        if 'joint' in a:
+        if 'tendon' in a:
+            tendon = a.get_str('tendon')
+            known = sorted((extras.tendons if extras is not None else {}))
+            if tendon not in known:
+                raise a.error('tendon', f'unknown tendon {tendon!r}; fixed tendons of the description: '
+                              f'{", ".join(known) or "none"}')
+            try:
+                column = tendon_column(extras, tendon, model.joint_names)
+            except ExtrasError as exc:
+                raise a.error('tendon', str(exc)) from None
+            acts.append(Actuator(name, column=column, effort_limit=np.inf if limit is None else limit))
+        elif 'joint' in a:
             joint = a.get_str('joint')
             if joint not in model.joint_names:
                 raise a.error('joint', f'unknown joint {joint!r}; joints: {model.joint_names}')
@@ -138,22 +162,41 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
         raise robot.error('xacro_args', 'must be a map of xacro argument names to values')
     if xacro_args and (key != 'urdf' or not is_xacro(file)):
         raise robot.error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
-    closures, text = {}, None
+    closures, text, extras = {}, None, DescriptionExtras()
     try:
         if key == 'urdf' and is_xacro(file):
             text = urdf_text(file, xacro_args, path)
             model = RobotModel.from_urdf_string(text, joints, gravity, mass_scale)
         elif key == 'urdf':
             model = RobotModel.from_urdf(file, joints, gravity, mass_scale)
-        else:
-            pin_model, closures = (load_mjcf if key == 'mjcf' else load_sdf)(file)
+        elif key == 'mjcf':
+            pin_model, closures, extras = read_mjcf(file)
             model = RobotModel._finish(pin_model, joints, gravity, mass_scale, source=file)
-    except (ModelError, DescriptionError) as exc:
+        else:
+            pin_model, closures = load_sdf(file)
+            model = RobotModel._finish(pin_model, joints, gravity, mass_scale, source=file)
+        if key == 'urdf':          # <mimic> rows and <dynamics> (description_extras)
+            extras = urdf_extras(text if text is not None else Path(file).read_text(encoding='utf-8'), str(file))
+            closures = dict(extras.constraints)
+    except (ModelError, DescriptionError, ExtrasError) as exc:
         raise robot.error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
     model.source = file
     model.source_kind = 'xacro' if text is not None else key
     model.source_text = text
-    return model, closures
+    return model, closures, extras
+
+
+def _joint_dynamics(robot, model, extras):
+    """The description's passive joint dynamics on `model` (``robot.joint_dynamics``: description | none)."""
+    use = robot.get_str('joint_dynamics', settings.default('robot.joint_dynamics'), choices=('description', 'none'))
+    velocity = robot.get_float('friction_velocity', settings.default('robot.friction_velocity'), positive=True)
+    if use == 'none' or not extras.joint_dynamics:
+        model.set_joint_dynamics(None)
+        return
+    try:
+        model.set_joint_dynamics(JointDynamics.from_joints(extras.joint_dynamics, model.joint_names, velocity))
+    except ValueError as exc:
+        raise robot.error(description_key(robot.data), str(exc)) from None
 
 
 def setup_from_params(params, path=None, *, mass_scale=1.0):
@@ -164,10 +207,11 @@ def setup_from_params(params, path=None, *, mass_scale=1.0):
     name = robot.get_str('name', Path(path).stem if path else 'robot')
     joints = robot.get_strs('joints', None, unique=True)
     gravity = robot.get_floats('gravity', None, length=3)
-    model, closures = load_description(robot, path, joints, gravity, mass_scale)
+    model, closures, extras = load_description(robot, path, joints, gravity, mass_scale)
+    _joint_dynamics(robot, model, extras)
     urdf_path = model.source
     if closures:
-        # closures read from the MJCF/SDF file join the YAML's constraints (description.merge_closures)
+        # closures and couplings read from the description join the YAML's constraints (description.merge_closures)
         params = dict(params)
         params['constraints'] = merge_closures(params.get('constraints'), closures, path)
         cv = ConfigView(params, path)
@@ -175,14 +219,14 @@ def setup_from_params(params, path=None, *, mass_scale=1.0):
     n = model.n
     q0 = robot.get_floats('initial_position', np.zeros(n), length=n)
     qd0 = robot.get_floats('initial_velocity', np.zeros(n), length=n)
-    actuators = _actuators(cv.section('actuators', required=False), model)
+    actuators = _actuators(cv.section('actuators', required=False), model, extras)
     base_dir = Path(path).parent if path else None
     passive, servo = build_stacks(cv.section('constraints', required=False), model, base_dir)
     stabilization = _stabilization(cv.section('stabilization', required=False))
     return RobotSetup(name=name, config=params, config_path=Path(path) if path else None, model=model,
                       joint_names=list(model.joint_names), q0=np.array(q0, dtype=float),
                       qd0=np.array(qd0, dtype=float), passive=passive, servo=servo, actuators=actuators,
-                      stabilization=stabilization, urdf_path=urdf_path, view=cv)
+                      stabilization=stabilization, urdf_path=urdf_path, view=cv, extras=extras)
 
 
 def load_robot(name_or_path, *, mass_scale=1.0, node=None):

@@ -14,10 +14,16 @@ Efforts: a tree-joint actuator adds its effort to ``qfrc_applied`` at its
 DOF; a ``between: [A, B]`` actuator applies a pure torque ``u * axis`` on body
 A and ``-u * axis`` on body B through ``xfrc_applied`` (world frame).
 
-MuJoCo closures are soft (solref time constant), so closure residuals of order
-1e-5 m are physics of this engine, not controller errors.
+Every passive row of the setup becomes a MuJoCo equality: a loop closure a ``connect`` or ``weld``, a
+``joint_linear`` row on one or two joints (URDF ``<mimic>``, MJCF linear joint couplings) and a
+``joint_polynomial`` row a joint equality (``polycoef``). MuJoCo keeps them soft (solref time constant), so
+closure and coupling residuals of order 1e-5 are physics of this engine, not controller errors; the
+embedded plant keeps them exact. Passive joint dynamics: see :meth:`MujocoPlant._set_joint_dynamics`.
+MuJoCo's load and compile errors are ConfigErrors naming the file and the element (exit 2).
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 
@@ -43,21 +49,32 @@ class MujocoPlant:
             raise ConfigError(f'the MuJoCo plant cannot load SDF ({urdf}); describe the robot by robot.mjcf or '
                               'robot.urdf for it, or use the UK plant', file=setup.config_path, key='robot.sdf')
         self.urdf_path = urdf
-        if kind == 'xacro':                 # the expanded URDF the model was built from
-            spec = mujoco.MjSpec.from_string(setup.model.source_text)
-        else:
-            spec = mujoco.MjSpec.from_file(str(urdf))
-        if kind == 'mjcf':
-            # the file's own equalities are the setup's passive closures (description.py), which
-            # _add_closures adds back from the setup, with this plant's solref, like any other closure
-            for eq in list(spec.equalities):
-                spec.delete(eq)
+        try:
+            if kind == 'xacro':                 # the expanded URDF the model was built from
+                spec = mujoco.MjSpec.from_string(setup.model.source_text)
+            else:
+                spec = mujoco.MjSpec.from_file(str(urdf))
+        except ValueError as exc:
+            raise self._load_error(exc) from None
+        # the file's own equalities (MJCF closures and couplings, URDF mimic) are the setup's passive rows
+        # (description.py), which _add_closures adds back from the setup, with this plant's solref, like any
+        # other passive row; the file's actuators (MJCF servos with their own gains and bias) are replaced by
+        # the setup's effort sources (_apply)
+        for eq in list(spec.equalities):
+            spec.delete(eq)
+        for actuator in list(spec.actuators):
+            spec.delete(actuator)
         spec.option.timestep = float(timestep)
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_RK4
         spec.option.gravity = np.asarray(setup.model.gravity, dtype=float)
         self._closure_sites = []
+        self._joint_equalities = []
         self._add_closures(spec, solref_time or max(8.0 * timestep, 2e-3))
-        self.model = spec.compile()
+        try:
+            self.model = spec.compile()
+        except ValueError as exc:
+            raise self._load_error(exc) from None
+        self._set_joint_dynamics()
         if not joint_limits:
             self.model.jnt_limited[:] = 0
         if mass_scale != 1.0:
@@ -73,6 +90,48 @@ class MujocoPlant:
         self._actuators = self._actuator_targets(setup)
         self.timestep = float(timestep)
         self.reset(setup.q0, setup.qd0)
+
+    def _load_error(self, exc):
+        """A MuJoCo parse/compile error as a ConfigError (exit 2) naming the file and the element."""
+        import re
+        import xml.etree.ElementTree as ET
+        from ..config import ConfigError
+        message = ' '.join(str(exc).split())
+        element = ''
+        if 'Element' not in message:            # e.g. "Error opening file 'x.stl'": find who names that file
+            match = re.search(r"file '([^']+)'", message)
+            if match and self.setup.model.source_kind != 'xacro':
+                try:
+                    root = ET.parse(self.urdf_path).getroot()
+                except ET.ParseError:
+                    root = None
+                wanted = Path(match.group(1)).name
+                for el in (root.iter() if root is not None else ()):
+                    if Path(el.get('file') or el.get('filename') or '.').name == wanted:
+                        attrs = ' '.join(f'{k}="{v}"' for k, v in el.attrib.items())
+                        element = f' (element <{el.tag} {attrs}>)'
+                        break
+        key = f'robot.{self.setup.model.source_kind if self.setup.model.source_kind != "xacro" else "urdf"}'
+        return ConfigError(f'MuJoCo cannot load {self.urdf_path}: {message}{element}', file=self.setup.config_path,
+                           key=key)
+
+    def _set_joint_dynamics(self):
+        """Passive joint dynamics in MuJoCo: an MJCF keeps the file's (MuJoCo reads them itself; the embedded
+        plant's come from the same attributes, uk_controller.description_extras), a URDF gets the model's;
+        ``robot.joint_dynamics: none`` removes them in both plants. Coulomb friction stays MuJoCo's
+        ``frictionloss`` (a soft dry-friction constraint, not our tanh)."""
+        m, jd = self.model, self.setup.model.joint_dynamics
+        kind = getattr(self.setup.model, 'source_kind', 'urdf')
+        if kind == 'mjcf' and jd is not None:
+            return
+        jid = [self._mj.mj_name2id(m, self._mj.mjtObj.mjOBJ_JOINT, name) for name in self.joint_names]
+        for i, j in enumerate(jid):
+            if j < 0:
+                continue
+            dof, qadr = m.jnt_dofadr[j], m.jnt_qposadr[j]
+            d, k, ref, arm, f = jd.per_joint(i) if jd is not None else (0.0, 0.0, 0.0, 0.0, 0.0)
+            m.dof_damping[dof], m.jnt_stiffness[j], m.qpos_spring[qadr] = d, k, ref
+            m.dof_armature[dof], m.dof_frictionloss[dof] = arm, f
 
     @classmethod
     def from_setup(cls, setup, *, mass_scale=1.0, **options):
@@ -104,7 +163,8 @@ class MujocoPlant:
         for name in self.setup.passive.names:
             spec_c = cfg.get(name, {}) or {}
             if spec_c.get('type') != 'loop_closure':
-                raise ValueError(f'MuJoCo plant supports loop_closure passive constraints only, not {name!r}')
+                self._add_joint_equality(spec, urdf_tree, name, self.setup.passive[name], solref_time)
+                continue
             sites = []
             for k, frame in enumerate(spec_c['frames']):
                 body, placement = self._body_of_frame(frame)
@@ -120,6 +180,58 @@ class MujocoPlant:
             eq.solref = [solref_time, 1.0]
             self._closure_sites.append(sites)
 
+    def _add_joint_equality(self, spec, tree, name, term, solref_time):
+        """A passive joint_linear row with one or two joints, or a joint_polynomial row, as MuJoCo's joint
+        equality ``q1 - q1_0 = sum c_k (q2 - q2_0)^k`` (q_0: MuJoCo's qpos0)."""
+        from ..config import ConfigError
+        from ..constraints import JointLinear, JointPolynomial
+        mj = self._mj
+
+        def qpos0(index):
+            j = mj.mj_name2id(tree, mj.mjtObj.mjOBJ_JOINT, self.joint_names[index])
+            return float(tree.qpos0[tree.jnt_qposadr[j]])
+
+        def refuse(why):
+            return ConfigError(f'the MuJoCo plant cannot express the passive constraint {name!r}: {why}',
+                               file=self.setup.config_path, key=f'constraints.{name}')
+
+        if isinstance(term, JointPolynomial):
+            i1, i2 = term.index
+            if abs(term.reference[0] - qpos0(i1)) > 1e-12 or abs(term.reference[1] - qpos0(i2)) > 1e-12:
+                raise refuse('its reference differs from the joints\' reference positions (MJCF ref)')
+            coef = term.c
+        elif isinstance(term, JointLinear) and term._value is not None:
+            nz = np.flatnonzero(term.c)
+            if not 1 <= nz.size <= 2:
+                raise refuse('a joint equality couples one or two joints, this row has '
+                             f'{nz.size} non-zero coefficients')
+            i1 = int(nz[0])
+            c1, value = term.c[i1], term._value
+            if nz.size == 1:                    # q1 = value / c1
+                i2, coef = None, [value / c1 - qpos0(i1), 0.0, 0.0, 0.0, 0.0]
+            else:                               # q1 = value / c1 + k q2,  k = -c2 / c1
+                i2 = int(nz[1])
+                k = -term.c[i2] / c1
+                coef = [value / c1 - qpos0(i1) + k * qpos0(i2), k, 0.0, 0.0, 0.0]
+        else:
+            raise refuse(f'{type(term).__name__} rows (time-varying or of other types) have no MuJoCo equality')
+        eq = spec.add_equality(type=mj.mjtEq.mjEQ_JOINT, objtype=mj.mjtObj.mjOBJ_JOINT, name=f'uk_{name}',
+                               name1=self.joint_names[i1], name2='' if i2 is None else self.joint_names[i2])
+        eq.data[:5] = np.asarray(coef, dtype=float)
+        eq.solref = [solref_time, 1.0]
+        self._joint_equalities.append(f'uk_{name}')
+
+    def coupling_residual(self):
+        """MuJoCo's own violation of each joint equality (``efc_pos`` of its row), in setup order."""
+        mj, m, d = self._mj, self.model, self.data
+        out = []
+        for eq_name in self._joint_equalities:
+            eid = mj.mj_name2id(m, mj.mjtObj.mjOBJ_EQUALITY, eq_name)
+            rows = np.flatnonzero((d.efc_type[:d.nefc] == mj.mjtConstraint.mjCNSTR_EQUALITY)
+                                  & (d.efc_id[:d.nefc] == eid))
+            out.append(float(d.efc_pos[rows[0]]) if rows.size else float('nan'))
+        return np.array(out)
+
     def _actuator_targets(self, setup):
         """From the setup's actuator map (not the raw YAML: a setup without an `actuators` section
         has one motor per joint)."""
@@ -129,6 +241,11 @@ class MujocoPlant:
             if act.joint is not None:
                 jid = mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT, self.joint_names[act.joint])
                 targets.append(('joint', int(self.model.jnt_dofadr[jid]), None, None))
+            elif act.column is not None:        # a fixed tendon: generalized force column * u
+                nz = np.flatnonzero(act.column)
+                dofs = np.array([self.model.jnt_dofadr[mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT,
+                                                                       self.joint_names[i])] for i in nz])
+                targets.append(('column', dofs, None, np.asarray(act.column)[nz]))
             else:
                 ids = [mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_BODY, self._fused('world' if x is None else x))
                        for x in act.bodies]
@@ -174,6 +291,8 @@ class MujocoPlant:
         for value, (kind, a, b, axis) in zip(u, self._actuators):
             if kind == 'joint':
                 d.qfrc_applied[a] += value
+            elif kind == 'column':
+                d.qfrc_applied[a] += value * axis
             else:
                 d.xfrc_applied[a, 3:] += value * axis
                 if b != 0:

@@ -139,7 +139,7 @@ class StagedRK4(PlantBackend):
     def _stage_accel(self):
         """``(accel(q, qd, t) -> q'', counts itself)``."""
         plant = self.plant
-        if plant.dynamics == 'aba' and plant.model.native_coordinates:
+        if plant.dynamics == 'aba' and plant.model.native_coordinates and plant.model.joint_dynamics is None:
             import pinocchio as pin
             aba, pm, aux, tau = pin.aba, plant.model.model, plant.model.aux_data, plant.tau
 
