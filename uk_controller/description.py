@@ -499,6 +499,7 @@ def merge_closures(constraints, closures, config_path=None):
             entry.update(extra)
         merged[name] = entry
     signatures = {_signature(spec): name for name, spec in merged.items()}
+    signatures.pop(None, None)
     for name in names:
         if name not in merged:
             spec = constraints.get(name)

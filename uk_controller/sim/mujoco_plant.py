@@ -156,7 +156,10 @@ class MujocoPlant:
 
     def _add_closures(self, spec, solref_time):
         mj = self._mj
-        urdf_tree = spec.compile()  # to find which body carries each joint
+        try:
+            urdf_tree = spec.compile()  # to find which body carries each joint
+        except ValueError as exc:
+            raise self._load_error(exc) from None
         self._joint_child_body = {urdf_tree.joint(i).name: urdf_tree.body(urdf_tree.jnt_bodyid[i]).name
                                   for i in range(urdf_tree.njnt)}
         cfg = self.setup.config.get('constraints', {}) or {}
