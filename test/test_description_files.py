@@ -149,9 +149,9 @@ def test_yaml_closures_merge_with_file_closures(tmp_path):
 
 def test_unsupported_equality_and_unknown_site_are_errors(tmp_path):
     text = (ROOT / 'mjcf' / 'five_bar.xml').read_text()
-    (tmp_path / 'joint_eq.xml').write_text(text.replace('<equality>', '<equality>\n<joint joint1="joint_b1"/>'))
-    with pytest.raises(description.DescriptionError, match='only connect and weld'):
-        description.load_mjcf(tmp_path / 'joint_eq.xml')
+    (tmp_path / 'flex_eq.xml').write_text(text.replace('<equality>', '<equality>\n<flex flex="skin"/>'))
+    with pytest.raises(description.DescriptionError, match="equality type 'flex' is not supported"):
+        description.load_mjcf(tmp_path / 'flex_eq.xml')
     (tmp_path / 'bad_site.xml').write_text(text.replace('site2="branch2_tip"', 'site2="nowhere"'))
     with pytest.raises(description.DescriptionError, match='nowhere'):
         description.load_mjcf(tmp_path / 'bad_site.xml')

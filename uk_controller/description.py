@@ -114,9 +114,10 @@ def _prepared_mjcf(path):
     """(text, equality elements) of an MJCF prepared for Pinocchio's parser.
 
     The ``<equality>`` section is removed (we read it ourselves: Pinocchio 4.1 crashes on site-based
-    ``connect`` and reads body-based ones only), and when ``<worldbody>`` holds several bodies they are
-    wrapped in one body without joints, ``uk_worldbody`` (Pinocchio 4.1 silently dropped every top-level
-    body after the first; a body without joints is welded to its parent, so the model is unchanged).
+    ``connect`` and reads body-based ones only), and when ``<worldbody>`` holds several bodies, or one body
+    with a pose, they are wrapped in one body without joints, ``uk_worldbody`` (Pinocchio 4.1 silently dropped
+    every top-level body after the first, and the pose of the first: a gripper posed upside down came out
+    upright; a body without joints is welded to its parent, so the model is unchanged).
     """
     tree = ET.parse(path)
     root = tree.getroot()
@@ -128,7 +129,8 @@ def _prepared_mjcf(path):
         root.remove(section)
     for wb in root.findall('worldbody'):
         bodies = wb.findall('body')
-        if len(bodies) > 1:
+        posed = any(bodies[0].get(k) is not None for k in ('pos', 'quat', 'euler', 'axisangle', 'xyaxes', 'zaxis'))
+        if len(bodies) > 1 or (bodies and posed):
             wrapper = ET.Element('body', name='uk_worldbody')
             for body in bodies:
                 wb.remove(body)
