@@ -164,6 +164,17 @@ def test_nonlinear_polycoef_row_against_finite_differences_and_mujoco(tmp_path):
             compiled = ConstraintStack([term], setup.n, backend='compiled').evaluate(model, q, qd, 0.0)
             for key in ('phi', 'phidot', 'A', 'b'):
                 np.testing.assert_allclose(getattr(compiled, key), getattr(rows, key), rtol=0, atol=1e-15)
+    if jit.AVAILABLE:                           # the row inside the fused compiled program, and the backends
+        program = setup.passive.create_data(model, setup.servo)
+        assert program is not None and ControllerCore(setup).backend.name == 'compiled'
+        q, qd = rng.normal(size=(2, setup.n)) * 0.4
+        model.compute(q, qd)
+        program.run(q, qd, 0.3)
+        rows = setup.passive.with_backend('numpy').evaluate(model, q, qd, 0.3)
+        mp = setup.passive.m
+        np.testing.assert_allclose(program.phi[:mp], rows.phi, atol=1e-14)
+        np.testing.assert_allclose(program.A[:mp], rows.A, atol=1e-13)
+        np.testing.assert_allclose(program.b[:mp], rows.b, atol=1e-12)
     # MuJoCo's own equality: a state on our row has zero violation in MuJoCo's constraint (same polynomial)
     mj = mujoco.MjModel.from_xml_path(str(tmp_path / 'poly.xml'))
     data = mujoco.MjData(mj)

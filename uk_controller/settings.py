@@ -82,7 +82,8 @@ SETTINGS = [
     _S('robot.urdf', 'str', NONE, '', 'URDF or .xacro file (relative to this file, package:// or absolute); one '
        'of urdf, mjcf, sdf'),
     _S('robot.xacro_args', 'map', NONE, '', 'xacro arguments (free-form map) when robot.urdf is a .xacro'),
-    _S('robot.mjcf', 'str', NONE, '', 'MuJoCo MJCF file; its connect/weld equalities become closures'),
+    _S('robot.mjcf', 'str', NONE, '', 'MuJoCo MJCF file; its connect/weld equalities become closures, its '
+       'joint/tendon equalities couplings'),
     _S('robot.sdf', 'str', NONE, '', 'SDF model file; joints that close loops become closures'),
     _S('robot.joints', 'strs', NONE, '', 'generalized coordinates, order of q (default: URDF order)'),
     _S('robot.initial_position', 'floats', NONE, 'rad or m', 'q at t = 0 (default: zeros)'),
