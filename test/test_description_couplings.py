@@ -361,3 +361,33 @@ def test_mujoco_compile_error_is_exit_2_naming_file_and_element(tmp_path, capsys
     print(err)
     assert code == 2, err
     assert 'Traceback' not in err and str(tmp_path / 'five_bar.xml') in err and element in err
+
+
+def test_mujoco_plant_expresses_joint_rows_and_refuses_what_it_cannot(tmp_path):
+    """A YAML passive joint_linear row on one joint (a pin) and on two (a coupling) become MuJoCo joint
+    equalities that hold the joints (softly); a row on three joints is refused naming the constraint."""
+    from uk_controller.sim.mujoco_plant import MujocoPlant
+    setup = load_robot('five_bar_mjcf')
+
+    def add(rows):
+        def change(params):
+            names = params['constraints']['names']
+            params['constraints']['names'] = list(rows) + [n for n in names if n not in rows]
+            params['constraints'].update(rows)
+        return change
+    q0 = setup.q0
+    pin_b1 = {'role': 'passive', 'type': 'joint_linear', 'joints': ['joint_b1'], 'coefficients': [1.0],
+              'value': float(q0[1])}
+    pinned = with_params(setup, add({'pin_b1': pin_b1}))
+    plant = MujocoPlant.from_setup(pinned)
+    for _ in range(200):
+        plant.step(np.array([2.0, -1.0]), 1e-3)
+    assert abs(plant.q[1] - q0[1]) < 1e-3 and abs(plant.coupling_residual()[0]) < 1e-3
+    free = MujocoPlant.from_setup(setup)
+    for _ in range(200):
+        free.step(np.array([2.0, -1.0]), 1e-3)
+    assert abs(free.q[1] - q0[1]) > 1e-2                       # without the row joint_b1 moves
+    three = {'role': 'passive', 'type': 'joint_linear', 'joints': ['joint_a1', 'joint_b1', 'joint_a2'],
+             'coefficients': [1.0, 1.0, 1.0], 'value': float(q0[0] + q0[1] + q0[2])}
+    with pytest.raises(ConfigError, match='constraints.three.*one or two joints'):
+        MujocoPlant.from_setup(with_params(setup, add({'three': three})))
