@@ -10,7 +10,9 @@ Reference: Pinocchio (``computeAllTerms``: ``data.M``, ``data.nle``, ``data.oMi`
 ``updateFramePlacements``: ``data.oMf``), as wrapped by :class:`uk_controller.model.RobotModel`. Tests:
 ``test/test_fused_step.py::test_compiled_tree_dynamics_equal_pinocchio`` (M, h, frame placements,
 Jacobians), ``test/test_packed_step.py`` (the whole packed step) and
-``test/test_fused_step.py::test_compiled_plant_period_equals_reference_rk4`` (plant trajectory).
+``test/test_fused_step.py::test_compiled_plant_period_equals_reference_rk4`` (plant trajectory). The passive joint
+dynamics (:func:`joint_passive_terms`) twin ``RobotModel.compute`` with ``JointDynamics.force``:
+``test/test_description_couplings.py::test_model_and_compiled_tree_carry_armature_and_joint_forces``.
 """
 from __future__ import annotations
 
