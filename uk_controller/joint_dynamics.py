@@ -55,6 +55,11 @@ class JointDynamics:
         jd = cls(**arrays, friction_velocity=float(friction_velocity))
         return jd if jd.active else None
 
+    def __post_init__(self):
+        # scratch of force() (the hot path allocates nothing) and the friction switch, fixed at construction
+        object.__setattr__(self, '_tmp', np.zeros(np.shape(self.damping)))
+        object.__setattr__(self, '_friction', bool(np.any(self.friction)))
+
     @property
     def active(self):
         """True when any joint has damping, a spring, armature or friction."""
@@ -62,7 +67,7 @@ class JointDynamics:
 
     @property
     def has_friction(self):
-        return bool(np.any(self.friction))
+        return self._friction
 
     def without_friction(self):
         """The same dynamics with no Coulomb friction (the controller's model when it does not compensate)."""
@@ -73,10 +78,16 @@ class JointDynamics:
         generalized force."""
         if out is None:
             out = np.empty(self.damping.shape)
+        tmp = self._tmp
         np.multiply(self.damping, qd, out=out)
-        out += self.stiffness * (q - self.spring_reference)
-        if self.has_friction:
-            out += self.friction * np.tanh(qd / self.friction_velocity)
+        np.subtract(q, self.spring_reference, out=tmp)
+        tmp *= self.stiffness
+        out += tmp
+        if self._friction:
+            np.divide(qd, self.friction_velocity, out=tmp)
+            np.tanh(tmp, out=tmp)
+            tmp *= self.friction
+            out += tmp
         return out
 
     def per_joint(self, i):

@@ -117,19 +117,30 @@ class MujocoPlant:
 
     def _set_joint_dynamics(self):
         """Passive joint dynamics in MuJoCo: an MJCF keeps the file's (MuJoCo reads them itself; the embedded
-        plant's come from the same attributes, uk_controller.description_extras), a URDF gets the model's;
+        plant's come from the same attributes, uk_controller.description_extras, and must equal them: a
+        difference is an error naming the joint), a URDF gets the model's;
         ``robot.joint_dynamics: none`` removes them in both plants. Coulomb friction stays MuJoCo's
         ``frictionloss`` (a soft dry-friction constraint, not our tanh)."""
         m, jd = self.model, self.setup.model.joint_dynamics
         kind = getattr(self.setup.model, 'source_kind', 'urdf')
-        if kind == 'mjcf' and jd is not None:
-            return
         jid = [self._mj.mj_name2id(m, self._mj.mjtObj.mjOBJ_JOINT, name) for name in self.joint_names]
         for i, j in enumerate(jid):
             if j < 0:
                 continue
             dof, qadr = m.jnt_dofadr[j], m.jnt_qposadr[j]
-            d, k, ref, arm, f = jd.per_joint(i) if jd is not None else (0.0, 0.0, 0.0, 0.0, 0.0)
+            ours = jd.per_joint(i) if jd is not None else (0.0, 0.0, 0.0, 0.0, 0.0)
+            if kind == 'mjcf' and jd is not None:
+                # MuJoCo read the file itself: the embedded plant must have read the same values
+                mine = (m.dof_damping[dof], m.jnt_stiffness[j], m.qpos_spring[qadr] if m.jnt_stiffness[j] else
+                        ours[2], m.dof_armature[dof], m.dof_frictionloss[dof])
+                if not np.allclose(ours, mine, rtol=1e-9, atol=1e-12):
+                    from ..config import ConfigError
+                    raise ConfigError(f'{self.urdf_path}: joint {self.joint_names[i]!r}: uk_controller read damping, '
+                                      f'stiffness, springref, armature, frictionloss {list(ours)} but MuJoCo compiled '
+                                      f'{[float(x) for x in mine]} (a reader limitation; please report it with the '
+                                      'file)', file=self.setup.config_path, key='robot.mjcf')
+                continue
+            d, k, ref, arm, f = ours
             m.dof_damping[dof], m.jnt_stiffness[j], m.qpos_spring[qadr] = d, k, ref
             m.dof_armature[dof], m.dof_frictionloss[dof] = arm, f
 
