@@ -391,3 +391,27 @@ def test_mujoco_plant_expresses_joint_rows_and_refuses_what_it_cannot(tmp_path):
              'coefficients': [1.0, 1.0, 1.0], 'value': float(q0[0] + q0[1] + q0[2])}
     with pytest.raises(ConfigError, match='constraints.three.*one or two joints'):
         MujocoPlant.from_setup(with_params(setup, add({'three': three})))
+
+
+def test_tendon_equality_is_a_joint_linear_row_with_mujocos_violation(tmp_path):
+    """``<equality><tendon tendon1="split" polycoef="0.05 ...">`` (the fixed tendon's length held 0.05 above its
+    reference): our joint_linear row has MuJoCo's own violation ``efc_pos`` at random states."""
+    text = GRIPPER_XML.read_text().replace('</equality>', '  <tendon name="hold_split" tendon1="split" '
+                                           'polycoef="0.05 0 0 0 0"/>\n  </equality>')
+    (tmp_path / 'tendon_eq.xml').write_text(text)
+    model, constraints, _ = description.read_mjcf(tmp_path / 'tendon_eq.xml')
+    row = constraints['hold_split']
+    assert row['type'] == 'joint_linear' and row['role'] == 'passive'
+    mj = mujoco.MjModel.from_xml_path(str(tmp_path / 'tendon_eq.xml'))
+    data = mujoco.MjData(mj)
+    eid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_EQUALITY, 'hold_split')
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        q = {j: v for j, v in zip(row['joints'], rng.normal(size=len(row['joints'])))}
+        data.qpos[:] = 0.0
+        for j, v in q.items():
+            data.qpos[mj.jnt_qposadr[mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, j)]] = v
+        mujoco.mj_forward(mj, data)
+        k = np.flatnonzero((data.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY) & (data.efc_id == eid))
+        ours = sum(c * q[j] for j, c in zip(row['joints'], row['coefficients'])) - row['value']
+        assert abs(ours - data.efc_pos[k[0]]) < 1e-14
