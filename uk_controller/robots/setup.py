@@ -178,7 +178,9 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
         if key == 'urdf':          # <mimic> rows and <dynamics> (description_extras)
             extras = urdf_extras(text if text is not None else Path(file).read_text(encoding='utf-8'), str(file))
             closures = dict(extras.constraints)
-    except (ModelError, DescriptionError, ExtrasError) as exc:
+    except ExtrasError as exc:
+        raise robot.error(key, str(exc)) from None
+    except (ModelError, DescriptionError) as exc:
         raise robot.error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
     model.source = file
     model.source_kind = 'xacro' if text is not None else key
