@@ -70,6 +70,14 @@ def start(module, interrupted, announce=None):
             except (OSError, ValueError):
                 pass
         return interrupted
+    finally:
+        # The command is over; what is left is the interpreter's finalization, during which Python
+        # puts a Python-level SIGINT handler back to SIG_DFL: a Ctrl-C landing there would kill the
+        # process (status -2) after it had already said how it ended. An ignored SIGINT stays ignored.
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:
+            pass
 
 
 #: console script function -> (module whose main() it runs, exit status when Ctrl-C ends it)
