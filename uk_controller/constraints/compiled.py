@@ -19,7 +19,7 @@ def _traj_spec(traj):
     if spec is None:
         return None
     kind, dim, floats = spec
-    if dim > C.MAX_TRAJ_DIM or (comps is not None and len(comps) > C.MAX_COMPONENTS):
+    if comps is not None and len(comps) > C.MAX_COMPONENTS:
         return None
     return kind, dim, np.asarray(floats, dtype=float), comps
 
@@ -39,11 +39,11 @@ class CompiledRows:
     and :class:`uk_controller.uk.ServoSolver`, which stay the reference; test/test_uk_fast.py).
 
     Build with :meth:`build`, which returns None when a term or trajectory has no compiled form
-    (so3 orientation, weld closures, callables, polynomial/spline trajectories), when the model
-    permutes Pinocchio's joint order or when numba is not available; callers then keep the
-    reference path.
+    (a callable term: user Python), when the model permutes Pinocchio's joint order or when numba is not
+    available; callers then keep the reference path.
 
     After :meth:`run` (q, q', t): ``phi``, ``phidot``, ``A``, ``b`` (passive rows first),
+    ``outputs`` (phi | phi' | effort: the three adjacent in one view),
     ``B`` (n, p), ``u``, ``effort``, ``saturated`` (bool, where clipped), ``qdd``, ``passive_force``,
     ``info`` (``kernels.codes.INFO_*``; info[INFO_STATUS] a :class:`uk_controller.status.Status` code) are views of
     one workspace, overwritten by the next call; ``tau`` (n,) is the applied generalized force
@@ -74,6 +74,7 @@ class CompiledRows:
             return frame_index[name]
 
         terms, trajs, floats = [], [], [0.0]        # floats[0] unused: offsets are > 0
+        traj_dim = [1]                              # the largest trajectory dimension (scratch P, V, Acc)
 
         def add_floats(values):
             start = len(floats)
@@ -85,6 +86,7 @@ class CompiledRows:
             if spec is None:
                 return None
             kind, dim, fl, comps = spec
+            traj_dim[0] = max(traj_dim[0], dim)
             row = [0] * C.TRAJ_WIDTH
             row[C.TR_KIND], row[C.TR_DIM], row[C.TR_FOFS] = kind, dim, add_floats(fl)
             row[C.TR_NCOMP] = 0 if comps is None else len(comps)
@@ -111,6 +113,16 @@ class CompiledRows:
                 rec[C.TERM_OP], rec[C.TERM_FRAME_A], rec[C.TERM_TRAJ] = C.OP_PLANAR, frame_slot(term.frame), tr
                 # floats at PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE
                 rec[C.TERM_FOFS] = add_floats(np.concatenate((term.axis, term.e1, term.reference)))
+            elif type(term) is FrameOrientation and term.mode == 'so3':
+                tr = add_traj(term.traj)
+                if tr is None:
+                    return None
+                rec[C.TERM_OP], rec[C.TERM_FRAME_A], rec[C.TERM_TRAJ] = C.OP_SO3, frame_slot(term.frame), tr
+            elif type(term) is LoopClosure and term.mode == 'weld':
+                rec[C.TERM_OP] = C.OP_WELD
+                rec[C.TERM_FRAME_A], rec[C.TERM_FRAME_B] = frame_slot(term.frames[0]), frame_slot(term.frames[1])
+                rec[C.TERM_NAX] = 3
+                rec[C.TERM_AXES:C.TERM_AXES + 3] = [0, 1, 2]
             elif type(term) is JointLinear:
                 tr = add_traj(term.traj)
                 if tr is None:
@@ -150,9 +162,10 @@ class CompiledRows:
         lim_ofs = add_floats(limits)
         nf = len(frames)
         # workspace layout
-        sizes = [('phi', m), ('phidot', m), ('A', m * n), ('b', m), ('FJ', nf * 6 * n), ('FD', nf * 6),
-                 ('B', n * p), ('tau', n), ('u', p), ('qdd', n), ('pforce', n), ('effort', p), ('sat', p),
-                 ('info', C.INFO_SIZE), ('scratch', 3 * C.MAX_TRAJ_DIM + 2 * n)]
+        # phi, phi', effort first and adjacent: ControllerCore.step copies the three in one go (`outputs`)
+        sizes = [('phi', m), ('phidot', m), ('effort', p), ('info', C.INFO_SIZE), ('A', m * n), ('b', m),
+                 ('FJ', nf * 6 * n), ('FD', nf * 6), ('B', n * p), ('tau', n), ('u', p), ('qdd', n), ('pforce', n),
+                 ('sat', p), ('scratch', 3 * traj_dim[0] + 2 * n + C.ROWS_SCRATCH)]
         offsets, total = {}, 0
         for key, size in sizes:
             offsets[key] = total
@@ -182,6 +195,7 @@ class CompiledRows:
                           ('scratch', C.IH_SCR)):
             ip[slot] = offsets[key]
         ip[C.IH_GAINS], ip[C.IH_PARAMS], ip[C.IH_LIMITS] = g_ofs, par_ofs, lim_ofs
+        ip[C.IH_TDIM] = traj_dim[0]
         self.ip = np.asarray(ip, dtype=np.int64)
         self.fp = np.asarray(floats, dtype=float)
         self.ws = ws
@@ -194,6 +208,7 @@ class CompiledRows:
         self.phi, self.phidot, self.A, self.b = view('phi'), view('phidot'), view('A', (m, n)), view('b')
         self.B, self.tau, self.u, self.qdd = view('B', (n, p)), view('tau'), view('u'), view('qdd')
         self.passive_force, self.effort = view('pforce'), view('effort')
+        self.outputs = ws[:2 * m + p]                  # phi | phi' | effort, one block
         self.saturated = np.zeros(p, dtype=bool)
         self.info = view('info')
         self.frame_jacobians, self.frame_drifts = view('FJ', (nf, 6, n)), view('FD', (nf, 6))

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW,
+from .codes import (ROWS_SCRATCH, BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW,
                     IH_BMAT, IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS,
                     IH_N, IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TERMS,
-                    IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, MAX_TRAJ_DIM, NOT_FINITE_STATE, OP_FRAME_POSITION,
+                    IH_TDIM, IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, NOT_FINITE_STATE, OP_FRAME_POSITION, OP_SO3, OP_WELD,
                     OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE, TERM_AXES,
                     TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP, TERM_PLANAR, TERM_ROW0, TERM_TRAJ,
                     TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP, TRAJ_WIDTH)
 from .jit import njit
 from .servo import servo_scratch_shape, servo_solve
+from .so3 import so3_desired, so3_rows
 from .trajectory import trajectory_eval
 
 _TWO_PI = 2.0 * np.pi
@@ -235,12 +236,14 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
     phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
     A = ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n))
     b = ws[ip[IH_BV]:ip[IH_BV] + m]
-    scr = ws[ip[IH_SCR]:ip[IH_SCR] + 3 * MAX_TRAJ_DIM + 2 * n]
-    P = scr[0:MAX_TRAJ_DIM]
-    V = scr[MAX_TRAJ_DIM:2 * MAX_TRAJ_DIM]
-    Acc = scr[2 * MAX_TRAJ_DIM:3 * MAX_TRAJ_DIM]
-    ra = scr[3 * MAX_TRAJ_DIM:3 * MAX_TRAJ_DIM + n]
-    rb = scr[3 * MAX_TRAJ_DIM + n:3 * MAX_TRAJ_DIM + 2 * n]
+    td = ip[IH_TDIM]
+    scr = ws[ip[IH_SCR]:ip[IH_SCR] + 3 * td + 2 * n + ROWS_SCRATCH]
+    P = scr[0:td]
+    V = scr[td:2 * td]
+    Acc = scr[2 * td:3 * td]
+    ra = scr[3 * td:3 * td + n]
+    rb = scr[3 * td + n:3 * td + 2 * n]
+    s3 = scr[3 * td + 2 * n:]
     for k in range(ip[IH_NT]):
         o = ip[IH_TERMS] + k * TERM_WIDTH
         opcode = ip[o + TERM_OP]
@@ -267,6 +270,39 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             phi[r0] = wrap_angle(th - P[c])
             phid[r0] = thd - V[c]
             b[r0] = Acc[c] - gam
+        elif opcode == OP_SO3:
+            # the trajectory's (components of) r, r', r'' -> R_d, omega_d, omega_d' (kept in ra, rb: 3 + 9 + 3)
+            f = ip[o + TERM_FRAME_A]
+            rv = s3[64:73]
+            for i in range(3):
+                c = ip[to + TR_COMPS + i] if ncomp > 0 else i
+                rv[i] = P[c]
+                rv[3 + i] = V[c]
+                rv[6 + i] = Acc[c]
+            Rd = s3[73:82].reshape((3, 3))
+            wd = s3[82:85]
+            wdd = s3[85:88]
+            so3_desired(rv[0:3], rv[3:6], rv[6:9], Rd, wd, wdd, s3[0:64])
+            so3_rows(rots[f], FJ[f], FD[f], qd, Rd, wd, wdd, FJ[f], FD[f], False, phi[r0:r0 + 3], phid[r0:r0 + 3],
+                     A[r0:r0 + 3], b[r0:r0 + 3], s3[0:64])
+        elif opcode == OP_WELD:
+            # x, y, z of frame A on frame B, then log(R_B^T R_A) = 0 with omega_d = J_ang,B q'
+            fa = ip[o + TERM_FRAME_A]
+            fb = ip[o + TERM_FRAME_B]
+            ax = o + TERM_AXES
+            closure_position_rows(FJ[fa], FJ[fb], trans[fa], trans[fb], FD[fa], FD[fb], ip[ax:ax + 3], qd,
+                                  phi[r0:], phid[r0:], A[r0:], b[r0:])
+            wd = s3[82:85]
+            wdd = s3[85:88]
+            for i in range(3):
+                acc = 0.0
+                for j in range(n):
+                    acc += FJ[fb, 3 + i, j] * qd[j]
+                wd[i] = acc
+                wdd[i] = 0.0
+            rw = r0 + 3
+            so3_rows(rots[fa], FJ[fa], FD[fa], qd, rots[fb], wd, wdd, FJ[fb], FD[fb], True, phi[rw:rw + 3],
+                     phid[rw:rw + 3], A[rw:rw + 3], b[rw:rw + 3], s3[0:64])
         elif opcode == OP_JOINT_LINEAR:
             fo = ip[o + TERM_FOFS]
             c = ip[to + TR_COMPS] if ncomp > 0 else 0
