@@ -105,18 +105,19 @@ class ControllerBackend:
     status in ``info[INFO_STATUS]`` (0: a solution; the kernels' codes of :class:`~uk_controller.status.Status`)
     and, on success, the solution in ``effort`` (p,), ``saturated`` (p,) bool, ``phi`` and ``phidot``
     (m,: passive rows first) and ``info[INFO_RANK:INFO_CONSISTENT + 1]`` = rank, condition, passive rank, servo
-    residual, consistent (``kernels.codes.INFO_*``). It may raise LinAlgError,
-    ValueError or FloatingPointError (the step then reports a numerical failure).
+    residual, consistent (``kernels.codes.INFO_*``). ``phi``, ``phidot`` and ``effort`` are views of ONE
+    array ``outputs`` (phi | phi' | effort), which :meth:`ControllerCore.step` copies in one go. It may raise
+    LinAlgError, ValueError or FloatingPointError (the step then reports a numerical failure).
     """
 
     name = ''
 
-    def __init__(self, core):
+    def __init__(self, core, outputs=None):
         self.core = core
-        m = core.passive.m + core.servo.m
-        self.effort = np.zeros(core.p)
+        m, p = core.passive.m + core.servo.m, core.p
+        self.outputs = np.zeros(2 * m + p) if outputs is None else outputs
+        self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[m:2 * m], self.outputs[2 * m:]
         self.saturated = np.zeros(core.p, dtype=bool)
-        self.phi, self.phidot = np.zeros(m), np.zeros(m)
         self.info = np.zeros(codes.INFO_SIZE)
 
     def set_gains(self, gains):
@@ -155,14 +156,12 @@ class CompiledBackend(ControllerBackend):
     name = 'compiled'
 
     def __init__(self, core, program):
-        super().__init__(core)
         self.program = program
         self.packed = PackedStep.build(core.model, program)     # re-points the program's arrays
+        super().__init__(core, program.outputs)                  # views of the (packed) workspace
         self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
         self.run = (program if self.packed is None else self.packed).make_runner()
-        # views of the (packed) workspace, overwritten by every run
-        self.effort, self.saturated, self.info = program.effort, program.saturated, program.info
-        self.phi, self.phidot = program.phi, program.phidot
+        self.saturated, self.info = program.saturated, program.info
 
     @classmethod
     def build(cls, core, gains):
@@ -188,7 +187,7 @@ class ReferenceBackend(ControllerBackend):
         super().__init__(core)
         n, p, mp, ms = core.n, core.p, core.passive.m, core.servo.m
         self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond)
-        self.effort, self.saturated, self.info = self.solver.effort, self.solver.saturated, self.solver.info
+        self.saturated, self.info = self.solver.saturated, self.solver.info
         actuators = core.setup.actuators
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
         self.gains = np.array(gains, dtype=float)
@@ -212,6 +211,7 @@ class ReferenceBackend(ControllerBackend):
                                    core.effort_limits)
         except uk.NotPositiveDefiniteError:
             return                                     # info[INFO_STATUS] says so
+        self.effort[:] = self.solver.effort
         self._gather_rows(passive, servo)
 
 
@@ -304,8 +304,11 @@ class ControllerCore:
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
-        # what step() reads, unpacked in one go
-        self._hot = (b.run, b.info, b.effort, b.saturated, b.phi, b.phidot, self._mp)
+        # what step() reads, unpacked in one go: the runner, info[:_INFO_READ] (a view), the outputs block
+        # (phi | phi' | effort) and the slices of its parts in a copy
+        m = self._m
+        self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * m, 2 * m + self.p),
+                     slice(0, m), slice(m, 2 * m), slice(self._mp, m))
         self._warm_up()
 
     def _choose_backend(self, backend, method, pinv_fn):
@@ -401,23 +404,23 @@ class ControllerCore:
     def step(self, q, qd, t):
         """Efforts for the measured state (q, q') at time t (seconds): the template over the backend."""
         start = _clock()
-        # (anything but a contiguous float64 vector is converted; a 1-D float64 array with 8-byte strides is one)
-        if type(q) is not _ndarray or q.dtype is not _F64 or q.strides != _C1:
-            q = np.ascontiguousarray(q, dtype=float)
-        if type(qd) is not _ndarray or qd.dtype is not _F64 or qd.strides != _C1:
-            qd = np.ascontiguousarray(qd, dtype=float)
+        # (anything but a 1-D float64 vector of length n with 8-byte strides is converted or refused)
         shape = self._shape
-        if q.shape != shape or qd.shape != shape:
-            return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
-        run, info, effort_now, saturated_now, phi_now, phidot_now, mp = self._hot
+        if (type(q) is not _ndarray or type(qd) is not _ndarray or q.dtype is not _F64 or qd.dtype is not _F64
+                or q.shape != shape or qd.shape != shape or q.strides != _C1 or qd.strides != _C1):
+            q, qd = np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(qd, dtype=float)
+            if q.shape != shape or qd.shape != shape:
+                return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
+        run, info, outputs_now, saturated_now, effort_part, phi_part, phidot_part, task_part = self._hot
         try:
             run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
-        code, rank, condition, passive_rank, residual, consistent = info[:_INFO_READ].tolist()
+        code, rank, condition, passive_rank, residual, consistent = info.tolist()
         if code != 0.0:
             return self._refuse(Status(int(code)), start)
-        effort = effort_now.copy()
+        outputs = outputs_now.copy()             # one copy; the result's arrays are views of it
+        effort = outputs[effort_part]
         if self._hold:
             self._last_effort[:] = effort
         if rank < 1:
@@ -426,9 +429,9 @@ class ControllerCore:
             status, reason = _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
         else:
             status, reason = _OK, ''
-        phi = phi_now.copy()
-        return StepResult(effort, True, reason, phi, phidot_now.copy(), phi[mp:], int(rank), condition,
-                          saturated_now.copy(), _clock() - start, int(passive_rank), status, residual)
+        return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
+                          int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank), status,
+                          residual)
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
