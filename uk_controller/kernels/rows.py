@@ -29,6 +29,7 @@ from .codes import (ROWS_SCRATCH, BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BE
                     TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP, TERM_PLANAR, TERM_ROW0, TERM_TRAJ,
                     TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP, TRAJ_WIDTH)
 from .jit import njit
+from .linalg import view2, view3
 from .servo import servo_scratch_shape, servo_solve
 from .so3 import so3_desired, so3_rows
 from .trajectory import trajectory_eval
@@ -228,13 +229,13 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
     if not ok:
         return False
     nf = ip[IH_F]
-    FJ = ws[ip[IH_FJ]:ip[IH_FJ] + nf * 6 * n].reshape((nf, 6, n))
-    FD = ws[ip[IH_FD]:ip[IH_FD] + nf * 6].reshape((nf, 6))
+    FJ = view3(ws, ip[IH_FJ], nf, 6, n)
+    FD = view2(ws, ip[IH_FD], nf, 6)
     for f in range(nf):
         frame_kinematics(Jw, qd, ip, ip[IH_CHAIN] + f * (n + 1), trans[f], FJ[f], FD[f])
     phi = ws[ip[IH_PHI]:ip[IH_PHI] + m]
     phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
-    A = ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n))
+    A = view2(ws, ip[IH_A], m, n)
     b = ws[ip[IH_BV]:ip[IH_BV] + m]
     td = ip[IH_TDIM]
     scr = ws[ip[IH_SCR]:ip[IH_SCR] + 3 * td + 2 * n + ROWS_SCRATCH]
@@ -279,7 +280,7 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
                 rv[i] = P[c]
                 rv[3 + i] = V[c]
                 rv[6 + i] = Acc[c]
-            Rd = s3[73:82].reshape((3, 3))
+            Rd = view2(s3, 73, 3, 3)
             wd = s3[82:85]
             wdd = s3[85:88]
             so3_desired(rv[0:3], rv[3:6], rv[6:9], Rd, wd, wdd, s3[0:64])
@@ -340,7 +341,7 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
                 b[rl] = gb - ga
     # actuator columns that act between bodies: B[:, col] = axis . (J_ang(a) - J_ang(b))
     if ip[IH_NB] > 0:
-        B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+        B = view2(ws, ip[IH_BMAT], n, p)
         for k in range(ip[IH_NB]):
             o = ip[IH_BETW] + k * BETWEEN_WIDTH
             col = ip[o + BETWEEN_COL]
@@ -370,8 +371,8 @@ def program_rows(ip, fp, ws, m):
     n = ip[IH_N]
     mg = ip[IH_MP] + ip[IH_MS]
     return (ws[ip[IH_PHI]:ip[IH_PHI] + m], ws[ip[IH_PHID]:ip[IH_PHID] + m],
-            ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n)), ws[ip[IH_BV]:ip[IH_BV] + m],
-            fp[ip[IH_GAINS]:ip[IH_GAINS] + 2 * mg].reshape((2, mg)), fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE])
+            view2(ws, ip[IH_A], m, n), ws[ip[IH_BV]:ip[IH_BV] + m],
+            view2(fp, ip[IH_GAINS], 2, mg), fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE])
 
 
 @njit(cache=True)
@@ -393,7 +394,7 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
         info[INFO_STATUS] = NOT_FINITE_STATE
         return
     phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
-    B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+    B = view2(ws, ip[IH_BMAT], n, p)
     servo_solve(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
                 phi[:mp], phid[:mp], gains, params, fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p],
                 ws[ip[IH_QDD]:ip[IH_QDD] + n], ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat,
