@@ -206,14 +206,21 @@ needs_ur5 = pytest.mark.skipif(erd.description(erd.UR5) is None, reason='example
 
 
 def _compare_steps(fast, ref, rng):
+    """The compiled step (packed: own RNEA/CRBA) == the reference step, and == the same program run after
+    Pinocchio's pass (CompiledRows.run, the other compiled path: frame rotations as Pinocchio's arrays)."""
+    program = fast.backend.program
     for k in range(4):
         q = fast.setup.q0 + 0.2 * rng.standard_normal(fast.n)
         qd = rng.standard_normal(fast.n)
         a, b = fast.step(q, qd, 0.37 * k), ref.step(q, qd, 0.37 * k)
         assert (a.ok, a.status, a.rank) == (b.ok, b.status, b.rank)
-        np.testing.assert_allclose(a.effort, b.effort, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(b.effort).max()))
+        scale = max(1.0, np.abs(b.effort).max())
+        np.testing.assert_allclose(a.effort, b.effort, rtol=1e-9, atol=1e-9 * scale)
         np.testing.assert_allclose(a.phi, b.phi, rtol=0, atol=1e-12)
         np.testing.assert_allclose(a.phidot, b.phidot, rtol=0, atol=1e-11)
+        program.run(q, qd, 0.37 * k)
+        np.testing.assert_allclose(program.effort, a.effort, rtol=1e-9, atol=1e-9 * scale)
+        np.testing.assert_allclose(program.phi, a.phi, rtol=0, atol=1e-12)
 
 
 @needs_ur5
