@@ -6,9 +6,10 @@
   joint_linear, loop closure position / planar angle / weld), fed by every trajectory type, equal the NumPy
   reference terms (``ConstraintStack`` on the 'numpy' backend): phi, phi', A, b on random states;
 - the schema's lists themselves are enumerated: each constraint type x mode and each trajectory type of
-  ``uk_controller.settings`` builds a ControllerCore whose backend is ``compiled`` (the one exception is
-  ``callable``: user Python cannot run inside the compiled call), and its steps equal the ``reference``
-  backend's. A new type or mode in the schema without an entry here, or without a compiled form, fails.
+  ``uk_controller.settings`` builds a ControllerCore whose backend is ``compiled`` (a ``callable``'s user
+  Python fills its rows after Pinocchio's pass, then the one compiled call runs: ``dynamics == 'pinocchio'``),
+  and its steps equal the ``reference`` backend's. A new type or mode in the schema without an entry here, or
+  without a compiled form, fails.
 """
 import numpy as np
 import pinocchio as pin
@@ -189,13 +190,13 @@ CONSTRAINT_CASES = {
                                      'frames': ['tool0', 'forearm_link']}},
     ('callable', None): {'c': {'type': 'callable', 'function': f'{__file__}:_callable_rows', 'rows': 1}},
 }
-#: types whose rows are user Python: the controller keeps its reference backend for them
-NO_COMPILED_FORM = {'callable'}
+#: types whose rows are user Python: filled in Python after Pinocchio's pass, before the compiled call
+USER_PYTHON_ROWS = {'callable'}
 
 
 def test_the_cases_cover_the_schema():
     """Every constraint type and every mode the schema accepts has a case above (so a new one must get a case,
-    and with it a compiled form or a place in NO_COMPILED_FORM)."""
+    and with it a compiled form)."""
     assert {t for t, _ in CONSTRAINT_CASES} == set(settings.CONSTRAINT_TYPES)
     modes = set(settings.lookup('constraints.<name>.mode').choices)
     assert {m for _, m in CONSTRAINT_CASES if m} == modes
@@ -221,6 +222,11 @@ def _compare_steps(fast, ref, rng):
         program.run(q, qd, 0.37 * k)
         np.testing.assert_allclose(program.effort, a.effort, rtol=1e-9, atol=1e-9 * scale)
         np.testing.assert_allclose(program.phi, a.phi, rtol=0, atol=1e-12)
+    # a non-finite state: the same safe answer (a callable's function is not called with it)
+    q = fast.setup.q0.copy()
+    q[1] = np.nan
+    a, b = fast.step(q, q * 0.0, 0.1), ref.step(q, q * 0.0, 0.1)
+    assert not a.ok and (a.status, a.reason) == (b.status, b.reason)
 
 
 @needs_ur5
@@ -228,10 +234,8 @@ def _compare_steps(fast, ref, rng):
 def test_every_constraint_type_runs_compiled(case):
     setup = _ur5_setup(CONSTRAINT_CASES[case])
     fast = ControllerCore(setup)
-    if case[0] in NO_COMPILED_FORM:
-        assert fast.backend.name == 'reference'
-        return
     assert fast.backend.name == 'compiled'
+    assert fast.backend.dynamics == ('pinocchio' if case[0] in USER_PYTHON_ROWS else 'kernels')
     _compare_steps(fast, ControllerCore(setup, backend='reference'), np.random.default_rng(7))
 
 

@@ -168,8 +168,8 @@ def test_fused_plant_rhs_equals_unfused(robot):
 
 
 def test_build_declines_rows_without_compiled_form():
-    """A callable term (user Python) has no compiled form: build() returns None, the reference path is kept
-    (test/test_compiled_rows_all_types.py checks that every other row type compiles)."""
+    """A callable term (user Python) has no form the compiled plant or loop could call: build() returns None
+    unless external_rows=True (the controller's program, test/test_compiled_rows_all_types.py)."""
     setup = load_robot('planar_3r')
     model = setup.model
 
@@ -177,6 +177,8 @@ def test_build_declines_rows_without_compiled_form():
         return q[:1] - 0.1, qd[:1], np.eye(1, model.n), np.zeros(1)
     stack = ConstraintStack([CallableTerm('c', rows, rows=1)], model.n)
     assert CompiledRows.build(model, ConstraintStack([], model.n), stack, p=3, B=np.eye(3)) is None
+    program = CompiledRows.build(model, ConstraintStack([], model.n), stack, p=3, B=np.eye(3), external_rows=True)
+    assert program is not None and program.external
 
 
 @pytest.mark.parametrize('robot', ROBOTS)

@@ -21,10 +21,11 @@ Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``
 - :class:`CompiledBackend` ``'compiled'``: steps 1-3 in one compiled call. With the packed form
   (``dynamics == 'kernels'``) the call also computes M and h by the kernels' own RNEA/CRBA
   (``uk_controller.kernels.packed``); otherwise Pinocchio's pass runs first (``dynamics == 'pinocchio'``)
-  and the kernel reads its Data. The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
+  and the kernel reads its Data (also when a ``callable`` row's user function fills its rows in Python
+  first). The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
 - :class:`ReferenceBackend` ``'reference'``: Pinocchio's pass (:meth:`RobotModel.compute`),
   :meth:`ConstraintStack.evaluate` and the preallocated :class:`uk_controller.uk.ServoSolver`: the
-  reference of the compiled backend (used when a row has no compiled form or numba is missing).
+  reference of the compiled backend (used when numba is missing or the joint order permutes Pinocchio's).
 - :class:`GeneralBackend` ``'general'``: :func:`uk_controller.uk.servo_control` with any
   pseudo-inverse method (``control.pinv`` other than 'svd').
 
@@ -169,7 +170,7 @@ class CompiledBackend(ControllerBackend):
         B, between = core.setup.actuators.compiled_form()
         program = core.passive.create_data(core.model, core.servo, p=core.p, B=B, between=between, gains=gains,
                                            rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
-                                           limits=core.effort_limits)
+                                           limits=core.effort_limits, external_rows=True)
         return None if program is None else cls(core, program)
 
     def set_gains(self, gains):

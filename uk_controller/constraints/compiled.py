@@ -1,12 +1,14 @@
 """The compiled program of a passive and a servo ConstraintStack (:class:`CompiledRows`)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..kernels import codes as C
 from ..kernels import jit
 from ..kernels import rows as row_kernels
-from .terms import FrameOrientation, FramePosition, JointLinear, JointPolynomial, LoopClosure
+from .terms import CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial, LoopClosure
 
 def _traj_spec(traj):
     """``(kind, dim, floats, components)`` of a trajectory's compiled form, or None."""
@@ -38,9 +40,12 @@ class CompiledRows:
     in one call after ``pinocchio.computeAllTerms`` (the same equations as :meth:`ConstraintStack.evaluate`
     and :class:`uk_controller.uk.ServoSolver`, which stay the reference; test/test_uk_fast.py).
 
-    Build with :meth:`build`, which returns None when a term or trajectory has no compiled form
-    (a callable term: user Python), when the model permutes Pinocchio's joint order or when numba is not
-    available; callers then keep the reference path.
+    Build with :meth:`build`, which returns None when the model permutes Pinocchio's joint order or when
+    numba is not available (callers then keep the reference path), and for a callable term (user Python)
+    unless ``external_rows=True``: then its rows are ``external`` and :meth:`run` fills them by calling the
+    function after ``model.compute`` (Pinocchio's pass, which the kernel then reads), before the one compiled
+    call, which leaves them as they are (OP_EXTERNAL). Such a program is for :meth:`run` only: the compiled
+    plant and the compiled closed loop, which call the kernel themselves, decline it (``external``).
 
     After :meth:`run` (q, q', t): ``phi``, ``phidot``, ``A``, ``b`` (passive rows first),
     ``outputs`` (phi | phi' | effort: the three adjacent in one view),
@@ -55,9 +60,10 @@ class CompiledRows:
 
     @classmethod
     def build(cls, model, passive, servo, *, p=0, B=None, between=(), gains=None, rcond=1e-10,
-              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None):
+              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, external_rows=False):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
-        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`."""
+        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`;
+        `external_rows`: accept callable terms (class docstring)."""
         # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted
         # joint order is not
         if not jit.AVAILABLE or model.order_permuted:
@@ -96,6 +102,7 @@ class CompiledRows:
             return len(trajs) - 1
 
         row0 = 0
+        external = []                               # (term, first row) of callable terms
         for term in list(passive.terms) + list(servo.terms):
             rec = [0] * C.TERM_WIDTH
             rec[C.TERM_ROW0], rec[C.TERM_M], rec[C.TERM_TRAJ] = row0, term.m, -1
@@ -141,6 +148,9 @@ class CompiledRows:
                 if term.planar is not None:
                     rec[C.TERM_PLANAR] = 1
                     rec[C.TERM_FOFS] = add_floats(np.concatenate(term.planar))
+            elif type(term) is CallableTerm and external_rows:
+                rec[C.TERM_OP] = C.OP_EXTERNAL
+                external.append((term, row0))
             else:
                 return None
             terms.append(rec)
@@ -224,6 +234,7 @@ class CompiledRows:
         self.M_lower = model.data.M.T
         self.h = model.data.nle
         self.J = model.data.J
+        self.external = external
         self.kernel = row_kernels.fused_step
         self._rows_kernel = row_kernels.fused_rows
         self._run = self.make_runner()
@@ -267,9 +278,29 @@ class CompiledRows:
         kernel = self.kernel
         Ml, h, J, trans, rots, ip, fp, ws, sat = (self.M_lower, self.h, self.J, self.trans, self.rots, self.ip,
                                                   self.fp, self.ws, self.saturated)
+        if self.external:
+            return self._external_runner(kernel, Ml, h, J, trans, rots, ip, fp, ws, sat)
 
         def run(q, qd, t):
             pin_pass(q, qd)
+            kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
+        return run
+
+    def _external_runner(self, kernel, Ml, h, J, trans, rots, ip, fp, ws, sat):
+        """The runner with callable rows: ``model.compute`` (the pass the functions expect, as
+        ConstraintStack.evaluate after it), each function into its rows, then the kernel. A non-finite state
+        skips the functions (the kernel reports NOT_FINITE_STATE, as the reference backend does)."""
+        model = self.model
+        compute = model.compute
+        views = [(term, self.phi[r:r + term.m], self.phidot[r:r + term.m], self.A[r:r + term.m],
+                  self.b[r:r + term.m]) for term, r in self.external]
+        isfinite = np.isfinite
+
+        def run(q, qd, t):
+            if math.isfinite(q @ q + qd @ qd + t) or (isfinite(q).all() and isfinite(qd).all() and math.isfinite(t)):
+                compute(q, qd)
+                for term, phi, phidot, A, b in views:
+                    term.fill(model, q, qd, t, phi, phidot, A, b, None)
             kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
         return run
 

@@ -48,11 +48,12 @@ PARAMS_SIZE = 4
  IH_SCR, IH_GAINS, IH_PARAMS, IH_LIMITS, IH_TDIM) = range(31)
 HEADER = 32
 #: term opcodes (field TERM_OP of a term record): OP_SO3 a frame's full orientation (FrameOrientation mode
-#: so3), OP_WELD a loop closure of the full pose (x, y, z position rows then three rotation rows)
+#: so3), OP_WELD a loop closure of the full pose (x, y, z position rows then three rotation rows), OP_EXTERNAL
+#: rows written into the workspace before the call (a callable term: user Python; the kernel leaves them)
 OP_FRAME_POSITION, OP_PLANAR, OP_JOINT_LINEAR, OP_CLOSURE = 1, 2, 3, 4
 #: a joint_polynomial row: joints at TERM_AXES, TERM_AXES + 1; fp[TERM_FOFS:] = c0..c4, r1, r2
 OP_JOINT_POLY = 5
-OP_SO3, OP_WELD = 6, 7
+OP_SO3, OP_WELD, OP_EXTERNAL = 6, 7, 8
 #: fields of a term record (TERM_WIDTH ints): opcode, first row, row count, frames A and B, trajectory
 #: index (-1: none), axis count and up to three axis indices, offset of its floats in fp, planar flag
 (TERM_OP, TERM_ROW0, TERM_M, TERM_FRAME_A, TERM_FRAME_B, TERM_TRAJ, TERM_NAX, TERM_AXES, TERM_FOFS,

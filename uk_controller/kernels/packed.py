@@ -78,7 +78,7 @@ class PackedStep:
     @classmethod
     def build(cls, model, fz):
         """Pack `fz` (a CompiledRows) for `model` (RobotModel); None without numba or a compiled tree."""
-        if not AVAILABLE or fz is None:
+        if not AVAILABLE or fz is None or fz.external:     # callable rows need Pinocchio's pass (CompiledRows.run)
             return None
         tree = model.compiled_tree()
         if tree is None:

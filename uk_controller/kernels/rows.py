@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import (ROWS_SCRATCH, BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW,
-                    IH_BMAT, IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS,
-                    IH_N, IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TERMS,
-                    IH_TDIM, IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, NOT_FINITE_STATE, OP_FRAME_POSITION, OP_SO3, OP_WELD,
-                    OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE, TERM_AXES,
-                    TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP, TERM_PLANAR, TERM_ROW0, TERM_TRAJ,
-                    TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP, TRAJ_WIDTH)
+from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW, IH_BMAT,
+                    IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS, IH_N,
+                    IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TDIM, IH_TERMS,
+                    IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, NOT_FINITE_STATE, OP_CLOSURE, OP_FRAME_POSITION,
+                    OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, OP_SO3, OP_WELD, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1,
+                    PLANAR_REFERENCE, ROWS_SCRATCH, TERM_AXES, TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP,
+                    TERM_PLANAR, TERM_ROW0, TERM_TRAJ, TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP,
+                    TRAJ_WIDTH)
 from .jit import njit
 from .linalg import view2, view3
 from .servo import servo_scratch_shape, servo_solve
@@ -218,6 +219,7 @@ def wrap_angle(a):
 def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
     """Frame kinematics, actuator columns and every constraint row of the program (ws views filled).
 
+    Rows of OP_EXTERNAL terms (a callable's, written into ws before the call) are left as they are.
     Returns False (nothing computed) when q, q' or t is not finite."""
     n = ip[IH_N]
     p = ip[IH_P]
@@ -321,7 +323,7 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             fo = ip[o + TERM_FOFS]
             joint_polynomial_row(q, qd, ip[o + TERM_AXES], ip[o + TERM_AXES + 1], fp[fo:fo + 5], fp[fo + 5:fo + 7],
                                  phi[r0:], phid[r0:], A[r0], b[r0:])
-        else:                                   # OP_CLOSURE
+        elif opcode == OP_CLOSURE:
             fa = ip[o + TERM_FRAME_A]
             fb = ip[o + TERM_FRAME_B]
             nax = ip[o + TERM_NAX]
