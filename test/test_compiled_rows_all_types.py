@@ -146,12 +146,17 @@ def test_every_compiled_row_type_equals_the_reference_terms(kind):
 
 # ----------------------------------------------------------------------------- the schema, enumerated
 
-def _ur5_setup(constraints, names=None):
-    urdf = erd.description(erd.UR5)
-    joints = ['shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint', 'wrist_2_joint',
+UR5_JOINTS = ['shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint', 'wrist_2_joint',
               'wrist_3_joint']
+
+
+def _ur5_setup(constraints, names=None, order=None):
+    """The UR5 with `constraints`; `order`: the URDF joints' indices in the order of q (robot.joints)."""
+    urdf = erd.description(erd.UR5)
+    order = list(range(6)) if order is None else list(order)
+    joints = [UR5_JOINTS[i] for i in order]
     params = {
-        'robot': {'urdf': str(urdf), 'joints': joints, 'initial_position': list(erd.UR5_HOME)},
+        'robot': {'urdf': str(urdf), 'joints': joints, 'initial_position': [erd.UR5_HOME[i] for i in order]},
         'constraints': dict(constraints, names=list(names if names is not None else constraints)),
         'control': {'pinv': 'svd'},
     }
@@ -253,3 +258,27 @@ def test_every_trajectory_type_runs_compiled(kind):
     fast = ControllerCore(setup)
     assert fast.backend.name == 'compiled'
     _compare_steps(fast, ControllerCore(setup, backend='reference'), np.random.default_rng(8))
+
+
+@needs_ur5
+def test_a_permuted_joint_order_runs_compiled():
+    """robot.joints in another order than the URDF's: compiled (Pinocchio's pass, M and h in our order), equal
+    to the reference backend, and the same efforts as the URDF order at the same state, permuted."""
+    cons = dict(CONSTRAINT_CASES[('frame_orientation', 'so3')])
+    cons['p'] = {'type': 'frame_position', 'frame': 'tool0', 'axes': ['x', 'z'],
+                 'trajectory': {'type': 'circle', 'centre': [0.4, 0.4], 'radius': 0.05, 'omega': 1.0}}
+    cons['sum'] = {'type': 'joint_linear', 'joints': ['wrist_3_joint', 'shoulder_pan_joint'],
+                   'coefficients': [1.0, 0.5], 'value': 0.1}
+    order = [3, 0, 5, 1, 4, 2]
+    permuted, plain = _ur5_setup(cons, order=order), _ur5_setup(cons)
+    assert permuted.model.order_permuted and not plain.model.order_permuted
+    fast = ControllerCore(permuted)
+    assert fast.backend.name == 'compiled' and fast.backend.dynamics == 'pinocchio'
+    _compare_steps(fast, ControllerCore(permuted, backend='reference'), np.random.default_rng(9))
+    urdf_order = ControllerCore(plain)
+    rng = np.random.default_rng(10)
+    for k in range(4):
+        q, qd = plain.q0 + 0.2 * rng.standard_normal(6), rng.standard_normal(6)
+        a, b = fast.step(q[order], qd[order], 0.3 * k), urdf_order.step(q, qd, 0.3 * k)
+        np.testing.assert_allclose(a.effort, b.effort[order], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(a.phi, b.phi, rtol=0, atol=1e-12)

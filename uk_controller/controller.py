@@ -22,10 +22,10 @@ Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``
   (``dynamics == 'kernels'``) the call also computes M and h by the kernels' own RNEA/CRBA
   (``uk_controller.kernels.packed``); otherwise Pinocchio's pass runs first (``dynamics == 'pinocchio'``)
   and the kernel reads its Data (also when a ``callable`` row's user function fills its rows in Python
-  first). The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
+  first, and with a ``robot.joints`` order that permutes Pinocchio's: ``model.compute``'s M and h). The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
 - :class:`ReferenceBackend` ``'reference'``: Pinocchio's pass (:meth:`RobotModel.compute`),
   :meth:`ConstraintStack.evaluate` and the preallocated :class:`uk_controller.uk.ServoSolver`: the
-  reference of the compiled backend (used when numba is missing or the joint order permutes Pinocchio's).
+  reference of the compiled backend (used when numba is missing).
 - :class:`GeneralBackend` ``'general'``: :func:`uk_controller.uk.servo_control` with any
   pseudo-inverse method (``control.pinv`` other than 'svd').
 
@@ -170,7 +170,7 @@ class CompiledBackend(ControllerBackend):
         B, between = core.setup.actuators.compiled_form()
         program = core.passive.create_data(core.model, core.servo, p=core.p, B=B, between=between, gains=gains,
                                            rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
-                                           limits=core.effort_limits, external_rows=True)
+                                           limits=core.effort_limits, external_rows=True, any_order=True)
         return None if program is None else cls(core, program)
 
     def set_gains(self, gains):
@@ -327,8 +327,8 @@ class ControllerCore:
             if compiled is not None:
                 return compiled
             if backend == 'compiled':
-                raise ValueError('backend compiled not available: numba missing, a permuted joint order, or a '
-                                 'constraint or trajectory without a compiled form')
+                raise ValueError('backend compiled not available: numba missing, or a constraint or trajectory '
+                                 'without a compiled form')
         return ReferenceBackend(self, self._gains)
 
     def _warm_up(self):

@@ -40,8 +40,11 @@ class CompiledRows:
     in one call after ``pinocchio.computeAllTerms`` (the same equations as :meth:`ConstraintStack.evaluate`
     and :class:`uk_controller.uk.ServoSolver`, which stay the reference; test/test_uk_fast.py).
 
-    Build with :meth:`build`, which returns None when the model permutes Pinocchio's joint order or when
-    numba is not available (callers then keep the reference path), and for a callable term (user Python)
+    Build with :meth:`build`, which returns None when numba is not available (callers then keep the
+    reference path), when the model permutes Pinocchio's joint order unless ``any_order=True`` (then
+    :meth:`run` runs ``model.compute``, which gives M and h in our order, and hands the kernel Pinocchio's
+    joint Jacobian with its columns in our order; the frame chains are in our indices), and for a callable
+    term (user Python)
     unless ``external_rows=True``: then its rows are ``external`` and :meth:`run` fills them by calling the
     function after ``model.compute`` (Pinocchio's pass, which the kernel then reads), before the one compiled
     call, which leaves them as they are (OP_EXTERNAL). Such a program is for :meth:`run` only: the compiled
@@ -60,13 +63,14 @@ class CompiledRows:
 
     @classmethod
     def build(cls, model, passive, servo, *, p=0, B=None, between=(), gains=None, rcond=1e-10,
-              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, external_rows=False):
+              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, external_rows=False,
+              any_order=False):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`;
-        `external_rows`: accept callable terms (class docstring)."""
+        `external_rows`: accept callable terms, `any_order`: a permuted joint order (class docstring)."""
         # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted
-        # joint order is not
-        if not jit.AVAILABLE or model.order_permuted:
+        # joint order only for run() (the compiled plant and loop pass Pinocchio's arrays themselves)
+        if not jit.AVAILABLE or (model.order_permuted and not any_order):
             return None
         self = object.__new__(cls)
         n = model.n
@@ -192,9 +196,10 @@ class CompiledRows:
         for rec in trajs:
             ip += rec
         ip[C.IH_CHAIN] = len(ip)
+        ours = np.argsort(model.pinocchio_columns)          # our index of each Pinocchio velocity index
         for name in frames:
             joint = pm.frames[model.frame_id(name)].parentJoint
-            cols = [int(pm.idx_vs[j]) for j in pm.supports[joint] if j > 0]
+            cols = [int(ours[pm.idx_vs[j]]) for j in pm.supports[joint] if j > 0]
             ip += [len(cols)] + cols + [0] * (n - len(cols))
         ip[C.IH_BETW] = len(ip)
         for rec in betw:
@@ -230,10 +235,13 @@ class CompiledRows:
         dummy_t, dummy_r = np.zeros(3), np.asfortranarray(np.eye(3))
         self.trans = tuple(dummy_t if v is None else v.translation for v in views)
         self.rots = tuple(dummy_r if v is None else v.rotation for v in views)
-        # live views of Pinocchio's Data (its buffers live as long as the Data)
-        self.M_lower = model.data.M.T
-        self.h = model.data.nle
-        self.J = model.data.J
+        # live views of Pinocchio's Data (its buffers live as long as the Data); with a permuted order the
+        # model's own M and h (our order, filled by model.compute) and Pinocchio's J copied in our column order
+        self.permuted = bool(model.order_permuted)
+        if self.permuted:
+            self.M_lower, self.h, self.J = model.M_lower, model.h, np.zeros((6, n))
+        else:
+            self.M_lower, self.h, self.J = model.data.M.T, model.data.nle, model.data.J
         self.external = external
         self.kernel = row_kernels.fused_step
         self._rows_kernel = row_kernels.fused_rows
@@ -274,31 +282,36 @@ class CompiledRows:
 
     def make_runner(self):
         """:meth:`run` as a closure over its arguments (no attribute look-ups per call; returns None)."""
-        pin_pass = self.model.pinocchio_pass()       # continuous joints: Pinocchio gets (cos q, sin q)
         kernel = self.kernel
         Ml, h, J, trans, rots, ip, fp, ws, sat = (self.M_lower, self.h, self.J, self.trans, self.rots, self.ip,
                                                   self.fp, self.ws, self.saturated)
-        if self.external:
-            return self._external_runner(kernel, Ml, h, J, trans, rots, ip, fp, ws, sat)
+        if self.external or self.permuted:
+            return self._python_pass_runner(kernel, Ml, h, J, trans, rots, ip, fp, ws, sat)
+        pin_pass = self.model.pinocchio_pass()       # continuous joints: Pinocchio gets (cos q, sin q)
 
         def run(q, qd, t):
             pin_pass(q, qd)
             kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
         return run
 
-    def _external_runner(self, kernel, Ml, h, J, trans, rots, ip, fp, ws, sat):
-        """The runner with callable rows: ``model.compute`` (the pass the functions expect, as
-        ConstraintStack.evaluate after it), each function into its rows, then the kernel. A non-finite state
-        skips the functions (the kernel reports NOT_FINITE_STATE, as the reference backend does)."""
+    def _python_pass_runner(self, kernel, Ml, h, J, trans, rots, ip, fp, ws, sat):
+        """The runner with callable rows or a permuted joint order: ``model.compute`` (the pass the functions
+        expect, as ConstraintStack.evaluate after it; M and h in our order), Pinocchio's J in our column order,
+        each function into its rows, then the kernel. A non-finite state skips the functions (the kernel
+        reports NOT_FINITE_STATE, as the reference backend does)."""
         model = self.model
         compute = model.compute
         views = [(term, self.phi[r:r + term.m], self.phidot[r:r + term.m], self.A[r:r + term.m],
                   self.b[r:r + term.m]) for term, r in self.external]
-        isfinite = np.isfinite
+        isfinite, take = np.isfinite, np.take
+        Jp, cols = model.data.J, model.pinocchio_columns
+        permuted = self.permuted
 
         def run(q, qd, t):
             if math.isfinite(q @ q + qd @ qd + t) or (isfinite(q).all() and isfinite(qd).all() and math.isfinite(t)):
                 compute(q, qd)
+                if permuted:
+                    take(Jp, cols, axis=1, out=J)
                 for term, phi, phidot, A, b in views:
                     term.fill(model, q, qd, t, phi, phidot, A, b, None)
             kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
@@ -306,6 +319,8 @@ class CompiledRows:
 
     def rows(self, q, qd, t):
         """Only the rows (and B) at (q, q', t), for tests; ``model.compute`` must have been called."""
+        if self.permuted:
+            np.take(self.model.data.J, self.model.pinocchio_columns, axis=1, out=self.J)
         self._rows_kernel(self.J, self.trans, self.rots, np.asarray(q, float), np.asarray(qd, float), float(t),
                           self.ip, self.fp, self.ws)
         return self
