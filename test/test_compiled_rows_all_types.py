@@ -16,7 +16,8 @@ import pinocchio as pin
 import pytest
 
 from uk_controller import settings
-from uk_controller.constraints import CompiledRows, ConstraintStack, FrameOrientation, FramePosition, JointLinear, LoopClosure
+from uk_controller.constraints import (CompiledRows, ConstraintStack, FrameOrientation, FramePosition, JointLinear,
+                                      JointPolynomial, LoopClosure)
 from uk_controller.controller import ControllerCore
 from uk_controller.kernels import jit
 from uk_controller.robots import load_robot
@@ -106,6 +107,7 @@ def _terms(model, tool, other, kind, attitude=None):
         FrameOrientation('att', tool, trajectory(_traj(kind, 3, attitude)), mode='so3'),
         FrameOrientation('yaw', tool, t1, mode='planar', axis=(0.2, 0.1, 1.0), reference=(1.0, 0.3, 0.0)),
         JointLinear('sum', np.arange(1.0, n + 1.0), t1),
+        JointPolynomial('poly', (0, 2), [0.1, 0.5, 0.2, -0.1, 0.05], (0.2, -0.3)),
         LoopClosure('weld', (tool, other), mode='weld', role='servo'),
         LoopClosure('hinge', (tool, other), axes=('y',), angle_axis=(0.0, 0.0, 1.0), role='servo'),
     ]
@@ -189,6 +191,10 @@ CONSTRAINT_CASES = {
                                                         'direction': [0.0, 0.0, 1.0]}}},
     ('joint_linear', None): {'c': {'type': 'joint_linear', 'joints': ['elbow_joint', 'wrist_1_joint'],
                                    'coefficients': [1.0, 1.0], 'value': 0.1}},
+    ('joint_polynomial', None): {'c': {'type': 'joint_polynomial', 'joints': ['wrist_1_joint', 'wrist_2_joint'],
+                                       'polycoef': [0.05, 0.5, 0.2, -0.1], 'reference': [-1.5, -1.5]},
+                                 'p': {'type': 'frame_position', 'frame': 'tool0', 'axes': ['z'],
+                                       'trajectory': {'type': 'hold', 'value': [0.45]}}},
     ('loop_closure', 'position'): {'c': {'type': 'loop_closure', 'role': 'servo', 'frames': ['tool0', 'world'],
                                          'axes': ['z'], 'angle_axis': [0.0, 0.0, 1.0]}},
     ('loop_closure', 'weld'): {'c': {'type': 'loop_closure', 'role': 'servo', 'mode': 'weld',
