@@ -9,7 +9,8 @@ NumPy references, module :mod:`uk_controller.constraints`: :func:`position_rows`
 twin ``FramePosition.fill``; :func:`closure_position_rows` ``LoopClosure.fill``; :func:`joint_polynomial_row`
 ``JointPolynomial.fill``; :func:`planar_angle`
 ``constraints.planar_angle`` and :func:`wrap_angle` ``constraints._wrap``; :func:`fused_rows`
-``ConstraintStack.evaluate`` (plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.actuators` for the
+``ConstraintStack.evaluate`` (the SO(3) rows of ``FrameOrientation`` mode so3 and ``LoopClosure`` mode weld
+through :mod:`.so3`; plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.actuators` for the
 `between` columns); :func:`frame_kinematics` Pinocchio's ``getFrameJacobian`` (LOCAL_WORLD_ALIGNED) and
 ``getFrameClassicalAcceleration``; :func:`fused_step_ws` / :func:`fused_step` the ``ServoSolver`` step of
 :class:`uk_controller.controller.ControllerCore`. Tests: ``test/test_fused_step.py``
@@ -274,7 +275,7 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             phid[r0] = thd - V[c]
             b[r0] = Acc[c] - gam
         elif opcode == OP_SO3:
-            # the trajectory's (components of) r, r', r'' -> R_d, omega_d, omega_d' (kept in ra, rb: 3 + 9 + 3)
+            # the trajectory's (components of) r, r', r'' -> R_d, omega_d, omega_d' (in the SO(3) scratch s3[64:88])
             f = ip[o + TERM_FRAME_A]
             rv = s3[64:73]
             for i in range(3):
