@@ -53,6 +53,97 @@ def _deep_merge(base, extra):
     return out
 
 
+#: Largest setup file read (bytes); the shipped ones are below 10 kB.
+MAX_FILE_BYTES = 1 << 20
+#: Largest number of YAML nodes a setup file may expand to (aliases counted at every use).
+MAX_NODES = 100_000
+
+
+def resolve_path(path):
+    """`path` made absolute with its symlinks resolved; a symlink loop is a ConfigError naming it."""
+    raw = Path(path).expanduser()
+    try:
+        return raw.resolve()
+    except (RuntimeError, OSError) as exc:          # Python < 3.13: RuntimeError('Symlink loop ...')
+        raise ConfigError(f'cannot resolve the path ({exc}): a symlink loop?', file=raw) from None
+
+
+def read_text(path, limit=MAX_FILE_BYTES):
+    """The text of a setup file: at most `limit` bytes of UTF-8 (a binary file, another encoding or
+    an oversized file is a ConfigError naming the file, where and what is accepted)."""
+    try:
+        with open(path, 'rb') as stream:
+            data = stream.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f'cannot read: {exc.strerror or exc}', file=path) from None
+    if len(data) > limit:
+        raise ConfigError(f'larger than {limit} bytes, the most a setup file may have (the shipped ones are '
+                          f'below 10 kB): not a setup file?', file=path)
+    nul = data.find(bytes(1))
+    if nul >= 0:
+        raise ConfigError(f'a binary file (NUL byte at offset {nul}), not YAML text', file=path)
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        line = data.count(b'\n', 0, exc.start) + 1
+        raise ConfigError(f'not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (offset {exc.start}); '
+                          'accepted: UTF-8 (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8)',
+                          file=path) from None
+
+
+def check_yaml_structure(text, path):
+    """Refuse what YAML accepts silently but a setup file must not hold: duplicate keys in one map (YAML
+    keeps the last one: a duplicated ``control:`` section would replace the first), and anchors/aliases
+    or lists that expand to more than :data:`MAX_NODES` nodes (an alias bomb). Keys are named dotted,
+    below ``ros__parameters``, with both lines."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return                       # the loader reports invalid YAML itself
+    except RecursionError:
+        raise ConfigError('nested too deeply to be a setup file', file=path) from None
+    if root is None:
+        return
+    sizes = {}
+    stack = [(root, (), False)]
+    order = []
+    while stack:                     # iterative post-order walk; an aliased node is sized once
+        node, where, done = stack.pop()
+        if done:
+            children = node.value if isinstance(node, yaml.SequenceNode) else \
+                [v for pair in node.value for v in pair] if isinstance(node, yaml.MappingNode) else ()
+            size = 1 + sum(sizes[id(c)] for c in children)
+            sizes[id(node)] = size
+            if size > MAX_NODES:
+                raise ConfigError(f'{".".join(where) or "the document"} expands to more than {MAX_NODES} YAML nodes '
+                                  '(anchors and aliases are counted at every use): not a setup file (an alias '
+                                  'bomb?)', file=path)
+            continue
+        if id(node) in sizes:
+            continue
+        sizes[id(node)] = 0          # visiting (a recursive alias would count as 0, PyYAML refuses it anyway)
+        order.append(node)
+        stack.append((node, where, True))
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                if name is not None and name != '<<':
+                    if name in seen:
+                        dotted = '.'.join(where + (name,))
+                        raise ConfigError(f'duplicate key at lines {seen[name]} and {key.start_mark.line + 1} '
+                                          '(YAML would keep only the last one); accepted: each key once per map',
+                                          file=path, key=dotted)
+                    seen[name] = key.start_mark.line + 1
+                sub = where if name == 'ros__parameters' or (not where and name is not None and
+                                                             name.startswith('/')) else where + (str(name),)
+                stack.append((key, where, False))
+                stack.append((value, sub, False))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                stack.append((item, where[:-1] + (f'{where[-1]}[{i}]',) if where else (f'[{i}]',), False))
+
+
 def load_config(path, node=None):
     """Read a ROS-parameter-style setup file.
 
@@ -62,15 +153,17 @@ def load_config(path, node=None):
     ``/node`` or ``/**/node``) is merged over it. Without ``/**`` and without
     `node`, the file must have exactly one section.
     """
-    path = Path(path).expanduser().resolve()
+    path = resolve_path(path)
     if not path.is_file():
         raise ConfigNotFoundError('file not found', file=path)
+    text = read_text(path)
+    check_yaml_structure(text, path)
     try:
-        with open(path, encoding='utf-8') as stream:
-            text = stream.read()
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f'not valid YAML: {exc}', file=path) from None
+    except RecursionError:
+        raise ConfigError('nested too deeply to be a setup file', file=path) from None
     misread = rcl_disagreements(text)        # y/n that ROS nodes would read as booleans
     if misread:
         raise ConfigError(explain_rcl(misread), file=path, key=misread[0][1])

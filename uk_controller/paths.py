@@ -73,10 +73,14 @@ def resolve_config(name_or_path) -> Path:
             raise ConfigNotFoundError(f'{text!r} is ambiguous: both the file {candidate.resolve()} and the shipped '
                                       f'setup {shipped} match; write ./{text} for the file', file=candidate)
         return shipped.resolve()
+    from .config import resolve_path
+    resolved = resolve_path(candidate)          # a symlink loop: ConfigError naming the file
     if candidate.is_file():
-        return candidate.resolve()
+        return resolved
+    if candidate.exists():
+        raise ConfigNotFoundError(f'{resolved} is not a file (a folder?); give a robot setup YAML', file=candidate)
     names = ', '.join(available_configs()) or '(none found)'
-    looked = f'{candidate.resolve()}' + ('' if shipped is None else f', {shipped}')
+    looked = f'{resolved}' + ('' if shipped is None else f', {shipped}')
     raise ConfigNotFoundError(f'no robot setup {text!r} (looked in: {looked}); shipped setups: {names}',
                               file=candidate)
 
