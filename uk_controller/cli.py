@@ -52,7 +52,11 @@ SIMULATE_FLAGS = {
     '--alpha': 'stabilization.alpha', '--beta': 'stabilization.beta', '--mass-scale': 'simulation.mass_scale',
     '--noise': 'simulation.sensor_noise', '--delay': 'simulation.measurement_delay',
     '--substeps': 'simulation.substeps', '--transient': 'simulation.transient',
+    '--log-every': 'simulation.log_every',
 }
+
+#: at most this many rows of a run are kept in memory for the figures (longer runs: every k-th step)
+PLOT_POINTS = 20_000
 
 
 def _flag(flag):
@@ -85,6 +89,8 @@ def add_simulate_parser(sub):
     p.add_argument('--integrator', choices=['rk4', 'solve_ivp'], help='plant integrator')
     p.add_argument('--substeps', type=_flag('--substeps'), help='RK4 steps per control period')
     p.add_argument('--transient', type=_flag('--transient'), help='seconds excluded from the error statistics')
+    p.add_argument('--log-every', type=_flag('--log-every'),
+                   help='log.csv holds every Nth control step; the summary covers all (default: simulation.log_every)')
     p.add_argument('--out', default=None, help='output folder (default: results/<robot>)')
     p.add_argument('--no-plots', action='store_true', help='write the CSV and summary only')
     p.add_argument('--mcap', metavar='PATH', help='also write the run as ROS 2 messages in an MCAP file '
@@ -132,31 +138,53 @@ def _closure_at_start(setup, tol=1e-6):
     return None
 
 
-def _writable_folder(out):
+def _writable_folder(out, flag='--out'):
     """None when `out` is (or can be made) a writable folder, else why not."""
     if out.exists() and not out.is_dir():
-        return f'--out: {out} exists and is not a folder'
+        return f'{flag}: {out} exists and is not a folder'
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f'.uk_write_test_{os.getpid()}'
         probe.write_text('')
         probe.unlink()
     except OSError as exc:
-        return f'--out: cannot write to {out}: {exc.strerror or exc}'
+        return f'{flag}: cannot write to {out}: {exc.strerror or exc}'
     return None
 
 
-def _replace_atomically(path, write):
-    part = path.with_name(path.name + '.part')
-    write(part)
-    os.replace(part, path)
+def _output_files(setup, out):
+    """Every file `simulate` may write into the folder `out`."""
+    names = ['log.csv', 'summary.json', 'task_error.png', 'joint_error.png', 'efforts.png', 'closure_residual.png']
+    names += [f'path_{name}.png' for name in setup.servo.names]
+    return [out / name for name in names]
+
+
+def _check_outputs(setup, out, mcap):
+    """Why the outputs cannot be written (an input, a folder, another output, no MCAP support), or None."""
+    from .config import ConfigError
+    from .io_safety import refuse_inputs_as_outputs, setup_inputs
+    files = _output_files(setup, out)
+    try:
+        refuse_inputs_as_outputs([('--out', f) for f in files] + [('--mcap', mcap)], setup_inputs(setup))
+        if mcap is not None:
+            if any(mcap.resolve() == f.resolve() for f in files):
+                raise ConfigError(f'{mcap} is also written by --out {out}; give the recording its own name',
+                                  file=mcap, key='--mcap')
+            from .sim.mcap_log import _writer_class
+            _writer_class()
+    except (ConfigError, RuntimeError) as exc:
+        return str(exc)
+    problem = _writable_folder(out)
+    if problem is None and mcap is not None:
+        problem = _writable_folder(mcap.parent if str(mcap.parent) else Path('.'), '--mcap')
+    return problem
 
 
 def cmd_simulate(args):
     from .config import ConfigError
     from .robots import load_robot
     from .sim.closed_loop import simulate
-    from .sim.report import format_summary, plot_all, write_csv, write_summary
+    from .sim.report import CsvLog, format_summary, plot_all, write_summary
 
     if (args.alpha is None) != (args.beta is None):
         return _fail('--alpha and --beta go together (both > 0)')
@@ -171,16 +199,36 @@ def cmd_simulate(args):
     if problem:
         return _fail(problem)
     out = Path(args.out or Path('results') / setup.name)
-    problem = _writable_folder(out)
+    mcap = Path(args.mcap) if args.mcap else None
+    problem = _check_outputs(setup, out, mcap)
     if problem:
         return _fail(problem)
     options = {}
     if args.pinv:
         options['pinv'] = args.pinv
+    params = _effective(setup, args)
+    rate = S.get(params, 'control.rate')
+    steps = int(round(S.get(params, 'simulation.duration') * rate))
+    sinks = []
+    try:
+        csv_log = CsvLog(out / 'log.csv', every=S.get(params, 'simulation.log_every'))
+        sinks.append(csv_log)
+        if mcap is not None:
+            from .sim.mcap_log import McapLog
+            sinks.append(McapLog(setup, mcap, rate=rate, actuator_names=setup.actuators.names,
+                                 settings={'measurement_delay': S.get(params, 'simulation.measurement_delay')}))
+    except ConfigError as exc:
+        for sink in sinks:
+            sink.abandon()
+        return _fail(exc)
     stop = {'signal': None}
 
     def on_signal(signum, frame):
         stop['signal'] = signal.Signals(signum).name
+
+    def stream(chunk):
+        for sink in sinks:
+            sink(chunk)
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
@@ -190,34 +238,51 @@ def cmd_simulate(args):
                           sensor_noise=args.noise, measurement_delay=args.delay, integrator=args.integrator,
                           substeps=args.substeps, progress=_progress_bar(f'simulating {setup.name}'),
                           controller_options=options,
-                          should_stop=lambda: stop['signal'] is not None or interrupt_requested())
+                          should_stop=lambda: stop['signal'] is not None or interrupt_requested(),
+                          sink=stream, keep_every=max(1, -(-steps // PLOT_POINTS)))
     except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)
-        print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
-        return 2
+        for sink in sinks:
+            sink.abandon()
+        return _fail(exc)
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
     transient = args.transient if args.transient is not None else S.get(setup.config, 'simulation.transient')
     summary = result.summary(transient)
-    _replace_atomically(out / 'log.csv', lambda p: write_csv(result, p))
-    _replace_atomically(out / 'summary.json', lambda p: write_summary(summary, p))
+    errors = []                          # write errors: what was kept and what was lost, said at the end
+    files = []
+    for sink, path in zip(sinks, [out / 'log.csv', mcap]):
+        try:
+            sink.close(steps) if sink is csv_log else sink.close()
+            files.append(path)
+        except ConfigError as exc:
+            errors.append(exc)
+    try:
+        write_summary(summary, out / 'summary.json')
+        files.insert(1, out / 'summary.json')
+    except ConfigError as exc:
+        errors.append(exc)
     if result.interrupted:
         print(f'\ninterrupted ({stop["signal"]}) after {summary["steps"]} control steps: wrote '
-              f'{out / "log.csv"}, {out / "summary.json"} (partial, marked interrupted)', file=sys.stderr)
+              + ', '.join(str(f) for f in files) + ' (partial, marked interrupted)', file=sys.stderr)
         print(format_summary(summary))
+        for exc in errors:
+            print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
         return 130
-    files = [] if args.no_plots else plot_all(result, setup, out)
-    if args.mcap:
-        from .sim.mcap_log import write_mcap
+    if not args.no_plots and result.t.size and not errors:
         try:
-            write_mcap(result, setup, args.mcap)
-        except RuntimeError as exc:
-            print(f'error: {exc}', file=sys.stderr)
-            return 2
-        files.append(args.mcap)
+            files += plot_all(result, setup, out)
+        except ConfigError as exc:
+            errors.append(exc)
     print(format_summary(summary))
-    print(f'wrote {out / "log.csv"}, {out / "summary.json"}' + ''.join(f', {f}' for f in files))
-    return 0
+    print('wrote ' + ', '.join(str(f) for f in files) if files else 'wrote nothing')
+    for exc in errors:
+        print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
+    if result.failure:
+        print(f'uk-controller simulate: error: the run FAILED: {result.failure} (log and summary kept)',
+              file=sys.stderr)
+        return 2
+    return 2 if errors else 0
 
 
 def build_parser():

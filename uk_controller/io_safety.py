@@ -142,14 +142,14 @@ class StreamingFile:
     (``lost`` is the caller's words, e.g. 'steps 1200 to 2000').
     """
 
-    def __init__(self, path, *, flag='--out'):
+    def __init__(self, path, *, flag='--out', binary=False):
         self.path = Path(path)
         self.flag = flag
         self.part = self.path.with_name(self.path.name + '.part')
         self.error = None
         self.rows_written = 0
         try:
-            self.stream = open(self.part, 'w', encoding='utf-8', newline='')
+            self.stream = open(self.part, 'wb') if binary else open(self.part, 'w', encoding='utf-8', newline='')
         except OSError as exc:
             raise ConfigError(f'cannot write: {_describe(exc)}', file=self.path, key=flag) from None
 
@@ -164,6 +164,11 @@ class StreamingFile:
             return False
         self.rows_written += rows
         return True
+
+    def failed(self, exc):
+        """Record a write error raised by a writer that writes to :attr:`stream` itself."""
+        if self.error is None:
+            self.error = exc
 
     def flush(self):
         if self.error is None:

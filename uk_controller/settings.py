@@ -13,7 +13,7 @@ change while the controller runs (``live``) and a one-line description
   known value is checked against its type and range (the range is in the
   message). Cross-key rules (:func:`check_cross`): watchdog longer than the
   control period, stabilization not faster than the rate allows, at most
-  :data:`MAX_STEPS` simulated periods, transient shorter than the run.
+  :data:`MAX_STEPS` simulated periods, transient and measurement delay shorter than the run.
 - :func:`default` is the only place a default lives.
 - :func:`~uk_controller.setting.check_value` is what ``-p``, ``ros2 param set``
   and CLI flags (:func:`arg_type`) use for a single value.
@@ -183,7 +183,10 @@ SETTINGS = [
     _pos('simulation.mass_scale', 1.0, '', 'plant inertias x this factor, model mismatch (CLI --mass-scale)',
          high=1000.0),
     _nonneg('simulation.sensor_noise', 0.0, 'rad or m', 'std of position noise (CLI --noise)', high=10.0),
-    _S('simulation.measurement_delay', 'int', 0, 'periods', 'measurement delay (CLI --delay)', low=0, high=10000),
+    _S('simulation.measurement_delay', 'int', 0, 'periods', 'measurement delay (CLI --delay); shorter than the run, '
+       'the first periods have no measurement and return the safe effort', low=0, high=10000),
+    _S('simulation.log_every', 'int', 1, 'periods', 'log.csv holds every Nth control step (the summary covers all; '
+       'CLI --log-every)', low=1, high=1_000_000),
     _nonneg('simulation.transient', NONE, 's', 'excluded from the error statistics (default: a fifth of the run, '
             'at most 2 s; CLI --transient)', high=3600.0),
     _pos('simulation.closure_omega', 50.0, 'rad/s', "plant's own closure stabilization (critical)", high=1.0e4),
@@ -480,6 +483,13 @@ def check_cross(params, file=None, *, names=None):
             raise ConfigError(f'{duration:g} s at {rate:g} Hz is {duration * rate:.3g} control periods; at most '
                               f'{MAX_STEPS} per run (lower {label("control.rate")} or {label("simulation.duration")})',
                               file=file, key=label('simulation.duration'))
+        delay = sim.get('measurement_delay', default('simulation.measurement_delay'))
+        if number_ok(delay) and number_ok(duration) and delay > 0 and delay >= round(duration * rate):
+            periods = int(round(duration * rate))
+            raise ConfigError(f'{delay} periods is not shorter than the run ({periods} periods: {duration:g} s at '
+                              f'{rate:g} Hz), so no measurement would ever reach the controller; accepted: '
+                              f'[0, {max(periods - 1, 0)}] periods', file=file,
+                              key=label('simulation.measurement_delay'))
         transient = sim.get('transient')
         if number_ok(transient) and number_ok(duration) and transient >= duration:
             raise ConfigError(f'{transient:g} s is not shorter than the run ({duration:g} s); accepted: '

@@ -377,12 +377,17 @@ def load_function(spec, base_dir=None):
             raise ValueError(f'file {path} not found')
         mod_spec = importlib.util.spec_from_file_location(f'uk_user_{path.stem}', path)
         module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
+        try:
+            mod_spec.loader.exec_module(module)
+        except Exception as exc:  # noqa: BLE001 - the user's module: any error is the file's, named
+            raise ValueError(f'importing {path} failed: {type(exc).__name__}: {exc}') from None
     else:
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise ValueError(f'cannot import {module_name!r}: {exc}') from None
+        except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
+            raise ValueError(f'importing {module_name!r} failed: {type(exc).__name__}: {exc}') from None
     func = getattr(module, func_name, None)
     if not callable(func):
         raise ValueError(f'{module_name!r} has no function {func_name!r}')
@@ -414,8 +419,27 @@ class CallableTerm(Term):
         super().__init__(name, rows, role, order)
 
     def fill(self, model, q, qd, t, phi, phidot, A, b, K=None):
-        f_phi, f_phidot, f_A, f_b = self.function(model, q, qd, t, self.params)
-        phi[:] = f_phi
-        phidot[:] = f_phidot
-        A[:] = np.reshape(f_A, A.shape)
-        b[:] = f_b
+        """The user's rows, checked: an exception of the function, a result that is not four arrays of
+        the declared shapes, or a non-finite value is a ValueError naming the constraint (the controller
+        then returns its safe effort with status NUMERICAL_ERROR and this text as the reason)."""
+        try:
+            out = self.function(model, q, qd, t, self.params)
+        except Exception as exc:  # noqa: BLE001 - the user's code: any error becomes this step's reason
+            raise ValueError(f'callable constraint {self.name!r} raised {type(exc).__name__}: {exc}') from None
+        try:
+            f_phi, f_phidot, f_A, f_b = out
+            phi[:] = f_phi
+            phidot[:] = f_phidot
+            A[:] = np.reshape(np.asarray(f_A, dtype=float), A.shape)
+            b[:] = f_b
+        except (TypeError, ValueError):
+            raise ValueError(f'callable constraint {self.name!r} returned {type(out).__name__} {_short(out)}; '
+                             f'expected (phi, phidot, A, b) with {self.m} rows and A of shape {A.shape}') from None
+        for what, values in (('phi', phi), ('phidot', phidot), ('A', A), ('b', b)):
+            if not np.isfinite(values).all():
+                raise ValueError(f'callable constraint {self.name!r} returned non-finite values in {what}')
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + '...'

@@ -105,10 +105,13 @@ def run(args) -> int:
     hw.protocol, hw.port = protocol, port         # what the bus really uses (logs, diagnostics)
     stream = None
     if args.log:
+        from ..config import ConfigError
+        from ..io_safety import StreamingFile, refuse_inputs_as_outputs, setup_inputs
         try:
-            stream = open(args.log, 'w', newline='', buffering=1)
-        except OSError as exc:
-            print(f'uk-controller run: error: --log: cannot write {args.log}: {exc.strerror or exc}', file=sys.stderr)
+            refuse_inputs_as_outputs([('--log', args.log)], setup_inputs(setup))
+            stream = _LogStream(StreamingFile(args.log, flag='--log'))
+        except ConfigError as exc:
+            print(f'uk-controller run: error: {exc}', file=sys.stderr)
             return 2
 
     def log(msg):
@@ -138,6 +141,9 @@ def run(args) -> int:
             safe.connect(raise_errors=True)
         except PortError as exc:
             print(f'uk-controller run: error: {exc}', file=sys.stderr)
+            if stream is not None:
+                stream.file.abandon()
+                stream = None
             return 2
         writer = None
         if stream is not None:
@@ -162,14 +168,23 @@ def run(args) -> int:
         why = f'interrupted ({exc.args[0]})'
         code = exc.args[1]
     except Exception as exc:  # noqa: BLE001 - torque off first, then report
-        why = f'error: {exc!r}'
-        code = 1
+        if stream is not None and stream.file.error is not None:
+            why = f'--log: writing {args.log} failed ({stream.file.error.strerror or stream.file.error})'
+            code = 2
+        else:
+            why = f'error: {exc!r}'
+            code = 1
     finally:
         safe.shutdown()
-        if stream is not None:
-            stream.close()
         for sig, handler in old.items():
             signal.signal(sig, handler)
+    log_error = None
+    if stream is not None:
+        try:
+            stream.file.close(lost='the periods after it (the run stopped there, torque off)')
+        except ValueError as exc:          # ConfigError: what was kept and where
+            log_error = exc
+            code = code or 2
     d = safe.diagnostics()
     print(f'\n{why}: torque off. cycles={d["cycles"]} crc_errors={d.get("crc_errors", 0)} '
           f'timeouts={d.get("timeouts", 0)} watchdog_trips={d["watchdog_trips"]} '
@@ -180,4 +195,24 @@ def run(args) -> int:
         p = res.policy
         print(f'{_loop_summary(res.timing)} overrun warnings={p.warnings} safe_entries={p.safe_entries} '
               f'longest_run={p.longest}', file=sys.stderr)
+    if log_error is not None:
+        print(f'uk-controller run: error: {log_error}', file=sys.stderr)
     return code
+
+
+class _LogStream:
+    """The file object csv.writer writes the --log rows to: a StreamingFile (``<log>.part``, renamed when
+    the run ends) whose first write error is raised, so the loop stops (torque off) instead of running on
+    without the record the user asked for."""
+
+    def __init__(self, file):
+        self.file = file
+
+    def write(self, text):
+        if not self.file.write(text):
+            raise self.file.error
+        if text.endswith('\n'):
+            self.file.flush()            # one row per period, on disk as it goes
+            if self.file.error is not None:
+                raise self.file.error
+        return len(text)

@@ -26,9 +26,79 @@ from ..controller import ControllerCore
 from . import compiled_loop
 
 
+#: Control periods per chunk of the log when a run is streamed (``simulate(sink=...)``): the memory of
+#: the log is one chunk plus :class:`RunStats` (27 bytes per period) and the rows kept for plots.
+CHUNK_STEPS = 8192
+
+
+@dataclass
+class RunStats:
+    """What the summary of a run needs, per control step (27 bytes) and as running extremes.
+
+    Kept for the whole run when the log itself is streamed (:func:`simulate` with a ``sink``) and
+    computed from the log otherwise (:meth:`of_log`), so both summaries are the same function of the
+    same numbers. ``error_norm`` is ``||task error||`` (NaN where unknown: a safe-effort step has no
+    solution and no task error)."""
+
+    t: np.ndarray
+    error_norm: np.ndarray
+    compute_time: np.ndarray
+    status: np.ndarray
+    ok: np.ndarray
+    saturated: np.ndarray               # any effort clipped at this step
+    closure_max: float = 0.0
+    effort_peak: float = 0.0
+    residual_max: float = 0.0
+    final_error: float = float('nan')
+
+    @classmethod
+    def of_log(cls, log, codes=None, residual=None):
+        """From whole-run (or one chunk's) log arrays: t, task_error, compute_time, ok, saturated,
+        closure_residual, effort, and the step classes `codes` and servo residuals `residual`."""
+        t = log['t']
+        size = t.size
+        codes = np.zeros(size, dtype=np.int8) if codes is None else codes
+        residual = np.zeros(size) if residual is None else residual
+        closure, effort, task = log['closure_residual'], log['effort'], log['task_error']
+        return cls(t=t, error_norm=np.linalg.norm(task, axis=1), compute_time=log['compute_time'], status=codes,
+                   ok=log['ok'], saturated=log['saturated'].any(axis=1),
+                   closure_max=float(np.abs(closure).max()) if closure.size else 0.0,
+                   effort_peak=float(np.abs(effort).max()) if effort.size else 0.0,
+                   residual_max=float(np.max(residual, initial=0.0)),
+                   final_error=float(np.linalg.norm(task[-1])) if size else float('nan'))
+
+    @classmethod
+    def concatenate(cls, parts):
+        """The stats of consecutive chunks as one (extremes combined; NaN propagates as in one array)."""
+        parts = [p for p in parts if p.t.size]
+        if not parts:
+            return cls(*(np.zeros(0, dtype=d) for d in (float, float, float, np.int8, bool, bool)))
+        if len(parts) == 1:
+            return parts[0]
+        cat = [np.concatenate([getattr(p, f) for p in parts])
+               for f in ('t', 'error_norm', 'compute_time', 'status', 'ok', 'saturated')]
+        return cls(*cat, closure_max=float(np.max([p.closure_max for p in parts])),
+                   effort_peak=float(np.max([p.effort_peak for p in parts])),
+                   residual_max=float(np.max([p.residual_max for p in parts])), final_error=parts[-1].final_error)
+
+
+def settling_time(t, error_norm, tol):
+    """First time after which ``||task error||`` stays below `tol`; nan if it never does. A step whose
+    error is unknown (NaN: safe effort) or infinite counts as not settled."""
+    above = np.nonzero(~(error_norm < tol))[0]
+    if above.size == 0:
+        return 0.0 if error_norm.size else float('nan')
+    if above[-1] == error_norm.size - 1:
+        return float('nan')
+    return float(t[above[-1] + 1] - t[0])
+
+
 @dataclass
 class SimulationResult:
-    """Logged signals of one run (rows: control instants)."""
+    """Logged signals of one run (rows: control instants).
+
+    When the run was streamed (:func:`simulate` with a ``sink``) the arrays hold every
+    ``settings['kept_every']``-th step (for the figures) and :attr:`stats` the whole run (for the summary)."""
 
     robot: str
     plant: str
@@ -54,67 +124,80 @@ class SimulationResult:
     servo_residual: np.ndarray = None    # residual of the servo equation where it is inconsistent
     interrupted: bool = False            # stopped early (Ctrl-C): the logs hold the steps that ran
     servo_rows: int = 0
-    failure: str = ''                    # why the run ended early (plant diverged), else empty
+    failure: str = ''                    # why the run ended early (plant diverged or failed), else empty
+    stats: RunStats = None               # the whole run's per-step summary figures (None: from the arrays)
+    first_step: int = 0                  # index of the first row (a chunk of a streamed run)
+    planned_steps: int = 0               # control periods the run was asked for
 
     def after(self, transient):
         """Boolean mask of the samples after the transient (seconds)."""
         return self.t >= self.t[0] + transient
 
+    def run_stats(self):
+        """:attr:`stats`, or the same figures computed from the arrays."""
+        if self.stats is not None:
+            return self.stats
+        return RunStats.of_log(vars(self), self.status, self.servo_residual)
+
     def settling_time(self, tol=1e-3):
-        """First time after which ``||task error||`` stays below `tol` (nan if it never does)."""
-        err = np.linalg.norm(self.task_error, axis=1)
-        above = np.nonzero(err >= tol)[0]
-        if above.size == 0:
-            return 0.0
-        if above[-1] == err.size - 1:
-            return float('nan')
-        return float(self.t[above[-1] + 1] - self.t[0])
+        """First time after which ``||task error||`` stays below `tol` (nan if it never does or is unknown)."""
+        stats = self.run_stats()
+        return settling_time(stats.t, stats.error_norm, tol)
 
     def summary(self, transient=None, settle_tol=1e-3):
-        """Figures of merit. `transient` defaults to a fifth of the run (at most 2 s)."""
-        if self.t.size == 0:
+        """Figures of merit. `transient` defaults to a fifth of the run (at most 2 s).
+
+        Error statistics are over the steps after the transient whose error is known (finite);
+        ``task_error_unknown_steps`` counts the others (safe-effort steps have no task error). A figure
+        that cannot be computed is NaN (null in summary.json), never a number that reads as success."""
+        st = self.run_stats()
+        t = st.t
+        if t.size == 0:
+            verdict = f'FAILED: {self.failure}' if self.failure else 'no control step ran'
             return {'robot': self.robot, 'plant': self.plant, 'duration_s': 0.0, 'steps': 0,
-                    'interrupted': bool(self.interrupted), 'failure': self.failure,
-                    'verdict': self.failure or 'no control step ran'}
-        duration = float(self.t[-1] - self.t[0]) if self.t.size > 1 else 0.0
+                    'interrupted': bool(self.interrupted), 'failure': self.failure, 'verdict': verdict}
+        duration = float(t[-1] - t[0]) if t.size > 1 else 0.0
         if transient is None:
             transient = min(2.0, 0.2 * duration)
-        mask = self.after(transient)
-        err = np.linalg.norm(self.task_error[mask], axis=1) if mask.any() else np.zeros(1)
-        closure = np.abs(self.closure_residual).max() if self.closure_residual.size else 0.0
-        sim_time = duration + 1.0 / self.rate if self.t.size else 0.0
+        mask = t >= t[0] + transient
+        norm_all = st.error_norm
+        known = np.isfinite(norm_all)
+        err = norm_all[mask & known]
+        sim_time = duration + 1.0 / self.rate
         from .status import counts, task_verdict
-        codes = self.status if self.status is not None else np.zeros(self.t.size, dtype=np.int8)
-        norm_all = np.linalg.norm(self.task_error, axis=1)
-        saturated_steps = int(self.saturated.any(axis=1).sum())
+        codes = st.status
         out = {
             'robot': self.robot,
             'plant': self.plant,
             'duration_s': sim_time,
             'transient_s': transient,
-            'task_error_max': float(err.max()),
-            'task_error_rms': float(np.sqrt(np.mean(err ** 2))),
-            'task_error_final': float(np.linalg.norm(self.task_error[-1])),
-            'settling_time_s': self.settling_time(settle_tol),
+            'task_error_max': float(err.max()) if err.size else float('nan'),
+            'task_error_rms': float(np.sqrt(np.mean(err ** 2))) if err.size else float('nan'),
+            'task_error_final': st.final_error,
+            'task_error_unknown_steps': int(np.count_nonzero(mask & ~known)),
+            'settling_time_s': float('nan') if self.failure else settling_time(t, norm_all, settle_tol),
             'settle_tol': settle_tol,
-            'closure_residual_max': float(closure),
-            'effort_peak': float(np.abs(self.effort).max()),
-            'saturated_fraction': float(self.saturated.any(axis=1).mean()),
-            'safe_effort_steps': int((~self.ok).sum()),
-            'step_time_median_us': float(np.median(self.compute_time) * 1e6),
+            'closure_residual_max': st.closure_max,
+            'effort_peak': st.effort_peak,
+            'saturated_fraction': float(st.saturated.mean()),
+            'safe_effort_steps': int((~st.ok).sum()),
+            'step_time_median_us': float(np.median(st.compute_time) * 1e6),
             'wall_time_s': self.wall_time,
             'real_time_factor': sim_time / self.wall_time if self.wall_time > 0 else float('inf'),
-            'steps': int(self.t.size),
+            'steps': int(t.size),
             'steps_by_status': counts(codes),
-            'saturated_steps': saturated_steps,
-            'not_settled_steps': int(np.count_nonzero(norm_all[mask] >= settle_tol)) if mask.any() else 0,
+            'saturated_steps': int(st.saturated.sum()),
+            'not_settled_steps': int(np.count_nonzero(~(norm_all[mask] < settle_tol))) if mask.any() else 0,
             'interrupted': bool(self.interrupted),
             'failure': self.failure,
         }
-        residual = self.servo_residual if self.servo_residual is not None else np.zeros(self.t.size)
-        out['verdict'] = task_verdict(out, codes, residual, ms=self.servo_rows, p=len(self.actuator_names))
         if self.failure:
-            out['verdict'] = f'FAILED: {self.failure}; ' + out['verdict']
+            planned = self.planned_steps or int(t.size)
+            out['verdict'] = (f'FAILED: {self.failure}; task NOT tracked (the run stopped after {t.size} of '
+                              f'{planned} control steps)')
+        else:
+            out['verdict'] = task_verdict(out, codes, np.array([st.residual_max]), ms=self.servo_rows,
+                                          p=len(self.actuator_names))
         return out
 
 
@@ -143,9 +226,28 @@ def make_plant(kind, setup, *, mass_scale=1.0, integrator=None, substeps=None):
     raise ValueError(f"plant must be 'uk' or 'mujoco', got {kind!r}")
 
 
+def _new_log(steps, n, p, mp, ms):
+    return {
+        't': np.zeros(steps), 'q': np.zeros((steps, n)), 'qd': np.zeros((steps, n)),
+        'effort': np.zeros((steps, p)), 'task_error': np.zeros((steps, ms)),
+        'phi': np.zeros((steps, mp + ms)), 'phidot': np.zeros((steps, mp + ms)),
+        'closure_residual': np.zeros((steps, mp)), 'saturated': np.zeros((steps, p), dtype=bool),
+        'ok': np.zeros(steps, dtype=bool), 'compute_time': np.zeros(steps),
+        'status': np.zeros(steps, dtype=np.int8), 'servo_residual': np.zeros(steps),
+    }
+
+
+class _PlantFailed(Exception):
+    """The plant's step raised at period `k` (control flow inside :func:`simulate` only)."""
+
+    def __init__(self, k, error):
+        super().__init__(k, error)
+        self.k, self.error = k, error
+
+
 def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None, mass_scale=1.0,
              sensor_noise=None, measurement_delay=None, integrator=None, substeps=None, seed=0,
-             progress=None, controller_options=None, compiled=None, should_stop=None):
+             progress=None, controller_options=None, compiled=None, should_stop=None, sink=None, keep_every=1):
     """Run the closed loop and return a :class:`SimulationResult`.
 
     setup              a RobotSetup (see :func:`uk_controller.robots.load_robot`)
@@ -155,7 +257,8 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
                        ``Baumgarte.none()`` switches stabilization off)
     mass_scale         plant inertias x this factor (model mismatch)
     sensor_noise       std of the Gaussian noise added to measured positions
-    measurement_delay  whole control periods between measurement and use
+    measurement_delay  whole control periods between measurement and use; the first `delay` periods
+                       have no measurement yet and return the safe effort (reason says so)
     progress           callable(fraction) called about 100 times
     compiled           run the periods in one compiled call per chunk (:mod:`.compiled_loop`: same
                        controller program and plant RK4, results equal to round-off): None = when
@@ -165,6 +268,15 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     should_stop        callable() -> bool checked between chunks of periods (Ctrl-C in the CLI): when
                        it answers True the run ends there and the result holds the periods that ran
                        (``interrupted``).
+    sink               callable(chunk) streaming the log: the run is logged in chunks of
+                       :data:`CHUNK_STEPS` periods and each finished chunk (a SimulationResult of those
+                       rows, ``first_step`` its index) is passed to `sink` and then forgotten, so memory
+                       does not grow with the run; the returned result keeps every `keep_every`-th row
+                       and :class:`RunStats` of all of them (its summary is the whole run's).
+    keep_every         with a sink: rows kept in the returned result (1 = all).
+
+    A plant whose state stops being finite, or whose step raises, ends the run there: the result holds
+    the periods before it and ``failure`` says why (the summary's verdict is ``FAILED: ...``).
     """
     sim_cfg = dict(setup.config.get('simulation', {}) or {})
     duration = float(duration if duration is not None else sim_cfg.get('duration', S.default('simulation.duration')))
@@ -178,25 +290,23 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     steps = int(round(duration * ctrl.rate))
     n, p = ctrl.n, ctrl.p
     mp, ms = setup.passive.m, setup.servo.m
-    log = {
-        't': np.zeros(steps), 'q': np.zeros((steps, n)), 'qd': np.zeros((steps, n)),
-        'effort': np.zeros((steps, p)), 'task_error': np.zeros((steps, ms)),
-        'phi': np.zeros((steps, mp + ms)), 'phidot': np.zeros((steps, mp + ms)),
-        'closure_residual': np.zeros((steps, mp)), 'saturated': np.zeros((steps, p), dtype=bool),
-        'ok': np.zeros(steps, dtype=bool), 'compute_time': np.zeros(steps),
-        'status': np.zeros(steps, dtype=np.int8), 'servo_residual': np.zeros(steps),
-    }
+    keep_every = max(1, int(keep_every))
+    streaming = sink is not None or keep_every > 1
+    chunk_steps = min(steps, CHUNK_STEPS) if streaming else steps
+    log = _new_log(chunk_steps, n, p, mp, ms)
     from .status import classify, servo_residual, step_class
     history = []
+    no_measurement = f'no measurement yet (measurement_delay = {delay} periods)'
     ctrl.reset(the_plant.t)
     every = max(1, steps // 100)
     # the loop touches only locals; task errors and closure residuals are slices of the phi log,
-    # filled after the loop. The UK plant replaces (never mutates) its q/qd arrays each step, so
+    # filled after each chunk. The UK plant replaces (never mutates) its q/qd arrays each step, so
     # the controller may read them directly unless noise is added to a copy.
     ctrl_step, plant_step = ctrl.step, the_plant.step
     log_t, log_q, log_qd, log_u = log['t'], log['q'], log['qd'], log['effort']
     log_phi, log_phid, log_sat, log_ok, log_ct = (log['phi'], log['phidot'], log['saturated'], log['ok'],
                                                    log['compute_time'])
+    log_status, log_resid = log['status'], log['servo_residual']
     copy_state = sensor_noise > 0 or plant != 'uk'
 
     def python_periods(k0, k1):
@@ -211,9 +321,14 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
                 q_meas, qd_meas = q_true, qd_true
             if delay:
                 history.append((q_meas, qd_meas, t))
-                q_meas, qd_meas, _ = history[max(0, len(history) - 1 - delay)]
-                del history[:-delay - 1]
-            res = ctrl_step(q_meas, qd_meas, t)
+                if len(history) <= delay:        # the first measurement arrives `delay` periods late
+                    res = ctrl.safe(no_measurement)
+                    q_meas = None
+                else:
+                    q_meas, qd_meas, _ = history[len(history) - 1 - delay]
+                    del history[:-delay - 1]
+            if q_meas is not None:
+                res = ctrl_step(q_meas, qd_meas, t)
             log_t[k] = t
             log_q[k] = q_true
             log_qd[k] = qd_true
@@ -224,9 +339,12 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
             log_sat[k] = res.saturated
             log_ok[k] = res.ok
             log_ct[k] = res.compute_time
-            log['status'][k] = step_class(res, ms, p)
-            log['servo_residual'][k] = servo_residual(res)
-            plant_step(effort, dt)
+            log_status[k] = step_class(res, ms, p)
+            log_resid[k] = servo_residual(res)
+            try:
+                plant_step(effort, dt)
+            except Exception as exc:  # noqa: BLE001 - the plant failed: the run ends, its log is kept
+                raise _PlantFailed(k, exc) from None
 
     fast = None
     if compiled is None or compiled:
@@ -235,73 +353,106 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
         if fast is None and compiled:
             raise ValueError('compiled closed loop not available (needs numba, the UK plant with rk4 and '
                              'constant actuator columns, a compiled controller, no sensor noise or delay)')
-    in_kernel = np.zeros(steps, dtype=bool) if fast is not None else None
-    clock0 = compiled_loop.clock() if fast is not None else None
-    start = time.perf_counter()
-    k = 0
+    in_kernel = np.zeros(chunk_steps, dtype=bool) if fast is not None else None
+    wall = 0.0
+    base = 0                       # index of the log buffer's first row in the run
     interrupted = False
-    while k < steps:
-        if should_stop is not None and should_stop():
-            interrupted = True
-            break
-        if progress is not None:
-            progress(k / steps)
-        stop = min(steps, k + every) if progress is not None or should_stop is not None else steps
-        while k < stop:
-            if fast is None:
-                python_periods(k, stop)
-                k = stop
-                continue
-            k0 = k
-            k, code = fast.run(k0, stop, log)
-            if code == compiled_loop.PLANT_STOP:          # logged; the plant's own step raises or gives NaN
-                in_kernel[k0:k + 1] = True
-                plant_step(log_u[k], dt)
-                k += 1
-            else:
-                in_kernel[k0:k] = True
-                if code == compiled_loop.CONTROLLER_STOP:  # ControllerCore.step answers (safe effort, reason)
-                    python_periods(k, k + 1)
-                    k += 1
-    if interrupted:
-        for key in list(log):
-            log[key] = log[key][:k]
-        log_phi, log_ct = log['phi'], log['compute_time']
-        if in_kernel is not None:
-            in_kernel = in_kernel[:k]
     failure = ''
-    finite = np.isfinite(log['q']).all(axis=1) & np.isfinite(log['qd']).all(axis=1)
-    if not finite.all():                # the plant diverged: keep the periods before it, say so
-        bad = int(np.argmin(finite))
-        failure = f'plant state not finite at t = {bad * dt:.4f} s: the simulation stopped there'
-        for key in list(log):
-            log[key] = log[key][:bad]
-        log_phi, log_ct = log['phi'], log['compute_time']
+    stats, kept = [], []
+    while True:
+        size = min(chunk_steps, steps - base)
+        clock0 = compiled_loop.clock() if fast is not None else None
         if in_kernel is not None:
-            in_kernel = in_kernel[:bad]
-        k = bad
-    log['task_error'][:] = log_phi[:, mp:]
-    if mp:
-        log['closure_residual'][:] = log_phi[:, :mp]
-    wall = time.perf_counter() - start
-    if fast is not None:
-        clock1 = compiled_loop.clock()
-        compiled_loop.cycles_to_seconds(log_ct, in_kernel, clock1[1] - clock0[1], clock1[0] - clock0[0])
-    if in_kernel is not None and in_kernel.any():
-        idx = np.nonzero(in_kernel)[0]
-        codes, resid = np.zeros(idx.size, dtype=np.int8), np.zeros(idx.size)
-        classify(ctrl, log['t'][idx], log['q'][idx], log['qd'][idx], log['ok'][idx], codes, resid)
-        log['status'][idx] = codes
-        log['servo_residual'][idx] = resid
+            in_kernel[:] = False
+        start = time.perf_counter()
+        k = 0
+        try:
+            while k < size:
+                if should_stop is not None and should_stop():
+                    interrupted = True
+                    break
+                if progress is not None:
+                    progress((base + k) / steps)
+                stop = min(size, k + every) if progress is not None or should_stop is not None else size
+                while k < stop:
+                    if fast is None:
+                        python_periods(k, stop)
+                        k = stop
+                        continue
+                    k0 = k
+                    k, code = fast.run(k0, stop, log)
+                    if code == compiled_loop.PLANT_STOP:          # logged; the plant's own step raises or gives NaN
+                        in_kernel[k0:k + 1] = True
+                        try:
+                            plant_step(log_u[k], dt)
+                        except Exception as exc:  # noqa: BLE001 - as in python_periods
+                            raise _PlantFailed(k, exc) from None
+                        k += 1
+                    else:
+                        in_kernel[k0:k] = True
+                        if code == compiled_loop.CONTROLLER_STOP:  # ControllerCore.step answers (safe effort, reason)
+                            python_periods(k, k + 1)
+                            k += 1
+        except _PlantFailed as exc:
+            k = exc.k + 1                  # period k is logged (its state is finite); integrating it failed
+            failure = (f'plant step failed at t = {(base + exc.k) * dt:.4f} s ({type(exc.error).__name__}: '
+                       f'{exc.error}): the simulation stopped there')
+        rows = {key: value[:k] for key, value in log.items()} if k < chunk_steps else dict(log)
+        finite = np.isfinite(rows['q']).all(axis=1) & np.isfinite(rows['qd']).all(axis=1)
+        if not finite.all():            # the plant diverged: keep the periods before it, say so
+            k = int(np.argmin(finite))
+            failure = f'plant state not finite at t = {(base + k) * dt:.4f} s: the simulation stopped there'
+            rows = {key: value[:k] for key, value in log.items()}
+        rows['task_error'][:] = rows['phi'][:, mp:]
+        if mp:
+            rows['closure_residual'][:] = rows['phi'][:, :mp]
+        wall += time.perf_counter() - start
+        if fast is not None:
+            clock1 = compiled_loop.clock()
+            compiled_loop.cycles_to_seconds(rows['compute_time'], in_kernel[:k], clock1[1] - clock0[1],
+                                            clock1[0] - clock0[0])
+        if in_kernel is not None and in_kernel[:k].any():
+            idx = np.nonzero(in_kernel[:k])[0]
+            codes, resid = np.zeros(idx.size, dtype=np.int8), np.zeros(idx.size)
+            classify(ctrl, rows['t'][idx], rows['q'][idx], rows['qd'][idx], rows['ok'][idx], codes, resid)
+            rows['status'][idx] = codes
+            rows['servo_residual'][idx] = resid
+        if sensor_noise > 0 or delay or plant != 'uk':
+            _true_errors(setup, ctrl, rows)
+        if not streaming:
+            kept.append(rows)
+        else:
+            stats.append(RunStats.of_log({key: v.copy() for key, v in rows.items() if key in (
+                't', 'compute_time', 'ok')} | {key: rows[key] for key in (
+                    'task_error', 'effort', 'closure_residual', 'saturated')}, rows['status'].copy(),
+                rows['servo_residual']))
+            first = (-base) % keep_every
+            kept.append({key: v[first::keep_every].copy() for key, v in rows.items()})
+            if sink is not None and k:
+                sink(_result(setup, ctrl, plant, rows, wall, interrupted, failure, duration, mass_scale,
+                             sensor_noise, delay, fast, first_step=base, planned=steps))
+        base += k
+        if interrupted or failure or base >= steps:
+            break
     if progress is not None and not interrupted:
         progress(1.0)
-    if sensor_noise > 0 or delay or plant != 'uk':
-        _true_errors(setup, ctrl, log)
+    final = kept[0] if len(kept) == 1 else {key: np.concatenate([c[key] for c in kept]) for key in log}
+    result = _result(setup, ctrl, plant, final, wall, interrupted, failure, duration, mass_scale, sensor_noise,
+                     delay, fast, planned=steps)
+    if streaming:
+        result.stats = RunStats.concatenate(stats)
+        result.settings['kept_every'] = keep_every
+    return result
+
+
+def _result(setup, ctrl, plant, log, wall, interrupted, failure, duration, mass_scale, sensor_noise, delay, fast,
+            first_step=0, planned=0):
     stab = ctrl.stabilization
     return SimulationResult(
         robot=setup.name, plant=plant, joint_names=ctrl.joint_names, actuator_names=ctrl.actuator_names,
         task_row_names=_row_names(setup.servo), row_names=_row_names(setup.passive) + _row_names(setup.servo),
-        wall_time=wall, rate=ctrl.rate, interrupted=interrupted, servo_rows=ms, failure=failure,
+        wall_time=wall, rate=ctrl.rate, interrupted=interrupted, servo_rows=setup.servo.m, failure=failure,
+        first_step=first_step, planned_steps=planned,
         settings={'duration': duration, 'rate': ctrl.rate, 'mass_scale': mass_scale, 'sensor_noise': sensor_noise,
                   'measurement_delay': delay, 'pinv': ctrl.pinv_method,
                   'loop': 'compiled' if fast is not None else 'python',
@@ -315,7 +466,12 @@ def _true_errors(setup, ctrl, log):
     for k in range(log['t'].size):
         q, qd, t = log['q'][k], log['qd'][k], log['t'][k] - ctrl.t0
         model.compute(q, qd)
-        servo = setup.servo.evaluate(model, q, qd, t)
+        try:
+            servo = setup.servo.evaluate(model, q, qd, t)
+        except ValueError:              # a callable constraint failed here: the error is unknown
+            log['task_error'][k] = np.nan
+            log['phi'][k] = np.nan
+            continue
         log['task_error'][k] = servo.phi
         if setup.passive.m:
             passive = setup.passive.evaluate(model, q, qd, t)

@@ -74,70 +74,129 @@ def _stamp(ns):
     return {'sec': int(ns // 1_000_000_000), 'nanosec': int(ns % 1_000_000_000)}
 
 
-def write_mcap(result, setup, path, *, node_name='uk_controller_node', start=1.0):
-    """Write `result` (a :class:`~uk_controller.sim.closed_loop.SimulationResult`) to `path`.
+def write_mcap(result, setup, path, *, node_name='uk_controller_node', start=1.0, flag='--mcap'):
+    """Write `result` (a :class:`~uk_controller.sim.closed_loop.SimulationResult`) to `path`, complete or not
+    at all under that name (see :class:`McapLog`). Returns the number of messages per topic."""
+    log = McapLog(setup, path, rate=result.rate, settings=result.settings, actuator_names=result.actuator_names,
+                  node_name=node_name, start=start, flag=flag)
+    log(result)
+    return log.close()
 
-    Returns the number of messages per topic.
-    """
-    from ..ros import params as P          # plain Python (no rclpy): topic names and effort order
-    from ..ros.loop_timing import TIMING_FIELDS, loop_settings
-    writer_cls = _writer_class()
-    ros = P.ros_settings(setup.config)
-    perm, effort_names = P.effort_order(setup.config, result.actuator_names, ros.get('effort_joints'))
-    perm = np.asarray(perm, dtype=int)
-    node = '/' + node_name.strip('/')
-    topics = {'joint_states': ros['joint_states_topic'], 'command': ros['effort_topic'],
-              'task_error': f'{node}/task_error', 'residual': f'{node}/constraint_residual',
-              'efforts': f'{node}/efforts', 'timing': f'{node}/loop_timing'}
-    mp, ms = setup.passive.m, setup.servo.m
-    task_label = f'task_error[{ms}]: servo rows ' + ','.join(setup.servo.names)
-    residual_label = (f'phi[{mp + ms}] then phidot[{mp + ms}]: passive ' + ','.join(setup.passive.names)
-                      + '; servo ' + ','.join(setup.servo.names))
-    efforts_label = 'efforts: ' + ','.join(result.actuator_names)
-    timing_label = ','.join(TIMING_FIELDS)                   # as the node labels it
-    kind = ros['output_type']
-    counts = dict.fromkeys(topics.values(), 0)
-    period = 1.0 / result.rate
-    window = float(loop_settings(setup.config)[0]['window'])
-    delay = int(result.settings.get('measurement_delay', 0) or 0)
-    stamps = np.round((start + result.t) * 1e9).astype(np.int64)
-    with open(path, 'wb') as fh:
-        writer = writer_cls(fh)
-        schemas = {name: writer.register_msgdef(name, text) for name, text in MSGDEFS.items()}
+
+class McapLog:
+    """An MCAP recording written while the run goes (a ``sink`` of
+    :func:`~uk_controller.sim.closed_loop.simulate`): each chunk of the log becomes messages at once.
+
+    The file is ``<path>.part`` until :meth:`close` renames it (:class:`~uk_controller.io_safety.StreamingFile`);
+    a write error stops the recording, keeps ``<path>.part`` and :meth:`close` raises ConfigError naming
+    `path`, `flag` and the simulated time recorded."""
+
+    def __init__(self, setup, path, *, rate, settings, actuator_names, node_name='uk_controller_node', start=1.0,
+                 flag='--mcap'):
+        from ..io_safety import StreamingFile
+        from ..ros import params as P          # plain Python (no rclpy): topic names and effort order
+        from ..ros.loop_timing import TIMING_FIELDS, loop_settings
+        writer_cls = _writer_class()
+        ros = P.ros_settings(setup.config)
+        perm, self.effort_names = P.effort_order(setup.config, actuator_names, ros.get('effort_joints'))
+        self.perm = np.asarray(perm, dtype=int)
+        node = '/' + node_name.strip('/')
+        self.topics = {'joint_states': ros['joint_states_topic'], 'command': ros['effort_topic'],
+                       'task_error': f'{node}/task_error', 'residual': f'{node}/constraint_residual',
+                       'efforts': f'{node}/efforts', 'timing': f'{node}/loop_timing'}
+        mp, ms = setup.passive.m, setup.servo.m
+        self.task_label = f'task_error[{ms}]: servo rows ' + ','.join(setup.servo.names)
+        self.residual_label = (f'phi[{mp + ms}] then phidot[{mp + ms}]: passive ' + ','.join(setup.passive.names)
+                               + '; servo ' + ','.join(setup.servo.names))
+        self.efforts_label = 'efforts: ' + ','.join(actuator_names)
+        self.timing_label = ','.join(TIMING_FIELDS)                   # as the node labels it
+        self.kind = ros['output_type']
+        self.counts = dict.fromkeys(self.topics.values(), 0)
+        self.rate = float(rate)
+        self.period = 1.0 / self.rate
+        self.window = float(loop_settings(setup.config)[0]['window'])
+        self.delay = int(settings.get('measurement_delay', 0) or 0)
+        self.start = start
+        self.window_t0 = None            # time of the first step of the open loop-timing window
+        self.window_ct = []              # its compute times [us]
+        self.last_t = None
+        self.file = StreamingFile(path, flag=flag, binary=True)
+        try:
+            self.writer = writer_cls(self.file.stream)
+            self.schemas = {name: self.writer.register_msgdef(name, text) for name, text in MSGDEFS.items()}
+        except OSError as exc:
+            self.file.failed(exc)
+
+    def _put(self, key, schema, msg, ns):
+        topic = self.topics[key]
+        self.writer.write_message(topic, schema, msg, log_time=int(ns), publish_time=int(ns),
+                                  sequence=self.counts[topic])
+        self.counts[topic] += 1
+
+    def __call__(self, result):
+        if self.file.error is not None:
+            return
+        try:
+            self._add(result)
+        except OSError as exc:
+            self.file.failed(exc)
+
+    def _add(self, result):
+        put, schemas, perm = self._put, self.schemas, self.perm
         f64 = schemas['std_msgs/msg/Float64MultiArray']
-
-        def put(key, schema, msg, ns):
-            topic = topics[key]
-            writer.write_message(topic, schema, msg, log_time=int(ns), publish_time=int(ns), sequence=counts[topic])
-            counts[topic] += 1
-
-        window_start = 0
+        stamps = np.round((self.start + result.t) * 1e9).astype(np.int64)
         for k in range(result.t.size):
             ns = stamps[k]
+            t = float(result.t[k])
             header = {'stamp': _stamp(ns), 'frame_id': ''}
             put('joint_states', schemas['sensor_msgs/msg/JointState'],
                 {'header': header, 'name': list(result.joint_names), 'position': result.q[k].tolist(),
                  'velocity': result.qd[k].tolist(), 'effort': []}, ns)
             command = result.effort[k][perm].tolist()
-            if kind == 'float64_multi_array':
+            if self.kind == 'float64_multi_array':
                 msg = {'layout': {'dim': [], 'data_offset': 0}, 'data': command}
-            elif kind == 'joint_state':
-                msg = {'header': header, 'name': list(effort_names), 'position': [], 'velocity': [],
+            elif self.kind == 'joint_state':
+                msg = {'header': header, 'name': list(self.effort_names), 'position': [], 'velocity': [],
                        'effort': command}
             else:
-                msg = {'header': header, 'joint_names': list(effort_names),
+                msg = {'header': header, 'joint_names': list(self.effort_names),
                        'points': [{'positions': [], 'velocities': [], 'accelerations': [], 'effort': command,
                                    'time_from_start': {'sec': 0, 'nanosec': 0}}]}
-            put('command', schemas[OUTPUT_TYPES[kind]], msg, ns)
-            put('efforts', f64, _array(result.effort[k], efforts_label), ns)
+            put('command', schemas[OUTPUT_TYPES[self.kind]], msg, ns)
+            put('efforts', f64, _array(result.effort[k], self.efforts_label), ns)
             if result.ok[k]:
-                put('task_error', f64, _array(result.task_error[k], task_label), ns)
-                put('residual', f64, _array(np.concatenate((result.phi[k], result.phidot[k])), residual_label), ns)
-            if result.t[k] - result.t[window_start] + period >= window - 1e-9 or k == result.t.size - 1:
-                ct = result.compute_time[window_start:k + 1] * 1e6
-                missed = int(np.count_nonzero(ct > period * 1e6))
-                put('timing', f64, _array([result.rate, 0.0, 0.0, 0.0, np.percentile(ct, 50), np.percentile(ct, 99),
-                                           delay * period * 1e6, missed], timing_label), ns)
-                window_start = k + 1
-        writer.finish()
-    return counts
+                put('task_error', f64, _array(result.task_error[k], self.task_label), ns)
+                put('residual', f64, _array(np.concatenate((result.phi[k], result.phidot[k])), self.residual_label),
+                    ns)
+            if self.window_t0 is None:
+                self.window_t0 = t
+            self.window_ct.append(result.compute_time[k] * 1e6)
+            self.last_t = t
+            self.last_ns = ns
+            if t - self.window_t0 + self.period >= self.window - 1e-9:
+                self._timing(ns)
+
+    def _timing(self, ns):
+        ct = np.asarray(self.window_ct)
+        missed = int(np.count_nonzero(ct > self.period * 1e6))
+        self._put('timing', self.schemas['std_msgs/msg/Float64MultiArray'],
+                  _array([self.rate, 0.0, 0.0, 0.0, np.percentile(ct, 50), np.percentile(ct, 99),
+                          self.delay * self.period * 1e6, missed], self.timing_label), ns)
+        self.window_t0, self.window_ct = None, []
+
+    def close(self):
+        """Finish the file (the last, partial loop-timing window included) and rename it; returns the
+        messages per topic. After a write error: ConfigError saying what was recorded and what was lost."""
+        if self.file.error is None:
+            try:
+                if self.window_ct:
+                    self._timing(self.last_ns)
+                self.writer.finish()
+            except OSError as exc:
+                self.file.failed(exc)
+        recorded = '' if self.last_t is None else f'simulated time up to t = {self.last_t:.4f} s was recorded'
+        self.file.close(lost=f'the messages after it ({recorded})' if recorded else 'every message')
+        return self.counts
+
+    def abandon(self):
+        self.file.abandon()

@@ -2,31 +2,87 @@
 from __future__ import annotations
 
 import csv
-import json
+import math
 from pathlib import Path
 
 import numpy as np
 
+from ..io_safety import strict_json  # noqa: F401 - re-exported (summary.json's rule)
 from ..status import STEP_CLASSES
 
 
-def write_csv(result, path):
-    """One row per control instant: t, q, q', efforts, residuals, task errors."""
-    header = (['t'] + [f'q_{j}' for j in result.joint_names] + [f'qd_{j}' for j in result.joint_names]
-              + [f'u_{a}' for a in result.actuator_names] + [f'phi_{r}' for r in result.row_names]
-              + [f'phidot_{r}' for r in result.row_names] + [f'task_{r}' for r in result.task_row_names]
-              + ['ok', 'status'])
-    data = np.column_stack((result.t, result.q, result.qd, result.effort, result.phi, result.phidot,
-                            result.task_error, result.ok.astype(float)))
-    codes = result.status if result.status is not None else np.zeros(result.t.size, dtype=np.int8)
+def csv_header(result):
+    """The header row of log.csv: t, q, q', efforts, residuals, task errors, ok, status."""
+    return (['t'] + [f'q_{j}' for j in result.joint_names] + [f'qd_{j}' for j in result.joint_names]
+            + [f'u_{a}' for a in result.actuator_names] + [f'phi_{r}' for r in result.row_names]
+            + [f'phidot_{r}' for r in result.row_names] + [f'task_{r}' for r in result.task_row_names]
+            + ['ok', 'status'])
+
+
+def csv_rows(result, every=1, first=0):
+    """The rows of log.csv for `result` (the rows of index ``first, first + every, ...``), as text cells;
+    a non-finite value (the unknown task error of a safe-effort step) is an empty cell."""
+    sel = slice(first, None, every)
+    data = np.column_stack((result.t[sel], result.q[sel], result.qd[sel], result.effort[sel], result.phi[sel],
+                            result.phidot[sel], result.task_error[sel], result.ok[sel].astype(float)))
+    codes = result.status[sel] if result.status is not None else np.zeros(data.shape[0], dtype=np.int8)
     rows = np.char.mod('%.9g', data).tolist() if data.size else []
-    if data.size and not np.isfinite(data).all():      # unknown values (safe-effort steps): empty cells
+    if data.size and not np.isfinite(data).all():
         for r, c in zip(*np.nonzero(~np.isfinite(data))):
             rows[r][c] = ''
+    return [row + [STEP_CLASSES[c]] for row, c in zip(rows, codes)]
+
+
+def write_csv(result, path):
+    """One row per control instant: t, q, q', efforts, residuals, task errors (whole result at once)."""
     with open(path, 'w', newline='') as fh:
         writer = csv.writer(fh)
-        writer.writerow(header)
-        writer.writerows(row + [STEP_CLASSES[c]] for row, c in zip(rows, codes))
+        writer.writerow(csv_header(result))
+        writer.writerows(csv_rows(result))
+
+
+class CsvLog:
+    """log.csv written while the run goes (the ``sink`` of :func:`~uk_controller.sim.closed_loop.simulate`):
+    chunks of rows to a :class:`~uk_controller.io_safety.StreamingFile`, every `every`-th control step
+    (``simulation.log_every``). :meth:`close` renames it complete, or raises ConfigError saying which
+    steps were kept and which lost after a write error."""
+
+    def __init__(self, path, every=1, flag='--out'):
+        from ..io_safety import StreamingFile
+        self.file = StreamingFile(path, flag=flag)
+        self.every = max(1, int(every))
+        self.header = False
+        self.steps_seen = 0           # control steps handed to the log
+        self.last_t = None
+
+    def __call__(self, chunk):
+        import io
+        buffer = io.StringIO()
+        writer = csv.writer(buffer)
+        if not self.header:
+            writer.writerow(csv_header(chunk))
+            self.header = True
+        first = (-chunk.first_step) % self.every
+        rows = csv_rows(chunk, self.every, first)
+        writer.writerows(rows)
+        if self.file.write(buffer.getvalue(), rows=len(rows)) and chunk.t.size:
+            self.last_t = float(chunk.t[-1])
+        self.steps_seen += int(chunk.t.size)
+
+    @property
+    def failed(self):
+        return self.file.error is not None
+
+    def close(self, planned_steps=None):
+        lost = ''
+        if self.failed:
+            kept = self.file.rows_written * self.every
+            total = planned_steps if planned_steps is not None else self.steps_seen
+            lost = f'control steps from about {kept} of {total}'
+        self.file.close(lost)
+
+    def abandon(self):
+        self.file.abandon()
 
 
 def task_paths(result, setup):
@@ -66,10 +122,13 @@ def plot_all(result, setup, out_dir, transient=None):
     t = result.t
 
     def save(fig, name):
+        from ..io_safety import atomic_write
         fig.tight_layout()
         path = out_dir / name
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        try:
+            atomic_write(path, lambda fh: fig.savefig(fh, format='png', dpi=110), binary=True)
+        finally:
+            plt.close(fig)
         files.append(path)
 
     fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
@@ -138,7 +197,14 @@ def _joint_errors(result, setup):
     out = np.zeros_like(result.q)
     for k in range(result.t.size):
         model.compute(result.q[k], result.qd[k])
-        rows = setup.servo.evaluate(model, result.q[k], result.qd[k], result.t[k] - result.t[0])
+        try:
+            rows = setup.servo.evaluate(model, result.q[k], result.qd[k], result.t[k] - result.t[0])
+        except ValueError:              # a callable constraint failed at this state: unknown
+            out[k] = np.nan
+            continue
+        if not (np.isfinite(rows.A).all() and np.isfinite(result.task_error[k]).all()):
+            out[k] = np.nan
+            continue
         out[k] = np.linalg.lstsq(rows.A, result.task_error[k], rcond=None)[0]
     return out
 
@@ -152,9 +218,12 @@ def format_summary(summary):
     return '\n'.join([
         ('INTERRUPTED: partial run. ' if s['interrupted'] else '') + s['verdict'],
         f"robot {s['robot']} on the {s['plant']} plant, {s['duration_s']:.3f} s simulated",
-        f"task error after {s['transient_s']:.2f} s: max {s['task_error_max']:.3e}, "
-        f"RMS {s['task_error_rms']:.3e}, final {s['task_error_final']:.3e}; "
-        f"settles below {s['settle_tol']:g} at {s['settling_time_s']:.3f} s",
+        f"task error after {s['transient_s']:.2f} s: max {_e(s['task_error_max'])}, "
+        f"RMS {_e(s['task_error_rms'])}, final {_e(s['task_error_final'])}"
+        + (f" ({s['task_error_unknown_steps']} steps without a task error: safe effort)"
+           if s.get('task_error_unknown_steps') else '') + '; '
+        + (f"settles below {s['settle_tol']:g} at {s['settling_time_s']:.3f} s"
+           if _finite(s['settling_time_s']) else f"does not settle below {s['settle_tol']:g}"),
         f"max closure residual {s['closure_residual_max']:.3e}; peak effort {s['effort_peak']:.3f}; "
         f"saturated {100 * s['saturated_fraction']:.1f}% of steps; safe-effort steps {s['safe_effort_steps']}",
         f"control step median {s['step_time_median_us']:.1f} us; wall time {s['wall_time_s']:.2f} s; "
@@ -164,17 +233,17 @@ def format_summary(summary):
     ])
 
 
-def strict_json(value):
-    """`value` with NaN and infinities replaced by None (JSON has neither)."""
-    if isinstance(value, dict):
-        return {k: strict_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(v) for v in value]
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
+def _finite(value):
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _e(value):
+    """A figure in %.3e, or 'unknown' when it is not a finite number."""
+    return f'{value:.3e}' if _finite(value) else 'unknown'
 
 
 def write_summary(summary, path):
-    """summary.json, strict JSON (NaN/inf written as null)."""
-    Path(path).write_text(json.dumps(strict_json(summary), indent=2, allow_nan=False) + '\n')
+    """summary.json, strict JSON (NaN/inf written as null), written whole or not at all."""
+    from ..io_safety import atomic_write, dumps_strict
+    atomic_write(path, lambda fh: fh.write(dumps_strict(summary, indent=2) + '\n'))
+

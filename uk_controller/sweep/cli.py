@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -173,6 +172,9 @@ def cmd_sweep(args):
     except (G.SweepSpecError, ConfigError, FileNotFoundError, RuntimeError) as exc:
         return _fail(exc)
     out = Path(args.out or Path('results') / f"sweep_{context['robot']}")
+    problem = _check_out(out, context)
+    if problem:
+        return _fail(problem)
     start = time.perf_counter()
     where = f'Ray ({args.ray})' if args.ray else f"{args.jobs or os.cpu_count()} local processes"
     print(f"{len(specs)} runs of {context['robot']} ({', '.join(keys)}) on {where}", file=sys.stderr)
@@ -180,7 +182,43 @@ def cmd_sweep(args):
         rows, skipped = run_sweep(context, specs, out, ray=args.ray, jobs=args.jobs, resume=args.resume)
     except RuntimeError as exc:
         return _fail(exc)
+    except OSError as exc:          # runs.jsonl could not be written (disk full, I/O error)
+        return _fail(f'--out: cannot write {out / "runs.jsonl"}: {exc.strerror or exc}; the runs finished before '
+                     'the error are in it (--resume continues from them)')
     elapsed = time.perf_counter() - start
+    try:
+        return _write_results(args, context, keys, specs, rows, skipped, elapsed, out, by, maps, marks)
+    except ConfigError as exc:      # a table or figure could not be written: every finished run is in runs.jsonl
+        return _fail(f'{exc}; every finished run is in {out / "runs.jsonl"}')
+    except OSError as exc:
+        return _fail(f'--out: cannot write in {out}: {exc.strerror or exc} ({exc.filename}); every finished run is '
+                     f'in {out / "runs.jsonl"}')
+
+
+def _check_out(out, context):
+    """Why the sweep cannot write into the folder `out` (a file, an input inside it, not writable), or None."""
+    from ..config import ConfigError
+    from ..io_safety import refuse_inputs_as_outputs
+    if out.exists() and not out.is_dir():
+        return f'--out: {out} exists and is not a folder; accepted: a folder (created if missing)'
+    names = ['runs.jsonl', 'table.csv', 'table.parquet', 'best.json']
+    try:
+        refuse_inputs_as_outputs([('--out', out / name) for name in names],
+                                 [context['path']] if context.get('path') else [])
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f'.uk_write_test_{os.getpid()}'
+        probe.write_text('')
+        probe.unlink()
+    except ConfigError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f'--out: cannot write to {out}: {exc.strerror or exc}'
+    return None
+
+
+def _write_results(args, context, keys, specs, rows, skipped, elapsed, out, by, maps, marks):
+    """The table, best.json, heat maps and recordings of a finished sweep, and the printed result."""
+    from ..io_safety import atomic_write, dumps_strict
     T.write_csv(rows, keys, out / 'table.csv')
     files = [out / 'table.csv']
     if T.write_parquet(rows, keys, out / 'table.parquet'):
@@ -195,9 +233,9 @@ def cmd_sweep(args):
     best_marks = list(marks)
     if choice is not None:
         settings = {k: choice[0][k] for k in (by or keys)}
-        (out / 'best.json').write_text(json.dumps({'criterion': criterion, 'settings': settings,
-                                                   args.best: choice[1], 'runs': [r['index'] for r in choice[2]]},
-                                                  indent=2) + '\n')
+        best = dumps_strict({'criterion': criterion, 'settings': settings, args.best: choice[1],
+                             'runs': [r['index'] for r in choice[2]]}, indent=2) + '\n'
+        atomic_write(out / 'best.json', lambda fh: fh.write(best))
     if not args.no_plots:
         for x, y, metric in maps:
             mk = list(best_marks)

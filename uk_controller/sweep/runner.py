@@ -290,12 +290,19 @@ class Journal:
                             row = json.loads(line)
                         except json.JSONDecodeError:
                             continue        # a line cut short by an interrupted sweep
+                        if not isinstance(row, dict) or 'run_id' not in row:
+                            continue
+                        for key in METRICS + MEASURED:       # null in the file: NaN in the table
+                            if key in row and row[key] is None:
+                                row[key] = math.nan
                         rows[row['run_id']] = row
         return rows
 
     def append(self, row):
+        """One line of strict JSON (a NaN metric is written as null; :meth:`load` reads it back as NaN)."""
+        from ..io_safety import dumps_strict
         with open(self.path, 'a', encoding='utf-8') as fh:
-            fh.write(json.dumps(row) + '\n')
+            fh.write(dumps_strict(row) + '\n')
 
 
 class Progress:

@@ -29,12 +29,16 @@ def _text(value):
 
 
 def write_csv(rows, keys, path):
+    """table.csv, complete or not at all (:func:`uk_controller.io_safety.atomic_write`)."""
+    from ..io_safety import atomic_write
     cols = columns(keys)
-    with open(path, 'w', newline='', encoding='utf-8') as fh:
+
+    def write(fh):
         writer = csv.writer(fh)
         writer.writerow(cols)
         for row in rows:
             writer.writerow([_text(row.get(c)) for c in cols])
+    atomic_write(path, write)
 
 
 def read_csv(path):
@@ -65,7 +69,8 @@ def write_parquet(rows, keys, path):
                 any(isinstance(v, float) for v in values):
             values = [float(v) for v in values]
         data[c] = values
-    pq.write_table(pa.table(data), path)
+    from ..io_safety import atomic_write
+    atomic_write(path, lambda fh: pq.write_table(pa.table(data), fh), binary=True)
     return True
 
 
@@ -202,6 +207,9 @@ def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), tit
         fig.colorbar(mesh, ax=axes[0].tolist(), label=f'{metric} ({reduce} over other keys)', shrink=0.9)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    from ..io_safety import atomic_write
+    try:
+        atomic_write(path, lambda fh: fig.savefig(fh, format='png', dpi=80), binary=True)
+    finally:
+        plt.close(fig)
     return Path(path), grids
