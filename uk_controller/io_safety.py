@@ -133,6 +133,18 @@ def atomic_write(path, write, *, flag='--out', binary=False):
         raise ConfigError(f'cannot write: {_describe(exc)}; {kept}', file=path, key=flag) from None
 
 
+def _count_lines(path):
+    """Newlines in `path` (read in blocks; 0 when it cannot be read)."""
+    count = 0
+    try:
+        with open(path, 'rb') as fh:
+            for block in iter(lambda: fh.read(1 << 20), b''):
+                count += block.count(b'\n')
+    except OSError:
+        return 0
+    return count
+
+
 class StreamingFile:
     """A text file written as it is produced (a long log), complete under its final name only.
 
@@ -193,9 +205,11 @@ class StreamingFile:
             os.replace(self.part, self.path)
             return
         self.discard_empty()
-        where = f'{self.part} keeps what was written before the error' if self.part.exists() else 'nothing was kept'
-        raise ConfigError(f'write failed after {self.rows_written} rows: {_describe(self.error)}; {where}'
-                          + (f'; lost: {lost}' if lost else ''), file=self.path, key=self.flag)
+        lines = _count_lines(self.part)
+        where = (f'{self.part} keeps what was written before the error ({lines} complete lines)'
+                 if self.part.exists() else 'nothing was kept')
+        raise ConfigError(f'write failed: {_describe(self.error)}; {where}' + (f'; lost: {lost}' if lost else ''),
+                          file=self.path, key=self.flag)
 
     def discard_empty(self):
         try:

@@ -270,8 +270,9 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
                        (``interrupted``).
     sink               callable(chunk) streaming the log: the run is logged in chunks of
                        :data:`CHUNK_STEPS` periods and each finished chunk (a SimulationResult of those
-                       rows, ``first_step`` its index) is passed to `sink` and then forgotten, so memory
-                       does not grow with the run; the returned result keeps every `keep_every`-th row
+                       rows, ``first_step`` its index; its arrays are views of a buffer the next chunk
+                       reuses: a sink copies what it keeps) is passed to `sink` and then forgotten, so
+                       memory does not grow with the run; the returned result keeps every `keep_every`-th row
                        and :class:`RunStats` of all of them (its summary is the whole run's).
     keep_every         with a sink: rows kept in the returned result (1 = all).
 

@@ -53,7 +53,6 @@ class CsvLog:
         self.every = max(1, int(every))
         self.header = False
         self.steps_seen = 0           # control steps handed to the log
-        self.last_t = None
 
     def __call__(self, chunk):
         import io
@@ -65,8 +64,7 @@ class CsvLog:
         first = (-chunk.first_step) % self.every
         rows = csv_rows(chunk, self.every, first)
         writer.writerows(rows)
-        if self.file.write(buffer.getvalue(), rows=len(rows)) and chunk.t.size:
-            self.last_t = float(chunk.t[-1])
+        self.file.write(buffer.getvalue(), rows=len(rows))
         self.steps_seen += int(chunk.t.size)
 
     @property
@@ -74,12 +72,10 @@ class CsvLog:
         return self.file.error is not None
 
     def close(self, planned_steps=None):
-        lost = ''
-        if self.failed:
-            kept = self.file.rows_written * self.every
-            total = planned_steps if planned_steps is not None else self.steps_seen
-            lost = f'control steps from about {kept} of {total}'
-        self.file.close(lost)
+        """Rename log.csv complete, or raise ConfigError (rows kept in log.csv.part, the rest lost)."""
+        total = planned_steps if planned_steps is not None else self.steps_seen
+        self.file.close(f'the rows after them, of {total} control steps (a header line, then one row per '
+                        f'{"" if self.every == 1 else f"{self.every}th "}step)')
 
     def abandon(self):
         self.file.abandon()
