@@ -50,8 +50,9 @@ def test_signal_stops_with_torque_off(tmp_path, sig, robots):
                 out, err = proc.communicate(timeout=10)
                 pytest.fail(f'runner never armed the bus (exit {proc.returncode}, '
                             f'device {dict(emu.counters)}):\n{err[-3000:]}')
-            # rows are on disk while the run goes on
-            assert wait_until(lambda: log.exists() and len(log.read_text().splitlines()) > 20, 10)
+            # rows are on disk while the run goes on (in run.csv.part, renamed when the run ends)
+            part = log.with_name(log.name + '.part')
+            assert wait_until(lambda: part.exists() and len(part.read_text().splitlines()) > 20, 10)
             assert np.any(emu.joint_effort() != 0)
             proc.send_signal(sig)
             out, err = proc.communicate(timeout=30)
@@ -68,3 +69,35 @@ def test_signal_stops_with_torque_off(tmp_path, sig, robots):
     data = np.array([[float(x) for i, x in enumerate(r) if header[i] != 'state'] for r in rows[1:]])
     assert np.all(np.isfinite(data[:, :-1]))
     assert np.all(np.diff(data[:, 0]) >= 0)
+
+
+@pytest.mark.serial
+def test_run_log_on_a_full_disk(tmp_path, robots, monkeypatch):
+    """Issue 25: `run --log` on a full disk turned the torque off, then a traceback and the run summary
+    was lost. Now: torque off, the summary (cycles, errors, loop timing), exit 2 naming the log, and
+    the rows written before the disk filled kept in run.csv.part. A tmpfs of 16 kB where it can be
+    mounted (root), else the log's writer fails after 16 kB (injected)."""
+    from hostile import inject_full_disk, mount_tmpfs, run_cli, unmount
+    setup = load_robot(robots('scara'))
+    hw = HardwareConfig.from_setup(setup)
+    disk = tmp_path / 'disk'
+    mounted = mount_tmpfs(disk, 16 * 1024)
+    if not mounted:
+        inject_full_disk(monkeypatch, disk, 16 * 1024)
+    try:
+        with make_emulator('uk_binary', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
+            code, stdout, stderr = run_cli('run', 'scara', '--port', emu.port, '--protocol', 'uk_binary', '--rate',
+                                           '100', '--log', disk / 'run.csv', '--quiet', '--duration', '30')
+            assert wait_until(lambda: not emu.enabled, 2)
+            assert not np.any(emu.joint_effort())
+        assert code == 2, stderr
+        assert 'Traceback' not in stderr and 'torque off' in stderr and 'cycles=' in stderr
+        assert '--log' in stderr and 'No space left on device' in stderr and 'run.csv.part' in stderr
+        assert not (disk / 'run.csv').exists()
+        rows = list(csv.reader((disk / 'run.csv.part').open()))
+        assert rows[0][0] == 't' and len(rows) > 20
+        t = [float(r[0]) for r in rows[1:-1]]
+        assert np.all(np.diff(t) >= 0) and t[-1] < 25         # the run stopped when the disk filled
+    finally:
+        if mounted:
+            unmount(disk)

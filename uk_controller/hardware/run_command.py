@@ -4,7 +4,8 @@ Builds the controller, the :class:`~.safety.SafeBus` over the protocol's bus
 (:func:`~.registry.make_bus`) and runs :func:`~.serial_loop.run_loop` until the
 trajectory ends, ``--duration`` passes or a signal arrives; torque goes off on
 every exit. A one-line live summary goes to stderr; ``--log`` writes a CSV row
-per period, flushed as it goes. The loop-timing figures (docs/ros.md "Loop
+per period to ``<log>.part``, flushed as it goes and renamed when the run ends (a write error, e.g.
+a full disk, stops the run: torque off, the summary, exit 2; the rows so far stay in ``.part``). The loop-timing figures (docs/ros.md "Loop
 timing") end the run.
 """
 from __future__ import annotations
@@ -41,7 +42,9 @@ def add_run_arguments(parser: argparse.ArgumentParser):
     parser.add_argument('--watchdog', type=S.arg_type('hardware.watchdog', '--watchdog'), default=None,
                         help='s without effort or feedback before torque off (default: hardware.watchdog); '
                              'longer than the control period')
-    parser.add_argument('--log', metavar='CSV', help='write one CSV row per period (flushed as it goes)')
+    parser.add_argument('--log', metavar='CSV', help='write one CSV row per period (to CSV.part, flushed as it '
+                                                     'goes, renamed to CSV when the run ends; a write error stops '
+                                                     'the run with torque off)')
     parser.add_argument('--quiet', action='store_true', help='no live summary line')
     return parser
 
