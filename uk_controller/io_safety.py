@@ -102,8 +102,8 @@ def refuse_inputs_as_outputs(outputs, inputs, *, folder_ok=()):
                 raise ConfigError(f'{path} is an input of this run ({Path(source).resolve()}); refusing to overwrite '
                                   'it: give another path', file=path, key=flag)
         if flag not in folder_ok and path.is_dir():
-            raise ConfigError(f'{path} is a folder; {flag} takes a file path (e.g. {path / "run.mcap"})',
-                              file=path, key=flag)
+            raise ConfigError(f'{path} is a folder, where {flag} writes a file; accepted: a file path (remove or '
+                              'rename the folder, or choose another path)', file=path, key=flag)
 
 
 def _describe(exc):
