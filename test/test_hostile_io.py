@@ -131,6 +131,20 @@ def test_callable_nan_in_A_is_safe_effort_not_rank_lost(tmp_path):
     assert not np.any(res.effort)
 
 
+def test_callable_module_failing_at_import_names_the_file(tmp_path):
+    """A user module that raises while it is imported was a traceback; now exit 2 naming the setup,
+    the key and the module."""
+    (tmp_path / 'bad_rows.py').write_text('raise RuntimeError("boom at import")\n')
+    params = planar_params()
+    params['constraints']['tool_level'] = {'role': 'servo', 'type': 'callable', 'function': 'bad_rows.py:level',
+                                           'rows': 1}
+    config = write_setup(tmp_path / 'imp.yaml', params)
+    code, stdout, stderr = run_cli('simulate', config, '--no-plots', '--out', tmp_path / 'o')
+    check_answer(code, stdout, stderr)
+    assert code == 2 and 'constraints.tool_level.function' in stderr and 'bad_rows.py' in stderr
+    assert 'boom at import' in stderr and not (tmp_path / 'o').exists()
+
+
 @pytest.mark.parametrize('mode', ['inf_phi', 'raise'])
 def test_unknown_error_never_reads_as_settled(tmp_path, mode):
     """NaN/Inf rows from the first step gave "settles at 0.000 s" (console "at nan s")."""
