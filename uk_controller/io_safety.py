@@ -159,6 +159,7 @@ class StreamingFile:
         self.flag = flag
         self.part = self.path.with_name(self.path.name + '.part')
         self.error = None
+        self.binary = binary
         self.rows_written = 0
         try:
             self.stream = open(self.part, 'wb') if binary else open(self.part, 'w', encoding='utf-8', newline='')
@@ -205,9 +206,13 @@ class StreamingFile:
             os.replace(self.part, self.path)
             return
         self.discard_empty()
-        lines = _count_lines(self.part)
-        where = (f'{self.part} keeps what was written before the error ({lines} complete lines)'
-                 if self.part.exists() else 'nothing was kept')
+        if not self.part.exists():
+            where = 'nothing was kept'
+        elif self.binary:
+            where = f'{self.part} keeps what was written before the error ({self.part.stat().st_size} bytes)'
+        else:
+            where = f'{self.part} keeps what was written before the error ({_count_lines(self.part)} complete lines)'
+
         raise ConfigError(f'write failed: {_describe(self.error)}; {where}' + (f'; lost: {lost}' if lost else ''),
                           file=self.path, key=self.flag)
 

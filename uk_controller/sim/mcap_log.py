@@ -194,8 +194,8 @@ class McapLog:
                 self.writer.finish()
             except OSError as exc:
                 self.file.failed(exc)
-        recorded = '' if self.last_t is None else f'simulated time up to t = {self.last_t:.4f} s was recorded'
-        self.file.close(lost=f'the messages after it ({recorded})' if recorded else 'every message')
+        given = '' if self.last_t is None else f' (the run up to t = {self.last_t:.4f} s was given to the recording)'
+        self.file.close(lost=f'the messages that did not reach the disk{given}')
         return self.counts
 
     def abandon(self):

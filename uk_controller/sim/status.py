@@ -70,11 +70,12 @@ def task_verdict(summary, codes, residuals, *, ranks=None, ms=0, p=0):
                    f'out of reach)')
     if n_sat:
         why.append(f'efforts saturated in {n_sat} of {steps} steps ({100.0 * n_sat / steps:.0f}%)')
-    if n_sat > steps // 2 and final > 100 * tol:
+    if n_sat > steps // 2 and math.isfinite(final) and final > 100 * tol:
         why.append(f'the task is likely out of reach: the error ends at {final:.3g} with the efforts at their '
                    f'limits')
     if n_safe:
         why.append(f'safe effort in {n_safe} steps')
     if not why:
         why.append('the error did not settle within the run (longer run or higher gains?)')
-    return f'task NOT tracked: final error {final:.3g} (tolerance {tol:g}); ' + '; '.join(why)
+    final_text = f'{final:.3g}' if math.isfinite(final) else 'unknown (no solution at the last step)'
+    return f'task NOT tracked: final error {final_text} (tolerance {tol:g}); ' + '; '.join(why)
