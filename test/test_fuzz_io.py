@@ -115,7 +115,7 @@ def mutated_yaml(draw):
     return kinds, data
 
 
-@settings(FUZZ, max_examples=120)
+@settings(FUZZ, max_examples=60)
 @given(case=mutated_yaml())
 def test_mutated_yaml_loads_or_names_the_file(scratch, case):
     """load_robot on a mutated setup returns a setup or raises ConfigError naming the file; the file is

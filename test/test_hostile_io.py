@@ -166,9 +166,10 @@ def small_disk(tmp_path, monkeypatch):
     be mounted (root), else the package's writers under it fail after `capacity` bytes (injected)."""
     mounted = []
 
-    def make(capacity, name='disk'):
+    def make(capacity, name='disk', injected=False):
         folder = tmp_path / name
-        if mount_tmpfs(folder, capacity):
+        folder.mkdir(exist_ok=True)
+        if not injected and mount_tmpfs(folder, capacity):
             mounted.append(folder)
         else:
             inject_full_disk(monkeypatch, folder, capacity)
@@ -178,10 +179,12 @@ def small_disk(tmp_path, monkeypatch):
         unmount(folder)
 
 
-def test_simulate_out_on_a_full_disk(tmp_path, small_disk):
+@pytest.mark.parametrize('injected', [False, True], ids=['tmpfs', 'injected_writer'])
+def test_simulate_out_on_a_full_disk(tmp_path, small_disk, injected):
     """A traceback, `log.csv.part` left and no summary. Now: exit 2 naming the file, the rows written
-    before the error kept in log.csv.part (each a row of the full run), the summary printed."""
-    disk = small_disk(64 * 1024)
+    before the error kept in log.csv.part (each a row of the full run), the summary printed. On a
+    tmpfs where it mounts, and with the injected writer (the fallback) in any case."""
+    disk = small_disk(64 * 1024, injected=injected)
     code, stdout, stderr = run_cli('simulate', 'planar_3r', '--duration', '1', '--no-plots', '--out', disk)
     check_answer(code, stdout, stderr)
     assert code == 2 and 'log.csv' in stderr and 'No space left on device' in stderr and 'lost' in stderr
