@@ -246,7 +246,13 @@ class CompiledRows:
         self.kernel = row_kernels.fused_step
         self._rows_kernel = row_kernels.fused_rows
         self._run = self.make_runner()
-        self.run(model.neutral(), np.zeros(n), 0.0)          # compile or load the cache now
+        q0, qd0 = model.neutral(), np.zeros(n)
+        try:
+            self.run(q0, qd0, 0.0)          # compile or load the cache now
+        except ValueError:                  # a callable row failed here (its step will say so): load the kernel
+            model.compute(q0, qd0)          # on the rows as they are, so the first control period does not compile
+            self.kernel(self.M_lower, self.h, self.J, self.trans, self.rots, q0, qd0, 0.0, self.ip, self.fp, self.ws,
+                        self.saturated)
         return self
 
     def relocate(self, fp, ws):
