@@ -94,6 +94,9 @@ SETTINGS = [
        choices=('description', 'none')),
     _pos('robot.friction_velocity', 0.01, 'rad/s or m/s', "Coulomb friction f sign(q') is modelled as "
          "f tanh(q'/v) with this v", high=10.0),
+    _S('robot.allow_nonphysical', 'bool', False, '', 'accept a description whose moving bodies have a mass '
+       '<= 0 or an inertia that is not positive definite or breaks the triangle inequality (warnings instead '
+       'of an error; docs/guarantees.md)'),
     # ------------------------------------------------------------------ actuators
     _S('actuators.names', 'strs', NONE, '', 'actuators, order of the effort vector u (default: one per joint)'),
     _S('actuators.<name>.joint', 'str', NONE, '', 'tree joint the actuator drives (or between)'),
