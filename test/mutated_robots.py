@@ -48,7 +48,7 @@ def write_setup(folder, urdf_text, name='mutated', *, joints=True, extra=''):
         text = re.sub(r'\n\s*joints: \[shoulder, elbow, wrist\]', '', text)
         text = re.sub(r'\n\s*initial_(position|velocity): \[[^\]]*\]', '', text)
         text = re.sub(r'\n    actuators:.*?\n\n', '\n\n', text, flags=re.S)
-        text = text.replace('effort_joints: [shoulder, elbow, wrist]', 'effort_joints: []')
+        text = re.sub(r'\n\s*effort_joints: \[shoulder, elbow, wrist\]', '', text)
     if extra:
         text = text.replace('    robot:\n', '    robot:\n' + ''.join(f'      {line}\n' for line in extra.splitlines()))
     path = folder / f'{name}.yaml'

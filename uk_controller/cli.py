@@ -157,6 +157,7 @@ def cmd_simulate(args):
     from .robots import load_robot
     from .sim.closed_loop import simulate
     from .sim.report import format_summary, plot_all, write_csv, write_summary
+    from .uk import NotPositiveDefiniteError
 
     if (args.alpha is None) != (args.beta is None):
         return _fail('--alpha and --beta go together (both > 0)')
@@ -194,6 +195,9 @@ def cmd_simulate(args):
     except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)
         print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
         return 2
+    except NotPositiveDefiniteError as exc:   # only a model accepted with robot.allow_nonphysical gets here
+        return _fail(f'{setup.config_path}: the plant cannot integrate this model: {exc} (robot.allow_nonphysical '
+                     'accepted a description whose mass matrix is not positive definite)')
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)

@@ -21,12 +21,15 @@ never enter M):
   joint that carries no mass at all is allowed (a massless link between two joints, e.g. a
   universal joint written as two revolutes) as long as the mass matrix at the neutral
   configuration is positive definite (Cholesky);
-- at least one movable joint: a description of fixed joints only has no generalized coordinates.
+- at least one movable joint: a description of fixed joints only has no generalized coordinates;
+- every URDF link is a body of the model (Pinocchio drops a part of the joint graph that does not hang
+  from the root, e.g. a cycle, without a word).
 
 Violations are a :class:`~uk_controller.config.ConfigError` naming the setup file, the description
 file, the body and the figure. ``robot.allow_nonphysical: true`` accepts such a model knowingly
 (e.g. a singular mass matrix on purpose, seed 002 eqs 37-43): the violations are logged as warnings
-and the load goes on. A description without movable joints is an error either way.
+and the load goes on. A description without movable joints, or with links the model lost, is an error
+either way.
 """
 from __future__ import annotations
 
@@ -105,6 +108,19 @@ def _urdf_links(text):
     return links
 
 
+def unreached_links(model, urdf_text):
+    """Links of the URDF text that are not bodies of the model (Pinocchio silently drops a part of the
+    joint graph that does not hang from the root, e.g. a cycle)."""
+    if urdf_text is None:
+        return []
+    try:
+        names = [link.get('name') for link in ET.fromstring(urdf_text).findall('link')]
+    except ET.ParseError:
+        return []
+    frames = {frame.name for frame in model.model.frames}
+    return [name for name in names if name not in frames]
+
+
 def problems(model, urdf_text=None):
     """Every physical-validity problem of `model` (a RobotModel), as sentences (empty: valid).
 
@@ -155,6 +171,11 @@ def check(model, *, config_path=None, key='robot.urdf', urdf_text=None, allow_no
 
     source = getattr(model, 'source', None)
     what = f'the robot description {source}' if source else 'the robot description'
+    lost = unreached_links(model, urdf_text)
+    if lost:
+        raise ConfigError(f'{what}: links {", ".join(lost)} are not connected to the root link (a joint cycle, '
+                          'or a joint whose parent is its own child); Pinocchio would drop them without a word',
+                          file=config_path, key=key)
     if model.model.nv == 0:
         raise ConfigError(f'{what} has no movable joint (every joint is fixed): nothing to control; give '
                           'revolute, continuous or prismatic joints', file=config_path, key=key)

@@ -314,6 +314,12 @@ def use_token_auth_like_ray_cli():
     and a client connecting through RAY_ADDRESS without RAY_AUTH_MODE=token was refused (InvalidAuthToken)."""
     if 'RAY_AUTH_MODE' not in os.environ and ray_token_present():
         os.environ['RAY_AUTH_MODE'] = 'token'
+        # Ray reads its configuration, RAY_AUTH_MODE included, once per process: when ray is imported
+        # already (the CLI checks it is installed first), have it read the environment again
+        raylet = sys.modules.get('ray._raylet')
+        config = getattr(raylet, 'Config', None)
+        if config is not None and hasattr(config, 'initialize'):
+            config.initialize('')
         return True
     return False
 
@@ -339,6 +345,19 @@ def _init_in_thread(ray, options, timeout):
     if 'error' in outcome:
         raise outcome['error']
     return outcome.get('context')
+
+
+def _keeping_signal_handlers(function, **kwargs):
+    """``function(**kwargs)`` with the SIGINT/SIGTERM handlers it installs replaced by the previous ones."""
+    if threading.current_thread() is not threading.main_thread():
+        return function(**kwargs)
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return function(**kwargs)
+    finally:
+        for sig, handler in old.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 def start_ray(address, attempts=3, connect_timeout=None, **extra):
@@ -373,6 +392,10 @@ def start_ray(address, attempts=3, connect_timeout=None, **extra):
         use_token_auth_like_ray_cli()
     for attempt in range(attempts):
         try:
+            if address == 'local':
+                # in this thread: Ray ties the head's processes to the life of the thread that starts them
+                # (PR_SET_PDEATHSIG); our signal handlers stay (ray.init installs its own SIGTERM handler)
+                return _keeping_signal_handlers(ray.init, **options)
             return _init_in_thread(ray, options, timeout)
         except TimeoutError as exc:
             raise RuntimeError(f'Ray ({address}) did not answer: {exc} (a Ray head listens there? '
