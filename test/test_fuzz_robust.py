@@ -6,8 +6,8 @@ Properties:
   valid model or a :class:`~uk_controller.config.ConfigError` naming the setup file -- never another
   exception; a model that loads (without ``robot.allow_nonphysical``) has a positive-definite mass matrix
   at its start configuration (Cholesky, independent of the check that accepted it);
-- the CLI on a few such files (a subprocess, so a segfault is seen): exit code 0, 1 (a run that failed)
-  or 2 (naming the file), never a signal or a traceback, and the input files byte-identical afterwards;
+- the CLI on a few such files (a subprocess, so a segfault is seen): exit code 0 or 2 (naming the file,
+  or a run that FAILED), never a signal or a traceback, and the input files byte-identical afterwards;
 - a JointState with duplicated, missing or extra names, arrays of other lengths, or non-finite values
   never changes the merged state when its verdict (computed here from the rules) is "reject", and every
   rejection is counted; the serial assembler never turns a reading of the wrong size into a state.
@@ -89,14 +89,14 @@ def _cli(args, cwd):
 @pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=mutations(), allow=st.booleans())
-def test_cli_on_mutated_urdf_exits_0_1_or_2_without_traceback(tmp_path, case, allow):
+def test_cli_on_mutated_urdf_exits_0_or_2_without_traceback(tmp_path, case, allow):
     path = M.write_setup(tmp_path, mutated_text(*case), joints=False,
                          extra='allow_nonphysical: true' if allow else '')
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     proc = _cli(['simulate', path, '--duration', '0.02', '--no-plots', '--out', tmp_path / 'out'], tmp_path)
-    assert proc.returncode in (0, 1, 2), (proc.returncode, proc.stderr[-3000:])
+    assert proc.returncode in (0, 2), (proc.returncode, proc.stderr[-3000:])
     assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
-    if proc.returncode == 2:
+    if proc.returncode == 2 and 'FAILED' not in proc.stdout + proc.stderr:     # a run that failed says FAILED
         assert str(path) in proc.stderr, proc.stderr[-3000:]
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name in before} == before
 
