@@ -112,20 +112,23 @@ def _args(*argv):
 
 def test_a_large_sweep_needs_yes(tmp_path):
     """Defect 9: 10^6 runs were started without a word (2.9 GB in the parent, 3.5 h)."""
-    million = ['planar_3r', '--grid', 'stabilization.omega=5:40:1000', '--grid', 'simulation.mass_scale=0.5:2:1000']
+    million = ['planar_3r', '--grid', 'stabilization.omega=5:40:100', '--grid', 'simulation.mass_scale=0.5:2:100',
+               '--grid', 'simulation.sensor_noise=0:1e-4:100']
     with pytest.raises(G.SweepSpecError) as err:
         SC.prepare(_args(*million))
     assert '1,000,000 runs' in str(err.value) and '--yes' in str(err.value)
-    # the estimate is the grid's size: 10,000 runs pass, 10,100 do not; long runs count by their periods
-    assert len(SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:100', '--grid',
-                                'simulation.mass_scale=0.5:2:100', '--duration', '1'))[2]) == 10_000
-    with pytest.raises(G.SweepSpecError):
-        SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:101', '--grid',
-                         'simulation.mass_scale=0.5:2:100', '--duration', '1'))
-    with pytest.raises(G.SweepSpecError) as err:        # 100 runs of 1000 s at 1 kHz: 1e8 periods
+    # the estimate is the grid's size: 10,000 runs pass, 11,000 do not; long runs count by their periods
+    grid = ['planar_3r', '--grid', 'stabilization.omega=5:40:10', '--grid', 'simulation.mass_scale=0.5:2:10',
+            '--grid', 'simulation.sensor_noise=0:1e-4:10', '--duration', '1']
+    assert len(SC.prepare(_args(*grid, '--grid', 'control.rate=250:1000:10'))[2]) == 10_000
+    with pytest.raises(G.SweepSpecError) as err:
+        SC.prepare(_args(*grid, '--grid', 'control.rate=250:1000:11'))
+    assert '11,000 runs' in str(err.value)
+    with pytest.raises(G.SweepSpecError) as err:        # 101 runs of 1000 s at 1 kHz: 1.01e8 periods
         SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:101', '--duration', '1000'))
     assert 'periods' in str(err.value)
-    assert len(SC.prepare(_args(*million, '--yes'))[2]) == 1_000_000
+    assert SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:101', '--duration', '1000',
+                            '--yes'))[2][-1]['index'] == 100
 
 
 # ----------------------------------------------------------------------------- Ray token authentication

@@ -109,6 +109,8 @@ def prepare(args):
     for key in fixed:
         if key in specs:
             raise G.SweepSpecError(f'{key}: both in --grid and --set')
+    # the size first: checking the values builds the robot once per distinct value
+    confirm_size(args, G.apply_overrides(params, {k: v[0] for k, v in fixed.items()}), specs)
     # checked together: settings can depend on each other (a convention and its alpha, beta)
     both = G.check_overrides(params, path, {**fixed, **specs})
     fixed = {k: both[k] for k in fixed}
@@ -119,7 +121,6 @@ def prepare(args):
             if isinstance(v, G.Range) and v.count is None:
                 raise G.SweepSpecError(f'{key}: start:stop is a range for --random; give start:stop:count')
     int_keys = {k for k in checked if G.key_type(base, k) is int}
-    confirm_size(args, base, checked)
     runs = G.expand(checked, args.random, args.sample_seed, int_keys)
     name = str((params.get('robot') or {}).get('name', Path(path).stem))
     context = R.make_context(name, base, path, args.plant, args.transient, args.settle_tol, args.diverge_at)
@@ -131,7 +132,6 @@ def prepare(args):
                                                                  **{k: v[0] for k, v in fixed.items()}})})
     if specs_list:
         context['warm_overrides'] = specs_list[0]['overrides']
-        R.build_setup(context, specs_list[0]['overrides'])   # a robot that cannot load: exit 2, not N failed runs
     return context, list(checked), specs_list
 
 
@@ -151,9 +151,11 @@ def estimate(args, base, checked):
             section, leaf = key.split('.')
             from .. import settings as S
             return float((base.get(section) or {}).get(leaf, S.default(key)))
-        if isinstance(values, G.Range):
-            return float(max(values.start, values.stop))
-        return float(max(values))
+        numbers = [values.start, values.stop] if isinstance(values, G.Range) else list(values)
+        try:
+            return max(float(v) for v in numbers)
+        except (TypeError, ValueError):
+            return 0.0            # not a number: the value check that follows names it
     return runs, runs * largest('simulation.duration') * largest('control.rate')
 
 
