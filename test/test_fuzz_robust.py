@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LINK_NAMES = ('world', 'base_link', *M.LINKS, 'tool', 'no_such_link')
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic', 'fixed', 'floating', 'planar', 'spherical')
 odd = st.sampled_from([0.0, -0.0, -1.0, 1e-300, 1e300, math.nan, math.inf, -math.inf])
-mass = st.one_of(st.floats(-2.0, 5.0), odd)
+mass = st.one_of(st.floats(0.05, 5.0), st.floats(-2.0, 5.0), odd)        # a third physical
 moment = st.one_of(st.floats(-0.05, 0.05), odd)
 
 
@@ -43,10 +43,10 @@ def mutations(draw):
     """Edits of the planar 3R URDF: some masses, inertias, joint types and one joint's parent link."""
     edits = {
         'masses': draw(st.dictionaries(st.sampled_from(M.LINKS), mass, max_size=3)),
-        'inertias': draw(st.dictionaries(st.sampled_from(M.LINKS), st.tuples(*[moment] * 6), max_size=2)),
+        'inertias': draw(st.dictionaries(st.sampled_from(M.LINKS), st.tuples(*[moment] * 6), max_size=1)),
         'joint_types': draw(st.dictionaries(st.sampled_from(M.JOINTS), st.sampled_from(JOINT_TYPES), max_size=3)),
     }
-    reparent = draw(st.none() | st.tuples(st.sampled_from(M.JOINTS), st.sampled_from(LINK_NAMES)))
+    reparent = draw(st.one_of(st.none(), st.none(), st.tuples(st.sampled_from(M.JOINTS), st.sampled_from(LINK_NAMES))))
     return edits, reparent
 
 
@@ -62,7 +62,7 @@ def mutated_text(edits, reparent):
     return text
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=mutations(), allow=st.booleans())
 def test_mutated_urdf_loads_or_is_an_error_naming_the_file(tmp_path, case, allow):
     path = M.write_setup(tmp_path, mutated_text(*case), joints=False,
