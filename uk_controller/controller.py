@@ -12,6 +12,11 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
 
        u = (A_s N B)^+ (b_s - A_s (N Q + r_p))
 
+   plus, where the task leaves the robot free, the null-space term of DESIGN.md "Redundancy"
+   (:mod:`uk_controller.redundancy`, :func:`uk_controller.uk.redundancy_effort`): a posture with
+   joint-limit avoidance in what the task and the closures leave, ``u += P z``; with redundant
+   actuation an optional internal-force target.
+
 3. Efforts are clipped to their limits. A bad input or a numerical failure
    never yields NaN: the configured safe effort (zero or hold) is returned with
    the reason.
@@ -42,8 +47,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import redundancy as _redundancy
 from . import settings as _settings
 from . import uk
+from .constraints import ConstraintStack
 from .kernels import codes
 from .kernels.codes import (INFO_CONDITION, INFO_CONSISTENT, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL,
                             INFO_STATUS)
@@ -78,6 +85,9 @@ class StepResult:
     passive_rank  rank of the closures' Gram matrix A_p M^-1 A_p^T
     status        the :class:`uk_controller.status.Status` of the step (its row in the table of reasons)
     residual      ``|A_s q'' - b_s|`` of Chen's servo equation (non-zero when it is inconsistent)
+    posture_error ``|q - q_ref|`` of the posture term (NaN when the controller has none)
+    null_motion   dimension of the task's null space that moves the robot (rank N B P)
+    null_internal dimension of the efforts that move nothing (internal forces)
     """
 
     effort: np.ndarray
@@ -93,6 +103,9 @@ class StepResult:
     passive_rank: int = 0
     status: Status = Status.OK
     residual: float = 0.0
+    posture_error: float = float('nan')
+    null_motion: int = 0
+    null_internal: int = 0
 
 
 # ----------------------------------------------------------------------------- backends
@@ -137,8 +150,9 @@ class ControllerBackend:
         if mp:
             self.phi[:mp] = passive.phi
             self.phidot[:mp] = passive.phidot
-        self.phi[mp:] = servo.phi
-        self.phidot[mp:] = servo.phidot
+        ms = self.core.servo.m                  # the task rows (posture rows follow them in servo_all)
+        self.phi[mp:] = servo.phi[:ms]
+        self.phidot[mp:] = servo.phidot[:ms]
 
     def __repr__(self):
         return f'{type(self).__name__}({self.name!r})'
@@ -160,17 +174,20 @@ class CompiledBackend(ControllerBackend):
         self.packed = PackedStep.build(core.model, program)     # re-points the program's arrays
         self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
         self.run = (program if self.packed is None else self.packed).make_runner()
-        # views of the (packed) workspace, overwritten by every run
+        # views of the (packed) workspace, overwritten by every run (phi: passive and task rows, not posture)
         self.effort, self.saturated, self.info = program.effort, program.saturated, program.info
-        self.phi, self.phidot = program.phi, program.phidot
+        m = core.passive.m + core.servo.m
+        self.phi, self.phidot = program.phi[:m], program.phidot[:m]
 
     @classmethod
     def build(cls, core, gains):
         """The compiled backend of `core`, or None when a row type has no compiled form (or no numba)."""
         B, between = core.setup.actuators.compiled_form()
-        program = core.passive.create_data(core.model, core.servo, p=core.p, B=B, between=between, gains=gains,
+        red = core.redundancy
+        program = core.passive.create_data(core.model, core.servo_all, p=core.p, B=B, between=between, gains=gains,
                                            rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
-                                           limits=core.effort_limits)
+                                           limits=core.effort_limits, secondary=red.secondary,
+                                           one_sided=red.one_sided, internal_effort=red.internal_effort)
         return None if program is None else cls(core, program)
 
     def set_gains(self, gains):
@@ -186,8 +203,10 @@ class ReferenceBackend(ControllerBackend):
 
     def __init__(self, core, gains):
         super().__init__(core)
-        n, p, mp, ms = core.n, core.p, core.passive.m, core.servo.m
-        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond)
+        n, p, mp, ms = core.n, core.p, core.passive.m, core.servo_all.m
+        red = core.redundancy
+        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond, secondary=red.secondary,
+                                     one_sided=red.one_sided, internal_effort=red.internal_effort)
         self.effort, self.saturated, self.info = self.solver.effort, self.solver.saturated, self.solver.info
         actuators = core.setup.actuators
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
@@ -204,7 +223,7 @@ class ReferenceBackend(ControllerBackend):
         model = core.model
         model.compute(q, qd)
         passive = core.passive.evaluate(model, q, qd, t) if core.passive.m else core.passive.rows
-        servo = core.servo.evaluate(model, q, qd, t)
+        servo = core.servo_all.evaluate(model, q, qd, t)
         B = self.B if self.B is not None else core.setup.actuators.matrix(model)
         try:
             self.solver.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi,
@@ -240,13 +259,19 @@ class GeneralBackend(ControllerBackend):
         np.negative(model.h, out=self._Q)
         B = core.setup.actuators.matrix(model)
         bs = stab.stabilized_rhs(servo, out=self._bs)
+        red = core.redundancy
+        extra = {}
+        if red.active:
+            extra = {'posture_accel': self._posture_accel(model, q, qd, t) if red.secondary else None,
+                     'internal_effort': red.internal_effort}
         if passive is not None:
             bp = stab.stabilized_rhs(passive, out=self._bp)
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
-                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report')
+                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report', **extra)
         else:
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
-                                   on_infeasible='report')
+                                   on_infeasible='report', **extra)
+        info_null = (res.null_motion, res.null_internal)
         limits = core.effort_limits
         np.greater(np.abs(res.u), limits, out=self.saturated)
         if self.saturated.any():
@@ -258,7 +283,20 @@ class GeneralBackend(ControllerBackend):
             else Status.NON_FINITE_EFFORT
         info[INFO_RANK], info[INFO_CONDITION], info[INFO_PASSIVE_RANK] = res.rank, res.condition, res.passive_rank
         info[INFO_RESIDUAL], info[INFO_CONSISTENT] = res.servo_residual, 1.0 if res.consistent else 0.0
+        if red.active:
+            info[codes.INFO_NULL_MOTION], info[codes.INFO_NULL_INTERNAL] = info_null
         self._gather_rows(passive, servo)
+
+    def _posture_accel(self, model, q, qd, t):
+        """``a_p = sum_i A_i^T (b_i - kd_i phi'_i - kp_i phi_i)`` over the posture rows (one-sided rows only
+        where phi < 0; :class:`uk_controller.uk.ServoSolver`)."""
+        red = self.core.redundancy
+        rows = self.core.posture_rows.evaluate(model, q, qd, t)
+        rhs = rows.b - (red.gains[0] * rows.phidot + red.gains[1] * rows.phi)
+        if red.one_sided:
+            tail = rhs[red.secondary - red.one_sided:]
+            tail[rows.phi[red.secondary - red.one_sided:] >= 0.0] = 0.0
+        return rows.A.T @ rhs
 
 
 # ----------------------------------------------------------------------------- the controller
@@ -282,11 +320,18 @@ class ControllerCore:
         self.n = self.model.n
         self.p = setup.actuators.p
         self.passive, self.servo = setup.passive, setup.servo
+        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
+        # the task's null space: posture rows after the task rows (uk_controller.redundancy)
+        self.redundancy = _redundancy.build(setup, self.rcond)
+        red = self.redundancy
+        self.posture_rows = ConstraintStack(red.terms, self.model.n)
+        self.servo_all = ConstraintStack(list(setup.servo.terms) + red.terms, self.model.n) if red.terms \
+            else setup.servo
+        self._q_ref = red.q_ref.copy()
         self.rate = float(rate if rate is not None else control.get('rate', _settings.default('control.rate')))
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
         self.dt = 1.0 / self.rate
-        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
         method = pinv or control.get('pinv', _settings.default('control.pinv'))
         pinv_fn = get_pinv(method)
         if method == 'damped':
@@ -306,6 +351,7 @@ class ControllerCore:
         b = self.backend
         # what step() reads, unpacked in one go
         self._hot = (b.run, b.info, b.effort, b.saturated, b.phi, b.phidot, self._mp)
+        self._null_hot = (red.active, bool(red.terms), red.null_motion, red.null_internal, self._q_ref)
         self._warm_up()
 
     def _choose_backend(self, backend, method, pinv_fn):
@@ -358,6 +404,8 @@ class ControllerCore:
     @stabilization.setter
     def stabilization(self, value):
         self._gains = uk.row_gains(value, self.passive.rows.order, self.servo.rows.order)
+        if self.redundancy.terms:
+            self._gains = np.hstack((self._gains, self.redundancy.gains))
         self._stabilization = value
         if self.backend is not None:
             self.backend.set_gains(self._gains)
@@ -427,8 +475,16 @@ class ControllerCore:
         else:
             status, reason = _OK, ''
         phi = phi_now.copy()
+        active, posture, null_motion, null_internal, q_ref = self._null_hot
+        posture_error = math.nan
+        if active:
+            null_motion, null_internal = int(info[codes.INFO_NULL_MOTION]), int(info[codes.INFO_NULL_INTERNAL])
+            if posture:
+                d = q - q_ref
+                posture_error = math.sqrt(d @ d)
         return StepResult(effort, True, reason, phi, phidot_now.copy(), phi[mp:], int(rank), condition,
-                          saturated_now.copy(), _clock() - start, int(passive_rank), status, residual)
+                          saturated_now.copy(), _clock() - start, int(passive_rank), status, residual, posture_error,
+                          null_motion, null_internal)
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',

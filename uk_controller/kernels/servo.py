@@ -8,10 +8,19 @@ phi)``, seed 000 eq 52)::
     N Q + r_p, N B                               seed 004 section V projected on the closures
     G_p = A_p M^{-1} A_p^T,  G_p^+ with  w > max(rcond^2, GRAM_FLOOR) w_max   (uk.gram_pinv)
     u = (A_s N B)^+ (b_s - A_s (N Q + r_p))      seed 004 eq 35, SVD rank rule of pinv_svd
+    u += P z  (+ P_int u_int)                    redundancy resolution (uk.redundancy_effort, DESIGN.md)
     q'' = N Q + r_p + N B u,  passive force = M q'' - Q - B u
 
+Redundancy resolution (:func:`null_space_step`): the last ``params[PARAM_N_SECONDARY]`` servo rows are
+posture rows (joint rows with their own gains; the last ``params[PARAM_N_ONE_SIDED]`` of them joint-limit
+rows that act only where phi < 0), not tasks: with ``G = A_s N B`` on the task rows, ``P = I - G^+ G`` and
+``M = L L^T``, ``z = (L^T N B P)^+ L^T (a_p - q''_task)`` (the M-norm least squares of seed 004 eq 35's
+free term; DESIGN.md "Redundancy"), and an internal-force target u_int (params) adds its component in the
+null space of N B.
+
 NumPy references (module :mod:`uk_controller.uk`): :func:`servo_solve` / :func:`servo_kernel` twin
-``uk.servo_control`` and ``uk.ServoSolver`` with ``backend='numpy'`` (``ServoSolver(backend='numba')``
+``uk.servo_control`` and ``uk.ServoSolver`` with ``backend='numpy'`` (:func:`null_space_step` twins
+``uk.redundancy_effort``; test/test_redundancy.py) (``ServoSolver(backend='numba')``
 calls :func:`servo_kernel`); :func:`closure_accel` twins ``uk.constrained_acceleration`` (ServoSolver
 with no efforts and no servo rows). Tests: ``test/test_uk_fast.py`` (``test_servo_solver_equals_servo_control``,
 ``test_solver_without_servo_is_the_uk_acceleration``, ``test_folded_baumgarte_equals_stabilized_rhs``).
@@ -22,9 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_PASSIVE_RANK, INFO_RANK,
-                    INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK, PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR,
-                    PARAM_MAX_SWEEPS, PARAM_RCOND)
+from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_NULL_INTERNAL,
+                    INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK,
+                    PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR, PARAM_INTERNAL, PARAM_INTERNAL_TARGET, PARAM_MAX_SWEEPS,
+                    PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_RCOND)
 from .jit import njit
 from .linalg import (chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns, matmul,
                      scratch_row, scratch_rows)
@@ -47,7 +57,138 @@ def row_residuals(A, x, b, phi, phid, gains, g0, out):
 def servo_scratch_shape(n, p, mp, ms):
     """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
     ms servo rows."""
-    return 3 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 9, max(n, p, mp, ms, 1)
+    return 3 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 9 + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
+
+
+@njit(cache=True)
+def null_scratch_rows(n, p):
+    """Rows of scratch :func:`null_space_step` needs for n coordinates and p efforts."""
+    return n + 2 * p + max(n, p) + min(n, p) + 6
+
+
+@njit(cache=True)
+def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided, left_g, right_g, sg, rank_g,
+                    right_scaled, null_rcond, sweeps, internal, target, du, sc, o):
+    """Redundancy resolution on the closure-projected dynamics (DESIGN.md "Redundancy"; twin of
+    ``uk.redundancy_effort``): writes ``du = P z (+ P_int u_int)`` and returns the dimensions
+    ``(motion, internal)`` of the null space of the task.
+
+    ``As``, ``bs``, ``phis``, ``phids``: the posture rows (gains from column g0 of `gains`); the last
+    n_one_sided of them count only where phi < 0 (joint-limit rows). With ``rhs_i = b_i - (kd_i phi'_i +
+    kp_i phi_i)``::
+
+        a_p  = sum_i A_i^T rhs_i                     posture acceleration (A = I: a_p = -Kp (q - q_ref) - Kd q')
+        P    = I - V_G V_G^T                         V_G: the kept right singular vectors of G = A_s N B
+        X    = L^T N B,   Y = X P                    M = L L^T: |x|_M = |L^T x|
+        z    = Y^+ L^T (a_p - q''_task),  du = z     rank of Y: s_k > null_rcond |X|_F
+        du  += (P - V_Y V_Y^T) u_int                 only when `internal` (u_int = target)
+
+    ``right_g`` (p, c): G's right singular vectors, scaled by s_k when right_scaled; ``rank_g`` of them are
+    kept (``sg[k] > 0``, chosen by the caller's rank rule). Scratch from row o of sc."""
+    n = L.shape[0]
+    p = NB.shape[1]
+    ns = As.shape[0]
+    P, o = scratch_rows(sc, o, p, p)
+    X, o = scratch_rows(sc, o, n, p)
+    Wy, o = scratch_rows(sc, o, max(n, p), min(n, p))
+    Vy, o = scratch_rows(sc, o, min(n, p), min(n, p))
+    sy, o = scratch_row(sc, o, min(n, p))
+    ap, o = scratch_row(sc, o, n)
+    rhs, o = scratch_row(sc, o, max(ns, 1))
+    ltd, o = scratch_row(sc, o, n)
+    vk, o = scratch_row(sc, o, p)
+    # posture acceleration a_p
+    for k in range(n):
+        ap[k] = 0.0
+    for i in range(ns):
+        r = bs[i] - (gains[0, g0 + i] * phids[i] + gains[1, g0 + i] * phis[i])
+        if i >= ns - n_one_sided and not phis[i] < 0.0:
+            r = 0.0
+        for k in range(n):
+            ap[k] += As[i, k] * r
+    # P = I - V_G V_G^T
+    for i in range(p):
+        for j in range(p):
+            P[i, j] = 1.0 if i == j else 0.0
+    for k in range(sg.shape[0]):
+        if sg[k] > 0.0 and k < right_g.shape[1]:
+            scale = 1.0 / (sg[k] * sg[k]) if right_scaled else 1.0
+            for i in range(p):
+                vi = right_g[i, k] * scale
+                for j in range(p):
+                    P[i, j] -= vi * right_g[j, k]
+    # X = L^T N B ; |X|_F ; Y = X P into Wy (or Y^T when p > n)
+    fro = 0.0
+    for i in range(n):
+        for j in range(p):
+            acc = 0.0
+            for k in range(i, n):
+                acc += L[k, i] * NB[k, j]
+            X[i, j] = acc
+            fro += acc * acc
+    fro = np.sqrt(fro)
+    tall = p <= n
+    for i in range(n):
+        for j in range(p):
+            acc = 0.0
+            for k in range(p):
+                acc += X[i, k] * P[k, j]
+            if tall:
+                Wy[i, j] = acc
+            else:
+                Wy[j, i] = acc
+    jacobi_columns(Wy, Vy, sweeps)
+    column_norms(Wy, sy)
+    # L^T (a_p - q''_task)
+    for i in range(n):
+        acc = 0.0
+        for k in range(i, n):
+            acc += L[k, i] * (ap[k] - qdd_task[k])
+        ltd[i] = acc
+    for j in range(p):
+        du[j] = 0.0
+    cut = null_rcond * fro
+    rank_y = 0
+    c = min(n, p)
+    for k in range(c):
+        if fro > 0.0 and sy[k] > cut:
+            rank_y += 1
+            s2 = 1.0 / (sy[k] * sy[k])
+            coef = 0.0
+            if tall:             # Y = W V^T: du += V_k (W_k . ltd) / s_k^2
+                for i in range(n):
+                    coef += Wy[i, k] * ltd[i]
+                coef *= s2
+                for j in range(p):
+                    du[j] += Vy[j, k] * coef
+            else:                # Y^T = W V^T, Y = V W^T: du += W_k (V_k . ltd) / s_k^2
+                for i in range(n):
+                    coef += Vy[i, k] * ltd[i]
+                coef *= s2
+                for j in range(p):
+                    du[j] += Wy[j, k] * coef
+        else:
+            sy[k] = 0.0
+    if internal:
+        # du += (P - V_Y V_Y^T) u_int
+        for i in range(p):
+            acc = 0.0
+            for j in range(p):
+                acc += P[i, j] * target[j]
+            vk[i] = acc
+        for k in range(c):
+            if sy[k] > 0.0:
+                coef = 0.0
+                for j in range(p):
+                    vj = Vy[j, k] if tall else Wy[j, k] / sy[k]
+                    coef += vj * target[j]
+                for j in range(p):
+                    vj = Vy[j, k] if tall else Wy[j, k] / sy[k]
+                    vk[j] -= vj * coef
+        for j in range(p):
+            du[j] += vk[j]
+    return rank_y, p - rank_g - rank_y
+
 
 
 @njit(cache=True)
@@ -168,8 +309,11 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     """
     n = M.shape[0]
     p = B.shape[1]
-    ms = As.shape[0]
     mp = Ap.shape[0]
+    nsec = int(params[PARAM_N_SECONDARY])
+    internal = params[PARAM_INTERNAL] != 0.0
+    mall = As.shape[0]
+    ms = mall - nsec                  # task rows; the nsec rows after them are posture rows
     rcond = params[PARAM_RCOND]
     tol = params[PARAM_CONSISTENCY_TOL]
     sweeps = int(params[PARAM_MAX_SWEEPS])
@@ -185,6 +329,8 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     Wsvd, o = scratch_rows(sc, o, max(p, ms), min(p, ms))
     Vs, o = scratch_rows(sc, o, min(p, ms), min(p, ms))
     s, o = scratch_row(sc, o, min(p, ms))
+    du, o = scratch_row(sc, o, p)
+    qt, o = scratch_row(sc, o, n)
     # a0 = M^{-1} Q (Q = tau - h), NB = M^{-1} B (then projected on the closures)
     if not free_accel(M, tau, h, L, a0):
         info[INFO_STATUS] = NOT_PD
@@ -193,6 +339,9 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     if mp > 0:
         info[INFO_PASSIVE_RANK] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[PARAM_GRAM_FLOOR],
                                                      sweeps, a0, NB, sc, o)
+    if nsec > 0:                      # the task rows alone (the posture rows go to null_space_step)
+        Asec, bsec, phisec, phidsec = As[ms:], bs[ms:], phis[ms:], phids[ms:]
+        As, bs, phis, phids = As[:ms], bs[:ms], phis[:ms], phids[:ms]
     # servo: CB u = bbar
     row_residuals(As, a0, bs, phis, phids, gains, mp, bbar)
     bnorm = 0.0
@@ -204,8 +353,9 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         u[j] = 0.0
     rank = 0
     cond = np.inf
+    c = min(ms, p)
+    left, right = Vs, Wsvd[:p, :c]
     if ms > 0 and p > 0:
-        c = min(ms, p)
         if ms <= p:                  # columns of CB^T (p x ms): CB = V S U^T
             Ws = Wsvd[:p, :ms]
             for i in range(ms):
@@ -235,7 +385,29 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                     coef *= s2
                     for j in range(p):
                         u[j] += right[j, k] * coef
+                else:
+                    s[k] = 0.0          # dropped: not in G's row space for null_space_step
             cond = smax / smin
+        else:
+            for k in range(c):
+                s[k] = 0.0
+    if nsec > 0 or internal:
+        # q''_task, then the null-space term u += P z (+ P_int u_int)
+        for k in range(n):
+            acc = a0[k]
+            for j in range(p):
+                acc += NB[k, j] * u[j]
+            qt[k] = acc
+        if nsec == 0:
+            Asec, bsec, phisec, phidsec = As[:0], bs[:0], phis[:0], phids[:0]
+        nm, ni = null_space_step(L, NB, qt, Asec, bsec, phisec, phidsec, gains, mp + ms,
+                                 int(params[PARAM_N_ONE_SIDED]), left, right, s[:c] if ms > 0 else s[:0], rank,
+                                 ms <= p, params[PARAM_NULL_RCOND], sweeps, internal,
+                                 params[PARAM_INTERNAL_TARGET:PARAM_INTERNAL_TARGET + p], du, sc, o)
+        for j in range(p):
+            u[j] += du[j]
+        info[INFO_NULL_MOTION] = nm
+        info[INFO_NULL_INTERNAL] = ni
     # q'' = a0 + NB u, residual of the (stabilized) servo rows, passive force
     for k in range(n):
         acc = a0[k]
