@@ -223,6 +223,8 @@ class CompiledLoop:
         x = self.x
         x[:n] = plant.q
         x[n:] = plant.qd
+        if 'null_space' not in logs:            # (callers that do not log the null-space dimensions)
+            logs['null_space'] = np.zeros((logs['t'].shape[0], 2), dtype=np.int64)
         k, code, t = closed_loop_chunk(k0, k1, x, plant.t, ctrl.t0, ctrl.dt, plant.substeps, *self._args,
                                        logs['t'], logs['q'], logs['qd'], logs['effort'], logs['phi'],
                                        logs['phidot'], logs['saturated'], logs['compute_time'], logs['null_space'])
