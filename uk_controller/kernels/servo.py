@@ -63,7 +63,7 @@ def servo_scratch_shape(n, p, mp, ms):
 @njit(cache=True)
 def null_scratch_rows(n, p):
     """Rows of scratch :func:`null_space_step` needs for n coordinates and p efforts."""
-    return n + 2 * p + max(n, p) + min(n, p) + 6
+    return n + 2 * p + max(n, p) + min(n, p) + 7
 
 
 @njit(cache=True)
@@ -78,61 +78,93 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
     kp_i phi_i)``::
 
         a_p  = sum_i A_i^T rhs_i                     posture acceleration (A = I: a_p = -Kp (q - q_ref) - Kd q')
-        P    = I - V_G V_G^T                         V_G: the kept right singular vectors of G = A_s N B
-        X    = L^T N B,   Y = X P                    M = L L^T: |x|_M = |L^T x|
-        z    = Y^+ L^T (a_p - q''_task),  du = z     rank of Y: s_k > null_rcond |X|_F
-        du  += (P - V_Y V_Y^T) u_int                 only when `internal` (u_int = target)
+        P    = I - V_G V_G^T = Z Z^T                 V_G: the kept right singular vectors of G = A_s N B;
+                                                     Z (p, k): orthonormal basis of null(G), pivoted Gram-Schmidt
+                                                     on the columns of P, k = p - rank G
+        X    = L^T N B,   Y = X Z                    M = L L^T: |x|_M = |L^T x|; Y's non-zero singular values
+                                                     are those of X P
+        z    = Z Y^+ L^T (a_p - q''_task),  du = z   rank of Y: s_k > null_rcond |X|_F
+        du  += Z (I - V_Y V_Y^T) Z^T u_int           only when `internal` (u_int = target; = P_int u_int)
 
     ``right_g`` (p, c): G's right singular vectors, scaled by s_k when right_scaled; ``rank_g`` of them are
-    kept (``sg[k] > 0``, chosen by the caller's rank rule). Scratch from row o of sc."""
+    kept (``sg[k] > 0``, chosen by the caller's rank rule). Scratch from row o of sc. The SVD of Y (one-sided
+    Jacobi) is k columns wide instead of p: the null space only."""
     n = L.shape[0]
     p = NB.shape[1]
     ns = As.shape[0]
+    k = p - rank_g
     P, o = scratch_rows(sc, o, p, p)
     X, o = scratch_rows(sc, o, n, p)
-    Wy, o = scratch_rows(sc, o, max(n, p), min(n, p))
-    Vy, o = scratch_rows(sc, o, min(n, p), min(n, p))
-    sy, o = scratch_row(sc, o, min(n, p))
+    Z, o = scratch_rows(sc, o, p, k)
+    Wy, o = scratch_rows(sc, o, max(n, k), min(n, k))
+    Vy, o = scratch_rows(sc, o, min(n, k), min(n, k))
+    sy, o = scratch_row(sc, o, min(n, k))
     ap, o = scratch_row(sc, o, n)
     rhs, o = scratch_row(sc, o, max(ns, 1))
     ltd, o = scratch_row(sc, o, n)
     vk, o = scratch_row(sc, o, p)
+    nrm, o = scratch_row(sc, o, p)
     # posture acceleration a_p
-    for k in range(n):
-        ap[k] = 0.0
+    for i in range(n):
+        ap[i] = 0.0
     for i in range(ns):
         r = bs[i] - (gains[0, g0 + i] * phids[i] + gains[1, g0 + i] * phis[i])
         if i >= ns - n_one_sided and not phis[i] < 0.0:
             r = 0.0
-        for k in range(n):
-            ap[k] += As[i, k] * r
+        for j in range(n):
+            ap[j] += As[i, j] * r
     # P = I - V_G V_G^T
     for i in range(p):
         for j in range(p):
             P[i, j] = 1.0 if i == j else 0.0
-    for k in range(sg.shape[0]):
-        if sg[k] > 0.0 and k < right_g.shape[1]:
-            scale = 1.0 / (sg[k] * sg[k]) if right_scaled else 1.0
+    for c in range(sg.shape[0]):
+        if sg[c] > 0.0 and c < right_g.shape[1]:
+            scale = 1.0 / (sg[c] * sg[c]) if right_scaled else 1.0
             for i in range(p):
-                vi = right_g[i, k] * scale
+                vi = right_g[i, c] * scale
                 for j in range(p):
-                    P[i, j] -= vi * right_g[j, k]
-    # X = L^T N B ; |X|_F ; Y = X P into Wy (or Y^T when p > n)
+                    P[i, j] -= vi * right_g[j, c]
+    # Z: pivoted Gram-Schmidt on P's columns (a rank-k projector: the pivots stay >= (k - j) / p)
+    for c in range(p):
+        acc = 0.0
+        for i in range(p):
+            acc += P[i, c] * P[i, c]
+        nrm[c] = acc
+    for j in range(k):
+        best = 0
+        for c in range(1, p):
+            if nrm[c] > nrm[best]:
+                best = c
+        inv = 1.0 / np.sqrt(nrm[best])
+        for i in range(p):
+            Z[i, j] = P[i, best] * inv
+        nrm[best] = -1.0
+        for c in range(p):
+            if nrm[c] >= 0.0:
+                dot = 0.0
+                for i in range(p):
+                    dot += Z[i, j] * P[i, c]
+                acc = 0.0
+                for i in range(p):
+                    P[i, c] -= dot * Z[i, j]
+                    acc += P[i, c] * P[i, c]
+                nrm[c] = acc
+    # X = L^T N B ; |X|_F ; Y = X Z into Wy (or Y^T when k > n)
     fro = 0.0
     for i in range(n):
         for j in range(p):
             acc = 0.0
-            for k in range(i, n):
-                acc += L[k, i] * NB[k, j]
+            for m in range(i, n):
+                acc += L[m, i] * NB[m, j]
             X[i, j] = acc
             fro += acc * acc
     fro = np.sqrt(fro)
-    tall = p <= n
+    tall = k <= n
     for i in range(n):
-        for j in range(p):
+        for j in range(k):
             acc = 0.0
-            for k in range(p):
-                acc += X[i, k] * P[k, j]
+            for m in range(p):
+                acc += X[i, m] * Z[m, j]
             if tall:
                 Wy[i, j] = acc
             else:
@@ -142,51 +174,57 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
     # L^T (a_p - q''_task)
     for i in range(n):
         acc = 0.0
-        for k in range(i, n):
-            acc += L[k, i] * (ap[k] - qdd_task[k])
+        for m in range(i, n):
+            acc += L[m, i] * (ap[m] - qdd_task[m])
         ltd[i] = acc
-    for j in range(p):
-        du[j] = 0.0
+    # reduced z (k) in vk, then du = Z z
+    for j in range(k):
+        vk[j] = 0.0
     cut = null_rcond * fro
     rank_y = 0
-    c = min(n, p)
-    for k in range(c):
-        if fro > 0.0 and sy[k] > cut:
+    c = min(n, k)
+    for kk in range(c):
+        if fro > 0.0 and sy[kk] > cut:
             rank_y += 1
-            s2 = 1.0 / (sy[k] * sy[k])
+            s2 = 1.0 / (sy[kk] * sy[kk])
             coef = 0.0
-            if tall:             # Y = W V^T: du += V_k (W_k . ltd) / s_k^2
+            if tall:             # Y = W V^T: z += V_k (W_k . ltd) / s_k^2
                 for i in range(n):
-                    coef += Wy[i, k] * ltd[i]
+                    coef += Wy[i, kk] * ltd[i]
                 coef *= s2
-                for j in range(p):
-                    du[j] += Vy[j, k] * coef
-            else:                # Y^T = W V^T, Y = V W^T: du += W_k (V_k . ltd) / s_k^2
+                for j in range(k):
+                    vk[j] += Vy[j, kk] * coef
+            else:                # Y^T = W V^T, Y = V W^T: z += W_k (V_k . ltd) / s_k^2
                 for i in range(n):
-                    coef += Vy[i, k] * ltd[i]
+                    coef += Vy[i, kk] * ltd[i]
                 coef *= s2
-                for j in range(p):
-                    du[j] += Wy[j, k] * coef
+                for j in range(k):
+                    vk[j] += Wy[j, kk] * coef
         else:
-            sy[k] = 0.0
+            sy[kk] = 0.0
     if internal:
-        # du += (P - V_Y V_Y^T) u_int
-        for i in range(p):
+        # + (I - V_Y V_Y^T) Z^T u_int in reduced coordinates (nrm: Z^T u_int)
+        for j in range(k):
             acc = 0.0
-            for j in range(p):
-                acc += P[i, j] * target[j]
-            vk[i] = acc
-        for k in range(c):
-            if sy[k] > 0.0:
+            for i in range(p):
+                acc += Z[i, j] * target[i]
+            nrm[j] = acc
+        for kk in range(c):
+            if sy[kk] > 0.0:
                 coef = 0.0
-                for j in range(p):
-                    vj = Vy[j, k] if tall else Wy[j, k] / sy[k]
-                    coef += vj * target[j]
-                for j in range(p):
-                    vj = Vy[j, k] if tall else Wy[j, k] / sy[k]
-                    vk[j] -= vj * coef
-        for j in range(p):
-            du[j] += vk[j]
+                for j in range(k):
+                    vj = Vy[j, kk] if tall else Wy[j, kk] / sy[kk]
+                    coef += vj * nrm[j]
+                for j in range(k):
+                    vj = Vy[j, kk] if tall else Wy[j, kk] / sy[kk]
+                    nrm[j] -= vj * coef
+        for j in range(k):
+            vk[j] += nrm[j]
+    for i in range(p):
+        acc = 0.0
+        for j in range(k):
+            acc += Z[i, j] * vk[j]
+        du[i] = acc
     return rank_y, p - rank_g - rank_y
 
 
