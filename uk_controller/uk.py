@@ -33,6 +33,7 @@ import numpy as np
 from scipy.linalg import get_lapack_funcs
 
 from . import pinv as _pinv
+from .kernels.codes import INFO_NULL_INTERNAL, INFO_NULL_MOTION
 
 DEFAULT_RCOND = 1e-10
 #: Smallest relative eigenvalue of the Gram matrix treated as non-zero.
@@ -570,7 +571,8 @@ class ServoSolver:
 
     def result(self):
         """A :class:`ServoResult` with copies of the current solution."""
-        null = (int(self.info[8]), int(self.info[9])) if self.secondary or self.internal_effort is not None else (-1, -1)
+        active = self.secondary or self.internal_effort is not None
+        null = (int(self.info[INFO_NULL_MOTION]), int(self.info[INFO_NULL_INTERNAL])) if active else (-1, -1)
         return ServoResult(self.u.copy(), self.qdd.copy(), self.passive_force.copy(), self.rank, self.consistent,
                            self.servo_residual, self.passive_rank, self.condition, *null)
 
@@ -664,7 +666,7 @@ class ServoSolver:
             du, nm, ni = redundancy_effort(Ms, NB, As @ NB, a0 + NB @ u, ap, self.internal_effort,
                                            rcond=self.rcond, null_rcond=self.null_rcond)
             u += du
-            self.info[8], self.info[9] = nm, ni
+            self.info[INFO_NULL_MOTION], self.info[INFO_NULL_INTERNAL] = nm, ni
         qdd = np.add(a0, NB @ u, out=self.qdd)
         residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
         Ms = np.tril(M) + np.tril(M, -1).T              # only the lower triangle of M is read
