@@ -21,9 +21,11 @@ if python_prefix_share('example-robot-data') is None:
     pytest.skip('example-robot-data (test extra) not installed', allow_module_level=True)
 
 ARMS = {
-    # setup file, free directions the position task leaves, joint speed bound [rad/s]
-    'panda_circle': (6, 2.0),
-    'so101_circle': (3, 2.0),
+    # setup file: (free directions the position task leaves, internal-force directions, joint speed bound [rad/s]).
+    # The Panda's second finger mimics the first (a passive row of the URDF), so its two finger motors
+    # also have one internal-force direction: 9 joints - 1 mimic row - 3 task rows = 5 free directions.
+    'panda_circle': (5, 1, 2.0),
+    'so101_circle': (3, 0, 2.0),
 }
 
 
@@ -35,11 +37,11 @@ def _params(name):
 @pytest.mark.slow
 @pytest.mark.parametrize('name', sorted(ARMS))
 def test_redundant_arm_tracks_with_posture(name):
-    motion, speed_bound = ARMS[name]
+    motion, internal, speed_bound = ARMS[name]
     params, path = _params(name)
     setup = setup_from_params(params, path)
     ctrl = ControllerCore(setup)
-    assert ctrl.redundancy.null_motion == motion
+    assert (ctrl.redundancy.null_motion, ctrl.redundancy.null_internal) == (motion, internal)
     if jit.AVAILABLE:
         assert ctrl.backend.name == 'compiled'
     res = simulate(setup, duration=6.0)
@@ -48,7 +50,7 @@ def test_redundant_arm_tracks_with_posture(name):
     assert s['task_error_max'] < 1e-3, s['verdict']             # tracked after the transient
     assert s['saturated_fraction'] < 0.01                        # no saturation storm
     assert np.abs(res.qd).max() < speed_bound                    # joint speeds bounded
-    assert s['null_space_motion'] == motion
+    assert (s['null_space_motion'], s['null_space_internal']) == (motion, internal)
     assert np.isfinite(res.posture_error).all() and res.posture_error.max() < 1.5
     # the same arm and task with Chen's minimum-norm effort alone (z = 0): the free directions fall
     params['posture'] = dict(params.get('posture') or {}, enabled=False)
