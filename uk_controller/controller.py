@@ -351,7 +351,8 @@ class ControllerCore:
         b = self.backend
         # what step() reads, unpacked in one go
         self._hot = (b.run, b.info, b.effort, b.saturated, b.phi, b.phidot, self._mp)
-        self._null_hot = (red.active, bool(red.terms), red.null_motion, red.null_internal, self._q_ref)
+        self._null_hot = (bool(red.terms), self._q_ref) if red.active else None
+        self._null_initial = (red.null_motion, red.null_internal)
         self._warm_up()
 
     def _choose_backend(self, backend, method, pinv_fn):
@@ -475,16 +476,18 @@ class ControllerCore:
         else:
             status, reason = _OK, ''
         phi = phi_now.copy()
-        active, posture, null_motion, null_internal, q_ref = self._null_hot
+        null = self._null_hot
+        if null is None:                      # no null-space term: the dimensions at the initial state
+            return StepResult(effort, True, reason, phi, phidot_now.copy(), phi[mp:], int(rank), condition,
+                              saturated_now.copy(), _clock() - start, int(passive_rank), status, residual, math.nan,
+                              *self._null_initial)
         posture_error = math.nan
-        if active:
-            null_motion, null_internal = int(info[codes.INFO_NULL_MOTION]), int(info[codes.INFO_NULL_INTERNAL])
-            if posture:
-                d = q - q_ref
-                posture_error = math.sqrt(d @ d)
+        if null[0]:
+            d = q - null[1]
+            posture_error = math.sqrt(d @ d)
         return StepResult(effort, True, reason, phi, phidot_now.copy(), phi[mp:], int(rank), condition,
                           saturated_now.copy(), _clock() - start, int(passive_rank), status, residual, posture_error,
-                          null_motion, null_internal)
+                          int(info[codes.INFO_NULL_MOTION]), int(info[codes.INFO_NULL_INTERNAL]))
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',

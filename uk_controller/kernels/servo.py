@@ -367,8 +367,6 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     Wsvd, o = scratch_rows(sc, o, max(p, ms), min(p, ms))
     Vs, o = scratch_rows(sc, o, min(p, ms), min(p, ms))
     s, o = scratch_row(sc, o, min(p, ms))
-    du, o = scratch_row(sc, o, p)
-    qt, o = scratch_row(sc, o, n)
     # a0 = M^{-1} Q (Q = tau - h), NB = M^{-1} B (then projected on the closures)
     if not free_accel(M, tau, h, L, a0):
         info[INFO_STATUS] = NOT_PD
@@ -377,16 +375,13 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     if mp > 0:
         info[INFO_PASSIVE_RANK] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[PARAM_GRAM_FLOOR],
                                                      sweeps, a0, NB, sc, o)
-    if nsec > 0:                      # the task rows alone (the posture rows go to null_space_step)
-        Asec, bsec, phisec, phidsec = As[ms:], bs[ms:], phis[ms:], phids[ms:]
-        As, bs, phis, phids = As[:ms], bs[:ms], phis[:ms], phids[:ms]
     # servo: CB u = bbar
-    row_residuals(As, a0, bs, phis, phids, gains, mp, bbar)
+    row_residuals(As[:ms], a0, bs, phis, phids, gains, mp, bbar)     # the task rows (posture rows: below)
     bnorm = 0.0
     for i in range(ms):
         bnorm += bbar[i] * bbar[i]
     bnorm = np.sqrt(bnorm)
-    matmul(As, NB, CB)
+    matmul(As[:ms], NB, CB)
     for j in range(p):
         u[j] = 0.0
     rank = 0
@@ -430,18 +425,19 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
             for k in range(c):
                 s[k] = 0.0
     if nsec > 0 or internal:
-        # q''_task, then the null-space term u += P z (+ P_int u_int)
+        # q''_task, then the null-space term u += P z (+ P_int u_int); scratch after s (the passive
+        # projection's rows are free again)
+        du, on = scratch_row(sc, o, p)
+        qt, on = scratch_row(sc, on, n)
         for k in range(n):
             acc = a0[k]
             for j in range(p):
                 acc += NB[k, j] * u[j]
             qt[k] = acc
-        if nsec == 0:
-            Asec, bsec, phisec, phidsec = As[:0], bs[:0], phis[:0], phids[:0]
-        nm, ni = null_space_step(L, NB, qt, Asec, bsec, phisec, phidsec, gains, mp + ms,
+        nm, ni = null_space_step(L, NB, qt, As[ms:], bs[ms:], phis[ms:], phids[ms:], gains, mp + ms,
                                  int(params[PARAM_N_ONE_SIDED]), left, right, s[:c] if ms > 0 else s[:0], rank,
                                  ms <= p, params[PARAM_NULL_RCOND], sweeps, internal,
-                                 params[PARAM_INTERNAL_TARGET:PARAM_INTERNAL_TARGET + p], du, sc, o)
+                                 params[PARAM_INTERNAL_TARGET:PARAM_INTERNAL_TARGET + p], du, sc, on)
         for j in range(p):
             u[j] += du[j]
         info[INFO_NULL_MOTION] = nm
@@ -452,7 +448,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         for j in range(p):
             acc += NB[k, j] * u[j]
         qdd[k] = acc
-    row_residuals(As, qdd, bs, phis, phids, gains, mp, rs)
+    row_residuals(As[:ms], qdd, bs, phis, phids, gains, mp, rs)
     res = 0.0
     for i in range(ms):
         res += rs[i] * rs[i]
