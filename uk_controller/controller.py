@@ -26,10 +26,11 @@ Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``
 - :class:`CompiledBackend` ``'compiled'``: steps 1-3 in one compiled call. With the packed form
   (``dynamics == 'kernels'``) the call also computes M and h by the kernels' own RNEA/CRBA
   (``uk_controller.kernels.packed``); otherwise Pinocchio's pass runs first (``dynamics == 'pinocchio'``)
-  and the kernel reads its Data. The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
+  and the kernel reads its Data (also when a ``callable`` row's user function fills its rows in Python
+  first, and with a ``robot.joints`` order that permutes Pinocchio's: ``model.compute``'s M and h). The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
 - :class:`ReferenceBackend` ``'reference'``: Pinocchio's pass (:meth:`RobotModel.compute`),
   :meth:`ConstraintStack.evaluate` and the preallocated :class:`uk_controller.uk.ServoSolver`: the
-  reference of the compiled backend (used when a row has no compiled form or numba is missing).
+  reference of the compiled backend (used when numba is missing).
 - :class:`GeneralBackend` ``'general'``: :func:`uk_controller.uk.servo_control` with any
   pseudo-inverse method (``control.pinv`` other than 'svd').
 
@@ -118,18 +119,21 @@ class ControllerBackend:
     status in ``info[INFO_STATUS]`` (0: a solution; the kernels' codes of :class:`~uk_controller.status.Status`)
     and, on success, the solution in ``effort`` (p,), ``saturated`` (p,) bool, ``phi`` and ``phidot``
     (m,: passive rows first) and ``info[INFO_RANK:INFO_CONSISTENT + 1]`` = rank, condition, passive rank, servo
-    residual, consistent (``kernels.codes.INFO_*``). It may raise LinAlgError,
-    ValueError or FloatingPointError (the step then reports a numerical failure).
+    residual, consistent (``kernels.codes.INFO_*``). ``phi``, ``phidot`` and ``effort`` are views of ONE
+    array ``outputs`` (phi | phi' | effort), which :meth:`ControllerCore.step` copies in one go. It may raise
+    LinAlgError, ValueError or FloatingPointError (the step then reports a numerical failure).
     """
 
     name = ''
 
-    def __init__(self, core):
+    def __init__(self, core, outputs=None):
         self.core = core
-        m = core.passive.m + core.servo.m
-        self.effort = np.zeros(core.p)
+        m, p = core.passive.m + core.servo.m, core.p
+        self.outputs = np.zeros(2 * m + p) if outputs is None else outputs
+        # rows per part of the block: a compiled program's posture rows follow the task's (not reported)
+        self.rows = mb = (self.outputs.size - p) // 2
+        self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[mb:mb + m], self.outputs[2 * mb:]
         self.saturated = np.zeros(core.p, dtype=bool)
-        self.phi, self.phidot = np.zeros(m), np.zeros(m)
         self.info = np.zeros(codes.INFO_SIZE)
 
     def set_gains(self, gains):
@@ -169,15 +173,12 @@ class CompiledBackend(ControllerBackend):
     name = 'compiled'
 
     def __init__(self, core, program):
-        super().__init__(core)
         self.program = program
         self.packed = PackedStep.build(core.model, program)     # re-points the program's arrays
+        super().__init__(core, program.outputs)                  # views of the (packed) workspace
         self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
         self.run = (program if self.packed is None else self.packed).make_runner()
-        # views of the (packed) workspace, overwritten by every run (phi: passive and task rows, not posture)
-        self.effort, self.saturated, self.info = program.effort, program.saturated, program.info
-        m = core.passive.m + core.servo.m
-        self.phi, self.phidot = program.phi[:m], program.phidot[:m]
+        self.saturated, self.info = program.saturated, program.info
 
     @classmethod
     def build(cls, core, gains):
@@ -187,7 +188,8 @@ class CompiledBackend(ControllerBackend):
         program = core.passive.create_data(core.model, core.servo_all, p=core.p, B=B, between=between, gains=gains,
                                            rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
                                            limits=core.effort_limits, secondary=red.secondary,
-                                           one_sided=red.one_sided, internal_effort=red.internal_effort)
+                                           one_sided=red.one_sided, internal_effort=red.internal_effort,
+                                           external_rows=True, any_order=True)
         return None if program is None else cls(core, program)
 
     def set_gains(self, gains):
@@ -207,7 +209,7 @@ class ReferenceBackend(ControllerBackend):
         red = core.redundancy
         self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond, secondary=red.secondary,
                                      one_sided=red.one_sided, internal_effort=red.internal_effort)
-        self.effort, self.saturated, self.info = self.solver.effort, self.solver.saturated, self.solver.info
+        self.saturated, self.info = self.solver.saturated, self.solver.info
         actuators = core.setup.actuators
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
         self.gains = np.array(gains, dtype=float)
@@ -231,6 +233,7 @@ class ReferenceBackend(ControllerBackend):
                                    core.effort_limits)
         except uk.NotPositiveDefiniteError:
             return                                     # info[INFO_STATUS] says so
+        self.effort[:] = self.solver.effort
         self._gather_rows(passive, servo)
 
 
@@ -349,9 +352,13 @@ class ControllerCore:
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
-        # what step() reads, unpacked in one go
-        self._hot = (b.run, b.info, b.effort, b.saturated, b.phi, b.phidot, self._mp)
-        self._null_hot = (bool(red.terms), self._q_ref) if red.active else None
+        # what step() reads, unpacked in one go: the runner, info[:_INFO_READ] (a view), the outputs block
+        # (phi | phi' | effort, each part `b.rows` long: a compiled program keeps its posture rows after the
+        # task's) and the slices of the reported parts in a copy
+        m, mb = self._m, b.rows
+        self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
+                     slice(0, m), slice(mb, mb + m), slice(self._mp, m))
+        self._null_hot = (bool(red.terms), self._q_ref, b.info) if red.active else None
         self._null_initial = (red.null_motion, red.null_internal)
         self._warm_up()
 
@@ -370,8 +377,8 @@ class ControllerCore:
             if compiled is not None:
                 return compiled
             if backend == 'compiled':
-                raise ValueError('backend compiled not available: numba missing, a permuted joint order, or a '
-                                 'constraint or trajectory without a compiled form')
+                raise ValueError('backend compiled not available: numba missing, or a constraint or trajectory '
+                                 'without a compiled form')
         return ReferenceBackend(self, self._gains)
 
     def _warm_up(self):
@@ -450,23 +457,23 @@ class ControllerCore:
     def step(self, q, qd, t):
         """Efforts for the measured state (q, q') at time t (seconds): the template over the backend."""
         start = _clock()
-        # (anything but a contiguous float64 vector is converted; a 1-D float64 array with 8-byte strides is one)
-        if type(q) is not _ndarray or q.dtype is not _F64 or q.strides != _C1:
-            q = np.ascontiguousarray(q, dtype=float)
-        if type(qd) is not _ndarray or qd.dtype is not _F64 or qd.strides != _C1:
-            qd = np.ascontiguousarray(qd, dtype=float)
+        # (anything but a 1-D float64 vector of length n with 8-byte strides is converted or refused)
         shape = self._shape
-        if q.shape != shape or qd.shape != shape:
-            return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
-        run, info, effort_now, saturated_now, phi_now, phidot_now, mp = self._hot
+        if (type(q) is not _ndarray or type(qd) is not _ndarray or q.dtype is not _F64 or qd.dtype is not _F64
+                or q.shape != shape or qd.shape != shape or q.strides != _C1 or qd.strides != _C1):
+            q, qd = np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(qd, dtype=float)
+            if q.shape != shape or qd.shape != shape:
+                return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
+        run, info, outputs_now, saturated_now, effort_part, phi_part, phidot_part, task_part = self._hot
         try:
             run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
-        code, rank, condition, passive_rank, residual, consistent = info[:_INFO_READ].tolist()
+        code, rank, condition, passive_rank, residual, consistent = info.tolist()
         if code != 0.0:
             return self._refuse(Status(int(code)), start)
-        effort = effort_now.copy()
+        outputs = outputs_now.copy()             # one copy; the result's arrays are views of it
+        effort = outputs[effort_part]
         if self._hold:
             self._last_effort[:] = effort
         if rank < 1:
@@ -475,19 +482,20 @@ class ControllerCore:
             status, reason = _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
         else:
             status, reason = _OK, ''
-        phi = phi_now.copy()
         null = self._null_hot
         if null is None:                      # no null-space term: the dimensions at the initial state
-            return StepResult(effort, True, reason, phi, phidot_now.copy(), phi[mp:], int(rank), condition,
-                              saturated_now.copy(), _clock() - start, int(passive_rank), status, residual, math.nan,
-                              *self._null_initial)
+            return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
+                              int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank),
+                              status, residual, math.nan, *self._null_initial)
         posture_error = math.nan
         if null[0]:
             d = q - null[1]
             posture_error = math.sqrt(d @ d)
-        return StepResult(effort, True, reason, phi, phidot_now.copy(), phi[mp:], int(rank), condition,
-                          saturated_now.copy(), _clock() - start, int(passive_rank), status, residual, posture_error,
-                          int(info[codes.INFO_NULL_MOTION]), int(info[codes.INFO_NULL_INTERNAL]))
+        full_info = null[2]
+        return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
+                          int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank), status,
+                          residual, posture_error, int(full_info[codes.INFO_NULL_MOTION]),
+                          int(full_info[codes.INFO_NULL_INTERNAL]))
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',

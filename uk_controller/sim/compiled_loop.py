@@ -143,14 +143,16 @@ class CompiledLoop:
     @classmethod
     def build(cls, ctrl, plant):
         """A compiled loop for (ctrl, plant), or None when either lacks its compiled form (no numba, a
-        pinv other than 'svd', rows without a compiled form, an integrator other than rk4, a permuted or
-        non-1-DOF joint model)."""
+        pinv other than 'svd', rows without a compiled form or a callable's, an integrator other than rk4, a
+        permuted or non-1-DOF joint model)."""
         if not AVAILABLE:
             return None
         backend = getattr(ctrl, 'backend', None)
         if getattr(backend, 'name', None) != 'compiled' or getattr(plant, 'integrator', None) != 'rk4':
             return None
         fz = backend.program
+        if fz.external:                     # callable rows: user Python runs in CompiledRows.run only
+            return None
         ctree = ctrl.model.compiled_tree()
         ptree = plant.model.compiled_tree()
         if ctree is None or ptree is None or ctree[0].size != ptree[0].size:
