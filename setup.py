@@ -68,9 +68,15 @@ setup(
                  'colcon-common-extensions', 'colcon-ros', 'ros-ament-package',
                  # sweep tests (local Ray head on loopback, Parquet) and MCAP read-back
                  'ray', 'pyarrow', 'mcap', 'mcap-ros2-support',
+                 # real robot descriptions nobody on this project wrote (Panda, SO-101 in test_real_arms.py;
+                 # config/examples/ names them package://example-robot-data/...)
+                 'example-robot-data',
                  # test_lint.py: pyflakes-level lint (ruff check --select F). Not a rosdep key: in a ROS
                  # workspace `pip install ruff` for it, or the test skips saying so
-                 'ruff'],
+                 'ruff',
+                 # public robot descriptions (UR5, Panda, ...) as a user's robots: test_real_robots.py,
+                 # test_compiled_rows_all_types.py; found by uk_controller/robots/example_robot_data.py
+                 'example-robot-data'],
     },
     zip_safe=True,
     maintainer='uk_controller developers',

@@ -16,7 +16,7 @@ from uk_controller import uk
 from uk_controller.kernels import dynamics, jit
 from uk_controller.kernels.rows import frame_kinematics
 from uk_controller.kernels.trajectory import trajectory_eval
-from uk_controller.constraints import CompiledRows, ConstraintStack, FrameOrientation, FramePosition, LoopClosure
+from uk_controller.constraints import CallableTerm, CompiledRows, ConstraintStack
 from uk_controller.controller import ControllerCore
 from uk_controller.robots import load_robot
 from uk_controller.trajectories import trajectory
@@ -59,17 +59,28 @@ TRAJS = [
     {'type': 'object_motion', 'length': 0.8, 'omega': 1.5, 'phase': 0.2, 'components': [2, 0]},
     {'type': 'circle', 'centre': [0.5, 0.0, 0.7], 'radius': 0.1, 'omega': 0.9, 'u': [1.0, 0.0, 0.0],
      'v': [0.0, 0.6, 0.8], 'start_time': -1.0},
+    {'type': 'polynomial', 'times': [-0.5, 1.0, 2.5, 6.0], 'waypoints': [0.0, 1.0, 0.4, -0.2, 0.3, 0.3, 1.0, 0.0],
+     'start_time': 0.25},
+    {'type': 'spline', 'times': [0.0, 1.0, 3.0, 4.5, 5.0], 'waypoints': [0.1, 0.2, 0.3, 0.5, 0.1, 0.0, -0.2, 0.4, 0.3,
+                                                                         0.2, 0.0, 0.1, 0.0, 0.0, 0.0],
+     'components': [2, 0]},
+    {'type': 'spline', 'times': [0.0, 2.0, 3.0, 7.0], 'waypoints': [0.0, 1.0, -1.0, 0.5], 'bc_type': 'natural'},
+    {'type': 'spline', 'times': [0.0, 1.0, 2.0, 3.0, 4.0], 'waypoints': [0.0, 1.0, 0.0, 2.0, 1.0],
+     'bc_type': 'not-a-knot', 'start_time': -0.5},
 ]
 
 
-@pytest.mark.parametrize('cfg', TRAJS, ids=[c['type'] for c in TRAJS])
+@pytest.mark.parametrize('cfg', TRAJS, ids=[f"{c['type']}-{k}" for k, c in enumerate(TRAJS)])
 def test_compiled_trajectories_equal_python(cfg):
     from uk_controller.constraints.compiled import _traj_spec
     traj = trajectory(cfg)
     kind, dim, floats, comps = _traj_spec(traj)
-    P, V, A = np.zeros(8), np.zeros(8), np.zeros(8)
+    P, V, A = np.zeros(dim), np.zeros(dim), np.zeros(dim)
     sel = np.arange(dim) if comps is None else np.array(comps)
-    for t in np.linspace(-2.0, 7.0, 13):
+    # the knots themselves, both sides of each, and points between (segment search, end holds)
+    knots = np.asarray(cfg.get('times', []), float) + cfg.get('start_time', 0.0)
+    times = np.concatenate((np.linspace(-2.0, 7.0, 13), knots, knots - 1e-9, knots + 1e-9))
+    for t in times:
         trajectory_eval(kind, dim, floats, 0, t, P, V, A)
         p, v, a = traj(t)
         for got, ref in ((P[sel], p), (V[sel], v), (A[sel], a)):
@@ -157,21 +168,17 @@ def test_fused_plant_rhs_equals_unfused(robot):
 
 
 def test_build_declines_rows_without_compiled_form():
+    """A callable term (user Python) has no form the compiled plant or loop could call: build() returns None
+    unless external_rows=True (the controller's program, test/test_compiled_rows_all_types.py)."""
     setup = load_robot('planar_3r')
     model = setup.model
-    tool = setup.servo.terms[0].frame
-    hold = trajectory({'type': 'hold', 'value': [0.0, 0.0, 0.0]})
-    cases = [
-        ConstraintStack([FrameOrientation('r', tool, hold, mode='so3')], model.n),
-        ConstraintStack([LoopClosure('w', (tool, 'world' if model.has_frame('world') else model.frame_names()[1]),
-                                     mode='weld')], model.n),
-        ConstraintStack([FramePosition('s', tool, ['x', 'z'],
-                                       trajectory({'type': 'spline', 'times': [0.0, 1.0, 2.0],
-                                                   'waypoints': [0.0, 0.0, 1.0, 1.0, 2.0, 0.0]}))], model.n),
-    ]
-    empty = ConstraintStack([], model.n)
-    for stack in cases:
-        assert CompiledRows.build(model, empty, stack, p=3, B=np.eye(3)) is None
+
+    def rows(model, q, qd, t, params):
+        return q[:1] - 0.1, qd[:1], np.eye(1, model.n), np.zeros(1)
+    stack = ConstraintStack([CallableTerm('c', rows, rows=1)], model.n)
+    assert CompiledRows.build(model, ConstraintStack([], model.n), stack, p=3, B=np.eye(3)) is None
+    program = CompiledRows.build(model, ConstraintStack([], model.n), stack, p=3, B=np.eye(3), external_rows=True)
+    assert program is not None and program.external
 
 
 @pytest.mark.parametrize('robot', ROBOTS)

@@ -12,6 +12,11 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
 
        u = (A_s N B)^+ (b_s - A_s (N Q + r_p))
 
+   plus, where the task leaves the robot free, the null-space term of DESIGN.md "Redundancy"
+   (:mod:`uk_controller.redundancy`, :func:`uk_controller.uk.redundancy_effort`): a posture with
+   joint-limit avoidance in what the task and the closures leave, ``u += P z``; with redundant
+   actuation an optional internal-force target.
+
 3. Efforts are clipped to their limits. A bad input or a numerical failure
    never yields NaN: the configured safe effort (zero or hold) is returned with
    the reason.
@@ -21,10 +26,11 @@ Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``
 - :class:`CompiledBackend` ``'compiled'``: steps 1-3 in one compiled call. With the packed form
   (``dynamics == 'kernels'``) the call also computes M and h by the kernels' own RNEA/CRBA
   (``uk_controller.kernels.packed``); otherwise Pinocchio's pass runs first (``dynamics == 'pinocchio'``)
-  and the kernel reads its Data. The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
+  and the kernel reads its Data (also when a ``callable`` row's user function fills its rows in Python
+  first, and with a ``robot.joints`` order that permutes Pinocchio's: ``model.compute``'s M and h). The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
 - :class:`ReferenceBackend` ``'reference'``: Pinocchio's pass (:meth:`RobotModel.compute`),
   :meth:`ConstraintStack.evaluate` and the preallocated :class:`uk_controller.uk.ServoSolver`: the
-  reference of the compiled backend (used when a row has no compiled form or numba is missing).
+  reference of the compiled backend (used when numba is missing).
 - :class:`GeneralBackend` ``'general'``: :func:`uk_controller.uk.servo_control` with any
   pseudo-inverse method (``control.pinv`` other than 'svd').
 
@@ -42,8 +48,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import redundancy as _redundancy
 from . import settings as _settings
 from . import uk
+from .constraints import ConstraintStack
 from .kernels import codes
 from .kernels.codes import (INFO_CONDITION, INFO_CONSISTENT, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL,
                             INFO_STATUS)
@@ -78,6 +86,9 @@ class StepResult:
     passive_rank  rank of the closures' Gram matrix A_p M^-1 A_p^T
     status        the :class:`uk_controller.status.Status` of the step (its row in the table of reasons)
     residual      ``|A_s q'' - b_s|`` of Chen's servo equation (non-zero when it is inconsistent)
+    posture_error ``|q - q_ref|`` of the posture term (NaN when the controller has none)
+    null_motion   dimension of the task's null space that moves the robot (rank N B P)
+    null_internal dimension of the efforts that move nothing (internal forces)
     """
 
     effort: np.ndarray
@@ -93,6 +104,9 @@ class StepResult:
     passive_rank: int = 0
     status: Status = Status.OK
     residual: float = 0.0
+    posture_error: float = float('nan')
+    null_motion: int = 0
+    null_internal: int = 0
 
 
 # ----------------------------------------------------------------------------- backends
@@ -105,18 +119,21 @@ class ControllerBackend:
     status in ``info[INFO_STATUS]`` (0: a solution; the kernels' codes of :class:`~uk_controller.status.Status`)
     and, on success, the solution in ``effort`` (p,), ``saturated`` (p,) bool, ``phi`` and ``phidot``
     (m,: passive rows first) and ``info[INFO_RANK:INFO_CONSISTENT + 1]`` = rank, condition, passive rank, servo
-    residual, consistent (``kernels.codes.INFO_*``). It may raise LinAlgError,
-    ValueError or FloatingPointError (the step then reports a numerical failure).
+    residual, consistent (``kernels.codes.INFO_*``). ``phi``, ``phidot`` and ``effort`` are views of ONE
+    array ``outputs`` (phi | phi' | effort), which :meth:`ControllerCore.step` copies in one go. It may raise
+    LinAlgError, ValueError or FloatingPointError (the step then reports a numerical failure).
     """
 
     name = ''
 
-    def __init__(self, core):
+    def __init__(self, core, outputs=None):
         self.core = core
-        m = core.passive.m + core.servo.m
-        self.effort = np.zeros(core.p)
+        m, p = core.passive.m + core.servo.m, core.p
+        self.outputs = np.zeros(2 * m + p) if outputs is None else outputs
+        # rows per part of the block: a compiled program's posture rows follow the task's (not reported)
+        self.rows = mb = (self.outputs.size - p) // 2
+        self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[mb:mb + m], self.outputs[2 * mb:]
         self.saturated = np.zeros(core.p, dtype=bool)
-        self.phi, self.phidot = np.zeros(m), np.zeros(m)
         self.info = np.zeros(codes.INFO_SIZE)
 
     def set_gains(self, gains):
@@ -137,8 +154,9 @@ class ControllerBackend:
         if mp:
             self.phi[:mp] = passive.phi
             self.phidot[:mp] = passive.phidot
-        self.phi[mp:] = servo.phi
-        self.phidot[mp:] = servo.phidot
+        ms = self.core.servo.m                  # the task rows (posture rows follow them in servo_all)
+        self.phi[mp:] = servo.phi[:ms]
+        self.phidot[mp:] = servo.phidot[:ms]
 
     def __repr__(self):
         return f'{type(self).__name__}({self.name!r})'
@@ -155,22 +173,23 @@ class CompiledBackend(ControllerBackend):
     name = 'compiled'
 
     def __init__(self, core, program):
-        super().__init__(core)
         self.program = program
         self.packed = PackedStep.build(core.model, program)     # re-points the program's arrays
+        super().__init__(core, program.outputs)                  # views of the (packed) workspace
         self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
         self.run = (program if self.packed is None else self.packed).make_runner()
-        # views of the (packed) workspace, overwritten by every run
-        self.effort, self.saturated, self.info = program.effort, program.saturated, program.info
-        self.phi, self.phidot = program.phi, program.phidot
+        self.saturated, self.info = program.saturated, program.info
 
     @classmethod
     def build(cls, core, gains):
         """The compiled backend of `core`, or None when a row type has no compiled form (or no numba)."""
         B, between = core.setup.actuators.compiled_form()
-        program = core.passive.create_data(core.model, core.servo, p=core.p, B=B, between=between, gains=gains,
+        red = core.redundancy
+        program = core.passive.create_data(core.model, core.servo_all, p=core.p, B=B, between=between, gains=gains,
                                            rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
-                                           limits=core.effort_limits)
+                                           limits=core.effort_limits, secondary=red.secondary,
+                                           one_sided=red.one_sided, internal_effort=red.internal_effort,
+                                           external_rows=True, any_order=True)
         return None if program is None else cls(core, program)
 
     def set_gains(self, gains):
@@ -186,9 +205,11 @@ class ReferenceBackend(ControllerBackend):
 
     def __init__(self, core, gains):
         super().__init__(core)
-        n, p, mp, ms = core.n, core.p, core.passive.m, core.servo.m
-        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond)
-        self.effort, self.saturated, self.info = self.solver.effort, self.solver.saturated, self.solver.info
+        n, p, mp, ms = core.n, core.p, core.passive.m, core.servo_all.m
+        red = core.redundancy
+        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond, secondary=red.secondary,
+                                     one_sided=red.one_sided, internal_effort=red.internal_effort)
+        self.saturated, self.info = self.solver.saturated, self.solver.info
         actuators = core.setup.actuators
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
         self.gains = np.array(gains, dtype=float)
@@ -204,7 +225,7 @@ class ReferenceBackend(ControllerBackend):
         model = core.model
         model.compute(q, qd)
         passive = core.passive.evaluate(model, q, qd, t) if core.passive.m else core.passive.rows
-        servo = core.servo.evaluate(model, q, qd, t)
+        servo = core.servo_all.evaluate(model, q, qd, t)
         B = self.B if self.B is not None else core.setup.actuators.matrix(model)
         try:
             self.solver.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi,
@@ -212,6 +233,7 @@ class ReferenceBackend(ControllerBackend):
                                    core.effort_limits)
         except uk.NotPositiveDefiniteError:
             return                                     # info[INFO_STATUS] says so
+        self.effort[:] = self.solver.effort
         self._gather_rows(passive, servo)
 
 
@@ -240,13 +262,19 @@ class GeneralBackend(ControllerBackend):
         np.negative(model.h, out=self._Q)
         B = core.setup.actuators.matrix(model)
         bs = stab.stabilized_rhs(servo, out=self._bs)
+        red = core.redundancy
+        extra = {}
+        if red.active:
+            extra = {'posture_accel': self._posture_accel(model, q, qd, t) if red.secondary else None,
+                     'internal_effort': red.internal_effort}
         if passive is not None:
             bp = stab.stabilized_rhs(passive, out=self._bp)
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
-                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report')
+                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report', **extra)
         else:
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
-                                   on_infeasible='report')
+                                   on_infeasible='report', **extra)
+        info_null = (res.null_motion, res.null_internal)
         limits = core.effort_limits
         np.greater(np.abs(res.u), limits, out=self.saturated)
         if self.saturated.any():
@@ -258,7 +286,20 @@ class GeneralBackend(ControllerBackend):
             else Status.NON_FINITE_EFFORT
         info[INFO_RANK], info[INFO_CONDITION], info[INFO_PASSIVE_RANK] = res.rank, res.condition, res.passive_rank
         info[INFO_RESIDUAL], info[INFO_CONSISTENT] = res.servo_residual, 1.0 if res.consistent else 0.0
+        if red.active:
+            info[codes.INFO_NULL_MOTION], info[codes.INFO_NULL_INTERNAL] = info_null
         self._gather_rows(passive, servo)
+
+    def _posture_accel(self, model, q, qd, t):
+        """``a_p = sum_i A_i^T (b_i - kd_i phi'_i - kp_i phi_i)`` over the posture rows (one-sided rows only
+        where phi < 0; :class:`uk_controller.uk.ServoSolver`)."""
+        red = self.core.redundancy
+        rows = self.core.posture_rows.evaluate(model, q, qd, t)
+        rhs = rows.b - (red.gains[0] * rows.phidot + red.gains[1] * rows.phi)
+        if red.one_sided:
+            tail = rhs[red.secondary - red.one_sided:]
+            tail[rows.phi[red.secondary - red.one_sided:] >= 0.0] = 0.0
+        return rows.A.T @ rhs
 
 
 # ----------------------------------------------------------------------------- the controller
@@ -282,11 +323,18 @@ class ControllerCore:
         self.n = self.model.n
         self.p = setup.actuators.p
         self.passive, self.servo = setup.passive, setup.servo
+        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
+        # the task's null space: posture rows after the task rows (uk_controller.redundancy)
+        self.redundancy = _redundancy.build(setup, self.rcond)
+        red = self.redundancy
+        self.posture_rows = ConstraintStack(red.terms, self.model.n)
+        self.servo_all = ConstraintStack(list(setup.servo.terms) + red.terms, self.model.n) if red.terms \
+            else setup.servo
+        self._q_ref = red.q_ref.copy()
         self.rate = float(rate if rate is not None else control.get('rate', _settings.default('control.rate')))
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
         self.dt = 1.0 / self.rate
-        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
         method = pinv or control.get('pinv', _settings.default('control.pinv'))
         pinv_fn = get_pinv(method)
         if method == 'damped':
@@ -304,8 +352,14 @@ class ControllerCore:
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
-        # what step() reads, unpacked in one go
-        self._hot = (b.run, b.info, b.effort, b.saturated, b.phi, b.phidot, self._mp)
+        # what step() reads, unpacked in one go: the runner, info[:_INFO_READ] (a view), the outputs block
+        # (phi | phi' | effort, each part `b.rows` long: a compiled program keeps its posture rows after the
+        # task's) and the slices of the reported parts in a copy
+        m, mb = self._m, b.rows
+        self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
+                     slice(0, m), slice(mb, mb + m), slice(self._mp, m))
+        self._null_hot = (bool(red.terms), self._q_ref, b.info) if red.active else None
+        self._null_initial = (red.null_motion, red.null_internal)
         self._warm_up()
 
     def _choose_backend(self, backend, method, pinv_fn):
@@ -323,8 +377,8 @@ class ControllerCore:
             if compiled is not None:
                 return compiled
             if backend == 'compiled':
-                raise ValueError('backend compiled not available: numba missing, a permuted joint order, or a '
-                                 'constraint or trajectory without a compiled form')
+                raise ValueError('backend compiled not available: numba missing, or a constraint or trajectory '
+                                 'without a compiled form')
         return ReferenceBackend(self, self._gains)
 
     def _warm_up(self):
@@ -358,6 +412,8 @@ class ControllerCore:
     @stabilization.setter
     def stabilization(self, value):
         self._gains = uk.row_gains(value, self.passive.rows.order, self.servo.rows.order)
+        if self.redundancy.terms:
+            self._gains = np.hstack((self._gains, self.redundancy.gains))
         self._stabilization = value
         if self.backend is not None:
             self.backend.set_gains(self._gains)
@@ -401,23 +457,23 @@ class ControllerCore:
     def step(self, q, qd, t):
         """Efforts for the measured state (q, q') at time t (seconds): the template over the backend."""
         start = _clock()
-        # (anything but a contiguous float64 vector is converted; a 1-D float64 array with 8-byte strides is one)
-        if type(q) is not _ndarray or q.dtype is not _F64 or q.strides != _C1:
-            q = np.ascontiguousarray(q, dtype=float)
-        if type(qd) is not _ndarray or qd.dtype is not _F64 or qd.strides != _C1:
-            qd = np.ascontiguousarray(qd, dtype=float)
+        # (anything but a 1-D float64 vector of length n with 8-byte strides is converted or refused)
         shape = self._shape
-        if q.shape != shape or qd.shape != shape:
-            return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
-        run, info, effort_now, saturated_now, phi_now, phidot_now, mp = self._hot
+        if (type(q) is not _ndarray or type(qd) is not _ndarray or q.dtype is not _F64 or qd.dtype is not _F64
+                or q.shape != shape or qd.shape != shape or q.strides != _C1 or qd.strides != _C1):
+            q, qd = np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(qd, dtype=float)
+            if q.shape != shape or qd.shape != shape:
+                return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
+        run, info, outputs_now, saturated_now, effort_part, phi_part, phidot_part, task_part = self._hot
         try:
             run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
-        code, rank, condition, passive_rank, residual, consistent = info[:_INFO_READ].tolist()
+        code, rank, condition, passive_rank, residual, consistent = info.tolist()
         if code != 0.0:
             return self._refuse(Status(int(code)), start)
-        effort = effort_now.copy()
+        outputs = outputs_now.copy()             # one copy; the result's arrays are views of it
+        effort = outputs[effort_part]
         if self._hold:
             self._last_effort[:] = effort
         if rank < 1:
@@ -426,9 +482,20 @@ class ControllerCore:
             status, reason = _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
         else:
             status, reason = _OK, ''
-        phi = phi_now.copy()
-        return StepResult(effort, True, reason, phi, phidot_now.copy(), phi[mp:], int(rank), condition,
-                          saturated_now.copy(), _clock() - start, int(passive_rank), status, residual)
+        null = self._null_hot
+        if null is None:                      # no null-space term: the dimensions at the initial state
+            return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
+                              int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank),
+                              status, residual, math.nan, *self._null_initial)
+        posture_error = math.nan
+        if null[0]:
+            d = q - null[1]
+            posture_error = math.sqrt(d @ d)
+        full_info = null[2]
+        return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
+                          int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank), status,
+                          residual, posture_error, int(full_info[codes.INFO_NULL_MOTION]),
+                          int(full_info[codes.INFO_NULL_INTERNAL]))
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',

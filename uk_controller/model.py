@@ -226,6 +226,12 @@ class RobotModel:
         return out
 
     @property
+    def pinocchio_columns(self):
+        """Pinocchio's velocity index of each of our coordinates (n,): column ``pinocchio_columns[i]`` of
+        Pinocchio's Jacobians (``data.J``) is our coordinate i's."""
+        return np.arange(self.n) if self._perm is None else self._perm.copy()
+
+    @property
     def native_coordinates(self):
         """True when q, q', M, h, Jacobian columns ARE Pinocchio's arrays (same joint order, no continuous
         joint): fast paths may hand q straight to Pinocchio or read its Data without permuting."""

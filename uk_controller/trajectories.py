@@ -30,7 +30,8 @@ import math
 import numpy as np
 
 from .config import ConfigError, ConfigView
-from .kernels.codes import TRAJ_CIRCLE, TRAJ_COSINE_RISE, TRAJ_HELIX, TRAJ_HOLD, TRAJ_LINE
+from .kernels.codes import (TRAJ_CIRCLE, TRAJ_COSINE_RISE, TRAJ_CUBIC_PIECES, TRAJ_HELIX, TRAJ_HOLD, TRAJ_LINE,
+                           TRAJ_QUINTIC)
 
 
 class Trajectory:
@@ -231,6 +232,11 @@ class Quintic(Trajectory):
         ddf = 60.0 * s * (1.0 - s) * (1.0 - 2.0 * s) / (T * T)
         return P[k] + f * d, df * d, ddf * d
 
+    def spec(self):
+        """Floats: start time, knot count K, the K times, the K points (row by row)."""
+        return TRAJ_QUINTIC, self.dim, np.concatenate(([self.start_time, self.times.size], self.times,
+                                                       self.points.ravel()))
+
 
 class Spline(Trajectory):
     """Cubic spline through waypoints (scipy CubicSpline, default clamped ends: v = 0)."""
@@ -251,6 +257,15 @@ class Spline(Trajectory):
             end = self.points[0] if tau <= t[0] else self.points[-1]
             return end.copy(), np.zeros(self.dim), np.zeros(self.dim)
         return self._spline(tau), self._d1(tau), self._d2(tau)
+
+    def spec(self):
+        """Floats: start time, knot count K, the K times, the first and last points, then per segment k and
+        component i the cubic's coefficients ``c[0..3, k, i]`` of scipy's PPoly (``p = c0 x^3 + c1 x^2 + c2 x
+        + c3``, x = tau - t_k): the compiled evaluator uses the coefficients scipy solved for."""
+        c = np.asarray(self._spline.c, dtype=float)               # (4, K - 1, dim)
+        return TRAJ_CUBIC_PIECES, self.dim, np.concatenate(([self.start_time, self.times.size], self.times,
+                                                            self.points[0], self.points[-1],
+                                                            np.transpose(c, (1, 2, 0)).ravel()))
 
 
 class Components(Trajectory):

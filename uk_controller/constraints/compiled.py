@@ -1,12 +1,14 @@
 """The compiled program of a passive and a servo ConstraintStack (:class:`CompiledRows`)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..kernels import codes as C
 from ..kernels import jit
 from ..kernels import rows as row_kernels
-from .terms import FrameOrientation, FramePosition, JointLinear, JointPolynomial, LoopClosure
+from .terms import CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial, LoopClosure
 
 def _traj_spec(traj):
     """``(kind, dim, floats, components)`` of a trajectory's compiled form, or None."""
@@ -19,7 +21,7 @@ def _traj_spec(traj):
     if spec is None:
         return None
     kind, dim, floats = spec
-    if dim > C.MAX_TRAJ_DIM or (comps is not None and len(comps) > C.MAX_COMPONENTS):
+    if comps is not None and len(comps) > C.MAX_COMPONENTS:
         return None
     return kind, dim, np.asarray(floats, dtype=float), comps
 
@@ -38,12 +40,18 @@ class CompiledRows:
     in one call after ``pinocchio.computeAllTerms`` (the same equations as :meth:`ConstraintStack.evaluate`
     and :class:`uk_controller.uk.ServoSolver`, which stay the reference; test/test_uk_fast.py).
 
-    Build with :meth:`build`, which returns None when a term or trajectory has no compiled form
-    (so3 orientation, weld closures, callables, polynomial/spline trajectories), when the model
-    permutes Pinocchio's joint order or when numba is not available; callers then keep the
-    reference path.
+    Build with :meth:`build`, which returns None when numba is not available (callers then keep the
+    reference path), when the model permutes Pinocchio's joint order unless ``any_order=True`` (then
+    :meth:`run` runs ``model.compute``, which gives M and h in our order, and hands the kernel Pinocchio's
+    joint Jacobian with its columns in our order; the frame chains are in our indices), and for a callable
+    term (user Python)
+    unless ``external_rows=True``: then its rows are ``external`` and :meth:`run` fills them by calling the
+    function after ``model.compute`` (Pinocchio's pass, which the kernel then reads), before the one compiled
+    call, which leaves them as they are (OP_EXTERNAL). Such a program is for :meth:`run` only: the compiled
+    plant and the compiled closed loop, which call the kernel themselves, decline it (``external``).
 
     After :meth:`run` (q, q', t): ``phi``, ``phidot``, ``A``, ``b`` (passive rows first),
+    ``outputs`` (phi | phi' | effort: the three adjacent in one view),
     ``B`` (n, p), ``u``, ``effort``, ``saturated`` (bool, where clipped), ``qdd``, ``passive_force``,
     ``info`` (``kernels.codes.INFO_*``; info[INFO_STATUS] a :class:`uk_controller.status.Status` code) are views of
     one workspace, overwritten by the next call; ``tau`` (n,) is the applied generalized force
@@ -55,12 +63,20 @@ class CompiledRows:
 
     @classmethod
     def build(cls, model, passive, servo, *, p=0, B=None, between=(), gains=None, rcond=1e-10,
-              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None):
+              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, secondary=0, one_sided=0,
+              internal_effort=None, null_rcond=None, external_rows=False, any_order=False):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
-        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`."""
+        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`; `secondary`,
+        `one_sided`, `internal_effort`, `null_rcond`: the redundancy resolution (:class:`uk_controller.uk.ServoSolver`;
+        the last `secondary` servo rows are posture rows). None when the internal-force target is longer than
+        the program holds (kernels.codes.MAX_INTERNAL_TARGET). `external_rows`: accept callable terms,
+        `any_order`: a permuted joint order (class docstring)."""
+        from ..uk import NULL_RCOND, solver_params
+        if internal_effort is not None and p > C.MAX_INTERNAL_TARGET:
+            return None
         # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted
-        # joint order is not
-        if not jit.AVAILABLE or model.order_permuted:
+        # joint order only for run() (the compiled plant and loop pass Pinocchio's arrays themselves)
+        if not jit.AVAILABLE or (model.order_permuted and not any_order):
             return None
         self = object.__new__(cls)
         n = model.n
@@ -74,6 +90,7 @@ class CompiledRows:
             return frame_index[name]
 
         terms, trajs, floats = [], [], [0.0]        # floats[0] unused: offsets are > 0
+        traj_dim = [1]                              # the largest trajectory dimension (scratch P, V, Acc)
 
         def add_floats(values):
             start = len(floats)
@@ -85,6 +102,7 @@ class CompiledRows:
             if spec is None:
                 return None
             kind, dim, fl, comps = spec
+            traj_dim[0] = max(traj_dim[0], dim)
             row = [0] * C.TRAJ_WIDTH
             row[C.TR_KIND], row[C.TR_DIM], row[C.TR_FOFS] = kind, dim, add_floats(fl)
             row[C.TR_NCOMP] = 0 if comps is None else len(comps)
@@ -94,6 +112,7 @@ class CompiledRows:
             return len(trajs) - 1
 
         row0 = 0
+        external = []                               # (term, first row) of callable terms
         for term in list(passive.terms) + list(servo.terms):
             rec = [0] * C.TERM_WIDTH
             rec[C.TERM_ROW0], rec[C.TERM_M], rec[C.TERM_TRAJ] = row0, term.m, -1
@@ -111,6 +130,16 @@ class CompiledRows:
                 rec[C.TERM_OP], rec[C.TERM_FRAME_A], rec[C.TERM_TRAJ] = C.OP_PLANAR, frame_slot(term.frame), tr
                 # floats at PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE
                 rec[C.TERM_FOFS] = add_floats(np.concatenate((term.axis, term.e1, term.reference)))
+            elif type(term) is FrameOrientation and term.mode == 'so3':
+                tr = add_traj(term.traj)
+                if tr is None:
+                    return None
+                rec[C.TERM_OP], rec[C.TERM_FRAME_A], rec[C.TERM_TRAJ] = C.OP_SO3, frame_slot(term.frame), tr
+            elif type(term) is LoopClosure and term.mode == 'weld':
+                rec[C.TERM_OP] = C.OP_WELD
+                rec[C.TERM_FRAME_A], rec[C.TERM_FRAME_B] = frame_slot(term.frames[0]), frame_slot(term.frames[1])
+                rec[C.TERM_NAX] = 3
+                rec[C.TERM_AXES:C.TERM_AXES + 3] = [0, 1, 2]
             elif type(term) is JointLinear:
                 tr = add_traj(term.traj)
                 if tr is None:
@@ -129,6 +158,9 @@ class CompiledRows:
                 if term.planar is not None:
                     rec[C.TERM_PLANAR] = 1
                     rec[C.TERM_FOFS] = add_floats(np.concatenate(term.planar))
+            elif type(term) is CallableTerm and external_rows:
+                rec[C.TERM_OP] = C.OP_EXTERNAL
+                external.append((term, row0))
             else:
                 return None
             terms.append(rec)
@@ -146,13 +178,16 @@ class CompiledRows:
         gains = np.zeros((2, m)) if gains is None else np.asarray(gains, dtype=float).reshape(2, m)
         limits = np.full(p, np.inf) if limits is None else np.broadcast_to(np.asarray(limits, float), (p,))
         g_ofs = add_floats(gains)
-        par_ofs = add_floats([rcond, gram_floor, consistency_tol, float(max_sweeps)])
+        par_ofs = add_floats(solver_params(rcond, gram_floor, consistency_tol, max_sweeps, secondary=secondary,
+                                           one_sided=one_sided, internal_effort=internal_effort, p=p,
+                                           null_rcond=NULL_RCOND if null_rcond is None else null_rcond))
         lim_ofs = add_floats(limits)
         nf = len(frames)
         # workspace layout
-        sizes = [('phi', m), ('phidot', m), ('A', m * n), ('b', m), ('FJ', nf * 6 * n), ('FD', nf * 6),
-                 ('B', n * p), ('tau', n), ('u', p), ('qdd', n), ('pforce', n), ('effort', p), ('sat', p),
-                 ('info', C.INFO_SIZE), ('scratch', 3 * C.MAX_TRAJ_DIM + 2 * n)]
+        # phi, phi', effort first and adjacent: ControllerCore.step copies the three in one go (`outputs`)
+        sizes = [('phi', m), ('phidot', m), ('effort', p), ('info', C.INFO_SIZE), ('A', m * n), ('b', m),
+                 ('FJ', nf * 6 * n), ('FD', nf * 6), ('B', n * p), ('tau', n), ('u', p), ('qdd', n), ('pforce', n),
+                 ('sat', p), ('scratch', 3 * traj_dim[0] + 2 * n + C.ROWS_SCRATCH)]
         offsets, total = {}, 0
         for key, size in sizes:
             offsets[key] = total
@@ -169,9 +204,10 @@ class CompiledRows:
         for rec in trajs:
             ip += rec
         ip[C.IH_CHAIN] = len(ip)
+        ours = np.argsort(model.pinocchio_columns)          # our index of each Pinocchio velocity index
         for name in frames:
             joint = pm.frames[model.frame_id(name)].parentJoint
-            cols = [int(pm.idx_vs[j]) for j in pm.supports[joint] if j > 0]
+            cols = [int(ours[pm.idx_vs[j]]) for j in pm.supports[joint] if j > 0]
             ip += [len(cols)] + cols + [0] * (n - len(cols))
         ip[C.IH_BETW] = len(ip)
         for rec in betw:
@@ -182,6 +218,7 @@ class CompiledRows:
                           ('scratch', C.IH_SCR)):
             ip[slot] = offsets[key]
         ip[C.IH_GAINS], ip[C.IH_PARAMS], ip[C.IH_LIMITS] = g_ofs, par_ofs, lim_ofs
+        ip[C.IH_TDIM] = traj_dim[0]
         self.ip = np.asarray(ip, dtype=np.int64)
         self.fp = np.asarray(floats, dtype=float)
         self.ws = ws
@@ -194,6 +231,7 @@ class CompiledRows:
         self.phi, self.phidot, self.A, self.b = view('phi'), view('phidot'), view('A', (m, n)), view('b')
         self.B, self.tau, self.u, self.qdd = view('B', (n, p)), view('tau'), view('u'), view('qdd')
         self.passive_force, self.effort = view('pforce'), view('effort')
+        self.outputs = ws[:2 * m + p]                  # phi | phi' | effort, one block
         self.saturated = np.zeros(p, dtype=bool)
         self.info = view('info')
         self.frame_jacobians, self.frame_drifts = view('FJ', (nf, 6, n)), view('FD', (nf, 6))
@@ -205,10 +243,14 @@ class CompiledRows:
         dummy_t, dummy_r = np.zeros(3), np.asfortranarray(np.eye(3))
         self.trans = tuple(dummy_t if v is None else v.translation for v in views)
         self.rots = tuple(dummy_r if v is None else v.rotation for v in views)
-        # live views of Pinocchio's Data (its buffers live as long as the Data)
-        self.M_lower = model.data.M.T
-        self.h = model.data.nle
-        self.J = model.data.J
+        # live views of Pinocchio's Data (its buffers live as long as the Data); with a permuted order the
+        # model's own M and h (our order, filled by model.compute) and Pinocchio's J copied in our column order
+        self.permuted = bool(model.order_permuted)
+        if self.permuted:
+            self.M_lower, self.h, self.J = model.M_lower, model.h, np.zeros((6, n))
+        else:
+            self.M_lower, self.h, self.J = model.data.M.T, model.data.nle, model.data.J
+        self.external = external
         self.kernel = row_kernels.fused_step
         self._rows_kernel = row_kernels.fused_rows
         self._run = self.make_runner()
@@ -248,18 +290,45 @@ class CompiledRows:
 
     def make_runner(self):
         """:meth:`run` as a closure over its arguments (no attribute look-ups per call; returns None)."""
-        pin_pass = self.model.pinocchio_pass()       # continuous joints: Pinocchio gets (cos q, sin q)
         kernel = self.kernel
         Ml, h, J, trans, rots, ip, fp, ws, sat = (self.M_lower, self.h, self.J, self.trans, self.rots, self.ip,
                                                   self.fp, self.ws, self.saturated)
+        if self.external or self.permuted:
+            return self._python_pass_runner(kernel, Ml, h, J, trans, rots, ip, fp, ws, sat)
+        pin_pass = self.model.pinocchio_pass()       # continuous joints: Pinocchio gets (cos q, sin q)
 
         def run(q, qd, t):
             pin_pass(q, qd)
             kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
         return run
 
+    def _python_pass_runner(self, kernel, Ml, h, J, trans, rots, ip, fp, ws, sat):
+        """The runner with callable rows or a permuted joint order: ``model.compute`` (the pass the functions
+        expect, as ConstraintStack.evaluate after it; M and h in our order), Pinocchio's J in our column order,
+        each function into its rows, then the kernel. A non-finite state skips the functions (the kernel
+        reports NOT_FINITE_STATE, as the reference backend does)."""
+        model = self.model
+        compute = model.compute
+        views = [(term, self.phi[r:r + term.m], self.phidot[r:r + term.m], self.A[r:r + term.m],
+                  self.b[r:r + term.m]) for term, r in self.external]
+        isfinite, take = np.isfinite, np.take
+        Jp, cols = model.data.J, model.pinocchio_columns
+        permuted = self.permuted
+
+        def run(q, qd, t):
+            if math.isfinite(q @ q + qd @ qd + t) or (isfinite(q).all() and isfinite(qd).all() and math.isfinite(t)):
+                compute(q, qd)
+                if permuted:
+                    take(Jp, cols, axis=1, out=J)
+                for term, phi, phidot, A, b in views:
+                    term.fill(model, q, qd, t, phi, phidot, A, b, None)
+            kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
+        return run
+
     def rows(self, q, qd, t):
         """Only the rows (and B) at (q, q', t), for tests; ``model.compute`` must have been called."""
+        if self.permuted:
+            np.take(self.model.data.J, self.model.pinocchio_columns, axis=1, out=self.J)
         self._rows_kernel(self.J, self.trans, self.rots, np.asarray(q, float), np.asarray(qd, float), float(t),
                           self.ip, self.fp, self.ws)
         return self

@@ -1,7 +1,8 @@
 """SO(3) helpers of the orientation rows and the planar angle of a frame about a world axis.
 
-The NumPy reference of the compiled twin :func:`uk_controller.kernels.rows.planar_angle` (test/test_uk_fast.py
-keeps them equal).
+The NumPy references of the compiled twins :func:`uk_controller.kernels.rows.planar_angle` (test/test_uk_fast.py
+keeps them equal) and of :mod:`uk_controller.kernels.so3` (:func:`log3`, ``jr_inv``, ``jl`` and their
+derivatives; test/test_compiled_rows_all_types.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,36 @@ def skew(x):
 def cross3(a, b):
     """Cross product of two 3-vectors (np.cross is slow for single vectors)."""
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
+
+
+_NEAR_PI = 1e-2
+
+
+def log3(R):
+    """Rotation vector of the rotation matrix R (principal logarithm, |e| <= pi).
+
+    With ``v = (R21 - R12, R02 - R20, R10 - R01) = 2 sin(th) axis``: ``th = atan2(|v| / 2, (tr R - 1) / 2)``,
+    ``e = th v / |v|`` (``v / 2`` as |v| -> 0). Within 1e-2 of pi, where v carries little of the axis, the axis
+    comes from the diagonal: ``e_i = +-sqrt((R_ii + c) th^2 / (1 + c))``, ``c = -(tr R - 1) / 2``, signed by v
+    (as ``pinocchio.log3`` there). ``pinocchio.log3`` takes th from ``acos((tr R - 1) / 2)``, which loses up
+    to ~1e-11 between 3 and pi - 1e-2; the atan2 form keeps round-off (test_so3_exp_log_equal_pinocchio).
+    """
+    v = (R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1])
+    tr = R[0, 0] + R[1, 1] + R[2, 2]
+    nv = math.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+    th = math.atan2(0.5 * nv, 0.5 * (tr - 1.0))
+    if th >= math.pi - _NEAR_PI:
+        cphi = -0.5 * (tr - 1.0)
+        beta = th * th / (1.0 + cphi)
+        e = np.empty(3)
+        for i in range(3):
+            j, k = (i + 1) % 3, (i + 2) % 3
+            tmp = (R[i, i] + cphi) * beta
+            mag = math.sqrt(tmp) if tmp > 0.0 else 0.0
+            e[i] = mag if R[k, j] > R[j, k] else -mag
+        return e
+    t = th / nv if nv > 1e-300 else 0.5
+    return np.array((t * v[0], t * v[1], t * v[2]))
 
 
 def _jr_inv_coeffs(theta):

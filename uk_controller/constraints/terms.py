@@ -17,7 +17,7 @@ from ..kernels import jit
 from ..kernels import rows as _row_kernels
 from ..rows import ConstraintRows
 from ..trajectories import Hold
-from .so3 import cross3, jl, jl_dot, jr_inv, jr_inv_dot, planar_angle, wrap_angle
+from .so3 import cross3, jl, jl_dot, jr_inv, jr_inv_dot, log3, planar_angle, wrap_angle
 
 AXES = {'x': 0, 'y': 1, 'z': 2}
 ROLES = ('passive', 'servo')
@@ -196,7 +196,7 @@ def _so3_rows(R, Jw, dw, qd, Rd, omega_d, omega_d_dot_time, JwB, dwB, phi, phido
     ``omega_d' = JwB q'' + dwB + omega_d_dot_time``.
     """
     E = Rd.T @ R
-    e = pin.log3(E)
+    e = log3(E)
     omega = Jw @ qd
     omega_e = R.T @ (omega - omega_d)
     Jinv = jr_inv(e)

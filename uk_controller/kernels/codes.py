@@ -21,6 +21,9 @@ from __future__ import annotations
 # ----------------------------------------------------------------------------- trajectory kinds
 #: kind codes of Trajectory.spec() and trajectory_eval (seed 000 eq 40, seed 003 eq 26, seed 004 eq 64)
 TRAJ_HOLD, TRAJ_HELIX, TRAJ_LINE, TRAJ_COSINE_RISE, TRAJ_CIRCLE = 0, 1, 2, 3, 4
+#: piecewise kinds: quintic rest-to-rest segments, and a cubic piecewise polynomial (scipy CubicSpline's
+#: coefficients); their floats: start time, knot count K, the K knot times, then the segment data
+TRAJ_QUINTIC, TRAJ_CUBIC_PIECES = 5, 6
 
 # ----------------------------------------------------------------------------- statuses
 #: status of a solve: returned by closure_accel / plant_accel / plant_period / plant_rk4 and written to
@@ -31,23 +34,33 @@ OK, NOT_PD, NOT_FINITE, NOT_FINITE_STATE = 0, 1, 2, 3
 # ----------------------------------------------------------------------------- servo solve arrays
 #: entries of the ``info`` array (INFO_SIZE floats)
 (INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL, INFO_CONSISTENT, INFO_BBAR_NORM,
- INFO_N_SATURATED) = range(8)
-INFO_SIZE = 8
-#: entries of the ``params`` array (PARAMS_SIZE floats)
-PARAM_RCOND, PARAM_GRAM_FLOOR, PARAM_CONSISTENCY_TOL, PARAM_MAX_SWEEPS = range(4)
-PARAMS_SIZE = 4
+ INFO_N_SATURATED, INFO_NULL_MOTION, INFO_NULL_INTERNAL) = range(10)
+INFO_SIZE = 10
+#: entries of the ``params`` array (PARAMS_SIZE floats): the solver's tolerances, then the redundancy
+#: resolution (uk.ServoSolver): how many of the LAST servo rows are secondary (posture) rows, how many of
+#: those (the last ones) are one-sided (joint-limit rows, active where phi < 0), the rank cut of the
+#: null-space solve, and the internal-force target (1.0 in PARAM_INTERNAL, then the target effort u_int,
+#: at most MAX_INTERNAL_TARGET entries)
+(PARAM_RCOND, PARAM_GRAM_FLOOR, PARAM_CONSISTENCY_TOL, PARAM_MAX_SWEEPS, PARAM_N_SECONDARY, PARAM_N_ONE_SIDED,
+ PARAM_NULL_RCOND, PARAM_INTERNAL) = range(8)
+PARAM_INTERNAL_TARGET = 8
+MAX_INTERNAL_TARGET = 16
+PARAMS_SIZE = PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET
 
 # ----------------------------------------------------------------------------- compiled row program
 #: header of the integer program ip (counts, then offsets into ip, then offsets into the workspace ws,
 #: then offsets into the float program fp)
 (IH_N, IH_P, IH_MP, IH_MS, IH_F, IH_NT, IH_NTR, IH_NB, IH_TERMS, IH_TRAJ, IH_CHAIN, IH_BETW,
  IH_PHI, IH_PHID, IH_A, IH_BV, IH_FJ, IH_FD, IH_BMAT, IH_TAU, IH_U, IH_QDD, IH_PF, IH_EFF, IH_SAT, IH_INFO,
- IH_SCR, IH_GAINS, IH_PARAMS, IH_LIMITS) = range(30)
+ IH_SCR, IH_GAINS, IH_PARAMS, IH_LIMITS, IH_TDIM) = range(31)
 HEADER = 32
-#: term opcodes (field TERM_OP of a term record)
+#: term opcodes (field TERM_OP of a term record): OP_SO3 a frame's full orientation (FrameOrientation mode
+#: so3), OP_WELD a loop closure of the full pose (x, y, z position rows then three rotation rows), OP_EXTERNAL
+#: rows written into the workspace before the call (a callable term: user Python; the kernel leaves them)
 OP_FRAME_POSITION, OP_PLANAR, OP_JOINT_LINEAR, OP_CLOSURE = 1, 2, 3, 4
 #: a joint_polynomial row: joints at TERM_AXES, TERM_AXES + 1; fp[TERM_FOFS:] = c0..c4, r1, r2
 OP_JOINT_POLY = 5
+OP_SO3, OP_WELD, OP_EXTERNAL = 6, 7, 8
 #: fields of a term record (TERM_WIDTH ints): opcode, first row, row count, frames A and B, trajectory
 #: index (-1: none), axis count and up to three axis indices, offset of its floats in fp, planar flag
 (TERM_OP, TERM_ROW0, TERM_M, TERM_FRAME_A, TERM_FRAME_B, TERM_TRAJ, TERM_NAX, TERM_AXES, TERM_FOFS,
@@ -61,7 +74,9 @@ PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE = 0, 3, 6
 TR_KIND, TR_DIM, TR_FOFS, TR_NCOMP, TR_COMPS = 0, 1, 2, 3, 4
 MAX_COMPONENTS = 8
 TRAJ_WIDTH = 12
-MAX_TRAJ_DIM = 8
+#: the row program's scratch (at ws[IH_SCR]): P, V, Acc of IH_TDIM floats each (the largest trajectory
+#: dimension), two n-rows of planar angles, then ROWS_SCRATCH floats for the SO(3) rows (kernels.so3)
+ROWS_SCRATCH = 128
 #: fields of a `between` actuator record (BETWEEN_WIDTH ints): effort column, frames A and B (-1: world),
 #: offset of the axis in fp
 BETWEEN_COL, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_FOFS = 0, 1, 2, 3

@@ -22,6 +22,7 @@ from .codes import (FRAME_P, FRAME_R, FRAME_WIDTH, JOINT_ARMATURE, JOINT_AXIS, J
                     JOINT_FRICTION_VEL, JOINT_INERTIA, JOINT_LEVER, JOINT_MASS, JOINT_P0, JOINT_R0, JOINT_REVOLUTE,
                     JOINT_SPRING_REF, JOINT_STIFFNESS, JOINT_WIDTH, TREE_SCRATCH_PER_JOINT)
 from .jit import njit
+from .linalg import view2, view3
 
 
 @njit(cache=True)
@@ -39,11 +40,11 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw=None):
     nj = parents.shape[0]
     if tw is None:
         tw = np.empty(TREE_SCRATCH_PER_JOINT * nj + 12)
-    V = tw[0:6 * nj].reshape((nj, 6))
-    Acc = tw[6 * nj:12 * nj].reshape((nj, 6))
-    F = tw[12 * nj:18 * nj].reshape((nj, 6))
-    Ic = tw[18 * nj:54 * nj].reshape((nj, 6, 6))
-    Rl = tw[54 * nj:54 * nj + 9].reshape((3, 3))
+    V = view2(tw, 0, nj, 6)
+    Acc = view2(tw, 6 * nj, nj, 6)
+    F = view2(tw, 12 * nj, nj, 6)
+    Ic = view3(tw, 18 * nj, nj, 6, 6)
+    Rl = view2(tw, 54 * nj, 3, 3)
     IV = tw[TREE_SCRATCH_PER_JOINT * nj:TREE_SCRATCH_PER_JOINT * nj + 6]
     Fs = tw[TREE_SCRATCH_PER_JOINT * nj + 6:TREE_SCRATCH_PER_JOINT * nj + 12]
     for r in range(6):

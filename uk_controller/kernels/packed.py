@@ -27,7 +27,8 @@ import numpy as np
 
 from .codes import TREE_SCRATCH_PER_JOINT
 from .dynamics import frame_placements, tree_terms
-from .jit import AVAILABLE, njit
+from .jit import AVAILABLE, entry_point, njit
+from .linalg import view2, view3
 from .rows import fused_step_ws, program_scratch_shape
 
 # header of I: offsets (into I) of ip, parents, jtype, fparents; offsets (into F) of fp, ws, mf, grav, fm,
@@ -53,16 +54,16 @@ def packed_step(q, qd, t, I, F, sat):
     mf = F[I[H_MF]:I[H_MF] + I[H_NMF]]
     grav = F[I[H_GRAV]:I[H_GRAV] + 3]
     fm = F[I[H_FM]:I[H_FM] + I[H_NFM]]
-    oR = F[I[H_OR]:I[H_OR] + 9 * nj].reshape((nj, 3, 3))
-    opos = F[I[H_OPOS]:I[H_OPOS] + 3 * nj].reshape((nj, 3))
-    S = F[I[H_S]:I[H_S] + 6 * n].reshape((6, n))
-    M = F[I[H_M]:I[H_M] + n * n].reshape((n, n))
+    oR = view3(F, I[H_OR], nj, 3, 3)
+    opos = view2(F, I[H_OPOS], nj, 3)
+    S = view2(F, I[H_S], 6, n)
+    M = view2(F, I[H_M], n, n)
     h = F[I[H_H]:I[H_H] + n]
     tw = F[I[H_TW]:I[H_TW] + I[H_NTW]]
     nfa = max(nf, 1)
-    trans = F[I[H_TR]:I[H_TR] + 3 * nfa].reshape((nfa, 3))
-    rots = F[I[H_ROT]:I[H_ROT] + 9 * nfa].reshape((nfa, 3, 3))
-    sc = F[I[H_SC]:I[H_SC] + I[H_NSC] * I[H_SCC]].reshape((I[H_NSC], I[H_SCC]))
+    trans = view2(F, I[H_TR], nfa, 3)
+    rots = view3(F, I[H_ROT], nfa, 3, 3)
+    sc = view2(F, I[H_SC], I[H_NSC], I[H_SCC])
     tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw)
     frame_placements(oR, opos, fparents, fm, trans, rots)
     fused_step_ws(M, h, S, trans, rots, q, qd, t, ip, fp, ws, sat, sc)
@@ -77,7 +78,7 @@ class PackedStep:
     @classmethod
     def build(cls, model, fz):
         """Pack `fz` (a CompiledRows) for `model` (RobotModel); None without numba or a compiled tree."""
-        if not AVAILABLE or fz is None:
+        if not AVAILABLE or fz is None or fz.external:     # callable rows need Pinocchio's pass (CompiledRows.run)
             return None
         tree = model.compiled_tree()
         if tree is None:
@@ -123,12 +124,17 @@ class PackedStep:
         self.M = F[offsets['M']:offsets['M'] + n * n].reshape(n, n)
         self.h = F[offsets['h']:offsets['h'] + n]
         self.kernel = packed_step
-        self.kernel(np.asarray(model.neutral(), float), np.zeros(n), 0.0, I, F, fz.saturated)   # compile / load
+        args = (np.asarray(model.neutral(), float), np.zeros(n), 0.0, I, F, fz.saturated)
+        self.kernel(*args)                                                       # compile / load
+        # the compiled function for these types (q, q' C-contiguous float64 vectors, t a float, I, F, sat)
+        self.entry = entry_point(self.kernel, *args)
         return self
 
     def make_runner(self):
-        """``run(q, qd, t)`` as a closure over the two arrays (q, q' C-contiguous float64, t float)."""
-        kernel, I, F, sat = self.kernel, self.I, self.F, self.fz.saturated
+        """``run(q, qd, t)`` as a closure over the two arrays. q, q' MUST be C-contiguous float64 vectors of
+        length n and t a float (ControllerCore.step checks them): the runner calls the compiled function of
+        exactly those types (:func:`uk_controller.kernels.jit.entry_point`), not the type-matching dispatcher."""
+        kernel, I, F, sat = self.entry, self.I, self.F, self.fz.saturated
 
         def run(q, qd, t):
             kernel(q, qd, t, I, F, sat)

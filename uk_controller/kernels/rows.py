@@ -9,7 +9,8 @@ NumPy references, module :mod:`uk_controller.constraints`: :func:`position_rows`
 twin ``FramePosition.fill``; :func:`closure_position_rows` ``LoopClosure.fill``; :func:`joint_polynomial_row`
 ``JointPolynomial.fill``; :func:`planar_angle`
 ``constraints.planar_angle`` and :func:`wrap_angle` ``constraints._wrap``; :func:`fused_rows`
-``ConstraintStack.evaluate`` (plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.actuators` for the
+``ConstraintStack.evaluate`` (the SO(3) rows of ``FrameOrientation`` mode so3 and ``LoopClosure`` mode weld
+through :mod:`.so3`; plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.actuators` for the
 `between` columns); :func:`frame_kinematics` Pinocchio's ``getFrameJacobian`` (LOCAL_WORLD_ALIGNED) and
 ``getFrameClassicalAcceleration``; :func:`fused_step_ws` / :func:`fused_step` the ``ServoSolver`` step of
 :class:`uk_controller.controller.ControllerCore`. Tests: ``test/test_fused_step.py``
@@ -21,15 +22,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW,
-                    IH_BMAT, IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS,
-                    IH_N, IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TERMS,
-                    IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, MAX_TRAJ_DIM, NOT_FINITE_STATE, OP_FRAME_POSITION,
-                    OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1, PLANAR_REFERENCE, TERM_AXES,
-                    TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP, TERM_PLANAR, TERM_ROW0, TERM_TRAJ,
-                    TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP, TRAJ_WIDTH)
+from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW, IH_BMAT,
+                    IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS, IH_N,
+                    IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TDIM, IH_TERMS,
+                    IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, NOT_FINITE_STATE, OP_CLOSURE, OP_FRAME_POSITION,
+                    OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, OP_SO3, OP_WELD, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1,
+                    PLANAR_REFERENCE, ROWS_SCRATCH, TERM_AXES, TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP,
+                    TERM_PLANAR, TERM_ROW0, TERM_TRAJ, TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP,
+                    TRAJ_WIDTH)
 from .jit import njit
+from .linalg import view2, view3
 from .servo import servo_scratch_shape, servo_solve
+from .so3 import so3_desired, so3_rows
 from .trajectory import trajectory_eval
 
 _TWO_PI = 2.0 * np.pi
@@ -216,6 +220,7 @@ def wrap_angle(a):
 def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
     """Frame kinematics, actuator columns and every constraint row of the program (ws views filled).
 
+    Rows of OP_EXTERNAL terms (a callable's, written into ws before the call) are left as they are.
     Returns False (nothing computed) when q, q' or t is not finite."""
     n = ip[IH_N]
     p = ip[IH_P]
@@ -227,20 +232,22 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
     if not ok:
         return False
     nf = ip[IH_F]
-    FJ = ws[ip[IH_FJ]:ip[IH_FJ] + nf * 6 * n].reshape((nf, 6, n))
-    FD = ws[ip[IH_FD]:ip[IH_FD] + nf * 6].reshape((nf, 6))
+    FJ = view3(ws, ip[IH_FJ], nf, 6, n)
+    FD = view2(ws, ip[IH_FD], nf, 6)
     for f in range(nf):
         frame_kinematics(Jw, qd, ip, ip[IH_CHAIN] + f * (n + 1), trans[f], FJ[f], FD[f])
     phi = ws[ip[IH_PHI]:ip[IH_PHI] + m]
     phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
-    A = ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n))
+    A = view2(ws, ip[IH_A], m, n)
     b = ws[ip[IH_BV]:ip[IH_BV] + m]
-    scr = ws[ip[IH_SCR]:ip[IH_SCR] + 3 * MAX_TRAJ_DIM + 2 * n]
-    P = scr[0:MAX_TRAJ_DIM]
-    V = scr[MAX_TRAJ_DIM:2 * MAX_TRAJ_DIM]
-    Acc = scr[2 * MAX_TRAJ_DIM:3 * MAX_TRAJ_DIM]
-    ra = scr[3 * MAX_TRAJ_DIM:3 * MAX_TRAJ_DIM + n]
-    rb = scr[3 * MAX_TRAJ_DIM + n:3 * MAX_TRAJ_DIM + 2 * n]
+    td = ip[IH_TDIM]
+    scr = ws[ip[IH_SCR]:ip[IH_SCR] + 3 * td + 2 * n + ROWS_SCRATCH]
+    P = scr[0:td]
+    V = scr[td:2 * td]
+    Acc = scr[2 * td:3 * td]
+    ra = scr[3 * td:3 * td + n]
+    rb = scr[3 * td + n:3 * td + 2 * n]
+    s3 = scr[3 * td + 2 * n:]
     for k in range(ip[IH_NT]):
         o = ip[IH_TERMS] + k * TERM_WIDTH
         opcode = ip[o + TERM_OP]
@@ -267,6 +274,39 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             phi[r0] = wrap_angle(th - P[c])
             phid[r0] = thd - V[c]
             b[r0] = Acc[c] - gam
+        elif opcode == OP_SO3:
+            # the trajectory's (components of) r, r', r'' -> R_d, omega_d, omega_d' (in the SO(3) scratch s3[64:88])
+            f = ip[o + TERM_FRAME_A]
+            rv = s3[64:73]
+            for i in range(3):
+                c = ip[to + TR_COMPS + i] if ncomp > 0 else i
+                rv[i] = P[c]
+                rv[3 + i] = V[c]
+                rv[6 + i] = Acc[c]
+            Rd = view2(s3, 73, 3, 3)
+            wd = s3[82:85]
+            wdd = s3[85:88]
+            so3_desired(rv[0:3], rv[3:6], rv[6:9], Rd, wd, wdd, s3[0:64])
+            so3_rows(rots[f], FJ[f], FD[f], qd, Rd, wd, wdd, FJ[f], FD[f], False, phi[r0:r0 + 3], phid[r0:r0 + 3],
+                     A[r0:r0 + 3], b[r0:r0 + 3], s3[0:64])
+        elif opcode == OP_WELD:
+            # x, y, z of frame A on frame B, then log(R_B^T R_A) = 0 with omega_d = J_ang,B q'
+            fa = ip[o + TERM_FRAME_A]
+            fb = ip[o + TERM_FRAME_B]
+            ax = o + TERM_AXES
+            closure_position_rows(FJ[fa], FJ[fb], trans[fa], trans[fb], FD[fa], FD[fb], ip[ax:ax + 3], qd,
+                                  phi[r0:], phid[r0:], A[r0:], b[r0:])
+            wd = s3[82:85]
+            wdd = s3[85:88]
+            for i in range(3):
+                acc = 0.0
+                for j in range(n):
+                    acc += FJ[fb, 3 + i, j] * qd[j]
+                wd[i] = acc
+                wdd[i] = 0.0
+            rw = r0 + 3
+            so3_rows(rots[fa], FJ[fa], FD[fa], qd, rots[fb], wd, wdd, FJ[fb], FD[fb], True, phi[rw:rw + 3],
+                     phid[rw:rw + 3], A[rw:rw + 3], b[rw:rw + 3], s3[0:64])
         elif opcode == OP_JOINT_LINEAR:
             fo = ip[o + TERM_FOFS]
             c = ip[to + TR_COMPS] if ncomp > 0 else 0
@@ -284,7 +324,7 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             fo = ip[o + TERM_FOFS]
             joint_polynomial_row(q, qd, ip[o + TERM_AXES], ip[o + TERM_AXES + 1], fp[fo:fo + 5], fp[fo + 5:fo + 7],
                                  phi[r0:], phid[r0:], A[r0], b[r0:])
-        else:                                   # OP_CLOSURE
+        elif opcode == OP_CLOSURE:
             fa = ip[o + TERM_FRAME_A]
             fb = ip[o + TERM_FRAME_B]
             nax = ip[o + TERM_NAX]
@@ -304,7 +344,7 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
                 b[rl] = gb - ga
     # actuator columns that act between bodies: B[:, col] = axis . (J_ang(a) - J_ang(b))
     if ip[IH_NB] > 0:
-        B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+        B = view2(ws, ip[IH_BMAT], n, p)
         for k in range(ip[IH_NB]):
             o = ip[IH_BETW] + k * BETWEEN_WIDTH
             col = ip[o + BETWEEN_COL]
@@ -334,8 +374,8 @@ def program_rows(ip, fp, ws, m):
     n = ip[IH_N]
     mg = ip[IH_MP] + ip[IH_MS]
     return (ws[ip[IH_PHI]:ip[IH_PHI] + m], ws[ip[IH_PHID]:ip[IH_PHID] + m],
-            ws[ip[IH_A]:ip[IH_A] + m * n].reshape((m, n)), ws[ip[IH_BV]:ip[IH_BV] + m],
-            fp[ip[IH_GAINS]:ip[IH_GAINS] + 2 * mg].reshape((2, mg)), fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE])
+            view2(ws, ip[IH_A], m, n), ws[ip[IH_BV]:ip[IH_BV] + m],
+            view2(fp, ip[IH_GAINS], 2, mg), fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE])
 
 
 @njit(cache=True)
@@ -357,7 +397,7 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
         info[INFO_STATUS] = NOT_FINITE_STATE
         return
     phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
-    B = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+    B = view2(ws, ip[IH_BMAT], n, p)
     servo_solve(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
                 phi[:mp], phid[:mp], gains, params, fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p],
                 ws[ip[IH_QDD]:ip[IH_QDD] + n], ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat,

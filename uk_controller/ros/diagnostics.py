@@ -45,6 +45,9 @@ class LoopStats:
         self.saturated = 0
         self.saturated_steps = 0
         self.last_status = Status.OK
+        self.posture_error = math.nan       # |q - q_ref| of the posture term (NaN: none)
+        self.null_motion = 0                # null-space dimensions of the task: moving, internal forces
+        self.null_internal = 0
 
     def record(self, result):
         self.steps += 1
@@ -57,6 +60,8 @@ class LoopStats:
             self.rank = int(result.rank)
             self.condition = float(result.condition)
             self.saturated = int(result.saturated.sum())
+            self.posture_error = result.posture_error
+            self.null_motion, self.null_internal = result.null_motion, result.null_internal
             if self.saturated:
                 self.saturated_steps += 1
         else:

@@ -55,6 +55,8 @@ class SimulationResult:
     interrupted: bool = False            # stopped early (Ctrl-C): the logs hold the steps that ran
     servo_rows: int = 0
     failure: str = ''                    # why the run ended early (plant diverged), else empty
+    posture_error: np.ndarray = None     # |q - q_ref| per step (q_ref: posture.reference, default q(0))
+    null_space: np.ndarray = None        # (steps, 2): null-space dimensions, motion and internal forces
 
     def after(self, transient):
         """Boolean mask of the samples after the transient (seconds)."""
@@ -111,10 +113,26 @@ class SimulationResult:
             'interrupted': bool(self.interrupted),
             'failure': self.failure,
         }
+        out.update(self._redundancy_figures())
         residual = self.servo_residual if self.servo_residual is not None else np.zeros(self.t.size)
         out['verdict'] = task_verdict(out, codes, residual, ms=self.servo_rows, p=len(self.actuator_names))
         if self.failure:
             out['verdict'] = f'FAILED: {self.failure}; ' + out['verdict']
+        return out
+
+
+    def _redundancy_figures(self):
+        """Posture error, null-space dimensions and joint speeds (DESIGN.md "Redundancy")."""
+        out = {}
+        if self.posture_error is not None and self.posture_error.size:
+            out['posture_error_final'] = float(self.posture_error[-1])
+            out['posture_error_max'] = float(np.max(self.posture_error))
+        if self.null_space is not None and self.null_space.size:
+            out['null_space_motion'] = int(self.null_space[-1, 0])
+            out['null_space_internal'] = int(self.null_space[-1, 1])
+        last = self.after(max(0.0, float(self.t[-1] - self.t[0]) - 1.0)) if self.t.size else None
+        if last is not None and last.any():
+            out['joint_speed_max_last_s'] = float(np.abs(self.qd[last]).max())
         return out
 
 
@@ -185,6 +203,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
         'closure_residual': np.zeros((steps, mp)), 'saturated': np.zeros((steps, p), dtype=bool),
         'ok': np.zeros(steps, dtype=bool), 'compute_time': np.zeros(steps),
         'status': np.zeros(steps, dtype=np.int8), 'servo_residual': np.zeros(steps),
+        'null_space': np.zeros((steps, 2), dtype=np.int64),
     }
     from .status import classify, servo_residual, step_class
     history = []
@@ -198,6 +217,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     log_phi, log_phid, log_sat, log_ok, log_ct = (log['phi'], log['phidot'], log['saturated'], log['ok'],
                                                    log['compute_time'])
     copy_state = sensor_noise > 0 or plant != 'uk'
+    log_null = log['null_space']
 
     def python_periods(k0, k1):
         for k in range(k0, k1):
@@ -226,6 +246,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
             log_ct[k] = res.compute_time
             log['status'][k] = step_class(res, ms, p)
             log['servo_residual'][k] = servo_residual(res)
+            log_null[k] = res.null_motion, res.null_internal
             plant_step(effort, dt)
 
     fast = None
@@ -297,11 +318,17 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
         progress(1.0)
     if sensor_noise > 0 or delay or plant != 'uk':
         _true_errors(setup, ctrl, log)
+    red = ctrl.redundancy
+    if not red.active:                  # no null-space term runs: the dimensions at the initial state
+        log['null_space'][:] = red.null_motion, red.null_internal
+    dq = log['q'] - red.q_ref
+    posture_error = np.sqrt(np.einsum('ij,ij->i', dq, dq))
     stab = ctrl.stabilization
     return SimulationResult(
         robot=setup.name, plant=plant, joint_names=ctrl.joint_names, actuator_names=ctrl.actuator_names,
         task_row_names=_row_names(setup.servo), row_names=_row_names(setup.passive) + _row_names(setup.servo),
         wall_time=wall, rate=ctrl.rate, interrupted=interrupted, servo_rows=ms, failure=failure,
+        posture_error=posture_error,
         settings={'duration': duration, 'rate': ctrl.rate, 'mass_scale': mass_scale, 'sensor_noise': sensor_noise,
                   'measurement_delay': delay, 'pinv': ctrl.pinv_method,
                   'loop': 'compiled' if fast is not None else 'python',

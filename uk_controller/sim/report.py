@@ -11,13 +11,17 @@ from ..status import STEP_CLASSES
 
 
 def write_csv(result, path):
-    """One row per control instant: t, q, q', efforts, residuals, task errors."""
+    """One row per control instant: t, q, q', efforts, residuals, task errors, the posture error
+    ``|q - q_ref|`` and the null-space dimensions (motion, internal forces; DESIGN.md "Redundancy")."""
+    steps = result.t.size
+    posture = result.posture_error if result.posture_error is not None else np.full(steps, np.nan)
+    null = result.null_space if result.null_space is not None else np.full((steps, 2), np.nan)
     header = (['t'] + [f'q_{j}' for j in result.joint_names] + [f'qd_{j}' for j in result.joint_names]
               + [f'u_{a}' for a in result.actuator_names] + [f'phi_{r}' for r in result.row_names]
               + [f'phidot_{r}' for r in result.row_names] + [f'task_{r}' for r in result.task_row_names]
-              + ['ok', 'status'])
+              + ['posture_error', 'null_motion', 'null_internal', 'ok', 'status'])
     data = np.column_stack((result.t, result.q, result.qd, result.effort, result.phi, result.phidot,
-                            result.task_error, result.ok.astype(float)))
+                            result.task_error, posture, null, result.ok.astype(float)))
     codes = result.status if result.status is not None else np.zeros(result.t.size, dtype=np.int8)
     rows = np.char.mod('%.9g', data).tolist() if data.size else []
     if data.size and not np.isfinite(data).all():      # unknown values (safe-effort steps): empty cells
@@ -161,7 +165,10 @@ def format_summary(summary):
         f"real-time factor {s['real_time_factor']:.1f}x",
         f"steps {s['steps']}: " + ', '.join(f'{k.replace("_", " ")} {v}' for k, v in by.items())
         + f"; not settled (after the transient) {s['not_settled_steps']}",
-    ])
+    ] + ([f"null space of the task: {s['null_space_motion']} moving, {s['null_space_internal']} internal-force "
+          f"directions; posture error final {s['posture_error_final']:.3e} (max {s['posture_error_max']:.3e}); "
+          f"max joint speed in the last second {s.get('joint_speed_max_last_s', float('nan')):.3g}"]
+         if 'null_space_motion' in s and 'posture_error_final' in s else []))
 
 
 def strict_json(value):
