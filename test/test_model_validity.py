@@ -72,9 +72,9 @@ def test_every_cloud_of_point_masses_is_physical(points):
 
 
 @pytest.mark.parametrize('edit, expect', [
-    ({'masses': {'link2': -1.5}}, "link 'link2': mass -1.5 kg is not positive"),
-    ({'masses': {'link2': 0.0}}, "link 'link2': mass 0 kg is not positive"),
-    ({'inertias': {'link2': (-0.0003, 0.0114, 0.0114, 0, 0, 0)}}, 'not positive definite'),
+    ({'masses': {'link2': -1.5}}, "link 'link2': mass -1.5 kg is negative"),
+    ({'masses': {'link2': 0.0}}, "link 'link2': mass 0 kg with a rotational inertia"),
+    ({'inertias': {'link2': (-0.0003, 0.0114, 0.0114, 0, 0, 0)}}, 'not positive semi-definite'),
     ({'inertias': {'link2': (0.05, 0.0114, 0.0114, 0, 0, 0)}}, 'triangle inequality'),
 ])
 def test_nonphysical_body_is_an_error_naming_the_files(tmp_path, edit, expect):
@@ -95,7 +95,29 @@ def test_allow_nonphysical_accepts_the_model_knowingly(tmp_path, caplog):
     with caplog.at_level('WARNING', logger='uk_controller.model_validity'):
         setup = load_robot(path)
     assert setup.model.model.inertias[2].mass == 0.0
-    assert any("link 'link2': mass 0 kg" in r.getMessage() for r in caplog.records), caplog.text
+    assert any("link 'link2': mass 0 kg with a rotational inertia" in r.getMessage() for r in caplog.records), \
+        caplog.text
+
+
+@pytest.mark.parametrize('frame, accepted', [
+    ('<mass value="1e-9"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', True),   # SO-101's
+    ('<mass value="0"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', True),
+    ('<mass value="-0.1"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', False),
+    ('<mass value="0"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>', False),
+])
+def test_a_point_mass_frame_welded_to_a_body_is_physical(tmp_path, frame, accepted):
+    """Public descriptions weld dummy frame links to a body with a point mass (SO-101's gripper_frame_link:
+    1e-9 kg, zero inertia): a real mass distribution, judged with the body it is welded to. A negative mass
+    or a massless link with inertia stays an error."""
+    text = M.urdf().replace('</robot>', f'''  <link name="frame"><inertial>{frame}</inertial></link>
+  <joint name="frame_joint" type="fixed"><parent link="link2"/><child link="frame"/></joint>
+</robot>''')
+    path = M.write_setup(tmp_path, text)
+    if accepted:
+        load_robot(path)
+    else:
+        with pytest.raises(ConfigError, match="link 'frame'"):
+            load_robot(path)
 
 
 def test_shipped_robots_are_physical():
@@ -136,4 +158,4 @@ def test_negative_mass_cli_exit_2(tmp_path):
     for plant in ('uk', 'mujoco'):
         proc = _cli(['simulate', path, '--plant', plant, '--no-plots', '--out', tmp_path / plant], tmp_path,
                     UK_CONTROLLER_NUMBA='0')
-        _assert_exit_2_naming(proc, path, "link 'link2': mass -1.5 kg is not positive")
+        _assert_exit_2_naming(proc, path, "link 'link2': mass -1.5 kg is negative")

@@ -256,7 +256,7 @@ def test_robot_without_movable_joints_or_with_negative_mass_exits_2(tmp_path):
                           str(fixed), 'no movable joint')
     heavy = M.write_setup(tmp_path, M.urdf(masses={'link2': -1.5}), 'negative')
     for module in ('uk_controller.ros.sim_node', 'uk_controller.ros.controller_node'):
-        _assert_exit_2_naming(_start(module, '-p', f'config:={heavy}'), str(heavy), 'mass -1.5 kg is not positive')
+        _assert_exit_2_naming(_start(module, '-p', f'config:={heavy}'), str(heavy), 'mass -1.5 kg is negative')
 
 
 def test_unreadable_setup_file_exits_2_naming_it(tmp_path):

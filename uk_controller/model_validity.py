@@ -16,8 +16,11 @@ Checked here, on the bodies that move (those a non-fixed joint carries; bodies w
 never enter M):
 
 - every ``<inertial>`` of a moving URDF link (the file as written, before Pinocchio merges links
-  joined by fixed joints, so a negative mass hidden under a heavier parent is still found);
-- every joint's body as Pinocchio built it (URDF, xacro, MJCF, SDF: what the dynamics uses). A
+  joined by fixed joints, so a negative mass hidden under a heavier parent is still found): a mass
+  distribution that exists (``m >= 0``, ``I_c`` positive semi-definite, the triangle inequality), so a
+  point-mass frame link welded to a body (SO-101's ``gripper_frame_link``: 1e-9 kg, zero inertia) passes;
+- every joint's body as Pinocchio built it (URDF, xacro, MJCF, SDF: what the dynamics uses), strictly
+  (``m > 0``, ``I_c`` positive definite, the triangle inequality). A
   joint that carries no mass at all is allowed (a massless link between two joints, e.g. a
   universal joint written as two revolutes) as long as the mass matrix at the neutral
   configuration is positive definite (Cholesky);
@@ -44,19 +47,26 @@ LOG = logging.getLogger(__name__)
 RTOL = 1e-9
 
 
-def inertia_problem(mass, inertia):
-    """Why a body of `mass` and 3x3 rotational inertia about its centre of mass is not physical, or None."""
+def inertia_problem(mass, inertia, strict=True):
+    """Why a body of `mass` and 3x3 rotational inertia about its centre of mass is not physical, or None.
+
+    `strict` (a body a joint moves): ``m > 0`` and ``I_c`` positive definite. Not strict (one ``<inertial>``
+    of a URDF link, before Pinocchio adds the links welded to it): any mass distribution that exists,
+    ``m >= 0`` and ``I_c`` positive semi-definite -- a point mass (``I_c = 0``, the dummy frame links of
+    many public descriptions) or a thin rod is real; a massless link carries no inertia."""
     inertia = np.asarray(inertia, dtype=float)
     if not (np.isfinite(mass) and np.all(np.isfinite(inertia))):
         return f'non-finite mass or inertia (mass {mass!r})'
-    if not mass > 0.0:
-        return f'mass {mass:g} kg is not positive'
+    if not (mass > 0.0 if strict else mass >= 0.0):
+        return f'mass {mass:g} kg is not positive' if strict else f'mass {mass:g} kg is negative'
     if not np.allclose(inertia, inertia.T, rtol=0.0, atol=RTOL * max(1.0, np.abs(inertia).max())):
         return 'inertia matrix is not symmetric'
     moments = np.linalg.eigvalsh(0.5 * (inertia + inertia.T))
+    if mass == 0.0 and np.any(moments != 0.0):
+        return f'mass {mass:g} kg with a rotational inertia: no mass distribution has it'
     scale = max(float(np.abs(moments).max()), np.finfo(float).tiny)
-    if moments[0] <= RTOL * scale:
-        return (f'inertia is not positive definite: principal moments '
+    if moments[0] <= RTOL * scale if strict else moments[0] < -RTOL * scale:
+        return (f'inertia is not positive {"definite" if strict else "semi-definite"}: principal moments '
                 f'{", ".join(f"{m:.6g}" for m in moments)} kg m^2')
     if moments[0] + moments[1] < moments[2] * (1.0 - RTOL):
         return (f'principal moments {", ".join(f"{m:.6g}" for m in moments)} kg m^2 break the triangle '
@@ -138,9 +148,7 @@ def problems(model, urdf_text=None):
             if body is None:
                 continue
             mass, inertia = body
-            if mass == 0.0 and not np.any(inertia):
-                continue                  # an explicitly massless link: judged with its joint below
-            why = inertia_problem(mass, inertia)
+            why = inertia_problem(mass, inertia, strict=False)    # the joint's whole body is judged below
             if why:
                 found.append(f'link {name!r}: {why}')
     massless = []
