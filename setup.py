@@ -68,6 +68,9 @@ setup(
                  'colcon-common-extensions', 'colcon-ros', 'ros-ament-package',
                  # sweep tests (local Ray head on loopback, Parquet) and MCAP read-back
                  'ray', 'pyarrow', 'mcap', 'mcap-ros2-support',
+                 # real robot descriptions nobody on this project wrote (Panda, SO-101 in test_real_arms.py;
+                 # config/examples/ names them package://example-robot-data/...)
+                 'example-robot-data',
                  # test_lint.py: pyflakes-level lint (ruff check --select F). Not a rosdep key: in a ROS
                  # workspace `pip install ruff` for it, or the test skips saying so
                  'ruff',

@@ -66,6 +66,8 @@ class Feeder:
             names, q = names[:-1], q[:-1]
         elif mode == 'wrong_names':
             names = [f'other_{n}' for n in names]
+        elif mode == 'duplicate':                # the first joint twice: 3.0, then its true value
+            names, q = [names[0]] + names, [3.0] + q
         elif mode == 'future':                   # a publisher whose clock is 5 s ahead
             self.pub.publish(self.message(names, q, age=-5.0))
             return
@@ -152,6 +154,11 @@ def test_wrong_joint_names_are_counted_and_never_used(loop):
     _fault_and_recover(loop, 'wrong_names', 'stale state', counter='rejected_no_known_joint')
 
 
+def test_duplicate_joint_names_are_rejected_counted_and_never_used(loop):
+    """Issue 25 defect 5: a message naming joint1 twice was merged (the last value won) and controlled."""
+    _fault_and_recover(loop, 'duplicate', 'named more than once', counter='rejected_duplicate_names')
+
+
 def test_silent_publisher_means_stale_state(loop):
     _fault_and_recover(loop, 'silent', 'stale state')
 
@@ -219,6 +226,49 @@ def test_live_parameters_accepted_others_rejected_with_reason(loop):
     assert not topic.successful and 'ros.effort_topic' in topic.reason
     negative = set_('control.state_timeout', -1.0)
     assert not negative.successful and 'control.state_timeout' in negative.reason
+
+
+def test_live_parameter_of_the_wrong_type_is_refused_naming_key_and_type(loop):
+    """Issue 25 defect 12: rclpy refused it first with "Wrong parameter type, expected '3' got '4'"."""
+    set_ = _parameter_setter(loop[0])
+    r = set_('stabilization.omega', 'fast')
+    assert not r.successful and 'stabilization.omega' in r.reason and 'numbers' in r.reason \
+        and "'fast'" in r.reason, r.reason
+    r = set_('control.safe_effort', 2.0)
+    assert not r.successful and 'control.safe_effort' in r.reason and 'string' in r.reason, r.reason
+    assert set_('stabilization.omega', 15).successful           # an integer is a number of rad/s
+    assert set_('stabilization.omega', 20.0).successful
+
+
+def _assert_exit_2_naming(proc, *words):
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-3000:])
+    for word in words:
+        assert word in proc.stderr, (word, proc.stderr[-3000:])
+    assert 'Traceback' not in proc.stderr and 'AttributeError' not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_robot_without_movable_joints_or_with_negative_mass_exits_2(tmp_path):
+    """Issue 25 defects 2 and 7: with a fixed-only URDF the controller node waited forever; a negative mass
+    crashed uk_sim_node with a traceback."""
+    import mutated_robots as M
+    fixed = M.fixed_only(tmp_path)
+    _assert_exit_2_naming(_start('uk_controller.ros.controller_node', '-p', f'config:={fixed}'),
+                          str(fixed), 'no movable joint')
+    heavy = M.write_setup(tmp_path, M.urdf(masses={'link2': -1.5}), 'negative')
+    for module in ('uk_controller.ros.sim_node', 'uk_controller.ros.controller_node'):
+        _assert_exit_2_naming(_start(module, '-p', f'config:={heavy}'), str(heavy), 'mass -1.5 kg is negative')
+
+
+def test_unreadable_setup_file_exits_2_naming_it(tmp_path):
+    """Issue 25 defect 10: a symlink loop gave three chained tracebacks ending in AttributeError in
+    destroy_node; a folder or a file that is not UTF-8 must name the file too."""
+    loop_a, loop_b = tmp_path / 'a.yaml', tmp_path / 'b.yaml'
+    loop_a.symlink_to(loop_b)
+    loop_b.symlink_to(loop_a)
+    latin = tmp_path / 'latin1.yaml'
+    latin.write_bytes(b'# caf\xe9\n/**:\n  ros__parameters:\n    robot: {name: x}\n')
+    for path in (loop_a, latin):
+        _assert_exit_2_naming(_start('uk_controller.ros.controller_node', '-p', f'config:={path}'), str(path))
 
 
 def test_invalid_parameter_fails_at_start_naming_the_key(tmp_path):

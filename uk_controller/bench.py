@@ -62,13 +62,19 @@ def _set_policy(priority):
 
 
 def _robot_arg(text):
-    """argparse type of --robots: a shipped setup name or a setup file (message lists the shipped ones)."""
+    """argparse type of --robots: a shipped setup name or a setup file (message lists the shipped ones)
+    whose robot loads (a description without movable joints had segfaulted the step table)."""
     from .config import ConfigError
     from .paths import resolve_config
+    from .robots import load_robot
     try:
         resolve_config(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(exc.message) from None
+    try:
+        load_robot(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

@@ -185,6 +185,7 @@ def cmd_simulate(args):
     from .robots import load_robot
     from .sim.closed_loop import simulate
     from .sim.report import CsvLog, format_summary, plot_all, write_summary
+    from .uk import NotPositiveDefiniteError
 
     if (args.alpha is None) != (args.beta is None):
         return _fail('--alpha and --beta go together (both > 0)')
@@ -244,6 +245,11 @@ def cmd_simulate(args):
         for sink in sinks:
             sink.abandon()
         return _fail(exc)
+    except NotPositiveDefiniteError as exc:   # only a model accepted with robot.allow_nonphysical gets here
+        for sink in sinks:
+            sink.abandon()
+        return _fail(f'{setup.config_path}: the plant cannot integrate this model: {exc} (robot.allow_nonphysical '
+                     'accepted a description whose mass matrix is not positive definite)')
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)

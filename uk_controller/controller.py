@@ -12,6 +12,11 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
 
        u = (A_s N B)^+ (b_s - A_s (N Q + r_p))
 
+   plus, where the task leaves the robot free, the null-space term of DESIGN.md "Redundancy"
+   (:mod:`uk_controller.redundancy`, :func:`uk_controller.uk.redundancy_effort`): a posture with
+   joint-limit avoidance in what the task and the closures leave, ``u += P z``; with redundant
+   actuation an optional internal-force target.
+
 3. Efforts are clipped to their limits. A bad input or a numerical failure
    never yields NaN: the configured safe effort (zero or hold) is returned with
    the reason.
@@ -43,8 +48,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import redundancy as _redundancy
 from . import settings as _settings
 from . import uk
+from .constraints import ConstraintStack
 from .kernels import codes
 from .kernels.codes import (INFO_CONDITION, INFO_CONSISTENT, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL,
                             INFO_STATUS)
@@ -79,6 +86,9 @@ class StepResult:
     passive_rank  rank of the closures' Gram matrix A_p M^-1 A_p^T
     status        the :class:`uk_controller.status.Status` of the step (its row in the table of reasons)
     residual      ``|A_s q'' - b_s|`` of Chen's servo equation (non-zero when it is inconsistent)
+    posture_error ``|q - q_ref|`` of the posture term (NaN when the controller has none)
+    null_motion   dimension of the task's null space that moves the robot (rank N B P)
+    null_internal dimension of the efforts that move nothing (internal forces)
     """
 
     effort: np.ndarray
@@ -94,6 +104,9 @@ class StepResult:
     passive_rank: int = 0
     status: Status = Status.OK
     residual: float = 0.0
+    posture_error: float = float('nan')
+    null_motion: int = 0
+    null_internal: int = 0
 
 
 # ----------------------------------------------------------------------------- backends
@@ -117,7 +130,9 @@ class ControllerBackend:
         self.core = core
         m, p = core.passive.m + core.servo.m, core.p
         self.outputs = np.zeros(2 * m + p) if outputs is None else outputs
-        self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[m:2 * m], self.outputs[2 * m:]
+        # rows per part of the block: a compiled program's posture rows follow the task's (not reported)
+        self.rows = mb = (self.outputs.size - p) // 2
+        self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[mb:mb + m], self.outputs[2 * mb:]
         self.saturated = np.zeros(core.p, dtype=bool)
         self.info = np.zeros(codes.INFO_SIZE)
 
@@ -139,8 +154,9 @@ class ControllerBackend:
         if mp:
             self.phi[:mp] = passive.phi
             self.phidot[:mp] = passive.phidot
-        self.phi[mp:] = servo.phi
-        self.phidot[mp:] = servo.phidot
+        ms = self.core.servo.m                  # the task rows (posture rows follow them in servo_all)
+        self.phi[mp:] = servo.phi[:ms]
+        self.phidot[mp:] = servo.phidot[:ms]
 
     def __repr__(self):
         return f'{type(self).__name__}({self.name!r})'
@@ -168,9 +184,12 @@ class CompiledBackend(ControllerBackend):
     def build(cls, core, gains):
         """The compiled backend of `core`, or None when a row type has no compiled form (or no numba)."""
         B, between = core.setup.actuators.compiled_form()
-        program = core.passive.create_data(core.model, core.servo, p=core.p, B=B, between=between, gains=gains,
+        red = core.redundancy
+        program = core.passive.create_data(core.model, core.servo_all, p=core.p, B=B, between=between, gains=gains,
                                            rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
-                                           limits=core.effort_limits, external_rows=True, any_order=True)
+                                           limits=core.effort_limits, secondary=red.secondary,
+                                           one_sided=red.one_sided, internal_effort=red.internal_effort,
+                                           external_rows=True, any_order=True)
         return None if program is None else cls(core, program)
 
     def set_gains(self, gains):
@@ -186,8 +205,10 @@ class ReferenceBackend(ControllerBackend):
 
     def __init__(self, core, gains):
         super().__init__(core)
-        n, p, mp, ms = core.n, core.p, core.passive.m, core.servo.m
-        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond)
+        n, p, mp, ms = core.n, core.p, core.passive.m, core.servo_all.m
+        red = core.redundancy
+        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond, secondary=red.secondary,
+                                     one_sided=red.one_sided, internal_effort=red.internal_effort)
         self.saturated, self.info = self.solver.saturated, self.solver.info
         actuators = core.setup.actuators
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
@@ -204,7 +225,7 @@ class ReferenceBackend(ControllerBackend):
         model = core.model
         model.compute(q, qd)
         passive = core.passive.evaluate(model, q, qd, t) if core.passive.m else core.passive.rows
-        servo = core.servo.evaluate(model, q, qd, t)
+        servo = core.servo_all.evaluate(model, q, qd, t)
         B = self.B if self.B is not None else core.setup.actuators.matrix(model)
         try:
             self.solver.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi,
@@ -241,13 +262,19 @@ class GeneralBackend(ControllerBackend):
         np.negative(model.h, out=self._Q)
         B = core.setup.actuators.matrix(model)
         bs = stab.stabilized_rhs(servo, out=self._bs)
+        red = core.redundancy
+        extra = {}
+        if red.active:
+            extra = {'posture_accel': self._posture_accel(model, q, qd, t) if red.secondary else None,
+                     'internal_effort': red.internal_effort}
         if passive is not None:
             bp = stab.stabilized_rhs(passive, out=self._bp)
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
-                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report')
+                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report', **extra)
         else:
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
-                                   on_infeasible='report')
+                                   on_infeasible='report', **extra)
+        info_null = (res.null_motion, res.null_internal)
         limits = core.effort_limits
         np.greater(np.abs(res.u), limits, out=self.saturated)
         if self.saturated.any():
@@ -259,7 +286,20 @@ class GeneralBackend(ControllerBackend):
             else Status.NON_FINITE_EFFORT
         info[INFO_RANK], info[INFO_CONDITION], info[INFO_PASSIVE_RANK] = res.rank, res.condition, res.passive_rank
         info[INFO_RESIDUAL], info[INFO_CONSISTENT] = res.servo_residual, 1.0 if res.consistent else 0.0
+        if red.active:
+            info[codes.INFO_NULL_MOTION], info[codes.INFO_NULL_INTERNAL] = info_null
         self._gather_rows(passive, servo)
+
+    def _posture_accel(self, model, q, qd, t):
+        """``a_p = sum_i A_i^T (b_i - kd_i phi'_i - kp_i phi_i)`` over the posture rows (one-sided rows only
+        where phi < 0; :class:`uk_controller.uk.ServoSolver`)."""
+        red = self.core.redundancy
+        rows = self.core.posture_rows.evaluate(model, q, qd, t)
+        rhs = rows.b - (red.gains[0] * rows.phidot + red.gains[1] * rows.phi)
+        if red.one_sided:
+            tail = rhs[red.secondary - red.one_sided:]
+            tail[rows.phi[red.secondary - red.one_sided:] >= 0.0] = 0.0
+        return rows.A.T @ rhs
 
 
 # ----------------------------------------------------------------------------- the controller
@@ -283,11 +323,18 @@ class ControllerCore:
         self.n = self.model.n
         self.p = setup.actuators.p
         self.passive, self.servo = setup.passive, setup.servo
+        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
+        # the task's null space: posture rows after the task rows (uk_controller.redundancy)
+        self.redundancy = _redundancy.build(setup, self.rcond)
+        red = self.redundancy
+        self.posture_rows = ConstraintStack(red.terms, self.model.n)
+        self.servo_all = ConstraintStack(list(setup.servo.terms) + red.terms, self.model.n) if red.terms \
+            else setup.servo
+        self._q_ref = red.q_ref.copy()
         self.rate = float(rate if rate is not None else control.get('rate', _settings.default('control.rate')))
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
         self.dt = 1.0 / self.rate
-        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
         method = pinv or control.get('pinv', _settings.default('control.pinv'))
         pinv_fn = get_pinv(method)
         if method == 'damped':
@@ -306,10 +353,13 @@ class ControllerCore:
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
         # what step() reads, unpacked in one go: the runner, info[:_INFO_READ] (a view), the outputs block
-        # (phi | phi' | effort) and the slices of its parts in a copy
-        m = self._m
-        self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * m, 2 * m + self.p),
-                     slice(0, m), slice(m, 2 * m), slice(self._mp, m))
+        # (phi | phi' | effort, each part `b.rows` long: a compiled program keeps its posture rows after the
+        # task's) and the slices of the reported parts in a copy
+        m, mb = self._m, b.rows
+        self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
+                     slice(0, m), slice(mb, mb + m), slice(self._mp, m))
+        self._null_hot = (bool(red.terms), self._q_ref, b.info) if red.active else None
+        self._null_initial = (red.null_motion, red.null_internal)
         self._warm_up()
 
     def _choose_backend(self, backend, method, pinv_fn):
@@ -362,6 +412,8 @@ class ControllerCore:
     @stabilization.setter
     def stabilization(self, value):
         self._gains = uk.row_gains(value, self.passive.rows.order, self.servo.rows.order)
+        if self.redundancy.terms:
+            self._gains = np.hstack((self._gains, self.redundancy.gains))
         self._stabilization = value
         if self.backend is not None:
             self.backend.set_gains(self._gains)
@@ -430,9 +482,20 @@ class ControllerCore:
             status, reason = _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
         else:
             status, reason = _OK, ''
+        null = self._null_hot
+        if null is None:                      # no null-space term: the dimensions at the initial state
+            return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
+                              int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank),
+                              status, residual, math.nan, *self._null_initial)
+        posture_error = math.nan
+        if null[0]:
+            d = q - null[1]
+            posture_error = math.sqrt(d @ d)
+        full_info = null[2]
         return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
                           int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank), status,
-                          residual)
+                          residual, posture_error, int(full_info[codes.INFO_NULL_MOTION]),
+                          int(full_info[codes.INFO_NULL_INTERNAL]))
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',

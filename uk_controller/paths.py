@@ -104,12 +104,27 @@ def data_file_candidates(value, config_path=None):
 
 
 def _other_package_share(package):
-    """share/<package> of another ROS package through the ament index, or None."""
+    """share/<package> of another ROS package, or None: through the ament index (a sourced ROS workspace),
+    else in a prefix that Python packages install into (:func:`python_prefix_share`)."""
     try:
         from ament_index_python.packages import get_package_share_directory
         return Path(get_package_share_directory(package))
     except Exception:  # not installed, not a ROS environment, broken AMENT_PREFIX_PATH
-        return None
+        return python_prefix_share(package)
+
+
+def python_prefix_share(package):
+    """``share/<package>`` (holding a package.xml) that a pip-installed wheel brought, or None.
+
+    Looked for in ``<sys.prefix>/share`` and in the ``cmeel.prefix/share`` folder of every ``sys.path``
+    entry (the layout of the cmeel wheels on PyPI: ``pin``, ``example-robot-data``, ...), so a setup may
+    write ``package://example-robot-data/robots/...`` on any machine where that wheel is installed."""
+    roots = [Path(sys.prefix) / 'share'] + [Path(entry) / 'cmeel.prefix' / 'share' for entry in sys.path if entry]
+    for root in roots:
+        candidate = root / package
+        if (candidate / 'package.xml').is_file():
+            return candidate
+    return None
 
 
 def resolve_data_file(value, config_path=None) -> Path | None:
@@ -137,8 +152,9 @@ def missing_file_message(value, config_path=None):
     looked = data_file_candidates(value, config_path)
     if text.startswith('package://') and not looked:
         package = text[len('package://'):].partition('/')[0]
-        return (f'file {text!r} not found: ROS package {package!r} is not in the ament index '
-                '(source its workspace, or give a path relative to the setup file)')
+        return (f'file {text!r} not found: ROS package {package!r} is neither in the ament index nor in a '
+                'Python prefix (source its workspace, pip-install the wheel that ships it, or give a path '
+                'relative to the setup file)')
     message = f'file {text!r} not found; looked in: ' + ', '.join(str(p) for p in dict.fromkeys(looked))
     if not text.startswith(('package://', 'file://')) and not Path(text).is_absolute():
         if (share_dir() / text).is_file():

@@ -94,6 +94,9 @@ SETTINGS = [
        choices=('description', 'none')),
     _pos('robot.friction_velocity', 0.01, 'rad/s or m/s', "Coulomb friction f sign(q') is modelled as "
          "f tanh(q'/v) with this v", high=10.0),
+    _S('robot.allow_nonphysical', 'bool', False, '', 'accept a description whose moving bodies have a mass '
+       '<= 0 or an inertia that is not positive definite or breaks the triangle inequality (warnings instead '
+       'of an error; docs/guarantees.md)'),
     # ------------------------------------------------------------------ actuators
     _S('actuators.names', 'strs', NONE, '', 'actuators, order of the effort vector u (default: one per joint)'),
     _S('actuators.<name>.joint', 'str', NONE, '', 'tree joint the actuator drives (or between)'),
@@ -175,6 +178,22 @@ SETTINGS = [
     _nonneg('control.soft_start', 1.0, 's', 're-arming after an interruption ramps the stabilization from 0 to '
             'its gains over this time (0: off); the trajectory clock is held during the interruption',
             high=60.0, live=True),
+    # ------------------------------------------------------------------ redundancy resolution
+    _S('posture.enabled', 'bool', True, '', 'hold the free directions the task leaves (its null space) at a '
+       'posture, on the closure-projected dynamics (task and closures untouched); used only where the task '
+       'leaves freedom'),
+    _S('posture.reference', 'floats', NONE, 'rad or m', 'posture q_ref, one per joint (default: '
+       'robot.initial_position)'),
+    _pos('posture.omega', 5.0, 'rad/s', "natural frequency of the posture: a_p = -w^2 (q - q_ref) - 2 zeta w q'",
+         high=1.0e4),
+    _pos('posture.damping_ratio', 1.0, '', 'zeta of the posture (1: critically damped)', high=100.0),
+    _nonneg('posture.limit_margin', 0.05, '', 'joint-limit avoidance: repel a joint inside this fraction of its '
+            'URDF range from either end (0: off; joints without limits: none)', high=0.5),
+    _pos('posture.limit_omega', 20.0, 'rad/s', 'natural frequency of the joint-limit repulsion (critically '
+         'damped, acting only inside the margin)', high=1.0e4),
+    _S('internal_force.effort', 'floats', NONE, 'N m or N', 'redundant actuation: internal-force (preload, '
+       'squeeze) target, one per actuator; its component that moves nothing is added (default: none, the '
+       'minimum-norm distribution)'),
     # ------------------------------------------------------------------ simulation
     _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
     _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=('rk4', 'solve_ivp')),

@@ -33,12 +33,16 @@ import numpy as np
 from scipy.linalg import get_lapack_funcs
 
 from . import pinv as _pinv
+from .kernels.codes import INFO_NULL_INTERNAL, INFO_NULL_MOTION
 
 DEFAULT_RCOND = 1e-10
 #: Smallest relative eigenvalue of the Gram matrix treated as non-zero.
 GRAM_FLOOR = 1e-14
 #: relative residual of Chen's servo equation below which it counts as consistent (solved exactly)
 CONSISTENCY_TOL = 1e-8
+#: rank cut of the null-space solve (:func:`redundancy_effort`), relative to ``|L^T N B|_F``: a direction
+#: of the task's null space moves the robot when its singular value is above this fraction
+NULL_RCOND = 1e-6
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -226,6 +230,8 @@ class ServoResult:
     consistent    seed 004 Assumption 3: ``(C B_bar)(C B_bar)^+ b_bar = b_bar``
     servo_residual ``||A_s q'' - b_s||`` (0 when the servo constraint is met)
     passive_rank  rank of the passive Gram matrix (0 without closures)
+    null_motion   dimension of the task's null space that moves the robot (rank of ``N B P``; -1: not computed)
+    null_internal dimension of the efforts that move nothing (internal forces, ``p - rank G - null_motion``)
     """
 
     u: np.ndarray
@@ -236,6 +242,8 @@ class ServoResult:
     servo_residual: float
     passive_rank: int = 0
     condition: float = field(default=float('nan'))
+    null_motion: int = -1
+    null_internal: int = -1
 
 
 def _check(result, on_infeasible, tol_msg):
@@ -261,9 +269,65 @@ def _solve_servo(CB, bbar, s, rcond, pinv):
     return u, rank, cond
 
 
+def _right_rows(G, rcond):
+    """Orthonormal basis (p, r) of the row space of G under the servo rank rule (``s > rcond s_max``,
+    as :func:`uk_controller.pinv.pinv_svd`)."""
+    if G.size == 0:
+        return np.zeros((G.shape[1], 0))
+    _, sv, Vt = np.linalg.svd(G, full_matrices=False)
+    if not sv.size or sv[0] <= 0.0:
+        return np.zeros((G.shape[1], 0))
+    return Vt[sv > rcond * sv[0]].T
+
+
+def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=None, *, rcond=DEFAULT_RCOND,
+                      null_rcond=NULL_RCOND):
+    """The null-space term of Chen's servo control (seed 004 eq 35) on the closure-projected dynamics.
+
+    DESIGN.md "Redundancy": with ``q'' = N (Q + B u) + r_p`` and ``G = A_s N B``, every effort meeting the
+    servo rows is ``u = G^+ r + P z``, ``P = I - G^+ G`` (seed 004 eq 35 with its free vector z). Chen's
+    choice z = 0 leaves the free directions to the natural dynamics. Here, with ``M = L L^T``
+    (``|x|_M = |L^T x|``) and the posture acceleration ``a_p`` (e.g. ``-Kp (q - q_ref) - Kd q'``)::
+
+        z   = argmin |N B P z - (a_p - q''_task)|_M  (minimum norm)  =  (L^T N B P)^+ L^T (a_p - q''_task)
+        du  = P z = z                                 (the row space of L^T N B P lies in the range of P)
+
+    so ``A_s N B du = G P z = 0`` (the task rows never feel it) and the closures hold because q'' stays
+    of the form ``N (Q + B u) + r_p``. Singular values of ``L^T N B P`` count when above
+    ``null_rcond |L^T N B|_F``; their number is the dimension of the task's null space that MOVES the robot.
+    The efforts left, ``null(N B)`` (dimension ``p - rank G - that``), move nothing: with redundant
+    actuation (a three-branch five-bar, two arms holding one object) they only change internal forces.
+    There the minimum-norm distribution is kept unless an internal-force target u_int is given::
+
+        du += P_int u_int,   P_int = I - V_G V_G^T - V_Y V_Y^T   (projector on null(N B))
+
+    (V_G, V_Y: the kept right singular vectors of G and of ``L^T N B P``), the effort closest to
+    ``u + u_int`` among those producing the same motion. Returns ``(du, null_motion, null_internal)``.
+    """
+    M = np.asarray(M, dtype=float)
+    NB = np.atleast_2d(np.asarray(NB, dtype=float))
+    n, p = NB.shape
+    G = np.asarray(G, dtype=float).reshape(-1, p)
+    Vg = _right_rows(G, rcond)
+    P = np.eye(p) - Vg @ Vg.T
+    Lt = np.linalg.cholesky(M).T
+    X = Lt @ NB
+    U, sv, Vt = np.linalg.svd(X @ P, full_matrices=False)
+    keep = sv > null_rcond * np.linalg.norm(X) if np.linalg.norm(X) > 0.0 else np.zeros(sv.size, dtype=bool)
+    Vy = Vt[keep].T
+    du = np.zeros(p)
+    if posture_accel is not None:
+        d = Lt @ (np.asarray(posture_accel, dtype=float) - np.asarray(qdd_task, dtype=float))
+        du = Vy @ ((U[:, keep].T @ d) / sv[keep])
+    if internal_effort is not None:
+        du = du + (P - Vy @ Vy.T) @ np.asarray(internal_effort, dtype=float)
+    motion = int(keep.sum())
+    return du, motion, p - Vg.shape[1] - motion
+
+
 def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, s=None,
                   rcond=DEFAULT_RCOND, pinv=None, consistency_tol=CONSISTENCY_TOL, on_infeasible='raise',
-                  factor=None):
+                  factor=None, posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND):
     """Chen's constraint-following servo control with passive closures accounted for.
 
     System ``M q'' = Q + B u + Qc_p`` with passive constraints
@@ -284,6 +348,11 @@ def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, 
 
     Without passive constraints ``N = M^{-1}`` and this is exactly seed 004
     section II (``C B_bar = A M^{-1} B``, ``b_bar = b - A M^{-1} Q``).
+
+    With `posture_accel` (a_p, n) and/or `internal_effort` (u_int, p) the free vector s is not used:
+    the null-space term of :func:`redundancy_effort` is added (DESIGN.md "Redundancy": the task first,
+    the closures always, the posture only in what is left) and ``null_motion``, ``null_internal`` of the
+    result give the dimensions of the task's null space.
 
     Controllability (seed 004 Theorem 1: rank ``C B_bar >= 1``) and consistency
     (Assumption 3) are checked; with ``on_infeasible='raise'`` a failure raises
@@ -315,11 +384,17 @@ def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, 
     CB = As @ NB
     bbar = bs - As @ a0
     u, rank, cond = _solve_servo(CB, bbar, s, rcond, pinv)
+    null_motion = null_internal = -1
+    if posture_accel is not None or internal_effort is not None:
+        du, null_motion, null_internal = redundancy_effort(M, NB, CB, a0 + NB @ u, posture_accel, internal_effort,
+                                                           rcond=rcond, null_rcond=null_rcond)
+        u = u + du
     qdd = a0 + NB @ u
     residual = float(np.linalg.norm(As @ qdd - bs))
     consistent = residual <= consistency_tol * max(1.0, float(np.linalg.norm(bbar)))
     passive_force = M @ qdd - Q - B @ u
-    result = ServoResult(u, qdd, passive_force, rank, consistent, residual, passive_rank, cond)
+    result = ServoResult(u, qdd, passive_force, rank, consistent, residual, passive_rank, cond, null_motion,
+                         null_internal)
     return _check(result, on_infeasible, f'> {consistency_tol:g} * max(1, ||b_bar||)')
 
 
@@ -376,6 +451,27 @@ def row_gains(stabilization, *stacks_or_orders):
     return np.hstack(parts) if parts else np.zeros((2, 0))
 
 
+def solver_params(rcond=DEFAULT_RCOND, gram_floor=GRAM_FLOOR, consistency_tol=CONSISTENCY_TOL, max_sweeps=60, *,
+                  secondary=0, one_sided=0, null_rcond=NULL_RCOND, internal_effort=None, p=0):
+    """The ``params`` array of the compiled servo solve (layout ``kernels.codes.PARAM_*``): tolerances,
+    the number of posture (secondary) rows and of one-sided rows among them, the null-space rank cut and
+    the internal-force target (ValueError when it has more than ``MAX_INTERNAL_TARGET`` entries)."""
+    from .kernels import codes
+    params = np.zeros(codes.PARAMS_SIZE)
+    params[:4] = rcond, gram_floor, consistency_tol, float(max_sweeps)
+    params[codes.PARAM_N_SECONDARY], params[codes.PARAM_N_ONE_SIDED] = secondary, one_sided
+    params[codes.PARAM_NULL_RCOND] = null_rcond
+    if one_sided > secondary:
+        raise ValueError(f'one_sided ({one_sided}) cannot exceed secondary ({secondary})')
+    if internal_effort is not None:
+        target = np.broadcast_to(np.asarray(internal_effort, dtype=float), (p,))
+        if p > codes.MAX_INTERNAL_TARGET:
+            raise ValueError(f'an internal-force target holds at most {codes.MAX_INTERNAL_TARGET} efforts, got {p}')
+        params[codes.PARAM_INTERNAL] = 1.0
+        params[codes.PARAM_INTERNAL_TARGET:codes.PARAM_INTERNAL_TARGET + p] = target
+    return params
+
+
 class ServoSolver:
     """:func:`servo_control` for fixed sizes with a preallocated workspace (the control hot path).
 
@@ -397,10 +493,17 @@ class ServoSolver:
     ``passive_force`` (arrays owned by the solver, overwritten by the next
     call) and the attributes ``rank``, ``condition``, ``passive_rank``,
     ``servo_residual``, ``consistent``.
+
+    Redundancy resolution (:func:`redundancy_effort`): the last `secondary` of the m_servo rows are
+    posture rows, not tasks (their stabilized right-hand sides give the posture acceleration
+    ``a_p = sum_i A_i^T (b_i - kd_i phi'_i - kp_i phi_i)``; the last `one_sided` of them count only where
+    ``phi_i < 0``: joint-limit rows); `internal_effort` (p,) is an internal-force target. Then ``info``
+    also holds the null-space dimensions (``INFO_NULL_MOTION``, ``INFO_NULL_INTERNAL``).
     """
 
     def __init__(self, n, p, m_passive, m_servo, *, rcond=DEFAULT_RCOND, consistency_tol=CONSISTENCY_TOL,
-                 backend='auto', max_sweeps=60):
+                 backend='auto', max_sweeps=60, secondary=0, one_sided=0, internal_effort=None,
+                 null_rcond=NULL_RCOND):
         from .kernels import codes, jit, servo
         if backend == 'auto':
             backend = 'numba' if jit.AVAILABLE else 'numpy'
@@ -413,7 +516,11 @@ class ServoSolver:
         n, p, mp, ms = self.n, self.p, self.mp, self.ms
         self.rcond = float(rcond)
         self.consistency_tol = float(consistency_tol)
-        self.params = np.array([self.rcond, GRAM_FLOOR, self.consistency_tol, float(max_sweeps)])
+        self.secondary, self.one_sided = int(secondary), int(one_sided)
+        self.internal_effort = None if internal_effort is None else np.array(internal_effort, dtype=float)
+        self.null_rcond = float(null_rcond)
+        self.params = solver_params(self.rcond, GRAM_FLOOR, self.consistency_tol, max_sweeps, secondary=secondary,
+                                    one_sided=one_sided, null_rcond=null_rcond, internal_effort=internal_effort, p=p)
         self.u = np.zeros(p)
         self.qdd = np.zeros(n)
         self.passive_force = np.zeros(n)
@@ -464,8 +571,10 @@ class ServoSolver:
 
     def result(self):
         """A :class:`ServoResult` with copies of the current solution."""
+        active = self.secondary or self.internal_effort is not None
+        null = (int(self.info[INFO_NULL_MOTION]), int(self.info[INFO_NULL_INTERNAL])) if active else (-1, -1)
         return ServoResult(self.u.copy(), self.qdd.copy(), self.passive_force.copy(), self.rank, self.consistent,
-                           self.servo_residual, self.passive_rank, self.condition)
+                           self.servo_residual, self.passive_rank, self.condition, *null)
 
     # ------------------------------------------------------------ solving
     def _warm_up(self):
@@ -503,20 +612,23 @@ class ServoSolver:
         bs = np.subtract(bs, gains[0, mp:] * phids + gains[1, mp:] * phis, out=self._bs)
         if mp:
             bp = np.subtract(bp, gains[0, :mp] * phidp + gains[1, :mp] * phip, out=self._bp)
-        self._numpy_core(M, self._Q, B, As, bs, Ap, bp)
+        self._numpy_core(M, self._Q, B, As, bs, Ap, bp, phis)
         np.greater(np.abs(self.u), limits, out=self.saturated)
         np.clip(self.u, -limits, limits, out=self.effort)
         self.info[7] = np.count_nonzero(self.saturated)
         return self
 
-    def _numpy_core(self, M, Q, B, As, bs, Ap, bp):
-        p, mp, ms = self.p, self.mp, self.ms
+    def _numpy_core(self, M, Q, B, As, bs, Ap, bp, phis):
+        p, mp, ms = self.p, self.mp, self.ms - self.secondary
+        if self.secondary:
+            Asec, bsec, phisec = As[ms:], bs[ms:], phis[ms:]
+            As, bs = As[:ms], bs[:ms]
         W = self._W
         W[:, 0] = Q
         W[:, 1:1 + p] = B
         if mp:
             W[:, 1 + p:] = Ap.T
-        _, X, status = self._posv(M, W, lower=1, overwrite_a=0, overwrite_b=0)
+        Lc, X, status = self._posv(M, W, lower=1, overwrite_a=0, overwrite_b=0)
         if status != 0:
             self.info[0] = 1.0
             raise NotPositiveDefiniteError(f'mass matrix not positive definite (posv info {status})')
@@ -543,6 +655,18 @@ class ServoSolver:
                 rank = int(np.count_nonzero(s > self.rcond * s[0]))
                 cond = float(s[0] / s[rank - 1])
                 u[:] = Vt[:rank].T @ ((U[:, :rank].T @ bbar) / s[:rank])
+        if self.secondary or self.internal_effort is not None:
+            ap = None
+            if self.secondary:
+                active = np.ones(self.secondary, dtype=bool)
+                if self.one_sided:
+                    active[self.secondary - self.one_sided:] = phisec[self.secondary - self.one_sided:] < 0.0
+                ap = Asec[active].T @ bsec[active]
+            Ms = np.tril(M) + np.tril(M, -1).T
+            du, nm, ni = redundancy_effort(Ms, NB, As @ NB, a0 + NB @ u, ap, self.internal_effort,
+                                           rcond=self.rcond, null_rcond=self.null_rcond)
+            u += du
+            self.info[INFO_NULL_MOTION], self.info[INFO_NULL_INTERNAL] = nm, ni
         qdd = np.add(a0, NB @ u, out=self.qdd)
         residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
         Ms = np.tril(M) + np.tril(M, -1).T              # only the lower triangle of M is read

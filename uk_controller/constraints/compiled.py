@@ -63,11 +63,17 @@ class CompiledRows:
 
     @classmethod
     def build(cls, model, passive, servo, *, p=0, B=None, between=(), gains=None, rcond=1e-10,
-              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, external_rows=False,
-              any_order=False):
+              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, secondary=0, one_sided=0,
+              internal_effort=None, null_rcond=None, external_rows=False, any_order=False):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
-        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`;
-        `external_rows`: accept callable terms, `any_order`: a permuted joint order (class docstring)."""
+        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`; `secondary`,
+        `one_sided`, `internal_effort`, `null_rcond`: the redundancy resolution (:class:`uk_controller.uk.ServoSolver`;
+        the last `secondary` servo rows are posture rows). None when the internal-force target is longer than
+        the program holds (kernels.codes.MAX_INTERNAL_TARGET). `external_rows`: accept callable terms,
+        `any_order`: a permuted joint order (class docstring)."""
+        from ..uk import NULL_RCOND, solver_params
+        if internal_effort is not None and p > C.MAX_INTERNAL_TARGET:
+            return None
         # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted
         # joint order only for run() (the compiled plant and loop pass Pinocchio's arrays themselves)
         if not jit.AVAILABLE or (model.order_permuted and not any_order):
@@ -172,7 +178,9 @@ class CompiledRows:
         gains = np.zeros((2, m)) if gains is None else np.asarray(gains, dtype=float).reshape(2, m)
         limits = np.full(p, np.inf) if limits is None else np.broadcast_to(np.asarray(limits, float), (p,))
         g_ofs = add_floats(gains)
-        par_ofs = add_floats([rcond, gram_floor, consistency_tol, float(max_sweeps)])
+        par_ofs = add_floats(solver_params(rcond, gram_floor, consistency_tol, max_sweeps, secondary=secondary,
+                                           one_sided=one_sided, internal_effort=internal_effort, p=p,
+                                           null_rcond=NULL_RCOND if null_rcond is None else null_rcond))
         lim_ofs = add_floats(limits)
         nf = len(frames)
         # workspace layout

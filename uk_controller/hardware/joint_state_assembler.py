@@ -27,6 +27,9 @@ class JointStateAssembler:
         for j in hw.joints:
             if j is None or j not in self.names:
                 raise ValueError(f'motor for actuator without a tree joint ({j}): cannot measure q')
+            if self.names.index(j) in self.measured:
+                raise ValueError(f'joint {j!r} is measured by two motors: which reading is its position is '
+                                 'unknowable; give each joint one motor (hardware.motors)')
             self.measured.append(self.names.index(j))
         self.unmeasured = [i for i in range(n) if i not in self.measured]
         if self.unmeasured and setup.passive.m == 0:
@@ -36,10 +39,16 @@ class JointStateAssembler:
         self.q = np.array(setup.q0, float)
         self.qd = np.zeros(n)
         self.residual = 0.0
+        self.rejected = 0
 
     def __call__(self, q_m, qd_m, t=0.0):
-        """-> (q, qd) of all joints (NaN when the closure cannot be solved)."""
+        """-> (q, qd) of all joints (NaN when the closure cannot be solved, or when the reading does not
+        hold exactly one position and one velocity per measured joint: such a reading is counted in
+        ``rejected`` and never becomes a state)."""
         q, qd = self.q.copy(), np.zeros_like(self.qd)
+        if np.size(q_m) != len(self.measured) or np.size(qd_m) != len(self.measured):
+            self.rejected += 1
+            return np.full_like(q, np.nan), np.full_like(qd, np.nan)
         q[self.measured] = q_m
         qd[self.measured] = qd_m
         if self.unmeasured:

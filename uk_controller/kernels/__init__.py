@@ -6,7 +6,8 @@ module                  compiled kernels                                      Nu
 :mod:`.codes`           integer codes and record layouts (no code)            shared by both sides
 :mod:`.jit`             ``AVAILABLE``, ``njit`` (the numba switch)
 :mod:`.linalg`          Cholesky, one-sided Jacobi SVD, scratch views         numpy.linalg / LAPACK
-:mod:`.servo`           servo_solve, closure_accel (seed 004 eq 35)            uk.servo_control, uk.ServoSolver
+:mod:`.servo`           servo_solve, null_space_step, closure_accel            uk.servo_control, uk.ServoSolver,
+                        (seed 004 eq 35; DESIGN.md "Redundancy")              uk.redundancy_effort
 :mod:`.trajectory`      trajectory_eval                                       trajectories.*._eval
 :mod:`.rows`            frame kinematics, constraint rows, fused step          constraints.ConstraintStack
 :mod:`.dynamics`        tree_terms (RNEA + CRBA), frame_placements            Pinocchio via model.RobotModel

@@ -34,11 +34,18 @@ OK, NOT_PD, NOT_FINITE, NOT_FINITE_STATE = 0, 1, 2, 3
 # ----------------------------------------------------------------------------- servo solve arrays
 #: entries of the ``info`` array (INFO_SIZE floats)
 (INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL, INFO_CONSISTENT, INFO_BBAR_NORM,
- INFO_N_SATURATED) = range(8)
-INFO_SIZE = 8
-#: entries of the ``params`` array (PARAMS_SIZE floats)
-PARAM_RCOND, PARAM_GRAM_FLOOR, PARAM_CONSISTENCY_TOL, PARAM_MAX_SWEEPS = range(4)
-PARAMS_SIZE = 4
+ INFO_N_SATURATED, INFO_NULL_MOTION, INFO_NULL_INTERNAL) = range(10)
+INFO_SIZE = 10
+#: entries of the ``params`` array (PARAMS_SIZE floats): the solver's tolerances, then the redundancy
+#: resolution (uk.ServoSolver): how many of the LAST servo rows are secondary (posture) rows, how many of
+#: those (the last ones) are one-sided (joint-limit rows, active where phi < 0), the rank cut of the
+#: null-space solve, and the internal-force target (1.0 in PARAM_INTERNAL, then the target effort u_int,
+#: at most MAX_INTERNAL_TARGET entries)
+(PARAM_RCOND, PARAM_GRAM_FLOOR, PARAM_CONSISTENCY_TOL, PARAM_MAX_SWEEPS, PARAM_N_SECONDARY, PARAM_N_ONE_SIDED,
+ PARAM_NULL_RCOND, PARAM_INTERNAL) = range(8)
+PARAM_INTERNAL_TARGET = 8
+MAX_INTERNAL_TARGET = 16
+PARAMS_SIZE = PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET
 
 # ----------------------------------------------------------------------------- compiled row program
 #: header of the integer program ip (counts, then offsets into ip, then offsets into the workspace ws,

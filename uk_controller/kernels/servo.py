@@ -8,10 +8,19 @@ phi)``, seed 000 eq 52)::
     N Q + r_p, N B                               seed 004 section V projected on the closures
     G_p = A_p M^{-1} A_p^T,  G_p^+ with  w > max(rcond^2, GRAM_FLOOR) w_max   (uk.gram_pinv)
     u = (A_s N B)^+ (b_s - A_s (N Q + r_p))      seed 004 eq 35, SVD rank rule of pinv_svd
+    u += P z  (+ P_int u_int)                    redundancy resolution (uk.redundancy_effort, DESIGN.md)
     q'' = N Q + r_p + N B u,  passive force = M q'' - Q - B u
 
+Redundancy resolution (:func:`null_space_step`): the last ``params[PARAM_N_SECONDARY]`` servo rows are
+posture rows (joint rows with their own gains; the last ``params[PARAM_N_ONE_SIDED]`` of them joint-limit
+rows that act only where phi < 0), not tasks: with ``G = A_s N B`` on the task rows, ``P = I - G^+ G`` and
+``M = L L^T``, ``z = (L^T N B P)^+ L^T (a_p - q''_task)`` (the M-norm least squares of seed 004 eq 35's
+free term; DESIGN.md "Redundancy"), and an internal-force target u_int (params) adds its component in the
+null space of N B.
+
 NumPy references (module :mod:`uk_controller.uk`): :func:`servo_solve` / :func:`servo_kernel` twin
-``uk.servo_control`` and ``uk.ServoSolver`` with ``backend='numpy'`` (``ServoSolver(backend='numba')``
+``uk.servo_control`` and ``uk.ServoSolver`` with ``backend='numpy'`` (:func:`null_space_step` twins
+``uk.redundancy_effort``; test/test_redundancy.py) (``ServoSolver(backend='numba')``
 calls :func:`servo_kernel`); :func:`closure_accel` twins ``uk.constrained_acceleration`` (ServoSolver
 with no efforts and no servo rows). Tests: ``test/test_uk_fast.py`` (``test_servo_solver_equals_servo_control``,
 ``test_solver_without_servo_is_the_uk_acceleration``, ``test_folded_baumgarte_equals_stabilized_rhs``).
@@ -22,9 +31,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_PASSIVE_RANK, INFO_RANK,
-                    INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK, PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR,
-                    PARAM_MAX_SWEEPS, PARAM_RCOND)
+from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_NULL_INTERNAL,
+                    INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK,
+                    PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR, PARAM_INTERNAL, PARAM_INTERNAL_TARGET, PARAM_MAX_SWEEPS,
+                    PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_RCOND)
 from .jit import njit
 from .linalg import (chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns, matmul,
                      scratch_row, scratch_rows)
@@ -47,7 +57,176 @@ def row_residuals(A, x, b, phi, phid, gains, g0, out):
 def servo_scratch_shape(n, p, mp, ms):
     """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
     ms servo rows."""
-    return 3 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 9, max(n, p, mp, ms, 1)
+    return 3 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 9 + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
+
+
+@njit(cache=True)
+def null_scratch_rows(n, p):
+    """Rows of scratch :func:`null_space_step` needs for n coordinates and p efforts."""
+    return n + 2 * p + max(n, p) + min(n, p) + 7
+
+
+@njit(cache=True)
+def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided, left_g, right_g, sg, rank_g,
+                    right_scaled, null_rcond, sweeps, internal, target, du, sc, o):
+    """Redundancy resolution on the closure-projected dynamics (DESIGN.md "Redundancy"; twin of
+    ``uk.redundancy_effort``): writes ``du = P z (+ P_int u_int)`` and returns the dimensions
+    ``(motion, internal)`` of the null space of the task.
+
+    ``As``, ``bs``, ``phis``, ``phids``: the posture rows (gains from column g0 of `gains`); the last
+    n_one_sided of them count only where phi < 0 (joint-limit rows). With ``rhs_i = b_i - (kd_i phi'_i +
+    kp_i phi_i)``::
+
+        a_p  = sum_i A_i^T rhs_i                     posture acceleration (A = I: a_p = -Kp (q - q_ref) - Kd q')
+        P    = I - V_G V_G^T = Z Z^T                 V_G: the kept right singular vectors of G = A_s N B;
+                                                     Z (p, k): orthonormal basis of null(G), pivoted Gram-Schmidt
+                                                     on the columns of P, k = p - rank G
+        X    = L^T N B,   Y = X Z                    M = L L^T: |x|_M = |L^T x|; Y's non-zero singular values
+                                                     are those of X P
+        z    = Z Y^+ L^T (a_p - q''_task),  du = z   rank of Y: s_k > null_rcond |X|_F
+        du  += Z (I - V_Y V_Y^T) Z^T u_int           only when `internal` (u_int = target; = P_int u_int)
+
+    ``right_g`` (p, c): G's right singular vectors, scaled by s_k when right_scaled; ``rank_g`` of them are
+    kept (``sg[k] > 0``, chosen by the caller's rank rule). Scratch from row o of sc. The SVD of Y (one-sided
+    Jacobi) is k columns wide instead of p: the null space only."""
+    n = L.shape[0]
+    p = NB.shape[1]
+    ns = As.shape[0]
+    k = p - rank_g
+    P, o = scratch_rows(sc, o, p, p)
+    X, o = scratch_rows(sc, o, n, p)
+    Z, o = scratch_rows(sc, o, p, k)
+    Wy, o = scratch_rows(sc, o, max(n, k), min(n, k))
+    Vy, o = scratch_rows(sc, o, min(n, k), min(n, k))
+    sy, o = scratch_row(sc, o, min(n, k))
+    ap, o = scratch_row(sc, o, n)
+    rhs, o = scratch_row(sc, o, max(ns, 1))
+    ltd, o = scratch_row(sc, o, n)
+    vk, o = scratch_row(sc, o, p)
+    nrm, o = scratch_row(sc, o, p)
+    # posture acceleration a_p
+    for i in range(n):
+        ap[i] = 0.0
+    for i in range(ns):
+        r = bs[i] - (gains[0, g0 + i] * phids[i] + gains[1, g0 + i] * phis[i])
+        if i >= ns - n_one_sided and not phis[i] < 0.0:
+            r = 0.0
+        for j in range(n):
+            ap[j] += As[i, j] * r
+    # P = I - V_G V_G^T
+    for i in range(p):
+        for j in range(p):
+            P[i, j] = 1.0 if i == j else 0.0
+    for c in range(sg.shape[0]):
+        if sg[c] > 0.0 and c < right_g.shape[1]:
+            scale = 1.0 / (sg[c] * sg[c]) if right_scaled else 1.0
+            for i in range(p):
+                vi = right_g[i, c] * scale
+                for j in range(p):
+                    P[i, j] -= vi * right_g[j, c]
+    # Z: pivoted Gram-Schmidt on P's columns (a rank-k projector: the pivots stay >= (k - j) / p)
+    for c in range(p):
+        acc = 0.0
+        for i in range(p):
+            acc += P[i, c] * P[i, c]
+        nrm[c] = acc
+    for j in range(k):
+        best = 0
+        for c in range(1, p):
+            if nrm[c] > nrm[best]:
+                best = c
+        inv = 1.0 / np.sqrt(nrm[best])
+        for i in range(p):
+            Z[i, j] = P[i, best] * inv
+        nrm[best] = -1.0
+        for c in range(p):
+            if nrm[c] >= 0.0:
+                dot = 0.0
+                for i in range(p):
+                    dot += Z[i, j] * P[i, c]
+                acc = 0.0
+                for i in range(p):
+                    P[i, c] -= dot * Z[i, j]
+                    acc += P[i, c] * P[i, c]
+                nrm[c] = acc
+    # X = L^T N B ; |X|_F ; Y = X Z into Wy (or Y^T when k > n)
+    fro = 0.0
+    for i in range(n):
+        for j in range(p):
+            acc = 0.0
+            for m in range(i, n):
+                acc += L[m, i] * NB[m, j]
+            X[i, j] = acc
+            fro += acc * acc
+    fro = np.sqrt(fro)
+    tall = k <= n
+    for i in range(n):
+        for j in range(k):
+            acc = 0.0
+            for m in range(p):
+                acc += X[i, m] * Z[m, j]
+            if tall:
+                Wy[i, j] = acc
+            else:
+                Wy[j, i] = acc
+    jacobi_columns(Wy, Vy, sweeps)
+    column_norms(Wy, sy)
+    # L^T (a_p - q''_task)
+    for i in range(n):
+        acc = 0.0
+        for m in range(i, n):
+            acc += L[m, i] * (ap[m] - qdd_task[m])
+        ltd[i] = acc
+    # reduced z (k) in vk, then du = Z z
+    for j in range(k):
+        vk[j] = 0.0
+    cut = null_rcond * fro
+    rank_y = 0
+    c = min(n, k)
+    for kk in range(c):
+        if fro > 0.0 and sy[kk] > cut:
+            rank_y += 1
+            s2 = 1.0 / (sy[kk] * sy[kk])
+            coef = 0.0
+            if tall:             # Y = W V^T: z += V_k (W_k . ltd) / s_k^2
+                for i in range(n):
+                    coef += Wy[i, kk] * ltd[i]
+                coef *= s2
+                for j in range(k):
+                    vk[j] += Vy[j, kk] * coef
+            else:                # Y^T = W V^T, Y = V W^T: z += W_k (V_k . ltd) / s_k^2
+                for i in range(n):
+                    coef += Vy[i, kk] * ltd[i]
+                coef *= s2
+                for j in range(k):
+                    vk[j] += Wy[j, kk] * coef
+        else:
+            sy[kk] = 0.0
+    if internal:
+        # + (I - V_Y V_Y^T) Z^T u_int in reduced coordinates (nrm: Z^T u_int)
+        for j in range(k):
+            acc = 0.0
+            for i in range(p):
+                acc += Z[i, j] * target[i]
+            nrm[j] = acc
+        for kk in range(c):
+            if sy[kk] > 0.0:
+                coef = 0.0
+                for j in range(k):
+                    vj = Vy[j, kk] if tall else Wy[j, kk] / sy[kk]
+                    coef += vj * nrm[j]
+                for j in range(k):
+                    vj = Vy[j, kk] if tall else Wy[j, kk] / sy[kk]
+                    nrm[j] -= vj * coef
+        for j in range(k):
+            vk[j] += nrm[j]
+    for i in range(p):
+        acc = 0.0
+        for j in range(k):
+            acc += Z[i, j] * vk[j]
+        du[i] = acc
+    return rank_y, p - rank_g - rank_y
+
 
 
 @njit(cache=True)
@@ -168,8 +347,11 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     """
     n = M.shape[0]
     p = B.shape[1]
-    ms = As.shape[0]
     mp = Ap.shape[0]
+    nsec = int(params[PARAM_N_SECONDARY])
+    internal = params[PARAM_INTERNAL] != 0.0
+    mall = As.shape[0]
+    ms = mall - nsec                  # task rows; the nsec rows after them are posture rows
     rcond = params[PARAM_RCOND]
     tol = params[PARAM_CONSISTENCY_TOL]
     sweeps = int(params[PARAM_MAX_SWEEPS])
@@ -194,18 +376,19 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         info[INFO_PASSIVE_RANK] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[PARAM_GRAM_FLOOR],
                                                      sweeps, a0, NB, sc, o)
     # servo: CB u = bbar
-    row_residuals(As, a0, bs, phis, phids, gains, mp, bbar)
+    row_residuals(As[:ms], a0, bs, phis, phids, gains, mp, bbar)     # the task rows (posture rows: below)
     bnorm = 0.0
     for i in range(ms):
         bnorm += bbar[i] * bbar[i]
     bnorm = np.sqrt(bnorm)
-    matmul(As, NB, CB)
+    matmul(As[:ms], NB, CB)
     for j in range(p):
         u[j] = 0.0
     rank = 0
     cond = np.inf
+    c = min(ms, p)
+    left, right = Vs, Wsvd[:p, :c]
     if ms > 0 and p > 0:
-        c = min(ms, p)
         if ms <= p:                  # columns of CB^T (p x ms): CB = V S U^T
             Ws = Wsvd[:p, :ms]
             for i in range(ms):
@@ -235,14 +418,37 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                     coef *= s2
                     for j in range(p):
                         u[j] += right[j, k] * coef
+                else:
+                    s[k] = 0.0          # dropped: not in G's row space for null_space_step
             cond = smax / smin
+        else:
+            for k in range(c):
+                s[k] = 0.0
+    if nsec > 0 or internal:
+        # q''_task, then the null-space term u += P z (+ P_int u_int); scratch after s (the passive
+        # projection's rows are free again)
+        du, on = scratch_row(sc, o, p)
+        qt, on = scratch_row(sc, on, n)
+        for k in range(n):
+            acc = a0[k]
+            for j in range(p):
+                acc += NB[k, j] * u[j]
+            qt[k] = acc
+        nm, ni = null_space_step(L, NB, qt, As[ms:], bs[ms:], phis[ms:], phids[ms:], gains, mp + ms,
+                                 int(params[PARAM_N_ONE_SIDED]), left, right, s[:c] if ms > 0 else s[:0], rank,
+                                 ms <= p, params[PARAM_NULL_RCOND], sweeps, internal,
+                                 params[PARAM_INTERNAL_TARGET:PARAM_INTERNAL_TARGET + p], du, sc, on)
+        for j in range(p):
+            u[j] += du[j]
+        info[INFO_NULL_MOTION] = nm
+        info[INFO_NULL_INTERNAL] = ni
     # q'' = a0 + NB u, residual of the (stabilized) servo rows, passive force
     for k in range(n):
         acc = a0[k]
         for j in range(p):
             acc += NB[k, j] * u[j]
         qdd[k] = acc
-    row_residuals(As, qdd, bs, phis, phids, gains, mp, rs)
+    row_residuals(As[:ms], qdd, bs, phis, phids, gains, mp, rs)
     res = 0.0
     for i in range(ms):
         res += rs[i] * rs[i]

@@ -14,7 +14,7 @@ from ..description import DescriptionError, description_key, is_xacro, load_sdf,
 from ..description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
 from ..joint_dynamics import JointDynamics
 from ..paths import missing_file_message, resolve_config, resolve_data_file
-from .. import settings
+from .. import model_validity, settings
 from .actuators import Actuator, ActuatorMap
 
 #: Natural frequency [rad/s] of the critically damped Baumgarte default when a
@@ -185,6 +185,8 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
     model.source = file
     model.source_kind = 'xacro' if text is not None else key
     model.source_text = text
+    if mass_scale == 1.0:   # the description as written; a plant's scaled copy (model mismatch) is not re-judged
+        model_validity.check_loaded(model, robot, key)     # masses, inertias, a movable joint (issue 25)
     return model, closures, extras
 
 

@@ -87,6 +87,20 @@ def declare_defaults(node, ros):
             node.declare_parameter(key, float(ros[key.split('.')[1]]))
 
 
+def schema_typed(node):
+    """Let the settings schema, not rclpy, judge the type of a parameter set while running.
+
+    rclpy refuses a value whose type differs from the declared one before our callback runs, with a
+    reason that names neither the key nor the types ("Wrong parameter type, expected '3' got '4'").
+    Declared dynamically typed, every value reaches :meth:`ControllerNode.on_set_parameters`, which
+    checks it against the schema (``settings.check_value``: the key, what it must be, what it got).
+    """
+    from rcl_interfaces.msg import ParameterDescriptor
+    for name in node.get_parameters_by_prefix(''):
+        if not P.is_builtin(name) and name not in P.NODE_ONLY:
+            node.set_descriptor(name, ParameterDescriptor(dynamic_typing=True))
+
+
 def effort_message(kind, values, names, stamp):
     """The effort command in the chosen message type (values already in `names` order)."""
     if kind == 'float64_multi_array':
@@ -176,6 +190,7 @@ class ControllerNode(Node):
         self.create_service(Trigger, '~/stop', self.loop.guard(self.on_stop))
         self.timer = None if self.loop.threaded else self.create_timer(self.period, self.loop.timer_callback())
         self.diag_timer = self.create_timer(self.ros['diagnostics_period'], self.publish_diagnostics)
+        schema_typed(self)
         self.add_on_set_parameters_callback(self.loop.guard(self.on_set_parameters))
         self._row_labels()
         self.get_logger().info(
@@ -244,7 +259,6 @@ class ControllerNode(Node):
     def on_timer(self):
         now = self.now_ns()
         if self.ros['trigger'] == 'timer':
-            self.stats.tick(now)
             self.control(now, now)
         elif self.merger.complete and self.merger.age(now) > self.ros['state_timeout']:
             self.control(now, now)       # state trigger: the timer only watches for stale data
@@ -429,12 +443,15 @@ class ControllerNode(Node):
             ('control_rate_hz', self.core.rate),
             ('steps', self.stats.steps),
             ('safe_effort_steps', self.stats.safe_steps),
-            ('missed_deadlines', self.stats.missed_deadlines),
+            ('missed_deadlines', self.loop.timing.total_missed),     # the loop's count, both modes
             ('status', status_name(self.stats.last_status)),
             ('rank', self.stats.rank),
             ('condition', self.stats.condition),
             ('saturated_efforts', self.stats.saturated),
             ('saturated_steps', self.stats.saturated_steps),
+            ('posture_error', self.stats.posture_error),
+            ('null_space_motion', self.stats.null_motion),
+            ('null_space_internal', self.stats.null_internal),
             ('state_age_ms', age * 1e3 if math.isfinite(age) else 'never complete'),
             ('messages_used', counts['accepted']),
             ('rejected_nonfinite', counts['nonfinite']),
@@ -444,6 +461,7 @@ class ControllerNode(Node):
             ('rearms', self.rearm.rearms),
             ('soft_start_active', self.rearm.ramping),
             ('rejected_malformed', counts['malformed']),
+            ('rejected_duplicate_names', counts['duplicate_names']),
             ('rejected_no_known_joint', counts['no_known_joint']),
             ('messages_with_unknown_names', counts['unknown_names']),
             ('last_rejection', merger.last_rejection),
@@ -454,7 +472,9 @@ class ControllerNode(Node):
 
 
     def destroy_node(self):
-        self.loop.stop()          # the loop thread publishes: stop it before the publishers go
+        loop = getattr(self, 'loop', None)     # None: the constructor failed before the loop existed
+        if loop is not None:
+            loop.stop()           # the loop thread publishes: stop it before the publishers go
         return super().destroy_node()
 
 

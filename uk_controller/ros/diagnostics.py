@@ -26,30 +26,28 @@ def status_name(status):
 
 
 class LoopStats:
-    """Counters of the control loop; the window ones reset at every diagnostics message."""
+    """Counters of the control steps; the window ones reset at every diagnostics message.
+
+    Missed deadlines are not counted here: the control loop (control_loop.ControlLoop, its LoopTiming)
+    is the one place that knows when a period started and ended, in thread and in timer mode, and
+    /diagnostics reports its count (a second count here had stayed 0 in thread mode, issue 25).
+    """
 
     def __init__(self, period):
         self.period = float(period)
         self.steps = 0
         self.safe_steps = 0
-        self.missed_deadlines = 0
         self.window_n = 0
         self.window_sum = 0.0
         self.window_max = 0.0
-        self.last_tick_ns = None
         self.rank = -1
         self.condition = math.nan
         self.saturated = 0
         self.saturated_steps = 0
         self.last_status = Status.OK
-
-    def tick(self, now_ns):
-        """Count the periods skipped since the previous tick as missed deadlines."""
-        if self.last_tick_ns is not None:
-            gap = (now_ns - self.last_tick_ns) * 1e-9
-            if gap > 1.5 * self.period:
-                self.missed_deadlines += int(round(gap / self.period)) - 1
-        self.last_tick_ns = now_ns
+        self.posture_error = math.nan       # |q - q_ref| of the posture term (NaN: none)
+        self.null_motion = 0                # null-space dimensions of the task: moving, internal forces
+        self.null_internal = 0
 
     def record(self, result):
         self.steps += 1
@@ -58,12 +56,12 @@ class LoopStats:
         self.window_n += 1
         self.window_sum += t
         self.window_max = max(self.window_max, t)
-        if t > self.period:
-            self.missed_deadlines += 1
         if result.ok:
             self.rank = int(result.rank)
             self.condition = float(result.condition)
             self.saturated = int(result.saturated.sum())
+            self.posture_error = result.posture_error
+            self.null_motion, self.null_internal = result.null_motion, result.null_internal
             if self.saturated:
                 self.saturated_steps += 1
         else:

@@ -3,8 +3,9 @@
 ``sensor_msgs/JointState`` messages are matched to the model's generalized
 coordinates **by name** (never by position) and merged: several publishers may
 each send some of the joints. A message is rejected as a whole, and counted,
-when it is malformed (array lengths differ), carries NaN/Inf for one of our
-joints, or is late (stamp older than the state timeout, or older than what we
+when it is malformed (array lengths differ, or a joint name appears twice: which
+of the two values is the joint's is unknowable, so neither is used), carries NaN/Inf
+for one of our joints, or is late (stamp older than the state timeout, or older than what we
 already hold for one of its joints). Names we do not know are ignored and
 counted; the known joints of that message are used.
 
@@ -46,7 +47,7 @@ class JointStateMerger:
         self.complete = False
         self.newest_ns = 0
         self.counts = {'accepted': 0, 'nonfinite': 0, 'late': 0, 'malformed': 0,
-                       'unknown_names': 0, 'no_known_joint': 0, 'skew': 0}
+                       'unknown_names': 0, 'no_known_joint': 0, 'skew': 0, 'duplicate_names': 0}
         self.last_rejection = ''
 
     def _reject(self, kind, why):
@@ -61,6 +62,10 @@ class JointStateMerger:
         if len(positions) != count or (len(velocities) not in (0, count)):
             return self._reject('malformed', f'{count} names but {len(positions)} positions, '
                                              f'{len(velocities)} velocities')
+        if len(set(names)) != count:
+            seen = set()
+            twice = next(name for name in names if name in seen or seen.add(name))
+            return self._reject('duplicate_names', f'joint {twice!r} named more than once in one message')
         rows, cols, unknown = [], [], 0
         for k, name in enumerate(names):
             i = self.index.get(name)
@@ -124,4 +129,5 @@ class JointStateMerger:
         return self.joint_names[int(np.argmin(self.stamp_ns if stamp <= arrival else self.arrival_ns))]
 
     def rejected(self):
-        return sum(self.counts[k] for k in ('nonfinite', 'late', 'malformed', 'no_known_joint', 'skew'))
+        return sum(self.counts[k] for k in ('nonfinite', 'late', 'malformed', 'no_known_joint', 'skew',
+                                            'duplicate_names'))

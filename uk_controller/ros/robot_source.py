@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import load_config
+from ..config import ConfigError, load_config
 from ..paths import resolve_config
 from ..robots import setup_from_params
 
@@ -20,7 +20,16 @@ def file_parameters(config):
     """(nested dict, path) of the robot YAML named by `config`, or ({}, None) when empty."""
     if not config:
         return {}, None
-    params, path = load_config(resolve_config(config))
+    try:
+        params, path = load_config(resolve_config(config))
+    except ConfigError:
+        raise
+    except (OSError, RuntimeError, UnicodeError) as exc:
+        # a symlink loop (pathlib: RuntimeError), an unreadable file or folder, bytes that are not UTF-8:
+        # exit code 2 naming the file (node_runner), not a traceback
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f'cannot read the robot setup: {why}', file=config,
+                          key='config') from None
     return params, Path(path)
 
 

@@ -46,10 +46,14 @@ class RunStats:
     status: np.ndarray
     ok: np.ndarray
     saturated: np.ndarray               # any effort clipped at this step
+    speed: np.ndarray = None            # max |q'_j| at this step (the summary's last-second joint speed)
     closure_max: float = 0.0
     effort_peak: float = 0.0
     residual_max: float = 0.0
     final_error: float = float('nan')
+    posture_max: float = float('nan')   # max and last |q - q_ref| (DESIGN.md "Redundancy")
+    posture_final: float = float('nan')
+    null_final: tuple = None            # null-space dimensions (motion, internal) at the last step
 
     @classmethod
     def of_log(cls, log, codes=None, residual=None):
@@ -60,26 +64,33 @@ class RunStats:
         codes = np.zeros(size, dtype=np.int8) if codes is None else codes
         residual = np.zeros(size) if residual is None else residual
         closure, effort, task = log['closure_residual'], log['effort'], log['task_error']
+        qd, posture, null = log.get('qd'), log.get('posture_error'), log.get('null_space')
         return cls(t=t, error_norm=np.linalg.norm(task, axis=1), compute_time=log['compute_time'], status=codes,
                    ok=log['ok'], saturated=log['saturated'].any(axis=1),
+                   speed=np.abs(qd).max(axis=1) if qd is not None and qd.size else np.zeros(size),
                    closure_max=float(np.abs(closure).max()) if closure.size else 0.0,
                    effort_peak=float(np.abs(effort).max()) if effort.size else 0.0,
                    residual_max=float(np.max(residual, initial=0.0)),
-                   final_error=float(np.linalg.norm(task[-1])) if size else float('nan'))
+                   final_error=float(np.linalg.norm(task[-1])) if size else float('nan'),
+                   posture_max=float(np.max(posture)) if posture is not None and size else float('nan'),
+                   posture_final=float(posture[-1]) if posture is not None and size else float('nan'),
+                   null_final=(int(null[-1, 0]), int(null[-1, 1])) if null is not None and size else None)
 
     @classmethod
     def concatenate(cls, parts):
         """The stats of consecutive chunks as one (extremes combined; NaN propagates as in one array)."""
         parts = [p for p in parts if p.t.size]
         if not parts:
-            return cls(*(np.zeros(0, dtype=d) for d in (float, float, float, np.int8, bool, bool)))
+            return cls(*(np.zeros(0, dtype=d) for d in (float, float, float, np.int8, bool, bool, float)))
         if len(parts) == 1:
             return parts[0]
         cat = [np.concatenate([getattr(p, f) for p in parts])
-               for f in ('t', 'error_norm', 'compute_time', 'status', 'ok', 'saturated')]
+               for f in ('t', 'error_norm', 'compute_time', 'status', 'ok', 'saturated', 'speed')]
         return cls(*cat, closure_max=float(np.max([p.closure_max for p in parts])),
                    effort_peak=float(np.max([p.effort_peak for p in parts])),
-                   residual_max=float(np.max([p.residual_max for p in parts])), final_error=parts[-1].final_error)
+                   residual_max=float(np.max([p.residual_max for p in parts])), final_error=parts[-1].final_error,
+                   posture_max=float(np.max([p.posture_max for p in parts])), posture_final=parts[-1].posture_final,
+                   null_final=parts[-1].null_final)
 
 
 def settling_time(t, error_norm, tol):
@@ -128,6 +139,8 @@ class SimulationResult:
     stats: RunStats = None               # the whole run's per-step summary figures (None: from the arrays)
     first_step: int = 0                  # index of the first row (a chunk of a streamed run)
     planned_steps: int = 0               # control periods the run was asked for
+    posture_error: np.ndarray = None     # |q - q_ref| per step (q_ref: posture.reference, default q(0))
+    null_space: np.ndarray = None        # (steps, 2): null-space dimensions, motion and internal forces
 
     def after(self, transient):
         """Boolean mask of the samples after the transient (seconds)."""
@@ -191,6 +204,7 @@ class SimulationResult:
             'interrupted': bool(self.interrupted),
             'failure': self.failure,
         }
+        out.update(self._redundancy_figures())
         if self.failure:
             planned = self.planned_steps or int(t.size)
             out['verdict'] = (f'FAILED: {self.failure}; task NOT tracked (the run stopped after {t.size} of '
@@ -198,6 +212,21 @@ class SimulationResult:
         else:
             out['verdict'] = task_verdict(out, codes, np.array([st.residual_max]), ms=self.servo_rows,
                                           p=len(self.actuator_names))
+        return out
+
+    def _redundancy_figures(self):
+        """Posture error, null-space dimensions and the joint speed of the last second (DESIGN.md
+        "Redundancy"), of the whole run (:class:`RunStats`, also when the run was streamed)."""
+        st = self.run_stats()
+        out = {}
+        if st.t.size and not np.isnan(st.posture_final):
+            out['posture_error_final'] = st.posture_final
+            out['posture_error_max'] = st.posture_max
+        if st.null_final is not None:
+            out['null_space_motion'], out['null_space_internal'] = st.null_final
+        if st.t.size and st.speed is not None and st.speed.size:
+            last = st.t >= st.t[-1] - 1.0
+            out['joint_speed_max_last_s'] = float(st.speed[last].max())
         return out
 
 
@@ -234,7 +263,18 @@ def _new_log(steps, n, p, mp, ms):
         'closure_residual': np.zeros((steps, mp)), 'saturated': np.zeros((steps, p), dtype=bool),
         'ok': np.zeros(steps, dtype=bool), 'compute_time': np.zeros(steps),
         'status': np.zeros(steps, dtype=np.int8), 'servo_residual': np.zeros(steps),
+        'null_space': np.zeros((steps, 2), dtype=np.int64), 'posture_error': np.zeros(steps),
     }
+
+
+def _redundancy_columns(ctrl, log):
+    """The posture error ``|q - q_ref|`` of each logged step, and the null-space dimensions where no
+    null-space term runs (those of the initial state; DESIGN.md "Redundancy")."""
+    red = ctrl.redundancy
+    if not red.active:
+        log['null_space'][:] = red.null_motion, red.null_internal
+    dq = log['q'] - red.q_ref
+    log['posture_error'][:] = np.sqrt(np.einsum('ij,ij->i', dq, dq))
 
 
 class _PlantFailed(Exception):
@@ -307,8 +347,9 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     log_t, log_q, log_qd, log_u = log['t'], log['q'], log['qd'], log['effort']
     log_phi, log_phid, log_sat, log_ok, log_ct = (log['phi'], log['phidot'], log['saturated'], log['ok'],
                                                    log['compute_time'])
-    log_status, log_resid = log['status'], log['servo_residual']
+    log_status, log_resid, log_null = log['status'], log['servo_residual'], log['null_space']
     copy_state = sensor_noise > 0 or plant != 'uk'
+    log_null = log['null_space']
 
     def python_periods(k0, k1):
         for k in range(k0, k1):
@@ -342,6 +383,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
             log_ct[k] = res.compute_time
             log_status[k] = step_class(res, ms, p)
             log_resid[k] = servo_residual(res)
+            log_null[k] = res.null_motion, res.null_internal
             try:
                 plant_step(effort, dt)
             except Exception as exc:  # noqa: BLE001 - the plant failed: the run ends, its log is kept
@@ -420,13 +462,14 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
             rows['servo_residual'][idx] = resid
         if sensor_noise > 0 or delay or plant != 'uk':
             _true_errors(setup, ctrl, rows)
+        _redundancy_columns(ctrl, rows)
         if not streaming:
             kept.append(rows)
         else:
             stats.append(RunStats.of_log({key: v.copy() for key, v in rows.items() if key in (
                 't', 'compute_time', 'ok')} | {key: rows[key] for key in (
-                    'task_error', 'effort', 'closure_residual', 'saturated')}, rows['status'].copy(),
-                rows['servo_residual']))
+                    'task_error', 'effort', 'closure_residual', 'saturated', 'qd', 'posture_error', 'null_space')},
+                rows['status'].copy(), rows['servo_residual']))
             first = (-base) % keep_every
             kept.append({key: v[first::keep_every].copy() for key, v in rows.items()})
             if sink is not None and k:

@@ -74,17 +74,19 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
                       cparents, cjtype, cmf, cgrav, cfparents, cfm, cip, cfp, cws, csat, csc, ctrans, crots,
                       parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc, ptrans, prots,
                       B, qdep, tau, oR, opos, S, M, h, tw, kk, xt, xb,
-                      log_t, log_q, log_qd, log_u, log_phi, log_phid, log_sat, log_ct):
+                      log_t, log_q, log_qd, log_u, log_phi, log_phid, log_sat, log_ct, log_null):
     """Periods k0 .. k1-1 of the closed loop (module docstring); x = (q, q') is advanced in place.
 
     ``c*``: the controller's model tree, frames and fused program (ControllerCore's CompiledRows) and the
     scratch of its solve; the others: the plant's tree, closure frames, program and solve scratch (UKPlant's). ``share``: both trees are the
     same model (no mass mismatch), so the plant's first RK4 stage reuses the controller's tree pass.
+    The logs hold the passive and task rows (``log_phi.shape[1]``; a posture term's rows follow them in the
+    program and are not logged) and the null-space dimensions of each period (log_null, (steps, 2)).
     Returns ``(k, code, t)``: code DONE (k = k1), CONTROLLER_STOP (period k not started: x, t are its
     start) or PLANT_STOP (period k logged, the integration failed: x restored to its start)."""
     n = x.shape[0] // 2
     p = B.shape[1]
-    m = cip[codes.IH_MP] + cip[codes.IH_MS]
+    m = log_phi.shape[1]
     cinfo = cip[codes.IH_INFO]
     ceff = cip[codes.IH_EFF]
     cphi = cip[codes.IH_PHI]
@@ -110,6 +112,8 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
             log_phi[k, j] = cws[cphi + j]
             log_phid[k, j] = cws[cphid + j]
         log_ct[k] = c1 - c0
+        log_null[k, 0] = int(cws[cinfo + codes.INFO_NULL_MOTION])
+        log_null[k, 1] = int(cws[cinfo + codes.INFO_NULL_INTERNAL])
         # plant: u held over the period (tau = B u, or B(q) u at each stage when qdep)
         u = cws[ceff:ceff + p]
         if not qdep:
@@ -200,7 +204,7 @@ class CompiledLoop:
         n, p, m = plant.n, ctrl.p, ctrl.setup.passive.m + ctrl.setup.servo.m
         x = np.concatenate((plant.setup.q0, plant.setup.qd0)).astype(float)
         logs = (np.zeros(1), np.zeros((1, n)), np.zeros((1, n)), np.zeros((1, p)), np.zeros((1, m)),
-                np.zeros((1, m)), np.zeros((1, p), dtype=bool), np.zeros(1))
+                np.zeros((1, m)), np.zeros((1, p), dtype=bool), np.zeros(1), np.zeros((1, 2), dtype=np.int64))
         closed_loop_chunk(0, 1, x, 0.0, 0.0, 1e-3, plant.substeps, *self._args, *logs)
         cycles()
 
@@ -221,9 +225,11 @@ class CompiledLoop:
         x = self.x
         x[:n] = plant.q
         x[n:] = plant.qd
+        if 'null_space' not in logs:            # (callers that do not log the null-space dimensions)
+            logs['null_space'] = np.zeros((logs['t'].shape[0], 2), dtype=np.int64)
         k, code, t = closed_loop_chunk(k0, k1, x, plant.t, ctrl.t0, ctrl.dt, plant.substeps, *self._args,
                                        logs['t'], logs['q'], logs['qd'], logs['effort'], logs['phi'],
-                                       logs['phidot'], logs['saturated'], logs['compute_time'])
+                                       logs['phidot'], logs['saturated'], logs['compute_time'], logs['null_space'])
         done = k - k0
         logged = k + (code == PLANT_STOP)
         logs['ok'][k0:logged] = True

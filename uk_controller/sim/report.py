@@ -12,19 +12,24 @@ from ..status import STEP_CLASSES
 
 
 def csv_header(result):
-    """The header row of log.csv: t, q, q', efforts, residuals, task errors, ok, status."""
+    """The header row of log.csv: t, q, q', efforts, residuals, task errors, the posture error ``|q - q_ref|``
+    and the null-space dimensions (motion, internal forces; DESIGN.md "Redundancy"), ok, status."""
     return (['t'] + [f'q_{j}' for j in result.joint_names] + [f'qd_{j}' for j in result.joint_names]
             + [f'u_{a}' for a in result.actuator_names] + [f'phi_{r}' for r in result.row_names]
             + [f'phidot_{r}' for r in result.row_names] + [f'task_{r}' for r in result.task_row_names]
-            + ['ok', 'status'])
+            + ['posture_error', 'null_motion', 'null_internal', 'ok', 'status'])
 
 
 def csv_rows(result, every=1, first=0):
     """The rows of log.csv for `result` (the rows of index ``first, first + every, ...``), as text cells;
     a non-finite value (the unknown task error of a safe-effort step) is an empty cell."""
     sel = slice(first, None, every)
+    steps = result.t.size
+    posture = result.posture_error if result.posture_error is not None else np.full(steps, np.nan)
+    null = result.null_space if result.null_space is not None else np.full((steps, 2), np.nan)
     data = np.column_stack((result.t[sel], result.q[sel], result.qd[sel], result.effort[sel], result.phi[sel],
-                            result.phidot[sel], result.task_error[sel], result.ok[sel].astype(float)))
+                            result.phidot[sel], result.task_error[sel], posture[sel], null[sel],
+                            result.ok[sel].astype(float)))
     codes = result.status[sel] if result.status is not None else np.zeros(data.shape[0], dtype=np.int8)
     rows = np.char.mod('%.9g', data).tolist() if data.size else []
     if data.size and not np.isfinite(data).all():
@@ -226,7 +231,10 @@ def format_summary(summary):
         f"real-time factor {s['real_time_factor']:.1f}x",
         f"steps {s['steps']}: " + ', '.join(f'{k.replace("_", " ")} {v}' for k, v in by.items())
         + f"; not settled (after the transient) {s['not_settled_steps']}",
-    ])
+    ] + ([f"null space of the task: {s['null_space_motion']} moving, {s['null_space_internal']} internal-force "
+          f"directions; posture error final {s['posture_error_final']:.3e} (max {s['posture_error_max']:.3e}); "
+          f"max joint speed in the last second {s.get('joint_speed_max_last_s', float('nan')):.3g}"]
+         if 'null_space_motion' in s and 'posture_error_final' in s else []))
 
 
 def _finite(value):

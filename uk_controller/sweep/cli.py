@@ -21,6 +21,13 @@ VALUES: a,b,c (a list) | start:stop:count (count values, stop included) | start:
 """
 
 
+#: above these a sweep needs --yes (or a "y" on a terminal): the parent keeps ~BYTES_PER_RUN per run in
+#: memory (rows, journal, table) and 10^6 runs of a few seconds each take hours (issue 25)
+CONFIRM_RUNS = 10_000
+CONFIRM_PERIODS = 1e8
+BYTES_PER_RUN = 3_000
+
+
 def add_sweep_parser(sub):
     p = sub.add_parser(
         'sweep', help='many closed-loop simulations over a grid of settings, one table',
@@ -47,6 +54,9 @@ def add_sweep_parser(sub):
                         'or HOST:PORT')
     p.add_argument('--out', help='output folder (default results/sweep_<robot>)')
     p.add_argument('--resume', action='store_true', help='skip runs already in <out>/runs.jsonl')
+    p.add_argument('--yes', action='store_true',
+                   help=f'run a sweep above {CONFIRM_RUNS:,} runs or {CONFIRM_PERIODS:.0e} simulated control '
+                        'periods without asking (it is refused otherwise when stdin is not a terminal)')
     p.add_argument('--heatmap', action='append', default=[], metavar='X,Y[,METRIC]',
                    help='a heat map of METRIC (default task_error_rms) over keys X and Y; repeatable. '
                         'Default: the first two keys, task_error_rms and settling_time_s')
@@ -98,6 +108,8 @@ def prepare(args):
     for key in fixed:
         if key in specs:
             raise G.SweepSpecError(f'{key}: both in --grid and --set')
+    # the size first: checking the values builds the robot once per distinct value
+    confirm_size(args, G.apply_overrides(params, {k: v[0] for k, v in fixed.items()}), specs)
     # checked together: settings can depend on each other (a convention and its alpha, beta)
     both = G.check_overrides(params, path, {**fixed, **specs})
     fixed = {k: both[k] for k in fixed}
@@ -120,6 +132,46 @@ def prepare(args):
     if specs_list:
         context['warm_overrides'] = specs_list[0]['overrides']
     return context, list(checked), specs_list
+
+
+def estimate(args, base, checked):
+    """``(runs, simulated control periods)`` of a sweep, before its runs are expanded: the grid's product
+    of value counts (or --random N) and, per run, duration x rate at their largest swept values."""
+    if args.random is not None:
+        runs = int(args.random)
+    else:
+        runs = 1
+        for values in checked.values():
+            runs *= values.count if isinstance(values, G.Range) else len(values)
+
+    def largest(key):
+        values = checked.get(key)
+        if values is None:
+            section, leaf = key.split('.')
+            from .. import settings as S
+            return float((base.get(section) or {}).get(leaf, S.default(key)))
+        numbers = [values.start, values.stop] if isinstance(values, G.Range) else list(values)
+        try:
+            return max(float(v) for v in numbers)
+        except (TypeError, ValueError):
+            return 0.0            # not a number: the value check that follows names it
+    return runs, runs * largest('simulation.duration') * largest('control.rate')
+
+
+def confirm_size(args, base, checked):
+    """Refuse (SweepSpecError, exit 2) a sweep above CONFIRM_RUNS runs or CONFIRM_PERIODS periods unless
+    --yes is given or the user answers y on a terminal."""
+    runs, periods = estimate(args, base, checked)
+    if runs <= CONFIRM_RUNS and periods <= CONFIRM_PERIODS or args.yes:
+        return
+    what = (f'{runs:,} runs, up to {periods:.3g} simulated control periods, ~{runs * BYTES_PER_RUN / 1e6:,.0f} MB '
+            f'of results kept in memory')
+    if sys.stdin is not None and sys.stdin.isatty():
+        print(f'this sweep is large: {what}. Run it? [y/N] ', end='', file=sys.stderr, flush=True)
+        if sys.stdin.readline().strip().lower() in ('y', 'yes'):
+            return
+    raise G.SweepSpecError(f'this sweep is large: {what} (limits {CONFIRM_RUNS:,} runs, {CONFIRM_PERIODS:.0e} '
+                           'periods); give --yes to run it, or fewer values / --random N')
 
 
 def run_sweep(context, specs, out, *, ray=None, jobs=None, resume=False, progress=True):
@@ -179,9 +231,16 @@ def cmd_sweep(args):
     where = f'Ray ({args.ray})' if args.ray else f"{args.jobs or os.cpu_count()} local processes"
     print(f"{len(specs)} runs of {context['robot']} ({', '.join(keys)}) on {where}", file=sys.stderr)
     try:
-        rows, skipped = run_sweep(context, specs, out, ray=args.ray, jobs=args.jobs, resume=args.resume)
+        with R.StopOnSignals():
+            rows, skipped = run_sweep(context, specs, out, ray=args.ray, jobs=args.jobs, resume=args.resume)
     except RuntimeError as exc:
         return _fail(exc)
+    except R.Interrupted as stop:
+        done = len(R.Journal(out / 'runs.jsonl').load())
+        print(f'\ninterrupted ({stop.signal}) after {time.perf_counter() - start:.1f} s: runs cancelled, workers '
+              f'stopped; {done} finished runs are in {out / "runs.jsonl"} (--resume continues from them)',
+              file=sys.stderr)
+        return 143 if stop.signal == 'SIGTERM' else 130
     except OSError as exc:          # runs.jsonl could not be written (disk full, I/O error)
         return _fail(f'--out: cannot write {out / "runs.jsonl"}: {exc.strerror or exc}; the runs finished before '
                      'the error are in it (--resume continues from them)')

@@ -23,8 +23,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 
@@ -119,8 +121,26 @@ def run_one(context, spec):
 _CONTEXT = None
 
 
+def _die_with_parent():
+    """Linux: this process gets SIGKILL when the process that started it dies (prctl PR_SET_PDEATHSIG),
+    so a sweep killed outright (SIGKILL, OOM killer) leaves no worker running."""
+    if not sys.platform.startswith('linux'):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)          # 1 = PR_SET_PDEATHSIG
+        if os.getppid() == 1:                                 # the parent died before the call
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
 def _pool_init(context):
     global _CONTEXT
+    # Ctrl-C reaches the whole process group: the parent decides (it cancels the runs and stops us)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
     _CONTEXT = context
     warm_up(context)
 
@@ -157,8 +177,9 @@ def run_local(context, specs, on_row, jobs=None):
     try:
         while todo:
             lost = []
-            with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=mp.get_context('spawn'),
-                                        initializer=_pool_init, initargs=(context,)) as pool:
+            pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=mp.get_context('spawn'),
+                                          initializer=_pool_init, initargs=(context,))
+            try:
                 futures = {pool.submit(_pool_run, spec): spec for spec in todo}
                 for future in cf.as_completed(futures):
                     spec = futures[future]
@@ -170,6 +191,10 @@ def run_local(context, specs, on_row, jobs=None):
                             on_row(failed_row(spec, 'failed', 'worker process died during the run'))
                         else:
                             lost.append(spec)
+            except BaseException:
+                stop_pool(pool)            # Ctrl-C, SIGTERM: cancel the queued runs, stop the running ones now
+                raise
+            pool.shutdown(wait=True)
             todo = lost
     finally:
         for k, v in saved.items():
@@ -177,6 +202,55 @@ def run_local(context, specs, on_row, jobs=None):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def stop_pool(pool, grace=0.5):
+    """Cancel every queued run of `pool` and end its workers at once (SIGKILL after `grace` s of SIGTERM:
+    a run inside a compiled chunk does not return to Python for SIGTERM's default action to matter)."""
+    processes = list((getattr(pool, '_processes', None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    end = time.monotonic() + grace
+    for process in processes:
+        process.join(max(0.0, end - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(1.0)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A sweep stopped by a signal (``signal`` is its name)."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.signal = name
+
+
+class StopOnSignals:
+    """SIGINT and SIGTERM raise :class:`Interrupted` in the main thread while inside this block (the pool and
+    Ray loops then cancel their runs); the previous handlers are restored afterwards."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self):
+        self.old = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self.old[sig] = signal.signal(sig, self._raise)
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        for sig in StopOnSignals.SIGNALS:     # a second Ctrl-C must not interrupt the clean-up
+            signal.signal(sig, signal.SIG_IGN)
+        raise Interrupted(signal.Signals(signum).name)
+
+    def __exit__(self, *exc):
+        for sig, handler in self.old.items():
+            signal.signal(sig, handler)
+        return False
 
 
 # ----------------------------------------------------------------------------- Ray
@@ -189,15 +263,115 @@ def import_ray():
     return ray
 
 
-def start_ray(address, attempts=3, **extra):
+#: how long connecting to an existing Ray cluster (--ray auto or HOST:PORT) may take before the sweep
+#: fails (docs/sweep.md): a TCP connection to the address first, then Ray's own handshake
+RAY_CONNECT_TIMEOUT = 30.0
+
+
+def _ray_address(address):
+    """The HOST:PORT a non-local `address` names (auto: $RAY_ADDRESS), or None when Ray must find it."""
+    if address == 'auto':
+        address = os.environ.get('RAY_ADDRESS') or None
+        if address in (None, 'auto', 'local'):
+            return None
+    if address.startswith('ray://'):
+        address = address[len('ray://'):]
+    return address
+
+
+def _reachable(address, timeout):
+    """None when a TCP connection to HOST:PORT opens within `timeout` s, else why not."""
+    host, _, port = address.rpartition(':')
+    try:
+        port = int(port)
+    except ValueError:
+        return f'{address!r} is not HOST:PORT'
+    try:
+        with socket.create_connection((host.strip('[]') or '127.0.0.1', port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc) or type(exc).__name__
+
+
+def ray_token_present():
+    """True when a Ray authentication token is available to this process, where Ray's CLI looks for one:
+    $RAY_AUTH_TOKEN, the file $RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token (Ray's token-auth docs)."""
+    if os.environ.get('RAY_AUTH_TOKEN', '').strip():
+        return True
+    for path in (os.environ.get('RAY_AUTH_TOKEN_PATH'), os.path.join(os.path.expanduser('~'), '.ray', 'auth_token')):
+        try:
+            if path and os.path.getsize(path) > 0:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def use_token_auth_like_ray_cli():
+    """Connect to an existing cluster as ``ray start`` / the ``ray`` CLI do: with token authentication
+    when a token is present and RAY_AUTH_MODE is not set. A local sweep (``ray.init()``) leaves
+    ~/.ray/auth_token behind; a head started afterwards with ``ray start --head`` then requires the token,
+    and a client connecting through RAY_ADDRESS without RAY_AUTH_MODE=token was refused (InvalidAuthToken)."""
+    if 'RAY_AUTH_MODE' not in os.environ and ray_token_present():
+        os.environ['RAY_AUTH_MODE'] = 'token'
+        # Ray reads its configuration, RAY_AUTH_MODE included, once per process: when ray is imported
+        # already (the CLI checks it is installed first), have it read the environment again
+        raylet = sys.modules.get('ray._raylet')
+        config = getattr(raylet, 'Config', None)
+        if config is not None and hasattr(config, 'initialize'):
+            config.initialize('')
+        return True
+    return False
+
+
+def _init_in_thread(ray, options, timeout):
+    """``ray.init(**options)`` in a helper thread, waited for in short slices, so that a signal stops the
+    sweep at once (ray.init blocks in C++, where a Python signal handler cannot run) and a cluster that does
+    not answer fails after `timeout` s (None: no bound)."""
+    outcome = {}
+
+    def init():
+        try:
+            outcome['context'] = ray.init(**options)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            outcome['error'] = exc
+    thread = threading.Thread(target=init, name='ray_init', daemon=True)
+    thread.start()
+    end = None if timeout is None else time.monotonic() + timeout
+    while thread.is_alive():
+        thread.join(0.1)
+        if end is not None and time.monotonic() > end and thread.is_alive():
+            raise TimeoutError(f'no answer within {timeout:g} s')
+    if 'error' in outcome:
+        raise outcome['error']
+    return outcome.get('context')
+
+
+def _keeping_signal_handlers(function, **kwargs):
+    """``function(**kwargs)`` with the SIGINT/SIGTERM handlers it installs replaced by the previous ones."""
+    if threading.current_thread() is not threading.main_thread():
+        return function(**kwargs)
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return function(**kwargs)
+    finally:
+        for sig, handler in old.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+def start_ray(address, attempts=3, connect_timeout=None, **extra):
     """``ray.init`` for `address` ('local': a new head on 127.0.0.1 only; 'auto'; HOST:PORT).
 
     A head's raylet must register within Ray's fixed 30 s; on a loaded machine it may not,
-    so starting is tried `attempts` times. Raises RuntimeError with Ray's reason.
+    so starting is tried `attempts` times. An existing cluster must accept a TCP connection and
+    answer within `connect_timeout` s (default :data:`RAY_CONNECT_TIMEOUT`). Raises RuntimeError
+    with Ray's reason.
     """
     import logging
     ray = import_ray()
     options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, **extra)
+    timeout = None
     if address == 'local':
         # a head on loopback only (Ray otherwise advertises the machine's reachable address)
         os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
@@ -209,9 +383,23 @@ def start_ray(address, attempts=3, **extra):
         options['_node_ip_address'] = '127.0.0.1'
     else:
         options['address'] = address
+        timeout = RAY_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+        target = _ray_address(address)
+        if target is not None:
+            why = _reachable(target, timeout)
+            if why:
+                raise RuntimeError(f'Ray ({address}): cannot connect to {target}: {why}')
+        use_token_auth_like_ray_cli()
     for attempt in range(attempts):
         try:
-            return ray.init(**options)
+            if address == 'local':
+                # in this thread: Ray ties the head's processes to the life of the thread that starts them
+                # (PR_SET_PDEATHSIG); our signal handlers stay (ray.init installs its own SIGTERM handler)
+                return _keeping_signal_handlers(ray.init, **options)
+            return _init_in_thread(ray, options, timeout)
+        except TimeoutError as exc:
+            raise RuntimeError(f'Ray ({address}) did not answer: {exc} (a Ray head listens there? '
+                               '`ray status --address ...` tells)') from None
         except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception on a start-up timeout
             ray.shutdown()
             if attempt == attempts - 1 or 'timed out' not in str(exc):
@@ -234,25 +422,27 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
     on this machine, on loopback) or HOST:PORT. One actor per CPU of the cluster (or `jobs`)."""
     ray = import_ray()
     started = False
-    if not ray.is_initialized():
-        start_ray(address)
-        started = True
+    pending, actors = {}, []
     try:
+        if not ray.is_initialized():
+            started = True            # (a head half-started when a signal came is shut down too)
+            start_ray(address)
         actor_cls = ray.remote(num_cpus=1)(_RayWorker)
         n = jobs or max(1, int(ray.cluster_resources().get('CPU', 1)))
         queue = list(specs)
-        pending = {}
 
         def submit(actor):
             if queue:
                 spec = queue.pop(0)
                 pending[actor.run.remote(spec)] = (actor, spec)
 
-        actors = [actor_cls.remote(context) for _ in range(min(n, len(queue)))]
+        actors.extend(actor_cls.remote(context) for _ in range(min(n, len(queue))))
         for actor in actors:
             submit(actor)
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)    # a signal is seen within 0.2 s
+            if not done:
+                continue
             actor, spec = pending.pop(done[0])
             try:
                 row = ray.get(done[0])
@@ -266,8 +456,21 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
             submit(actor)
         for actor in actors:            # free their CPUs now, not when the handles are collected
             ray.kill(actor, no_restart=True)
+    except BaseException:
+        # Ctrl-C, SIGTERM: cancel the running tasks and end the actors on the cluster, not only here
+        for ref in list(pending):
+            try:
+                ray.cancel(ref)
+            except Exception:  # noqa: BLE001
+                pass
+        for actor in actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass
+        raise
     finally:
-        if started:
+        if started and ray.is_initialized():
             ray.shutdown()
 
 
