@@ -12,6 +12,7 @@ import pytest
 
 from uk_controller import settings as S
 from uk_controller.cli import build_parser
+from uk_controller.config import ConfigError
 from uk_controller.hardware import registry
 from uk_controller.hardware.bus import MotorBus
 from uk_controller.hardware.calibration import HardwareConfig, HardwareConfigError
@@ -56,6 +57,31 @@ def test_unknown_protocol_is_an_error_naming_the_accepted_ones():
     params = {'actuators': {'names': ['m1']}, 'hardware': {'protocol': 'canopen'}}
     with pytest.raises(HardwareConfigError, match='hardware.protocol'):
         HardwareConfig.from_params(params, 'robot.yaml')
+
+
+def test_a_protocol_added_to_the_registry_is_accepted_by_schema_and_cli(monkeypatch):
+    """The registry line alone (no schema edit): the schema accepts the name, docs/config.md lists it,
+    and ``run``/``emulate --protocol`` take it."""
+    setting = S.lookup('hardware.protocol')
+    with pytest.raises(ConfigError, match='hardware.protocol'):
+        S.check({'hardware': {'protocol': 'echo'}}, 'robot.yaml')
+    monkeypatch.setitem(registry.PROTOCOLS, 'echo', registry.Protocol('echo', bus='EchoBus', device='EchoDevice'))
+    assert S.check_value(setting, 'echo') == 'echo'
+    S.check({'hardware': {'protocol': 'echo'}}, 'robot.yaml')
+    row = next(line for line in S.markdown_table().splitlines() if line.startswith('| `hardware.protocol` |'))
+    assert 'echo' in row, row
+    for command in ('run', 'emulate'):
+        assert build_parser().parse_args([command, 'scara', '--protocol', 'echo']).protocol == 'echo'
+
+
+def test_a_protocol_missing_from_the_registry_is_refused_by_schema_and_cli(monkeypatch, capsys):
+    S.check({'hardware': {'protocol': 'odrive'}}, 'robot.yaml')
+    monkeypatch.delitem(registry.PROTOCOLS, 'odrive')
+    with pytest.raises(ConfigError, match="hardware.protocol.*'odrive' is not one of"):
+        S.check({'hardware': {'protocol': 'odrive'}}, 'robot.yaml')
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(['run', 'scara', '--protocol', 'odrive'])
+    assert exit_.value.code == 2 and "invalid choice: 'odrive'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize('command', ['run', 'emulate'])

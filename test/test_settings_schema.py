@@ -1,6 +1,9 @@
 """The one settings schema (uk_controller/settings.py): unknown keys, ranges, defaults, docs table."""
 import copy
+import os
 from pathlib import Path
+import subprocess
+import sys
 
 import pytest
 
@@ -138,3 +141,101 @@ def test_a_key_is_one_entry(monkeypatch):
     finally:
         monkeypatch.undo()
         S._build()
+
+
+# ------------------------------------------------------------------ choices read from their tables
+# Each named choice lives once, in the table that implements it; the schema, the CLI flags and the
+# docs table read it from there. Adding a name to the table alone must make it valid everywhere, and
+# removing one must make it invalid everywhere: a second copy of a list (in the schema or in an
+# argparse ``choices=``) fails one of these two tests.
+
+def _pinv_table():
+    from uk_controller.pinv import reference
+    return reference.PINV_METHODS, reference.pinv_svd
+
+
+def _plant_table():
+    from uk_controller.sim import plants
+    return plants.PLANTS, plants.PLANTS['uk']
+
+
+def _integrator_table(monkeypatch, add=None, remove=None):
+    from uk_controller.sim import plants
+    names = tuple(n for n in plants.INTEGRATORS if n != remove) + ((add,) if add else ())
+    monkeypatch.setattr(plants, 'INTEGRATORS', names)
+
+
+CHOICE_TABLES = [  # (schema key, simulate flag, a name the shipped table has)
+    ('control.pinv', '--pinv', 'mgs'),
+    ('simulation.plant', '--plant', 'mujoco'),
+    ('simulation.integrator', '--integrator', 'solve_ivp'),
+]
+
+
+def _add(monkeypatch, key, name):
+    if key == 'control.pinv':
+        table, entry = _pinv_table()
+        monkeypatch.setitem(table, name, entry)
+    elif key == 'simulation.plant':
+        table, entry = _plant_table()
+        monkeypatch.setitem(table, name, entry)
+    else:
+        _integrator_table(monkeypatch, add=name)
+
+
+def _remove(monkeypatch, key, name):
+    if key == 'control.pinv':
+        monkeypatch.delitem(_pinv_table()[0], name)
+    elif key == 'simulation.plant':
+        monkeypatch.delitem(_plant_table()[0], name)
+    else:
+        _integrator_table(monkeypatch, remove=name)
+
+
+def _simulate_args(flag, value):
+    from uk_controller.cli import build_parser
+    return build_parser().parse_args(['simulate', 'scara', flag, value])
+
+
+@pytest.mark.parametrize('key, flag, _shipped', CHOICE_TABLES)
+def test_a_name_added_to_its_table_is_accepted_by_schema_cli_and_docs(key, flag, _shipped, monkeypatch):
+    name = 'dummy_choice'
+    setting = S.lookup(key)
+    assert name not in setting.choices
+    with pytest.raises(ConfigError):
+        S.check_value(setting, name)
+    _add(monkeypatch, key, name)
+    assert name in setting.choices
+    assert S.check_value(setting, name) == name
+    section, leaf = key.split('.')
+    S.check({section: {leaf: name}}, 'robot.yaml')
+    assert getattr(_simulate_args(flag, name), flag[2:]) == name
+    row = next(line for line in S.markdown_table().splitlines() if line.startswith(f'| `{key}` |'))
+    assert name in row, row
+
+
+@pytest.mark.parametrize('key, flag, shipped', CHOICE_TABLES)
+def test_a_name_missing_from_its_table_is_refused_by_schema_and_cli(key, flag, shipped, monkeypatch, capsys):
+    setting = S.lookup(key)
+    assert S.check_value(setting, shipped) == shipped
+    _remove(monkeypatch, key, shipped)
+    with pytest.raises(ConfigError, match=key):
+        S.check_value(setting, shipped)
+    section, leaf = key.split('.')
+    with pytest.raises(ConfigError, match=key):
+        S.check({section: {leaf: shipped}}, 'robot.yaml')
+    with pytest.raises(SystemExit) as exit_:
+        _simulate_args(flag, shipped)
+    assert exit_.value.code == 2 and f"invalid choice: '{shipped}'" in capsys.readouterr().err
+
+
+def test_the_schema_and_its_choices_need_no_optional_package():
+    """Reading the choices (and the docs table) imports the tables, not numba, MuJoCo or the serial stacks."""
+    code = ('import sys; from uk_controller import settings as S; S.markdown_table(); '
+            '[S.check_value(S.lookup(k), S.default(k)) for k in ("control.pinv", "simulation.plant", '
+            '"simulation.integrator", "hardware.protocol")]; '
+            'print(sorted(m for m in ("numba", "mujoco", "serial", "dynamixel_sdk") if m in sys.modules))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, 'PYTHONPATH': str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == '[]'

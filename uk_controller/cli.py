@@ -72,7 +72,7 @@ def add_simulate_parser(sub):
                                  "dual_arm, planar_3r) or a path to a robot YAML")
     p.add_argument('--duration', type=_flag('--duration'), help='simulated seconds (default: simulation.duration)')
     p.add_argument('--rate', type=_flag('--rate'), help='control rate in Hz (default: control.rate)')
-    p.add_argument('--plant', choices=['uk', 'mujoco'], default='uk',
+    p.add_argument('--plant', choices=S.PLANTS, default='uk',
                    help='uk: embedded UK forward dynamics; mujoco: MuJoCo physics engine')
     p.add_argument('--no-baumgarte', action='store_true', help='switch Baumgarte stabilization off')
     p.add_argument('--omega', type=_flag('--omega'),
@@ -81,12 +81,12 @@ def add_simulate_parser(sub):
     p.add_argument('--beta', type=_flag('--beta'), help='Baumgarte beta')
     p.add_argument('--convention', choices=['seed000', 'squared'], default='seed000',
                    help="seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0")
-    p.add_argument('--pinv', choices=['svd', 'varga', 'greville', 'householder', 'mgs', 'damped'],
+    p.add_argument('--pinv', choices=S.PINV_METHODS,
                    help='pseudo-inverse method (default: control.pinv)')
     p.add_argument('--mass-scale', type=_flag('--mass-scale'), help='plant inertias x this factor (model mismatch)')
     p.add_argument('--noise', type=_flag('--noise'), help='std of position measurement noise')
     p.add_argument('--delay', type=_flag('--delay'), help='measurement delay in control periods')
-    p.add_argument('--integrator', choices=['rk4', 'solve_ivp'], help='plant integrator')
+    p.add_argument('--integrator', choices=S.INTEGRATORS, help='plant integrator')
     p.add_argument('--substeps', type=_flag('--substeps'), help='RK4 steps per control period')
     p.add_argument('--transient', type=_flag('--transient'), help='seconds excluded from the error statistics')
     p.add_argument('--log-every', type=_flag('--log-every'),

@@ -8,7 +8,9 @@ updates and CLI flags all check values here.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 import difflib
+import importlib
 import math
 from dataclasses import dataclass
 
@@ -18,13 +20,55 @@ from .config import ConfigError
 NONE = None
 
 
+class RegistryNames(Sequence):
+    """The names of a registry table, read from the module that implements them, when first asked.
+
+    ``RegistryNames('uk_controller.pinv.reference', 'PINV_METHODS')`` is the tuple of the keys of that
+    dict (or the items of that tuple) *as the table holds them now*: a method added to the table is a
+    valid ``choices`` entry of the schema, of the CLI flags built from it and of the docs table, with
+    no second list to edit. The module is imported on first use, not when the schema is imported, so
+    ``uk_controller.settings`` needs neither numba, MuJoCo, pyserial nor dynamixel_sdk, and a table
+    that lives above the schema in the layers (sim/, hardware/) is read without an import cycle.
+    """
+
+    def __init__(self, module: str, table: str):
+        self.module, self.table = module, table
+
+    def names(self) -> tuple:
+        return tuple(getattr(importlib.import_module(self.module), self.table))
+
+    def __getitem__(self, index):
+        return self.names()[index]
+
+    def __len__(self):
+        return len(self.names())
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __contains__(self, name):
+        return name in self.names()
+
+    def __eq__(self, other):
+        if isinstance(other, RegistryNames):
+            return (self.module, self.table) == (other.module, other.table)
+        return isinstance(other, (tuple, list)) and self.names() == tuple(other)
+
+    def __hash__(self):
+        return hash((self.module, self.table))
+
+    def __repr__(self):
+        return f'RegistryNames({self.module}.{self.table})'
+
+
 @dataclass(frozen=True)
 class Setting:
     """One key of the robot setup.
 
     type     'float' | 'int' | 'bool' | 'str' | 'floats' | 'strs' | 'map' (open, user-defined)
     low/high accepted range (None: unbounded); ``low_open``/``high_open``: strict bound
-    choices  accepted strings (type str / strs)
+    choices  accepted strings (type str / strs): a tuple, or :class:`RegistryNames` of the table that
+             implements them
     live     may change while the controller runs (``ros2 param set``)
     when     (sibling key, values): the key exists only when the sibling has one of the values
     """
@@ -38,7 +82,7 @@ class Setting:
     high: float | None = None
     low_open: bool = False
     high_open: bool = False
-    choices: tuple = ()
+    choices: Sequence = ()
     live: bool = False
     when: tuple = ()
     length: int | None = None

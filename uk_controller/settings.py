@@ -38,7 +38,7 @@ import difflib
 import math
 
 from .config import ConfigError
-from .setting import NONE, Setting, check_value, number_ok
+from .setting import NONE, RegistryNames, Setting, check_value, number_ok
 from .trajectories import TYPES as TRAJECTORY_TYPES
 
 #: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
@@ -58,10 +58,14 @@ def _nonneg(key, default, unit, doc, high=None, **kw):
     return Setting(key, 'float', default, unit, doc, low=0.0, high=high, **kw)
 
 
-PINV_METHODS = ('svd', 'varga', 'greville', 'householder', 'mgs', 'damped')
+# Choices implemented by a table elsewhere are read from that table (when first asked, see
+# RegistryNames): a name added there is accepted here, by the CLI flags and in docs/config.md.
+PINV_METHODS = RegistryNames('uk_controller.pinv.reference', 'PINV_METHODS')
+PROTOCOLS = RegistryNames('uk_controller.hardware.registry', 'PROTOCOLS')
+PLANTS = RegistryNames('uk_controller.sim.plants', 'PLANTS')
+INTEGRATORS = RegistryNames('uk_controller.sim.plants', 'INTEGRATORS')
 CONSTRAINT_TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure',
                     'callable')
-PROTOCOLS = ('uk_binary', 'dynamixel', 'odrive')
 _ALL_TRAJ = TRAJECTORY_TYPES
 
 
@@ -196,8 +200,8 @@ SETTINGS = [
        'minimum-norm distribution)'),
     # ------------------------------------------------------------------ simulation
     _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
-    _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=('rk4', 'solve_ivp')),
-    _S('simulation.plant', 'str', 'uk', '', 'uk_sim_node: embedded UK plant or MuJoCo', choices=('uk', 'mujoco')),
+    _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=INTEGRATORS),
+    _S('simulation.plant', 'str', 'uk', '', 'uk_sim_node: embedded UK plant or MuJoCo', choices=PLANTS),
     _S('simulation.substeps', 'int', 4, '', 'RK4 steps per control period (CLI --substeps)', low=1, high=1000),
     _pos('simulation.mass_scale', 1.0, '', 'plant inertias x this factor, model mismatch (CLI --mass-scale)',
          high=1000.0),

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 
+from .. import settings as S
 from . import registry
 from .calibration import HardwareConfig
 from .emulator import PtyLink
@@ -42,7 +43,7 @@ def add_emulate_arguments(parser):
     parser.add_argument('--port', metavar='PATH',
                         help='path of the device link to create (a symlink to the pty; default: a new '
                              'temporary folder/ttyUK_<robot>)')
-    parser.add_argument('--plant', choices=('uk', 'mujoco'), default='uk',
+    parser.add_argument('--plant', choices=S.PLANTS, default='uk',
                         help='physics behind the drivers: embedded UK plant or MuJoCo')
     parser.add_argument('--mode', choices=('realtime', 'lockstep'), default='realtime',
                         help='realtime: plant on the wall clock; lockstep: one period per torque command')
@@ -136,8 +137,5 @@ class BrakedPlant:
 
 
 def _plant(kind, setup):
-    if kind == 'mujoco':
-        from ..sim.mujoco_plant import MujocoPlant
-        return MujocoPlant.from_setup(setup)
-    from ..sim.uk_plant import UKPlant
-    return UKPlant.from_setup(setup)
+    from ..sim.plants import plant_class
+    return plant_class(kind).from_setup(setup)

@@ -12,10 +12,11 @@ Every protocol is a subpackage ``uk_controller.hardware.protocols.<name>`` with 
 
 :data:`PROTOCOLS` below is the only list of them. ``make_bus`` (the SafeBus factory of
 ``uk-controller run`` and ``serial_bridge_node``), ``make_emulator``, the calibration
-(``hardware.protocol`` and the ``hardware.<name>`` option sections) and the ``--protocol``
-choices of ``uk-controller run`` / ``emulate`` all read it; test/test_hardware_registry.py
-checks the settings schema (``hardware.protocol`` choices, ``hardware.<name>.*`` keys and
-defaults) against it. The table holds names only: a protocol's modules are imported when one
+(``hardware.protocol`` and the ``hardware.<name>`` option sections), the ``--protocol``
+choices of ``uk-controller run`` / ``emulate`` and the settings schema (the ``hardware.protocol``
+choices are ``RegistryNames`` of this table, so docs/config.md lists them too) all read it;
+test/test_hardware_registry.py checks the schema's ``hardware.<name>.*`` keys and defaults
+against it and that a protocol added to this table alone is accepted everywhere. The table holds names only: a protocol's modules are imported when one
 of its classes is asked for, so ``import uk_controller.hardware`` needs neither pyserial nor
 dynamixel_sdk (the pattern of DynamixelSDK's ``packet_handler.py``: a small factory above the
 protocol classes).
@@ -30,9 +31,11 @@ How to add a motor protocol (e.g. ``canopen``):
    Import third-party packages inside functions, as ``protocols/dynamixel/bus.py`` does.
 2. Add one line to :data:`PROTOCOLS`:
    ``Protocol('canopen', bus='CanopenBus', device='CanopenDevice'),``
-3. Add ``canopen`` to ``PROTOCOLS`` in the settings schema (uk_controller/settings.py) and one
-   ``Setting`` per key of ``OPTIONS`` (``hardware.canopen.<key>``); test/test_hardware_registry.py
-   checks the schema against this table. The bus tests parametrized over :func:`names`
+   That is all for a protocol without options: the settings schema, the CLI and docs/config.md
+   take the name from this table.
+3. Only if ``OPTIONS`` is not empty: one ``Setting`` per key in the settings schema
+   (``hardware.canopen.<key>``, with its unit, range and description, in uk_controller/settings.py);
+   test/test_hardware_registry.py checks those keys against ``OPTIONS``. The bus tests parametrized over :func:`names`
    (test/test_serial_buses.py) then run the new protocol against its emulator, and
    ``uk-controller run/emulate --protocol``, ``serial_bridge_node -p hardware.protocol:=`` and
    ``hardware.launch.py protocol:=`` accept it.

@@ -288,13 +288,15 @@ def pinv_mgs(A, rcond=DEFAULT_RCOND):
     return _ls_min_norm(A, rcond, _mgs_factor)
 
 
+#: The one table of pseudo-inverse methods (``control.pinv``): the settings schema, the
+#: ``--pinv`` choices of ``uk-controller simulate`` and docs/config.md read their names from here.
 PINV_METHODS = {
     'svd': pinv_svd,
-    'damped': pinv_damped,
     'varga': pinv_varga,
     'greville': pinv_greville,
     'householder': pinv_householder,
     'mgs': pinv_mgs,
+    'damped': pinv_damped,
 }
 
 

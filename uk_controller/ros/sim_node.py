@@ -47,6 +47,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
 
+from ..sim.plants import PLANTS
 from ..sim.uk_plant import UKPlant
 from . import params as P
 from .controller_node import node_parameters
@@ -57,7 +58,6 @@ from .node_runner import run
 NODE_NAME = 'uk_sim_node'
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-PLANTS = ('uk', 'mujoco')
 INPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': JointTrajectory,
              'joint_state': JointState}
 

@@ -24,6 +24,7 @@ from ..baumgarte import Baumgarte
 from .. import settings as S
 from ..controller import ControllerCore
 from . import compiled_loop
+from .plants import plant_class
 
 
 #: Control periods per chunk of the log when a run is streamed (``simulate(sink=...)``): the memory of
@@ -240,19 +241,14 @@ def _row_names(stack):
 
 
 def make_plant(kind, setup, *, mass_scale=1.0, integrator=None, substeps=None):
-    """The plant a simulation runs on: 'uk' (embedded) or 'mujoco'."""
+    """The plant a simulation runs on: a name of :data:`~uk_controller.sim.plants.PLANTS` ('uk' embedded,
+    'mujoco')."""
     options = {}
     if integrator is not None:
         options['integrator'] = integrator
     if substeps is not None:
         options['substeps'] = substeps
-    if kind == 'uk':
-        from .uk_plant import UKPlant
-        return UKPlant.from_setup(setup, mass_scale=mass_scale, **options)
-    if kind == 'mujoco':
-        from .mujoco_plant import MujocoPlant
-        return MujocoPlant.from_setup(setup, mass_scale=mass_scale, **options)
-    raise ValueError(f"plant must be 'uk' or 'mujoco', got {kind!r}")
+    return plant_class(kind).from_setup(setup, mass_scale=mass_scale, **options)
 
 
 def _new_log(steps, n, p, mp, ms):

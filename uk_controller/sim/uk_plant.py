@@ -38,9 +38,9 @@ from ..baumgarte import Baumgarte
 from ..kernels import codes, jit
 from ..kernels import plant as plant_kernels
 from ..status import Status
+from .plants import INTEGRATORS
 from .rk4 import rk4_accept, rk4_period
 
-INTEGRATORS = ('rk4', 'solve_ivp')
 BACKENDS = ('auto', 'compiled', 'compiled_stages', 'numpy')
 _NOT_PD = float(Status.NOT_POSITIVE_DEFINITE)
 

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from .. import settings as S
 from . import grid as G
 from . import runner as R
 from . import table as T
@@ -42,7 +43,7 @@ def add_sweep_parser(sub):
     p.add_argument('--duration', type=float, help='simulated seconds per run (= --set simulation.duration=...)')
     p.add_argument('--random', type=int, metavar='N', help='N random samples of the ranges/lists instead of the grid')
     p.add_argument('--sample-seed', type=int, default=0, help='seed of the --random sampling (default 0)')
-    p.add_argument('--plant', choices=['uk', 'mujoco'], default='uk', help='plant of every run (default uk)')
+    p.add_argument('--plant', choices=S.PLANTS, default='uk', help='plant of every run (default uk)')
     p.add_argument('--transient', type=float, help='seconds excluded from the error statistics '
                                                    '(default: a fifth of the run, at most 2 s)')
     p.add_argument('--settle-tol', type=float, default=1e-3, help='settling tolerance of |task error| (1e-3)')
@@ -148,7 +149,6 @@ def estimate(args, base, checked):
         values = checked.get(key)
         if values is None:
             section, leaf = key.split('.')
-            from .. import settings as S
             return float((base.get(section) or {}).get(leaf, S.default(key)))
         numbers = [values.start, values.stop] if isinstance(values, G.Range) else list(values)
         try:
