@@ -5,6 +5,7 @@ their defaults), the CLI ``--protocol`` choices, the calibration and the factori
 with it; and the recipe of its docstring (one subpackage plus one registry line) is enough for
 a new protocol to run a SafeBus against its emulator.
 """
+from pathlib import Path
 import textwrap
 
 import numpy as np
@@ -72,6 +73,34 @@ def test_a_protocol_added_to_the_registry_is_accepted_by_schema_and_cli(monkeypa
     assert 'echo' in row, row
     for command in ('run', 'emulate'):
         assert build_parser().parse_args([command, 'scara', '--protocol', 'echo']).protocol == 'echo'
+
+
+def test_protocol_option_keys_are_declared_by_the_codec_only():
+    """The schema's ``hardware.<protocol>.*`` entries are the codecs' SETTINGS (no copy in settings.py),
+    and a protocol added to the registry brings its codec's keys along."""
+    for name in NAMES:
+        prefix = f'hardware.{name}.'
+        schema = [s for s in S.SETTINGS if s.key.startswith(prefix)]
+        assert schema == list(registry.get(name).settings()), name
+        assert all(any(s is t for t in S.SETTINGS) for s in registry.get(name).settings())
+    source = (Path(S.__file__)).read_text()
+    assert not any(f"'hardware.{name}." in source for name in NAMES)
+
+
+def test_a_registered_protocol_brings_its_option_settings(tmp_path, monkeypatch):
+    pkg = tmp_path / 'gain_protocol'
+    pkg.mkdir()
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'codec.py').write_text(textwrap.dedent('''
+        from uk_controller.setting import Setting
+        OPTIONS = {'gain': 1.0}
+        SETTINGS = (Setting('hardware.gain.gain', 'float', 1.0, '', 'a gain', low=0.0),)
+        '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry.PROTOCOLS, 'gain', registry.Protocol('gain', bus='B', device='D',
+                                                                       package='gain_protocol'))
+    keys = [s.key for s in S._protocol_settings()]
+    assert keys[-1] == 'hardware.gain.gain' and keys.count('hardware.gain.gain') == 1
 
 
 def test_a_protocol_missing_from_the_registry_is_refused_by_schema_and_cli(monkeypatch, capsys):

@@ -35,6 +35,7 @@ uk_controller.settings --write-docs``.
 from __future__ import annotations
 
 import difflib
+import importlib
 import math
 
 from .config import ConfigError
@@ -241,13 +242,7 @@ SETTINGS = [
     _S('hardware.<name>.position_limit', 'floats', NONE, 'rad or m', '[lower, upper], joint side', length=2),
     _pos('hardware.<name>.velocity_limit', NONE, 'rad/s', 'joint side'),
     _pos('hardware.<name>.torque_limit', NONE, 'N m', 'motor side (default: effort_limit / gear_ratio)'),
-    _pos('hardware.dynamixel.position_unit', NONE, 'rad', 'rad per position tick'),
-    _pos('hardware.dynamixel.velocity_unit', NONE, 'rad/s', 'rad/s per velocity unit'),
-    _pos('hardware.dynamixel.current_unit', NONE, 'A', 'A per current unit'),
-    _S('hardware.dynamixel.current_limit', 'int', NONE, 'units', 'current limit register', low=0),
-    _S('hardware.dynamixel.model_number', 'int', NONE, '', 'expected model number', low=0),
-    _pos('hardware.odrive.device_watchdog_factor', 2.0, '', 'device watchdog = factor x hardware.watchdog',
-         high=100.0),
+    # hardware.<protocol>.* : declared by each protocol's codec (SETTINGS), inserted here by _protocol_settings
     # ------------------------------------------------------------------ ros (node-only)
     _S('ros.joint_states_topic', 'str', '/joint_states', '', 'joint states in'),
     _S('ros.effort_topic', 'str', '/effort_controller/commands', '', 'efforts out'),
@@ -275,6 +270,22 @@ SETTINGS = [
     _S('ros.overrun.recover_after', 'int', 10, 'periods', 'periods on time in a row before controlling again',
        low=1),
 ]
+
+
+
+def _protocol_settings():
+    """The ``hardware.<protocol>.<option>`` keys: each protocol of the motor registry declares its own
+    in ``protocols/<name>/codec.py`` (``SETTINGS``), so adding a protocol is one subpackage and one
+    registry line (uk_controller/hardware/registry.py). The registry and the codecs are plain Python
+    (no pyserial, dynamixel_sdk); they are named here, not imported at the top, because hardware/ sits
+    above the schema in the layers."""
+    registry = importlib.import_module('uk_controller.hardware.registry')
+    return [s for entry in registry.PROTOCOLS.values() for s in entry.settings()]
+
+
+# after the generic hardware keys, before ros.* (the order of the docs table)
+_AT = next(i for i, s in enumerate(SETTINGS) if s.key.startswith('ros.'))
+SETTINGS[_AT:_AT] = _protocol_settings()
 
 _TREE = {}
 _BY_KEY = {}

@@ -4,8 +4,10 @@ factories that read it.
 Every protocol is a subpackage ``uk_controller.hardware.protocols.<name>`` with three modules:
 
 - ``codec.py``  the wire format without I/O (frames, checksums, named ``PKT_*``/``BODY_*`` byte
-  offsets) and ``OPTIONS``: the keys of the config section ``hardware.<name>`` with their
-  defaults (the *calibration defaults* of the protocol: wire units, limits);
+  offsets), ``OPTIONS``: the keys of the config section ``hardware.<name>`` with their
+  defaults (the *calibration defaults* of the protocol: wire units, limits), and ``SETTINGS``:
+  those keys as the settings schema declares them (one ``Setting`` each: type, unit, range,
+  description; the schema inserts them, docs/config.md lists them);
 - ``bus.py``    the host side, a :class:`~uk_controller.hardware.bus.MotorBus` subclass;
 - ``device.py`` the device side, a :class:`~uk_controller.hardware.emulator.DeviceEmulator`
   subclass that the tests, ``uk-controller emulate`` and the benchmarks run on a pty.
@@ -26,16 +28,16 @@ How to add a motor protocol (e.g. ``canopen``):
 1. Create ``uk_controller/hardware/protocols/canopen/`` with ``__init__.py`` (a docstring),
    ``codec.py`` (the wire format, ``PKT_*`` offsets, ``OPTIONS = {...}`` with the defaults of
    the ``hardware.canopen`` section; ``{}`` if it has none), ``bus.py`` (``class CanopenBus(MotorBus)``
-   implementing ``enable``/``read``/``write``, optionally ``transact``/``configure``/``clear_faults``)
+   implementing ``enable``/``read``/``write``, optionally ``transact``/``configure``/``clear_faults``),
+   ``SETTINGS = (Setting('hardware.canopen.<key>', ...), ...)`` for the keys of ``OPTIONS``
    and ``device.py`` (``class CanopenDevice(DeviceEmulator)`` implementing ``handle(data)``).
    Import third-party packages inside functions, as ``protocols/dynamixel/bus.py`` does.
 2. Add one line to :data:`PROTOCOLS`:
    ``Protocol('canopen', bus='CanopenBus', device='CanopenDevice'),``
-   That is all for a protocol without options: the settings schema, the CLI and docs/config.md
-   take the name from this table.
-3. Only if ``OPTIONS`` is not empty: one ``Setting`` per key in the settings schema
-   (``hardware.canopen.<key>``, with its unit, range and description, in uk_controller/settings.py);
-   test/test_hardware_registry.py checks those keys against ``OPTIONS``. The bus tests parametrized over :func:`names`
+   That is all: the settings schema takes the name (``hardware.protocol`` choices) and the codec's
+   ``SETTINGS`` (``hardware.canopen.<key>``) from this table, docs/config.md follows with
+   ``python -m uk_controller.settings --write-docs``, and test/test_hardware_registry.py checks
+   ``SETTINGS`` against ``OPTIONS``. The bus tests parametrized over :func:`names`
    (test/test_serial_buses.py) then run the new protocol against its emulator, and
    ``uk-controller run/emulate --protocol``, ``serial_bridge_node -p hardware.protocol:=`` and
    ``hardware.launch.py protocol:=`` accept it.
@@ -71,6 +73,10 @@ class Protocol:
     def device_class(self):
         """The :class:`~uk_controller.hardware.emulator.DeviceEmulator` subclass."""
         return getattr(self._module('device'), self.device)
+
+    def settings(self) -> tuple:
+        """The schema keys ``hardware.<name>.<option>`` (``SETTINGS`` of the codec; none if it has no options)."""
+        return tuple(getattr(self._module('codec'), 'SETTINGS', ()))
 
     def defaults(self) -> dict:
         """Calibration defaults: the ``hardware.<name>`` keys and their default values."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import struct
 
+from ....setting import NONE, Setting
 from ...crc import crc16_umts
 
 OPTIONS = {
@@ -26,6 +27,16 @@ OPTIONS = {
     'current_unit': 2.69e-3,                       # A per unit
     'current_limit': 1193,                         # units (XM430-W350 default)
 }
+
+#: the settings schema's keys of section hardware.dynamixel (no schema default: OPTIONS above is)
+SETTINGS = (
+    Setting('hardware.dynamixel.position_unit', 'float', NONE, 'rad', 'rad per position tick', low=0.0, low_open=True),
+    Setting('hardware.dynamixel.velocity_unit', 'float', NONE, 'rad/s', 'rad/s per velocity unit', low=0.0,
+            low_open=True),
+    Setting('hardware.dynamixel.current_unit', 'float', NONE, 'A', 'A per current unit', low=0.0, low_open=True),
+    Setting('hardware.dynamixel.current_limit', 'int', NONE, 'units', 'current limit register', low=0),
+    Setting('hardware.dynamixel.model_number', 'int', NONE, '', 'expected model number', low=0),
+)
 
 PKT_ID = 4                   # after the 4-byte header
 PKT_LENGTH = 5               # u16le: bytes from INST to the end of the CRC

@@ -11,9 +11,16 @@ decimal. Commands used here (ODrive firmware 0.5.x ASCII protocol):
 """
 from __future__ import annotations
 
+from ....setting import Setting
+
 # calibration defaults of the config section hardware.odrive: the device watchdog (axis
 # config.watchdog_timeout) is this factor times the host's hardware.watchdog
 OPTIONS = {'device_watchdog_factor': 2.0}
+#: the settings schema's keys of section hardware.odrive
+SETTINGS = (
+    Setting('hardware.odrive.device_watchdog_factor', 'float', OPTIONS['device_watchdog_factor'], '',
+            'device watchdog = factor x hardware.watchdog', low=0.0, low_open=True, high=100.0),
+)
 
 AXIS_STATE_IDLE = 1
 AXIS_STATE_CLOSED_LOOP = 8
