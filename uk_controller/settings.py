@@ -30,7 +30,10 @@ user's function).
 
 Adding a key is ONE entry in :data:`SETTINGS` (or ``register(Setting(...))``
 from another module); the docs table follows with ``python -m
-uk_controller.settings --write-docs``.
+uk_controller.settings --write-docs``. Named choices implemented by a table elsewhere
+(pseudo-inverse methods, motor protocols, plants, integrators, trajectory types) are read
+from that table (:class:`~uk_controller.setting.RegistryNames`), and each motor protocol's
+``hardware.<protocol>.*`` keys come from its codec (``SETTINGS``).
 """
 from __future__ import annotations
 
@@ -270,7 +273,6 @@ SETTINGS = [
     _S('ros.overrun.recover_after', 'int', 10, 'periods', 'periods on time in a row before controlling again',
        low=1),
 ]
-
 
 
 def _protocol_settings():
