@@ -9,8 +9,9 @@ Beside the shipped robots, robots nobody on this project described (the ``exampl
 :mod:`uk_controller.robots.example_robot_data`) with the setup files a user would write: the UR5 with a pose
 task (tool on a 10 cm circle, attitude held: 3 position + 3 so3 rows) and with the position rows alone, and
 the Panda (7 arm joints + 2 fingers) with its TCP on a 5 cm circle. A row is one entry of
-:data:`REAL_ROBOTS`: (label, setup-file builder, Pinocchio reference, target); e.g. the Panda with a
-posture task in the null space is the same builder with that task's ``control`` keys.
+:data:`REAL_ROBOTS`: (label, setup-file builder, Pinocchio reference, target). Where the task leaves the
+arm free (the UR5 and the Panda with position rows) the posture term of the null space runs, as it does by
+default (``posture.enabled``, DESIGN.md "Redundancy").
 """
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def _real_robots():
     from ..robots import example_robot_data as erd
     return [
         ('ur5 pose (3 pos + 3 so3)', erd.ur5_pose_yaml(), 'pin.aba', 3.0),
-        ('ur5 position (3 pos)', erd.circle_task_yaml(erd.UR5, erd.UR5_HOME, erd.UR5_TOOL, name='ur5_position'),
+        ('ur5 position + posture (3 pos, 3 free)', erd.circle_task_yaml(erd.UR5, erd.UR5_HOME, erd.UR5_TOOL, name='ur5_position'),
          'pin.aba', 3.0),
-        ('panda position (3 pos)', erd.panda_position_yaml(), 'pin.aba', 3.0),
+        ('panda position + posture (3 pos, 5 free)', erd.panda_position_yaml(), 'pin.aba', 3.0),
     ]
 
 
