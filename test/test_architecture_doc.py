@@ -5,6 +5,8 @@ import ast
 import re
 from pathlib import Path
 
+from doc_refs import missing_tests
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / 'docs' / 'architecture.md'
 TEXT = DOC.read_text()
@@ -28,13 +30,7 @@ def test_every_path_the_doc_names_exists():
 def test_every_test_the_doc_names_exists():
     refs = TEST_REF.findall(TEXT)
     assert refs
-    missing = []
-    for path, name in refs:
-        file = ROOT / path
-        defined = {n.name for n in ast.parse(file.read_text()).body if isinstance(n, ast.FunctionDef)} \
-            if file.exists() else set()
-        if name not in defined:
-            missing.append(f'{path}::{name}')
+    missing = missing_tests(refs)
     assert not missing, f'docs/architecture.md names tests that do not exist: {missing}'
 
 

@@ -415,8 +415,9 @@ def test_runs_jsonl_is_strict_json(tmp_path):
 
 def test_guarantees_doc_names_tests_that_exist():
     """docs/guarantees.md names the test holding each guarantee: every one exists (linked from README)."""
-    import ast
     import re
+
+    from doc_refs import missing_tests
     root = Path(__file__).resolve().parents[1]
     text = (root / 'docs' / 'guarantees.md').read_text()
     assert 'docs/guarantees.md' in (root / 'README.md').read_text()
@@ -425,11 +426,5 @@ def test_guarantees_doc_names_tests_that_exist():
         last = path or last
         if name:
             refs.append((last, name))
-    missing = []
-    for path, name in refs:
-        file = root / path
-        names = {n.name for n in ast.parse(file.read_text()).body if isinstance(n, ast.FunctionDef)} \
-            if file.exists() else set()
-        if name not in names:
-            missing.append(f'{path}::{name}')
+    missing = missing_tests(refs)
     assert len(refs) > 15 and not missing, missing
