@@ -1,4 +1,5 @@
-"""The import graph of uk_controller has no cycles, and every hardware module imports on its own.
+"""The import graph of uk_controller has no cycles, follows the layers of docs/architecture.md, and
+every hardware module imports on its own.
 
 The graph is read from the source with :mod:`ast` (not by importing): an edge A -> B for every
 ``import``/``from ... import`` in module A that names module B, wherever it stands (a cycle
@@ -8,12 +9,19 @@ already being initialised when A runs). Imports under ``if TYPE_CHECKING:`` are
 left out (they never run). Cycles are the strongly connected components with more than one
 module (Tarjan's algorithm).
 
+The layers are the rows of the table "Module map by layer" of docs/architecture.md, read in order:
+the first row is the bottom layer (it imports nothing of the package), the last the console commands.
+A module belongs to the row naming the longest path that contains it (``uk_controller/ros/`` holds
+``uk_controller.ros.params``); it may import its own row and the rows above it in the table, never a
+row below (an arrow back up the layers).
+
 The isolation test imports each ``uk_controller.hardware`` module in a fresh interpreter, first
 thing: a module that only works when something else was imported before it (the symptom of a
 cycle broken by import order) fails there.
 """
 import ast
 from pathlib import Path
+import re
 import subprocess
 import sys
 
@@ -121,6 +129,44 @@ def cycles(graph):
     return sorted(out)
 
 
+def layer_table(text=None):
+    """[(layer name, [dotted module or package prefixes])] from the module map of docs/architecture.md,
+    bottom layer first (the table's order)."""
+    text = (ROOT / 'docs' / 'architecture.md').read_text() if text is None else text
+    start = text.index('\n## Module map by layer')
+    end = text.find('\n## ', start + 1)
+    rows = []
+    for line in text[start:end if end >= 0 else len(text)].splitlines():
+        cells = [c.strip() for c in line.split('|')]
+        if len(cells) < 4 or not line.startswith('| ') or cells[1] == 'layer':
+            continue
+        paths = re.findall(r'`(uk_controller/[\w/]+?)(?:\.py|/)?`', cells[2])
+        rows.append((cells[1], [p.replace('/', '.') for p in paths]))
+    return rows
+
+
+def layer_of(module, table):
+    """Index of the row of `table` naming the longest prefix of `module`, or None."""
+    best, found = -1, None
+    for index, (_, prefixes) in enumerate(table):
+        for prefix in prefixes:
+            if _contains(prefix, module) and len(prefix) > best:
+                best, found = len(prefix), index
+    return found
+
+
+def upward_imports(graph, table):
+    """['a (layer) -> b (layer)'] for every import of a module from a row below its own, sorted."""
+    out = []
+    for name, targets in graph.items():
+        here = layer_of(name, table)
+        for target in targets:
+            there = layer_of(target, table)
+            if here is not None and there is not None and there > here:
+                out.append(f'{name} ({table[here][0]}) -> {target} ({table[there][0]})')
+    return sorted(out)
+
+
 def test_cycle_finder_finds_a_planted_cycle():
     """The checker can fail: a two-module cycle and a three-module one are found, a chain is not."""
     graph = {'a': {'b'}, 'b': {'a'}, 'c': {'d'}, 'd': {'e'}, 'e': {'c'}, 'f': {'g'}, 'g': set()}
@@ -140,6 +186,35 @@ def test_graph_sees_function_level_and_relative_imports():
 def test_no_import_cycles_in_the_package():
     found = cycles(import_graph())
     assert not found, 'import cycles: ' + '; '.join(' <-> '.join(c) for c in found)
+
+
+def test_layer_checker_finds_a_planted_upward_import():
+    """The checker can fail: with a three-row table, an import of a higher row is reported, imports of
+    the own row and of lower rows are not, and the longest prefix decides the row."""
+    text = ('\n## Module map by layer\n\n| layer | modules |\n|---|---|\n'
+            '| low | `uk_controller/a.py`, `uk_controller/p/` |\n'
+            '| middle | `uk_controller/p/q.py` (note `x`) |\n'
+            '| high | `uk_controller/h/` |\n\n## Next\n')
+    table = layer_table(text)
+    assert [name for name, _ in table] == ['low', 'middle', 'high']
+    assert layer_of('uk_controller.p.q', table) == 1 and layer_of('uk_controller.p.r', table) == 0
+    graph = {'uk_controller.a': {'uk_controller.p.r'}, 'uk_controller.p.q': {'uk_controller.a'},
+             'uk_controller.h.x': {'uk_controller.p.q', 'uk_controller.a'},
+             'uk_controller.p.r': {'uk_controller.p.q'}, 'uk_controller.a2': set()}
+    assert upward_imports(graph, table) == ['uk_controller.p.r (low) -> uk_controller.p.q (middle)']
+
+
+def test_every_module_has_a_layer():
+    table = layer_table()
+    assert len(table) >= 8, table
+    unplaced = sorted(m for m in module_files() if m != PACKAGE and layer_of(m, table) is None)
+    assert not unplaced, f'modules on no row of the module map of docs/architecture.md: {unplaced}'
+
+
+def test_imports_follow_the_layers_of_the_module_map():
+    """No module imports from a layer drawn above its own (the table's later rows)."""
+    found = upward_imports(import_graph(), layer_table())
+    assert not found, 'imports back up the layers of docs/architecture.md:\n' + '\n'.join(found)
 
 
 def test_hardware_imports_no_protocol_module_statically():
