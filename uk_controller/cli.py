@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import settings as S
 from .baumgarte import Baumgarte
-from .entry_points import interrupt_requested
+from .interrupts import interrupt_requested
 
 
 def _progress_bar(label):

@@ -20,36 +20,11 @@ from __future__ import annotations
 import importlib
 import signal
 
+from .interrupts import guard_interrupts, interrupt_requested
+
 #: exit status of a command ended by Ctrl-C: nodes stop cleanly (0), the CLI reports it (130 = 128 + SIGINT)
 NODE_INTERRUPTED = 0
 CLI_INTERRUPTED = 130
-
-
-class _Interrupt:
-    """Whether a SIGINT has arrived. The KeyboardInterrupt it raised may have been swallowed where it
-    landed (a bare ``except:`` or a ``__del__`` in some library's import): the command reads this to
-    stop all the same, instead of running on with the interrupt lost."""
-    requested = False
-
-
-def _first_interrupt_only(signum, frame):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _Interrupt.requested = True
-    raise KeyboardInterrupt
-
-
-def interrupt_requested():
-    """True once the guard of :func:`guard_interrupts` has seen a SIGINT."""
-    return _Interrupt.requested
-
-
-def guard_interrupts():
-    """Install the one-KeyboardInterrupt handler (main thread, SIGINT not inherited as ignored)."""
-    try:
-        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            signal.signal(signal.SIGINT, _first_interrupt_only)
-    except ValueError:       # not the main thread: the caller's handlers stay
-        pass
 
 
 def start(module, interrupted, announce=None):

@@ -380,9 +380,9 @@ class ControllerNode(Node):
             if new_stab is not None:
                 S.check_cross({'control': {'rate': self.core.rate}, 'stabilization': stab})
             if 'ros.trajectory_start' in updates:
-                P._number({'v': updates['ros.trajectory_start']}, 'v', 'ros.trajectory_start', positive=False)
+                P.number({'v': updates['ros.trajectory_start']}, 'v', 'ros.trajectory_start', positive=False)
             if 'control.state_timeout' in updates:
-                P._number({'v': updates['control.state_timeout']}, 'v', 'control.state_timeout')
+                P.number({'v': updates['control.state_timeout']}, 'v', 'control.state_timeout')
             if 'control.safe_effort' in updates and updates['control.safe_effort'] not in ('zero', 'hold'):
                 raise P.ParameterError(f"control.safe_effort: {updates['control.safe_effort']!r} is not zero or hold")
             if new_stab is not None:

@@ -9,7 +9,7 @@ import time
 import rclpy
 from rclpy.executors import ExternalShutdownException
 
-from ..entry_points import interrupt_requested
+from ..interrupts import interrupt_requested
 
 
 def params_file_hint(args):

@@ -85,8 +85,8 @@ def sim_settings(params):
     if out['plant'] not in PLANTS:
         raise P.ParameterError(f"simulation.plant: {out['plant']!r} is not one of {', '.join(PLANTS)}")
     for key in ('rate', 'real_time_factor', 'mass_scale', 'closure_omega', 'lockstep_resend', 'clock_start'):
-        P._number(out, key, f'simulation.{key}')
-    P._number(out, 'sensor_noise', 'simulation.sensor_noise', positive=False)
+        P.number(out, key, f'simulation.{key}')
+    P.number(out, 'sensor_noise', 'simulation.sensor_noise', positive=False)
     lag = out['max_command_lag']
     if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
         raise P.ParameterError(f'simulation.max_command_lag: must be a whole number of periods >= 0, got {lag!r}')

@@ -94,11 +94,11 @@ class McapLog:
     def __init__(self, setup, path, *, rate, settings, actuator_names, node_name='uk_controller_node', start=1.0,
                  flag='--mcap'):
         from ..io_safety import StreamingFile
-        from ..ros import params as P          # plain Python (no rclpy): topic names and effort order
-        from ..ros.loop_timing import TIMING_FIELDS, loop_settings
+        from .. import ros_section as R        # the topics a node would publish and its effort order
+        from ..loop_timing import TIMING_FIELDS, loop_settings
         writer_cls = _writer_class()
-        ros = P.ros_settings(setup.config)
-        perm, self.effort_names = P.effort_order(setup.config, actuator_names, ros.get('effort_joints'))
+        ros = R.ros_settings(setup.config)
+        perm, self.effort_names = R.effort_order(setup.config, actuator_names, ros.get('effort_joints'))
         self.perm = np.asarray(perm, dtype=int)
         node = '/' + node_name.strip('/')
         self.topics = {'joint_states': ros['joint_states_topic'], 'command': ros['effort_topic'],

@@ -1,0 +1,38 @@
+"""The first-SIGINT-only guard the console scripts install first thing (plain Python: :mod:`signal` only).
+
+:func:`guard_interrupts` turns the first SIGINT into one ``KeyboardInterrupt`` and ignores those that
+follow (uk_controller.entry_points explains why); :func:`interrupt_requested` tells a command whose
+interrupt was swallowed during its imports that it should stop. The commands (uk_controller.cli) and the
+ROS nodes' spin loop (uk_controller.ros.node_runner) both read it, so it sits below both layers
+(docs/architecture.md, "Module map by layer"); uk_controller.entry_points installs it.
+"""
+from __future__ import annotations
+
+import signal
+
+
+class _Interrupt:
+    """Whether a SIGINT has arrived. The KeyboardInterrupt it raised may have been swallowed where it
+    landed (a bare ``except:`` or a ``__del__`` in some library's import): the command reads this to
+    stop all the same, instead of running on with the interrupt lost."""
+    requested = False
+
+
+def _first_interrupt_only(signum, frame):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _Interrupt.requested = True
+    raise KeyboardInterrupt
+
+
+def interrupt_requested():
+    """True once the guard of :func:`guard_interrupts` has seen a SIGINT."""
+    return _Interrupt.requested
+
+
+def guard_interrupts():
+    """Install the one-KeyboardInterrupt handler (main thread, SIGINT not inherited as ignored)."""
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, _first_interrupt_only)
+    except ValueError:       # not the main thread: the caller's handlers stay
+        pass
