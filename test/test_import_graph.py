@@ -217,6 +217,18 @@ def test_imports_follow_the_layers_of_the_module_map():
     assert not found, 'imports back up the layers of docs/architecture.md:\n' + '\n'.join(found)
 
 
+NODES = ('uk_controller.ros.controller_node', 'uk_controller.ros.sim_node', 'uk_controller.ros.serial_bridge_node')
+
+
+def test_nodes_do_not_import_each_other():
+    """The nodes share their start-up through uk_controller.ros.node_setup; none imports another node."""
+    graph = import_graph()
+    assert all(node in graph for node in NODES), NODES
+    crossing = sorted(f'{a} -> {b}' for a in NODES for b in NODES if a != b and b in graph[a])
+    assert not crossing, crossing
+    assert all('uk_controller.ros.node_setup' in graph[node] for node in NODES)
+
+
 def test_hardware_imports_no_protocol_module_statically():
     """The registry finds protocols by name; nothing in hardware/ outside protocols/<name>/ imports one."""
     graph = import_graph()

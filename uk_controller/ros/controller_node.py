@@ -19,7 +19,6 @@ import sys
 
 import numpy as np
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy, qos_profile_sensor_data
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
@@ -37,7 +36,8 @@ from . import params as P
 from .control_loop import ControlLoop
 from ..status import Status
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array, status_level, status_name
-from .robot_source import build_setup, file_parameters
+from .robot_source import build_setup
+from .node_setup import node_options, read_parameters
 from .node_runner import run
 from .joint_state_merger import JointStateMerger
 
@@ -45,34 +45,6 @@ NODE_NAME = 'uk_controller_node'
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 OUTPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': JointTrajectory,
               'joint_state': JointState}
-
-
-def node_parameters(node):
-    """Read `config`, `robot_description` and every override into (params, config_path).
-
-    Declares the file's parameters that were not overridden, so that the whole
-    setup is visible (``ros2 param dump``) and the live ones can be set.
-    """
-    for name in P.NODE_ONLY:
-        if not node.has_parameter(name):
-            node.declare_parameter(name, '')
-    config = node.get_parameter('config').value or ''
-    file_params, path = file_parameters(config)
-    flat = {name: P.plain(p.value) for name, p in node.get_parameters_by_prefix('').items()
-            if not P.is_builtin(name) and name not in P.NODE_ONLY and p.type_ != Parameter.Type.NOT_SET}
-    overrides = P.unflatten(flat)
-    S.check(P.merge(file_params, overrides), 'ROS parameters' + (f' over {path}' if path else ''))
-    params = P.merge(file_params, overrides)
-    description = node.get_parameter('robot_description').value or ''
-    robot = params.get('robot') or {}
-    if description.strip() and not (robot.get('mjcf') or robot.get('sdf')):   # MJCF/SDF hold the closures: kept
-        params = P.merge(params, {'robot': {'urdf': str(P.robot_description_file(description))}})
-        params['robot'] = {k: v for k, v in params['robot'].items() if k != 'xacro_args'}   # already expanded
-    for name, value in P.flatten(file_params).items():
-        value = P.declarable(value)
-        if value is not None and not node.has_parameter(name):
-            node.declare_parameter(name, value)
-    return params, path
 
 
 def declare_defaults(node, ros):
@@ -145,10 +117,8 @@ class ControllerNode(Node):
     """The UK controller as a ROS 2 node (see the module docstring)."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault('automatically_declare_parameters_from_overrides', True)
-        super().__init__(NODE_NAME, **kwargs)
-        self.params, self.config_path = node_parameters(self)
-        self.ros = P.ros_settings(self.params)
+        super().__init__(NODE_NAME, **node_options(kwargs))
+        self.params, self.config_path, self.ros = read_parameters(self)
         declare_defaults(self, self.ros)
         self.setup = build_setup(self.params, self.config_path)
         from ..kernels import jit

@@ -9,7 +9,7 @@ the robot's joint names (passive joints of closed chains reconstructed from the
 closures). ``/diagnostics`` carries bus rate, round-trip latency, CRC errors,
 timeouts, watchdog trips, reconnects and the safety state.
 
-Parameters are read as by the other nodes (:func:`~.controller_node.node_parameters`):
+Parameters are read as by the other nodes (:func:`~.node_setup.read_parameters`):
 ``config`` (robot name or YAML path) and any key of the robot YAML as an override, checked
 against the settings schema; the bus is ``hardware.protocol`` (a name of
 uk_controller.hardware.registry), ``hardware.port``, ``hardware.baud``, ``hardware.rate``
@@ -47,8 +47,7 @@ from ..hardware.joint_state_assembler import JointStateAssembler
 from ..hardware.registry import make_bus
 from ..hardware.safety import ARMED, DISCONNECTED, SafeBus
 from ..loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
-from . import params as P
-from .controller_node import node_parameters
+from .node_setup import node_options, read_parameters
 from .diagnostics import ERROR, OK, WARN, diagnostic_array
 from .node_runner import run
 from .robot_source import build_setup
@@ -60,10 +59,8 @@ class SerialBridgeNode(Node):
     """The motor bus as a ROS 2 node (see the module docstring)."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault('automatically_declare_parameters_from_overrides', True)
-        super().__init__(NODE_NAME, **kwargs)
-        self.params, self.config_path = node_parameters(self)      # the YAML + ROS overrides, checked
-        self.ros = P.ros_settings(self.params)
+        super().__init__(NODE_NAME, **node_options(kwargs))
+        self.params, self.config_path, self.ros = read_parameters(self)      # the YAML + ROS overrides, checked
         self.setup = build_setup(self.params, self.config_path)
         cfg = self.setup.config
         self.hw = HardwareConfig.from_setup(self.setup)

@@ -50,7 +50,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from ..sim.plants import PLANTS
 from ..sim.uk_plant import UKPlant
 from . import params as P
-from .controller_node import node_parameters
+from .node_setup import node_options, read_parameters
 from .diagnostics import OK, WARN, diagnostic_array
 from .robot_source import build_setup
 from .node_runner import run
@@ -124,10 +124,8 @@ class SimNode(Node):
     """Embedded plant node (see the module docstring)."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault('automatically_declare_parameters_from_overrides', True)
-        super().__init__(NODE_NAME, **kwargs)
-        self.params, self.config_path = node_parameters(self)
-        self.ros = P.ros_settings(self.params)
+        super().__init__(NODE_NAME, **node_options(kwargs))
+        self.params, self.config_path, self.ros = read_parameters(self)
         self.sim = sim_settings(self.params)
         if self.sim['publish_clock'] and self.get_parameter('use_sim_time').value:
             raise P.ParameterError('use_sim_time: must be false for the node that publishes /clock')
