@@ -33,7 +33,9 @@ import numpy as np
 from scipy.linalg import get_lapack_funcs
 
 from . import pinv as _pinv
-from .kernels.codes import INFO_NULL_INTERNAL, INFO_NULL_MOTION
+from .kernels.codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_NULL_INTERNAL,
+                            INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE,
+                            NOT_PD, OK)
 
 DEFAULT_RCOND = 1e-10
 #: Smallest relative eigenvalue of the Gram matrix treated as non-zero.
@@ -547,27 +549,27 @@ class ServoSolver:
     # ------------------------------------------------------------ results
     @property
     def status(self):
-        return int(self.info[0])
+        return int(self.info[INFO_STATUS])
 
     @property
     def rank(self):
-        return int(self.info[1])
+        return int(self.info[INFO_RANK])
 
     @property
     def condition(self):
-        return float(self.info[2])
+        return float(self.info[INFO_CONDITION])
 
     @property
     def passive_rank(self):
-        return int(self.info[3])
+        return int(self.info[INFO_PASSIVE_RANK])
 
     @property
     def servo_residual(self):
-        return float(self.info[4])
+        return float(self.info[INFO_RESIDUAL])
 
     @property
     def consistent(self):
-        return bool(self.info[5])
+        return bool(self.info[INFO_CONSISTENT])
 
     def result(self):
         """A :class:`ServoResult` with copies of the current solution."""
@@ -596,7 +598,7 @@ class ServoSolver:
         """Hot-path entry: ``Q = tau - h``; ``b <- b - (kd phi' + kp phi)`` per row (:func:`row_gains`).
 
         ``effort`` receives u clipped to ``+-limits`` (``saturated`` flags the
-        clipped entries; ``info[7]`` counts them). Raises
+        clipped entries; ``info[INFO_N_SATURATED]`` counts them). Raises
         :class:`NotPositiveDefiniteError` if M is not positive definite.
         """
         if limits is None:
@@ -604,7 +606,7 @@ class ServoSolver:
         if self._kernel is not None:
             self._kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, self.params, limits,
                          self.u, self.qdd, self.passive_force, self.effort, self.saturated, self.info)
-            if self.info[0] == 1.0:
+            if self.info[INFO_STATUS] == NOT_PD:
                 raise NotPositiveDefiniteError('mass matrix not positive definite')
             return self
         mp = self.mp
@@ -615,7 +617,7 @@ class ServoSolver:
         self._numpy_core(M, self._Q, B, As, bs, Ap, bp, phis)
         np.greater(np.abs(self.u), limits, out=self.saturated)
         np.clip(self.u, -limits, limits, out=self.effort)
-        self.info[7] = np.count_nonzero(self.saturated)
+        self.info[INFO_N_SATURATED] = np.count_nonzero(self.saturated)
         return self
 
     def _numpy_core(self, M, Q, B, As, bs, Ap, bp, phis):
@@ -630,7 +632,7 @@ class ServoSolver:
             W[:, 1 + p:] = Ap.T
         Lc, X, status = self._posv(M, W, lower=1, overwrite_a=0, overwrite_b=0)
         if status != 0:
-            self.info[0] = 1.0
+            self.info[INFO_STATUS] = NOT_PD
             raise NotPositiveDefiniteError(f'mass matrix not positive definite (posv info {status})')
         a0, NB = X[:, 0], X[:, 1:1 + p]
         passive_rank = 0
@@ -673,7 +675,8 @@ class ServoSolver:
         np.subtract(Ms @ qdd - Q, B @ u, out=self.passive_force)
         info = self.info
         bnorm = float(np.linalg.norm(bbar)) if ms else 0.0
-        info[0] = 0.0 if np.isfinite(qdd).all() and np.isfinite(u).all() else 2.0
-        info[1], info[2], info[3], info[4] = rank, cond, passive_rank, residual
-        info[5] = 1.0 if residual <= self.consistency_tol * max(1.0, bnorm) else 0.0
-        info[6] = bnorm
+        info[INFO_STATUS] = OK if np.isfinite(qdd).all() and np.isfinite(u).all() else NOT_FINITE
+        info[INFO_RANK], info[INFO_CONDITION] = rank, cond
+        info[INFO_PASSIVE_RANK], info[INFO_RESIDUAL] = passive_rank, residual
+        info[INFO_CONSISTENT] = 1.0 if residual <= self.consistency_tol * max(1.0, bnorm) else 0.0
+        info[INFO_BBAR_NORM] = bnorm

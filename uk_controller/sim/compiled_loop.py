@@ -98,7 +98,7 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
         tree_terms(q, qd, cparents, cjtype, cmf, cgrav, oR, opos, S, M, h, tw)
         frame_placements(oR, opos, cfparents, cfm, ctrans, crots)
         fused_step_ws(M, h, S, ctrans, crots, q, qd, t - t0, cip, cfp, cws, csat, csc)
-        if cws[cinfo] != 0.0:
+        if cws[cinfo + codes.INFO_STATUS] != codes.OK:
             return k, CONTROLLER_STOP, t
         c1 = _readcyclecounter()
         log_t[k] = t
@@ -126,7 +126,7 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
             xb[j] = x[j]
         st = plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
                             oR, opos, S, M, h, ptrans, prots, tw, kk, xt, u, qdep)
-        if st != 0.0:
+        if st != codes.OK:
             for j in range(2 * n):
                 x[j] = xb[j]
             return k, PLANT_STOP, t

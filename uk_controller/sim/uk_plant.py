@@ -116,7 +116,7 @@ class CompiledPeriod(PlantBackend):
         x = np.concatenate((q, qd))
         plant.rhs_evaluations += plant.evaluations_per_step
         status = self._kernel(x, plant.tau, t, dt, plant.substeps, *self.args)
-        if status != 0.0:
+        if status != codes.OK:
             _raise_or_nan(status, x)
         n = plant.n
         return x[:n], x[n:]
@@ -152,7 +152,7 @@ class StagedRK4(PlantBackend):
 
             def accel(q, qd, t):
                 run(q, qd, t)
-                if info[at] != 0.0:
+                if info[at] != codes.OK:
                     if info[at] == _NOT_PD:
                         raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
                     qdd[:] = np.nan                 # non-finite state: propagate it like the reference path
@@ -329,7 +329,7 @@ class UKPlant:
         program = self.closure_rows
         program.run(q, qd, t)
         status = program.info[codes.INFO_STATUS]
-        if status != 0.0:
+        if status != codes.OK:
             if status == _NOT_PD:
                 raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
             if status == Status.NON_FINITE_STATE:       # propagate it like the reference path
