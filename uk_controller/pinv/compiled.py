@@ -20,6 +20,9 @@ against the NumPy one.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+from types import FunctionType
+
 import numpy as np
 
 # ------------------------------------------------------------- compiled twins (loops)
@@ -524,34 +527,43 @@ _LOOP_METHODS = {'svd': '_loop_pinv_svd', 'varga': '_loop_pinv_varga', 'greville
 #: per-kernel numba options: FMA contraction (a*b + c rounded once; no reassociation, NaN/inf
 #: semantics kept) in the Jacobi SVD, whose rotations are latency bound: ~20 % faster
 _LOOP_OPTIONS = {'_loop_jacobi_rows': {'fastmath': {'contract'}}, '_loop_pinv_svd': {'fastmath': {'contract'}}}
-_COMPILED = []
+
+
+@lru_cache(maxsize=None)
+def compiled_kernels():
+    """The loop kernels compiled by numba (``cache=True``), by name; None without numba. Built once, on first use.
+
+    Each kernel is compiled from a copy of its function whose globals are a private table: the module's
+    names, with every loop kernel replaced by its compiled dispatcher, so compiled callers call compiled
+    callees (numba resolves a callee's global name at compile time). The module's own functions stay
+    plain Python (``compiled_pinv(name, jit=False)``)."""
+    try:
+        from numba import njit
+    except ImportError:                         # pragma: no cover - numba is optional
+        return None
+    table = dict(globals())
+    for nm in _LOOP_KERNELS:                    # callees first: each finds its callees compiled in `table`
+        f = _LOOP_PYTHON[nm]
+        twin = FunctionType(f.__code__, table, f.__name__, f.__defaults__, f.__closure__)
+        twin.__qualname__, twin.__module__, twin.__doc__ = f.__qualname__, f.__module__, f.__doc__
+        table[nm] = njit(cache=True, **_LOOP_OPTIONS.get(nm, {}))(twin)
+    return {nm: table[nm] for nm in _LOOP_KERNELS}
 
 
 def compiled_pinv(name, *, jit=True):
     """The compiled twin of Moore–Penrose method `name`: ``f(A, rcond) -> A^+`` (A float64, C order).
 
     With numba installed (and ``jit``) the loop kernels are compiled on first use
-    (``cache=True``: later processes load them) and the returned dispatcher can also be
-    passed as an argument to other numba functions. Without numba, or ``jit=False``, the
+    (``cache=True``: later processes load them; see :func:`compiled_kernels`) and the returned dispatcher
+    can also be passed as an argument to other numba functions. Without numba, or ``jit=False``, the
     same loops run as plain Python (slow; for tests of the arithmetic).
     """
     try:
         kernel = _LOOP_METHODS[name]
     except KeyError:
         raise ValueError(f'no compiled twin for {name!r}; choose one of {sorted(_LOOP_METHODS)}') from None
-    if not jit:
-        return _LOOP_PYTHON[kernel]
-    if not _COMPILED:
-        try:
-            from numba import njit
-        except ImportError:                     # pragma: no cover - numba is optional
-            _COMPILED.append(False)
-        else:
-            g = globals()
-            for nm in _LOOP_KERNELS:            # replace the globals so compiled callers find compiled callees
-                g[nm] = njit(cache=True, **_LOOP_OPTIONS.get(nm, {}))(_LOOP_PYTHON[nm])
-            _COMPILED.append(True)
-    return globals()[kernel] if _COMPILED[0] else _LOOP_PYTHON[kernel]
+    compiled = compiled_kernels() if jit else None
+    return compiled[kernel] if compiled is not None else _LOOP_PYTHON[kernel]
 
 
 _LOOP_PYTHON = {nm: globals()[nm] for nm in _LOOP_KERNELS}
