@@ -151,7 +151,7 @@ class RobotModel:
             pin_model = pin.buildModelFromUrdf(str(path))
         except Exception as exc:  # Pinocchio raises ValueError/RuntimeError with a parser message
             raise ModelError(f'cannot parse URDF {path}: {exc}') from None
-        return cls._finish(pin_model, joint_names, gravity, mass_scale, source=path)
+        return cls.from_pinocchio_model(pin_model, joint_names, gravity, mass_scale, source=path)
 
     @classmethod
     def from_urdf_string(cls, text, joint_names=None, gravity=None, mass_scale=1.0):
@@ -160,10 +160,13 @@ class RobotModel:
             pin_model = pin.buildModelFromXML(text)
         except Exception as exc:
             raise ModelError(f'cannot parse URDF text: {exc}') from None
-        return cls._finish(pin_model, joint_names, gravity, mass_scale, source=None)
+        return cls.from_pinocchio_model(pin_model, joint_names, gravity, mass_scale, source=None)
 
     @classmethod
-    def _finish(cls, pin_model, joint_names, gravity, mass_scale, source):
+    def from_pinocchio_model(cls, pin_model, joint_names=None, gravity=None, mass_scale=1.0, source=None):
+        """A RobotModel over an already built Pinocchio model (from a URDF, MJCF or SDFormat reader): `gravity`
+        (3,) replaces the model's, `mass_scale` scales every inertia (as in :meth:`from_urdf`); `source` is the
+        file it came from (or None). Modifies `pin_model`."""
         if gravity is not None:
             gravity = np.asarray(gravity, dtype=float).reshape(3)
             pin_model.gravity = pin.Motion(np.concatenate([gravity, np.zeros(3)]))

@@ -228,11 +228,12 @@ class JointLinear(Term):
         if traj.dim != 1:
             raise ValueError(f'value trajectory must have 1 component, got {traj.dim}')
         self.traj = traj
-        self._value = float(traj.value[0]) if type(traj) is Hold else None
+        #: the constant right-hand side v when the trajectory is a Hold (v' = v'' = 0), else None
+        self.constant_value = float(traj.value[0]) if type(traj) is Hold else None
 
     def fill(self, model, q, qd, t, phi, phidot, A, b, K=None):
-        if self._value is not None:                 # constant value: v' = v'' = 0
-            phi[0] = self.c @ q - self._value
+        if self.constant_value is not None:                 # constant value: v' = v'' = 0
+            phi[0] = self.c @ q - self.constant_value
             phidot[0] = self.c @ qd
             A[0] = self.c
             b[0] = 0.0

@@ -171,10 +171,10 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
             model = RobotModel.from_urdf(file, joints, gravity, mass_scale)
         elif key == 'mjcf':
             pin_model, closures, extras = read_mjcf(file)
-            model = RobotModel._finish(pin_model, joints, gravity, mass_scale, source=file)
+            model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
         else:
             pin_model, closures = load_sdf(file)
-            model = RobotModel._finish(pin_model, joints, gravity, mass_scale, source=file)
+            model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
         if key == 'urdf':          # <mimic> rows and <dynamics> (description_extras)
             extras = urdf_extras(text if text is not None else Path(file).read_text(encoding='utf-8'), str(file))
             closures = dict(extras.constraints)

@@ -214,13 +214,13 @@ class MujocoPlant:
             if abs(term.reference[0] - qpos0(i1)) > 1e-12 or abs(term.reference[1] - qpos0(i2)) > 1e-12:
                 raise refuse('its reference differs from the joints\' reference positions (MJCF ref)')
             coef = term.c
-        elif isinstance(term, JointLinear) and term._value is not None:
+        elif isinstance(term, JointLinear) and term.constant_value is not None:
             nz = np.flatnonzero(term.c)
             if not 1 <= nz.size <= 2:
                 raise refuse('a joint equality couples one or two joints, this row has '
                              f'{nz.size} non-zero coefficients')
             i1 = int(nz[0])
-            c1, value = term.c[i1], term._value
+            c1, value = term.c[i1], term.constant_value
             if nz.size == 1:                    # q1 = value / c1
                 i2, coef = None, [value / c1 - qpos0(i1), 0.0, 0.0, 0.0, 0.0]
             else:                               # q1 = value / c1 + k q2,  k = -c2 / c1
