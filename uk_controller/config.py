@@ -330,24 +330,3 @@ class ConfigView:
 def view(params, path=None, prefix=''):
     """Shorthand for :class:`ConfigView`."""
     return ConfigView(params, path, prefix)
-
-
-def require(params, dotted_key, file=None):
-    """Value at ``a.b.c`` in the nested params; ConfigError naming file and key if absent."""
-    node = params
-    parts = dotted_key.split('.')
-    for i, part in enumerate(parts):
-        if not isinstance(node, dict) or part not in node or node[part] is None:
-            missing = '.'.join(parts[:i + 1])
-            what = 'required key is missing' if missing == dotted_key else f'section {missing!r} is missing'
-            raise ConfigError(what, file=file, key=dotted_key)
-        node = node[part]
-    return node
-
-
-def optional(params, dotted_key, default=None, file=None):
-    """Value at ``a.b.c`` or `default` when any part of the path is absent."""
-    try:
-        return require(params, dotted_key, file)
-    except ConfigError:
-        return default

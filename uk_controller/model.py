@@ -347,12 +347,6 @@ class RobotModel:
         return e
 
     @property
-    def velocity_limits(self):
-        v = self._per_joint(self.model.velocityLimit)
-        v[~(v > 0.0)] = np.inf
-        return v
-
-    @property
     def position_limits(self):
         """(lower, upper) per coordinate from the URDF (-inf, inf for continuous joints)."""
         limits = []
@@ -474,10 +468,6 @@ class RobotModel:
     def frame_rotation(self, name):
         """Rotation matrix world <- frame (3, 3)."""
         return np.array(self.data.oMf[self.frame_id(name)].rotation)
-
-    def frame_placement(self, name):
-        """pinocchio.SE3 world <- frame (a copy)."""
-        return pin.SE3(self.data.oMf[self.frame_id(name)])
 
     def frame_jacobian(self, name):
         """Frame Jacobian (6, n), LOCAL_WORLD_ALIGNED, columns in q order.

@@ -283,10 +283,6 @@ class CompiledRows:
         o = int(self.ip[C.IH_GAINS])
         self.fp[o:o + 2 * (self.mp + self.ms)] = np.asarray(gains, dtype=float).ravel()
 
-    def set_limits(self, limits):
-        o = int(self.ip[C.IH_LIMITS])
-        self.fp[o:o + self.p] = limits
-
     def run(self, q, qd, t):
         """``pinocchio.computeAllTerms`` + ``updateFramePlacements`` and the fused kernel at (q, q', t).
 

@@ -120,10 +120,6 @@ class HardwareConfig:
         """i = tau_m / torque_constant."""
         return np.asarray(tau_m) / self.kt
 
-    def current_to_torque(self, i):
-        """tau_m = torque_constant * i."""
-        return self.kt * np.asarray(i)
-
     # ---- construction ---------------------------------------------------------
     @classmethod
     def default(cls, actuator_names, effort_limits=None, joints=None, **kw):

@@ -57,11 +57,6 @@ class ActuatorMap:
         the compiled program forms from the frame Jacobians at every call."""
         return self._B, [(k, act.bodies[0], act.bodies[1], act.axis) for k, act in self._between]
 
-    @property
-    def joint_indices(self):
-        """q index per actuator (-1 for `between` actuators)."""
-        return np.array([-1 if a.joint is None else a.joint for a in self.actuators], dtype=np.intp)
-
     def matrix(self, model=None, out=None):
         """B (n, p) at the state of the last ``model.compute`` (needed only for `between` actuators).
 
