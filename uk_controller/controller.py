@@ -358,7 +358,8 @@ class ControllerCore:
         m, mb = self._m, b.rows
         self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
                      slice(0, m), slice(mb, mb + m), slice(self._mp, m))
-        self._null_hot = (bool(red.terms), self._q_ref, b.info) if red.active else None
+        # (posture rows?, q_ref, the backend's info, a scratch for q - q_ref: the step allocates no vector)
+        self._null_hot = (bool(red.terms), self._q_ref, b.info, np.empty(self.n)) if red.active else None
         self._null_initial = (red.null_motion, red.null_internal)
         self._warm_up()
 
@@ -489,7 +490,7 @@ class ControllerCore:
                               status, residual, math.nan, *self._null_initial)
         posture_error = math.nan
         if null[0]:
-            d = q - null[1]
+            d = np.subtract(q, null[1], out=null[3])
             posture_error = math.sqrt(d @ d)
         full_info = null[2]
         return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
