@@ -92,7 +92,7 @@ def data_file_candidates(value, config_path=None):
         package, _, rest = text[len('package://'):].partition('/')
         if package == PACKAGE:
             return [share_dir() / rest, _REPO_ROOT / rest]
-        share = _other_package_share(package)
+        share = other_package_share(package)
         return [] if share is None else [share / rest]
     if text.startswith('file://'):
         return [Path(text[len('file://'):])]
@@ -103,7 +103,7 @@ def data_file_candidates(value, config_path=None):
     return [folder / path]
 
 
-def _other_package_share(package):
+def other_package_share(package):
     """share/<package> of another ROS package, or None: through the ament index (a sourced ROS workspace),
     else in a prefix that Python packages install into (:func:`python_prefix_share`)."""
     try:

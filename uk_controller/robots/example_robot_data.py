@@ -2,8 +2,9 @@
 
 Public robot descriptions nobody on this project wrote (UR5, Franka Panda, SO-101, ...), used by the
 tests and benchmarks as a user's robot. The wheel installs them under
-``<site-packages>/cmeel.prefix/share/example-robot-data/robots/``; the place is read from the
-distribution's own file list (``importlib.metadata``), never assumed::
+``<site-packages>/cmeel.prefix/share/example-robot-data/robots/``, found as a setup file finds it
+(``package://example-robot-data/robots/...``: :func:`uk_controller.paths.other_package_share`, the ament
+index of a ROS workspace first, then the prefixes pip installs into), never assumed::
 
     from uk_controller.robots.example_robot_data import description
     urdf = description('ur_description/urdf/ur5_robot.urdf')      # a Path, or None when not installed
@@ -11,27 +12,18 @@ distribution's own file list (``importlib.metadata``), never assumed::
 from __future__ import annotations
 
 import functools
-from importlib import metadata
 from pathlib import Path
 
 DISTRIBUTION = 'example-robot-data'
-_MARKER = ('share', 'example-robot-data', 'robots')
 
 
 @functools.lru_cache(maxsize=1)
 def robots_dir() -> Path | None:
     """The ``.../share/example-robot-data/robots`` folder of the installed wheel, or None."""
-    try:
-        dist = metadata.distribution(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        return None
-    for item in dist.files or ():
-        parts = item.parts
-        for k in range(len(parts) - len(_MARKER)):
-            if parts[k:k + len(_MARKER)] == _MARKER:
-                folder = Path(dist.locate_file(Path(*parts[:k + len(_MARKER)])))
-                return folder if folder.is_dir() else None
-    return None
+    from ..paths import other_package_share
+    share = other_package_share(DISTRIBUTION)
+    folder = share / 'robots' if share is not None else None
+    return folder if folder is not None and folder.is_dir() else None
 
 
 def description(relative) -> Path | None:
@@ -62,7 +54,7 @@ def _floats(v):
 
 def circle_task_yaml(relative, home, tool, *, radius=0.1, omega=1.0, attitude=False, duration=6.0, control=None,
                      name='arm'):
-    """Text of the setup file a user would write for a wheel's arm (its URDF unedited, by absolute path): the
+    """Text of the setup file a user would write for a wheel's arm (its URDF unedited, named as ``package://example-robot-data/robots/...``): the
     `tool` frame on a horizontal circle of `radius` m through its position at `home` (phase 0), and with
     `attitude` its orientation held there too (``frame_orientation``, ``mode: so3``). One actuator per joint.
     `control`: extra keys of the ``control`` section (text ``key: value`` pairs, e.g. a posture task's).
@@ -93,7 +85,7 @@ def circle_task_yaml(relative, home, tool, *, radius=0.1, omega=1.0, attitude=Fa
   ros__parameters:
     robot:
       name: {name}
-      urdf: {urdf}
+      urdf: package://{DISTRIBUTION}/robots/{relative}
       joints: [{', '.join(joints)}]
       initial_position: {_floats(home)}
     actuators:
