@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.skipif(erd.description(erd.UR5) is None, reason='examp
 
 
 def test_robots_dir_is_found_from_the_distribution():
-    """The helper finds the wheel's files through importlib.metadata (no path assumed)."""
+    """The helper finds the wheel's files where pip installed them, as package:// does (no path assumed)."""
     from importlib import metadata
     root = erd.robots_dir()
     assert root.is_dir() and (root / erd.UR5).is_file() and (root / erd.PANDA).is_file()
