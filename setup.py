@@ -50,7 +50,7 @@ setup(
         # Pinocchio. In a ROS workspace rosdep installs the `pinocchio` key and
         # colcon does not pip-install this list.
         'pin',
-        # robot.urdf may be a .xacro file, expanded at load time (uk_controller/description.py).
+        # robot.urdf may be a .xacro file, expanded at load time (uk_controller/files/description.py).
         'xacro',
     ],
     extras_require={

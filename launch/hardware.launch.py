@@ -16,7 +16,7 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from uk_controller.config import load_config
+from uk_controller.files.parameter_file import load_config
 from uk_controller.hardware import registry
 
 PACKAGE = 'uk_controller'

@@ -65,7 +65,7 @@ def robots():
         if key not in done:
             import numpy as np
 
-            from uk_controller.controller import ControllerCore
+            from uk_controller.control.controller import ControllerCore
             from uk_controller.robots import load_robot
             from uk_controller.sim.closed_loop import simulate
             from uk_controller.sim.uk_plant import UKPlant

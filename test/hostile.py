@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from uk_controller import rcl_yaml
-from uk_controller.io_safety import loads_strict
-from uk_controller.paths import share_dir
+from uk_controller.files import rcl_yaml
+from uk_controller.files.io_safety import loads_strict
+from uk_controller.files.paths import share_dir
 
 PLANAR = share_dir() / 'config' / 'planar_3r.yaml'
 
@@ -186,7 +186,7 @@ class FullDisk:
 def inject_full_disk(monkeypatch, folder, capacity):
     """Every file opened for writing under `folder` by the package's writers shares `capacity` bytes."""
     import builtins
-    from uk_controller import io_safety
+    from uk_controller.files import io_safety
     from uk_controller.sweep import runner
     budget = [int(capacity)]
     real_open = builtins.open

@@ -6,7 +6,7 @@
   joint_linear, loop closure position / planar angle / weld), fed by every trajectory type, equal the NumPy
   reference terms (``ConstraintStack`` on the 'numpy' backend): phi, phi', A, b on random states;
 - the schema's lists themselves are enumerated: each constraint type x mode and each trajectory type of
-  ``uk_controller.settings`` builds a ControllerCore whose backend is ``compiled`` (a ``callable``'s user
+  ``uk_controller.settings.schema`` builds a ControllerCore whose backend is ``compiled`` (a ``callable``'s user
   Python fills its rows after Pinocchio's pass, then the one compiled call runs: ``dynamics == 'pinocchio'``),
   and its steps equal the ``reference`` backend's. A new type or mode in the schema without an entry here, or
   without a compiled form, fails.
@@ -15,15 +15,15 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller import settings
+from uk_controller.settings import schema as settings
 from uk_controller.constraints import (CompiledRows, ConstraintStack, FrameOrientation, FramePosition, JointLinear,
                                       JointPolynomial, LoopClosure)
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
 from uk_controller.robots import load_robot
 from uk_controller.robots import example_robot_data as erd
 from uk_controller.robots.setup import setup_from_params
-from uk_controller.trajectories import trajectory
+from uk_controller.constraints.trajectories import trajectory
 
 pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 

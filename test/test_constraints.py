@@ -15,12 +15,12 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller.config import ConfigError
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.constraints import (ConstraintStack, FrameOrientation, build_stacks, build_term, jl, jl_dot,
                                        jr_inv, jr_inv_dot)
-from uk_controller.config import ConfigView
-from uk_controller.model import RobotModel
-from uk_controller.trajectories import trajectory
+from uk_controller.files.parameter_file import ConfigView
+from uk_controller.model.robot_model import RobotModel
+from uk_controller.constraints.trajectories import trajectory
 
 TREE = """<robot name="tree">
  <link name="base"/>

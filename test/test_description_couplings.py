@@ -10,10 +10,11 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller import cli, description
-from uk_controller.config import ConfigError
+from uk_controller import cli
+from uk_controller.files import description
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.constraints import ConstraintStack, JointPolynomial
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
 from uk_controller.robots import load_robot, setup_from_params
 from uk_controller.sim.closed_loop import simulate

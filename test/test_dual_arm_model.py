@@ -19,7 +19,7 @@ import pinocchio as pin
 import pytest
 import yaml
 
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.robots import load_robot
 
 ROOT = Path(__file__).resolve().parents[1]

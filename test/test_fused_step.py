@@ -12,14 +12,14 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller import uk
+from uk_controller.core import uk
 from uk_controller.kernels import dynamics, jit
 from uk_controller.kernels.rows import frame_kinematics
 from uk_controller.kernels.trajectory import trajectory_eval
 from uk_controller.constraints import CallableTerm, CompiledRows, ConstraintStack
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.robots import load_robot
-from uk_controller.trajectories import trajectory
+from uk_controller.constraints.trajectories import trajectory
 
 pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']

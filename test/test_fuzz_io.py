@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, event, given, settings, strategies as st
 from hostile import (CALLABLE_SOURCE, PLANAR, callable_setup, check_answer, check_jsonl, check_jsonl_lines,
                      check_summary, digests,
                      inject_full_disk, mount_tmpfs, planar_params, run_cli, run_subprocess, unmount, write_setup)
-from uk_controller.config import ConfigError
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.robots import load_robot
 
 FUZZ = settings(deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))

@@ -3,7 +3,7 @@
 Properties:
 
 - a URDF with mutated masses, inertias, joint types and joint graph, loaded through our loader, is a
-  valid model or a :class:`~uk_controller.config.ConfigError` naming the setup file -- never another
+  valid model or a :class:`~uk_controller.files.parameter_file.ConfigError` naming the setup file -- never another
   exception; a model that loads (without ``robot.allow_nonphysical``) has a positive-definite mass matrix
   at its start configuration (Cholesky, independent of the check that accepted it);
 - the CLI on a few such files (a subprocess, so a segfault is seen): exit code 0 or 2 (naming the file,
@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from uk_controller.config import ConfigError
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.robots import load_robot
 from uk_controller.ros.joint_state_merger import JointStateMerger
 

@@ -4,7 +4,7 @@ and the closure-based joint state of the five-bar."""
 import numpy as np
 import pytest
 
-from uk_controller.config import ConfigError
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.hardware.bus import BusTimeout, MotorFeedback, PortError
 from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.safety import ARMED, DISCONNECTED, SAFE, EffortLimiter, SafeBus

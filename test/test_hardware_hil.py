@@ -15,7 +15,7 @@ import copy
 import numpy as np
 import pytest
 
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.joint_state_assembler import JointStateAssembler
 from uk_controller.hardware.registry import make_bus, make_emulator

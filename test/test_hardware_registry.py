@@ -11,9 +11,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from uk_controller import settings as S
+from uk_controller.settings import schema as S
 from uk_controller.cli import build_parser
-from uk_controller.config import ConfigError
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.hardware import registry
 from uk_controller.hardware.bus import MotorBus
 from uk_controller.hardware.calibration import HardwareConfig, HardwareConfigError
@@ -92,7 +92,7 @@ def test_a_registered_protocol_brings_its_option_settings(tmp_path, monkeypatch)
     pkg.mkdir()
     (pkg / '__init__.py').write_text('')
     (pkg / 'codec.py').write_text(textwrap.dedent('''
-        from uk_controller.setting import Setting
+        from uk_controller.settings.setting import Setting
         OPTIONS = {'gain': 1.0}
         SETTINGS = (Setting('hardware.gain.gain', 'float', 1.0, '', 'a gain', low=0.0),)
         '''))

@@ -29,10 +29,10 @@ import pytest
 
 from hostile import (PLANAR, callable_setup, check_answer, check_jsonl, check_jsonl_lines, check_summary, digests, inject_full_disk,
                      mount_tmpfs, planar_params, run_cli, unmount, write_setup)
-from uk_controller.config import ConfigError, load_config
+from uk_controller.files.parameter_file import ConfigError, load_config
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import CHUNK_STEPS, simulate
-from uk_controller.status import StepClass
+from uk_controller.control.status import StepClass
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -121,8 +121,8 @@ def test_callable_constraint_misbehaving_gives_safe_effort_and_a_run(tmp_path, m
 def test_callable_nan_in_A_is_safe_effort_not_rank_lost(tmp_path):
     """NaN in a callable's A was logged as rank_lost with ok=1 and zero effort; now the step is
     NUMERICAL_ERROR (safe effort), and its reason names the constraint and the array."""
-    from uk_controller.controller import ControllerCore
-    from uk_controller.status import Status, step_class
+    from uk_controller.control.controller import ControllerCore
+    from uk_controller.control.status import Status, step_class
     setup = load_robot(callable_setup(tmp_path, 'nan_A'))
     core = ControllerCore(setup)
     res = core.step(setup.q0, setup.qd0, 0.0)
@@ -386,7 +386,7 @@ def test_delay_steps_without_a_measurement_are_safe_effort():
     assert np.all(res.status[:delay] == StepClass.SAFE_EFFORT) and not res.ok[:delay].any()
     assert not np.any(res.effort[:delay])
     assert res.ok[delay:].all()
-    from uk_controller.controller import ControllerCore
+    from uk_controller.control.controller import ControllerCore
     core = ControllerCore(load_robot('planar_3r'))
     core.reset(res.t[0])
     k = delay + 17                     # the effort at step k is the controller's answer to the state at k - delay

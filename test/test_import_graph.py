@@ -178,7 +178,7 @@ def test_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert 'uk_controller.hardware.bus' in graph['uk_controller.hardware.protocols.uk_binary.bus']
     assert 'uk_controller.hardware.protocols.uk_binary.codec' in graph['uk_controller.hardware.protocols.uk_binary.bus']
-    assert 'uk_controller.controller' in graph['uk_controller.hardware.run_command']      # inside run()
+    assert 'uk_controller.control.controller' in graph['uk_controller.hardware.run_command']      # inside run()
     assert 'uk_controller.hardware' in graph['uk_controller.ros.serial_bridge_node']     # parent package
     assert 'uk_controller.hardware' not in graph['uk_controller.hardware.bus']           # its own package
 

@@ -13,7 +13,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller.model import ModelError, RobotModel
+from uk_controller.model.robot_model import ModelError, RobotModel
 
 # A deliberately irregular serial robot: unaligned axes, rotated joint frames,
 # products of inertia, a prismatic joint and a rotated fixed tool frame.

@@ -1,6 +1,6 @@
 """Physical validity of a description at load (issue 25, defects 2 and 7, point 2).
 
-The verdict of :func:`uk_controller.model_validity.inertia_problem` is compared with an independent
+The verdict of :func:`uk_controller.model.validity.inertia_problem` is compared with an independent
 criterion: a rigid body is physical exactly when its mass is positive and the second moment of its
 mass about the centre of mass, ``Sigma = int r r^T dm = (tr(I)/2) 1 - I``, is positive semi-definite
 (Wensing, Kim, Slotine 2017: the pseudo-inertia is positive semi-definite); ``Sigma`` psd and ``I``
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from uk_controller.config import ConfigError
-from uk_controller.model_validity import inertia_problem
+from uk_controller.files.parameter_file import ConfigError
+from uk_controller.model.validity import inertia_problem
 from uk_controller.robots import load_robot
 
 import mutated_robots as M
@@ -92,7 +92,7 @@ def test_allow_nonphysical_accepts_the_model_knowingly(tmp_path, caplog):
     """The same zero-mass link is accepted with robot.allow_nonphysical: true, and the warning says why;
     the model is the URDF's (the link's mass is 0 in Pinocchio's model, as written)."""
     path = M.write_setup(tmp_path, M.urdf(masses={'link2': 0.0}), extra='allow_nonphysical: true')
-    with caplog.at_level('WARNING', logger='uk_controller.model_validity'):
+    with caplog.at_level('WARNING', logger='uk_controller.model.validity'):
         setup = load_robot(path)
     assert setup.model.model.inertias[2].mass == 0.0
     assert any("link 'link2': mass 0 kg with a rotational inertia" in r.getMessage() for r in caplog.records), \

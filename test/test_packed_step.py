@@ -6,8 +6,8 @@ pinocchio.computeAllTerms), so every output agrees to round-off; M and h are che
 import numpy as np
 import pytest
 
-from uk_controller import uk
-from uk_controller.controller import ControllerCore
+from uk_controller.core import uk
+from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels.jit import AVAILABLE
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason='numba not installed')

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from uk_controller.pinv import PINV_METHODS, compiled_pinv, get_pinv, pinv_damped, pinv_svd
+from uk_controller.core.pinv import PINV_METHODS, compiled_pinv, get_pinv, pinv_damped, pinv_svd
 
 MP_METHODS = ['svd', 'varga', 'greville', 'householder', 'mgs']
 EPS = np.finfo(float).eps
@@ -248,7 +248,7 @@ def test_svd_twin_equals_lapack_reference(shape):
 def test_svd_twin_jacobi_kernel_is_an_svd():
     """`_loop_jacobi_rows` on ``[B | I]``: rotated rows with orthogonal first parts whose norms are the
     singular values of B (numpy's), an orthogonal accumulated rotation G, and ``G B`` reproduced."""
-    from uk_controller.pinv import compiled as P
+    from uk_controller.core.pinv import compiled as P
     jacobi_rows = (P.compiled_kernels() or {}).get('_loop_jacobi_rows', P._loop_jacobi_rows)
     rng = np.random.default_rng(5)
     for c, k, rank in [(12, 12, 12), (12, 12, 11), (5, 9, 5), (7, 7, 3), (1, 4, 1)]:

@@ -19,7 +19,7 @@ import yaml
 
 rclpy = pytest.importorskip('rclpy')
 
-from uk_controller.config import ConfigError, load_config        # noqa: E402
+from uk_controller.files.parameter_file import ConfigError, load_config  # noqa: E402
 from uk_controller.ros import params as P                          # noqa: E402
 from uk_controller.ros.plot_layout import PlotRows                 # noqa: E402
 from uk_controller.ros.testing import NodeProcess, Probe, ros_env  # noqa: E402

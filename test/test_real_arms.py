@@ -10,10 +10,10 @@ import copy
 import numpy as np
 import pytest
 
-from uk_controller.config import load_config
-from uk_controller.controller import ControllerCore
+from uk_controller.files.parameter_file import load_config
+from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
-from uk_controller.paths import python_prefix_share, resolve_config, share_dir
+from uk_controller.files.paths import python_prefix_share, resolve_config, share_dir
 from uk_controller.robots.setup import setup_from_params
 from uk_controller.sim.closed_loop import simulate
 

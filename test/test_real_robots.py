@@ -10,7 +10,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
 from uk_controller.robots import load_robot
 from uk_controller.robots import example_robot_data as erd

@@ -1,4 +1,4 @@
-"""Re-arming without a jolt on the serial path (pty device emulator, uk_controller.rearm).
+"""Re-arming without a jolt on the serial path (pty device emulator, uk_controller.control.rearm).
 
 ControllerCore -> SafeBus -> uk_binary over a pseudo-terminal -> emulated drivers with the embedded
 UKPlant (lockstep). Host, device and the loop share a stepped clock, so the outage lasts exactly
@@ -11,7 +11,7 @@ first command after re-arming was the full-gain correction of the error it had m
 import numpy as np
 import pytest
 
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.faults import stepped_bus
 from uk_controller.hardware.joint_state_assembler import JointStateAssembler

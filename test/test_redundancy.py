@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from uk_controller import uk
-from uk_controller.config import ConfigError, load_config
-from uk_controller.controller import ControllerCore
+from uk_controller.core import uk
+from uk_controller.files.parameter_file import ConfigError, load_config
+from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
-from uk_controller.paths import resolve_config
+from uk_controller.files.paths import resolve_config
 from uk_controller.robots import load_robot
 from uk_controller.robots.setup import setup_from_params
 from uk_controller.sim.closed_loop import simulate
@@ -109,7 +109,7 @@ def _params(name):
 
 def test_no_freedom_no_posture_rows():
     """Where the task uses every degree of freedom nothing is added (the shipped robots' numbers stay
-    bit-identical: benchmarks/fingerprint.py); dimensions against an SVD of N B at the initial state."""
+    bit-identical: uk_controller/benchmarks/fingerprint.py); dimensions against an SVD of N B at the initial state."""
     for name, expected in (('scara', (0, 0)), ('five_bar', (0, 0)), ('five_bar_redundant', (0, 1)),
                            ('dual_arm', (0, 3)), ('planar_3r', (0, 0))):
         setup = load_robot(name)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import yaml
 
-from uk_controller import rcl_yaml
+from uk_controller.files import rcl_yaml
 
-from uk_controller.config import ConfigError, ConfigNotFoundError, load_config
-from uk_controller.paths import available_configs, resolve_config, resolve_data_file, share_dir
+from uk_controller.files.parameter_file import ConfigError, ConfigNotFoundError, load_config
+from uk_controller.files.paths import available_configs, resolve_config, resolve_data_file, share_dir
 from uk_controller.robots import DEFAULT_OMEGA, load_robot, setup_from_params
 
 

@@ -136,7 +136,7 @@ def test_stamps_far_in_the_past_are_rejected_with_the_offset():
 
 
 def test_live_parameters_use_the_schema():
-    from uk_controller import settings as S
+    from uk_controller.settings import schema as S
     assert P.is_live('control.soft_start') and P.is_live('control.clock_skew')
     for bad in (-15.0, float('nan'), float('inf'), 1e9):
         with pytest.raises(ValueError, match=r'stabilization\.omega.*\(0, 1000\] rad/s'):

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from uk_controller import uk
-from uk_controller.baumgarte import Baumgarte
-from uk_controller.rows import ConstraintRows
+from uk_controller.core import uk
+from uk_controller.core.baumgarte import Baumgarte
+from uk_controller.core.rows import ConstraintRows
 
 G = 9.81
 

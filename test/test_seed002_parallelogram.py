@@ -8,15 +8,15 @@ reduced model. The compiled path (eq 32 and the pseudo-inverse twins in numba, G
 BDF written out) is checked against the NumPy right-hand side, against scipy's BDF, and
 over the full 20 s of seed 002 against the reduced model for every method. The timings and
 the table against seed 002's Tables 7–12 are the benchmark's job
-(``.venv/bin/python benchmarks/parallelogram.py``).
+(``python -m uk_controller.benchmarks.parallelogram_paper``).
 """
 import numpy as np
 import pytest
 
-from uk_controller import uk
+from uk_controller.core import uk
 from uk_controller.benchmarks import bdf, parallelogram_model as pm
 from uk_controller.benchmarks.parallelogram import NEWTON_TOL, simulate
-from uk_controller.pinv import get_pinv
+from uk_controller.core.pinv import get_pinv
 
 pm.limit_blas_threads(1)      # 12 x 12 factorizations: BLAS threads only cost time here
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from uk_controller import uk
-from uk_controller.baumgarte import Baumgarte
+from uk_controller.core import uk
+from uk_controller.core.baumgarte import Baumgarte
 
 B = np.array([[1.0], [0.0]])                 # eq 41: Q_s^c = [1, 0]^T F
 A = np.array([[-1.0, 1.0]])                  # eq 45

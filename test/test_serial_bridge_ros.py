@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
-from uk_controller import rcl_yaml  # noqa: E402
+from uk_controller.files import rcl_yaml  # noqa: E402
 
 rclpy = pytest.importorskip('rclpy')
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
@@ -29,7 +29,7 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 from uk_controller.hardware.calibration import HardwareConfig  # noqa: E402
 from uk_controller.hardware.emulator import IndependentJointsPlant  # noqa: E402
 from uk_controller.hardware.registry import make_emulator  # noqa: E402
-from uk_controller.paths import resolve_config, resolve_data_file  # noqa: E402
+from uk_controller.files.paths import resolve_config, resolve_data_file  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.serial]
@@ -166,7 +166,7 @@ def test_bridge_loop_timing_matches_probe(config):
     ~/loop_timing messages the probe counts about sum(rate * window) states. Loose: reception times
     are the probe's (same executor), and a busy machine shifts a few messages between windows.
     """
-    from uk_controller.loop_timing import TIMING_FIELDS
+    from uk_controller.control.loop_timing import TIMING_FIELDS
     data = yaml.safe_load(config.read_text())
     data['/**']['ros__parameters']['ros']['loop'] = {'window': 0.5}
     config.write_text(rcl_yaml.dump(data))

@@ -10,12 +10,12 @@ ran EXTRA periods fewer than RATE * window.
 import numpy as np
 import pytest
 
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.faults import stepped_bus
 from uk_controller.hardware.joint_state_assembler import JointStateAssembler
 from uk_controller.hardware.serial_loop import run_loop
-from uk_controller.loop_timing import TIMING_FIELDS
+from uk_controller.control.loop_timing import TIMING_FIELDS
 from uk_controller.robots import load_robot
 from uk_controller.sim.uk_plant import UKPlant
 

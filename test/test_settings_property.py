@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from uk_controller import cli, rcl_yaml
-from uk_controller.config import load_config
+from uk_controller import cli
+from uk_controller.files import rcl_yaml
+from uk_controller.files.parameter_file import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOTS = ('scara', 'five_bar', 'planar_3r')

@@ -1,4 +1,4 @@
-"""The one settings schema (uk_controller/settings.py): unknown keys, ranges, defaults, docs table."""
+"""The one settings schema (uk_controller/settings/schema.py): unknown keys, ranges, defaults, docs table."""
 import copy
 import os
 from pathlib import Path
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from uk_controller import settings as S
-from uk_controller.config import ConfigError, load_config
+from uk_controller.settings import schema as S
+from uk_controller.files.parameter_file import ConfigError, load_config
 from uk_controller.robots import setup_from_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def test_cross_key_rules():
 def test_one_default_per_key_everywhere():
     """control.rate: ControllerCore, the serial bridge and the sim node read the schema's default."""
     import inspect
-    from uk_controller import controller
+    from uk_controller.control import controller
     from uk_controller.ros import params as P
     src = (ROOT / 'uk_controller' / 'ros' / 'serial_bridge_node.py').read_text()
     assert "get('rate', 100.0)" not in src
@@ -150,7 +150,7 @@ def test_a_key_is_one_entry(monkeypatch):
 # argparse ``choices=``) fails one of these two tests.
 
 def _pinv_table():
-    from uk_controller.pinv import reference
+    from uk_controller.core.pinv import reference
     return reference.PINV_METHODS, reference.pinv_svd
 
 
@@ -231,7 +231,7 @@ def test_a_name_missing_from_its_table_is_refused_by_schema_and_cli(key, flag, s
 
 def test_the_schema_and_its_choices_need_no_optional_package():
     """Reading the choices (and the docs table) imports the tables, not numba, MuJoCo or the serial stacks."""
-    code = ('import sys; from uk_controller import settings as S; S.markdown_table(); '
+    code = ('import sys; from uk_controller.settings import schema as S; S.markdown_table(); '
             '[S.check_value(S.lookup(k), S.default(k)) for k in ("control.pinv", "simulation.plant", '
             '"simulation.integrator", "hardware.protocol")]; '
             'print(sorted(m for m in ("numba", "mujoco", "serial", "dynamixel_sdk") if m in sys.modules))')

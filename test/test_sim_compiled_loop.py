@@ -14,7 +14,7 @@ import pytest
 
 from uk_controller.kernels import codes, jit
 from uk_controller.kernels.plant import plant_rk4
-from uk_controller.controller import ControllerCore
+from uk_controller.control.controller import ControllerCore
 from uk_controller.robots import load_robot
 from uk_controller.sim import compiled_loop
 from uk_controller.sim.closed_loop import simulate
@@ -134,7 +134,7 @@ def test_plant_period_with_q_dependent_actuators_equals_the_reference_plant():
 def test_model_mismatch_and_own_gains_equal_the_python_loop(robot):
     """Plant inertias x 1.3 (the controller's and the plant's trees differ: no shared tree pass), seed 000's
     Baumgarte gains and 500 Hz: the compiled loop follows the Python loop to round-off."""
-    from uk_controller.baumgarte import Baumgarte
+    from uk_controller.core.baumgarte import Baumgarte
     options = dict(duration=0.6, rate=500.0, mass_scale=1.3, stabilization=Baumgarte.seed000(0.5, 200.0))
     fast = simulate(load_robot(robot), **options)
     plain = simulate(load_robot(robot), compiled=False, **options)

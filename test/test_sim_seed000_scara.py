@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
-from uk_controller.baumgarte import Baumgarte
+from uk_controller.core.baumgarte import Baumgarte
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate
 

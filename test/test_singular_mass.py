@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from uk_controller import uk
-from uk_controller.pinv import get_pinv
-from uk_controller.singular_mass import (acceleration_is_determined, acceleration_pseudoinverse_bordered,
-                                         acceleration_udwadia_phohomsiri, constraint_force_singular)
+from uk_controller.core import uk
+from uk_controller.core.pinv import get_pinv
+from uk_controller.core.singular_mass import (
+    acceleration_is_determined, acceleration_pseudoinverse_bordered, acceleration_udwadia_phohomsiri,
+    constraint_force_singular)
 
 FORMS = {'eq41': acceleration_pseudoinverse_bordered, 'eq43': acceleration_udwadia_phohomsiri}
 G, L, MASS = 9.81, 0.7, 1.3

@@ -1,4 +1,4 @@
-"""Named statuses (uk_controller.status): every backend of ControllerCore ends a step in the same Status with
+"""Named statuses (uk_controller.control.status): every backend of ControllerCore ends a step in the same Status with
 the reason from the one table, checked on real failures (non-finite and mis-shaped states, an under-actuated
 task whose least-squares residual is recomputed here independently) and on the plant's kernel codes."""
 import copy
@@ -6,14 +6,15 @@ import copy
 import numpy as np
 import pytest
 
-from uk_controller import rcl_yaml, status as S
-from uk_controller.config import load_config
-from uk_controller.controller import ControllerCore
+from uk_controller.files import rcl_yaml
+from uk_controller.control import status as S
+from uk_controller.files.parameter_file import load_config
+from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import codes
-from uk_controller.paths import share_dir
+from uk_controller.files.paths import share_dir
 from uk_controller.robots import load_robot
 from uk_controller.sim.uk_plant import UKPlant
-from uk_controller.status import Status, StepClass
+from uk_controller.control.status import Status, StepClass
 
 BACKENDS = ('compiled', 'reference', 'general')
 

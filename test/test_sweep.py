@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uk_controller.baumgarte import Baumgarte
+from uk_controller.core.baumgarte import Baumgarte
 from uk_controller.cli import main
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate

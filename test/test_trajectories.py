@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from uk_controller.config import ConfigError
-from uk_controller.trajectories import trajectory
+from uk_controller.files.parameter_file import ConfigError
+from uk_controller.constraints.trajectories import trajectory
 
 CONFIGS = {
     'helix': {'type': 'helix', 'radius': 0.05, 'omega': 1.2566370614359172, 'centre': [0.0, 0.35, 0.0],

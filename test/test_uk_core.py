@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from uk_controller import uk
-from uk_controller.baumgarte import Baumgarte
-from uk_controller.pinv import get_pinv
-from uk_controller.rows import ConstraintRows
+from uk_controller.core import uk
+from uk_controller.core.baumgarte import Baumgarte
+from uk_controller.core.pinv import get_pinv
+from uk_controller.core.rows import ConstraintRows
 
 
 def random_spd(rng, n, cond=100.0):

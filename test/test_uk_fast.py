@@ -15,12 +15,12 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller import uk
+from uk_controller.core import uk
 from uk_controller.kernels import jit, linalg
-from uk_controller.baumgarte import Baumgarte
-from uk_controller.controller import ControllerCore
+from uk_controller.core.baumgarte import Baumgarte
+from uk_controller.control.controller import ControllerCore
 from uk_controller.robots import load_robot
-from uk_controller.rows import ConstraintRows
+from uk_controller.core.rows import ConstraintRows
 
 BACKENDS = ['numpy'] + (['numba'] if jit.AVAILABLE else [])
 ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']
@@ -215,7 +215,7 @@ def test_plant_rhs_equals_uk_equation(robot):
 
 def test_forward_dynamics_with_permuted_joint_order():
     setup = load_robot('scara')
-    from uk_controller.model import RobotModel
+    from uk_controller.model.robot_model import RobotModel
     names = list(reversed(setup.model.joint_names))
     model = RobotModel.from_urdf(setup.urdf_path, joint_names=names)
     rng = np.random.default_rng(9)

@@ -9,8 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
-from . import settings as S
-from .baumgarte import Baumgarte
+from .settings import schema as S
+from .core.baumgarte import Baumgarte
 from .interrupts import interrupt_requested
 
 
@@ -46,7 +46,7 @@ def _stabilization(args, setup):
     return None
 
 
-#: simulate's flags and the setting each one sets (uk_controller.settings checks them)
+#: simulate's flags and the setting each one sets (uk_controller.settings.schema checks them)
 SIMULATE_FLAGS = {
     '--duration': 'simulation.duration', '--rate': 'control.rate', '--omega': 'stabilization.omega',
     '--alpha': 'stabilization.alpha', '--beta': 'stabilization.beta', '--mass-scale': 'simulation.mass_scale',
@@ -161,8 +161,8 @@ def _output_files(setup, out):
 
 def _check_outputs(setup, out, mcap):
     """Why the outputs cannot be written (an input, a folder, another output, no MCAP support), or None."""
-    from .config import ConfigError
-    from .io_safety import refuse_inputs_as_outputs, setup_inputs
+    from .files.parameter_file import ConfigError
+    from .files.io_safety import refuse_inputs_as_outputs, setup_inputs
     files = _output_files(setup, out)
     try:
         refuse_inputs_as_outputs([('--out', f) for f in files] + [('--mcap', mcap)], setup_inputs(setup))
@@ -181,11 +181,11 @@ def _check_outputs(setup, out, mcap):
 
 
 def cmd_simulate(args):
-    from .config import ConfigError
+    from .files.parameter_file import ConfigError
     from .robots import load_robot
     from .sim.closed_loop import simulate
     from .sim.report import CsvLog, format_summary, plot_all, write_summary
-    from .uk import NotPositiveDefiniteError
+    from .core.uk import NotPositiveDefiniteError
 
     if (args.alpha is None) != (args.beta is None):
         return _fail('--alpha and --beta go together (both > 0)')
@@ -309,8 +309,8 @@ def build_parser():
                        description='Emulate the serial motor drivers of a robot on a pty and print its path.')
     add_emulate_arguments(p)
     p.set_defaults(func=run_emulate)
-    if importlib.util.find_spec('uk_controller.bench') is not None:
-        from .bench import add_bench_arguments, run_bench
+    if importlib.util.find_spec('uk_controller.benchmarks.bench_command') is not None:
+        from .benchmarks.bench_command import add_bench_arguments, run_bench
         p = sub.add_parser('bench', help='benchmarks: control step, simulation, loop jitter',
                            description='Print benchmark tables (medians and p99).')
         add_bench_arguments(p)

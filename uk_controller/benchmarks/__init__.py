@@ -3,7 +3,7 @@
 Every figure is a median (and p99) over many calls on this machine; all comparisons are made in the
 same run on the same inputs, and each table says whether the results agree. Nothing here is a test.
 Each table module has ``run(args)`` (args: the options of ``uk-controller bench``, see
-uk_controller/bench.py, which maps table names to these modules and imports only the tables asked for).
+uk_controller/benchmarks/bench_command.py, which maps table names to these modules and imports only the tables asked for).
 
 =============  ========================  ========================================================================
 table          module                    what it measures
@@ -23,10 +23,14 @@ ros_rate       ``ros_rate``              uk_controller_node over DDS (measuremen
 Shared: ``common`` (sample, table, verdict, machine header, the moving state, Pinocchio closures).
 The seed 002 parallelogram: ``parallelogram_model`` (the mechanism, eq 32 in NumPy and compiled, the
 reduced model), ``bdf`` (Gear's method written out for numba), ``parallelogram`` (runs and the table),
-``parallelogram_paper`` (the comparison with the paper's Tables 7-12; ``benchmarks/parallelogram.py``).
-The scripts in ``benchmarks/`` are thin commands over these modules.
+``parallelogram_paper`` (the comparison with the paper's Tables 7-12; ``uk_controller/benchmarks/parallelogram_paper.py``).
+Beside the tables, the commands of this folder (``python -m uk_controller.benchmarks.<name>``):
+``fingerprint`` (the numbers of every shipped robot, saved and compared bit for bit), ``serial_bench``
+(bus throughput, serial loop, fault table), ``sweep_bench`` (sweep throughput), ``ros_rate`` (the node
+over DDS, its own options), ``parallelogram_paper`` (seed 002's Tables 7-12). This is the one
+benchmarks folder: it installs with the package, so a robot's computer can run it.
 
 To add a table: a module here with ``run(args)`` that prints through ``common.table``, one entry in
-``uk_controller.bench.TABLE_MODULES`` (its name for ``--tables``), and, if it needs an option, one
-``add_argument`` in ``uk_controller.bench.add_bench_arguments``.
+``uk_controller.benchmarks.bench_command.TABLE_MODULES`` (its name for ``--tables``), and, if it needs an option, one
+``add_argument`` in ``uk_controller.benchmarks.bench_command.add_bench_arguments``.
 """

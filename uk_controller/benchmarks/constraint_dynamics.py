@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import uk
+from ..core import uk
 from .common import moving_state, pin_closures, rel_diff, sample, table, verdict
 
 

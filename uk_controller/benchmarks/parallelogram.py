@@ -3,7 +3,7 @@
 `simulate(method, ...)` integrates seed 002 eq 32 (`parallelogram_model`) over [0, tf] and scores the run
 (`RunResult`: completed, sum Psi^2 at the end, NFUNC, wall time, link angle against the reduced model).
 `run(args)` is the table of ``uk-controller bench``; the comparison with the paper's Tables 7-12 is
-`parallelogram_paper` (``benchmarks/parallelogram.py``).
+`parallelogram_paper` (``uk_controller/benchmarks/parallelogram_paper.py``).
 
 Integrator (default ``BDF-compiled``): with alpha = 1000, beta = 100 the constraint-violation
 modes decay at about -5 and -1995 s^-1 while the pendulum moves at ~3.4 rad/s, so the system is
@@ -11,7 +11,7 @@ stiff; Adams methods (the paper's Tables 10-12: 44-58 million steps; scipy's LSO
 explicit Runge-Kutta need steps far below the accuracy demand. The paper's integrator, IMSL
 DIVPAG, offers Adams-Moulton or Gear's method; we use Gear's (BDF, orders 1-5, `bdf_k`) with
 the same error control (rtol = atol = TOL, rcond = TOL), the same eq 32, the same pseudo-inverse
-methods (compiled twins tested equal to uk_controller.pinv's) and the same score (sum Psi^2 at
+methods (compiled twins tested equal to uk_controller.core.pinv's) and the same score (sum Psi^2 at
 20 s, "correct until"). What changes is the integrator family, hence NFUNC and time; the
 residual and the reduced-model check are measured exactly as before. The scipy integrators on
 the NumPy right-hand side stay available (``--integrator LSODA``, ``BDF``, ``Radau``, ...).
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ..pinv import compiled_pinv, get_pinv
+from ..core.pinv import compiled_pinv, get_pinv
 from .bdf import bdf_k
 from .common import table, verdict
 from .parallelogram_model import METHOD_CODE, METHODS, PAPER_GAINS, THETA0, Parallelogram, reference_angle
@@ -167,7 +167,7 @@ def run(args):
                          f'{r.angle_error:.1e}', verdict(ok) if baum else '-'))
     rcond = args.para_tol if args.para_rcond is None else args.para_rcond
     table(f'Seed 002 parallelogram, {tf:g} s, TOL = {args.para_tol:g}, rcond = {rcond:g} '
-          '(benchmarks/parallelogram.py; compiled Gear/BDF, the stiff option of the paper\'s DIVPAG)',
+          '(uk_controller/benchmarks/parallelogram_paper.py; compiled Gear/BDF, the stiff option of the paper\'s DIVPAG)',
           ('method', 'Baumgarte', 't end', 'completed', 'sum Psi^2', 'NFUNC', 'wall s', 'max dtheta',
            'done, <=1e-10, <=1 s'), rows,
           note=f'the target applies to the stabilized runs (the paper\'s Table 10 setting); without Baumgarte '

@@ -27,7 +27,7 @@ theta (coupler translating), ``J theta'' = -3.5 g cos(theta)`` with
 
 Compiled twins (for the compiled BDF of `uk_controller.benchmarks.bdf`): `constraints_k` of
 `Parallelogram.constraints`, `rhs_k` of `Parallelogram.acceleration` (seed 002 eq 32) with the
-pseudo-inverse twins of `uk_controller.pinv.compiled` (`pinv_k`); test/test_seed002_parallelogram.py
+pseudo-inverse twins of `uk_controller.core.pinv.compiled` (`pinv_k`); test/test_seed002_parallelogram.py
 (``test_compiled_rhs_is_eq32``) checks them against the NumPy model, and
 ``test_model_jacobian_gamma_and_rank`` / ``test_acceleration_matches_reduced_model`` check the model
 against finite differences and the reduced model.
@@ -43,7 +43,7 @@ for _var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
 import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
-from ..pinv import compiled_pinv  # noqa: E402
+from ..core.pinv import compiled_pinv  # noqa: E402
 
 try:
     from numba import njit
@@ -180,7 +180,7 @@ class Parallelogram:
 
 # ------------------------------------------------------------------ compiled right-hand side
 #
-# The same eq 32 and the same pseudo-inverse methods (uk_controller.pinv.compiled_pinv,
+# The same eq 32 and the same pseudo-inverse methods (uk_controller.core.pinv.compiled_pinv,
 # tested equal to the NumPy references), for the compiled BDF of uk_controller.benchmarks.bdf.
 
 METHOD_CODE = {name: code for code, name in enumerate(METHODS)}

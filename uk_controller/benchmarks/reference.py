@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import uk
+from ..core import uk
 from .common import moving_state, rel_diff, sample, table, verdict
 
 

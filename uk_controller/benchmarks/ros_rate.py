@@ -5,10 +5,29 @@ a private network namespace when others use DDS on this machine.
 """
 from __future__ import annotations
 
+import sys
+
 
 def run(args):
     from ..ros import rate_bench
     rates = [250.0, 500.0, 1000.0]
     robots = [r for r in ('scara', 'five_bar', 'dual_arm') if r in args.robots] or ['scara']
-    print('\n## uk_controller_node over DDS: achieved rate, missed deadlines, latency, CPU (benchmarks/ros_rate.py)')
+    print('\n## uk_controller_node over DDS: achieved rate, missed deadlines, latency, CPU (uk_controller/benchmarks/ros_rate.py)')
     rate_bench.run_table(robots, rates, 1.5 if args.quick else 3.0)
+
+
+def main(argv=None):
+    """``python -m uk_controller.benchmarks.ros_rate [options]``: the issue-13 table alone, with its own
+    options (uk_controller.ros.rate_bench.main); ``--legacy``: the earlier per-executor table
+    (uk_controller.ros.rate_bench_legacy)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if '--legacy' in argv:
+        from ..ros import rate_bench_legacy
+        sys.argv = [sys.argv[0]] + argv
+        return rate_bench_legacy.main()
+    from ..ros import rate_bench
+    return rate_bench.main(argv)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

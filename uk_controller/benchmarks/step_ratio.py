@@ -43,7 +43,7 @@ REAL_ROBOTS = _real_robots
 
 def _cases(args, folder):
     """(label, ControllerCore, reference, target) for the shipped robots asked for and the real robots."""
-    from ..controller import ControllerCore
+    from ..control.controller import ControllerCore
     from ..robots import load_robot
     for name in [r for r in args.robots if r in TARGETS]:
         yield (name, ControllerCore.from_config(name), *TARGETS[name])

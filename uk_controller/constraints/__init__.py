@@ -3,7 +3,7 @@
 Each term describes m rows ``phi(q, q', t) = 0`` and their second-order form
 ``A q'' = b`` (seed 000 eqs 3-5, seed 004 eq 23), obtained by differentiating
 twice with the frame Jacobian J and the drift ``J' q'`` of
-:class:`~uk_controller.model.RobotModel`, never from per-robot formulas:
+:class:`~uk_controller.model.robot_model.RobotModel`, never from per-robot formulas:
 
 - :class:`FramePosition`     ``phi = S (p_frame - p_d(t))``,
   ``A = S J_lin``, ``b = S (a_d - J_lin' q')``  (S selects axes);
@@ -17,7 +17,7 @@ twice with the frame Jacobian J and the drift ``J' q'`` of
 - :class:`CallableTerm`      a user function ``module:function``.
 
 :class:`ConstraintStack` stacks terms into one preallocated
-:class:`~uk_controller.rows.ConstraintRows` filled in place by a single
+:class:`~uk_controller.core.rows.ConstraintRows` filled in place by a single
 :meth:`ConstraintStack.evaluate` call. The caller has already run
 ``model.compute(q, q')``.
 
@@ -26,14 +26,30 @@ structure; ``servo`` rows are tasks realised by the actuators (Chen, seed 004).
 
 Modules: :mod:`.so3` (SO(3) and planar-angle helpers), :mod:`.terms` (the term classes), :mod:`.stack`
 (:class:`ConstraintStack` and the config builders), :mod:`.compiled` (:class:`CompiledRows`, the
-stacks' compiled program, created by :meth:`ConstraintStack.create_data`).
-"""
-from .compiled import CompiledRows
-from .so3 import jl, jl_dot, jr_inv, jr_inv_dot, planar_angle, skew, wrap_angle
-from .stack import ConstraintStack, build_stacks, build_term
-from .terms import (AXES, ROLES, TYPES, CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial,
-                    LoopClosure, Term, load_function)
+stacks' compiled program, created by :meth:`ConstraintStack.create_data`), :mod:`.trajectories` (desired
+trajectories with analytic derivatives).
 
-__all__ = ['AXES', 'ROLES', 'TYPES', 'CallableTerm', 'CompiledRows', 'ConstraintStack', 'FrameOrientation',
-           'FramePosition', 'JointLinear', 'JointPolynomial', 'LoopClosure', 'Term', 'build_stacks', 'build_term', 'jl', 'jl_dot',
-           'jr_inv', 'jr_inv_dot', 'load_function', 'planar_angle', 'skew', 'wrap_angle']
+Importing this package loads nothing but this table: the names below load their module on first
+use (PEP 562), so the settings schema can read :mod:`.trajectories` without numba or Pinocchio.
+"""
+import importlib
+
+#: exported name -> the module of this package that defines it
+_EXPORTS = {
+    'CompiledRows': 'compiled',
+    'jl': 'so3', 'jl_dot': 'so3', 'jr_inv': 'so3', 'jr_inv_dot': 'so3', 'planar_angle': 'so3', 'skew': 'so3',
+    'wrap_angle': 'so3',
+    'ConstraintStack': 'stack', 'build_stacks': 'stack', 'build_term': 'stack',
+    'AXES': 'terms', 'ROLES': 'terms', 'TYPES': 'terms', 'CallableTerm': 'terms', 'FrameOrientation': 'terms',
+    'FramePosition': 'terms', 'JointLinear': 'terms', 'JointPolynomial': 'terms', 'LoopClosure': 'terms',
+    'Term': 'terms', 'load_function': 'terms',
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(importlib.import_module(f'.{_EXPORTS[name]}', __name__), name)
+    globals()[name] = value
+    return value

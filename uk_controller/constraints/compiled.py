@@ -12,7 +12,7 @@ from .terms import CallableTerm, FrameOrientation, FramePosition, JointLinear, J
 
 def _traj_spec(traj):
     """``(kind, dim, floats, components)`` of a trajectory's compiled form, or None."""
-    from ..trajectories import Components
+    from .trajectories import Components
     comps = None
     if isinstance(traj, Components):
         comps = [int(c) for c in traj.components]
@@ -38,7 +38,7 @@ class CompiledRows:
     ONE compiled program: :func:`uk_controller.kernels.rows.fused_step` evaluates frame Jacobians and
     drifts from Pinocchio's joint Jacobian, the trajectories, every row, Baumgarte and the servo solve
     in one call after ``pinocchio.computeAllTerms`` (the same equations as :meth:`ConstraintStack.evaluate`
-    and :class:`uk_controller.uk.ServoSolver`, which stay the reference; test/test_uk_fast.py).
+    and :class:`uk_controller.core.uk.ServoSolver`, which stay the reference; test/test_uk_fast.py).
 
     Build with :meth:`build`, which returns None when numba is not available (callers then keep the
     reference path), when the model permutes Pinocchio's joint order unless ``any_order=True`` (then
@@ -53,7 +53,7 @@ class CompiledRows:
     After :meth:`run` (q, q', t): ``phi``, ``phidot``, ``A``, ``b`` (passive rows first),
     ``outputs`` (phi | phi' | effort: the three adjacent in one view),
     ``B`` (n, p), ``u``, ``effort``, ``saturated`` (bool, where clipped), ``qdd``, ``passive_force``,
-    ``info`` (``kernels.codes.INFO_*``; info[INFO_STATUS] a :class:`uk_controller.status.Status` code) are views of
+    ``info`` (``kernels.codes.INFO_*``; info[INFO_STATUS] a :class:`uk_controller.control.status.Status` code) are views of
     one workspace, overwritten by the next call; ``tau`` (n,) is the applied generalized force
     input (zero for a controller; ``B u`` for a plant).
     """
@@ -66,12 +66,12 @@ class CompiledRows:
               gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, secondary=0, one_sided=0,
               internal_effort=None, null_rcond=None, external_rows=False, any_order=False):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
-        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.uk.row_gains`; `secondary`,
-        `one_sided`, `internal_effort`, `null_rcond`: the redundancy resolution (:class:`uk_controller.uk.ServoSolver`;
+        constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.core.uk.row_gains`; `secondary`,
+        `one_sided`, `internal_effort`, `null_rcond`: the redundancy resolution (:class:`uk_controller.core.uk.ServoSolver`;
         the last `secondary` servo rows are posture rows). None when the internal-force target is longer than
         the program holds (kernels.codes.MAX_INTERNAL_TARGET). `external_rows`: accept callable terms,
         `any_order`: a permuted joint order (class docstring)."""
-        from ..uk import NULL_RCOND, solver_params
+        from ..core.uk import NULL_RCOND, solver_params
         if internal_effort is not None and p > C.MAX_INTERNAL_TARGET:
             return None
         # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import ConfigError, ConfigView
-from ..rows import ConstraintRows
-from ..trajectories import trajectory as build_trajectory
+from ..files.parameter_file import ConfigError, ConfigView
+from ..core.rows import ConstraintRows
+from .trajectories import trajectory as build_trajectory
 from .terms import (ROLES, TYPES, CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial,
                     LoopClosure, load_function, row_kernels)
 

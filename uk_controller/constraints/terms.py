@@ -15,8 +15,8 @@ import pinocchio as pin
 
 from ..kernels import jit
 from ..kernels import rows as _row_kernels
-from ..rows import ConstraintRows
-from ..trajectories import Hold
+from ..core.rows import ConstraintRows
+from .trajectories import Hold
 from .so3 import cross3, jl, jl_dot, jr_inv, jr_inv_dot, log3, planar_angle, wrap_angle
 
 AXES = {'x': 0, 'y': 1, 'z': 2}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import ConfigError
+from ..files.parameter_file import ConfigError
 from . import registry
 
 __all__ = ['HardwareConfigError', 'MotorCalibration', 'HardwareConfig']

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from .. import settings as S
+from ..settings import schema as S
 from . import registry
 from .calibration import HardwareConfig
 from .emulator import PtyLink
@@ -59,7 +59,7 @@ def _fail(message):
 
 
 def run_emulate(args):
-    from ..config import ConfigError
+    from ..files.parameter_file import ConfigError
     from ..robots import load_robot
 
     if args.rate is not None and not args.rate > 0:

@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from .. import settings as S
-from ..loop_timing import loop_settings
+from ..settings import schema as S
+from ..control.loop_timing import loop_settings
 from . import registry
 from .bus import PortError
 from .calibration import HardwareConfig
@@ -82,7 +82,7 @@ def _signal_name(signum):
 
 
 def run(args) -> int:
-    from ..controller import ControllerCore
+    from ..control.controller import ControllerCore
     from ..robots import load_robot
     try:
         setup = load_robot(args.config)
@@ -108,8 +108,8 @@ def run(args) -> int:
     hw.protocol, hw.port = protocol, port         # what the bus really uses (logs, diagnostics)
     stream = None
     if args.log:
-        from ..config import ConfigError
-        from ..io_safety import StreamingFile, refuse_inputs_as_outputs, setup_inputs
+        from ..files.parameter_file import ConfigError
+        from ..files.io_safety import StreamingFile, refuse_inputs_as_outputs, setup_inputs
         try:
             refuse_inputs_as_outputs([('--log', args.log)], setup_inputs(setup))
             stream = _LogStream(StreamingFile(args.log, flag='--log'))

@@ -1,17 +1,17 @@
 """The fixed-rate serial control loop: one bus transaction and one control step per period.
 
-Runs :class:`~uk_controller.controller.ControllerCore` at a fixed rate: each
+Runs :class:`~uk_controller.control.controller.ControllerCore` at a fixed rate: each
 period is one bus transaction (send the effort computed from the previous
 feedback, receive the new feedback), then one control step. Safety (watchdog,
 limits, arming, reconnect, torque-off on exit) is :class:`~.safety.SafeBus`;
 the joint state of closed chains comes from :class:`~.joint_state_assembler.JointStateAssembler`.
-Used by ``uk-controller run`` (:mod:`.run_command`), the HIL tests and benchmarks/serial_bench.py.
+Used by ``uk-controller run`` (:mod:`.run_command`), the HIL tests and uk_controller/benchmarks/serial_bench.py.
 
 Loop timing (issue 13, same definitions as the ROS node, docs/ros.md "Loop timing"): the loop sleeps to
-absolute deadlines d_{k+1} = d_k + T (:class:`~uk_controller.loop_timing.DeadlineSleeper` on the monotonic
+absolute deadlines d_{k+1} = d_k + T (:class:`~uk_controller.control.loop_timing.DeadlineSleeper` on the monotonic
 clock); per window (``ros.loop.window``) it reports the achieved rate, period jitter p50/p99/max, compute
-time p50/p99 and missed deadlines (:class:`~uk_controller.loop_timing.LoopTiming`) in the status line and
-the final summary; ``ros.overrun.*`` (:class:`~uk_controller.loop_timing.OverrunPolicy`) warns after k
+time p50/p99 and missed deadlines (:class:`~uk_controller.control.loop_timing.LoopTiming`) in the status line and
+the final summary; ``ros.overrun.*`` (:class:`~uk_controller.control.loop_timing.OverrunPolicy`) warns after k
 consecutive missed deadlines and sends the safe effort (``control.safe_effort``) after m.
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import settings as S
-from ..loop_timing import DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings
-from ..rearm import ReArm
+from ..settings import schema as S
+from ..control.loop_timing import DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings
+from ..control.rearm import ReArm
 from .safety import ARMED, SafeBus
 
 
@@ -56,7 +56,7 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
 
     Re-arming (after a watchdog trip or a reconnect) holds the trajectory clock
     for the outage and ramps the gains in over ``soft_start`` seconds
-    (default ``control.soft_start``; :class:`uk_controller.rearm.ReArm`).
+    (default ``control.soft_start``; :class:`uk_controller.control.rearm.ReArm`).
     `clock` (default ``time.monotonic``) and `after_cycle` (called after each
     bus cycle) let tests run on a stepped clock shared with an emulator.
 

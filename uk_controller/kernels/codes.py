@@ -3,7 +3,7 @@
 Module-level ints, so numba freezes them into the kernels as compile-time constants and NumPy code
 reads the same names. One table each:
 
-* trajectory kinds (``TRAJ_*``): :meth:`uk_controller.trajectories.Trajectory.spec` writes them,
+* trajectory kinds (``TRAJ_*``): :meth:`uk_controller.constraints.trajectories.Trajectory.spec` writes them,
   :func:`uk_controller.kernels.trajectory.trajectory_eval` branches on them;
 * statuses (``OK`` ... ``NOT_FINITE_STATE``): what the solve kernels return and write to ``info[INFO_STATUS]``;
 * the ``info`` and ``params`` arrays of the servo solve;
@@ -11,7 +11,7 @@ reads the same names. One table each:
   integer array ``ip``, its term opcodes ``OP_*`` and the fields of its term, trajectory and `between`
   records;
 * the packed joint and frame records of :func:`uk_controller.kernels.dynamics.tree_terms`
-  (built by :meth:`uk_controller.model.RobotModel.compiled_tree` / ``compiled_frames``).
+  (built by :meth:`uk_controller.model.robot_model.RobotModel.compiled_tree` / ``compiled_frames``).
 
 Adding a trajectory kind: one ``TRAJ_*`` code here, its ``spec()`` in trajectories.py, one branch in
 kernels/trajectory.py.
@@ -88,7 +88,7 @@ JOINT_REVOLUTE, JOINT_PRISMATIC = 0, 1
 #: fields of a joint record (JOINT_WIDTH floats of mf; joint i at i * JOINT_WIDTH, joint 0 = universe unused):
 #: placement rotation R0 (9, row-major) and translation p0 (3) in the parent's frame, motion axis (3),
 #: mass, lever (3), rotational inertia about the centre of mass I_c (9, row-major); then the passive joint
-#: dynamics of uk_controller.joint_dynamics: armature, damping, stiffness, spring reference, Coulomb friction and
+#: dynamics of uk_controller.model.joint_dynamics: armature, damping, stiffness, spring reference, Coulomb friction and
 #: its tanh velocity scale (all zero for a joint without them)
 JOINT_R0, JOINT_P0, JOINT_AXIS, JOINT_MASS, JOINT_LEVER, JOINT_INERTIA = 0, 9, 12, 15, 16, 19
 JOINT_ARMATURE, JOINT_DAMPING, JOINT_STIFFNESS, JOINT_SPRING_REF, JOINT_FRICTION, JOINT_FRICTION_VEL = (

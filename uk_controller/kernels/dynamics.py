@@ -4,10 +4,10 @@ Rigid-body dynamics of a tree of 1-DOF revolute/prismatic joints in world-frame 
 (Featherstone, "Rigid Body Dynamics Algorithms", ch. 5-6: RNEA and CRBA), so that a whole RK4 period of
 the simulated plant (:mod:`.plant`) and a whole control step (:mod:`.packed`) are ONE compiled call. The
 packed joint and frame records (layout in :mod:`.codes`) come from
-:meth:`uk_controller.model.RobotModel.compiled_tree` and ``compiled_frames``.
+:meth:`uk_controller.model.robot_model.RobotModel.compiled_tree` and ``compiled_frames``.
 
 Reference: Pinocchio (``computeAllTerms``: ``data.M``, ``data.nle``, ``data.oMi``, ``data.J``;
-``updateFramePlacements``: ``data.oMf``), as wrapped by :class:`uk_controller.model.RobotModel`. Tests:
+``updateFramePlacements``: ``data.oMf``), as wrapped by :class:`uk_controller.model.robot_model.RobotModel`. Tests:
 ``test/test_fused_step.py::test_compiled_tree_dynamics_equal_pinocchio`` (M, h, frame placements,
 Jacobians), ``test/test_packed_step.py`` (the whole packed step) and
 ``test/test_fused_step.py::test_compiled_plant_period_equals_reference_rk4`` (plant trajectory). The passive joint
@@ -34,7 +34,7 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw=None):
     (linear, angular) at the world origin: S_i = (-w x p, w) or (R a, 0); V_i = V_parent + S_i q'_i;
     bias acceleration A_i = A_parent + (V_i x S_i) q'_i with A_0 = (-g, 0) (gravity as base acceleration);
     h_i = S_i . f_i, f_i = I_i A_i + V_i x* (I_i V_i) summed from the leaves (RNEA); M by the composite
-    rigid-body algorithm in the same world frame. Joint i's passive dynamics (uk_controller.joint_dynamics) are
+    rigid-body algorithm in the same world frame. Joint i's passive dynamics (uk_controller.model.joint_dynamics) are
     added last: ``M[k, k] += armature``, ``h[k] += d q'_k + s (q_k - q_ref) + f tanh(q'_k / v_s)``
     (:func:`joint_passive_terms`)."""
     nj = parents.shape[0]

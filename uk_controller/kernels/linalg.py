@@ -1,7 +1,7 @@
 """Compiled dense linear algebra for the small matrices of a robot (numba): Cholesky, one-sided Jacobi, views.
 
 NumPy/LAPACK references: ``numpy.linalg.cholesky`` / LAPACK ``posv`` (as used by
-:class:`uk_controller.uk.ServoSolver`'s NumPy backend) for :func:`cholesky_lower` and the solves, and
+:class:`uk_controller.core.uk.ServoSolver`'s NumPy backend) for :func:`cholesky_lower` and the solves, and
 ``numpy.linalg.svd`` / ``eigh`` for :func:`jacobi_columns` (Hestenes' one-sided Jacobi: exact to round-off
 and cheap for the few rows a robot has; LAPACK's ``gesdd``/``syevd`` cost microseconds of set-up on 4 x 4
 matrices). Tests: ``test/test_uk_fast.py::test_jacobi_svd_matches_lapack`` and, through the servo solve,

@@ -13,7 +13,7 @@ twin ``FramePosition.fill``; :func:`closure_position_rows` ``LoopClosure.fill``;
 through :mod:`.so3`; plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.actuators` for the
 `between` columns); :func:`frame_kinematics` Pinocchio's ``getFrameJacobian`` (LOCAL_WORLD_ALIGNED) and
 ``getFrameClassicalAcceleration``; :func:`fused_step_ws` / :func:`fused_step` the ``ServoSolver`` step of
-:class:`uk_controller.controller.ControllerCore`. Tests: ``test/test_fused_step.py``
+:class:`uk_controller.control.controller.ControllerCore`. Tests: ``test/test_fused_step.py``
 (``test_frame_kinematics_equal_pinocchio``, ``test_compiled_rows_equal_constraint_stack``,
 ``test_fused_controller_equals_servo_solver_path``, ``test_fused_plant_rhs_equals_unfused``) and
 ``test/test_uk_fast.py::test_compiled_rows_equal_reference_rows``.

@@ -18,7 +18,7 @@ rows that act only where phi < 0), not tasks: with ``G = A_s N B`` on the task r
 free term; DESIGN.md "Redundancy"), and an internal-force target u_int (params) adds its component in the
 null space of N B.
 
-NumPy references (module :mod:`uk_controller.uk`): :func:`servo_solve` / :func:`servo_kernel` twin
+NumPy references (module :mod:`uk_controller.core.uk`): :func:`servo_solve` / :func:`servo_kernel` twin
 ``uk.servo_control`` and ``uk.ServoSolver`` with ``backend='numpy'`` (:func:`null_space_step` twins
 ``uk.redundancy_effort``; test/test_redundancy.py) (``ServoSolver(backend='numba')``
 calls :func:`servo_kernel`); :func:`closure_accel` twins ``uk.constrained_acceleration`` (ServoSolver

@@ -1,6 +1,6 @@
 """Compiled trajectory evaluator (numba): desired p, v, a of a trajectory from its ``spec()``.
 
-NumPy reference: the ``_eval`` methods of :mod:`uk_controller.trajectories` (``Hold``, ``Helix``,
+NumPy reference: the ``_eval`` methods of :mod:`uk_controller.constraints.trajectories` (``Hold``, ``Helix``,
 ``Line``, ``CosineRise``, ``Circle``, ``Quintic``, ``Spline``), whose ``spec()`` writes the kind code (:mod:`.codes`, ``TRAJ_*``)
 and the float parameters read here. Test: ``test/test_fused_step.py::test_compiled_trajectories_equal_python``.
 

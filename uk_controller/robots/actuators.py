@@ -6,7 +6,7 @@ Q = B u). Two kinds of actuator (docs/config.md, section ``actuators``):
 - ``joint: <name>``: a motor on a tree joint; its column is the unit vector
   of that coordinate (u is the joint-side torque or force);
 - ``tendon: <name>``: a force on a fixed tendon of the MJCF (length ``L = sum c_j q_j``); by virtual work
-  its column is the tendon's coefficients ``c`` (uk_controller.description_extras);
+  its column is the tendon's coefficients ``c`` (uk_controller.files.description_extras);
 - ``between: [body_a, body_b]``, ``axis: [ax, ay, az]`` (world frame): a
   torque ``u a`` on body A and ``-u a`` on body B, e.g. a motor on a hinge
   that is not a tree joint (a loop-closing joint). By virtual work its column

@@ -6,19 +6,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ..baumgarte import Baumgarte
-from ..config import ConfigView, load_config
+from ..core.baumgarte import Baumgarte
+from ..files.parameter_file import ConfigView, load_config
 from ..constraints import ConstraintStack, build_stacks
-from ..model import ModelError, RobotModel
-from ..description import DescriptionError, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text
-from ..description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
-from ..joint_dynamics import JointDynamics
-from ..paths import missing_file_message, resolve_config, resolve_data_file
-from .. import model_validity, settings
+from ..model.robot_model import ModelError, RobotModel
+from ..files.description import (
+    DescriptionError, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text)
+from ..files.description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
+from ..model.joint_dynamics import JointDynamics
+from ..files.paths import missing_file_message, resolve_config, resolve_data_file
+from ..model import validity as model_validity
+from ..settings import schema as settings
 from .actuators import Actuator, ActuatorMap
 
 #: Natural frequency [rad/s] of the critically damped Baumgarte default when a
-#: setup has no ``stabilization`` section (the schema's default, uk_controller.settings).
+#: setup has no ``stabilization`` section (the schema's default, uk_controller.settings.schema).
 DEFAULT_OMEGA = settings.default('stabilization.omega')
 
 
@@ -47,7 +49,7 @@ class RobotSetup:
 
     def controller_model(self):
         """The model the controller uses: :attr:`model`, or a copy without Coulomb friction when
-        ``control.friction_compensation`` is false (the plant keeps its friction; uk_controller.joint_dynamics)."""
+        ``control.friction_compensation`` is false (the plant keeps its friction; uk_controller.model.joint_dynamics)."""
         jd = self.model.joint_dynamics
         compensate = (self.config.get('control') or {}).get('friction_compensation',
                                                             settings.default('control.friction_compensation'))
@@ -150,7 +152,7 @@ def _stabilization(cv):
 
 def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
     """``(RobotModel, closures)`` from ``robot.urdf`` (URDF or .xacro with ``robot.xacro_args``),
-    ``robot.mjcf`` or ``robot.sdf`` (:mod:`uk_controller.description`); `robot` is the ConfigView of the
+    ``robot.mjcf`` or ``robot.sdf`` (:mod:`uk_controller.files.description`); `robot` is the ConfigView of the
     ``robot`` section. ``model.source`` is the file, ``model.source_kind`` one of urdf, xacro, mjcf, sdf."""
     key = description_key(robot.data, path)
     value = robot.get_str(key)
@@ -237,7 +239,7 @@ def load_robot(name_or_path, *, mass_scale=1.0, node=None):
     """Load a robot setup: ``'scara'`` (shipped config) or a path to a setup file.
 
     `mass_scale` scales every link's mass and inertia of the model (for a
-    model-mismatch plant). Raises :class:`~uk_controller.config.ConfigError`
+    model-mismatch plant). Raises :class:`~uk_controller.files.parameter_file.ConfigError`
     naming the file and dotted key on any bad entry.
     """
     params, path = load_config(resolve_config(name_or_path), node=node)

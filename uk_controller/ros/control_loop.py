@@ -36,13 +36,13 @@ from .loop_timing import (TIMING_FIELDS, DeadlineSleeper, LoopTiming, OverrunPol
 SWITCH_INTERVAL = 100e-6
 #: test hook: "first,count,seconds": control steps first..first+count-1 take `seconds` longer (sleep)
 SLOW_STEPS_ENV = 'UK_CONTROLLER_TEST_SLOW_STEPS'
-#: where the loop thread gets the joint states (measurement knob, benchmarks/ros_rate.py): 'take' (default)
+#: where the loop thread gets the joint states (measurement knob, uk_controller/benchmarks/ros_rate.py): 'take' (default)
 #: takes them itself from a subscription that no executor waits on; 'queue' lets the executor's
 #: subscription callback append them to a deque. 'take' won: no executor wake-up and Python callback per
 #: message (the cost issue 13 is about), lower latency (docs/ros.md, "Loop timing").
 #: how often the loop asks whether the plotting topics have subscribers [ns]
 PLOT_CHECK_NS = 50_000_000
-#: measurement knob: cProfile the loop thread into this file (benchmarks/ros_rate.py --profile)
+#: measurement knob: cProfile the loop thread into this file (uk_controller/benchmarks/ros_rate.py --profile)
 PROFILE_ENV = 'UK_CONTROLLER_PROFILE_LOOP'
 STATE_PATH = os.environ.get('UK_CONTROLLER_STATE_PATH', 'take')
 

@@ -1,6 +1,6 @@
 """``uk_controller_node``: /joint_states in, actuator efforts out at a fixed rate.
 
-A thin rclpy adapter over :class:`uk_controller.controller.ControllerCore`
+A thin rclpy adapter over :class:`uk_controller.control.controller.ControllerCore`
 (Chen's servo control on the UK equation, seed 004 eq 35, with Baumgarte
 stabilization, seed 000 eq 52). Per control period::
 
@@ -27,14 +27,14 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from diagnostic_msgs.msg import DiagnosticArray
 
-from .. import settings as S
-from ..baumgarte import Baumgarte
-from ..config import ConfigError
-from ..controller import ControllerCore
-from ..rearm import ReArm
+from ..settings import schema as S
+from ..core.baumgarte import Baumgarte
+from ..files.parameter_file import ConfigError
+from ..control.controller import ControllerCore
+from ..control.rearm import ReArm
 from . import params as P
 from .control_loop import ControlLoop
-from ..status import Status
+from ..control.status import Status
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array, status_level, status_name
 from .robot_source import build_setup
 from .node_setup import node_options, read_parameters

@@ -1,7 +1,7 @@
 """Control-loop statistics and their ``diagnostic_msgs/DiagnosticArray`` form.
 
-A step's :class:`uk_controller.status.Status` gives its diagnostics level through the one table of
-:mod:`uk_controller.status` (:func:`status_level`); its reason is the message.
+A step's :class:`uk_controller.control.status.Status` gives its diagnostics level through the one table of
+:mod:`uk_controller.control.status` (:func:`status_level`); its reason is the message.
 """
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import math
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-from ..status import Status, level
+from ..control.status import Status, level
 
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 _LEVELS = {'ok': OK, 'warn': WARN, 'error': ERROR}
 
 
 def status_level(status):
-    """The DiagnosticStatus level (OK, WARN, ERROR) of a :class:`~uk_controller.status.Status`."""
+    """The DiagnosticStatus level (OK, WARN, ERROR) of a :class:`~uk_controller.control.status.Status`."""
     return _LEVELS[level(status)]
 
 

@@ -14,7 +14,7 @@ from ..interrupts import interrupt_requested
 
 def params_file_hint(args):
     """For each ``--params-file`` in `args` that has a bare y/n (booleans to rcl): what to quote."""
-    from ..rcl_yaml import explain, rcl_disagreements
+    from ..files.rcl_yaml import explain, rcl_disagreements
 
     hints = []
     for flag, path in zip(args, list(args)[1:]):

@@ -5,14 +5,14 @@ every ``--params-file`` / ``-p`` value becomes a parameter of the node), then :f
 merges the robot YAML named by the ``config`` parameter, those overrides and a non-empty
 ``robot_description`` (precedence: uk_controller.ros.robot_source), checks the merged dictionary against
 the settings schema (errors name the file and the dotted key) and returns it with the node's ``ros``
-section (defaults filled in and checked, uk_controller.ros_section). The nodes import this module, not
+section (defaults filled in and checked, uk_controller.settings.ros_section). The nodes import this module, not
 each other.
 """
 from __future__ import annotations
 
 from rclpy.parameter import Parameter
 
-from .. import settings as S
+from ..settings import schema as S
 from . import params as P
 from .robot_source import file_parameters
 

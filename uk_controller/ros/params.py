@@ -3,7 +3,7 @@
 A robot YAML is a ROS 2 parameter file: ROS flattens its nested maps to dotted
 names (``control.rate``, ``constraints.tool_path.frame``). The nodes declare
 those flat names, and this module turns them back into the nested dictionary
-that :class:`uk_controller.controller.ControllerCore` reads, adds the
+that :class:`uk_controller.control.controller.ControllerCore` reads, adds the
 node-only defaults of the ``ros`` section and checks them, naming the dotted
 key of anything wrong.
 """
@@ -15,11 +15,12 @@ import os
 import tempfile
 from pathlib import Path
 
-from .. import settings as S
+from ..settings import schema as S
 # The ``ros`` section itself (defaults, checks, effort order) is plain Python shared with sim/mcap_log:
-# it lives in uk_controller.ros_section, below both layers, and is re-exported here.
-from ..ros_section import (DEFAULT_STATE_TIMEOUT, EXECUTORS, OUTPUT_TYPES, ROS_DEFAULTS, TRIGGERS,  # noqa: F401
-                           ParameterError, actuator_joint, effort_order, number, require, ros_settings)
+# it lives in uk_controller.settings.ros_section, below both layers, and is re-exported here.
+from ..settings.ros_section import (  # noqa: F401 - re-exported
+    DEFAULT_STATE_TIMEOUT, EXECUTORS, OUTPUT_TYPES, ROS_DEFAULTS, TRIGGERS,  # noqa: F401
+    ParameterError, actuator_joint, effort_order, number, require, ros_settings)  # noqa: F401
 
 # Parameters a running controller accepts (everything else needs a restart).
 LIVE_PREFIXES = ('stabilization.',)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ConfigError, load_config
-from ..paths import resolve_config
+from ..files.parameter_file import ConfigError, load_config
+from ..files.paths import resolve_config
 from ..robots import setup_from_params
 
 

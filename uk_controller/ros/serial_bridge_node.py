@@ -23,7 +23,7 @@ sending; torque off on shutdown; reconnect with torque off until feedback is
 valid again.
 
 Loop timing (issue 13): ``~/loop_timing`` (std_msgs/Float64MultiArray, order
-uk_controller.loop_timing.TIMING_FIELDS, as uk_controller_node) every ``ros.loop.window`` seconds,
+uk_controller.control.loop_timing.TIMING_FIELDS, as uk_controller_node) every ``ros.loop.window`` seconds,
 and the same values as ``loop_*`` in ``/diagnostics``. The bridge runs on an rclpy timer: a gap of
 more than 1.5 periods between two timer calls misses round(gap / T) - 1 deadlines, a bus cycle longer
 than a period one more. ``ros.overrun.*`` (OverrunPolicy) only warns here: the bridge computes no
@@ -41,12 +41,12 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from .. import settings as S
+from ..settings import schema as S
 from ..hardware.calibration import HardwareConfig
 from ..hardware.joint_state_assembler import JointStateAssembler
 from ..hardware.registry import make_bus
 from ..hardware.safety import ARMED, DISCONNECTED, SafeBus
-from ..loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
+from ..control.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
 from .node_setup import node_options, read_parameters
 from .diagnostics import ERROR, OK, WARN, diagnostic_array
 from .node_runner import run

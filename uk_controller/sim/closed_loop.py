@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..baumgarte import Baumgarte
-from .. import settings as S
-from ..controller import ControllerCore
+from ..core.baumgarte import Baumgarte
+from ..settings import schema as S
+from ..control.controller import ControllerCore
 from . import compiled_loop
 from .plants import plant_class
 
@@ -132,7 +132,7 @@ class SimulationResult:
     wall_time: float
     rate: float
     settings: dict = field(default_factory=dict)
-    status: np.ndarray = None            # per step, a uk_controller.status.StepClass (int8)
+    status: np.ndarray = None            # per step, a uk_controller.control.status.StepClass (int8)
     servo_residual: np.ndarray = None    # residual of the servo equation where it is inconsistent
     interrupted: bool = False            # stopped early (Ctrl-C): the logs hold the steps that ran
     servo_rows: int = 0

@@ -87,15 +87,15 @@ class McapLog:
     """An MCAP recording written while the run goes (a ``sink`` of
     :func:`~uk_controller.sim.closed_loop.simulate`): each chunk of the log becomes messages at once.
 
-    The file is ``<path>.part`` until :meth:`close` renames it (:class:`~uk_controller.io_safety.StreamingFile`);
+    The file is ``<path>.part`` until :meth:`close` renames it (:class:`~uk_controller.files.io_safety.StreamingFile`);
     a write error stops the recording, keeps ``<path>.part`` and :meth:`close` raises ConfigError naming
     `path`, `flag` and the simulated time recorded."""
 
     def __init__(self, setup, path, *, rate, settings, actuator_names, node_name='uk_controller_node', start=1.0,
                  flag='--mcap'):
-        from ..io_safety import StreamingFile
-        from .. import ros_section as R        # the topics a node would publish and its effort order
-        from ..loop_timing import TIMING_FIELDS, loop_settings
+        from ..files.io_safety import StreamingFile
+        from ..settings import ros_section as R  # the topics a node would publish and its effort order
+        from ..control.loop_timing import TIMING_FIELDS, loop_settings
         writer_cls = _writer_class()
         ros = R.ros_settings(setup.config)
         perm, self.effort_names = R.effort_order(setup.config, actuator_names, ros.get('effort_joints'))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import settings as S
+from ..settings import schema as S
 
 
 class MujocoPlant:
@@ -45,7 +45,7 @@ class MujocoPlant:
         if urdf is None:
             raise ValueError('the MuJoCo plant needs the robot loaded from a URDF, xacro or MJCF file')
         if kind == 'sdf':
-            from ..config import ConfigError
+            from ..files.parameter_file import ConfigError
             raise ConfigError(f'the MuJoCo plant cannot load SDF ({urdf}); describe the robot by robot.mjcf or '
                               'robot.urdf for it, or use the UK plant', file=setup.config_path, key='robot.sdf')
         self.urdf_path = urdf
@@ -95,7 +95,7 @@ class MujocoPlant:
         """A MuJoCo parse/compile error as a ConfigError (exit 2) naming the file and the element."""
         import re
         import xml.etree.ElementTree as ET
-        from ..config import ConfigError
+        from ..files.parameter_file import ConfigError
         message = ' '.join(str(exc).split())
         element = ''
         if 'Element' not in message:            # e.g. "Error opening file 'x.stl'": find who names that file
@@ -117,7 +117,7 @@ class MujocoPlant:
 
     def _set_joint_dynamics(self):
         """Passive joint dynamics in MuJoCo: an MJCF keeps the file's (MuJoCo reads them itself; the embedded
-        plant's come from the same attributes, uk_controller.description_extras, and must equal them: a
+        plant's come from the same attributes, uk_controller.files.description_extras, and must equal them: a
         difference is an error naming the joint), a URDF gets the model's;
         ``robot.joint_dynamics: none`` removes them in both plants. Coulomb friction stays MuJoCo's
         ``frictionloss`` (a soft dry-friction constraint, not our tanh)."""
@@ -134,7 +134,7 @@ class MujocoPlant:
                 mine = (m.dof_damping[dof], m.jnt_stiffness[j], m.qpos_spring[qadr] if m.jnt_stiffness[j] else
                         ours[2], m.dof_armature[dof], m.dof_frictionloss[dof])
                 if not np.allclose(ours, mine, rtol=1e-9, atol=1e-12):
-                    from ..config import ConfigError
+                    from ..files.parameter_file import ConfigError
                     raise ConfigError(f'{self.urdf_path}: joint {self.joint_names[i]!r}: uk_controller read damping, '
                                       f'stiffness, springref, armature, frictionloss {list(ours)} but MuJoCo compiled '
                                       f'{[float(x) for x in mine]} (a reader limitation; please report it with the '
@@ -197,7 +197,7 @@ class MujocoPlant:
     def _add_joint_equality(self, spec, tree, name, term, solref_time):
         """A passive joint_linear row with one or two joints, or a joint_polynomial row, as MuJoCo's joint
         equality ``q1 - q1_0 = sum c_k (q2 - q2_0)^k`` (q_0: MuJoCo's qpos0)."""
-        from ..config import ConfigError
+        from ..files.parameter_file import ConfigError
         from ..constraints import JointLinear, JointPolynomial
         mj = self._mj
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io_safety import strict_json  # noqa: F401 - re-exported (summary.json's rule)
-from ..status import STEP_CLASSES
+from ..files.io_safety import strict_json  # noqa: F401 - re-exported (summary.json's rule)
+from ..control.status import STEP_CLASSES
 
 
 def csv_header(result):
@@ -48,12 +48,12 @@ def write_csv(result, path):
 
 class CsvLog:
     """log.csv written while the run goes (the ``sink`` of :func:`~uk_controller.sim.closed_loop.simulate`):
-    chunks of rows to a :class:`~uk_controller.io_safety.StreamingFile`, every `every`-th control step
+    chunks of rows to a :class:`~uk_controller.files.io_safety.StreamingFile`, every `every`-th control step
     (``simulation.log_every``). :meth:`close` renames it complete, or raises ConfigError saying which
     steps were kept and which lost after a write error."""
 
     def __init__(self, path, every=1, flag='--out'):
-        from ..io_safety import StreamingFile
+        from ..files.io_safety import StreamingFile
         self.file = StreamingFile(path, flag=flag)
         self.every = max(1, int(every))
         self.header = False
@@ -123,7 +123,7 @@ def plot_all(result, setup, out_dir, transient=None):
     t = result.t
 
     def save(fig, name):
-        from ..io_safety import atomic_write
+        from ..files.io_safety import atomic_write
         fig.tight_layout()
         path = out_dir / name
         try:
@@ -249,6 +249,6 @@ def _e(value):
 
 def write_summary(summary, path):
     """summary.json, strict JSON (NaN/inf written as null), written whole or not at all."""
-    from ..io_safety import atomic_write, dumps_strict
+    from ..files.io_safety import atomic_write, dumps_strict
     atomic_write(path, lambda fh: fh.write(dumps_strict(summary, indent=2) + '\n'))
 

@@ -1,7 +1,7 @@
 """Per-step status of a closed-loop run and the words of an honest summary.
 
-Every control step gets one :class:`uk_controller.status.StepClass`, the most serious that applies
-(the table of statuses and reasons is :mod:`uk_controller.status`):
+Every control step gets one :class:`uk_controller.control.status.StepClass`, the most serious that applies
+(the table of statuses and reasons is :mod:`uk_controller.control.status`):
 
     safe_effort        the controller returned its safe effort (bad input or numerical failure)
     rank_lost          rank of the servo matrix C B_bar below min(task rows, actuators)
@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ..status import STEP_CLASSES, Status, StepClass, step_class
+from ..control.status import STEP_CLASSES, Status, StepClass, step_class
 
 def servo_residual(result):
     """The servo equation's residual of an inconsistent step, else 0 (what the summary reports)."""

@@ -21,23 +21,23 @@ Chosen ONCE, at construction (``UKPlant.backend``, its ``name``; ``UKPlant.dynam
 - q'' (``dynamics``): ``'aba'`` (open tree with constant actuator columns: Pinocchio's ABA),
   ``'compiled_rows'`` (closures: the compiled program, rows + Baumgarte + UK solve in one call after
   Pinocchio's pass) or ``'reference'`` (Pinocchio's pass, :meth:`ConstraintStack.evaluate` and
-  :class:`uk_controller.uk.ServoSolver`).
+  :class:`uk_controller.core.uk.ServoSolver`).
 
 :meth:`UKPlant.step` is the template: ``tau = B u``, ``backend.advance``, the new state. Kernel statuses
-(:class:`uk_controller.status.Status`): NOT_POSITIVE_DEFINITE raises
-:class:`uk_controller.uk.NotPositiveDefiniteError`, a non-finite state or acceleration propagates NaN.
+(:class:`uk_controller.control.status.Status`): NOT_POSITIVE_DEFINITE raises
+:class:`uk_controller.core.uk.NotPositiveDefiniteError`, a non-finite state or acceleration propagates NaN.
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .. import settings as S
-from .. import uk
-from ..baumgarte import Baumgarte
+from ..settings import schema as S
+from ..core import uk
+from ..core.baumgarte import Baumgarte
 from ..kernels import codes, jit
 from ..kernels import plant as plant_kernels
-from ..status import Status
+from ..control.status import Status
 from .plants import INTEGRATORS
 from .rk4 import rk4_accept, rk4_period
 

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import settings as S
+from ..settings import schema as S
 from . import grid as G
 from . import runner as R
 from . import table as T
@@ -87,8 +87,8 @@ def _fail(message):
 
 def prepare(args):
     """``(context, keys, specs list)`` from the arguments; raises SweepSpecError / ConfigError."""
-    from ..config import load_config
-    from ..paths import resolve_config
+    from ..files.parameter_file import load_config
+    from ..files.paths import resolve_config
     params, path = load_config(resolve_config(args.robot))
     specs = {}
     for text in args.grid:
@@ -207,7 +207,7 @@ def run_sweep(context, specs, out, *, ray=None, jobs=None, resume=False, progres
 
 
 def cmd_sweep(args):
-    from ..config import ConfigError
+    from ..files.parameter_file import ConfigError
     try:
         context, keys, specs = prepare(args)
         if args.ray:
@@ -256,8 +256,8 @@ def cmd_sweep(args):
 
 def _check_out(out, context):
     """Why the sweep cannot write into the folder `out` (a file, an input inside it, not writable), or None."""
-    from ..config import ConfigError
-    from ..io_safety import refuse_inputs_as_outputs
+    from ..files.parameter_file import ConfigError
+    from ..files.io_safety import refuse_inputs_as_outputs
     if out.exists() and not out.is_dir():
         return f'--out: {out} exists and is not a folder; accepted: a folder (created if missing)'
     names = ['runs.jsonl', 'table.csv', 'table.parquet', 'best.json']
@@ -277,7 +277,7 @@ def _check_out(out, context):
 
 def _write_results(args, context, keys, specs, rows, skipped, elapsed, out, by, maps, marks):
     """The table, best.json, heat maps and recordings of a finished sweep, and the printed result."""
-    from ..io_safety import atomic_write, dumps_strict
+    from ..files.io_safety import atomic_write, dumps_strict
     T.write_csv(rows, keys, out / 'table.csv')
     files = [out / 'table.csv']
     if T.write_parquet(rows, keys, out / 'table.parquet'):

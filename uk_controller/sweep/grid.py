@@ -18,7 +18,7 @@ one the loader reads (:data:`LOADER_KEYS`); its values must have the key's type;
 and the robot must load with each value (the loader's own checks). Errors are
 :class:`SweepSpecError` naming the key and suggesting the closest known key.
 ``apply_overrides`` is the one place that writes settings into a config; the
-loader then checks every value against the settings schema (uk_controller/settings.py).
+loader then checks every value against the settings schema (uk_controller/settings/schema.py).
 """
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ def check_overrides(params, path, specs):
     ``alpha``) and the robot built from it (:func:`~uk_controller.robots.setup_from_params`),
     so a value the loader rejects fails here, before any run, naming the key.
     """
-    from ..config import ConfigError
+    from ..files.parameter_file import ConfigError
     from ..robots import setup_from_params
     checked, probes = {}, {}
     for key, values in specs.items():

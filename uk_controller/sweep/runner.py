@@ -503,7 +503,7 @@ class Journal:
 
     def append(self, row):
         """One line of strict JSON (a NaN metric is written as null; :meth:`load` reads it back as NaN)."""
-        from ..io_safety import dumps_strict
+        from ..files.io_safety import dumps_strict
         with open(self.path, 'a', encoding='utf-8') as fh:
             fh.write(dumps_strict(row) + '\n')
 

@@ -29,8 +29,8 @@ def _text(value):
 
 
 def write_csv(rows, keys, path):
-    """table.csv, complete or not at all (:func:`uk_controller.io_safety.atomic_write`)."""
-    from ..io_safety import atomic_write
+    """table.csv, complete or not at all (:func:`uk_controller.files.io_safety.atomic_write`)."""
+    from ..files.io_safety import atomic_write
     cols = columns(keys)
 
     def write(fh):
@@ -69,7 +69,7 @@ def write_parquet(rows, keys, path):
                 any(isinstance(v, float) for v in values):
             values = [float(v) for v in values]
         data[c] = values
-    from ..io_safety import atomic_write
+    from ..files.io_safety import atomic_write
     atomic_write(path, lambda fh: pq.write_table(pa.table(data), fh), binary=True)
     return True
 
@@ -207,7 +207,7 @@ def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), tit
         fig.colorbar(mesh, ax=axes[0].tolist(), label=f'{metric} ({reduce} over other keys)', shrink=0.9)
     if title:
         fig.suptitle(title, fontsize=10)
-    from ..io_safety import atomic_write
+    from ..files.io_safety import atomic_write
     try:
         atomic_write(path, lambda fh: fig.savefig(fh, format='png', dpi=80), binary=True)
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import struct
 
-from ....setting import NONE, Setting
+from ....settings.setting import NONE, Setting
 from ...crc import crc16_umts
 
 OPTIONS = {

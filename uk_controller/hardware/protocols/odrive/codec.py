@@ -11,7 +11,7 @@ decimal. Commands used here (ODrive firmware 0.5.x ASCII protocol):
 """
 from __future__ import annotations
 
-from ....setting import Setting
+from ....settings.setting import Setting
 
 # calibration defaults of the config section hardware.odrive: the device watchdog (axis
 # config.watchdog_timeout) is this factor times the host's hardware.watchdog

@@ -1,0 +1,503 @@
+"""ControllerCore: one control step from a measured state to actuator efforts.
+
+The same object runs in the embedded simulation, the ROS node and the serial
+runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
+
+1. Passive rows (mechanism closures) and servo rows (tasks) are evaluated and
+   their right-hand sides Baumgarte-stabilized (seed 000 eq 52 and the
+   convention in the config).
+2. Chen's servo control (seed 004 eq 35) is solved against the dynamics
+   projected on the closures, :func:`uk_controller.core.uk.servo_control` with
+   ``Q = -h`` and ``B`` the actuator map:
+
+       u = (A_s N B)^+ (b_s - A_s (N Q + r_p))
+
+   plus, where the task leaves the robot free, the null-space term of DESIGN.md "Redundancy"
+   (:mod:`uk_controller.control.redundancy`, :func:`uk_controller.core.uk.redundancy_effort`): a posture with
+   joint-limit avoidance in what the task and the closures leave, ``u += P z``; with redundant
+   actuation an optional internal-force target.
+
+3. Efforts are clipped to their limits. A bad input or a numerical failure
+   never yields NaN: the configured safe effort (zero or hold) is returned with
+   the reason.
+
+Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``):
+
+- :class:`CompiledBackend` ``'compiled'``: steps 1-3 in one compiled call. With the packed form
+  (``dynamics == 'kernels'``) the call also computes M and h by the kernels' own RNEA/CRBA
+  (``uk_controller.kernels.packed``); otherwise Pinocchio's pass runs first (``dynamics == 'pinocchio'``)
+  and the kernel reads its Data (also when a ``callable`` row's user function fills its rows in Python
+  first, and with a ``robot.joints`` order that permutes Pinocchio's: ``model.compute``'s M and h). The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
+- :class:`ReferenceBackend` ``'reference'``: Pinocchio's pass (:meth:`RobotModel.compute`),
+  :meth:`ConstraintStack.evaluate` and the preallocated :class:`uk_controller.core.uk.ServoSolver`: the
+  reference of the compiled backend (used when numba is missing).
+- :class:`GeneralBackend` ``'general'``: :func:`uk_controller.core.uk.servo_control` with any
+  pseudo-inverse method (``control.pinv`` other than 'svd').
+
+:meth:`ControllerCore.step` is the template over them (as scipy's ``OdeSolver.step`` over
+``_step_impl``): it checks the input, calls ``backend.run(q, q', t)`` which leaves the status in
+``backend.info[INFO_STATUS]`` and the solution in ``backend.effort``, ``saturated``, ``phi`` and ``phidot``,
+and builds the :class:`StepResult` in one place with the reason from
+:mod:`uk_controller.control.status`.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import redundancy as _redundancy
+from ..settings import schema as _settings
+from ..core import uk
+from ..constraints import ConstraintStack
+from ..kernels import codes
+from ..kernels.codes import (
+    INFO_CONDITION, INFO_CONSISTENT, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS)
+from ..kernels.packed import PackedStep
+from ..core.pinv import get_pinv
+from .status import Status, reason as status_reason
+
+SAFE_EFFORTS = ('zero', 'hold')
+# step() unpacks info[:_INFO_READ] in this order
+_INFO_READ = INFO_CONSISTENT + 1
+assert (INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL, INFO_CONSISTENT) == tuple(range(6))
+_clock = time.perf_counter
+_ndarray, _F64, _C1 = np.ndarray, np.dtype(np.float64), (8,)      # a C-contiguous float64 vector's strides
+BACKENDS = ('auto', 'compiled', 'reference', 'general')
+_OK, _NOT_CONTROLLABLE, _INCONSISTENT = Status.OK, Status.NOT_CONTROLLABLE, Status.SERVO_INCONSISTENT
+_NOT_CONTROLLABLE_REASON = status_reason(Status.NOT_CONTROLLABLE)
+
+
+@dataclass(slots=True, eq=False)
+class StepResult:
+    """Efforts of one control step plus what a person needs to trust them.
+
+    effort        actuator efforts (p,), in the order of ``actuator_names``
+    ok            False when the safe effort was returned instead of a solution
+    reason        empty when all is well, else why (safe effort or a degraded solve); the text of `status`
+    phi, phidot   all constraint residuals, passive rows first, then servo rows
+    task_error    the servo rows' phi (task-space error)
+    rank          rank of the servo matrix C B_bar (0: not controllable)
+    condition     condition number of C B_bar on its rank
+    saturated     (p,) which efforts hit their limit
+    compute_time  seconds spent in :meth:`ControllerCore.step`
+    passive_rank  rank of the closures' Gram matrix A_p M^-1 A_p^T
+    status        the :class:`uk_controller.control.status.Status` of the step (its row in the table of reasons)
+    residual      ``|A_s q'' - b_s|`` of Chen's servo equation (non-zero when it is inconsistent)
+    posture_error ``|q - q_ref|`` of the posture term (NaN when the controller has none)
+    null_motion   dimension of the task's null space that moves the robot (rank N B P)
+    null_internal dimension of the efforts that move nothing (internal forces)
+    """
+
+    effort: np.ndarray
+    ok: bool
+    reason: str
+    phi: np.ndarray
+    phidot: np.ndarray
+    task_error: np.ndarray
+    rank: int
+    condition: float
+    saturated: np.ndarray
+    compute_time: float = 0.0
+    passive_rank: int = 0
+    status: Status = Status.OK
+    residual: float = 0.0
+    posture_error: float = float('nan')
+    null_motion: int = 0
+    null_internal: int = 0
+
+
+# ----------------------------------------------------------------------------- backends
+
+
+class ControllerBackend:
+    """How a :class:`ControllerCore` computes a step (see the module docstring).
+
+    ``run(q, qd, t)`` (q, q' C-contiguous float64 of length n, t the trajectory time) leaves the
+    status in ``info[INFO_STATUS]`` (0: a solution; the kernels' codes of :class:`~uk_controller.control.status.Status`)
+    and, on success, the solution in ``effort`` (p,), ``saturated`` (p,) bool, ``phi`` and ``phidot``
+    (m,: passive rows first) and ``info[INFO_RANK:INFO_CONSISTENT + 1]`` = rank, condition, passive rank, servo
+    residual, consistent (``kernels.codes.INFO_*``). ``phi``, ``phidot`` and ``effort`` are views of ONE
+    array ``outputs`` (phi | phi' | effort), which :meth:`ControllerCore.step` copies in one go. It may raise
+    LinAlgError, ValueError or FloatingPointError (the step then reports a numerical failure).
+    """
+
+    name = ''
+
+    def __init__(self, core, outputs=None):
+        self.core = core
+        m, p = core.passive.m + core.servo.m, core.p
+        self.outputs = np.zeros(2 * m + p) if outputs is None else outputs
+        # rows per part of the block: a compiled program's posture rows follow the task's (not reported)
+        self.rows = mb = (self.outputs.size - p) // 2
+        self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[mb:mb + m], self.outputs[2 * mb:]
+        self.saturated = np.zeros(core.p, dtype=bool)
+        self.info = np.zeros(codes.INFO_SIZE)
+
+    def set_gains(self, gains):
+        """New per-row Baumgarte gains (2, m) (see :func:`uk_controller.core.uk.row_gains`)."""
+
+    def _non_finite_state(self, q, qd, t):
+        """True (and the status written) when q, q' or t is not finite; one dot product decides for
+        finite states, the exact test only runs when it overflows."""
+        if not math.isfinite(q @ q + qd @ qd + t) and not (
+                np.isfinite(q).all() and np.isfinite(qd).all() and math.isfinite(t)):
+            self.info[INFO_STATUS] = Status.NON_FINITE_STATE
+            return True
+        return False
+
+    def _gather_rows(self, passive, servo):
+        """phi and phi' of the passive and servo rows into ``phi``, ``phidot`` (passive first)."""
+        mp = self.core.passive.m
+        if mp:
+            self.phi[:mp] = passive.phi
+            self.phidot[:mp] = passive.phidot
+        ms = self.core.servo.m                  # the task rows (posture rows follow them in servo_all)
+        self.phi[mp:] = servo.phi[:ms]
+        self.phidot[mp:] = servo.phidot[:ms]
+
+    def __repr__(self):
+        return f'{type(self).__name__}({self.name!r})'
+
+
+class CompiledBackend(ControllerBackend):
+    """Rows, Baumgarte, the servo solve and clipping in one compiled call (module docstring).
+
+    ``program`` is the :class:`~uk_controller.constraints.CompiledRows` (``ip``, ``fp``, ``ws``);
+    ``packed`` its :class:`~uk_controller.kernels.packed.PackedStep` (None: Pinocchio's pass runs first);
+    ``dynamics`` 'kernels' or 'pinocchio' says which computes M and h.
+    """
+
+    name = 'compiled'
+
+    def __init__(self, core, program):
+        self.program = program
+        self.packed = PackedStep.build(core.model, program)     # re-points the program's arrays
+        super().__init__(core, program.outputs)                  # views of the (packed) workspace
+        self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
+        self.run = (program if self.packed is None else self.packed).make_runner()
+        self.saturated, self.info = program.saturated, program.info
+
+    @classmethod
+    def build(cls, core, gains):
+        """The compiled backend of `core`, or None when a row type has no compiled form (or no numba)."""
+        B, between = core.setup.actuators.compiled_form()
+        red = core.redundancy
+        program = core.passive.create_data(core.model, core.servo_all, p=core.p, B=B, between=between, gains=gains,
+                                           rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
+                                           limits=core.effort_limits, secondary=red.secondary,
+                                           one_sided=red.one_sided, internal_effort=red.internal_effort,
+                                           external_rows=True, any_order=True)
+        return None if program is None else cls(core, program)
+
+    def set_gains(self, gains):
+        self.program.set_gains(gains)
+
+
+class ReferenceBackend(ControllerBackend):
+    """Pinocchio's pass, :meth:`ConstraintStack.evaluate` and :class:`uk_controller.core.uk.ServoSolver`
+    (the SVD pseudo-inverse); ``solver`` the ServoSolver, ``B`` the constant actuator columns (None when
+    they depend on q), ``gains`` the per-row Baumgarte gains."""
+
+    name = 'reference'
+
+    def __init__(self, core, gains):
+        super().__init__(core)
+        n, p, mp, ms = core.n, core.p, core.passive.m, core.servo_all.m
+        red = core.redundancy
+        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond, secondary=red.secondary,
+                                     one_sided=red.one_sided, internal_effort=red.internal_effort)
+        self.saturated, self.info = self.solver.saturated, self.solver.info
+        actuators = core.setup.actuators
+        self.B = actuators.matrix(core.model).copy() if actuators.constant else None
+        self.gains = np.array(gains, dtype=float)
+        self._zero_n = np.zeros(n)
+
+    def set_gains(self, gains):
+        self.gains = np.array(gains, dtype=float)
+
+    def run(self, q, qd, t):
+        if self._non_finite_state(q, qd, t):
+            return
+        core = self.core
+        model = core.model
+        model.compute(q, qd)
+        passive = core.passive.evaluate(model, q, qd, t) if core.passive.m else core.passive.rows
+        servo = core.servo_all.evaluate(model, q, qd, t)
+        B = self.B if self.B is not None else core.setup.actuators.matrix(model)
+        try:
+            self.solver.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi,
+                                   servo.phidot, passive.A, passive.b, passive.phi, passive.phidot, self.gains,
+                                   core.effort_limits)
+        except uk.NotPositiveDefiniteError:
+            return                                     # info[INFO_STATUS] says so
+        self.effort[:] = self.solver.effort
+        self._gather_rows(passive, servo)
+
+
+class GeneralBackend(ControllerBackend):
+    """:func:`uk_controller.core.uk.servo_control` with the configured pseudo-inverse (any ``control.pinv``),
+    the right-hand sides stabilized by :meth:`Baumgarte.stabilized_rhs`."""
+
+    name = 'general'
+
+    def __init__(self, core, pinv):
+        super().__init__(core)
+        self.pinv = pinv
+        self._Q = np.zeros(core.n)
+        self._bp = np.zeros(core.passive.m)
+        self._bs = np.zeros(core.servo.m)
+
+    def run(self, q, qd, t):
+        if self._non_finite_state(q, qd, t):
+            return
+        core = self.core
+        model = core.model
+        stab = core.stabilization
+        model.compute(q, qd)
+        passive = core.passive.evaluate(model, q, qd, t) if core.passive.m else None
+        servo = core.servo.evaluate(model, q, qd, t)
+        np.negative(model.h, out=self._Q)
+        B = core.setup.actuators.matrix(model)
+        bs = stab.stabilized_rhs(servo, out=self._bs)
+        red = core.redundancy
+        extra = {}
+        if red.active:
+            extra = {'posture_accel': self._posture_accel(model, q, qd, t) if red.secondary else None,
+                     'internal_effort': red.internal_effort}
+        if passive is not None:
+            bp = stab.stabilized_rhs(passive, out=self._bp)
+            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
+                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report', **extra)
+        else:
+            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
+                                   on_infeasible='report', **extra)
+        info_null = (res.null_motion, res.null_internal)
+        limits = core.effort_limits
+        np.greater(np.abs(res.u), limits, out=self.saturated)
+        if self.saturated.any():
+            np.clip(res.u, -limits, limits, out=self.effort)
+        else:
+            self.effort[:] = res.u
+        info = self.info
+        info[INFO_STATUS] = Status.OK if math.isfinite(self.effort @ self.effort) or np.isfinite(self.effort).all() \
+            else Status.NON_FINITE_EFFORT
+        info[INFO_RANK], info[INFO_CONDITION], info[INFO_PASSIVE_RANK] = res.rank, res.condition, res.passive_rank
+        info[INFO_RESIDUAL], info[INFO_CONSISTENT] = res.servo_residual, 1.0 if res.consistent else 0.0
+        if red.active:
+            info[codes.INFO_NULL_MOTION], info[codes.INFO_NULL_INTERNAL] = info_null
+        self._gather_rows(passive, servo)
+
+    def _posture_accel(self, model, q, qd, t):
+        """``a_p = sum_i A_i^T (b_i - kd_i phi'_i - kp_i phi_i)`` over the posture rows (one-sided rows only
+        where phi < 0; :class:`uk_controller.core.uk.ServoSolver`)."""
+        red = self.core.redundancy
+        rows = self.core.posture_rows.evaluate(model, q, qd, t)
+        rhs = rows.b - (red.gains[0] * rows.phidot + red.gains[1] * rows.phi)
+        if red.one_sided:
+            tail = rhs[red.secondary - red.one_sided:]
+            tail[rows.phi[red.secondary - red.one_sided:] >= 0.0] = 0.0
+        return rows.A.T @ rhs
+
+
+# ----------------------------------------------------------------------------- the controller
+
+
+class ControllerCore:
+    """Constraint-following servo controller for one robot setup.
+
+    ``backend`` ('auto', 'compiled', 'reference', 'general'; module docstring) is chosen here once:
+    'auto' = compiled when every row has a compiled form and numba is installed, else reference, and
+    general whenever ``pinv`` is not 'svd'. The chosen object is :attr:`backend` (``backend.name``).
+    """
+
+    def __init__(self, setup, *, stabilization=None, pinv=None, rcond=None, safe_effort=None, rate=None,
+                 effort_limits=None, backend='auto'):
+        control = dict(setup.config.get('control', {}) or {})
+        self.setup = setup
+        self.model = setup.controller_model()       # setup.model, without friction if not compensated
+        self.joint_names = list(setup.joint_names)
+        self.actuator_names = list(setup.actuators.names)
+        self.n = self.model.n
+        self.p = setup.actuators.p
+        self.passive, self.servo = setup.passive, setup.servo
+        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
+        # the task's null space: posture rows after the task rows (uk_controller.control.redundancy)
+        self.redundancy = _redundancy.build(setup, self.rcond)
+        red = self.redundancy
+        self.posture_rows = ConstraintStack(red.terms, self.model.n)
+        self.servo_all = ConstraintStack(list(setup.servo.terms) + red.terms, self.model.n) if red.terms \
+            else setup.servo
+        self._q_ref = red.q_ref.copy()
+        self.rate = float(rate if rate is not None else control.get('rate', _settings.default('control.rate')))
+        if not self.rate > 0:
+            raise ValueError(f'control.rate must be positive, got {self.rate}')
+        self.dt = 1.0 / self.rate
+        method = pinv or control.get('pinv', _settings.default('control.pinv'))
+        pinv_fn = get_pinv(method)
+        if method == 'damped':
+            damping = float(control.get('damping', _settings.default('control.damping')))
+            pinv_fn = (lambda f: lambda A, rcond: f(A, rcond, damping))(pinv_fn)
+        self.pinv_method = method
+        self.safe_effort = safe_effort or control.get('safe_effort', _settings.default('control.safe_effort'))
+        limits = setup.actuators.effort_limits if effort_limits is None else effort_limits
+        self.effort_limits = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,)).copy()
+        self.t0 = 0.0
+        self._last_effort = np.zeros(self.p)
+        self._m, self._mp, self._ms = self.passive.m + self.servo.m, self.passive.m, self.servo.m
+        self._shape = (self.n,)
+        self.backend = None
+        self.stabilization = stabilization if stabilization is not None else setup.stabilization
+        self.backend = self._choose_backend(backend, method, pinv_fn)
+        b = self.backend
+        # what step() reads, unpacked in one go: the runner, info[:_INFO_READ] (a view), the outputs block
+        # (phi | phi' | effort, each part `b.rows` long: a compiled program keeps its posture rows after the
+        # task's) and the slices of the reported parts in a copy
+        m, mb = self._m, b.rows
+        self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
+                     slice(0, m), slice(mb, mb + m), slice(self._mp, m))
+        # (posture rows?, q_ref, the backend's info, a scratch for q - q_ref: the step allocates no vector)
+        self._null_hot = (bool(red.terms), self._q_ref, b.info, np.empty(self.n)) if red.active else None
+        self._null_initial = (red.null_motion, red.null_internal)
+        self._warm_up()
+
+    def _choose_backend(self, backend, method, pinv_fn):
+        if backend not in BACKENDS:
+            raise ValueError(f'backend must be one of {BACKENDS}, got {backend!r}')
+        if method != 'svd':
+            if backend not in ('auto', 'general'):
+                raise ValueError(f"backend {backend!r} needs control.pinv 'svd' (got {method!r}); "
+                                 "other pseudo-inverses run on backend 'general'")
+            return GeneralBackend(self, pinv_fn)
+        if backend == 'general':
+            return GeneralBackend(self, pinv_fn)
+        if backend in ('auto', 'compiled'):
+            compiled = CompiledBackend.build(self, self._gains)
+            if compiled is not None:
+                return compiled
+            if backend == 'compiled':
+                raise ValueError('backend compiled not available: numba missing, or a constraint or trajectory '
+                                 'without a compiled form')
+        return ReferenceBackend(self, self._gains)
+
+    def _warm_up(self):
+        """One solve at the initial state so that compiled kernels load (or compile) now, not in the
+        first control period (the compiled backend already ran its program when it was built); errors
+        are left for the real step to report."""
+        if self.backend.name == 'compiled':
+            return
+        try:
+            self.backend.run(np.array(self.setup.q0, dtype=float), np.array(self.setup.qd0, dtype=float), 0.0)
+        except Exception:  # noqa: BLE001 - the first real step reports any problem with its reason
+            pass
+
+    @property
+    def safe_effort(self):
+        """'zero' or 'hold' (the last good effort); assignable."""
+        return self._safe_effort
+
+    @safe_effort.setter
+    def safe_effort(self, value):
+        if value not in SAFE_EFFORTS:
+            raise ValueError(f"control.safe_effort must be one of {SAFE_EFFORTS}, got {value!r}")
+        self._safe_effort = value
+        self._hold = value == 'hold'
+
+    @property
+    def stabilization(self):
+        """The Baumgarte gains of the controller (assignable; per-row gains are rebuilt)."""
+        return self._stabilization
+
+    @stabilization.setter
+    def stabilization(self, value):
+        self._gains = uk.row_gains(value, self.passive.rows.order, self.servo.rows.order)
+        if self.redundancy.terms:
+            self._gains = np.hstack((self._gains, self.redundancy.gains))
+        self._stabilization = value
+        if self.backend is not None:
+            self.backend.set_gains(self._gains)
+
+    @property
+    def held_effort(self):
+        """The last good effort (what ``safe_effort: hold`` returns), a copy."""
+        return self._last_effort.copy()
+
+    @classmethod
+    def from_config(cls, name_or_path, *, mass_scale=1.0, **overrides):
+        """Build from a robot name (``config/<name>.yaml``) or a YAML path."""
+        from ..robots import load_robot
+        return cls(load_robot(name_or_path, mass_scale=mass_scale), **overrides)
+
+    # ------------------------------------------------------------------ control
+
+    def reset(self, t0=0.0):
+        """Restart the trajectory clock at time t0 and forget the held effort."""
+        self.t0 = float(t0)
+        self._last_effort[:] = 0.0
+
+    def remember_effort(self, effort):
+        """Record `effort` as the last good one (what ``safe_effort: hold`` returns), for callers that
+        computed it with this controller's program outside :meth:`step` (sim.compiled_loop)."""
+        self._last_effort[:] = effort
+
+    def safe(self, reason):
+        """The configured safe effort (zero, or the last good effort held) for the caller's `reason`
+        (status SAFE_REQUESTED: stale state, stopped, ...)."""
+        return self._refuse(Status.SAFE_REQUESTED, None, reason=reason)
+
+    def _refuse(self, status, start, **details):
+        """The safe-effort StepResult of `status` (its reason from uk_controller.control.status)."""
+        effort = self._last_effort.copy() if self._hold else np.zeros(self.p)
+        nan = np.full(self._m, np.nan)
+        return StepResult(effort, False, status_reason(status, **details), nan, nan.copy(), np.full(self._ms, np.nan),
+                          0, float('nan'), np.zeros(self.p, dtype=bool),
+                          0.0 if start is None else time.perf_counter() - start, 0, status)
+
+    def step(self, q, qd, t):
+        """Efforts for the measured state (q, q') at time t (seconds): the template over the backend."""
+        start = _clock()
+        # (anything but a 1-D float64 vector of length n with 8-byte strides is converted or refused)
+        shape = self._shape
+        if (type(q) is not _ndarray or type(qd) is not _ndarray or q.dtype is not _F64 or qd.dtype is not _F64
+                or q.shape != shape or qd.shape != shape or q.strides != _C1 or qd.strides != _C1):
+            q, qd = np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(qd, dtype=float)
+            if q.shape != shape or qd.shape != shape:
+                return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
+        run, info, outputs_now, saturated_now, effort_part, phi_part, phidot_part, task_part = self._hot
+        try:
+            run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+            return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
+        code, rank, condition, passive_rank, residual, consistent = info.tolist()
+        if code != 0.0:
+            return self._refuse(Status(int(code)), start)
+        outputs = outputs_now.copy()             # one copy; the result's arrays are views of it
+        effort = outputs[effort_part]
+        if self._hold:
+            self._last_effort[:] = effort
+        if rank < 1:
+            status, reason = _NOT_CONTROLLABLE, _NOT_CONTROLLABLE_REASON
+        elif not consistent:
+            status, reason = _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
+        else:
+            status, reason = _OK, ''
+        null = self._null_hot
+        if null is None:                      # no null-space term: the dimensions at the initial state
+            return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
+                              int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank),
+                              status, residual, math.nan, *self._null_initial)
+        posture_error = math.nan
+        if null[0]:
+            d = np.subtract(q, null[1], out=null[3])
+            posture_error = math.sqrt(d @ d)
+        full_info = null[2]
+        return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
+                          int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank), status,
+                          residual, posture_error, int(full_info[codes.INFO_NULL_MOTION]),
+                          int(full_info[codes.INFO_NULL_INTERNAL]))
+
+
+__all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
+           'GeneralBackend', 'SAFE_EFFORTS', 'BACKENDS']

@@ -1,0 +1,517 @@
+"""Robot descriptions a user already has: URDF, xacro, MJCF (with its loop closures), SDF.
+
+A setup names exactly one of
+
+- ``robot.urdf``: a URDF file, or a ``.xacro`` file expanded with the ``xacro``
+  package (``robot.xacro_args``: a map of xacro arguments);
+- ``robot.mjcf``: a MuJoCo MJCF file. Its tree becomes the model (Pinocchio's
+  MJCF parser) and its ``<equality>`` ``connect`` / ``weld`` elements become
+  passive ``loop_closure`` constraints, merged with those of the YAML;
+- ``robot.sdf``: an SDF model; joints that close loops become closures
+  (Pinocchio's SDFormat parser when it was built with it, else :func:`read_sdf`).
+
+Closures read from a file are constraint maps exactly as the YAML would write
+them (``role: passive, type: loop_closure, frames: [a, b], mode: position|weld``),
+so :func:`merge_closures` can merge them into the ``constraints`` section: a
+YAML entry with the same name refines the file's (e.g. ``axes: [x, y]`` for a
+planar mechanism), other YAML entries are added.
+
+MuJoCo semantics of an equality (MuJoCo XML reference, ``equality/connect`` and
+``equality/weld``): with ``site1``/``site2`` the two sites coincide (connect: their
+origins; weld: their frames). With ``body1``/``body2``, ``connect``'s ``anchor`` is a
+point in body1's frame and the point of body2 it must meet is where that anchor
+lies at the reference configuration qpos0; ``weld``'s ``relpose`` (pos, quat) is
+body2's pose in body1's frame, from qpos0 when omitted. Frames named
+``<closure>/1`` and ``<closure>/2`` are added to the model for body-based equalities.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+
+DESCRIPTION_KEYS = ('urdf', 'mjcf', 'sdf')
+
+
+class DescriptionError(ValueError):
+    """The description file cannot be used (message names the file and the problem)."""
+
+
+def description_key(robot, config_path=None):
+    """Which of ``robot.urdf`` / ``robot.mjcf`` / ``robot.sdf`` the ``robot`` map gives (exactly one)."""
+    from .parameter_file import ConfigError
+
+    given = [k for k in DESCRIPTION_KEYS if robot.get(k) not in (None, '')]
+    if len(given) != 1:
+        what = 'none of them' if not given else ' and '.join(f'robot.{k}' for k in given)
+        raise ConfigError(('missing: ' if not given else '') + f'give exactly one robot description: robot.urdf (URDF or .xacro), robot.mjcf '
+                          f'(MuJoCo XML) or robot.sdf; got {what}', file=config_path,
+                          key=f'robot.{given[-1]}' if given else 'robot.urdf')
+    return given[0]
+
+
+# ----------------------------------------------------------------------------- URDF and xacro
+
+def is_xacro(path):
+    return str(path).endswith('.xacro')
+
+
+def expand_xacro(path, args=None):
+    """The URDF text of a ``.xacro`` file, expanded by the ``xacro`` package with `args` (name -> value)."""
+    try:
+        import xacro
+    except ImportError:
+        raise DescriptionError(f'{path} is a xacro file and the xacro package is not installed '
+                               '(pip install xacro, or apt install ros-<distro>-xacro)') from None
+    mappings = {str(k): str(v) for k, v in (args or {}).items()}
+    try:
+        doc = xacro.process_file(str(path), mappings=mappings)
+    except Exception as exc:        # xacro raises XacroException, ExpatError, NameError, ...
+        raise DescriptionError(f'xacro could not expand {path}: {type(exc).__name__}: {exc}') from None
+    return doc.toprettyxml(indent='  ')
+
+
+def urdf_text(path, xacro_args=None, config_path=None):
+    """The URDF text of `path`: the file, or its xacro expansion with `xacro_args`."""
+    from .parameter_file import ConfigError
+
+    if is_xacro(path):
+        try:
+            return expand_xacro(path, xacro_args)
+        except DescriptionError as exc:
+            raise ConfigError(str(exc), file=config_path, key='robot.urdf') from None
+    if xacro_args:
+        raise ConfigError(f'robot.xacro_args is given but {path} is not a .xacro file', file=config_path,
+                          key='robot.xacro_args')
+    return Path(path).read_text(encoding='utf-8')
+
+
+# ----------------------------------------------------------------------------- MJCF
+
+def _floats(text, count, where):
+    try:
+        values = [float(x) for x in (text or '').split()]
+    except ValueError:
+        values = []
+    if len(values) != count:
+        raise DescriptionError(f'{where}: expected {count} numbers, got {text!r}')
+    return np.array(values)
+
+
+def _mjcf_body_names(root):
+    """Every <body> of <worldbody>, named or not (a nameless body is reported by its position)."""
+    names = []
+    for wb in root.iter('worldbody'):
+        for i, body in enumerate(wb.iter('body')):
+            names.append(body.get('name') or f'<unnamed body #{i}>')
+    return names
+
+
+def _prepared_mjcf(path):
+    """(text, equality elements) of an MJCF prepared for Pinocchio's parser.
+
+    The ``<equality>`` section is removed (we read it ourselves: Pinocchio 4.1 crashes on site-based
+    ``connect`` and reads body-based ones only), and when ``<worldbody>`` holds several bodies, or one body
+    with a pose, they are wrapped in one body without joints, ``uk_worldbody`` (Pinocchio 4.1 silently dropped
+    every top-level body after the first, and the pose of the first: a gripper posed upside down came out
+    upright; a body without joints is welded to its parent, so the model is unchanged).
+    """
+    tree = ET.parse(path)
+    root = tree.getroot()
+    if root.tag != 'mujoco':
+        raise DescriptionError(f'{path} is not an MJCF file (root element <{root.tag}>, expected <mujoco>)')
+    equalities = []
+    for section in root.findall('equality'):
+        equalities.extend(list(section))
+        root.remove(section)
+    for wb in root.findall('worldbody'):
+        bodies = wb.findall('body')
+        posed = any(bodies[0].get(k) is not None for k in ('pos', 'quat', 'euler', 'axisangle', 'xyaxes', 'zaxis'))
+        if len(bodies) > 1 or (bodies and posed):
+            wrapper = ET.Element('body', name='uk_worldbody')
+            for body in bodies:
+                wb.remove(body)
+                wrapper.append(body)
+            wb.append(wrapper)
+    return ET.tostring(root, encoding='unicode'), equalities
+
+
+def _build_from_text(text, folder, builder):
+    """Run `builder(filename)` on `text` written next to the original (relative includes and mesh
+    paths keep working), or in the temp dir if that folder is read-only."""
+    for where in (folder, None):
+        try:
+            fd, name = tempfile.mkstemp(prefix='.uk_controller_', suffix='.xml', dir=where)
+        except OSError:
+            continue
+        try:
+            with os.fdopen(fd, 'w', encoding='utf-8') as handle:
+                handle.write(text)
+            return builder(name)
+        finally:
+            os.unlink(name)
+    raise DescriptionError('cannot write a temporary file')
+
+
+def load_mjcf(path):
+    """``(pinocchio.Model, constraints)`` of an MJCF file (:func:`read_mjcf` without the extras)."""
+    model, constraints, _ = read_mjcf(path)
+    return model, constraints
+
+
+def read_mjcf(path):
+    """``(pinocchio.Model, constraints, extras)`` of an MJCF file; constraints is a dict name -> constraint
+    map: the connect/weld closures and the joint/tendon couplings (:mod:`uk_controller.files.description_extras`);
+    extras the :class:`~uk_controller.files.description_extras.DescriptionExtras` (joint dynamics, fixed tendons).
+
+    Every body of the file must reach the model (checked by name against the model's BODY frames).
+    """
+    import pinocchio as pin
+    from .description_extras import ExtrasError, mjcf_extras
+
+    path = Path(path)
+    try:
+        text, equalities = _prepared_mjcf(path)
+    except ET.ParseError as exc:
+        raise DescriptionError(f'cannot parse MJCF {path}: {exc}') from None
+    try:
+        model = _build_from_text(text, path.parent, pin.buildModelFromMJCF)
+    except DescriptionError:
+        raise
+    except Exception as exc:
+        raise DescriptionError(f'Pinocchio cannot read MJCF {path}: {exc}') from None
+    root = ET.parse(path).getroot()
+    bodies = _mjcf_body_names(root)
+    lost = [b for b in bodies if not model.existFrame(b, pin.FrameType.BODY)]
+    if lost:
+        raise DescriptionError(f'bodies of {path} missing from the model Pinocchio built: {", ".join(lost)} '
+                               '(a parser limitation; please report it with the file)')
+    couplings = [eq for eq in equalities if isinstance(eq.tag, str) and eq.tag in ('joint', 'tendon')]
+    closures = _mjcf_closures(model, [eq for eq in equalities if eq not in couplings], path)
+    try:
+        extras = mjcf_extras(root, couplings, path)
+    except ExtrasError as exc:
+        raise DescriptionError(str(exc)) from None
+    for name in extras.constraints:
+        if name in closures:
+            raise DescriptionError(f'{path}: two equalities named {name!r}')
+    constraints = {**closures, **extras.constraints}
+    return model, constraints, extras
+
+
+def _mjcf_closures(model, equalities, path):
+    import pinocchio as pin
+
+    closures = {}
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, pin.neutral(model))      # MuJoCo's qpos0 (joint ref = 0)
+
+    def body_frame(name, where):
+        if name in (None, '', 'world'):
+            return 0                                            # the universe frame (MuJoCo: world)
+        if not model.existFrame(name, pin.FrameType.BODY):
+            raise DescriptionError(f'{where}: unknown body {name!r}')
+        return model.getFrameId(name, pin.FrameType.BODY)
+
+    def site_frame(name, where):
+        if not name or not model.existFrame(name):
+            raise DescriptionError(f'{where}: unknown site {name!r}')
+        return name
+
+    def add_frame(name, fid_body, placement_in_body):
+        body = model.frames[fid_body]
+        frame = pin.Frame(name, body.parentJoint, body.placement * placement_in_body, pin.FrameType.OP_FRAME)
+        model.addFrame(frame)
+        return name
+
+    for i, eq in enumerate(equalities):
+        if eq.tag is ET.Comment or not isinstance(eq.tag, str):
+            continue
+        name = eq.get('name') or f'{eq.tag}_{i}'
+        where = f'{path}: <equality><{eq.tag} name="{name}">'
+        if eq.get('active', 'true').lower() == 'false':
+            continue
+        if eq.tag not in ('connect', 'weld'):
+            raise DescriptionError(f'{where}: equality type {eq.tag!r} is not supported (connect, weld, joint, '
+                                   'tendon)')
+        if name in closures:
+            raise DescriptionError(f'{where}: two equalities named {name!r}')
+        if eq.get('site1') or eq.get('site2'):
+            frames = [site_frame(eq.get('site1'), where), site_frame(eq.get('site2'), where)]
+        else:
+            if not eq.get('body1'):
+                raise DescriptionError(f'{where}: give body1 (and body2, default the world) or site1 and site2')
+            f1 = body_frame(eq.get('body1'), where)
+            f2 = body_frame(eq.get('body2'), where)              # MuJoCo: body2 omitted = the world
+            o1, o2 = data.oMf[f1], data.oMf[f2]
+            if eq.tag == 'connect':
+                anchor = _floats(eq.get('anchor'), 3, where + ' anchor')
+                on1 = pin.SE3(np.eye(3), anchor)
+                on2 = o2.actInv(o1 * on1)                       # the same point of body2 at qpos0
+                on2 = pin.SE3(np.eye(3), on2.translation)
+            else:
+                relpose = eq.get('relpose')
+                if relpose is not None:
+                    values = _floats(relpose, 7, where + ' relpose')
+                    if np.allclose(values[3:], 0.0):               # MuJoCo: all-zero quat -> from qpos0
+                        relpose = None
+                if relpose is None:
+                    on1 = o1.actInv(o2)                         # body2 in body1 at qpos0
+                else:
+                    w, x, y, z = values[3:] / np.linalg.norm(values[3:])
+                    on1 = pin.SE3(pin.Quaternion(w, x, y, z).toRotationMatrix(), values[:3])
+                on2 = pin.SE3.Identity()
+            frames = [add_frame(f'{name}/1', f1, on1), add_frame(f'{name}/2', f2, on2)]
+        closures[name] = {'role': 'passive', 'type': 'loop_closure', 'frames': frames,
+                          'mode': 'weld' if eq.tag == 'weld' else 'position'}
+    return closures
+
+
+# ----------------------------------------------------------------------------- SDF
+
+def load_sdf(path):
+    """``(pinocchio.Model, closures)`` of an SDF model.
+
+    With a Pinocchio built with SDFormat, its parser (``buildModelsAndConstraintsFromSdf``); otherwise
+    :func:`read_sdf`, our reader of the common subset (see there).
+    """
+    import pinocchio as pin
+
+    if getattr(pin, 'WITH_SDFORMAT', False):
+        try:
+            model, constraints = pin.buildModelsAndConstraintsFromSdf(str(path))[:2]
+        except Exception as exc:
+            raise DescriptionError(f'Pinocchio cannot read SDF {path}: {exc}') from None
+        closures = {}
+        for i, c in enumerate(constraints):
+            name = getattr(c, 'name', '') or f'sdf_closure_{i}'
+            frames = []
+            for k, (joint, placement) in enumerate(((c.joint1_id, c.joint1_placement),
+                                                    (c.joint2_id, c.joint2_placement))):
+                frame = f'{name}/{k + 1}'
+                model.addFrame(pin.Frame(frame, joint, placement, pin.FrameType.OP_FRAME))
+                frames.append(frame)
+            closures[name] = {'role': 'passive', 'type': 'loop_closure', 'frames': frames, 'mode': 'position'}
+        return model, closures
+    return read_sdf(path)
+
+
+def _pose(element, where):
+    """SE3 of an SDF ``<pose>`` (x y z roll pitch yaw, fixed-axis RPY as URDF), identity if absent."""
+    import pinocchio as pin
+
+    text = element.findtext('pose') if element is not None else None
+    if text is None:
+        return pin.SE3.Identity()
+    values = _floats(text, 6, where + ' <pose>')
+    return pin.SE3(pin.rpy.rpyToMatrix(*values[3:]), values[:3])
+
+
+def read_sdf(path):
+    """``(pinocchio.Model, closures)`` of the SDF subset a mechanism needs (SDFormat spec, sdformat.org):
+
+    one ``<model>``; ``<link>`` with ``<pose>`` in the model frame and ``<inertial>`` (``<pose>`` in the
+    link, ``<mass>``, ``<inertia>`` about the centre of mass); ``<joint>`` of type revolute, continuous,
+    prismatic or fixed with ``<parent>``, ``<child>``, ``<pose>`` in the child link, ``<axis><xyz>``
+    in the joint frame (or ``expressed_in="__model__"``) and ``<limit>``. Poses given
+    ``relative_to`` another frame, nested models and other joint types are errors. The link poses
+    describe the zero configuration. Each link hangs on the first joint naming it as child; a later
+    joint naming it again closes a loop: a passive ``loop_closure`` between its frame on the child
+    and the same point of the parent at the zero configuration (``mode: position`` for revolute and
+    continuous joints, ``weld`` for fixed ones), as Pinocchio's SDF parser does. The base is fixed:
+    every link must be connected to ``world``.
+    """
+    import pinocchio as pin
+
+    path = Path(path)
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise DescriptionError(f'cannot parse SDF {path}: {exc}') from None
+    models = root.findall('model') if root.tag == 'sdf' else []
+    if len(models) != 1:
+        raise DescriptionError(f'{path}: expected <sdf> with one <model>, found {len(models)}')
+    xml_model = models[0]
+    if xml_model.find('model') is not None:
+        raise DescriptionError(f'{path}: nested models are not supported')
+    for element in xml_model.iter('pose'):
+        if element.get('relative_to') not in (None, '', '__model__'):
+            raise DescriptionError(f'{path}: <pose relative_to="{element.get("relative_to")}"> is not supported; '
+                                   'give link poses in the model frame and joint poses in their child link')
+    links = {}
+    for link in xml_model.findall('link'):
+        name = link.get('name')
+        if not name or name in links:
+            raise DescriptionError(f'{path}: links need unique names ({name!r})')
+        links[name] = link
+    joints = []
+    for joint in xml_model.findall('joint'):
+        where = f'{path}: <joint name="{joint.get("name")}">'
+        kind = joint.get('type')
+        if kind not in ('revolute', 'continuous', 'prismatic', 'fixed'):
+            raise DescriptionError(f'{where}: type {kind!r} not supported (revolute, continuous, prismatic, fixed)')
+        parent, child = joint.findtext('parent', '').strip(), joint.findtext('child', '').strip()
+        for link in (parent, child):
+            if link != 'world' and link not in links:
+                raise DescriptionError(f'{where}: unknown link {link!r}')
+        if child == 'world':
+            raise DescriptionError(f'{where}: the world cannot be a child')
+        joints.append((joint, where, kind, parent, child))
+    world_of = {name: _pose(link, f'{path}: <link name="{name}">') for name, link in links.items()}
+    world_of['world'] = pin.SE3.Identity()
+    model = pin.Model()
+    model.name = xml_model.get('name') or path.stem
+    joint_of = {'world': 0}                 # link -> Pinocchio joint it moves with
+    joint_world = {0: pin.SE3.Identity()}   # Pinocchio joint -> its frame in the world at the zero configuration
+    frame_of = {'world': 0}
+    limits = []                             # (joint id, kind, effort, velocity, lower, upper)
+    tree, loops = [], []
+    placed = {'world'}
+    pending = list(joints)
+    while pending:                          # parents before children, in file order otherwise
+        progress = False
+        for item in list(pending):
+            joint, where, kind, parent, child = item
+            if parent not in placed:
+                continue
+            pending.remove(item)
+            progress = True
+            (loops if child in placed else tree).append(item)
+            placed.add(child)
+        if not progress:
+            break
+    unplaced = sorted(set(links) - placed)
+    if unplaced:
+        raise DescriptionError(f'{path}: links {unplaced} are not connected to the world by joints (the base '
+                               'is fixed: add <joint type="fixed"><parent>world</parent><child>...</child></joint>)')
+    for joint, where, kind, parent, child in tree:
+        name = joint.get('name')
+        jw = world_of[child] * _pose(joint, where)          # joint frame in the world
+        pj = joint_of[parent]
+        if kind == 'fixed':
+            jid = pj
+        else:
+            axis_el = joint.find('axis')
+            xyz = axis_el.find('xyz') if axis_el is not None else None
+            axis = _floats(xyz.text if xyz is not None else '0 0 1', 3, where + ' <axis><xyz>')
+            if np.linalg.norm(axis) == 0.0:
+                raise DescriptionError(f'{where}: zero axis')
+            axis = axis / np.linalg.norm(axis)
+            if xyz is not None and xyz.get('expressed_in') == '__model__':
+                axis = jw.rotation.T @ axis
+            elif xyz is not None and xyz.get('expressed_in') not in (None, '', name):
+                raise DescriptionError(f'{where}: <xyz expressed_in="{xyz.get("expressed_in")}"> is not supported')
+            jm = {'revolute': pin.JointModelRevoluteUnaligned, 'continuous': pin.JointModelRevoluteUnboundedUnaligned,
+                  'prismatic': pin.JointModelPrismaticUnaligned}[kind](axis)
+            jid = model.addJoint(pj, jm, joint_world[pj].actInv(jw), name)
+            model.addJointFrame(jid, frame_of[parent])
+            joint_world[jid] = jw
+            limit = axis_el.find('limit') if axis_el is not None else None
+
+            def lim(key, default, limit=limit):
+                text = limit.findtext(key) if limit is not None else None
+                return float(text) if text is not None else default
+            limits.append((jid, kind, lim('effort', np.inf), lim('velocity', np.inf), lim('lower', -np.inf),
+                           lim('upper', np.inf)))
+        joint_of[child] = jid
+        in_joint = joint_world[jid].actInv(world_of[child])
+        frame_of[child] = model.addBodyFrame(child, jid, in_joint, frame_of[parent])
+        inertial = links[child].find('inertial')
+        if inertial is not None:
+            mass = float(inertial.findtext('mass', '0'))
+            I = inertial.find('inertia')
+            get = (lambda k: float(I.findtext(k, '0'))) if I is not None else (lambda k: 0.0)
+            inertia = np.array([[get('ixx'), get('ixy'), get('ixz')], [get('ixy'), get('iyy'), get('iyz')],
+                                [get('ixz'), get('iyz'), get('izz')]])
+            com = in_joint * _pose(inertial, f'{path}: <link name="{child}"><inertial>')
+            model.appendBodyToJoint(jid, com.act(pin.Inertia(mass, np.zeros(3), inertia)), pin.SE3.Identity())
+    effort, velocity = np.array(model.effortLimit), np.array(model.velocityLimit)
+    lower, upper = np.array(model.lowerPositionLimit), np.array(model.upperPositionLimit)
+    for jid, kind, e, v, lo, hi in limits:
+        iv, iq = model.idx_vs[jid], model.idx_qs[jid]
+        effort[iv], velocity[iv] = e, v
+        if kind != 'continuous':
+            lower[iq], upper[iq] = lo, hi
+    model.effortLimit, model.velocityLimit = effort, velocity
+    model.lowerPositionLimit, model.upperPositionLimit = lower, upper
+    closures = {}
+    for joint, where, kind, parent, child in loops:
+        if kind == 'prismatic':
+            raise DescriptionError(f'{where}: a prismatic joint closing a loop is not supported')
+        name = joint.get('name')
+        jw = world_of[child] * _pose(joint, where)
+        frames = []
+        for k, link in enumerate((parent, child)):
+            jid = joint_of[link]
+            frame = f'{name}/{k + 1}'
+            model.addFrame(pin.Frame(frame, jid, joint_world[jid].actInv(jw), pin.FrameType.OP_FRAME))
+            frames.append(frame)
+        closures[name] = {'role': 'passive', 'type': 'loop_closure', 'frames': frames,
+                          'mode': 'weld' if kind == 'fixed' else 'position'}
+    return model, closures
+
+
+# ----------------------------------------------------------------------------- merging
+
+def _signature(spec):
+    """What makes two passive rows the same, for :func:`merge_closures` (None: not compared): a closure's
+    pair of frames, a joint_linear row's joint -> coefficient map scaled to a leading 1 and its value."""
+    if spec.get('role', 'passive' if spec.get('type') == 'loop_closure' else 'servo') != 'passive':
+        return None
+    if spec.get('type') == 'loop_closure' and isinstance(spec.get('frames'), (list, tuple)):
+        return ('loop_closure', frozenset(spec['frames']))
+    if spec.get('type') == 'joint_linear' and spec.get('joints') and 'trajectory' not in spec:
+        try:
+            pairs = sorted((str(j), float(c)) for j, c in zip(spec['joints'], spec.get('coefficients') or ()))
+            lead = next(c for _, c in pairs if c != 0.0)
+            return ('joint_linear', tuple((j, round(c / lead, 12)) for j, c in pairs if c != 0.0),
+                    round(float(spec.get('value', 0.0)) / lead, 12))
+        except (TypeError, ValueError, StopIteration):
+            return None
+    return None
+
+
+def merge_closures(constraints, closures, config_path=None):
+    """The ``constraints`` section with the file's `closures` merged in (a new dict; see module doc)."""
+    from .parameter_file import ConfigError
+
+    if not closures:
+        return constraints
+    constraints = dict(constraints or {})
+    names = list(constraints.get('names') or [])
+    merged = {}
+    for name, spec in closures.items():
+        entry = dict(spec)
+        if name in constraints:
+            extra = constraints[name] or {}
+            if not isinstance(extra, dict):
+                raise ConfigError('must be a map', file=config_path, key=f'constraints.{name}')
+            fixed = ('type', 'frames', 'role') if entry['type'] == 'loop_closure' else (
+                'type', 'role', 'joints', 'coefficients', 'value', 'polycoef', 'reference')
+            what = (f'between {entry["frames"]}' if 'frames' in entry else f'on joints {entry.get("joints")}')
+            for key in fixed:
+                if key in extra and extra[key] != entry.get(key):
+                    raise ConfigError(f'{name!r} is a {entry["type"]} of the robot description ({what}); the YAML '
+                                      f'may refine it ({"axes, mode" if entry["type"] == "loop_closure" else "nothing"}) '
+                                      f'but not change its {key}; rename the YAML constraint to add a different one',
+                                      file=config_path, key=f'constraints.{name}.{key}')
+            entry.update(extra)
+        merged[name] = entry
+    signatures = {_signature(spec): name for name, spec in merged.items()}
+    signatures.pop(None, None)
+    for name in names:
+        if name not in merged:
+            spec = constraints.get(name)
+            twin = signatures.get(_signature(spec)) if isinstance(spec, dict) else None
+            if twin is not None:
+                raise ConfigError(f'{name!r} repeats the robot description\'s {twin!r} (the same '
+                                  f'{merged[twin]["type"]} row); remove it, or name it {twin!r} to refine the '
+                                  'file\'s', file=config_path, key=f'constraints.{name}')
+            merged[name] = spec
+    out = {k: v for k, v in constraints.items() if k != 'names' and k not in merged}
+    out.update(merged)
+    out['names'] = list(closures) + [n for n in names if n not in closures]
+    return out

@@ -1,0 +1,600 @@
+"""The one settings schema: every key of a robot setup, declared once.
+
+A robot setup (docs/config.md) is read by the CLI (``uk-controller``), by the
+ROS nodes (as ROS parameters: the same keys flattened to dotted names, ``-p``
+overrides, ``ros2 param set``) and by the serial layer. Every key they accept
+is one :class:`~uk_controller.settings.setting.Setting` in :data:`SETTINGS` below:
+dotted key, type, default, unit, accepted range or choices, whether it may
+change while the controller runs (``live``) and a one-line description
+(uk_controller/settings/setting.py declares the record and checks one value against it). Everything that reads a setup goes through this module:
+
+- :func:`check` walks a loaded parameter tree: an unknown key is an error that
+  names the file and key and suggests the closest valid key (difflib); every
+  known value is checked against its type and range (the range is in the
+  message). Cross-key rules (:func:`check_cross`): watchdog longer than the
+  control period, stabilization not faster than the rate allows, at most
+  :data:`MAX_STEPS` simulated periods, transient and measurement delay shorter than the run.
+- :func:`default` is the only place a default lives.
+- :func:`~uk_controller.settings.setting.check_value` is what ``-p``, ``ros2 param set``
+  and CLI flags (:func:`arg_type`) use for a single value.
+- :func:`markdown_table` generates the reference table of docs/config.md
+  (a test checks that the file holds exactly this table).
+
+Maps of named items (``actuators.<name>``, ``constraints.<name>``,
+``hardware.<motor>``) are written with ``<name>`` in the key; the item must be
+listed in the map's ``names`` list. Keys that exist only for one ``type`` of
+constraint or trajectory carry ``when=('type', (...))``: such a key under an
+item of another type is an error naming the type and its keys. Only a
+callable constraint's ``params`` is a user-defined map (passed as is to the
+user's function).
+
+Adding a key is ONE entry in :data:`SETTINGS` (or ``register(Setting(...))``
+from another module); the docs table follows with ``python -m
+uk_controller.settings --write-docs``. Named choices implemented by a table elsewhere
+(pseudo-inverse methods, motor protocols, plants, integrators, trajectory types) are read
+from that table (:class:`~uk_controller.settings.setting.RegistryNames`), and each motor protocol's
+``hardware.<protocol>.*`` keys come from its codec (``SETTINGS``).
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import math
+
+from ..files.parameter_file import ConfigError
+from .setting import NONE, RegistryNames, Setting, check_value, number_ok
+from ..constraints.trajectories import TYPES as TRAJECTORY_TYPES
+
+#: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
+MAX_STEPS = 2_000_000
+
+
+def _S(key, type_, default=NONE, unit='', doc='', **kw):
+    return Setting(key, type_, default, unit, doc, **kw)
+
+
+def _pos(key, default, unit, doc, high=None, **kw):
+    """A finite number > 0 (and <= high)."""
+    return Setting(key, 'float', default, unit, doc, low=0.0, low_open=True, high=high, **kw)
+
+
+def _nonneg(key, default, unit, doc, high=None, **kw):
+    return Setting(key, 'float', default, unit, doc, low=0.0, high=high, **kw)
+
+
+# Choices implemented by a table elsewhere are read from that table (when first asked, see
+# RegistryNames): a name added there is accepted here, by the CLI flags and in docs/config.md.
+PINV_METHODS = RegistryNames('uk_controller.core.pinv.reference', 'PINV_METHODS')
+PROTOCOLS = RegistryNames('uk_controller.hardware.registry', 'PROTOCOLS')
+PLANTS = RegistryNames('uk_controller.sim.plants', 'PLANTS')
+INTEGRATORS = RegistryNames('uk_controller.sim.plants', 'INTEGRATORS')
+CONSTRAINT_TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure',
+                    'callable')
+_ALL_TRAJ = TRAJECTORY_TYPES
+
+
+def _traj(key, type_, types, doc, **kw):
+    """A key of ``constraints.<name>.trajectory`` (also the joint_linear value trajectory)."""
+    return Setting(f'constraints.<name>.trajectory.{key}', type_, kw.pop('default', NONE), kw.pop('unit', ''),
+                   doc, when=('type', tuple(types)), **kw)
+
+
+def _con(key, type_, types, doc, **kw):
+    return Setting(f'constraints.<name>.{key}', type_, kw.pop('default', NONE), kw.pop('unit', ''), doc,
+                   when=('type', tuple(types)), **kw)
+
+
+SETTINGS = [
+    # ------------------------------------------------------------------ robot
+    _S('robot.name', 'str', NONE, '', 'robot name (default: the file name)'),
+    _S('robot.urdf', 'str', NONE, '', 'URDF or .xacro file (relative to this file, package:// or absolute); one '
+       'of urdf, mjcf, sdf'),
+    _S('robot.xacro_args', 'map', NONE, '', 'xacro arguments (free-form map) when robot.urdf is a .xacro'),
+    _S('robot.mjcf', 'str', NONE, '', 'MuJoCo MJCF file; its connect/weld equalities become closures, its '
+       'joint/tendon equalities couplings'),
+    _S('robot.sdf', 'str', NONE, '', 'SDF model file; joints that close loops become closures'),
+    _S('robot.joints', 'strs', NONE, '', 'generalized coordinates, order of q (default: URDF order)'),
+    _S('robot.initial_position', 'floats', NONE, 'rad or m', 'q at t = 0 (default: zeros)'),
+    _S('robot.initial_velocity', 'floats', NONE, 'rad/s or m/s', "q' at t = 0 (default: zeros)"),
+    _S('robot.gravity', 'floats', NONE, 'm/s^2', "gravity vector (default: Pinocchio's)", length=3),
+    _S('robot.joint_dynamics', 'str', 'description', '', "passive joint dynamics (damping, springs, armature, "
+       "friction): as the description gives them, or none (in the model, both plants and the controller)",
+       choices=('description', 'none')),
+    _pos('robot.friction_velocity', 0.01, 'rad/s or m/s', "Coulomb friction f sign(q') is modelled as "
+         "f tanh(q'/v) with this v", high=10.0),
+    _S('robot.allow_nonphysical', 'bool', False, '', 'accept a description whose moving bodies have a mass '
+       '<= 0 or an inertia that is not positive definite or breaks the triangle inequality (warnings instead '
+       'of an error; docs/guarantees.md)'),
+    # ------------------------------------------------------------------ actuators
+    _S('actuators.names', 'strs', NONE, '', 'actuators, order of the effort vector u (default: one per joint)'),
+    _S('actuators.<name>.joint', 'str', NONE, '', 'tree joint the actuator drives (or between)'),
+    _S('actuators.<name>.between', 'strs', NONE, '', 'two bodies the actuator acts between (or joint)', length=2),
+    _S('actuators.<name>.tendon', 'str', NONE, '', 'fixed tendon of the MJCF the actuator pulls (column: its '
+       'coefficients)'),
+    _S('actuators.<name>.axis', 'floats', NONE, '', 'axis of a between actuator (world frame)', length=3),
+    _pos('actuators.<name>.effort_limit', NONE, 'N m or N', 'effort limit (default: URDF limit; between: none)'),
+    # ------------------------------------------------------------------ constraints
+    _S('constraints.names', 'strs', NONE, '', 'constraints, evaluation order'),
+    _S('constraints.<name>.type', 'str', NONE, '', 'constraint type', choices=CONSTRAINT_TYPES),
+    _S('constraints.<name>.role', 'str', NONE, '', 'passive: closure of the mechanism; servo: task (Chen)',
+       choices=('passive', 'servo')),
+    _con('frame', 'str', ('frame_position', 'frame_orientation'), 'frame that follows the task'),
+    _con('axes', 'strs', ('frame_position', 'loop_closure'), 'position components (subset of x, y, z)',
+         choices=('x', 'y', 'z')),
+    _con('mode', 'str', ('frame_orientation', 'loop_closure'),
+         'orientation: planar | so3; closure: position | weld', choices=('planar', 'so3', 'position', 'weld')),
+    _con('axis', 'floats', ('frame_orientation',), 'rotation axis of a planar orientation', length=3),
+    _con('reference', 'floats', ('frame_orientation', 'loop_closure', 'joint_polynomial'),
+         'reference direction (joint_polynomial: the joints\' reference positions r1, r2)'),
+    _con('zero_direction', 'floats', ('frame_orientation',), 'direction of angle zero', length=3),
+    _con('coefficients', 'floats', ('joint_linear',), 'coefficients . q = value'),
+    _con('joints', 'strs', ('joint_linear', 'joint_polynomial'), 'joints the coefficients belong to '
+         '(joint_polynomial: [joint1, joint2])'),
+    _con('polycoef', 'floats', ('joint_polynomial',), 'MuJoCo joint equality: q1 - r1 = sum c_k (q2 - r2)^k, '
+         'k = 0..4'),
+    _con('value', 'float', ('joint_linear',), 'constant value of coefficients . q', unit='rad or m'),
+    _con('frames', 'strs', ('loop_closure',), 'the two frames that coincide', length=2),
+    _con('angle_axis', 'floats', ('loop_closure',), 'axis of the planar relative angle', length=3),
+    _con('function', 'str', ('callable',), 'package.module:function or file.py:function'),
+    _con('params', 'map', ('callable',), 'user parameters passed to the function (free-form)'),
+    _con('rows', 'int', ('callable',), 'number of rows (default: probed)', low=1),
+    _con('order', 'int', ('callable',), '2 (acceleration rows) or 1 (first-order rows)', low=1, high=2),
+    _con('trajectory', 'section', ('frame_position', 'frame_orientation', 'joint_linear'), 'the desired motion'),
+    _traj('type', 'str', _ALL_TRAJ, 'trajectory type', choices=TRAJECTORY_TYPES),
+    _traj('start_time', 'float', _ALL_TRAJ, 'trajectory time of t = 0', unit='s'),
+    _traj('phase', 'float', ('helix', 'line', 'object_motion', 'circle'), 'phase', unit='rad'),
+    _traj('components', 'floats', _ALL_TRAJ, 'indices of the components used'),
+    _traj('radius', 'float', ('helix', 'circle'), 'radius', unit='m', low=0.0),
+    _traj('omega', 'float', ('helix', 'line', 'object_motion', 'circle'), 'angular frequency', unit='rad/s'),
+    _traj('centre', 'floats', ('helix', 'line', 'circle'), 'centre', unit='m'),
+    _traj('rate', 'float', ('helix',), 'axial speed', unit='m/s'),
+    _traj('pitch', 'float', ('helix',), 'axial advance per turn (instead of rate)', unit='m'),
+    _traj('direction', 'floats', ('line',), 'direction of the line'),
+    _traj('amplitude', 'any', ('line', 'object_motion'), 'amplitude (line: number; object_motion: 3 numbers)'),
+    _traj('length', 'float', ('object_motion',), 'object length', unit='m', low=0.0, low_open=True),
+    _traj('offset', 'floats', ('object_motion',), 'object offset', unit='m', length=3),
+    _traj('u', 'floats', ('circle',), 'first plane axis'),
+    _traj('v', 'floats', ('circle',), 'second plane axis'),
+    _traj('times', 'floats', ('polynomial', 'spline'), 'waypoint times', unit='s'),
+    _traj('waypoints', 'floats', ('polynomial', 'spline'), 'waypoints, flat list'),
+    _traj('dim', 'int', ('polynomial', 'spline'), 'components per waypoint', low=1),
+    _traj('bc_type', 'str', ('spline',), 'boundary condition', choices=('clamped', 'natural', 'not-a-knot')),
+    _traj('value', 'floats', ('hold',), 'held value'),
+    # ------------------------------------------------------------------ stabilization
+    _S('stabilization.convention', 'str', 'critical', '', "critical: phi''+2w phi'+w^2 phi=0; seed000: "
+       "phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0; none", live=True,
+       choices=('critical', 'seed000', 'squared', 'none')),
+    _S('stabilization.omega', 'floats', 10.0, 'rad/s', 'critical: natural frequency (one, or one per row)',
+       low=0.0, low_open=True, high=1000.0, live=True),
+    _S('stabilization.alpha', 'floats', NONE, '1/s', 'seed000/squared: damping gain (one, or one per row)',
+       low=0.0, low_open=True, high=2000.0, live=True),
+    _S('stabilization.beta', 'floats', NONE, '1/s^2 or 1/s', 'seed000: stiffness gain; squared: its square root',
+       low=0.0, low_open=True, high=1.0e6, live=True),
+    # ------------------------------------------------------------------ control
+    _pos('control.rate', 1000.0, 'Hz', 'control rate', high=20000.0),
+    _S('control.pinv', 'str', 'svd', '', 'pseudo-inverse method', choices=PINV_METHODS),
+    _pos('control.rcond', 1.0e-10, '', 'rank tolerance relative to the largest singular value', high=1.0),
+    _nonneg('control.damping', 1.0e-6, '', 'damped least squares only', high=1.0e3),
+    _S('control.safe_effort', 'str', 'zero', '', 'effort on bad input or numerical failure', live=True,
+       choices=('zero', 'hold')),
+    _S('control.friction_compensation', 'bool', True, '', "the controller's model includes the description's "
+       'Coulomb friction (false: the plant has it, the controller does not)'),
+    _pos('control.state_timeout', 0.1, 's', 'ROS node and serial runner: state older than this (by arrival) '
+         'gives the safe effort', high=10.0, live=True),
+    _pos('control.clock_skew', 0.05, 's', 'ROS node: a stamp more than this ahead of the node clock is clock '
+         'skew (rejected)', high=10.0, live=True),
+    _nonneg('control.soft_start', 1.0, 's', 're-arming after an interruption ramps the stabilization from 0 to '
+            'its gains over this time (0: off); the trajectory clock is held during the interruption',
+            high=60.0, live=True),
+    # ------------------------------------------------------------------ redundancy resolution
+    _S('posture.enabled', 'bool', True, '', 'hold the free directions the task leaves (its null space) at a '
+       'posture, on the closure-projected dynamics (task and closures untouched); used only where the task '
+       'leaves freedom'),
+    _S('posture.reference', 'floats', NONE, 'rad or m', 'posture q_ref, one per joint (default: '
+       'robot.initial_position)'),
+    _pos('posture.omega', 5.0, 'rad/s', "natural frequency of the posture: a_p = -w^2 (q - q_ref) - 2 zeta w q'",
+         high=1.0e4),
+    _pos('posture.damping_ratio', 1.0, '', 'zeta of the posture (1: critically damped)', high=100.0),
+    _nonneg('posture.limit_margin', 0.05, '', 'joint-limit avoidance: repel a joint inside this fraction of its '
+            'URDF range from either end (0: off; joints without limits: none)', high=0.5),
+    _pos('posture.limit_omega', 20.0, 'rad/s', 'natural frequency of the joint-limit repulsion (critically '
+         'damped, acting only inside the margin)', high=1.0e4),
+    _S('internal_force.effort', 'floats', NONE, 'N m or N', 'redundant actuation: internal-force (preload, '
+       'squeeze) target, one per actuator; its component that moves nothing is added (default: none, the '
+       'minimum-norm distribution)'),
+    # ------------------------------------------------------------------ simulation
+    _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
+    _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=INTEGRATORS),
+    _S('simulation.plant', 'str', 'uk', '', 'uk_sim_node: embedded UK plant or MuJoCo', choices=PLANTS),
+    _S('simulation.substeps', 'int', 4, '', 'RK4 steps per control period (CLI --substeps)', low=1, high=1000),
+    _pos('simulation.mass_scale', 1.0, '', 'plant inertias x this factor, model mismatch (CLI --mass-scale)',
+         high=1000.0),
+    _nonneg('simulation.sensor_noise', 0.0, 'rad or m', 'std of position noise (CLI --noise)', high=10.0),
+    _S('simulation.measurement_delay', 'int', 0, 'periods', 'measurement delay (CLI --delay); shorter than the run, '
+       'the first periods have no measurement and return the safe effort', low=0, high=10000),
+    _S('simulation.log_every', 'int', 1, 'periods', 'log.csv holds every Nth control step (the summary covers all; '
+       'CLI --log-every)', low=1, high=1_000_000),
+    _nonneg('simulation.transient', NONE, 's', 'excluded from the error statistics (default: a fifth of the run, '
+            'at most 2 s; CLI --transient)', high=3600.0),
+    _pos('simulation.closure_omega', 50.0, 'rad/s', "plant's own closure stabilization (critical)", high=1.0e4),
+    _pos('simulation.mujoco_timestep', 2.5e-4, 's', 'MuJoCo plant step', high=0.1),
+    _pos('simulation.rate', NONE, 'Hz', 'uk_sim_node: plant publish rate (default: control.rate)', high=20000.0),
+    _S('simulation.publish_clock', 'bool', False, '', 'uk_sim_node: publish /clock'),
+    _S('simulation.lockstep', 'bool', False, '', 'uk_sim_node: advance only when an effort command arrives'),
+    _pos('simulation.real_time_factor', 1.0, '', 'uk_sim_node: simulated seconds per wall second', high=1000.0),
+    _pos('simulation.lockstep_resend', 0.1, 's', 'uk_sim_node: resend the state after this long without a '
+         'command (lockstep)', high=60.0),
+    _pos('simulation.clock_start', 1.0, 's', 'uk_sim_node: /clock time of the first sample', high=1.0e6),
+    _S('simulation.wait_for_subscribers', 'int', 1, '', 'uk_sim_node: subscribers to wait for before starting',
+       low=0, high=100),
+    _S('simulation.max_command_lag', 'int', 0, 'periods', 'uk_sim_node on /clock: wait after this many periods '
+       'without a command (0: never)', low=0, high=100000),
+    # ------------------------------------------------------------------ hardware
+    _S('hardware.protocol', 'str', 'uk_binary', '', 'serial protocol (run --protocol)', choices=PROTOCOLS),
+    _S('hardware.port', 'str', '/dev/ttyUSB0', '', 'serial port (run --port)'),
+    _S('hardware.baud', 'int', 1000000, 'baud', 'baud rate (run --baud)', low=1200, high=20_000_000),
+    _pos('hardware.watchdog', 0.05, 's', 'no command or feedback for this long: torque off (run --watchdog); '
+         'longer than the control period', high=10.0),
+    _pos('hardware.rate', NONE, 'Hz', 'bus rate (run --rate; default: control.rate)', high=20000.0),
+    _S('hardware.motors', 'strs', NONE, '', 'one motor per actuator, same names as actuators.names'),
+    _S('hardware.<name>.id', 'int', NONE, '', 'bus id (default: position in hardware.motors + 1)', low=0, high=253),
+    _S('hardware.<name>.gear_ratio', 'float', 1.0, '', 'q = direction theta / gear_ratio + zero_offset'),
+    _pos('hardware.<name>.torque_constant', 1.0, 'N m/A', 'motor torque per ampere'),
+    _S('hardware.<name>.direction', 'float', 1.0, '', '1.0 or -1.0'),
+    _S('hardware.<name>.zero_offset', 'float', 0.0, 'rad or m', 'joint position at motor angle 0'),
+    _S('hardware.<name>.position_limit', 'floats', NONE, 'rad or m', '[lower, upper], joint side', length=2),
+    _pos('hardware.<name>.velocity_limit', NONE, 'rad/s', 'joint side'),
+    _pos('hardware.<name>.torque_limit', NONE, 'N m', 'motor side (default: effort_limit / gear_ratio)'),
+    # hardware.<protocol>.* : declared by each protocol's codec (SETTINGS), inserted here by _protocol_settings
+    # ------------------------------------------------------------------ ros (node-only)
+    _S('ros.joint_states_topic', 'str', '/joint_states', '', 'joint states in'),
+    _S('ros.effort_topic', 'str', '/effort_controller/commands', '', 'efforts out'),
+    _S('ros.output_type', 'str', 'float64_multi_array', '', 'message type of the efforts',
+       choices=('float64_multi_array', 'joint_trajectory', 'joint_state')),
+    _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
+    _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state',
+       choices=('timer', 'state')),
+    _S('ros.trajectory_start', 'float', 0.0, 's', 'trajectory time at start', live=True),
+    _pos('ros.diagnostics_period', 1.0, 's', '/diagnostics period', high=3600.0),
+    _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=('single_threaded', 'multi_threaded')),
+    _S('ros.effort_joints', 'strs', NONE, '', 'order of the effort command (actuators or their joints)'),
+    # issue 13 (control thread, loop telemetry, overrun policy): checked again by ros/loop_timing.py
+    _S('ros.loop.mode', 'str', 'thread', '', 'thread: own control thread (wall clock); timer: rclpy timer',
+       choices=('thread', 'timer')),
+    _S('ros.loop.priority', 'int', 0, '', 'SCHED_FIFO priority of the loop thread (0: normal)', low=0, high=99),
+    _S('ros.loop.cpus', 'floats', NONE, '', 'CPU numbers the loop thread may run on (empty: any)', low=0),
+    _S('ros.loop.mlockall', 'bool', False, '', 'lock the process memory'),
+    _S('ros.loop.spin_us', 'float', 50.0, 'us', 'busy-wait before each deadline', low=0.0, high=10000.0),
+    _S('ros.loop.window', 'float', 1.0, 's', 'telemetry window (~/loop_timing)', low=0.05, high=60.0),
+    _S('ros.overrun.warn_after', 'int', 10, 'periods', 'consecutive missed deadlines before a WARN (0: never)',
+       low=0),
+    _S('ros.overrun.safe_after', 'int', 100, 'periods', 'consecutive missed deadlines before the safe effort '
+       '(0: never)', low=0),
+    _S('ros.overrun.recover_after', 'int', 10, 'periods', 'periods on time in a row before controlling again',
+       low=1),
+]
+
+
+def _protocol_settings():
+    """The ``hardware.<protocol>.<option>`` keys: each protocol of the motor registry declares its own
+    in ``protocols/<name>/codec.py`` (``SETTINGS``), so adding a protocol is one subpackage and one
+    registry line (uk_controller/hardware/registry.py). The registry and the codecs are plain Python
+    (no pyserial, dynamixel_sdk); they are named here, not imported at the top, because hardware/ sits
+    above the schema in the layers."""
+    registry = importlib.import_module('uk_controller.hardware.registry')
+    return [s for entry in registry.PROTOCOLS.values() for s in entry.settings()]
+
+
+# after the generic hardware keys, before ros.* (the order of the docs table)
+_AT = next(i for i, s in enumerate(SETTINGS) if s.key.startswith('ros.'))
+SETTINGS[_AT:_AT] = _protocol_settings()
+
+_TREE = {}
+_BY_KEY = {}
+
+
+def register(*settings):
+    """Add settings (another module's keys); a key may be declared once per ``when``."""
+    for s in settings:
+        ident = (s.key, s.when)
+        if ident in _BY_KEY:
+            raise ValueError(f'setting {s.key} declared twice')
+        _BY_KEY[ident] = s
+        node = _TREE
+        parts = s.key.split('.')
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f'setting {s.key}: {part} is a value')
+        if s.type == 'section':
+            node.setdefault(parts[-1], {})
+        else:
+            node.setdefault(parts[-1], []).append(s)
+        if s not in SETTINGS:
+            SETTINGS.append(s)
+
+
+def _build():
+    _TREE.clear()
+    _BY_KEY.clear()
+    for s in list(SETTINGS):
+        register(s)
+
+
+_build()
+
+
+def lookup(key):
+    """The Setting of a dotted key (``control.rate``, ``actuators.motor1.joint`` or with ``<name>``)."""
+    for s in SETTINGS:
+        if s.key == key:
+            return s
+    parts = key.split('.')
+    for s in SETTINGS:
+        sp = s.key.split('.')
+        if len(sp) == len(parts) and all(a == b or a == '<name>' for a, b in zip(sp, parts)):
+            return s
+    return None
+
+
+def default(key):
+    """The one default of `key` (None when it has none)."""
+    s = lookup(key)
+    if s is None:
+        raise KeyError(f'{key} is not a setting')
+    return s.default
+
+
+def get(params, key):
+    """Value of dotted `key` in a nested parameter dict, or its schema default."""
+    node = params
+    for part in key.split('.'):
+        if not isinstance(node, dict) or node.get(part) is None:
+            return default(key)
+        node = node[part]
+    return node
+
+
+def is_live(key):
+    s = lookup(key)
+    return bool(s is not None and s.live)
+
+
+def live_keys():
+    return [s.key for s in SETTINGS if s.live]
+
+
+# ---------------------------------------------------------------------------- the tree
+
+def _suggest(word, candidates):
+    close = difflib.get_close_matches(word, list(candidates), 1, 0.6)
+    return f' (did you mean {close[0]!r}?)' if close else ''
+
+
+def _names_of(path, node, root):
+    """Names allowed for the ``<name>`` items of the map at `path`."""
+    if path == 'hardware':
+        names = node.get('motors') or (root.get('actuators') or {}).get('names')
+    else:
+        names = node.get('names')
+    if isinstance(names, str):
+        names = [names]
+    return [n for n in names if isinstance(n, str)] if isinstance(names, (list, tuple)) else []
+
+
+def _has_file_closures(root):
+    robot = root.get('robot')
+    if not isinstance(robot, dict):
+        return True                 # no description yet: the loader reports that first
+    given = [k for k in ('urdf', 'mjcf', 'sdf') if robot.get(k) is not None]
+    return not given or any(k in given for k in ('mjcf', 'sdf'))
+
+
+def check(params, file=None, *, prefix=''):
+    """Check a nested parameter tree against the schema: unknown keys, types, ranges, cross-key rules.
+
+    Raises :class:`ConfigError` naming `file` and the dotted key. Returns `params` unchanged.
+    """
+    if params is None:
+        return params
+    if not isinstance(params, dict):
+        raise ConfigError('ros__parameters must be a map', file=file)
+    _walk(params, _TREE, prefix, params, file)
+    check_cross(params, file)
+    return params
+
+
+def _walk(node, tree, path, root, file):
+    for key, value in node.items():
+        key = str(key)
+        dotted = f'{path}.{key}' if path else key
+        child = tree.get(key)
+        if child is None and '<name>' in tree:
+            if key in _names_of(path, node, root) or (path == 'constraints' and _has_file_closures(root)):
+                child = tree['<name>']       # (a closure of an MJCF/SDF file may be refined by name)
+        if child is None:
+            options = [k for k, v in tree.items() if k != '<name>' and (
+                isinstance(v, dict) or any(_applies(x, node, dotted, file, raise_=False) for x in v))]
+            if '<name>' in tree:
+                options += _names_of(path, node, root)
+            where = f"section '{path}'" if path else 'the top level'
+            hint = _suggest(key, options) or _suggest(key, [s.key for s in SETTINGS])
+            if '<name>' in tree and path in ('actuators', 'constraints', 'hardware') and isinstance(value, dict):
+                listed = 'hardware.motors' if path == 'hardware' else f'{path}.names'
+                raise ConfigError(f'unknown key: {key!r} is not a key of {where} and not listed in {listed}'
+                                  + hint, file=file, key=dotted)
+            raise ConfigError(f'unknown key: {key!r} is not a key of {where}{hint}; valid: '
+                              + ', '.join(sorted(options)), file=file, key=dotted)
+        if isinstance(child, dict):
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(f'must be a map, got {value!r}', file=file, key=dotted)
+            applies = [s for s in _BY_KEY.values() if s.type == 'section' and _same(s.key, dotted)]
+            for s in applies:
+                _applies(s, node, dotted, file)
+            _walk(value, child, dotted, root, file)
+            continue
+        if value is None:
+            continue
+        chosen = None
+        for s in child:
+            if _applies(s, node, dotted, file, raise_=False):
+                chosen = s
+                break
+        if chosen is None:
+            _applies(child[0], node, dotted, file)      # raises naming the discriminator
+        check_value(chosen, value, file=file, key=dotted)
+
+
+def _same(pattern, dotted):
+    a, b = pattern.split('.'), dotted.split('.')
+    return len(a) == len(b) and all(x == y or x == '<name>' for x, y in zip(a, b))
+
+
+def _applies(setting, node, dotted, file, raise_=True):
+    if not setting.when:
+        return True
+    sibling, values = setting.when
+    actual = node.get(sibling)
+    if actual is None or actual in values or not isinstance(actual, str):
+        return True
+    if not raise_:
+        return False
+    parent = dotted.rsplit('.', 1)[0]
+    valid = sorted({s.key.rsplit('.', 1)[1] for s in _BY_KEY.values()
+                    if _same(s.key.rsplit('.', 1)[0], parent) and (not s.when or actual in s.when[1])})
+    leaf = dotted.rsplit('.', 1)[1]
+    raise ConfigError(f'unknown key: {leaf!r} is not a key of {sibling} {actual!r}'
+                      f'{_suggest(leaf, valid)}; valid: {", ".join(valid)}', file=file, key=dotted)
+
+
+# ---------------------------------------------------------------------------- cross-key rules
+
+def natural_frequency(stab):
+    """Largest natural frequency [rad/s] of the stabilization section (0 for none)."""
+    stab = stab or {}
+    convention = stab.get('convention', default('stabilization.convention'))
+
+    def biggest(key, fallback=0.0):
+        v = stab.get(key, fallback)
+        v = v if isinstance(v, (list, tuple)) else [v]
+        vals = [abs(float(x)) for x in v if number_ok(x) and math.isfinite(x)]
+        return max(vals, default=0.0)
+    if convention == 'critical':
+        return biggest('omega', default('stabilization.omega'))
+    if convention == 'seed000':
+        return max(math.sqrt(biggest('beta')), biggest('alpha') / 2.0)
+    if convention == 'squared':
+        return max(biggest('beta'), biggest('alpha'))
+    return 0.0
+
+
+def check_cross(params, file=None, *, names=None):
+    """Rules between keys. `names` maps keys to what the user typed (CLI flags) for the messages."""
+    names = names or {}
+
+    def label(key):
+        return names.get(key, key)
+    rate = get(params, 'control.rate')
+    hw = params.get('hardware') if isinstance(params.get('hardware'), dict) else {}
+    bus_rate = hw.get('rate') or rate
+    if hw and number_ok(bus_rate) and bus_rate > 0 and number_ok(hw.get('watchdog', 0.05)):
+        watchdog = hw.get('watchdog', default('hardware.watchdog'))
+        if watchdog <= 1.0 / bus_rate:
+            raise ConfigError(f'{watchdog:g} s is not longer than the control period 1/{bus_rate:g} Hz = '
+                              f'{1.0 / bus_rate:g} s; accepted: ({1.0 / bus_rate:g}, 10] s',
+                              file=file, key=label('hardware.watchdog'))
+    if number_ok(rate) and rate > 0:
+        w = natural_frequency(params.get('stabilization'))
+        limit = 0.25 * rate
+        if w > limit:
+            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for {label("control.rate")} {rate:g} Hz '
+                              f'(a sampled loop needs w <= rate/4 = {limit:g} rad/s)', file=file,
+                              key=label('stabilization.omega' if 'omega' in (params.get('stabilization') or {})
+                                        or not params.get('stabilization') else 'stabilization.beta'))
+        sim = params.get('simulation') if isinstance(params.get('simulation'), dict) else {}
+        duration = sim.get('duration', default('simulation.duration'))
+        if number_ok(duration) and duration * rate > MAX_STEPS:
+            raise ConfigError(f'{duration:g} s at {rate:g} Hz is {duration * rate:.3g} control periods; at most '
+                              f'{MAX_STEPS} per run (lower {label("control.rate")} or {label("simulation.duration")})',
+                              file=file, key=label('simulation.duration'))
+        delay = sim.get('measurement_delay', default('simulation.measurement_delay'))
+        if number_ok(delay) and number_ok(duration) and delay > 0 and delay >= round(duration * rate):
+            periods = int(round(duration * rate))
+            raise ConfigError(f'{delay} periods is not shorter than the run ({periods} periods: {duration:g} s at '
+                              f'{rate:g} Hz), so no measurement would ever reach the controller; accepted: '
+                              f'[0, {max(periods - 1, 0)}] periods', file=file,
+                              key=label('simulation.measurement_delay'))
+        transient = sim.get('transient')
+        if number_ok(transient) and number_ok(duration) and transient >= duration:
+            raise ConfigError(f'{transient:g} s is not shorter than the run ({duration:g} s); accepted: '
+                              f'[0, {duration:g}) s', file=file, key=label('simulation.transient'))
+
+
+# ---------------------------------------------------------------------------- CLI and docs
+
+def arg_type(key, flag):
+    """An argparse ``type=`` that checks a flag against setting `key` (message names flag, key, range)."""
+    import argparse
+    setting = lookup(key)
+
+    def parse(text):
+        try:
+            value = int(text) if setting.type == 'int' else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f'{text!r} is not a {"whole number" if setting.type == "int" else "number"} '
+                f'({key}; accepted: {setting.range_text()})') from None
+        try:
+            checked = check_value(setting, value, key=key)
+            return value if setting.type == 'floats' else checked
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(f'{exc.message} ({key})') from None
+    parse.__name__ = flag
+    return parse
+
+
+def markdown_table():
+    """The reference table of docs/config.md (generated; ``--write-docs`` updates the file)."""
+    lines = ['| key | type | default | unit | accepted | live | description |',
+             '|---|---|---|---|---|---|---|']
+    for s in SETTINGS:
+        if s.type == 'section':
+            continue
+        cond = f' (type {", ".join(s.when[1])})' if s.when and len(s.when[1]) < 7 else ''
+        dflt = '' if s.default is None else f'`{s.default}`'
+        accepted = s.range_text() if s.type not in ('map', 'any') else ''
+        doc = (s.doc + cond).replace('|', '\\|')
+        lines.append(f'| `{s.key}` | {s.type} | {dflt} | {s.unit} | {accepted.replace("|", "/")} | '
+                     f'{"yes" if s.live else ""} | {doc} |')
+    return '\n'.join(lines) + '\n'
+
+
+DOC_BEGIN = '<!-- settings table: generated by python -m uk_controller.settings --write-docs -->'
+DOC_END = '<!-- end of settings table -->'
+
+
+def write_docs(path):
+    from pathlib import Path
+    path = Path(path)
+    text = path.read_text()
+    head, _, rest = text.partition(DOC_BEGIN)
+    _, _, tail = rest.partition(DOC_END)
+    path.write_text(head + DOC_BEGIN + '\n\n' + markdown_table() + '\n' + DOC_END + tail)
+
+
+def main(argv=None):
+    """``python -m uk_controller.settings [--write-docs]``: print the settings table, or write it into
+    docs/config.md between its markers."""
+    import sys
+    from pathlib import Path
+    argv = sys.argv[1:] if argv is None else argv
+    if '--write-docs' in argv:
+        write_docs(Path(__file__).resolve().parents[2] / 'docs' / 'config.md')
+    else:
+        sys.stdout.write(markdown_table())
+
+
+if __name__ == '__main__':
+    main()
