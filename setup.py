@@ -58,12 +58,13 @@ setup(
         # Optional compiled kernels for the control step (uk_controller/kernels/); the
         # NumPy/LAPACK path is used without it. UK_CONTROLLER_NUMBA=0 disables it.
         'fast': ['numba'],
-        'serial': ['pyserial', 'dynamixel-sdk'],
+        # the motor protocols: pyserial (uk_binary, odrive), dynamixel-sdk, python-can (can_mit)
+        'serial': ['pyserial', 'dynamixel-sdk', 'python-can'],
         'ros': ROS_FROM_PYPI,
         # `uk-controller sweep` (Ray cluster, Parquet tables) and MCAP recordings
         # (`simulate --mcap`, ROS 2 CDR written from message-definition text, no rclpy)
         'sweep': ['ray', 'pyarrow', 'mcap', 'mcap-ros2-support'],
-        'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'numba',
+        'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'python-can', 'numba',
                  # a real `colcon build` of this package in test_colcon_build.py
                  'colcon-common-extensions', 'colcon-ros', 'ros-ament-package',
                  # sweep tests (local Ray head on loopback, Parquet) and MCAP read-back

@@ -175,6 +175,10 @@ class MotorBus:
     def clear_faults(self) -> None:
         """Clear latched device faults (if the protocol has the notion)."""
 
+    def describe_faults(self, fault) -> str:
+        """The motor faults of a feedback's ``fault`` array for people (protocols name their codes)."""
+        return f'motor fault {np.asarray(fault).tolist()}'
+
     # helpers for subclasses
     def _write_bytes(self, data: bytes):
         import serial

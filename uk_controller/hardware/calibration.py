@@ -56,6 +56,7 @@ class MotorCalibration:
     velocity_limit: float = math.inf
     torque_limit: float = math.inf
     joint: str | None = None          # tree joint the actuator drives (None: `between`)
+    sections: dict = field(default_factory=dict)   # protocol maps of hardware.<name> (e.g. ``mit``)
 
 
 @dataclass
@@ -204,7 +205,8 @@ class HardwareConfig:
                     position_limit=tuple(float(x) for x in entry.get('position_limit', (-math.inf, math.inf))),
                     velocity_limit=float(entry.get('velocity_limit', math.inf)),
                     torque_limit=float(entry['torque_limit']) if 'torque_limit' in entry else math.nan,
-                    joint=joints[i])
+                    joint=joints[i],
+                    sections={k: dict(v) for k, v in entry.items() if isinstance(v, dict)})
             except (TypeError, ValueError) as exc:
                 raise _err(source, key, f'bad value ({exc})') from None
             if mc.gear_ratio == 0:
@@ -220,8 +222,8 @@ class HardwareConfig:
             if not mc.velocity_limit > 0 or not mc.torque_limit > 0:
                 raise _err(source, key, 'velocity_limit and torque_limit must be > 0')
             motors.append(mc)
-        # the protocol sections hardware.<name>; their defaults (registry.Protocol.defaults) are
+        # the protocol sections hardware.<section>; their defaults (registry.Protocol.defaults) are
         # filled in by registry.make_bus / make_emulator for the protocol in use
-        options = {k: v for k, v in hw.items() if isinstance(v, dict) and k in registry.PROTOCOLS}
+        options = {k: v for k, v in hw.items() if isinstance(v, dict) and k in registry.sections()}
         return cls(motors=motors, options=options, source=source,
                    effort_limits=np.array(efforts), **kw)

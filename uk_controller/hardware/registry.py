@@ -50,7 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import importlib
 
-__all__ = ['Protocol', 'PROTOCOLS', 'DEFAULT_PROTOCOL', 'names', 'get', 'make_bus', 'make_emulator']
+__all__ = ['Protocol', 'PROTOCOLS', 'DEFAULT_PROTOCOL', 'names', 'sections', 'get', 'make_bus', 'make_emulator']
 
 PACKAGE = 'uk_controller.hardware.protocols'
 
@@ -62,6 +62,12 @@ class Protocol:
     bus: str                    # class in protocols/<name>/bus.py
     device: str                 # class in protocols/<name>/device.py
     package: str = ''           # where codec/bus/device live (default: uk_controller.hardware.protocols.<name>)
+    section: str = ''           # config section of its options, hardware.<section> (default: its name)
+
+    @property
+    def section_name(self) -> str:
+        """The section ``hardware.<section>`` that holds this protocol's options (``OPTIONS``)."""
+        return self.section or self.name
 
     def _module(self, part: str):
         return importlib.import_module(f'{self.package or PACKAGE + "." + self.name}.{part}')
@@ -82,10 +88,18 @@ class Protocol:
         """Calibration defaults: the ``hardware.<name>`` keys and their default values."""
         return dict(self._module('codec').OPTIONS)
 
-    def options(self, given: dict | None) -> dict:
-        """The defaults updated by the config's ``hardware.<name>`` section (known keys only)."""
+    def options(self, given: dict | None, motors=None) -> dict:
+        """The defaults updated by the config's ``hardware.<section>`` section (known keys only).
+
+        A codec with ``MOTOR_SECTION = '<key>'`` (per-motor options ``hardware.<motor>.<key>.*``, e.g.
+        the MIT ranges of ``can_mit``) also gets ``'motors'``: those maps in actuator order, from the
+        :class:`~.calibration.MotorCalibration` list `motors`.
+        """
         out = self.defaults()
         out.update({k: v for k, v in (given or {}).items() if k in out})
+        per_motor = getattr(self._module('codec'), 'MOTOR_SECTION', '')
+        if per_motor and motors is not None:
+            out['motors'] = [dict((getattr(m, 'sections', None) or {}).get(per_motor) or {}) for m in motors]
         return out
 
 
@@ -93,6 +107,7 @@ PROTOCOLS = {p.name: p for p in (
     Protocol('uk_binary', bus='UKBinaryBus', device='UKBinaryDevice'),
     Protocol('dynamixel', bus='DynamixelBus', device='DynamixelDevice'),
     Protocol('odrive', bus='ODriveBus', device='ODriveDevice'),
+    Protocol('can_mit', bus='CanMitBus', device='CanMitDevice', section='can'),
 )}
 DEFAULT_PROTOCOL = 'uk_binary'
 
@@ -100,6 +115,11 @@ DEFAULT_PROTOCOL = 'uk_binary'
 def names() -> tuple:
     """The protocol names, in registry order (CLI ``--protocol`` choices)."""
     return tuple(PROTOCOLS)
+
+
+def sections() -> tuple:
+    """The option sections ``hardware.<section>`` of the protocols (their names unless a line says otherwise)."""
+    return tuple(p.section_name for p in PROTOCOLS.values())
 
 
 def get(name: str) -> Protocol:
@@ -119,11 +139,11 @@ def make_bus(hw, *, port=None, baud=None, protocol=None, timeout=None):
     if timeout is None:
         timeout = max(0.005, min(0.05, hw.watchdog / 2))
     return entry.bus_class()(port or hw.port, int(baud or hw.baud), hw.ids, hw.kt, timeout=timeout,
-                             options=entry.options(hw.options.get(entry.name)))
+                             options=entry.options(hw.options.get(entry.section_name), hw.motors))
 
 
 def make_emulator(protocol: str, plant, hw, **kw):
     """The device emulator of `protocol` for `plant` with calibration `hw` (started by the caller)."""
     entry = get(protocol)
-    kw.setdefault('options', entry.options(hw.options.get(entry.name)))
+    kw.setdefault('options', entry.options(hw.options.get(entry.section_name), hw.motors))
     return entry.device_class()(plant, hw, **kw)

@@ -242,7 +242,7 @@ class SafeBus:
             self.counters['invalid_feedback'] += 1
             if np.any(fb.fault):
                 self.counters['faults'] += 1
-            self.trip('invalid feedback' + (f' (motor fault {fb.fault.tolist()})' if np.any(fb.fault) else ''))
+            self.trip('invalid feedback' + (f' ({self.bus.describe_faults(fb.fault)})' if np.any(fb.fault) else ''))
         if self.state == ARMED and not fb.enabled:
             self.trip('device reports torque off (device watchdog or fault)')
         self.last_reading = Reading(q, qd, u_fb, valid, t, self.state, sent)
