@@ -31,7 +31,7 @@ def test_settings_schema_lists_the_registry_protocols():
 @pytest.mark.parametrize('name', NAMES)
 def test_settings_schema_option_keys_and_defaults_are_the_registry_calibration_defaults(name):
     defaults = registry.get(name).defaults()
-    prefix = f'hardware.{name}.'
+    prefix = f'hardware.{registry.get(name).section_name}.'
     schema = {s.key[len(prefix):]: s for s in S.SETTINGS if s.key.startswith(prefix)}
     assert set(schema) == set(defaults), name
     for key, setting in schema.items():
@@ -79,12 +79,16 @@ def test_protocol_option_keys_are_declared_by_the_codec_only():
     """The schema's ``hardware.<protocol>.*`` entries are the codecs' SETTINGS (no copy in settings.py),
     and a protocol added to the registry brings its codec's keys along."""
     for name in NAMES:
-        prefix = f'hardware.{name}.'
+        entry = registry.get(name)
+        prefix = f'hardware.{entry.section_name}.'
         schema = [s for s in S.SETTINGS if s.key.startswith(prefix)]
-        assert schema == list(registry.get(name).settings()), name
-        assert all(any(s is t for t in S.SETTINGS) for s in registry.get(name).settings())
+        # the section's keys, then (can_mit) the per-motor map hardware.<name>.<MOTOR_SECTION>.*
+        assert schema == [s for s in entry.settings() if s.key.startswith(prefix)], name
+        assert all(s.key.startswith((prefix, 'hardware.<name>.')) for s in entry.settings()), name
+        assert all(any(s is t for t in S.SETTINGS) for s in entry.settings())
     source = (Path(S.__file__)).read_text()
-    assert not any(f"'hardware.{name}." in source for name in NAMES)
+    assert not any(f"'hardware.{section}." in source for section in registry.sections())
+    assert "'hardware.<name>.mit." not in source
 
 
 def test_a_registered_protocol_brings_its_option_settings(tmp_path, monkeypatch):
@@ -105,7 +109,8 @@ def test_a_registered_protocol_brings_its_option_settings(tmp_path, monkeypatch)
 
 def test_a_protocol_missing_from_the_registry_is_refused_by_schema_and_cli(monkeypatch, capsys):
     S.check({'hardware': {'protocol': 'odrive'}}, 'robot.yaml')
-    monkeypatch.delitem(registry.PROTOCOLS, 'odrive')
+    # a copy without it (deleting and restoring the entry would move it to the end of the table)
+    monkeypatch.setattr(registry, 'PROTOCOLS', {k: v for k, v in registry.PROTOCOLS.items() if k != 'odrive'})
     with pytest.raises(ConfigError, match="hardware.protocol.*'odrive' is not one of"):
         S.check({'hardware': {'protocol': 'odrive'}}, 'robot.yaml')
     with pytest.raises(SystemExit) as exit_:

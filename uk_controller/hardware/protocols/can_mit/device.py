@@ -15,7 +15,8 @@ it arrives, held until the next) acts only in motor mode, clipped to +-t_max. Da
 ``damiao``) also take the TIMEOUT register (frame to 0x7FF): without a command for that long in motor
 mode they disable themselves with error 0xD; a test injects the other error codes with
 :meth:`CanMitDevice.inject_error` (the motor disables itself and reports the code until cleared, as the
-drives do). In lockstep the plant advances one period when every motor has had a command.
+drives do). In lockstep the plant advances one period when every motor has had a command, and the
+replies to that set's commands follow the step.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class CanMitDevice(DeviceEmulator):
         self.last_rx = np.full(self.p, self.clock())
         self.command = np.zeros((self.p, 5))       # p, v, kp, kd, tau of the last command
         self.commanded = set()
+        self.waiting = []                          # lockstep: motors whose reply waits for the period's end
         self.frames_seen = []                      # (id, data) of every frame to a motor (tests: the exit frame)
 
     # ---- adapter -------------------------------------------------------------------------------
@@ -56,6 +58,8 @@ class CanMitDevice(DeviceEmulator):
         self.buf.clear()
         self.channel_open = False
         self.motor_mode[:] = False
+        self.waiting = []
+        self.commanded.clear()
         self._apply()
 
     def handle(self, data: bytes) -> list:
@@ -159,9 +163,18 @@ class CanMitDevice(DeviceEmulator):
             self.feed_watchdog()
             self.commanded.add(k)
             self._apply()
-            if len(self.commanded) == self.p:       # a full command set: one lockstep period
+            if self.time_mode == 'lockstep':
+                # one plant period per full command set; the replies of the set go out after it, so
+                # every motor reports the state at the end of the period (as the other protocols' reads)
+                if k not in self.waiting:
+                    self.waiting.append(k)
+                if len(self.commanded) < self.p:
+                    return []
                 self.commanded.clear()
                 self.step_plant()
+                self._apply()
+                done, self.waiting = self.waiting, []
+                return [self._reply(j) for j in done]
         else:
             return []
         self._apply()
