@@ -39,6 +39,7 @@ def _python_can():
 
 class CanMitBus(MotorBus):
     protocol = 'can_mit'
+    RESYNC = 2        # complete exchanges in a row before replies count again after a lost or stale one
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -70,6 +71,8 @@ class CanMitBus(MotorBus):
         self.last_frames = None                     # the last command frames (repeated by read() while on)
         self.fileno = None
         self._msg = None
+        self.unsynced = 0
+        self.fresh = True
 
     # ---- port ----------------------------------------------------------------------------
     def _open(self):
@@ -99,8 +102,10 @@ class CanMitBus(MotorBus):
 
     def _send(self, arbitration_id: int, data: bytes):
         try:
+            # (the write timeout of the other protocols' ports, open_serial: a write that blocks for a
+            # second means the adapter is gone)
             self.ser.send(self._msg(arbitration_id=arbitration_id, data=data, is_extended_id=False),
-                          timeout=max(self.timeout, 0.05))
+                          timeout=1.0)
         except Exception as exc:  # noqa: BLE001 - CanOperationError wrapping the serial/socket error
             self.stats.io_errors += 1
             raise PortError(f'CAN interface {self.interface} on {self.port} failed while sending: {exc}') from exc
@@ -114,20 +119,31 @@ class CanMitBus(MotorBus):
                     return None
                 return self.ser.recv(timeout=0.0)
             return self.ser.recv(timeout=max(wait, 0.0))
-        except (ValueError, IndexError, UnicodeDecodeError):
-            self.stats.crc_errors += 1              # a corrupted slcan line
+        except Exception as exc:  # noqa: BLE001 - python-can wraps what went wrong in CanOperationError
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(exc, OSError) or isinstance(cause, OSError):   # (pyserial's SerialException too)
+                self.stats.io_errors += 1
+                raise PortError(f'CAN interface {self.interface} on {self.port} vanished or failed: {exc}') from exc
+            self.stats.crc_errors += 1              # a corrupted slcan line python-can could not parse
+            # python-can 4.6's slcan keeps a line that fails to decode in its buffer, so every later
+            # line would fail too: its flush() empties that buffer (and the port's input; this cycle's
+            # other replies are lost, the next cycle is clean)
+            flush = getattr(self.ser, 'flush', None)
+            if callable(flush):
+                try:
+                    flush()
+                except Exception:  # noqa: BLE001
+                    pass
             return None
-        except Exception as exc:  # noqa: BLE001 - CanOperationError: the adapter vanished
-            self.stats.io_errors += 1
-            raise PortError(f'CAN interface {self.interface} on {self.port} vanished or failed: {exc}') from exc
 
-    def _drain(self):
+    def _drain(self) -> int:
         """Frames left from an earlier cycle (late or duplicated replies): read and count them."""
+        stale = 0
         for _ in range(1000):
             if self.fileno is None:
                 msg = self._receive(0.0)
                 if msg is None:
-                    return
+                    return stale
             else:
                 try:
                     ready, _, _ = select.select([self.fileno], [], [], 0.0)
@@ -135,15 +151,26 @@ class CanMitBus(MotorBus):
                     self.stats.io_errors += 1
                     raise PortError(f'CAN interface on {self.port} vanished: {exc}') from exc
                 if not ready:
-                    return
+                    return stale
                 msg = self._receive(0.0)
             if msg is not None and msg.arbitration_id == self.master_id:
                 self.stats.seq_errors += 1
+                stale += 1
+        return stale
 
     # ---- one exchange ------------------------------------------------------------------------------
     def _exchange(self, frames) -> MotorFeedback:
-        """Send (id, data) frames, one per motor, and collect one reply per motor."""
-        self._drain()
+        """Send (id, data) frames, one per motor, and collect one reply per motor.
+
+        MIT replies carry no sequence number: a reply later than the bus timeout would pass for the
+        answer to a later request. So after a missing reply or a stale one the bus is *unsynchronised*:
+        its feedback counts again only after :data:`RESYNC` complete exchanges in a row without stale
+        frames (``self.fresh`` says whether this one counts; :meth:`read` / :meth:`transact` raise a
+        BusError otherwise). A device that answers late all the time never completes that, and the
+        host watchdog trips.
+        """
+        if self._drain():
+            self.unsynced = self.RESYNC
         for arbitration_id, data in frames:
             self._send(arbitration_id, data)
         pos, vel, tau = np.empty(self.p), np.empty(self.p), np.empty(self.p)
@@ -155,6 +182,7 @@ class CanMitBus(MotorBus):
             left = deadline - time.monotonic()
             if left <= 0:
                 self.stats.timeouts += 1
+                self.unsynced = self.RESYNC
                 raise BusTimeout(f'no reply from motor ids {[self.ids[k] for k in sorted(pending)]} '
                                  f'within {self.timeout * 1e3:.0f} ms')
             msg = self._receive(left)
@@ -177,6 +205,8 @@ class CanMitBus(MotorBus):
             if r.enabled is not None and self.enabled and not r.enabled:
                 enabled = False                     # a Damiao motor that disabled itself
             pending.discard(k)
+        self.fresh = self.unsynced == 0
+        self.unsynced = max(0, self.unsynced - 1)
         return MotorFeedback(position=pos, velocity=vel, torque=tau, fault=fault, enabled=enabled,
                              stamp=time.monotonic())
 
@@ -233,7 +263,12 @@ class CanMitBus(MotorBus):
             fb = self._exchange(self.last_frames)
         else:
             fb = self._exchange([(i, mit.EXIT_MOTOR_MODE) for i in self.ids])
+        return self._counted(fb, t0)
+
+    def _counted(self, fb, t0) -> MotorFeedback:
         self.stats.rtt.append(time.monotonic() - t0)
+        if not self.fresh:
+            raise BusError('replies not trusted yet: resynchronising after a lost or late reply')
         self.stats.ok += 1
         return fb
 
@@ -246,7 +281,4 @@ class CanMitBus(MotorBus):
         frames = self._commands(torque)
         if self.enabled:
             self.last_frames = frames
-        fb = self._exchange(frames)
-        self.stats.rtt.append(time.monotonic() - t0)
-        self.stats.ok += 1
-        return fb
+        return self._counted(self._exchange(frames), t0)
