@@ -235,19 +235,26 @@ class CanMitBus(MotorBus):
     def configure(self, watchdog: float, torque_limit) -> None:
         lim = np.asarray(torque_limit, float).reshape(self.p)
         self.limit = np.where(np.isfinite(lim) & (lim > 0), np.minimum(lim, self.t_max), self.t_max)
-        if watchdog > 0:
+        damiao = [i for i, r in zip(self.ids, self.ranges) if r.reply == 'damiao']
+        if watchdog > 0 and damiao:
             counts = max(1, int(math.ceil(watchdog * self.device_watchdog_factor / mit.DAMIAO_TIMEOUT_UNIT)))
-            for i, r in zip(self.ids, self.ranges):
-                if r.reply == 'damiao':
-                    self._send(mit.DAMIAO_REGISTER_ID, mit.damiao_register_write(i, mit.DAMIAO_RID_TIMEOUT, counts))
-            self._settle()
+            self._drain()
+            for i in damiao:
+                self._send(mit.DAMIAO_REGISTER_ID, mit.damiao_register_write(i, mit.DAMIAO_RID_TIMEOUT, counts))
+            self._echoes(len(damiao))
 
-    def _settle(self):
-        """Wait briefly for the register echoes and drop them (they carry no state)."""
-        end = time.monotonic() + min(self.timeout, 0.02)
-        while time.monotonic() < end:
-            if self._receive(end - time.monotonic()) is None:
-                break
+    def _echoes(self, n: int):
+        """Collect the `n` echoes of register writes (they carry no state); missing ones are a timeout."""
+        deadline = time.monotonic() + self.timeout
+        while n > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stats.timeouts += 1
+                raise BusTimeout(f'{n} Damiao register writes (TIMEOUT) were not acknowledged')
+            msg = self._receive(left)
+            if msg is not None and msg.arbitration_id == self.master_id and len(msg.data) == 8 \
+                    and msg.data[2] == mit.DAMIAO_WRITE:
+                n -= 1
 
     def describe_faults(self, fault) -> str:
         parts = []
