@@ -42,7 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import math
 
-from ....setting import NONE, Setting
+from ....settings.setting import NONE, Setting
 
 # ---------------------------------------------------------------- the options (hardware.can, hardware.<motor>.mit)
 OPTIONS = {
