@@ -20,8 +20,9 @@ of a range [lo, hi] travels as the integer
 with p in [-p_max, p_max], v in [-v_max, v_max], kp in [0, kp_max], kd in [0, kd_max], tau in
 [-t_max, t_max] (per model: :data:`PRESETS`). The motor applies ``tau_ref = kp (p - theta) + kd (v -
 omega) + tau``; effort control is ``kp = kd = 0``, ``tau = tau_ff``. The decoded value is within half a
-step (hi - lo) / (2 (2^b - 1)) of the sent one (the quantisation bound; the host rounds, the firmware
-truncates, i.e. within one step, when it encodes its replies).
+step (hi - lo) / (2 (2^b - 1)) of the sent one (the quantisation bound: the host rounds its commands;
+the firmware truncates when it encodes its replies, and the host reads a reply code as the middle of its
+interval, :func:`reply_value`).
 
 Replies go to the master CAN id (``hardware.can.master_id``; Damiao: the motor's MST_ID register) and
 name their motor in the first byte:
@@ -257,6 +258,17 @@ class Reply:
     t_rotor: float = math.nan
 
 
+def reply_value(u: int, x_max: float, bits: int) -> float:
+    """A reply's value: the middle of code u's interval, x = -x_max + (u + 1/2) 2 x_max / (2^b - 1).
+
+    The mini-cheetah firmware encodes its replies by truncation (``(int)`` in ``float_to_uint``), so a
+    received u stands for [u, u + 1) steps; the plain linear map would read every value half a step
+    low (velocity -v_max/4095 at rest: a steady bias the servo rows would integrate into a task error).
+    The middle removes that bias; the error is at most half a step (a rounding firmware: at most one).
+    """
+    return min(max(-x_max + (int(u) + 0.5) * 2.0 * x_max / ((1 << bits) - 1), -x_max), x_max)
+
+
 def reply_motor(data: bytes, reply: str) -> int:
     """The motor named by a reply's first byte."""
     return data[0] & 0xF if reply == 'damiao' else data[0]
@@ -272,8 +284,8 @@ def unpack_reply(data: bytes, r: MitRanges) -> Reply:
     tu = ((data[4] & 0xF) << 8) | data[5]
     fault = (FAULT_POSITION_RANGE if pu in (0, (1 << P_BITS) - 1) else 0) | \
             (FAULT_VELOCITY_RANGE if vu in (0, (1 << V_BITS) - 1) else 0)
-    out = Reply(reply_motor(data, r.reply), uint_to_float(pu, -r.p_max, r.p_max, P_BITS),
-                uint_to_float(vu, -r.v_max, r.v_max, V_BITS), uint_to_float(tu, -r.t_max, r.t_max, T_BITS))
+    out = Reply(reply_motor(data, r.reply), reply_value(pu, r.p_max, P_BITS), reply_value(vu, r.v_max, V_BITS),
+                reply_value(tu, r.t_max, T_BITS))
     if r.reply == 'damiao':
         err = data[0] >> 4
         out.enabled = err == DAMIAO_ENABLED
