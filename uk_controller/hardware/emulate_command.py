@@ -1,8 +1,9 @@
-"""``uk-controller emulate ROBOT --protocol uk_binary|dynamixel|odrive``: motor drivers without hardware.
+"""``uk-controller emulate ROBOT --protocol uk_binary|dynamixel|odrive|can_mit``: motor drivers without hardware.
 
 Opens a pseudo-terminal (:class:`~.emulator.PtyLink`), puts the device
 emulator of the protocol behind it (``protocols/<name>/device.py`` from the registry,
-the same ones the serial tests use) and drives it with a plant:
+the same ones the serial tests use; for ``can_mit`` an slcan USB-CAN adapter with MIT motors behind it,
+docs/hardware.md) and drives it with a plant:
 the embedded UK plant (default) or MuJoCo (``--plant mujoco``). Prints the
 device path, then the commands that use it::
 

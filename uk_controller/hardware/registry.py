@@ -42,6 +42,10 @@ How to add a motor protocol (e.g. ``canopen``):
    ``uk-controller run/emulate --protocol``, ``serial_bridge_node -p hardware.protocol:=`` and
    ``hardware.launch.py protocol:=`` accept it.
 
+Options in a section of another name: ``Protocol('can_mit', ..., section='can')`` reads
+``hardware.can`` (the CAN transport). Per-motor options: a codec with ``MOTOR_SECTION = 'mit'``
+declares ``hardware.<name>.mit.<key>`` in its ``SETTINGS`` and gets those maps as ``options['motors']``.
+
 A protocol kept outside this package (your own repository) is the same line with
 ``package='my_pkg.canopen'``: the package that holds its codec, bus and device modules.
 """
