@@ -271,3 +271,17 @@ def test_scara_helix_over_can_mit_tracks_within_the_quantisation_bound(robot):
     settled = k / RATE >= 5.0 / w + 0.5                    # after the start transient (5 time constants)
     assert np.all(np.abs(e[settled] - sim.task_error[k[settled]]) <= bound), (
         np.max(np.abs(e[settled] - sim.task_error[k[settled]]), axis=0), bound)
+
+
+def test_ids_a_damiao_reply_cannot_tell_apart_are_an_error_before_the_port_opens(tmp_path):
+    """Damiao replies carry the low 4 bits of the id: ids 1 and 17 on one bus are refused with exit 2."""
+    import yaml
+    from hostile import planar_params, run_cli
+    params = planar_params()
+    params['hardware'] = {'protocol': 'can_mit', 'port': str(tmp_path / 'ttyACM9'),
+                          **{name: {'id': i, 'mit': {'model': 'dm-j4310'}}
+                             for name, i in zip(params['actuators']['names'], (1, 17, 2))}}
+    path = tmp_path / 'planar_dm.yaml'
+    path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
+    code, _, err = run_cli('run', path)
+    assert code == 2 and 'cannot be told apart' in err and 'ttyACM9' not in err, err

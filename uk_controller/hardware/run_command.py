@@ -102,6 +102,8 @@ def run(args) -> int:
         core = ControllerCore(setup, rate=rate)
         loop_settings(setup.config)           # ros.loop.window / ros.overrun.* checked before the port opens
         assembler = JointStateAssembler(setup, hw)
+        # the protocol's own checks of its options (e.g. can_mit: ids a reply can tell apart), port unopened
+        registry.make_bus(hw, port=port, baud=args.baud, protocol=protocol)
     except ValueError as exc:
         print(f'uk-controller run: error: {exc}', file=sys.stderr)
         return 2
