@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import math
 import os
 import sys
@@ -28,6 +29,7 @@ import time
 
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from .cdr import CdrError, JointStateDecoder
 from .loop_timing import (TIMING_FIELDS, DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings,
                           realtime_setup)
 
@@ -45,6 +47,8 @@ PLOT_CHECK_NS = 50_000_000
 #: measurement knob: cProfile the loop thread into this file (uk_controller/benchmarks/ros_rate.py --profile)
 PROFILE_ENV = 'UK_CONTROLLER_PROFILE_LOOP'
 STATE_PATH = os.environ.get('UK_CONTROLLER_STATE_PATH', 'take')
+#: periods after which the loop thread freezes the garbage collector's view of start-up objects
+FREEZE_AFTER = 200
 
 
 def declare_loop_parameters(node, loop, overrun):
@@ -88,15 +92,21 @@ class ControlLoop:
         self.why_timer = ''
         if mode == 'thread' and sim_time:
             mode, self.why_timer = 'timer', 'use_sim_time (steps follow /clock)'
-        elif mode == 'thread' and node.ros['trigger'] == 'state':
-            mode, self.why_timer = 'timer', 'ros.trigger: state (steps follow the joint states)'
-        self.mode = mode
-        self.threaded = mode == 'thread'
-        self.take_state = False
-        if self.threaded and STATE_PATH == 'take':
+        take_state = False
+        if mode == 'thread' and STATE_PATH == 'take':
             from rclpy.subscription import Subscription
             # rclpy's handle API the executors use; fall back to the executor's callback without it
-            self.take_state = hasattr(getattr(Subscription, 'handle', None), 'fget')
+            take_state = hasattr(getattr(Subscription, 'handle', None), 'fget')
+        if mode == 'thread' and node.ros['trigger'] == 'state' and not take_state:
+            mode, self.why_timer = 'timer', 'ros.trigger: state without a subscription the loop can wait on'
+        self.mode = mode
+        self.threaded = mode == 'thread'
+        self.take_state = take_state and self.threaded
+        # ros.trigger: state on the wall clock: the loop thread waits for each new state (phase-locked)
+        self.phase_locked = self.threaded and node.ros['trigger'] == 'state'
+        # ros.transport: raw -- the loop thread decodes JointState's CDR itself (cdr.py)
+        self.raw_state = self.take_state and node.ros['transport'] == 'raw'
+        self.decoder = None
         self._last_warn_log = 0
         self.plots = True            # publish the plotting topics (re-checked every PLOT_CHECK_NS)
         self._plots_checked = 0
@@ -176,8 +186,14 @@ class ControlLoop:
         return on_timer
 
     def describe(self):
+        if self.phase_locked:
+            return (f'control loop: own thread, phase-locked to the joint states (fall-back deadline 2 periods '
+                    f'after the last step), transport {self.node.ros["transport"]}; overrun: warn after '
+                    f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]} consecutive '
+                    f'missed periods')
         if self.threaded:
-            return (f'control loop: own thread, {self.sleeper_method}, spin {self.loop["spin_us"]:g} us; '
+            return (f'control loop: own thread, {self.sleeper_method}, spin {self.loop["spin_us"]:g} us, '
+                    f'transport {self.node.ros["transport"]}; '
                     f'overrun: warn after {self.overrun["warn_after"]}, safe effort after '
                     f'{self.overrun["safe_after"]} consecutive missed deadlines')
         return (f'control loop: rclpy timer ({self.why_timer or "ros.loop.mode: timer"}); overrun: warn after '
@@ -258,7 +274,7 @@ class ControlLoop:
         helper = rclpy.create_node(self.node.get_name() + '_state_in', context=self.node.context,
                                    namespace=self.node.get_namespace())
         sub = helper.create_subscription(JointState, self.node.ros['joint_states_topic'], lambda m: None,
-                                         qos_profile_sensor_data)
+                                         qos_profile_sensor_data, raw=self.raw_state)
         return helper, sub
 
     def _run(self):
@@ -279,7 +295,8 @@ class ControlLoop:
 
     def _loop(self):
         node = self.node
-        take = None
+        take = handle = None
+        raw = self.raw_state
         if self.take_state:
             sub = self._take_sub
             handle, msg_type = sub.handle, sub.msg_type
@@ -288,46 +305,107 @@ class ControlLoop:
             notes = realtime_setup(self.loop['priority'], self.loop['cpus'], self.loop['mlockall'])
         except Exception as exc:   # noqa: BLE001 - never let the set-up stop the loop
             notes = [f'real-time set-up failed: {exc}']
+        phase = self.phase_locked
+        waitset = None
+        if phase:
+            from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+            waitset = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, node.context.handle)   # one subscription
+            notes.append('phase-locked to /joint_states (fall-back deadline 2 periods after the last step)')
+        notes.append(f'transport {"raw CDR" if raw else "messages"}')
         self.notes = notes
-        sleeper = DeadlineSleeper(self.loop['spin_us'] * 1e3)
-        node.get_logger().info(f'control loop thread: {sleeper.method}; ' + '; '.join(notes))
+        sleeper = DeadlineSleeper(0 if phase else self.loop['spin_us'] * 1e3)
+        node.get_logger().info(f'control loop thread: {"wait set" if phase else sleeper.method}; '
+                               + '; '.join(notes))
         clock, wall = time.monotonic_ns, time.time_ns
         period_ns = self.timing.period_ns
+        fallback_ns = 2 * period_ns
         queue, lock, merger = self.queue, self.lock, node.merger
-        on_state, control = node.on_joint_state, node.control
+        on_state, accept, control = node.on_joint_state, node.accept_state, node.control
+        match_names = merger.match
+        decoder = JointStateDecoder() if raw else None
+        self.decoder = decoder
+        names_seen, names_match = None, None
+        frozen = False
+        last_start = None
         deadline = clock() + period_ns
         try:
             while not self._stop.is_set():
-                sleeper.sleep_until(deadline)
+                if phase:
+                    wait = deadline - clock()
+                    if wait > 0:
+                        waitset.clear_entities()
+                        waitset.add_subscription(handle)
+                        waitset.wait(wait)            # releases the GIL; returns on a message or the deadline
+                else:
+                    sleeper.sleep_until(deadline)
                 start = clock()
                 received = -1
+                fresh = False          # a newer complete state arrived (the phase-locked step is due)
                 with lock:
                     if take is not None:
                         while True:
-                            got = take(msg_type, False)
+                            got = take(msg_type, raw)
                             if got is None:
                                 break
-                            stamp = got[1].get('received_timestamp', 0) if isinstance(got[1], dict) else 0
-                            received = stamp if stamp > 0 else wall()
-                            on_state(got[0])
+                            data, info = got
+                            now = wall()
+                            stamp = info.get('received_timestamp', 0) if isinstance(info, dict) else 0
+                            if raw:
+                                try:
+                                    state = decoder.decode(data)
+                                except CdrError as exc:
+                                    merger.reject('malformed', f'undecodable JointState: {exc}')
+                                    continue
+                                names = state.names
+                                if names is not names_seen:      # the decoder keeps the tuple while names repeat
+                                    names_seen, names_match = names, match_names(names)
+                                used = accept(names_match, state.position, state.velocity, state.stamp_ns, now)
+                            else:
+                                names = data.name
+                                if names != names_seen:
+                                    names_seen, names_match = names, match_names(names)
+                                header = data.header.stamp
+                                used = accept(names_match, data.position, data.velocity,
+                                              header.sec * 1_000_000_000 + header.nanosec, now)
+                            if used:
+                                fresh = True
+                                received = stamp if stamp > 0 else now
                     while queue:
                         msg, received = queue.popleft()
                         on_state(msg)
+                    if phase and not fresh and start < deadline:
+                        continue            # woke for a message that brought no newer state: wait on
                     now = wall()
-
                     age_ns = int((now - int(merger.stamp_ns.min()))) if merger.complete else -1
-                    control(now, now)
+                    # phase-locked: the trajectory time is the state's own stamp (as ros.trigger: state
+                    # in timer mode); a fall-back step (no state by the deadline) runs on the wall clock
+                    control(now, merger.newest_ns if fresh and phase else now)
                 end = clock()
-                # state in (DDS reception, or the executor's callback) -> the period's work done
+                # state in (DDS reception) -> the period's work done
                 latency = wall() - received if received > 0 else -1
                 if not 0 <= latency < 10_000_000_000:
                     latency = -1
-                deadline += period_ns
                 missed = 0
-                if end > deadline:       # overran into the next period: the lost deadlines are skipped
-                    missed = (end - deadline) // period_ns + 1
-                    deadline += missed * period_ns
+                if phase:
+                    # a period without a step is missed: gaps between steps longer than 1.5 periods
+                    if last_start is not None and start - last_start > 3 * period_ns // 2:
+                        missed = int(round((start - last_start) / period_ns)) - 1
+                    deadline = (start + fallback_ns) if fresh else deadline + period_ns
+                    if end > deadline:
+                        deadline += ((end - deadline) // period_ns + 1) * period_ns
+                else:
+                    deadline += period_ns
+                    if end > deadline:       # overran into the next period: the lost deadlines are skipped
+                        missed = (end - deadline) // period_ns + 1
+                        deadline += missed * period_ns
+                last_start = start
                 self._account(start, end, missed, age_ns, latency)
+                if not frozen and self.timing.total_periods >= FREEZE_AFTER:
+                    # start-up garbage (imports, the model, rclpy) moved out of the collector's sight:
+                    # a collection during a period then only walks what the loop itself creates
+                    frozen = True
+                    gc.collect()
+                    gc.freeze()
         except Exception as exc:  # noqa: BLE001 - a shutdown while publishing ends the loop
             if not self._stop.is_set() and node.context.ok():
                 self.thread_error = f'{type(exc).__name__}: {exc}'

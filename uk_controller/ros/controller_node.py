@@ -33,6 +33,7 @@ from ..files.parameter_file import ConfigError
 from ..control.controller import ControllerCore
 from ..control.rearm import ReArm
 from . import params as P
+from .cdr import Float64ArrayEncoder
 from .control_loop import ControlLoop
 from ..control.status import Status
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array, status_level, status_name
@@ -152,6 +153,10 @@ class ControllerNode(Node):
         self.residual_pub = self.create_publisher(Float64MultiArray, '~/constraint_residual', 10)
         self.efforts_pub = self.create_publisher(Float64MultiArray, '~/efforts', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.raw_effort = None     # ros.transport: raw with float64_multi_array: a reused CDR buffer
+        if self.ros['transport'] == 'raw' and kind == 'float64_multi_array':
+            self.raw_effort = Float64ArrayEncoder(self.core.p)
+            self._effort_handle = self.effort_pub.handle
         self.loop = ControlLoop(self)     # own thread (ros.loop.mode: thread) or the timer below
         if self.loop.state_callback() is not None:      # None: the loop thread takes the states itself
             self.create_subscription(JointState, self.ros['joint_states_topic'], self.loop.state_callback(),
@@ -212,18 +217,28 @@ class ControllerNode(Node):
 
     # ------------------------------------------------------------------ callbacks
 
-    def on_joint_state(self, msg):
-        now = self.now_ns()
-        self._state_receive_ns = now
-        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-        used = self.merger.update(msg.name, msg.position, msg.velocity, stamp, now)
-        if not used or not self.merger.complete:
-            return
+    def accept_state(self, match, positions, velocities, stamp_ns, now_ns):
+        """Merge one joint state (names already matched: JointStateMerger.match); autostart on the first
+        complete state. True when it brought a newer complete state: a step is due under ros.trigger: state."""
+        self._state_receive_ns = now_ns
+        merger = self.merger
+        if not merger.update_matched(match, positions, velocities, stamp_ns, now_ns) or not merger.complete:
+            return False
         if not self.running and self.ros['autostart'] and not self.autostarted:
             self.autostarted = True
-            self.start(self.merger.newest_ns if self.ros['trigger'] == 'state' else now)
-        if self.ros['trigger'] == 'state' and self.merger.newest_ns > self.last_state_ns:
-            self.last_state_ns = self.merger.newest_ns
+            self.start(merger.newest_ns if self.ros['trigger'] == 'state' else now_ns)
+        if merger.newest_ns > self.last_state_ns:
+            self.last_state_ns = merger.newest_ns
+            return True
+        return False
+
+    def on_joint_state(self, msg):
+        """The subscription callback (timer mode, and the loop's 'queue' path): merge; under ros.trigger:
+        state in timer mode also run the step."""
+        now = self.now_ns()
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        fresh = self.accept_state(self.merger.match(msg.name), msg.position, msg.velocity, stamp, now)
+        if fresh and self.ros['trigger'] == 'state' and not self.loop.threaded:
             self.control(now, self.merger.newest_ns)
 
     def on_timer(self):
@@ -269,7 +284,13 @@ class ControllerNode(Node):
             effort = np.zeros_like(effort)
             kind = kind or 'nonfinite'
             fault = fault or 'non-finite effort replaced by zero'
-        if self.ros['output_type'] == 'float64_multi_array':
+        if self.raw_effort is not None:
+            # ros.transport: raw -- the efforts written into a reused CDR buffer and published as bytes
+            np.take(effort, self.perm, out=self.raw_effort.values)
+            handle = self._effort_handle
+            with handle:
+                handle.publish_raw(self.raw_effort.buffer)
+        elif self.ros['output_type'] == 'float64_multi_array':
             np.take(effort, self.perm, out=self.command_out.view)
             self.effort_pub.publish(self.command_out.ready())
         else:

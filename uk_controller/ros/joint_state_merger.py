@@ -28,6 +28,18 @@ import math
 import numpy as np
 
 
+class NameMatch:
+    """A message's name list matched to the model (JointStateMerger.match): ``rows[j]`` is the model
+    index of message column ``cols[j]``; ``kind``/``why`` say why the list is unusable (else '')."""
+
+    __slots__ = ('names', 'kind', 'why', 'rows', 'cols', 'unknown', 'unknown_note')
+
+    def __init__(self, names, kind='', why=''):
+        self.names, self.kind, self.why = names, kind, why
+        self.rows = self.cols = np.zeros(0, dtype=np.intp)
+        self.unknown, self.unknown_note = 0, ''
+
+
 class JointStateMerger:
     """Latest (q, q') per joint with per-joint sample times in nanoseconds."""
 
@@ -50,40 +62,70 @@ class JointStateMerger:
                        'unknown_names': 0, 'no_known_joint': 0, 'skew': 0, 'duplicate_names': 0}
         self.last_rejection = ''
 
+    def reject(self, kind, why):
+        """Count a message rejected before it reached :meth:`update` (e.g. undecodable CDR: 'malformed')."""
+        return self._reject(kind, why)
+
     def _reject(self, kind, why):
         self.counts[kind] += 1
         self.last_rejection = why
         self.last_kind = kind
         return False
 
+    def match(self, names):
+        """Names -> a :class:`NameMatch` (model rows, message columns, or why the list is unusable).
+
+        Depends on the names only: a caller that receives the same name list again (the raw
+        transport's decoder hands the same tuple while the names do not change) reuses it.
+        """
+        count = len(names)
+        if len(set(names)) != count:
+            seen = set()
+            twice = next(name for name in names if name in seen or seen.add(name))
+            return NameMatch(names, 'duplicate_names', f'joint {twice!r} named more than once in one message')
+        rows, cols = [], []
+        for k, name in enumerate(names):
+            i = self.index.get(name)
+            if i is not None:
+                rows.append(i)
+                cols.append(k)
+        match = NameMatch(names)
+        match.rows = np.array(rows, dtype=np.intp)
+        match.cols = np.array(cols, dtype=np.intp)
+        match.unknown = count - len(rows)
+        if match.unknown:
+            match.unknown_note = f'ignored unknown joint names, e.g. {next(n for n in names if n not in self.index)!r}'
+        if not rows:
+            match.kind, match.why = 'no_known_joint', f'no joint of the model in message (names {list(names)[:4]})'
+        return match
+
     def update(self, names, positions, velocities, stamp_ns, now_ns):
         """Merge one message; returns True when it was used. `stamp_ns` 0 means unstamped."""
+        return self.update_matched(self.match(names), positions, velocities, stamp_ns, now_ns)
+
+    def update_matched(self, match, positions, velocities, stamp_ns, now_ns):
+        """:meth:`update` with the names already matched (:meth:`match`); positions/velocities: float
+        sequences (lists, array('d'), NumPy arrays) in the message's order."""
+        names = match.names
         count = len(names)
         if len(positions) != count or (len(velocities) not in (0, count)):
             return self._reject('malformed', f'{count} names but {len(positions)} positions, '
                                              f'{len(velocities)} velocities')
-        if len(set(names)) != count:
-            seen = set()
-            twice = next(name for name in names if name in seen or seen.add(name))
-            return self._reject('duplicate_names', f'joint {twice!r} named more than once in one message')
-        rows, cols, unknown = [], [], 0
-        for k, name in enumerate(names):
-            i = self.index.get(name)
-            if i is None:
-                unknown += 1
-            else:
-                rows.append(i)
-                cols.append(k)
-        if unknown:
+        if match.kind == 'duplicate_names':
+            return self._reject(match.kind, match.why)
+        if match.unknown:
             self.counts['unknown_names'] += 1
-            self.last_rejection = f'ignored unknown joint names, e.g. {next(n for n in names if n not in self.index)!r}'
-        if not rows:
-            return self._reject('no_known_joint', f'no joint of the model in message (names {list(names)[:4]})')
-        pos = [positions[k] for k in cols]
-        vel = [velocities[k] for k in cols] if velocities else []
-        if not all(math.isfinite(v) for v in pos) or not all(math.isfinite(v) for v in vel):
-            bad = next(names[k] for k, i in zip(cols, rows)
-                       if not math.isfinite(positions[k]) or (velocities and not math.isfinite(velocities[k])))
+            self.last_rejection = match.unknown_note
+        if match.kind:
+            return self._reject(match.kind, match.why)
+        rows, cols = match.rows, match.cols
+        pos = np.asarray(positions, dtype=float)[cols]
+        vel = np.asarray(velocities, dtype=float)[cols] if len(velocities) else None
+        finite = np.isfinite(pos)
+        if vel is not None:
+            finite &= np.isfinite(vel)
+        if not finite.all():
+            bad = names[int(cols[int(np.argmin(finite))])]
             return self._reject('nonfinite', f'NaN/Inf in joint {bad!r}')
         if stamp_ns > 0:
             self.last_skew = (stamp_ns - now_ns) * 1e-9
@@ -93,20 +135,23 @@ class JointStateMerger:
             if now_ns - stamp_ns > self.state_timeout * 1e9:
                 return self._reject('late', f'stamp {(now_ns - stamp_ns) * 1e-6:.1f} ms old '
                                             f'(timeout {self.state_timeout * 1e3:.0f} ms)')
-            if any(self.received[i] and stamp_ns < self.stamp_ns[i] for i in rows):
+            if (self.received[rows] & (stamp_ns < self.stamp_ns[rows])).any():
                 return self._reject('late', 'stamp older than the sample already held (out of order)')
             t_ns = stamp_ns
         else:
             t_ns = now_ns
-        for j, (i, k) in enumerate(zip(rows, cols)):
-            if vel:
-                self.qd[i] = vel[j]
-            elif self.received[i] and t_ns > self.stamp_ns[i]:
-                self.qd[i] = (pos[j] - self.q[i]) / ((t_ns - self.stamp_ns[i]) * 1e-9)
-            self.q[i] = pos[j]
-            self.stamp_ns[i] = t_ns
-            self.arrival_ns[i] = now_ns if now_ns > 0 else t_ns     # no clock yet (sim time): by stamp
-            self.received[i] = True
+        if vel is not None:
+            self.qd[rows] = vel
+        else:
+            # backward difference where an earlier sample of that joint exists: (q_k - q_{k-1}) / dt
+            earlier = self.received[rows] & (t_ns > self.stamp_ns[rows])
+            if earlier.any():
+                i = rows[earlier]
+                self.qd[i] = (pos[earlier] - self.q[i]) / ((t_ns - self.stamp_ns[i]) * 1e-9)
+        self.q[rows] = pos
+        self.stamp_ns[rows] = t_ns
+        self.arrival_ns[rows] = now_ns if now_ns > 0 else t_ns     # no clock yet (sim time): by stamp
+        self.received[rows] = True
         self.newest_ns = max(self.newest_ns, t_ns)
         if not self.complete:
             self.complete = bool(self.received.all())

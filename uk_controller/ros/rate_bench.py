@@ -28,8 +28,13 @@ import time
 import numpy as np
 
 DOMAIN_ID = 80
-CONFIGS = (('thread', 0, False), ('thread', 50, False), ('thread', 0, True), ('thread', 50, True),
-           ('timer', 0, False))
+#: (loop, SCHED_FIFO priority, loaded, transport); loop 'deadline': the loop thread on wall-clock deadlines
+#: (ros.trigger timer), 'state': the loop thread phase-locked to the joint states (ros.trigger state),
+#: 'timer': rclpy's timer (ros.loop.mode timer, the old loop; always the message path for the states)
+CONFIGS = tuple((loop, priority, loaded, transport)
+                for loaded in (False, True) for priority in (0, 50) for loop in ('deadline', 'state')
+                for transport in ('messages', 'raw')) + (('timer', 0, False, 'messages'),)
+LOOPS = {'deadline': ('thread', 'timer'), 'state': ('thread', 'state'), 'timer': ('timer', 'timer')}
 
 
 def cpu_seconds(pid):
@@ -74,7 +79,7 @@ def busy_processes(count):
     return [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(count)]
 
 
-def one_run(probe, robot, rate, mode, priority, loaded, seconds, tmp):
+def one_run(probe, robot, rate, loop, priority, loaded, transport, seconds, tmp):
     from diagnostic_msgs.msg import DiagnosticArray
     from std_msgs.msg import Float64MultiArray
     from .testing import NodeProcess, ros_env
@@ -87,9 +92,10 @@ def one_run(probe, robot, rate, mode, priority, loaded, seconds, tmp):
     load = busy_processes(2) if loaded else []
     feeder = subprocess.Popen([sys.executable, '-m', 'uk_controller.ros.rate_bench', '--feed', robot,
                                '--feed-rate', str(rate)], env=ros_env(DOMAIN_ID))
+    mode, trigger = LOOPS[loop]
     node = NodeProcess('uk_controller.ros.controller_node',
                        {'config': robot, 'control': {'rate': float(rate), 'state_timeout': 0.5},
-                        'ros': {'diagnostics_period': 0.5,
+                        'ros': {'diagnostics_period': 0.5, 'trigger': trigger, 'transport': transport,
                                 'loop': {'mode': mode, 'priority': priority, 'window': 0.5}}}, DOMAIN_ID, tmp)
     try:
         if not probe.wait_for(lambda: len(efforts) > 100, 60.0):
@@ -141,27 +147,28 @@ def run_table(robots, rates, seconds, configs=CONFIGS, stream=sys.stdout):
         with tempfile.TemporaryDirectory() as tmp:
             for robot in robots:
                 for rate in rates:
-                    for mode, priority, loaded in configs:
-                        res, why = one_run(probe, robot, rate, mode, priority, loaded, seconds, tmp)
-                        rows.append((robot, rate, mode, priority, loaded, res, why))
-                        print(f'  {robot} {rate:g} Hz {mode} prio {priority} {"loaded" if loaded else "quiet"}: '
+                    for loop, priority, loaded, transport in configs:
+                        res, why = one_run(probe, robot, rate, loop, priority, loaded, transport, seconds, tmp)
+                        rows.append((robot, rate, loop, priority, loaded, transport, res, why))
+                        print(f'  {robot} {rate:g} Hz {loop} prio {priority} {"loaded" if loaded else "quiet"} '
+                              f'{transport}: '
                               f'{res or why}', file=sys.stderr, flush=True)
     finally:
         probe.close()
-    head = (f'{"robot":<10} {"Hz":>5} {"loop":<6} {"sched":<10} {"machine":<7} {"achieved":>8} {"node":>7} '
+    head = (f'{"robot":<10} {"Hz":>5} {"loop":<8} {"path":<8} {"sched":<10} {"machine":<7} {"achieved":>8} {"node":>7} '
             f'{"missed":>7} {"missed%":>7} {"lat p50 us":>10} {"lat p99 us":>10} {"step p50 us":>11} '
             f'{"CPU %":>6} {"load1":>5}')
     print(head, file=stream)
     print('-' * len(head), file=stream)
-    for robot, rate, mode, priority, loaded, r, why in rows:
+    for robot, rate, mode, priority, loaded, transport, r, why in rows:
         sched = f'FIFO {priority}' if priority else 'OTHER'
         if r is not None and priority and 'SCHED_FIFO' not in r.get('setup', 'SCHED_FIFO'):
             sched = 'OTHER*'             # FIFO refused (the node logged why)
         if r is None:
-            print(f'{robot:<10} {rate:>5g} {mode:<6} {sched:<10} {"loaded" if loaded else "quiet":<7} '
+            print(f'{robot:<10} {rate:>5g} {mode:<8} {transport:<8} {sched:<10} {"loaded" if loaded else "quiet":<7} '
                   f'did not run: {why.splitlines()[-1] if why else "?"}', file=stream)
             continue
-        print(f'{robot:<10} {rate:>5g} {mode:<6} {sched:<10} {"loaded" if loaded else "quiet":<7} '
+        print(f'{robot:<10} {rate:>5g} {mode:<8} {transport:<8} {sched:<10} {"loaded" if loaded else "quiet":<7} '
               f'{r["achieved"]:>8.1f} {r.get("node_rate", float("nan")):>7.1f} {r.get("missed", -1):>7d} '
               f'{r.get("missed_pct", float("nan")):>7.2f} {r.get("lat_p50", float("nan")):>10.0f} '
               f'{r.get("lat_p99", float("nan")):>10.0f} {r.get("compute_p50", float("nan")):>11.0f} '
@@ -170,7 +177,9 @@ def run_table(robots, rates, seconds, configs=CONFIGS, stream=sys.stdout):
           'deadlines missed (node count), % of periods elapsed; lat: state received (DDS) -> efforts out '
           '(median of window p50s, largest window p99); step p50: the period\'s work (state merge, control step, '
           'the effort publish; the plotting topics only when subscribed: none here); CPU: node process, 100 % = one core; load1: 1-min load average at the end. '
-          'loaded: two busy processes (while True: pass). timer: rclpy timer loop (ros.loop.mode timer).',
+          'loaded: two busy processes (while True: pass). loop deadline: the loop thread on wall-clock deadlines '
+          '(ros.trigger timer); state: phase-locked to the joint states (ros.trigger state); timer: rclpy timer loop '
+          '(ros.loop.mode timer). path: ros.transport (raw: our CDR; messages: rclpy message objects).',
           file=stream)
     return rows
 
@@ -181,7 +190,8 @@ def main(argv=None):
     parser.add_argument('--rates', nargs='+', type=float, default=[250.0, 500.0, 1000.0])
     parser.add_argument('--seconds', type=float, default=3.0)
     parser.add_argument('--configs', nargs='+', default=None,
-                        help='subset of configurations as mode:priority:quiet|loaded, e.g. thread:50:quiet')
+                        help='subset of configurations as loop:priority:quiet|loaded:transport with loop deadline|state|timer '
+                             'and transport raw|messages, e.g. state:50:quiet:raw')
     parser.add_argument('--feed', default=None, help=argparse.SUPPRESS)
     parser.add_argument('--feed-rate', type=float, default=500.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -191,7 +201,8 @@ def main(argv=None):
         return 0
     configs = CONFIGS
     if args.configs:
-        configs = tuple((c.split(':')[0], int(c.split(':')[1]), c.split(':')[2] == 'loaded') for c in args.configs)
+        configs = tuple((c.split(':')[0], int(c.split(':')[1]), c.split(':')[2] == 'loaded',
+                         c.split(':')[3] if c.count(':') >= 3 else 'raw') for c in args.configs)
     print(f'# uk_controller_node loop over DDS; load average at start {", ".join(f"{x:.2f}" for x in os.getloadavg())}, '
           f'{os.cpu_count()} CPUs')
     run_table(args.robots, args.rates, args.seconds, configs)

@@ -17,6 +17,7 @@ ROS_DEFAULTS = {s.key.split('.', 1)[1]: s.default for s in S.SETTINGS
                 if s.key.startswith('ros.') and s.key.count('.') == 1 and s.default is not None}
 OUTPUT_TYPES = S.lookup('ros.output_type').choices
 TRIGGERS = S.lookup('ros.trigger').choices
+TRANSPORTS = S.lookup('ros.transport').choices
 # rclpy.experimental.EventsExecutor (Kilted, rclpy 9.1.2) stalled after its first callbacks in our
 # node, so only the standard executors are offered.
 EXECUTORS = ('single_threaded', 'multi_threaded')
@@ -52,6 +53,8 @@ def ros_settings(params):
     require(ros['output_type'] in OUTPUT_TYPES, 'ros.output_type',
             f"{ros['output_type']!r} is not one of {', '.join(OUTPUT_TYPES)}")
     require(ros['trigger'] in TRIGGERS, 'ros.trigger', f"{ros['trigger']!r} is not one of {', '.join(TRIGGERS)}")
+    require(ros['transport'] in TRANSPORTS, 'ros.transport',
+            f"{ros['transport']!r} is not one of {', '.join(TRANSPORTS)}")
     require(ros['executor'] in EXECUTORS, 'ros.executor',
             f"{ros['executor']!r} is not one of {', '.join(EXECUTORS)}")
     require(isinstance(ros['autostart'], bool), 'ros.autostart', f"must be true or false, got {ros['autostart']!r}")

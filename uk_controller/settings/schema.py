@@ -252,8 +252,12 @@ SETTINGS = [
     _S('ros.output_type', 'str', 'float64_multi_array', '', 'message type of the efforts',
        choices=('float64_multi_array', 'joint_trajectory', 'joint_state')),
     _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
-    _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state',
+    _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state (in the '
+       'loop thread: phase-locked to the publisher, a step 2 periods after the last when states stop)',
        choices=('timer', 'state')),
+    _S('ros.transport', 'str', 'raw', '', 'raw: the loop thread decodes /joint_states and encodes the efforts '
+       '(float64_multi_array) as CDR bytes itself; messages: rclpy message objects (the reference)',
+       choices=('raw', 'messages')),
     _S('ros.trajectory_start', 'float', 0.0, 's', 'trajectory time at start', live=True),
     _pos('ros.diagnostics_period', 1.0, 's', '/diagnostics period', high=3600.0),
     _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=('single_threaded', 'multi_threaded')),
