@@ -32,7 +32,7 @@ import numpy as np
 
 LOOP_MODES = ('thread', 'timer')
 LOOP_DEFAULTS = {'mode': 'thread', 'priority': 0, 'cpus': [], 'mlockall': False, 'spin_us': 50.0,
-                 'window': 1.0}
+                 'window': 1.0, 'fallback_periods': 2.0}
 OVERRUN_DEFAULTS = {'warn_after': 10, 'safe_after': 100, 'recover_after': 10}
 #: order of std_msgs/Float64MultiArray ``~/loop_timing`` (contract with the PlotJuggler layouts)
 TIMING_FIELDS = ('achieved_rate_hz', 'period_jitter_p50_us', 'period_jitter_p99_us', 'period_jitter_max_us',
@@ -88,6 +88,7 @@ def loop_settings(params):
         raise SettingsError(f"ros.loop.mlockall: must be true or false, got {loop['mlockall']!r}")
     loop['spin_us'] = _float(loop, 'spin_us', 'ros.loop.spin_us', 0.0, 10000.0)
     loop['window'] = _float(loop, 'window', 'ros.loop.window', 0.05, 60.0)
+    loop['fallback_periods'] = _float(loop, 'fallback_periods', 'ros.loop.fallback_periods', 1.0, 1000.0)
     overrun['warn_after'] = _int(overrun, 'warn_after', 'ros.overrun.warn_after', 0)
     overrun['safe_after'] = _int(overrun, 'safe_after', 'ros.overrun.safe_after', 0)
     overrun['recover_after'] = _int(overrun, 'recover_after', 'ros.overrun.recover_after', 1)

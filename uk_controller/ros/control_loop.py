@@ -47,6 +47,8 @@ PLOT_CHECK_NS = 50_000_000
 #: measurement knob: cProfile the loop thread into this file (uk_controller/benchmarks/ros_rate.py --profile)
 PROFILE_ENV = 'UK_CONTROLLER_PROFILE_LOOP'
 STATE_PATH = os.environ.get('UK_CONTROLLER_STATE_PATH', 'take')
+#: longest single wait of the phase-locked loop [ns] (it then re-checks stop() and waits on)
+WAIT_SLICE_NS = 50_000_000
 #: periods after which the loop thread freezes the garbage collector's view of start-up objects
 FREEZE_AFTER = 200
 
@@ -187,8 +189,8 @@ class ControlLoop:
 
     def describe(self):
         if self.phase_locked:
-            return (f'control loop: own thread, phase-locked to the joint states (fall-back deadline 2 periods '
-                    f'after the last step), transport {self.node.ros["transport"]}; overrun: warn after '
+            return (f'control loop: own thread, phase-locked to the joint states (fall-back '
+                    f'{self.loop["fallback_periods"]:g} periods after the last step), transport {self.node.ros["transport"]}; overrun: warn after '
                     f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]} consecutive '
                     f'missed periods')
         if self.threaded:
@@ -310,7 +312,8 @@ class ControlLoop:
         if phase:
             from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
             waitset = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, node.context.handle)   # one subscription
-            notes.append('phase-locked to /joint_states (fall-back deadline 2 periods after the last step)')
+            notes.append(f'phase-locked to the joint states (fall-back {self.loop["fallback_periods"]:g} periods '
+                         f'after the last step)')
         notes.append(f'transport {"raw CDR" if raw else "messages"}')
         self.notes = notes
         sleeper = DeadlineSleeper(0 if phase else self.loop['spin_us'] * 1e3)
@@ -318,7 +321,7 @@ class ControlLoop:
                                + '; '.join(notes))
         clock, wall = time.monotonic_ns, time.time_ns
         period_ns = self.timing.period_ns
-        fallback_ns = 2 * period_ns
+        fallback_ns = int(round(self.loop['fallback_periods'] * period_ns))
         queue, lock, merger = self.queue, self.lock, node.merger
         on_state, accept, control = node.on_joint_state, node.accept_state, node.control
         match_names = merger.match
@@ -326,7 +329,6 @@ class ControlLoop:
         self.decoder = decoder
         names_seen, names_match = None, None
         frozen = False
-        last_start = None
         deadline = clock() + period_ns
         try:
             while not self._stop.is_set():
@@ -335,7 +337,9 @@ class ControlLoop:
                     if wait > 0:
                         waitset.clear_entities()
                         waitset.add_subscription(handle)
-                        waitset.wait(wait)            # releases the GIL; returns on a message or the deadline
+                        # releases the GIL; returns on a message or the deadline (at most WAIT_SLICE_NS,
+                        # so that stop() is seen soon even with a far fall-back)
+                        waitset.wait(min(wait, WAIT_SLICE_NS))     # nothing taken before the deadline: wait on
                 else:
                     sleeper.sleep_until(deadline)
                 start = clock()
@@ -387,9 +391,12 @@ class ControlLoop:
                     latency = -1
                 missed = 0
                 if phase:
-                    # a period without a step is missed: gaps between steps longer than 1.5 periods
-                    if last_start is not None and start - last_start > 3 * period_ns // 2:
-                        missed = int(round((start - last_start) / period_ns)) - 1
+                    # the loop's own lateness only (a publisher that pauses is the state timeout's business):
+                    # a state's step is missed when its efforts leave more than a period after the state
+                    # arrived, a fall-back step when it ends more than a period after its deadline
+                    late = latency if fresh else end - deadline
+                    if late >= period_ns:
+                        missed = late // period_ns
                     deadline = (start + fallback_ns) if fresh else deadline + period_ns
                     if end > deadline:
                         deadline += ((end - deadline) // period_ns + 1) * period_ns
@@ -398,7 +405,6 @@ class ControlLoop:
                     if end > deadline:       # overran into the next period: the lost deadlines are skipped
                         missed = (end - deadline) // period_ns + 1
                         deadline += missed * period_ns
-                last_start = start
                 self._account(start, end, missed, age_ns, latency)
                 if not frozen and self.timing.total_periods >= FREEZE_AFTER:
                     # start-up garbage (imports, the model, rclpy) moved out of the collector's sight:

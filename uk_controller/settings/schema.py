@@ -253,7 +253,7 @@ SETTINGS = [
        choices=('float64_multi_array', 'joint_trajectory', 'joint_state')),
     _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
     _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state (in the '
-       'loop thread: phase-locked to the publisher, a step 2 periods after the last when states stop)',
+       'loop thread: phase-locked to the publisher, ros.loop.fallback_periods when states stop)',
        choices=('timer', 'state')),
     _S('ros.transport', 'str', 'raw', '', 'raw: the loop thread decodes /joint_states and encodes the efforts '
        '(float64_multi_array) as CDR bytes itself; messages: rclpy message objects (the reference)',
@@ -270,6 +270,9 @@ SETTINGS = [
     _S('ros.loop.mlockall', 'bool', False, '', 'lock the process memory'),
     _S('ros.loop.spin_us', 'float', 50.0, 'us', 'busy-wait before each deadline', low=0.0, high=10000.0),
     _S('ros.loop.window', 'float', 1.0, 's', 'telemetry window (~/loop_timing)', low=0.05, high=60.0),
+    _S('ros.loop.fallback_periods', 'float', 2.0, 'periods', 'ros.trigger state in the loop thread: no new state '
+       'this long after the last step: step on the wall clock (then every period until states return)',
+       low=1.0, high=1000.0),
     _S('ros.overrun.warn_after', 'int', 10, 'periods', 'consecutive missed deadlines before a WARN (0: never)',
        low=0),
     _S('ros.overrun.safe_after', 'int', 100, 'periods', 'consecutive missed deadlines before the safe effort '
