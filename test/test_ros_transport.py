@@ -94,7 +94,8 @@ def test_raw_and_message_paths_give_the_same_efforts_and_malformed_states_never_
     try:
         efforts = {p: probe.record(Float64MultiArray, f'/{p}/efforts', convert=lambda m: bytes(np.asarray(
             m.data, dtype='<f8').tobytes())) for p in PATHS}
-        diags = {p: probe.record(DiagnosticArray, f'/{p}/diagnostics', convert=_counts) for p in PATHS}
+        for p in PATHS:
+            probe.record(DiagnosticArray, f'/{p}/diagnostics', convert=_counts)
         pubs = {p: probe.node.create_publisher(JointState, f'/{p}/joint_states', reliable(100)) for p in PATHS}
         for p in PATHS:
             nodes[p] = NodeProcess('uk_controller.ros.controller_node', node_params(p), DOMAIN_ID, str(tmp_path),
