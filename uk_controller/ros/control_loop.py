@@ -1,17 +1,28 @@
 """The period loop of ``uk_controller_node``: its own thread (``ros.loop.mode: thread``) or rclpy's timer.
 
-Thread mode (wall clock): a thread outside rclpy's executor sleeps to absolute deadlines
-``d_{k+1} = d_k + T`` (loop_timing.DeadlineSleeper), takes the joint states that arrived since the
-previous period, runs the node's control step and publishes from the same thread. The executor only
-runs the subscription callback, which appends ``(message, receive time)`` to a ``collections.deque``
-(atomic under the GIL: no lock on the state path); the loop thread drains it and merges every message
-by name as the node's own callback does. Services and parameter changes run in the executor thread
-and take :attr:`ControlLoop.lock`, which the loop holds only around its own step, so they never see
-a half-done period. SCHED_FIFO, CPU affinity and mlockall are applied to the loop thread when asked
-(``ros.loop.priority``, ``ros.loop.cpus``, ``ros.loop.mlockall``) and the outcome is logged.
+Thread mode (wall clock), ``ros.trigger: timer``: a thread outside rclpy's executor sleeps to absolute
+deadlines ``d_{k+1} = d_k + T`` (loop_timing.DeadlineSleeper), takes the joint states that arrived
+since the previous period from a subscription no executor waits on, runs the node's control step and
+publishes from the same thread.
 
-Timer mode (``use_sim_time``, ``ros.trigger: state`` or ``ros.loop.mode: timer``): rclpy's timer
-calls the node's ``on_timer``; the same statistics and overrun policy are applied around it.
+Thread mode, ``ros.trigger: state`` (phase-locked): the thread waits on that subscription (an rcl wait
+set) and steps as soon as a newer complete state is merged, trajectory time = the state's stamp; with
+no newer state ``ros.loop.fallback_periods`` periods after the last step it steps on the wall clock
+(held state, then every period), so the stale-state timeout and the safe effort work as in the
+fixed-rate loop. A missed period is the loop's own lateness: efforts out more than a period after
+the state arrived, or a fall-back step ending more than a period after its deadline.
+
+``ros.transport: raw``: the states are taken as CDR bytes and decoded by :mod:`.cdr` straight into
+the merger (names matched once per name list); ``messages``: rclpy message objects (the reference).
+
+Services and parameter changes run in the executor thread and take :attr:`ControlLoop.lock`, which the
+loop holds only around its own step, so they never see a half-done period. SCHED_FIFO, CPU affinity
+and mlockall are applied to the loop thread when asked (``ros.loop.priority``, ``ros.loop.cpus``,
+``ros.loop.mlockall``) and the outcome is logged.
+
+Timer mode (``use_sim_time`` or ``ros.loop.mode: timer``): rclpy's timer calls the node's ``on_timer``
+(and under ``ros.trigger: state`` the subscription callback steps); the same statistics and overrun
+policy are applied around it.
 
 Both modes publish the window statistics on ``~/loop_timing`` (std_msgs/Float64MultiArray, order
 loop_timing.TIMING_FIELDS) and hand them to ``/diagnostics``.
