@@ -193,3 +193,57 @@ def test_raw_and_message_paths_give_the_same_efforts_and_malformed_states_never_
     assert int(last['messages']['rejected_malformed']) == 0, last['messages']
     for p in PATHS:
         assert int(last[p]['rejected_nonfinite']) == nan_sent, (p, last[p])
+
+
+def _level_message(msg):
+    status = next((s for s in msg.status if s.name.startswith('uk_controller_node')), None)
+    return (ord(status.level), status.message) if status is not None else (None, '')
+
+
+def test_phase_locked_loop_falls_back_to_the_wall_clock_and_the_safe_effort_when_states_stop(tmp_path, robots):
+    """ros.trigger: state in the loop thread: while states come, one step per state; when they stop, the
+    loop keeps stepping on the wall clock (ros.loop.fallback_periods), the held state goes stale after
+    control.state_timeout and the safe effort (zero) goes out; when states return it controls again."""
+    setup = load_robot(robots(ROBOT))
+    probe = Probe(DOMAIN_ID, name='uk_fallback_probe')
+    node = None
+    try:
+        efforts = probe.record(Float64MultiArray, '/effort_controller/commands',
+                               convert=lambda m: np.asarray(m.data, dtype=float))
+        diags = probe.record(DiagnosticArray, '/diagnostics', convert=_level_message)
+        pub = probe.node.create_publisher(JointState, '/joint_states', reliable(100))
+        node = NodeProcess('uk_controller.ros.controller_node',
+                           {'config': ROBOT, 'control': {'rate': RATE, 'state_timeout': 0.3, 'safe_effort': 'zero'},
+                            'ros': {'trigger': 'state', 'diagnostics_period': 0.1}}, DOMAIN_ID, str(tmp_path))
+        assert node.wait_for_output('control loop', 300.0), node.output()[-3000:]
+        names, q = list(setup.joint_names), [float(v) + 0.02 for v in setup.q0]
+
+        def feed(count):
+            for _ in range(count):
+                msg = JointState(name=names, position=q, velocity=[0.0] * len(q))
+                msg.header.stamp = probe.node.get_clock().now().to_msg()
+                pub.publish(msg)
+                time.sleep(1.0 / RATE)
+
+        while len(efforts) < 50:                    # until discovery is done and the node controls
+            feed(20)
+            assert node.proc.poll() is None, node.output()[-3000:]
+        assert probe.wait_for(lambda: diags and diags[-1][1] == (0, 'controlling'), 60.0), diags[-3:]
+        during = len(efforts)
+        # no more states: steps go on on the wall clock, the state goes stale, the safe effort goes out
+        assert probe.wait_for(lambda: diags[-1][1][0] == 2 and 'stale state' in diags[-1][1][1], 60.0), diags[-3:]
+        assert probe.wait_for(lambda: len(efforts) > during + 20 and not np.any(efforts[-1][1]), 60.0)
+        assert np.any(efforts[during - 1][1]), 'the controlling efforts were zero: nothing to tell apart'
+        # states again: controlling again
+        resumed = False
+        for _ in range(200):
+            feed(10)
+            if diags[-1][1] == (0, 'controlling') and np.any(efforts[-1][1]):
+                resumed = True
+                break
+        assert resumed, (diags[-3:], node.output()[-2000:])
+        assert 'phase-locked' in node.output() and 'transport raw' in node.output()
+    finally:
+        code = node.stop() if node is not None else 0
+        probe.close()
+    assert code == 0, node.output()[-3000:]
