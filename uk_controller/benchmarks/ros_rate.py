@@ -1,4 +1,5 @@
-"""Table ``ros_rate`` (issue 13): uk_controller_node over DDS at 250/500/1000 Hz, FIFO or not, quiet or loaded.
+"""Table ``ros_rate`` (issues 13, 24): uk_controller_node over DDS at 250/500/1000 Hz: the fixed-rate and the
+phase-locked loop, raw CDR and rclpy messages, FIFO or not, quiet or loaded.
 
 The measurement is uk_controller.ros.rate_bench (it needs rclpy, so it lives under ros/); run it inside
 a private network namespace when others use DDS on this machine.
@@ -13,11 +14,15 @@ def run(args):
     rates = [250.0, 500.0, 1000.0]
     robots = [r for r in ('scara', 'five_bar', 'dual_arm') if r in args.robots] or ['scara']
     print('\n## uk_controller_node over DDS: achieved rate, missed deadlines, latency, CPU (uk_controller/benchmarks/ros_rate.py)')
-    rate_bench.run_table(robots, rates, 1.5 if args.quick else 3.0)
+    # a compact set for the whole-suite run; ``python -m uk_controller.benchmarks.ros_rate`` runs all of CONFIGS
+    configs = (('deadline', 0, False, 'raw'), ('state', 0, False, 'raw'), ('deadline', 50, False, 'raw'),
+               ('deadline', 50, False, 'messages'), ('state', 50, False, 'raw'), ('state', 50, False, 'messages'),
+               ('state', 50, True, 'raw'), ('timer', 0, False, 'messages'))
+    rate_bench.run_table(robots, rates, 1.5 if args.quick else 3.0, configs)
 
 
 def main(argv=None):
-    """``python -m uk_controller.benchmarks.ros_rate [options]``: the issue-13 table alone, with its own
+    """``python -m uk_controller.benchmarks.ros_rate [options]``: the issue-13/24 table alone, with its own
     options (uk_controller.ros.rate_bench.main); ``--legacy``: the earlier per-executor table
     (uk_controller.ros.rate_bench_legacy)."""
     argv = sys.argv[1:] if argv is None else list(argv)

@@ -41,8 +41,8 @@ import time
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from .cdr import CdrError, JointStateDecoder
-from .loop_timing import (TIMING_FIELDS, DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings,
-                          realtime_setup)
+from .loop_timing import (LOOP_THREAD_NAME, TIMING_FIELDS, DeadlineSleeper, LoopTiming, OverrunPolicy,
+                          loop_settings, name_thread, realtime_setup)
 
 #: Python's GIL switch interval in thread mode: a loop thread that wakes while the executor thread runs
 #: Python waits at most this long for the GIL (CPython's default is 5 ms, five periods at 1 kHz).
@@ -314,6 +314,7 @@ class ControlLoop:
             sub = self._take_sub
             handle, msg_type = sub.handle, sub.msg_type
             take = handle.take_message
+        name_thread(LOOP_THREAD_NAME)
         try:
             notes = realtime_setup(self.loop['priority'], self.loop['cpus'], self.loop['mlockall'])
         except Exception as exc:   # noqa: BLE001 - never let the set-up stop the loop

@@ -1,9 +1,11 @@
-"""uk_controller_node's period loop over real DDS: achieved rate, missed deadlines, latency, CPU (issue 13).
+"""uk_controller_node's period loop over real DDS: achieved rate, missed deadlines, latency, CPU (issues 13, 24).
 
 For each robot, rate and configuration the node runs in its own process, fed by a JointState publisher in
 ANOTHER process at the same rate (``python -m uk_controller.ros.rate_bench --feed ...``); a probe in this
 process counts the effort commands that arrive and reads the node's telemetry (~/loop_timing,
-/diagnostics). Configurations: the loop thread (ros.loop.mode thread) without and with SCHED_FIFO
+/diagnostics). Configurations (CONFIGS): the loop thread on wall-clock deadlines (``deadline``,
+ros.trigger timer) and phase-locked to the joint states (``state``, ros.trigger state), each with the
+raw CDR transport and with rclpy's messages (ros.transport), without and with SCHED_FIFO
 (ros.loop.priority), quiet and with two busy processes; rclpy's timer (the old loop) as the baseline.
 
 Columns: achieved = effort commands received by the probe per second; node = periods the node ran per
@@ -41,6 +43,21 @@ def cpu_seconds(pid):
     with open(f'/proc/{pid}/stat') as handle:
         fields = handle.read().rsplit(')', 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def loop_thread_seconds(pid):
+    """CPU seconds of the node's loop thread (named LOOP_THREAD_NAME); NaN in timer mode (no such thread)."""
+    from ..control.loop_timing import LOOP_THREAD_NAME
+    for tid in os.listdir(f'/proc/{pid}/task'):
+        try:
+            with open(f'/proc/{pid}/task/{tid}/stat') as handle:
+                text = handle.read()
+        except FileNotFoundError:
+            continue
+        if text[text.index('(') + 1:text.rindex(')')] == LOOP_THREAD_NAME:
+            fields = text.rsplit(')', 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+    return float('nan')
 
 
 def feed(robot, rate, domain_id):
@@ -103,9 +120,9 @@ def one_run(probe, robot, rate, loop, priority, loaded, transport, seconds, tmp)
         time.sleep(0.5)
         probe.clear('/effort_controller/commands')
         probe.clear('/diagnostics')
-        t0, c0 = time.monotonic(), cpu_seconds(node.proc.pid)
+        t0, c0, l0 = time.monotonic(), cpu_seconds(node.proc.pid), loop_thread_seconds(node.proc.pid)
         time.sleep(seconds)
-        t1, c1 = time.monotonic(), cpu_seconds(node.proc.pid)
+        t1, c1, l1 = time.monotonic(), cpu_seconds(node.proc.pid), loop_thread_seconds(node.proc.pid)
         got = len(probe.snapshot('/effort_controller/commands'))
         diag = [d for _, d in probe.snapshot('/diagnostics') if 'loop_periods' in d]
         load_avg = os.getloadavg()[0]
@@ -121,6 +138,7 @@ def one_run(probe, robot, rate, loop, priority, loaded, transport, seconds, tmp)
         for proc in load:
             proc.wait()
     out = {'achieved': got / (t1 - t0), 'cpu': 100.0 * (c1 - c0) / (t1 - t0), 'load': load_avg,
+           'loop_cpu': 100.0 * (l1 - l0) / (t1 - t0),
            'setup': diag[-1].get('loop_setup', '') if diag else ''}
     if len(diag) >= 2:
         a, b = diag[0], diag[-1]
@@ -157,7 +175,7 @@ def run_table(robots, rates, seconds, configs=CONFIGS, stream=sys.stdout):
         probe.close()
     head = (f'{"robot":<10} {"Hz":>5} {"loop":<8} {"path":<8} {"sched":<10} {"machine":<7} {"achieved":>8} {"node":>7} '
             f'{"missed":>7} {"missed%":>7} {"lat p50 us":>10} {"lat p99 us":>10} {"step p50 us":>11} '
-            f'{"CPU %":>6} {"load1":>5}')
+            f'{"CPU %":>6} {"loop %":>6} {"load1":>5}')
     print(head, file=stream)
     print('-' * len(head), file=stream)
     for robot, rate, mode, priority, loaded, transport, r, why in rows:
@@ -172,11 +190,11 @@ def run_table(robots, rates, seconds, configs=CONFIGS, stream=sys.stdout):
               f'{r["achieved"]:>8.1f} {r.get("node_rate", float("nan")):>7.1f} {r.get("missed", -1):>7d} '
               f'{r.get("missed_pct", float("nan")):>7.2f} {r.get("lat_p50", float("nan")):>10.0f} '
               f'{r.get("lat_p99", float("nan")):>10.0f} {r.get("compute_p50", float("nan")):>11.0f} '
-              f'{r["cpu"]:>6.1f} {r["load"]:>5.2f}', file=stream)
+              f'{r["cpu"]:>6.1f} {r["loop_cpu"]:>6.1f} {r["load"]:>5.2f}', file=stream)
     print('\nachieved: efforts received by a probe per s; node: periods run per s (its ~/loop_timing); missed: '
           'deadlines missed (node count), % of periods elapsed; lat: state received (DDS) -> efforts out '
           '(median of window p50s, largest window p99); step p50: the period\'s work (state merge, control step, '
-          'the effort publish; the plotting topics only when subscribed: none here); CPU: node process, 100 % = one core; load1: 1-min load average at the end. '
+          'the effort publish; the plotting topics only when subscribed: none here); CPU: node process, 100 % = one core (loop %: its loop thread alone; the rest is DDS, rclpy\'s executor and the other threads); load1: 1-min load average at the end. '
           'loaded: two busy processes (while True: pass). loop deadline: the loop thread on wall-clock deadlines '
           '(ros.trigger timer); state: phase-locked to the joint states (ros.trigger state); timer: rclpy timer loop '
           '(ros.loop.mode timer). path: ros.transport (raw: our CDR; messages: rclpy message objects).',
