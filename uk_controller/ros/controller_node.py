@@ -285,7 +285,10 @@ class ControllerNode(Node):
             kind = kind or 'nonfinite'
             fault = fault or 'non-finite effort replaced by zero'
         if self.raw_effort is not None:
-            # ros.transport: raw -- the efforts written into a reused CDR buffer and published as bytes
+            # ros.transport: raw -- the efforts written into a reused CDR buffer and published as bytes.
+            # rclpy's Publisher.publish takes only `bytes` for a raw publish (isinstance check, rclpy 9.1
+            # publisher.py), which would copy the buffer each period; the handle's publish_raw (what it
+            # calls) takes the bytearray itself (pybind11's string caster accepts bytearray)
             np.take(effort, self.perm, out=self.raw_effort.values)
             handle = self._effort_handle
             with handle:
