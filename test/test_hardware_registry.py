@@ -16,7 +16,7 @@ from uk_controller.cli import build_parser
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.hardware import registry
 from uk_controller.hardware.bus import MotorBus
-from uk_controller.hardware.calibration import HardwareConfig, HardwareConfigError
+from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.emulator import DeviceEmulator, IndependentJointsPlant
 
 NAMES = registry.names()
@@ -56,7 +56,7 @@ def test_unknown_protocol_is_an_error_naming_the_accepted_ones():
     with pytest.raises(ValueError, match='canopen'):
         registry.make_emulator('canopen', IndependentJointsPlant([1.0]), hw)
     params = {'actuators': {'names': ['m1']}, 'hardware': {'protocol': 'canopen'}}
-    with pytest.raises(HardwareConfigError, match='hardware.protocol'):
+    with pytest.raises(ConfigError, match='hardware.protocol'):
         HardwareConfig.from_params(params, 'robot.yaml')
 
 

@@ -17,7 +17,9 @@ import time
 import numpy as np
 import pytest
 
-from uk_controller.ros.loop_timing import (TIMING_FIELDS, LoopTiming, OverrunPolicy, SettingsError,
+from uk_controller.files.parameter_file import ConfigError
+
+from uk_controller.ros.loop_timing import (TIMING_FIELDS, LoopTiming, OverrunPolicy,
                                            loop_settings)
 
 DOMAIN_ID = 78
@@ -88,7 +90,7 @@ def test_overrun_policy_warns_goes_safe_and_recovers():
     ({'overrun': 5}, 'ros.overrun'),
 ])
 def test_bad_loop_settings_name_the_key(ros, key):
-    with pytest.raises(SettingsError) as info:
+    with pytest.raises(ConfigError) as info:
         loop_settings({'ros': ros})
     assert str(info.value).startswith(key + ':')
 

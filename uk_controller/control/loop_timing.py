@@ -30,6 +30,8 @@ import time
 
 import numpy as np
 
+from ..files.parameter_file import ConfigError
+
 LOOP_MODES = ('thread', 'timer')
 LOOP_DEFAULTS = {'mode': 'thread', 'priority': 0, 'cpus': [], 'mlockall': False, 'spin_us': 50.0,
                  'window': 1.0}
@@ -39,26 +41,23 @@ TIMING_FIELDS = ('achieved_rate_hz', 'period_jitter_p50_us', 'period_jitter_p99_
                  'compute_p50_us', 'compute_p99_us', 'state_age_p50_us', 'missed_deadlines')
 
 
-class SettingsError(ValueError):
-    """A ``ros.loop`` / ``ros.overrun`` setting is invalid; the message starts with the dotted key."""
-
 
 def _int(section, key, where, low, high=None):
     value = section[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise SettingsError(f'{where}: must be an integer, got {value!r}')
+        raise ConfigError(f'{where}: must be an integer, got {value!r}')
     value = int(value)
     if value < low or (high is not None and value > high):
-        raise SettingsError(f'{where}: must be in [{low}, {high if high is not None else "inf"}], got {value}')
+        raise ConfigError(f'{where}: must be in [{low}, {high if high is not None else "inf"}], got {value}')
     return value
 
 
 def _float(section, key, where, low, high):
     value = section[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SettingsError(f'{where}: must be a finite number, got {value!r}')
+        raise ConfigError(f'{where}: must be a finite number, got {value!r}')
     if not low <= value <= high:
-        raise SettingsError(f'{where}: must be in [{low:g}, {high:g}], got {value!r}')
+        raise ConfigError(f'{where}: must be in [{low:g}, {high:g}], got {value!r}')
     return float(value)
 
 
@@ -71,21 +70,21 @@ def loop_settings(params):
         if section is None:
             continue
         if not isinstance(section, dict):
-            raise SettingsError(f'ros.{name}: must be a map of settings ({", ".join(target)}), got {section!r}')
+            raise ConfigError(f'ros.{name}: must be a map of settings ({", ".join(target)}), got {section!r}')
         for key, value in section.items():
             if key not in target:
-                raise SettingsError(f'ros.{name}.{key}: unknown setting (known: {", ".join(target)})')
+                raise ConfigError(f'ros.{name}.{key}: unknown setting (known: {", ".join(target)})')
             target[key] = value
     if loop['mode'] not in LOOP_MODES:
-        raise SettingsError(f"ros.loop.mode: {loop['mode']!r} is not one of {', '.join(LOOP_MODES)}")
+        raise ConfigError(f"ros.loop.mode: {loop['mode']!r} is not one of {', '.join(LOOP_MODES)}")
     loop['priority'] = _int(loop, 'priority', 'ros.loop.priority', 0, 99)
     cpus = loop['cpus']
     if not isinstance(cpus, (list, tuple)) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
                                                        for c in cpus):
-        raise SettingsError(f'ros.loop.cpus: must be a list of CPU numbers >= 0 (empty: any), got {cpus!r}')
+        raise ConfigError(f'ros.loop.cpus: must be a list of CPU numbers >= 0 (empty: any), got {cpus!r}')
     loop['cpus'] = [int(c) for c in cpus]
     if not isinstance(loop['mlockall'], bool):
-        raise SettingsError(f"ros.loop.mlockall: must be true or false, got {loop['mlockall']!r}")
+        raise ConfigError(f"ros.loop.mlockall: must be true or false, got {loop['mlockall']!r}")
     loop['spin_us'] = _float(loop, 'spin_us', 'ros.loop.spin_us', 0.0, 10000.0)
     loop['window'] = _float(loop, 'window', 'ros.loop.window', 0.05, 60.0)
     overrun['warn_after'] = _int(overrun, 'warn_after', 'ros.overrun.warn_after', 0)

@@ -32,15 +32,12 @@ import numpy as np
 from ..files.parameter_file import ConfigError
 from . import registry
 
-__all__ = ['HardwareConfigError', 'MotorCalibration', 'HardwareConfig']
+__all__ = ['MotorCalibration', 'HardwareConfig']
 
-
-class HardwareConfigError(ConfigError):
-    """A bad ``hardware`` section; the message names the file and dotted key."""
 
 
 def _err(source, key, msg):
-    return HardwareConfigError(msg, file=source or None, key=key)
+    return ConfigError(msg, file=source or None, key=key)
 
 
 @dataclass

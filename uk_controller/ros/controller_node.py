@@ -354,7 +354,7 @@ class ControllerNode(Node):
             if 'control.state_timeout' in updates:
                 P.number({'v': updates['control.state_timeout']}, 'v', 'control.state_timeout')
             if 'control.safe_effort' in updates and updates['control.safe_effort'] not in ('zero', 'hold'):
-                raise P.ParameterError(f"control.safe_effort: {updates['control.safe_effort']!r} is not zero or hold")
+                raise ConfigError(f"control.safe_effort: {updates['control.safe_effort']!r} is not zero or hold")
             if new_stab is not None:
                 # the setter checks per-row gain lengths against the constraint rows
                 current = self.core.stabilization

@@ -6,5 +6,5 @@ which must not import from ``ros/`` (layers point downward, DESIGN.md).
 from ..control.loop_timing import (  # noqa: F401 - re-exported
     CLOCK_MONOTONIC, LOOP_DEFAULTS, LOOP_MODES, MCL_CURRENT, MCL_FUTURE,  # noqa: F401
     OVERRUN_DEFAULTS, PR_SET_TIMERSLACK, TIMER_ABSTIME, TIMING_FIELDS,  # noqa: F401
-    DeadlineSleeper, LoopTiming, OverrunPolicy, SettingsError, loop_settings,  # noqa: F401
+    DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings,  # noqa: F401
     realtime_setup)  # noqa: F401

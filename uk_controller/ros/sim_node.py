@@ -47,6 +47,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
 
+from ..files.parameter_file import ConfigError
 from ..sim.plants import PLANTS
 from ..sim.uk_plant import UKPlant
 from . import params as P
@@ -83,20 +84,20 @@ def sim_settings(params):
         'plant': sim.get('plant', 'uk'),
     }
     if out['plant'] not in PLANTS:
-        raise P.ParameterError(f"simulation.plant: {out['plant']!r} is not one of {', '.join(PLANTS)}")
+        raise ConfigError(f"simulation.plant: {out['plant']!r} is not one of {', '.join(PLANTS)}")
     for key in ('rate', 'real_time_factor', 'mass_scale', 'closure_omega', 'lockstep_resend', 'clock_start'):
         P.number(out, key, f'simulation.{key}')
     P.number(out, 'sensor_noise', 'simulation.sensor_noise', positive=False)
     lag = out['max_command_lag']
     if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
-        raise P.ParameterError(f'simulation.max_command_lag: must be a whole number of periods >= 0, got {lag!r}')
+        raise ConfigError(f'simulation.max_command_lag: must be a whole number of periods >= 0, got {lag!r}')
     for key in ('publish_clock', 'lockstep'):
         if not isinstance(out[key], bool):
-            raise P.ParameterError(f'simulation.{key}: must be true or false, got {out[key]!r}')
+            raise ConfigError(f'simulation.{key}: must be true or false, got {out[key]!r}')
     if out['lockstep']:
         out['publish_clock'] = True
     if out['max_command_lag'] and not out['publish_clock']:
-        raise P.ParameterError('simulation.max_command_lag: needs simulation.publish_clock: true '
+        raise ConfigError('simulation.max_command_lag: needs simulation.publish_clock: true '
                                '(a plant on the wall clock cannot wait for its controller)')
     return out
 
@@ -108,7 +109,7 @@ def make_plant(setup, sim):
             from ..sim.mujoco_plant import MujocoPlant
             import mujoco  # noqa: F401
         except ImportError:
-            raise P.ParameterError('simulation.plant: mujoco needs the MuJoCo Python package '
+            raise ConfigError('simulation.plant: mujoco needs the MuJoCo Python package '
                                    '(pip install mujoco), or use plant:=uk') from None
         return MujocoPlant.from_setup(setup, mass_scale=sim['mass_scale'])
     return UKPlant(setup, integrator=sim['integrator'], substeps=sim['substeps'],
@@ -128,7 +129,7 @@ class SimNode(Node):
         self.params, self.config_path, self.ros = read_parameters(self)
         self.sim = sim_settings(self.params)
         if self.sim['publish_clock'] and self.get_parameter('use_sim_time').value:
-            raise P.ParameterError('use_sim_time: must be false for the node that publishes /clock')
+            raise ConfigError('use_sim_time: must be false for the node that publishes /clock')
         setup = build_setup(self.params, self.config_path, mass_scale=self.sim['mass_scale'])
         self.plant = make_plant(setup, self.sim)
         self.setup = setup

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..files.parameter_file import ConfigError
 from . import schema as S
 
 # Node-only settings (section ``ros`` of the robot YAML) and their defaults.
@@ -23,18 +24,15 @@ EXECUTORS = ('single_threaded', 'multi_threaded')
 DEFAULT_STATE_TIMEOUT = S.default('control.state_timeout')
 
 
-class ParameterError(ValueError):
-    """A node parameter is invalid; the message starts with the dotted key."""
-
 
 def require(cond, key, message):
-    """Raise ParameterError ``key: message`` unless `cond`."""
+    """Raise ConfigError ``key: message`` unless `cond`."""
     if not cond:
-        raise ParameterError(f'{key}: {message}')
+        raise ConfigError(f'{key}: {message}')
 
 
 def number(section, key, where, positive=True):
-    """``section[key]`` as a float: finite (and > 0 when `positive`), else ParameterError naming `where`."""
+    """``section[key]`` as a float: finite (and > 0 when `positive`), else ConfigError naming `where`."""
     value = section.get(key)
     require(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
             where, f'must be a finite number, got {value!r}')

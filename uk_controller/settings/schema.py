@@ -390,7 +390,7 @@ def _has_file_closures(root):
     return not given or any(k in given for k in ('mjcf', 'sdf'))
 
 
-def check(params, file=None, *, prefix=''):
+def check(params, file=None, *, prefix='', names=None):
     """Check a nested parameter tree against the schema: unknown keys, types, ranges, cross-key rules.
 
     Raises :class:`ConfigError` naming `file` and the dotted key. Returns `params` unchanged.
@@ -400,7 +400,7 @@ def check(params, file=None, *, prefix=''):
     if not isinstance(params, dict):
         raise ConfigError('ros__parameters must be a map', file=file)
     _walk(params, _TREE, prefix, params, file)
-    check_cross(params, file)
+    check_cross(params, file, names=names)
     return params
 
 

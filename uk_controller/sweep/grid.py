@@ -16,7 +16,7 @@ values, N times, from ``numpy.random.default_rng(sample_seed)``.
 Validation (:func:`check_overrides`): a key must exist in the robot's YAML or be
 one the loader reads (:data:`LOADER_KEYS`); its values must have the key's type;
 and the robot must load with each value (the loader's own checks). Errors are
-:class:`SweepSpecError` naming the key and suggesting the closest known key.
+:class:`ConfigError` naming the key and suggesting the closest known key.
 ``apply_overrides`` is the one place that writes settings into a config; the
 loader then checks every value against the settings schema (uk_controller/settings/schema.py).
 """
@@ -32,9 +32,8 @@ import math
 import numpy as np
 import yaml
 
+from ..files.parameter_file import ConfigError
 
-class SweepSpecError(ValueError):
-    """A bad ``--grid``/``--set`` argument; the message names the key."""
 
 
 #: Keys the loader and the simulator read that a robot YAML may leave out, with their type.
@@ -69,7 +68,7 @@ def parse_spec(text, option='--grid'):
     key, sep, values = text.partition('=')
     key = key.strip()
     if not sep or not key or not values.strip():
-        raise SweepSpecError(f"{option} {text!r}: expected KEY=VALUES, e.g. stabilization.omega=5:50:10")
+        raise ConfigError(f"{option} {text!r}: expected KEY=VALUES, e.g. stabilization.omega=5:50:10")
     values = values.strip()
     if ':' in values:
         parts = [p.strip() for p in values.split(':')]
@@ -82,16 +81,16 @@ def parse_spec(text, option='--grid'):
             if len(parts) not in (2, 3):
                 raise ValueError
         except (ValueError, IndexError):
-            raise SweepSpecError(f'{key}: {values!r} is not start:stop[:count][:log]') from None
+            raise ConfigError(f'{key}: {values!r} is not start:stop[:count][:log]') from None
         if count is not None and count < 1:
-            raise SweepSpecError(f'{key}: count must be >= 1, got {count}')
+            raise ConfigError(f'{key}: count must be >= 1, got {count}')
         if log and (start <= 0 or stop <= 0):
-            raise SweepSpecError(f'{key}: a log range needs start, stop > 0')
+            raise ConfigError(f'{key}: a log range needs start, stop > 0')
         return key, Range(start, stop, count, log)
     try:
         return key, [_scalar(v) for v in values.split(',')]
     except (ValueError, yaml.YAMLError):
-        raise SweepSpecError(f'{key}: cannot read {values!r} as a comma-separated list of values') from None
+        raise ConfigError(f'{key}: cannot read {values!r} as a comma-separated list of values') from None
 
 
 class Range:
@@ -103,7 +102,7 @@ class Range:
     def values(self):
         """The grid values (start..stop inclusive, `count` of them)."""
         if self.count is None:
-            raise SweepSpecError('start:stop without a count is a range for --random; give start:stop:count')
+            raise ConfigError('start:stop without a count is a range for --random; give start:stop:count')
         space = np.geomspace if self.log else np.linspace
         return [float(v) for v in space(self.start, self.stop, self.count)]
 
@@ -144,10 +143,10 @@ def key_type(params, key):
     found, current = _lookup(params, key)
     if found:
         if isinstance(current, dict):
-            raise SweepSpecError(f'{key}: is a section, not a setting; give one of its keys, e.g. '
+            raise ConfigError(f'{key}: is a section, not a setting; give one of its keys, e.g. '
                                  f'{", ".join(leaf_keys(current, key + ".")[:3])}')
         if isinstance(current, list):
-            raise SweepSpecError(f'{key}: is a list; a sweep sets single values')
+            raise ConfigError(f'{key}: is a list; a sweep sets single values')
         if isinstance(current, bool):
             return bool
         if isinstance(current, (int, float)) and key in LOADER_KEYS:
@@ -158,7 +157,7 @@ def key_type(params, key):
     known = sorted(set(leaf_keys(params)) | set(LOADER_KEYS))
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
     hint = f"; did you mean '{close[0]}'?" if close else ''
-    raise SweepSpecError(f"unknown setting '{key}'{hint}")
+    raise ConfigError(f"unknown setting '{key}'{hint}")
 
 
 def coerce(key, value, kind):
@@ -181,7 +180,7 @@ def coerce(key, value, kind):
             return value
     else:
         return value
-    raise SweepSpecError(f'{key}: {value!r} is not {"an" if kind is int else "a"} {kind.__name__}')
+    raise ConfigError(f'{key}: {value!r} is not {"an" if kind is int else "a"} {kind.__name__}')
 
 
 def apply_overrides(params, overrides):
@@ -205,14 +204,13 @@ def check_overrides(params, path, specs):
     ``alpha``) and the robot built from it (:func:`~uk_controller.robots.setup_from_params`),
     so a value the loader rejects fails here, before any run, naming the key.
     """
-    from ..files.parameter_file import ConfigError
     from ..robots import setup_from_params
     checked, probes = {}, {}
     for key, values in specs.items():
         kind = key_type(params, key)
         if isinstance(values, Range):
             if kind not in (float, int):
-                raise SweepSpecError(f'{key}: a range needs a numeric setting (this one is a {kind.__name__})')
+                raise ConfigError(f'{key}: a range needs a numeric setting (this one is a {kind.__name__})')
             grid = [values.start, values.stop] if values.count is None else values.values()
             probes[key] = [round(v) if kind is int else float(v) for v in grid]
             checked[key] = values
@@ -230,7 +228,7 @@ def _load_check(params, path, override, key, setup_from_params, ConfigError):
     try:
         setup_from_params(apply_overrides(params, override), path)
     except ConfigError as exc:
-        raise SweepSpecError(f'{key}={override[key]!r}: {exc}') from None
+        raise ConfigError(f'{key}={override[key]!r}: {exc}') from None
 
 
 # ----------------------------------------------------------------------------- runs
