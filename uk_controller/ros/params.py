@@ -20,8 +20,8 @@ from ..settings import schema as S
 # The ``ros`` section itself (defaults, checks, effort order) is plain Python shared with sim/mcap_log:
 # it lives in uk_controller.settings.ros_section, below both layers, and is re-exported here.
 from ..settings.ros_section import (  # noqa: F401 - re-exported
-    DEFAULT_STATE_TIMEOUT, EXECUTORS, OUTPUT_TYPES, ROS_DEFAULTS, TRIGGERS,  # noqa: F401
-    actuator_joint, effort_order, number, require, ros_settings)  # noqa: F401
+    EXECUTORS, NODE_CONTROL_KEYS, OUTPUT_TYPES, TRIGGERS,  # noqa: F401
+    actuator_joint, effort_order, require, ros_settings)  # noqa: F401
 
 # Parameters a running controller accepts (everything else needs a restart).
 LIVE_PREFIXES = ('stabilization.',)

@@ -91,18 +91,19 @@ def resolve(file=None, overrides=None, *, node=None, labels=None, source=None, p
 def build(tree, path, where=None):
     """Settings of an already checked `tree` (only :func:`resolve` calls this)."""
     sections = {}
-    names = {'actuators': (tree.get('actuators') or {}).get('names'),
-             'constraints': (tree.get('constraints') or {}).get('names'),
-             'hardware': (tree.get('hardware') or {}).get('motors') or (tree.get('actuators') or {}).get('names')}
+    # a motor without its own map still has a calibration (the defaults); other named items are the maps given
+    names = {'hardware': (tree.get('hardware') or {}).get('motors') or (tree.get('actuators') or {}).get('names')}
     for name, cls in SECTION_CLASSES.items():
         listed = names.get(name) or ()
         sections[name] = cls.build(tree.get(name), where, name, (listed,) if isinstance(listed, str) else listed)
     control = sections['control']
     fill = {'simulation': {'rate': control.rate}, 'hardware': {'rate': control.rate},
             'robot': {'name': Path(path).stem if path else 'robot'}}
+    if sections['simulation'].lockstep:                  # lockstep implies the plant publishes /clock
+        fill['simulation']['publish_clock'] = True
     for name, values in fill.items():
         section = sections[name]
-        missing = {k: v for k, v in values.items() if getattr(section, k) is None}
+        missing = {k: v for k, v in values.items() if getattr(section, k) is None or getattr(section, k) is False}
         if missing:
             sections[name] = _replace(section, **missing)
     return Settings(file=path, **sections)

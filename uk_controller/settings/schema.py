@@ -496,6 +496,7 @@ def check_cross(params, file=None, *, names=None):
 
     def label(key):
         return names.get(key, key)
+    _check_node_rules(params, file, label)
     rate = get(params, 'control.rate')
     hw = params.get('hardware') if isinstance(params.get('hardware'), dict) else {}
     bus_rate = hw.get('rate') or rate
@@ -530,6 +531,38 @@ def check_cross(params, file=None, *, names=None):
         if number_ok(transient) and number_ok(duration) and transient >= duration:
             raise ConfigError(f'{transient:g} s is not shorter than the run ({duration:g} s); accepted: '
                               f'[0, {duration:g}) s', file=file, key=label('simulation.transient'))
+
+
+def _section(params, *path):
+    node = params
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
+def _check_node_rules(params, file, label):
+    """Rules of the node settings a type and a range cannot say: topic names not blank, the effort order
+    without repeats, CPU numbers whole, a plant that waits for its controller on /clock only."""
+    ros = _section(params, 'ros')
+    for key in ('joint_states_topic', 'effort_topic'):
+        if isinstance(ros.get(key), str) and not ros[key].strip():
+            raise ConfigError('must be a topic name', file=file, key=label(f'ros.{key}'))
+    joints = ros.get('effort_joints')
+    if isinstance(joints, (list, tuple)):
+        if not joints:
+            raise ConfigError(f'must be a non-empty list of joint names, got {joints!r}', file=file,
+                              key=label('ros.effort_joints'))
+        if len(set(joints)) != len(joints):
+            raise ConfigError(f'has duplicates: {list(joints)}', file=file, key=label('ros.effort_joints'))
+    cpus = _section(params, 'ros', 'loop').get('cpus')
+    cpus = [cpus] if number_ok(cpus) else cpus
+    if isinstance(cpus, (list, tuple)) and not all(number_ok(c) and c == int(c) for c in cpus):
+        raise ConfigError(f'must be a list of CPU numbers >= 0 (empty: any), got {cpus!r}', file=file,
+                          key=label('ros.loop.cpus'))
+    sim = _section(params, 'simulation')
+    if sim.get('max_command_lag') and not (sim.get('publish_clock') or sim.get('lockstep')):
+        raise ConfigError('needs simulation.publish_clock: true (a plant on the wall clock cannot wait for its '
+                          'controller)', file=file, key=label('simulation.max_command_lag'))
 
 
 # ---------------------------------------------------------------------------- CLI and docs

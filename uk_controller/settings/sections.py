@@ -141,7 +141,7 @@ def _make_class(path, node, typed_items):
             else:
                 values[name] = freeze(check_value(what, raw, file=file, key=key))
         if '<name>' in node or path in typed_items:
-            listed = [n for n in (names or ()) if isinstance(n, str)]
+            listed = [n for n in (names or ()) if isinstance(n, str)]   # (hardware: every motor, defaults filled)
             present = [k for k, v in tree.items() if isinstance(v, dict) and k not in node]
             items = {}
             for item in dict.fromkeys(listed + present):

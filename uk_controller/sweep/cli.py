@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..files.parameter_file import ConfigError
 from ..settings import schema as S
+from ..settings.resolve import resolve
 from . import grid as G
 from . import runner as R
 from . import table as T
@@ -111,20 +112,21 @@ def prepare(args):
         if key in specs:
             raise ConfigError(f'{key}: both in --grid and --set')
     # the size first: checking the values builds the robot once per distinct value
-    confirm_size(args, G.apply_overrides(params, {k: v[0] for k, v in fixed.items()}), specs)
+    base = resolve(path, {k: v[0] for k, v in fixed.items()}, params=params)
+    confirm_size(args, base, specs)
     # checked together: settings can depend on each other (a convention and its alpha, beta)
     both = G.check_overrides(params, path, {**fixed, **specs})
     fixed = {k: both[k] for k in fixed}
     checked = {k: both[k] for k in specs}
-    base = G.apply_overrides(params, {k: v[0] for k, v in fixed.items()})
     if args.random is None:
         for key, v in checked.items():
             if isinstance(v, G.Range) and v.count is None:
                 raise ConfigError(f'{key}: start:stop is a range for --random; give start:stop:count')
-    int_keys = {k for k in checked if G.key_type(base, k) is int}
+    int_keys = {k for k in checked if G.key_type(params, k) is int}
     runs = G.expand(checked, args.random, args.sample_seed, int_keys)
-    name = str((params.get('robot') or {}).get('name', Path(path).stem))
-    context = R.make_context(name, base, path, args.plant, args.transient, args.settle_tol, args.diverge_at)
+    name = base.robot.name
+    context = R.make_context(name, params, path, args.plant, args.transient, args.settle_tol, args.diverge_at,
+                             fixed={k: v[0] for k, v in fixed.items()}, convention=base.stabilization.convention)
     specs_list = []
     for index, overrides in enumerate(runs):
         specs_list.append({'index': index, 'overrides': overrides,
@@ -150,7 +152,7 @@ def estimate(args, base, checked):
         values = checked.get(key)
         if values is None:
             section, leaf = key.split('.')
-            return float((base.get(section) or {}).get(leaf, S.default(key)))
+            return float(getattr(getattr(base, section), leaf))
         numbers = [values.start, values.stop] if isinstance(values, G.Range) else list(values)
         try:
             return max(float(v) for v in numbers)
@@ -345,7 +347,7 @@ def _heatmap_specs(args, keys, metrics):
 def _damping_curves(context, x, y, rows):
     """On an alpha x beta map in seed 000's convention (phi'' + alpha phi' + beta phi = 0, seed 000
     eq 52) the critically damped gains alpha = 2 sqrt(beta) as a line."""
-    convention = (context['params'].get('stabilization') or {}).get('convention')
+    convention = context['convention']
     if convention != 'seed000' or {x, y} != {'stabilization.alpha', 'stabilization.beta'}:
         return []
     import numpy as np
