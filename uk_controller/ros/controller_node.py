@@ -27,8 +27,6 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from diagnostic_msgs.msg import DiagnosticArray
 
-from ..settings import schema as S
-from ..files.parameter_file import ConfigError
 from ..control.controller import ControllerCore
 from ..control.rearm import ReArm
 from . import params as P
@@ -334,15 +332,7 @@ class ControllerNode(Node):
                     successful=False,
                     reason=f'{name}: cannot change while running (model, topics, rate and task are fixed '
                            f'at start; restart the node); live: stabilization.*, {", ".join(P.LIVE_KEYS)}')
-            value = P.plain(p.value)
-            setting = S.lookup(name)
-            try:
-                value = S.check_value(setting, value, key=name)
-            except ConfigError as exc:
-                return SetParametersResult(successful=False, reason=str(exc))
-            if setting.type == 'floats' and len(value) == 1 and not isinstance(P.plain(p.value), list):
-                value = value[0]
-            updates[name] = value
+            updates[name] = P.plain(p.value)
         try:
             # one more override, resolved as at start (schema, cross-key rules such as omega <= rate/4)
             settings = resolve_live(self.node_settings, updates) if updates else self.settings
@@ -358,19 +348,19 @@ class ControllerNode(Node):
             return SetParametersResult(successful=False, reason=str(exc))
         self.node_settings.overrides.update(updates)
         self.settings = self.node_settings.settings = settings
-        for name, value in updates.items():
+        control = settings.control                 # the values as resolved (ints made floats, ranges checked)
+        for name in updates:
             if name == 'ros.trajectory_start':
-                self.ros['trajectory_start'] = float(value)
+                self.ros['trajectory_start'] = settings.ros.trajectory_start
             elif name == 'control.state_timeout':
-                self.ros['state_timeout'] = float(value)
-                self.merger.state_timeout = float(value)
+                self.ros['state_timeout'] = self.merger.state_timeout = control.state_timeout
             elif name == 'control.safe_effort':
-                self.core.safe_effort = value
+                self.core.safe_effort = control.safe_effort
             elif name == 'control.clock_skew':
-                self.ros['clock_skew'] = self.merger.clock_skew = float(value)
+                self.ros['clock_skew'] = self.merger.clock_skew = control.clock_skew
             elif name == 'control.soft_start':
-                self.ros['soft_start'] = float(value)
-                self.rearm.set_soft_start(value)
+                self.ros['soft_start'] = control.soft_start
+                self.rearm.set_soft_start(control.soft_start)
         if updates:
             self.get_logger().info(f'live parameters: {updates}')
         return SetParametersResult(successful=True)
