@@ -225,7 +225,8 @@ def cmd_simulate(args):
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        result = simulate(setup, plant=args.plant, progress=_progress_bar(f'simulating {setup.name}'),
+        # every setting from the resolved setup (mass_scale=None: simulation.mass_scale, not the API's 1.0)
+        result = simulate(setup, plant=args.plant, mass_scale=None, progress=_progress_bar(f'simulating {setup.name}'),
                           should_stop=lambda: stop['signal'] is not None or interrupt_requested(),
                           sink=stream, keep_every=max(1, -(-steps // PLOT_POINTS)))
     except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)

@@ -497,6 +497,7 @@ def check_cross(params, file=None, *, names=None):
     def label(key):
         return names.get(key, key)
     _check_node_rules(params, file, label)
+    _check_gains_given(params, file, label)
     rate = get(params, 'control.rate')
     hw = params.get('hardware') if isinstance(params.get('hardware'), dict) else {}
     bus_rate = hw.get('rate') or rate
@@ -538,6 +539,24 @@ def _section(params, *path):
     for part in path:
         node = node.get(part) if isinstance(node, dict) else None
     return node if isinstance(node, dict) else {}
+
+
+#: the gains each stabilization convention needs
+CONVENTION_GAINS = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
+
+
+def _check_gains_given(params, file, label):
+    """A ``stabilization`` section that is written out names the gains of its convention (the
+    ``stabilization.omega`` default is the gain of a setup without the section)."""
+    stab = params.get('stabilization')
+    if not isinstance(stab, dict) or not stab:
+        return
+    convention = stab.get('convention', default('stabilization.convention'))
+    for key in CONVENTION_GAINS.get(convention, ()):
+        if stab.get(key) is None:
+            raise ConfigError(f'required key is missing (convention {convention!r} needs '
+                              f'{" and ".join(CONVENTION_GAINS[convention])})', file=file,
+                              key=label(f'stabilization.{key}'))
 
 
 def _check_node_rules(params, file, label):
