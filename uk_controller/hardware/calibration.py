@@ -191,11 +191,6 @@ class HardwareConfig:
                 raise _err(source, key, 'velocity_limit and torque_limit must be > 0')
             motors.append(mc)
         # the options a file gives under hardware.<protocol>; registry.Protocol.options fills the rest
-        options = {}
-        for name in registry.PROTOCOLS:
-            section = getattr(hw, name, None)
-            given = {k: v for k, v in section.as_dict().items() if v is not None} if section is not None else {}
-            if given:
-                options[name] = given
+        options = {name: dict(given) for name, given in hw.options.items()}
         return cls(motors=motors, options=options, source=source, effort_limits=np.array(efforts),
                    protocol=hw.protocol, port=hw.port, baud=hw.baud, watchdog=hw.watchdog, rate=hw.rate)

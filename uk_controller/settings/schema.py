@@ -412,6 +412,9 @@ def _walk(node, tree, path, root, file):
         if child is None and '<name>' in tree:
             if key in _names_of(path, node, root) or (path == 'constraints' and _has_file_closures(root)):
                 child = tree['<name>']       # (a closure of an MJCF/SDF file may be refined by name)
+        if child is None and path == 'hardware' and isinstance(value, dict) and key in PROTOCOLS:
+            _check_protocol_options(key, value, dotted, file)   # a protocol registered without schema keys
+            continue
         if child is None:
             options = [k for k, v in tree.items() if k != '<name>' and (
                 isinstance(v, dict) or any(_applies(x, node, dotted, file, raise_=False) for x in v))]
@@ -445,6 +448,18 @@ def _walk(node, tree, path, root, file):
         if chosen is None:
             _applies(child[0], node, dotted, file)      # raises naming the discriminator
         check_value(chosen, value, file=file, key=dotted)
+
+
+def _check_protocol_options(name, value, dotted, file):
+    """``hardware.<protocol>`` of a protocol whose codec declares no ``SETTINGS``: its keys are those of the
+    codec's ``OPTIONS`` (uk_controller/hardware/registry.py, ``Protocol.defaults``)."""
+    registry = importlib.import_module('uk_controller.hardware.registry')
+    known = registry.PROTOCOLS[name].defaults()
+    for option in value:
+        if option not in known:
+            raise ConfigError(f'unknown key: {option!r} is not an option of protocol {name!r}'
+                              f'{_suggest(str(option), known)}; valid: {", ".join(sorted(known)) or "none"}',
+                              file=file, key=f'{dotted}.{option}')
 
 
 def _same(pattern, dotted):
