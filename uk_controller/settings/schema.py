@@ -6,17 +6,18 @@ overrides, ``ros2 param set``) and by the serial layer. Every key they accept
 is one :class:`~uk_controller.settings.setting.Setting` in :data:`SETTINGS` below:
 dotted key, type, default, unit, accepted range or choices, whether it may
 change while the controller runs (``live``) and a one-line description
-(uk_controller/settings/setting.py declares the record and checks one value against it). Everything that reads a setup goes through this module:
+(uk_controller/settings/setting.py declares the record and checks one value against it). Everything that
+reads a setup goes through :func:`uk_controller.settings.resolve.resolve`, which runs this module once:
 
-- :func:`check` walks a loaded parameter tree: an unknown key is an error that
+- :func:`check` walks a loaded parameter tree (the file with its overrides): an unknown key is an error that
   names the file and key and suggests the closest valid key (difflib); every
   known value is checked against its type and range (the range is in the
   message). Cross-key rules (:func:`check_cross`): watchdog longer than the
   control period, stabilization not faster than the rate allows, at most
   :data:`MAX_STEPS` simulated periods, transient and measurement delay shorter than the run.
 - :func:`default` is the only place a default lives.
-- :func:`~uk_controller.settings.setting.check_value` is what ``-p``, ``ros2 param set``
-  and CLI flags (:func:`arg_type`) use for a single value.
+- :func:`~uk_controller.settings.setting.check_value` checks a single value: every leaf in
+  :func:`check`, and a CLI flag as argparse reads it (:func:`arg_type`).
 - :func:`markdown_table` generates the reference table of docs/config.md
   (a test checks that the file holds exactly this table).
 
