@@ -30,7 +30,6 @@ import numpy as np
 
 from ..files.parameter_file import ConfigError
 from ..settings import schema as S
-from . import registry
 
 __all__ = ['MotorCalibration', 'HardwareConfig']
 
