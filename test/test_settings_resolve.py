@@ -269,3 +269,12 @@ def test_robot_setup_carries_settings_not_a_dict():
     assert isinstance(setup.settings, Settings)
     assert not any(isinstance(getattr(setup, f), dict) and not isinstance(getattr(setup, f), FrozenDict)
                    for f in fields)
+
+
+def test_settings_survive_a_trip_to_a_worker_process():
+    """Sweep workers and process pools receive what they run by pickle: the copy equals the original."""
+    import pickle
+    settings = resolve('scara', {'hardware.motor1.gear_ratio': 2.0})
+    copy = pickle.loads(pickle.dumps(settings))
+    assert copy == settings and copy is not settings
+    assert copy.hardware.items['motor1'].gear_ratio == 2.0 and isinstance(copy.constraints.items, FrozenDict)

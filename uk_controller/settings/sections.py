@@ -39,6 +39,9 @@ class FrozenDict(dict):
     def __copy__(self):
         return self
 
+    def __reduce__(self):                 # pickled as its items (the default would call __setitem__)
+        return FrozenDict, (dict(self),)
+
     def __deepcopy__(self, memo):
         return self
 
@@ -127,6 +130,8 @@ def _make_class(path, node, typed_items):
         fields.append(('options', FrozenDict, dataclasses.field(default_factory=FrozenDict)))
     cls = dataclasses.make_dataclass(_class_name(path), fields, bases=(Section,), frozen=True, slots=True)
     cls.__doc__ = f'Section ``{path}`` of a robot setup (generated from uk_controller/settings/schema.py).'
+    cls.__module__ = __name__                   # importable by name: Settings pickle (worker processes)
+    globals()[cls.__name__] = cls
 
     def build(tree, file=None, dotted=path, names=()):
         tree = tree if isinstance(tree, dict) else {}
