@@ -106,7 +106,7 @@ def run(args) -> int:
         core = ControllerCore(setup, rate=hw.rate)   # the loop runs at the bus rate (hardware.rate, else control.rate)
         assembler = JointStateAssembler(setup, hw)
         # the protocol's own checks of its options (e.g. can_mit: ids a reply can tell apart), port unopened
-        registry.make_bus(hw, port=port, baud=args.baud, protocol=protocol)
+        registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol)
     except ValueError as exc:
         print(f'uk-controller run: error: {exc}', file=sys.stderr)
         return 2

@@ -413,7 +413,7 @@ def _walk(node, tree, path, root, file):
         if child is None and '<name>' in tree:
             if key in _names_of(path, node, root) or (path == 'constraints' and _has_file_closures(root)):
                 child = tree['<name>']       # (a closure of an MJCF/SDF file may be refined by name)
-        if child is None and path == 'hardware' and isinstance(value, dict) and key in PROTOCOLS:
+        if child is None and path == 'hardware' and isinstance(value, dict) and key in protocol_sections():
             _check_protocol_options(key, value, dotted, file)   # a protocol registered without schema keys
             continue
         if child is None:
@@ -451,11 +451,16 @@ def _walk(node, tree, path, root, file):
         check_value(chosen, value, file=file, key=dotted)
 
 
+def protocol_sections():
+    """The option sections ``hardware.<section>`` of the protocols registered now (hardware/registry.py)."""
+    return importlib.import_module('uk_controller.hardware.registry').sections()
+
+
 def _check_protocol_options(name, value, dotted, file):
-    """``hardware.<protocol>`` of a protocol whose codec declares no ``SETTINGS``: its keys are those of the
+    """``hardware.<section>`` of a protocol whose codec declares no ``SETTINGS``: its keys are those of the
     codec's ``OPTIONS`` (uk_controller/hardware/registry.py, ``Protocol.defaults``)."""
     registry = importlib.import_module('uk_controller.hardware.registry')
-    known = registry.PROTOCOLS[name].defaults()
+    known = next(p for p in registry.PROTOCOLS.values() if p.section_name == name).defaults()
     for option in value:
         if option not in known:
             raise ConfigError(f'unknown key: {option!r} is not an option of protocol {name!r}'

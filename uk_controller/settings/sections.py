@@ -126,7 +126,7 @@ def _make_class(path, node, typed_items):
         item_class = _make_class(f'{path}.<name>', node['<name>'], typed_items)
     if '<name>' in node or path in typed_items:
         fields.append(('items', FrozenDict, dataclasses.field(default_factory=FrozenDict)))
-    if path == 'hardware':       # protocol -> the options the file gives (hardware.<protocol>.*), as written
+    if path == 'hardware':       # section -> the options the file gives (hardware.<section>.*), as written
         fields.append(('options', FrozenDict, dataclasses.field(default_factory=FrozenDict)))
     cls = dataclasses.make_dataclass(_class_name(path), fields, bases=(Section,), frozen=True, slots=True)
     cls.__doc__ = f'Section ``{path}`` of a robot setup (generated from uk_controller/settings/schema.py).'
@@ -149,7 +149,7 @@ def _make_class(path, node, typed_items):
                 values[name] = freeze(check_value(what, raw, file=file, key=key))
         protocols = ()
         if path == 'hardware':
-            protocols = [k for k, v in tree.items() if isinstance(v, dict) and k in S.PROTOCOLS]
+            protocols = [k for k, v in tree.items() if isinstance(v, dict) and k in S.protocol_sections()]
             values['options'] = FrozenDict((k, freeze(tree[k])) for k in protocols)
         if '<name>' in node or path in typed_items:
             listed = [n for n in (names or ()) if isinstance(n, str)]   # (hardware: every motor, defaults filled)
