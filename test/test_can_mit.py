@@ -259,7 +259,7 @@ def test_scara_helix_over_can_mit_tracks_within_the_quantisation_bound(robot):
     setup = load_robot(robot)
     r = mit.PRESETS[mit.DEFAULT_MODEL]
     s_p, s_v = step(-r.p_max, r.p_max, 16), step(-r.v_max, r.v_max, 12)
-    w = float(setup.config['stabilization']['omega'])
+    w = float(setup.settings.stabilization.omega[0])
     core = ControllerCore(setup, rate=RATE)
     qf, t_end = q[-1], (k[-1]) / RATE
     zero = np.zeros_like(qf)

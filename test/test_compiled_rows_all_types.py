@@ -22,7 +22,8 @@ from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
 from uk_controller.robots import load_robot
 from uk_controller.robots import example_robot_data as erd
-from uk_controller.robots.setup import setup_from_params
+from uk_controller.robots.setup import setup_from_settings
+from uk_controller.settings.resolve import resolve
 from uk_controller.constraints.trajectories import trajectory
 
 pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
@@ -162,7 +163,7 @@ def _ur5_setup(constraints, names=None, order=None):
         'constraints': dict(constraints, names=list(names if names is not None else constraints)),
         'control': {'pinv': 'svd'},
     }
-    return setup_from_params(params)
+    return setup_from_settings(resolve(params=params))
 
 
 def _ur5_attitude(setup):

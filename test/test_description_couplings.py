@@ -16,7 +16,8 @@ from uk_controller.files.parameter_file import ConfigError
 from uk_controller.constraints import ConstraintStack, JointPolynomial
 from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
-from uk_controller.robots import load_robot, setup_from_params
+from uk_controller.robots import load_robot, setup_from_settings
+from uk_controller.settings.resolve import resolve
 from uk_controller.sim.closed_loop import simulate
 from uk_controller.sim.uk_plant import UKPlant
 
@@ -38,10 +39,10 @@ def mj_joint_values(model, name):
 
 def with_params(setup, change):
     """A setup rebuilt from `setup`'s parameters after `change(params)`."""
-    import copy
-    params = copy.deepcopy(setup.config)
+    from uk_controller.files.parameter_file import load_config
+    params = load_config(setup.config_path)[0]
     change(params)
-    return setup_from_params(params, setup.config_path)
+    return setup_from_settings(resolve(setup.config_path, params=params))
 
 
 # ----------------------------------------------------------------------------- reading the files

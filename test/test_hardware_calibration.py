@@ -6,6 +6,7 @@ import pytest
 
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.hardware.bus import BusTimeout, MotorFeedback, PortError
+from uk_controller.settings.resolve import resolve
 from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.safety import ARMED, DISCONNECTED, SAFE, EffortLimiter, SafeBus
 
@@ -26,7 +27,7 @@ HW = {'protocol': 'dynamixel', 'port': '/dev/ttyX', 'baud': 57600, 'watchdog': 0
 
 
 def test_section_is_read_in_actuator_order():
-    hw = HardwareConfig.from_params(params(**HW), 'robot.yaml')
+    hw = HardwareConfig.from_settings(resolve('robot.yaml', params=params(**HW)))
     assert hw.names == ['motor1', 'motor2'] and hw.ids == [7, 3]
     assert (hw.protocol, hw.port, hw.baud, hw.watchdog) == ('dynamixel', '/dev/ttyX', 57600, 0.02)
     # joint limit = min(effort_limit, torque_limit * gear): min(50, 20) and min(inf, 2)
@@ -48,12 +49,12 @@ def test_bad_values_name_file_and_key(key, bad, dotted):
     cfg = dict(HW)
     cfg[key] = bad
     with pytest.raises(ConfigError) as err:
-        HardwareConfig.from_params(params(**cfg), 'robot.yaml')
+        HardwareConfig.from_settings(resolve('robot.yaml', params=params(**cfg)))
     assert 'robot.yaml' in str(err.value) and dotted in str(err.value)
 
 
 def test_joint_motor_maps_follow_the_transmission_equations():
-    hw = HardwareConfig.from_params(params(**HW))
+    hw = HardwareConfig.from_settings(resolve(params=params(**HW)))
     rng = np.random.default_rng(0)
     theta, omega, tau = rng.normal(size=(3, 2))
     q, qd = hw.motor_to_joint(theta, omega)
@@ -70,7 +71,7 @@ def test_joint_motor_maps_follow_the_transmission_equations():
 
 
 def test_limiter():
-    hw = HardwareConfig.from_params(params(**HW))
+    hw = HardwareConfig.from_settings(resolve(params=params(**HW)))
     lim = EffortLimiter(hw)
     np.testing.assert_allclose(lim.apply([100.0, -100.0]), [20.0, -2.0])
     np.testing.assert_allclose(lim.apply([np.nan, 1.0]), [0.0, 1.0])
@@ -137,7 +138,7 @@ class FakeBus:
 
 
 def test_safebus_arms_trips_and_reconnects_by_the_clock():
-    hw = HardwareConfig.from_params(params(**HW))
+    hw = HardwareConfig.from_settings(resolve(params=params(**HW)))
     clock, bus = FakeClock(), FakeBus(2)
     safe = SafeBus(hw, lambda: bus, watchdog=0.05, arm_after=3, reconnect_interval=0.1, clock=clock)
     assert safe.connect()
@@ -206,7 +207,7 @@ class SlowEnableBus(FakeBus):
 def test_safebus_sends_nothing_on_inputs_that_aged_while_enabling():
     # regression: a torque went out on feedback 165 ms old (watchdog 100 ms) because a slow
     # enable sat between the cycle's freshness check and the send
-    hw = HardwareConfig.from_params(params(**HW))
+    hw = HardwareConfig.from_settings(resolve(params=params(**HW)))
     clock = FakeClock()
     bus = SlowEnableBus(2, clock, delay=0.08)
     safe = SafeBus(hw, lambda: bus, watchdog=0.05, arm_after=3, clock=clock)

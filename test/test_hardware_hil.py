@@ -10,7 +10,6 @@ Stated tolerances (max over the run, joint positions in rad/m, task error in m):
   behind a 100:1 gear: 0.27 N m effort steps dominate)
 The five-bar's passive joints are not measured: they are reconstructed from the closure.
 """
-import copy
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from uk_controller.hardware.registry import make_bus, make_emulator
 from uk_controller.hardware.safety import SafeBus
 from uk_controller.hardware.serial_loop import run_loop
 from uk_controller.robots import load_robot
+from uk_controller.settings.resolve import resolve
 from uk_controller.sim.closed_loop import simulate
 from uk_controller.sim.uk_plant import UKPlant
 
@@ -35,15 +35,15 @@ pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 def hardware(setup, protocol):
     if protocol != 'dynamixel':
         return HardwareConfig.from_setup(setup)
-    params = copy.deepcopy(setup.config)
     names = setup.actuators.names
-    params['hardware'] = {'protocol': 'dynamixel', 'motors': list(names)}
+    overrides = {'hardware.protocol': 'dynamixel', 'hardware.motors': list(names)}
     for k, name in enumerate(names):
-        params['hardware'][name] = {'id': k + 1, 'gear_ratio': 100.0, 'torque_constant': 1.0,
-                                    'torque_limit': float(setup.actuators.effort_limits[k]) / 100.0}
+        overrides.update({f'hardware.{name}.id': k + 1, f'hardware.{name}.gear_ratio': 100.0,
+                          f'hardware.{name}.torque_constant': 1.0,
+                          f'hardware.{name}.torque_limit': float(setup.actuators.effort_limits[k]) / 100.0})
     acts = setup.actuators.actuators
-    return HardwareConfig.from_params(params, 'test', effort_limits=setup.actuators.effort_limits,
-                                      joints=[setup.joint_names[a.joint] for a in acts])
+    return HardwareConfig.from_settings(resolve(setup.config_path, overrides), effort_limits=setup.actuators.effort_limits,
+                                        joints=[setup.joint_names[a.joint] for a in acts])
 
 
 def hil(robot, protocol, duration):

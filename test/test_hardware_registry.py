@@ -16,7 +16,8 @@ from uk_controller.cli import build_parser
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.hardware import registry
 from uk_controller.hardware.bus import MotorBus
-from uk_controller.hardware.calibration import HardwareConfig, HardwareConfigError
+from uk_controller.settings.resolve import resolve
+from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.emulator import DeviceEmulator, IndependentJointsPlant
 
 NAMES = registry.names()
@@ -56,8 +57,8 @@ def test_unknown_protocol_is_an_error_naming_the_accepted_ones():
     with pytest.raises(ValueError, match='canopen'):
         registry.make_emulator('canopen', IndependentJointsPlant([1.0]), hw)
     params = {'actuators': {'names': ['m1']}, 'hardware': {'protocol': 'canopen'}}
-    with pytest.raises(HardwareConfigError, match='hardware.protocol'):
-        HardwareConfig.from_params(params, 'robot.yaml')
+    with pytest.raises(ConfigError, match='hardware.protocol'):
+        HardwareConfig.from_settings(resolve('robot.yaml', params=params))
 
 
 def test_a_protocol_added_to_the_registry_is_accepted_by_schema_and_cli(monkeypatch):
@@ -132,7 +133,7 @@ def test_factories_give_the_section_over_the_registry_defaults():
     """hardware.dynamixel.current_unit from the config wins; the other units keep the defaults."""
     params = {'actuators': {'names': ['m1'], 'm1': {'effort_limit': 1.0}},
               'hardware': {'protocol': 'dynamixel', 'dynamixel': {'current_unit': 1e-3}}}
-    hw = HardwareConfig.from_params(params, 'robot.yaml')
+    hw = HardwareConfig.from_settings(resolve('robot.yaml', params=params))
     bus = registry.make_bus(hw, port='/nonexistent')        # not opened
     defaults = registry.get('dynamixel').defaults()
     assert bus.options == {**defaults, 'current_unit': 1e-3}
@@ -174,7 +175,7 @@ def test_a_new_protocol_is_one_subpackage_and_one_registry_line(tmp_path, monkey
     assert 'echo' in build_parser().parse_args(['emulate', 'scara', '--protocol', 'echo']).protocol
     params = {'actuators': {'names': ['m1', 'm2'], 'm1': {'effort_limit': 2.0}, 'm2': {'effort_limit': 2.0}},
               'hardware': {'protocol': 'echo', 'echo': {'gain': 3.0}}}
-    hw = HardwareConfig.from_params(params, 'robot.yaml')
+    hw = HardwareConfig.from_settings(resolve('robot.yaml', params=params))
     assert hw.protocol == 'echo' and hw.options == {'echo': {'gain': 3.0}}
     plant = IndependentJointsPlant(np.full(2, 0.05), 0.5)
     clock, emu, safe = stepped_bus(hw, plant, 0.004, protocol='echo', watchdog=0.1)

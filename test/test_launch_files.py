@@ -194,7 +194,7 @@ def test_every_share_file_a_launch_file_names_exists(path):
 
 def _our_node_parameters():
     """Parameters uk_controller_node / uk_sim_node understand: config keys of docs/config.md + node-only ones."""
-    return ({'config', 'robot_description', 'use_sim_time'} | {f'ros.{k}' for k in P.ROS_DEFAULTS}
+    return ({'config', 'robot_description', 'use_sim_time'} | {s.key for s in S.SETTINGS if s.key.startswith('ros.') and s.key.count('.') == 1}
             | {'ros.effort_joints', 'control.rate', 'control.state_timeout',
                'simulation.publish_clock', 'simulation.lockstep', 'simulation.real_time_factor',
                'simulation.rate', 'simulation.clock_start', 'simulation.max_command_lag',

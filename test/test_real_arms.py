@@ -14,7 +14,8 @@ from uk_controller.files.parameter_file import load_config
 from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
 from uk_controller.files.paths import python_prefix_share, resolve_config, share_dir
-from uk_controller.robots.setup import setup_from_params
+from uk_controller.robots.setup import setup_from_settings
+from uk_controller.settings.resolve import resolve
 from uk_controller.sim.closed_loop import simulate
 
 if python_prefix_share('example-robot-data') is None:
@@ -39,7 +40,7 @@ def _params(name):
 def test_redundant_arm_tracks_with_posture(name):
     motion, internal, speed_bound = ARMS[name]
     params, path = _params(name)
-    setup = setup_from_params(params, path)
+    setup = setup_from_settings(resolve(path, params=params))
     ctrl = ControllerCore(setup)
     assert (ctrl.redundancy.null_motion, ctrl.redundancy.null_internal) == (motion, internal)
     if jit.AVAILABLE:
@@ -54,5 +55,5 @@ def test_redundant_arm_tracks_with_posture(name):
     assert np.isfinite(res.posture_error).all() and res.posture_error.max() < 1.5
     # the same arm and task with Chen's minimum-norm effort alone (z = 0): the free directions fall
     params['posture'] = dict(params.get('posture') or {}, enabled=False)
-    off = simulate(setup_from_params(params, path), duration=6.0).summary()
+    off = simulate(setup_from_settings(resolve(path, params=params)), duration=6.0).summary()
     assert off['failure'] or off['saturated_fraction'] > 0.05 or off['task_error_max'] > 1e-2, off['verdict']

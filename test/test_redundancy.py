@@ -15,7 +15,8 @@ from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
 from uk_controller.files.paths import resolve_config
 from uk_controller.robots import load_robot
-from uk_controller.robots.setup import setup_from_params
+from uk_controller.robots.setup import setup_from_settings
+from uk_controller.settings.resolve import resolve
 from uk_controller.sim.closed_loop import simulate
 from uk_controller.sim.report import write_csv
 
@@ -132,7 +133,7 @@ def test_internal_force_target_changes_efforts_not_motion():
     params, path = _params('five_bar_redundant')
     target = [2.0, -1.0, 0.5]
     params['internal_force'] = {'effort': target}
-    loaded = setup_from_params(params, path)
+    loaded = setup_from_settings(resolve(path, params=params))
     plain, squeezed = ControllerCore(base), ControllerCore(loaded)
     assert squeezed.redundancy.active and squeezed.backend.name == plain.backend.name
     model = base.model
@@ -166,7 +167,7 @@ def test_internal_force_target_length_is_checked():
     params, path = _params('five_bar_redundant')
     params['internal_force'] = {'effort': [1.0, 2.0]}
     with pytest.raises(ConfigError, match='internal_force.effort'):
-        ControllerCore(setup_from_params(params, path))
+        ControllerCore(setup_from_settings(resolve(path, params=params)))
 
 
 def _planar_hold_params(posture):
@@ -200,7 +201,7 @@ def test_posture_converges_where_the_task_leaves_freedom(tmp_path):
     params, path, setup, tool = _planar_hold_params({'omega': 5.0})
     q_ref = _same_tool(setup, tool, setup.q0[2] + 0.4)
     params['posture']['reference'] = q_ref.tolist()
-    loaded = setup_from_params(params, path)
+    loaded = setup_from_settings(resolve(path, params=params))
     ctrl = ControllerCore(loaded)
     assert ctrl.redundancy.null_motion == 1 and ctrl.redundancy.secondary >= 3
     if jit.AVAILABLE:
@@ -220,7 +221,7 @@ def test_posture_converges_where_the_task_leaves_freedom(tmp_path):
     assert set(data[:, header.index('null_motion')]) == {1.0}
     # the same arm without the term: the free direction is left to gravity (Chen's z = 0)
     params['posture']['enabled'] = False
-    off = simulate(setup_from_params(params, path), duration=4.0)
+    off = simulate(setup_from_settings(resolve(path, params=params)), duration=4.0)
     assert off.posture_error[-1] > 0.1 * start
 
 
@@ -228,7 +229,7 @@ def test_posture_on_every_backend_agrees():
     """compiled, reference and general (servo_control) backends give the same efforts with the posture."""
     params, path, setup, tool = _planar_hold_params({'omega': 5.0})
     params['posture']['reference'] = _same_tool(setup, tool, setup.q0[2] + 0.4).tolist()
-    loaded = setup_from_params(params, path)
+    loaded = setup_from_settings(resolve(path, params=params))
     backends = ['reference', 'general'] + (['compiled'] if jit.AVAILABLE else [])
     ctrls = {b: ControllerCore(loaded, backend=b) for b in backends}
     rng = np.random.default_rng(5)

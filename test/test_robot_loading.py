@@ -10,7 +10,12 @@ from uk_controller.files import rcl_yaml
 
 from uk_controller.files.parameter_file import ConfigError, ConfigNotFoundError, load_config
 from uk_controller.files.paths import available_configs, resolve_config, resolve_data_file, share_dir
-from uk_controller.robots import DEFAULT_OMEGA, load_robot, setup_from_params
+from uk_controller.robots import load_robot, setup_from_settings
+from uk_controller.settings.resolve import resolve
+
+from uk_controller.settings import schema as S
+
+DEFAULT_OMEGA = S.default('stabilization.omega')
 
 
 @pytest.fixture(scope='module')
@@ -121,7 +126,7 @@ def test_between_actuators_equal_relative_angular_velocity(scara):
         'm31': {'between': ['link3', 'link1'], 'axis': [0.0, 0.0, 1.0]},
         'tilted': {'between': ['tool', 'link1'], 'axis': [0.6, 0.0, 0.8]},
     }
-    setup = setup_from_params(params, path)
+    setup = setup_from_settings(resolve(path, params=params))
     rng = np.random.default_rng(4)
     for _ in range(5):
         q, qd = rng.uniform(-2, 2, 4), rng.normal(size=4)
@@ -143,7 +148,7 @@ def test_defaults_when_sections_are_absent():
     for key in ('actuators', 'stabilization', 'constraints'):
         del params[key]
     del params['robot']['joints']
-    setup = setup_from_params(params, path)
+    setup = setup_from_settings(resolve(path, params=params))
     assert setup.actuators.names == setup.joint_names == ['shoulder', 'elbow', 'wrist']
     np.testing.assert_array_equal(setup.actuators.effort_limits, [60.0, 30.0, 10.0])
     assert float(setup.stabilization.kp) == DEFAULT_OMEGA ** 2

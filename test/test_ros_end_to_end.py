@@ -110,13 +110,13 @@ def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, 
 
 @pytest.mark.slow
 def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(probe, tmp_path, robots):
-    from uk_controller.ros.params import ParameterError
-    from uk_controller.ros.sim_node import sim_settings
-    with pytest.raises(ParameterError, match='simulation.max_command_lag: needs simulation.publish_clock'):
-        sim_settings({'simulation': {'max_command_lag': 2}})
+    from uk_controller.files.parameter_file import ConfigError
+    from uk_controller.settings.resolve import resolve
+    with pytest.raises(ConfigError, match='simulation.max_command_lag: needs simulation.publish_clock'):
+        resolve(None, {'simulation.max_command_lag': 2})
     for bad in (-1, 1.5, True):
-        with pytest.raises(ParameterError, match='simulation.max_command_lag'):
-            sim_settings({'simulation': {'max_command_lag': bad, 'publish_clock': True}})
+        with pytest.raises(ConfigError, match='simulation.max_command_lag'):
+            resolve(None, {'simulation.max_command_lag': bad, 'simulation.publish_clock': True})
     lag, rate = 3, 100.0
     robots('five_bar')
     probe.record(JointState, '/joint_states', convert=lambda m: (stamp(m), list(m.position)))

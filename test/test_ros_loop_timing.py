@@ -17,7 +17,10 @@ import time
 import numpy as np
 import pytest
 
-from uk_controller.ros.loop_timing import (TIMING_FIELDS, LoopTiming, OverrunPolicy, SettingsError,
+from uk_controller.files.parameter_file import ConfigError
+from uk_controller.settings.resolve import resolve
+
+from uk_controller.ros.loop_timing import (TIMING_FIELDS, LoopTiming, OverrunPolicy,
                                            loop_settings)
 
 DOMAIN_ID = 78
@@ -88,13 +91,13 @@ def test_overrun_policy_warns_goes_safe_and_recovers():
     ({'overrun': 5}, 'ros.overrun'),
 ])
 def test_bad_loop_settings_name_the_key(ros, key):
-    with pytest.raises(SettingsError) as info:
-        loop_settings({'ros': ros})
+    with pytest.raises(ConfigError) as info:
+        loop_settings(resolve(params={'ros': ros}))
     assert str(info.value).startswith(key + ':')
 
 
 def test_loop_settings_defaults():
-    loop, overrun = loop_settings({})
+    loop, overrun = loop_settings(resolve())
     assert loop['mode'] == 'thread' and loop['priority'] == 0 and overrun['safe_after'] > overrun['warn_after']
 
 

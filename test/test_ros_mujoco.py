@@ -61,7 +61,7 @@ def test_mujoco_plant_over_dds_reproduces_the_in_process_mujoco_loop(probe, tmp_
 
 
 def test_unknown_plant_is_named():
-    from uk_controller.ros.params import ParameterError
-    from uk_controller.ros.sim_node import sim_settings
-    with pytest.raises(ParameterError, match="simulation.plant: 'gazebo' is not one of uk, mujoco"):
-        sim_settings({'simulation': {'plant': 'gazebo'}})
+    from uk_controller.files.parameter_file import ConfigError
+    from uk_controller.settings.resolve import resolve
+    with pytest.raises(ConfigError, match="simulation.plant: 'gazebo' is not one of uk, mujoco"):
+        resolve(None, {'simulation.plant': 'gazebo'})

@@ -3,7 +3,9 @@ import math
 
 import pytest
 
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.ros import params as P
+from uk_controller.settings.resolve import resolve
 from uk_controller.ros.joint_state_merger import JointStateMerger
 
 MS = 1_000_000
@@ -71,29 +73,29 @@ def test_flatten_unflatten_round_trip_as_ros_does():
     flat = P.flatten(tree)
     assert flat['constraints.tool.trajectory.radius'] == 0.1
     assert P.unflatten(flat) == tree
-    with pytest.raises(P.ParameterError, match='robot'):
+    with pytest.raises(ConfigError, match='robot'):
         P.unflatten({'robot': 1.0, 'robot.urdf': 'x'})
 
 
 def test_ros_settings_name_the_bad_key():
-    with pytest.raises(P.ParameterError, match=r'^ros\.output_type'):
-        P.ros_settings({'ros': {'output_type': 'pwm'}})
-    with pytest.raises(P.ParameterError, match=r'^control\.state_timeout'):
-        P.ros_settings({'control': {'state_timeout': -1.0}})
-    with pytest.raises(P.ParameterError, match=r'^ros\.effort_joints'):
-        P.ros_settings({'ros': {'effort_joints': ['a', 'a']}})
-    assert P.ros_settings({})['effort_topic'] == '/effort_controller/commands'
+    with pytest.raises(ConfigError, match=r'^ros\.output_type'):
+        P.ros_settings(resolve(None, {'ros.output_type': 'pwm'}))
+    with pytest.raises(ConfigError, match=r'^control\.state_timeout'):
+        P.ros_settings(resolve(None, {'control.state_timeout': -1.0}))
+    with pytest.raises(ConfigError, match=r'^ros\.effort_joints'):
+        P.ros_settings(resolve(None, {'ros.effort_joints': ['a', 'a']}))
+    assert P.ros_settings(resolve())['effort_topic'] == '/effort_controller/commands'
 
 
 def test_effort_order_maps_controller_joints_to_actuators():
-    params = {'actuators': {'names': ['m1', 'm2', 'm3'], 'm1': {'joint': 'j1'}, 'm2': {'joint': 'j3'},
-                            'm3': {'between': ['l5', 'world']}}}
+    params = resolve(params={'actuators': {'names': ['m1', 'm2', 'm3'], 'm1': {'joint': 'j1'},
+                                           'm2': {'joint': 'j3'}, 'm3': {'between': ['l5', 'world']}}})
     perm, names = P.effort_order(params, ['m1', 'm2', 'm3'], ['j3', 'm3', 'j1'])
     u = [10.0, 30.0, 60.0]
     assert [u[k] for k in perm] == [30.0, 60.0, 10.0] and names == ['j3', 'm3', 'j1']
-    with pytest.raises(P.ParameterError, match='every actuator'):
+    with pytest.raises(ConfigError, match='every actuator'):
         P.effort_order(params, ['m1', 'm2', 'm3'], ['j1', 'j3'])
-    with pytest.raises(P.ParameterError, match="'j2'"):
+    with pytest.raises(ConfigError, match="'j2'"):
         P.effort_order(params, ['m1', 'm2', 'm3'], ['j1', 'j2', 'm3'])
     assert P.effort_order(params, ['m1', 'm2', 'm3'])[1] == ['j1', 'j3', 'm3']
 

@@ -122,7 +122,7 @@ def test_bridge_topics_watchdog_and_diagnostics(config):
 
         # efforts in ros.effort_joints order (reversed): matched to motors by joint name
         by_joint = {'joint1': 1.5, 'joint2': -2.0, 'joint3': 0.5, 'joint4': 0.25}
-        order = setup.config['ros']['effort_joints']
+        order = list(setup.settings.ros.effort_joints)
         cmd = Float64MultiArray(data=[by_joint[j] for j in order])
         stop = threading.Event()
 

@@ -29,9 +29,7 @@ pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 def stepped_run(duration=2.5):
-    setup = load_robot('scara')
-    setup.config.setdefault('ros', {})['overrun'] = dict(OVERRUN)
-    setup.config['ros']['loop'] = {'window': WINDOW}
+    setup = load_robot('scara', {**{f'ros.overrun.{k}': v for k, v in OVERRUN.items()}, 'ros.loop.window': WINDOW})
     hw = HardwareConfig.from_setup(setup)
     plant = UKPlant.from_setup(load_robot('scara'))
     core = ControllerCore(setup, rate=RATE)

@@ -9,7 +9,8 @@ import pytest
 
 from uk_controller.settings import schema as S
 from uk_controller.files.parameter_file import ConfigError, load_config
-from uk_controller.robots import setup_from_params
+from uk_controller.settings.resolve import resolve
+from uk_controller.robots import setup_from_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOTS = sorted(p.stem for p in (ROOT / 'config').glob('*.yaml') if not p.stem.startswith('controllers'))
@@ -67,7 +68,7 @@ def test_misspelt_keys_are_errors_naming_file_key_and_suggestion(path, value, fr
         node = node.setdefault(part, {})
     node[path[-1]] = value
     with pytest.raises(ConfigError) as err:
-        setup_from_params(params, file)
+        setup_from_settings(resolve(file, params=params))
     assert err.value.key == '.'.join(path)
     assert str(file) in str(err.value) and fragment in str(err.value)
 
@@ -120,8 +121,9 @@ def test_one_default_per_key_everywhere():
     src = (ROOT / 'uk_controller' / 'ros' / 'serial_bridge_node.py').read_text()
     assert "get('rate', 100.0)" not in src
     assert "control.get('rate', 1000.0)" not in inspect.getsource(controller)
-    assert P.DEFAULT_STATE_TIMEOUT == S.default('control.state_timeout')
-    assert P.ROS_DEFAULTS['trigger'] == S.default('ros.trigger')
+    settings = resolve()
+    assert P.ros_settings(settings)['state_timeout'] == S.default('control.state_timeout')
+    assert P.ros_settings(settings)['trigger'] == S.default('ros.trigger')
 
 
 def test_a_key_is_one_entry(monkeypatch):

@@ -128,7 +128,7 @@ def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, m
     real = closed_loop.simulate
 
     def flaky(setup, **kwargs):
-        if setup.config['control']['rate'] == 250.0 and setup.config['stabilization']['omega'] == 30.0:
+        if setup.settings.control.rate == 250.0 and setup.settings.stabilization.omega == (30.0,):
             raise FloatingPointError('plant blew up')
         return real(setup, **kwargs)
     monkeypatch.setattr(closed_loop, 'simulate', flaky)

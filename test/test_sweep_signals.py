@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.sweep import cli as SC
-from uk_controller.sweep import grid as G
 
 ROOT = Path(__file__).resolve().parents[1]
 #: 10,000 short planar_3r runs: minutes of work, so a sweep that finished them instead of stopping fails
@@ -114,17 +114,17 @@ def test_a_large_sweep_needs_yes(tmp_path):
     """Defect 9: 10^6 runs were started without a word (2.9 GB in the parent, 3.5 h)."""
     million = ['planar_3r', '--grid', 'stabilization.omega=5:40:100', '--grid', 'simulation.mass_scale=0.5:2:100',
                '--grid', 'simulation.sensor_noise=0:1e-4:100']
-    with pytest.raises(G.SweepSpecError) as err:
+    with pytest.raises(ConfigError) as err:
         SC.prepare(_args(*million))
     assert '1,000,000 runs' in str(err.value) and '--yes' in str(err.value)
     # the estimate is the grid's size: 10,000 runs pass, 11,000 do not; long runs count by their periods
     grid = ['planar_3r', '--grid', 'stabilization.omega=5:40:10', '--grid', 'simulation.mass_scale=0.5:2:10',
             '--grid', 'simulation.sensor_noise=0:1e-4:10', '--duration', '1']
     assert len(SC.prepare(_args(*grid, '--grid', 'control.rate=250:1000:10'))[2]) == 10_000
-    with pytest.raises(G.SweepSpecError) as err:
+    with pytest.raises(ConfigError) as err:
         SC.prepare(_args(*grid, '--grid', 'control.rate=250:1000:11'))
     assert '11,000 runs' in str(err.value)
-    with pytest.raises(G.SweepSpecError) as err:        # 101 runs of 1000 s at 1 kHz: 1.01e8 periods
+    with pytest.raises(ConfigError) as err:        # 101 runs of 1000 s at 1 kHz: 1.01e8 periods
         SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:101', '--duration', '1000'))
     assert 'periods' in str(err.value)
     assert SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:101', '--duration', '1000',

@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 
 from .settings import schema as S
-from .core.baumgarte import Baumgarte
 from .interrupts import interrupt_requested
 
 
@@ -34,19 +33,7 @@ def _progress_bar(label):
     return show
 
 
-def _stabilization(args, setup):
-    if args.no_baumgarte:
-        return Baumgarte.none()
-    if args.omega is not None:
-        return Baumgarte.critical(args.omega)
-    if args.alpha is not None or args.beta is not None:
-        if args.convention == 'squared':
-            return Baumgarte.squared(args.alpha, args.beta)
-        return Baumgarte.seed000(args.alpha, args.beta)
-    return None
-
-
-#: simulate's flags and the setting each one sets (uk_controller.settings.schema checks them)
+#: simulate's flags and the setting each one sets: each given flag is an override of resolve()
 SIMULATE_FLAGS = {
     '--duration': 'simulation.duration', '--rate': 'control.rate', '--omega': 'stabilization.omega',
     '--alpha': 'stabilization.alpha', '--beta': 'stabilization.beta', '--mass-scale': 'simulation.mass_scale',
@@ -103,22 +90,31 @@ def _fail(message):
     return 2
 
 
-def _effective(setup, args):
-    """The setup's parameters with the flags applied (for the cross-key checks)."""
-    import copy
-    params = copy.deepcopy(setup.config)
+def simulate_overrides(args):
+    """``(overrides, labels)`` of simulate's flags: {dotted key: value} for uk_controller.settings.resolve
+    and {dotted key: what was typed} for its messages. A stabilization flag replaces the section."""
+    overrides, labels = {}, {}
     for flag, key in SIMULATE_FLAGS.items():
         value = getattr(args, flag[2:].replace('-', '_'))
-        if value is not None and not key.startswith('stabilization.'):
-            section, leaf = key.split('.')
-            params.setdefault(section, {})[leaf] = value
+        if value is not None:
+            labels[key] = f'{flag} ({key})'
+            if not key.startswith('stabilization.'):
+                overrides[key] = value
+    for flag, key in (('--pinv', 'control.pinv'), ('--integrator', 'simulation.integrator')):
+        value = getattr(args, flag[2:])
+        if value is not None:
+            overrides[key], labels[key] = value, f'{flag} ({key})'
+    stab = None
     if args.no_baumgarte:
-        params['stabilization'] = {'convention': 'none'}
+        stab = {'convention': 'none'}
     elif args.omega is not None:
-        params['stabilization'] = {'convention': 'critical', 'omega': args.omega}
+        stab = {'convention': 'critical', 'omega': args.omega}
     elif args.alpha is not None:
-        params['stabilization'] = {'convention': args.convention, 'alpha': args.alpha, 'beta': args.beta}
-    return params
+        stab = {'convention': args.convention, 'alpha': args.alpha, 'beta': args.beta}
+    if stab is not None:
+        for key in ('convention', 'omega', 'alpha', 'beta'):
+            overrides[f'stabilization.{key}'] = stab.get(key)
+    return overrides, labels
 
 
 def _closure_at_start(setup, tol=1e-6):
@@ -190,10 +186,8 @@ def cmd_simulate(args):
     if (args.alpha is None) != (args.beta is None):
         return _fail('--alpha and --beta go together (both > 0)')
     try:
-        setup = load_robot(args.robot)
-        S.check_cross(_effective(setup, args), setup.config_path,
-                      names={key: f'{flag} ({key})' for flag, key in SIMULATE_FLAGS.items()
-                             if getattr(args, flag[2:].replace('-', '_')) is not None})
+        overrides, labels = simulate_overrides(args)
+        setup = load_robot(args.robot, overrides, labels=labels)
     except (ConfigError, FileNotFoundError) as exc:
         return _fail(exc)
     problem = _closure_at_start(setup)
@@ -204,20 +198,17 @@ def cmd_simulate(args):
     problem = _check_outputs(setup, out, mcap)
     if problem:
         return _fail(problem)
-    options = {}
-    if args.pinv:
-        options['pinv'] = args.pinv
-    params = _effective(setup, args)
-    rate = S.get(params, 'control.rate')
-    steps = int(round(S.get(params, 'simulation.duration') * rate))
+    sim = setup.settings.simulation
+    rate = setup.settings.control.rate
+    steps = int(round(sim.duration * rate))
     sinks = []
     try:
-        csv_log = CsvLog(out / 'log.csv', every=S.get(params, 'simulation.log_every'))
+        csv_log = CsvLog(out / 'log.csv', every=sim.log_every)
         sinks.append(csv_log)
         if mcap is not None:
             from .sim.mcap_log import McapLog
             sinks.append(McapLog(setup, mcap, rate=rate, actuator_names=setup.actuators.names,
-                                 settings={'measurement_delay': S.get(params, 'simulation.measurement_delay')}))
+                                 settings={'measurement_delay': sim.measurement_delay}))
     except ConfigError as exc:
         for sink in sinks:
             sink.abandon()
@@ -234,11 +225,8 @@ def cmd_simulate(args):
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        result = simulate(setup, duration=args.duration, rate=args.rate, plant=args.plant,
-                          stabilization=_stabilization(args, setup), mass_scale=args.mass_scale,
-                          sensor_noise=args.noise, measurement_delay=args.delay, integrator=args.integrator,
-                          substeps=args.substeps, progress=_progress_bar(f'simulating {setup.name}'),
-                          controller_options=options,
+        # every setting from the resolved setup (mass_scale=None: simulation.mass_scale, not the API's 1.0)
+        result = simulate(setup, plant=args.plant, mass_scale=None, progress=_progress_bar(f'simulating {setup.name}'),
                           should_stop=lambda: stop['signal'] is not None or interrupt_requested(),
                           sink=stream, keep_every=max(1, -(-steps // PLOT_POINTS)))
     except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)
@@ -253,8 +241,7 @@ def cmd_simulate(args):
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
-    transient = args.transient if args.transient is not None else S.get(setup.config, 'simulation.transient')
-    summary = result.summary(transient)
+    summary = result.summary(sim.transient)
     errors = []                          # write errors: what was kept and what was lost, said at the end
     files = []
     for sink, path in zip(sinks, [out / 'log.csv', mcap]):

@@ -73,10 +73,9 @@ def loop_row(baud, rate, seconds):
     from uk_controller.hardware.safety import SafeBus
     from uk_controller.hardware.serial_loop import run_loop
     from uk_controller.robots import load_robot
-    setup = load_robot('scara')
-    setup.config.setdefault('ros', {})['loop'] = {'window': 60.0}     # one window: the whole run
+    setup = load_robot('scara', {'ros.loop.window': 60.0, 'control.rate': float(rate)})   # one window: the whole run
     hw = HardwareConfig.from_setup(setup)
-    core = ControllerCore(setup, rate=rate)
+    core = ControllerCore(setup)
     plant = IndependentJointsPlant(np.full(len(setup.joint_names), 0.5), 1.0)
     plant.joint_names = list(setup.joint_names)
     emu = make_emulator('uk_binary', plant, hw, dt=1.0 / rate, baud=baud)

@@ -20,8 +20,7 @@ def run(args):
     rows = []
     for name in names:
         setup = load_robot(name)
-        sim_cfg = dict(setup.config.get('simulation', {}) or {})
-        configured = int(sim_cfg.get('substeps', 4))
+        configured = setup.settings.simulation.substeps
         # reference: 8 RK4 substeps per period (RK4 error 8^4 times smaller), then the configured count and 1
         reference = simulate(load_robot(name), duration=duration, substeps=8)
         for substeps in sorted({configured, 1}, reverse=True):

@@ -49,7 +49,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import redundancy as _redundancy
-from ..settings import schema as _settings
 from ..core import uk
 from ..constraints import ConstraintStack
 from ..kernels import codes
@@ -315,7 +314,7 @@ class ControllerCore:
 
     def __init__(self, setup, *, stabilization=None, pinv=None, rcond=None, safe_effort=None, rate=None,
                  effort_limits=None, backend='auto'):
-        control = dict(setup.config.get('control', {}) or {})
+        control = setup.settings.control        # resolved once (uk_controller.settings.resolve); keywords win
         self.setup = setup
         self.model = setup.controller_model()       # setup.model, without friction if not compensated
         self.joint_names = list(setup.joint_names)
@@ -323,7 +322,7 @@ class ControllerCore:
         self.n = self.model.n
         self.p = setup.actuators.p
         self.passive, self.servo = setup.passive, setup.servo
-        self.rcond = float(rcond if rcond is not None else control.get('rcond', _settings.default('control.rcond')))
+        self.rcond = float(rcond if rcond is not None else control.rcond)
         # the task's null space: posture rows after the task rows (uk_controller.control.redundancy)
         self.redundancy = _redundancy.build(setup, self.rcond)
         red = self.redundancy
@@ -331,17 +330,17 @@ class ControllerCore:
         self.servo_all = ConstraintStack(list(setup.servo.terms) + red.terms, self.model.n) if red.terms \
             else setup.servo
         self._q_ref = red.q_ref.copy()
-        self.rate = float(rate if rate is not None else control.get('rate', _settings.default('control.rate')))
+        self.rate = float(rate if rate is not None else control.rate)
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
         self.dt = 1.0 / self.rate
-        method = pinv or control.get('pinv', _settings.default('control.pinv'))
+        method = pinv or control.pinv
         pinv_fn = get_pinv(method)
         if method == 'damped':
-            damping = float(control.get('damping', _settings.default('control.damping')))
+            damping = control.damping
             pinv_fn = (lambda f: lambda A, rcond: f(A, rcond, damping))(pinv_fn)
         self.pinv_method = method
-        self.safe_effort = safe_effort or control.get('safe_effort', _settings.default('control.safe_effort'))
+        self.safe_effort = safe_effort or control.safe_effort
         limits = setup.actuators.effort_limits if effort_limits is None else effort_limits
         self.effort_limits = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,)).copy()
         self.t0 = 0.0

@@ -3,8 +3,7 @@
 Shared by the ROS controller node (uk_controller.ros.control_loop), serial_bridge_node and
 ``uk-controller run`` (uk_controller.hardware.run_command); uk_controller.ros.loop_timing re-exports it.
 
-- :func:`loop_settings`: sections ``ros.loop`` and ``ros.overrun`` of the robot YAML, with defaults,
-  checked (errors name the dotted key and the accepted range).
+- :func:`loop_settings`: sections ``ros.loop`` and ``ros.overrun`` of resolved settings as dicts.
 - :class:`LoopTiming`: per-window statistics of the loop (achieved rate, period jitter, compute time,
   state age, latency, missed deadlines), preallocated (no allocation per period).
 - :class:`OverrunPolicy`: k consecutive missed deadlines -> WARN, m -> safe effort until r periods in a
@@ -30,68 +29,19 @@ import time
 
 import numpy as np
 
+
 LOOP_MODES = ('thread', 'timer')
-LOOP_DEFAULTS = {'mode': 'thread', 'priority': 0, 'cpus': [], 'mlockall': False, 'spin_us': 50.0,
-                 'window': 1.0, 'fallback_periods': 2.0}
-OVERRUN_DEFAULTS = {'warn_after': 10, 'safe_after': 100, 'recover_after': 10}
 #: order of std_msgs/Float64MultiArray ``~/loop_timing`` (contract with the PlotJuggler layouts)
 TIMING_FIELDS = ('achieved_rate_hz', 'period_jitter_p50_us', 'period_jitter_p99_us', 'period_jitter_max_us',
                  'compute_p50_us', 'compute_p99_us', 'state_age_p50_us', 'missed_deadlines')
 
 
-class SettingsError(ValueError):
-    """A ``ros.loop`` / ``ros.overrun`` setting is invalid; the message starts with the dotted key."""
 
-
-def _int(section, key, where, low, high=None):
-    value = section[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise SettingsError(f'{where}: must be an integer, got {value!r}')
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        raise SettingsError(f'{where}: must be in [{low}, {high if high is not None else "inf"}], got {value}')
-    return value
-
-
-def _float(section, key, where, low, high):
-    value = section[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SettingsError(f'{where}: must be a finite number, got {value!r}')
-    if not low <= value <= high:
-        raise SettingsError(f'{where}: must be in [{low:g}, {high:g}], got {value!r}')
-    return float(value)
-
-
-def loop_settings(params):
-    """``(loop, overrun)`` dictionaries from the nested robot setup, defaults filled in and checked."""
-    ros = params.get('ros') or {}
-    loop = dict(LOOP_DEFAULTS)
-    overrun = dict(OVERRUN_DEFAULTS)
-    for name, section, target in (('loop', ros.get('loop'), loop), ('overrun', ros.get('overrun'), overrun)):
-        if section is None:
-            continue
-        if not isinstance(section, dict):
-            raise SettingsError(f'ros.{name}: must be a map of settings ({", ".join(target)}), got {section!r}')
-        for key, value in section.items():
-            if key not in target:
-                raise SettingsError(f'ros.{name}.{key}: unknown setting (known: {", ".join(target)})')
-            target[key] = value
-    if loop['mode'] not in LOOP_MODES:
-        raise SettingsError(f"ros.loop.mode: {loop['mode']!r} is not one of {', '.join(LOOP_MODES)}")
-    loop['priority'] = _int(loop, 'priority', 'ros.loop.priority', 0, 99)
-    cpus = loop['cpus']
-    if not isinstance(cpus, (list, tuple)) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0
-                                                       for c in cpus):
-        raise SettingsError(f'ros.loop.cpus: must be a list of CPU numbers >= 0 (empty: any), got {cpus!r}')
-    loop['cpus'] = [int(c) for c in cpus]
-    if not isinstance(loop['mlockall'], bool):
-        raise SettingsError(f"ros.loop.mlockall: must be true or false, got {loop['mlockall']!r}")
-    loop['spin_us'] = _float(loop, 'spin_us', 'ros.loop.spin_us', 0.0, 10000.0)
-    loop['window'] = _float(loop, 'window', 'ros.loop.window', 0.05, 60.0)
-    loop['fallback_periods'] = _float(loop, 'fallback_periods', 'ros.loop.fallback_periods', 1.0, 1000.0)
-    overrun['warn_after'] = _int(overrun, 'warn_after', 'ros.overrun.warn_after', 0)
-    overrun['safe_after'] = _int(overrun, 'safe_after', 'ros.overrun.safe_after', 0)
-    overrun['recover_after'] = _int(overrun, 'recover_after', 'ros.overrun.recover_after', 1)
+def loop_settings(settings):
+    """``(loop, overrun)`` dictionaries of resolved settings (``settings.ros.loop``, ``settings.ros.overrun``:
+    checked and defaults filled by uk_controller.settings.resolve); ``cpus`` as whole CPU numbers."""
+    loop, overrun = settings.ros.loop.as_dict(), settings.ros.overrun.as_dict()
+    loop['cpus'] = [int(c) for c in loop['cpus'] or ()]       # whole numbers (schema.check_cross)
     return loop, overrun
 
 
@@ -266,19 +216,6 @@ class DeadlineSleeper:
                 time.sleep(remaining * 1e-9)
         while clock() < deadline_ns:
             pass
-
-
-PR_SET_NAME = 15
-#: the kernel's name of the ROS node's loop thread (top -H, /proc/<pid>/task/<tid>/comm)
-LOOP_THREAD_NAME = 'uk_control_loop'
-
-
-def name_thread(name):
-    """Give the calling thread `name` (at most 15 bytes) in the kernel's view, so that ``top -H`` and
-    /proc/<pid>/task/*/comm tell it apart from rclpy's and DDS's threads (CPU per thread)."""
-    libc = _libc()
-    if libc is not None:
-        libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
 def realtime_setup(priority=0, cpus=(), mlockall=False):

@@ -29,9 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..settings import schema as _settings
 from ..core import uk
-from ..files.parameter_file import ConfigView
+from ..files.parameter_file import ConfigError
 from ..constraints.terms import JointLinear
 from ..constraints.trajectories import Hold
 
@@ -81,32 +80,35 @@ def null_space_dimensions(setup, q, qd, rcond=uk.DEFAULT_RCOND):
     return res.null_motion, res.null_internal
 
 
+def _vector(values, default, length, file, key):
+    """A resolved list setting as a float array of `length` entries (`default` when not given)."""
+    if values is None:
+        return None if default is None else np.asarray(default, dtype=float)
+    if len(values) != length:
+        raise ConfigError(f'must have {length} entries, got {len(values)}', file=file, key=key)
+    return np.asarray(values, dtype=float)
+
+
 def build(setup, rcond=uk.DEFAULT_RCOND):
     """The :class:`Redundancy` of `setup` from its ``posture`` and ``internal_force`` sections."""
-    view = setup.view if setup.view is not None else ConfigView(setup.config, setup.config_path)
-    posture = view.section('posture', required=False)
-    internal = view.section('internal_force', required=False)
+    posture, internal = setup.settings.posture, setup.settings.internal_force
     model = setup.model
     n, p = model.n, setup.actuators.p
-
-    def value(key):
-        return posture.raw(key, _settings.default(f'posture.{key}'))
-
-    q_ref = posture.get_floats('reference', np.asarray(setup.q0, dtype=float), length=n)
-    target = internal.get_floats('effort', None, length=p) if internal.data else None
+    q_ref = _vector(posture.reference, setup.q0, n, setup.config_path, 'posture.reference')
+    target = _vector(internal.effort, None, p, setup.config_path, 'internal_force.effort')
     try:
         motion, free_efforts = null_space_dimensions(setup, setup.q0, setup.qd0, rcond)
     except (np.linalg.LinAlgError, ValueError):
         motion, free_efforts = 0, 0
     terms, gains, one_sided = [], [], 0
-    if bool(value('enabled')) and motion > 0:
-        omega, zeta = float(value('omega')), float(value('damping_ratio'))
+    if posture.enabled and motion > 0:
+        omega, zeta = posture.omega, posture.damping_ratio
         eye = np.eye(n)
         names = model.joint_names
         for j in range(n):
             terms.append(JointLinear(f'posture.{names[j]}', eye[j], Hold([q_ref[j]])))
             gains.append((2.0 * zeta * omega, omega * omega))
-        margin, wl = float(value('limit_margin')), float(value('limit_omega'))
+        margin, wl = posture.limit_margin, posture.limit_omega
         if margin > 0.0:
             lower, upper = model.position_limits
             for j in range(n):

@@ -74,7 +74,7 @@ def setup_inputs(setup):
     robot description and the ``.py`` files of callable constraints."""
     files = [setup.config_path, getattr(setup, 'urdf_path', None)]
     base = Path(setup.config_path).parent if setup.config_path else Path.cwd()
-    constraints = (setup.config or {}).get('constraints') or {}
+    constraints = setup.constraints
     for spec in constraints.values() if isinstance(constraints, dict) else ():
         function = spec.get('function') if isinstance(spec, dict) else None
         if isinstance(function, str) and ':' in function:

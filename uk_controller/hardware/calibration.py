@@ -1,4 +1,4 @@
-"""Per-motor calibration from the config ``hardware`` section (docs/config.md).
+"""Per-motor calibration from the resolved ``hardware`` settings (docs/config.md).
 
 Everything above this module speaks *joint-side* quantities in SI units: the
 actuator effort ``u`` (N m or N, the controller's output, actuator order), the
@@ -23,24 +23,26 @@ gear_ratio)``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 import math
-from pathlib import Path
 
 import numpy as np
 
 from ..files.parameter_file import ConfigError
-from . import registry
+from ..settings import schema as S
 
-__all__ = ['HardwareConfigError', 'MotorCalibration', 'HardwareConfig']
+__all__ = ['MotorCalibration', 'HardwareConfig']
 
-
-class HardwareConfigError(ConfigError):
-    """A bad ``hardware`` section; the message names the file and dotted key."""
 
 
 def _err(source, key, msg):
-    return HardwareConfigError(msg, file=source or None, key=key)
+    return ConfigError(msg, file=source or None, key=key)
+
+
+def _motor_sections(item):
+    """The protocol maps of one motor's settings (``hardware.<name>.<section>``, e.g. ``mit``) as dicts."""
+    return {f.name: getattr(item, f.name).as_dict() for f in fields(item)
+            if hasattr(getattr(item, f.name), 'as_dict')}
 
 
 @dataclass
@@ -68,11 +70,11 @@ class HardwareConfig:
     Vectorised calibration arrays (length p) are built once for the hot path.
     """
     motors: list
-    protocol: str = registry.DEFAULT_PROTOCOL
-    port: str = '/dev/ttyUSB0'
-    baud: int = 1000000
-    watchdog: float = 0.05
-    rate: float = 0.0                 # 0: use control.rate
+    protocol: str = S.default('hardware.protocol')
+    port: str = S.default('hardware.port')
+    baud: int = S.default('hardware.baud')
+    watchdog: float = S.default('hardware.watchdog')
+    rate: float = 0.0                 # the bus rate (resolved settings: hardware.rate, default control.rate)
     options: dict = field(default_factory=dict)
     source: str = ''
     effort_limits: np.ndarray | None = None   # actuator effort limits (joint side)
@@ -132,57 +134,35 @@ class HardwareConfig:
         return cls(motors=motors, effort_limits=effort_limits, **kw)
 
     @classmethod
-    def from_setup(cls, setup, *, require_section=False):
-        """From a RobotSetup: its config, its actuators' effort limits (URDF defaults
+    def from_setup(cls, setup):
+        """From a RobotSetup: its settings, its actuators' effort limits (URDF defaults
         included) and the names of the joints the actuators drive."""
         acts = setup.actuators.actuators
         joints = [setup.joint_names[a.joint] if a.joint is not None else None for a in acts]
-        return cls.from_params(setup.config, setup.config_path or '', require_section=require_section,
-                               effort_limits=setup.actuators.effort_limits, joints=joints)
+        return cls.from_settings(setup.settings, effort_limits=setup.actuators.effort_limits, joints=joints)
 
     @classmethod
-    def from_params(cls, params: dict, source: str | Path = '', *, require_section=False,
-                    effort_limits=None, joints=None):
-        """Build from the nested ``ros__parameters`` dict of a robot config.
+    def from_settings(cls, settings, *, effort_limits=None, joints=None):
+        """Build from resolved settings (``settings.hardware``: checked, defaults filled by
+        uk_controller.settings.resolve). Here only what relates motors to actuators is checked: every
+        actuator has one motor, ids unique, a non-zero gear, direction +-1, ordered position limits.
 
-        Without a ``hardware`` section (and ``require_section=False``) every
-        actuator gets the identity calibration with its effort limit as torque
-        limit, which is what the emulator-based tests use.
+        Without a ``hardware`` section every actuator gets the identity calibration with its effort
+        limit as torque limit (the schema's defaults), which is what the emulator-based tests use.
         """
-        source = str(source)
-        act = params.get('actuators') or {}
-        names = list(act.get('names') or [])
+        source = str(settings.file or '')
+        act = settings.actuators
+        names = list(act.names or [])
         if not names:
             raise _err(source, 'actuators.names', 'missing: the hardware layer maps motors to actuators')
-        efforts, cfg_joints = [], []
-        for n in names:
-            a = act.get(n) or {}
-            efforts.append(float(a['effort_limit']) if 'effort_limit' in a else math.inf)
-            cfg_joints.append(a.get('joint'))
+        items = {n: act.items.get(n) for n in names}
         if effort_limits is not None:
             efforts = [float(x) for x in effort_limits]
-        joints = list(joints) if joints is not None else cfg_joints
-        hw = params.get('hardware')
-        if hw is None:
-            if require_section:
-                raise _err(source, 'hardware', 'missing section (see docs/config.md)')
-            return cls.default(names, np.array(efforts), joints, source=source)
-        if not isinstance(hw, dict):
-            raise _err(source, 'hardware', 'must be a map')
-        kw = {}
-        if 'protocol' in hw:
-            if hw['protocol'] not in registry.PROTOCOLS:
-                raise _err(source, 'hardware.protocol', f'{hw["protocol"]!r} is not one of {registry.names()}')
-            kw['protocol'] = hw['protocol']
-        for key, typ in (('port', str), ('baud', int), ('watchdog', float), ('rate', float)):
-            if key in hw:
-                try:
-                    kw[key] = typ(hw[key])
-                except (TypeError, ValueError):
-                    raise _err(source, f'hardware.{key}', f'expected {typ.__name__}, got {hw[key]!r}') from None
-        if kw.get('watchdog', 1.0) <= 0:
-            raise _err(source, 'hardware.watchdog', 'must be > 0 s')
-        order = list(hw.get('motors') or names)
+        else:
+            efforts = [math.inf if a is None or a.effort_limit is None else a.effort_limit for a in items.values()]
+        joints = list(joints) if joints is not None else [None if a is None else a.joint for a in items.values()]
+        hw = settings.hardware
+        order = list(hw.motors or names)
         unknown = [m for m in order if m not in names]
         if unknown:
             raise _err(source, 'hardware.motors', f'{unknown} are not in actuators.names {names}')
@@ -191,39 +171,25 @@ class HardwareConfig:
             raise _err(source, 'hardware.motors', f'actuators {missing} have no motor')
         motors = []
         for i, n in enumerate(names):
-            entry = hw.get(n, {}) or {}
-            if not isinstance(entry, dict):
-                raise _err(source, f'hardware.{n}', 'must be a map')
-            key = f'hardware.{n}'
-            try:
-                mc = MotorCalibration(
-                    name=n, id=int(entry.get('id', order.index(n) + 1)),
-                    gear_ratio=float(entry.get('gear_ratio', 1.0)),
-                    torque_constant=float(entry.get('torque_constant', 1.0)),
-                    direction=float(entry.get('direction', 1.0)),
-                    zero_offset=float(entry.get('zero_offset', 0.0)),
-                    position_limit=tuple(float(x) for x in entry.get('position_limit', (-math.inf, math.inf))),
-                    velocity_limit=float(entry.get('velocity_limit', math.inf)),
-                    torque_limit=float(entry['torque_limit']) if 'torque_limit' in entry else math.nan,
-                    joint=joints[i],
-                    sections={k: dict(v) for k, v in entry.items() if isinstance(v, dict)})
-            except (TypeError, ValueError) as exc:
-                raise _err(source, key, f'bad value ({exc})') from None
-            if mc.gear_ratio == 0:
+            m, key = hw.items[n], f'hardware.{n}'
+            if m.gear_ratio == 0:
                 raise _err(source, key + '.gear_ratio', 'must be non-zero')
-            if math.isnan(mc.torque_limit):     # default: the actuator's effort limit at the motor
-                mc.torque_limit = efforts[i] / abs(mc.gear_ratio)
-            if mc.torque_constant <= 0:
-                raise _err(source, key + '.torque_constant', 'must be > 0')
-            if mc.direction not in (1.0, -1.0):
+            if m.direction not in (1.0, -1.0):
                 raise _err(source, key + '.direction', 'must be 1.0 or -1.0')
-            if len(mc.position_limit) != 2 or mc.position_limit[0] >= mc.position_limit[1]:
+            limits = (-math.inf, math.inf) if m.position_limit is None else tuple(m.position_limit)
+            if limits[0] >= limits[1]:
                 raise _err(source, key + '.position_limit', 'must be [lower, upper] with lower < upper')
-            if not mc.velocity_limit > 0 or not mc.torque_limit > 0:
+            mc = MotorCalibration(
+                name=n, id=m.id if m.id is not None else order.index(n) + 1, gear_ratio=m.gear_ratio,
+                torque_constant=m.torque_constant, direction=m.direction, zero_offset=m.zero_offset,
+                position_limit=limits, velocity_limit=math.inf if m.velocity_limit is None else m.velocity_limit,
+                # default: the actuator's effort limit at the motor
+                torque_limit=efforts[i] / abs(m.gear_ratio) if m.torque_limit is None else m.torque_limit,
+                joint=joints[i], sections=_motor_sections(m))
+            if not mc.torque_limit > 0:
                 raise _err(source, key, 'velocity_limit and torque_limit must be > 0')
             motors.append(mc)
-        # the protocol sections hardware.<section>; their defaults (registry.Protocol.defaults) are
-        # filled in by registry.make_bus / make_emulator for the protocol in use
-        options = {k: v for k, v in hw.items() if isinstance(v, dict) and k in registry.sections()}
-        return cls(motors=motors, options=options, source=source,
-                   effort_limits=np.array(efforts), **kw)
+        # the options a file gives under hardware.<protocol>; registry.Protocol.options fills the rest
+        options = {name: dict(given) for name, given in hw.options.items()}
+        return cls(motors=motors, options=options, source=source, effort_limits=np.array(efforts),
+                   protocol=hw.protocol, port=hw.port, baud=hw.baud, watchdog=hw.watchdog, rate=hw.rate)

@@ -70,13 +70,14 @@ def run_emulate(args):
     if args.duration is not None and args.duration < 0:
         return _fail(f'--duration: must be >= 0 s, got {args.duration}')
     try:
-        setup = load_robot(args.robot)
+        setup = load_robot(args.robot, {} if args.rate is None else {'control.rate': args.rate},
+                           labels={'control.rate': '--rate (control.rate)'})
         hw = HardwareConfig.from_setup(setup)
         plant = _plant(args.plant, setup)
     except (ConfigError, FileNotFoundError, ValueError, ImportError) as exc:
         return _fail(str(exc))
     protocol = args.protocol or hw.protocol
-    rate = float(args.rate or (setup.config.get('control') or {}).get('rate', 1000.0))
+    rate = setup.settings.control.rate
     if args.port:
         folder, name = os.path.split(os.path.abspath(args.port))
         if os.path.lexists(args.port):

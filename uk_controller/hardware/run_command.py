@@ -21,7 +21,6 @@ import time
 import numpy as np
 
 from ..settings import schema as S
-from ..control.loop_timing import loop_settings
 from . import registry
 from .bus import PortError
 from .calibration import HardwareConfig
@@ -81,33 +80,36 @@ def _signal_name(signum):
     return 'Ctrl-C' if signum == signal.SIGINT else signal.Signals(signum).name
 
 
+#: run's flags and the setting each one overrides (uk_controller.settings.resolve)
+RUN_FLAGS = {'--port': 'hardware.port', '--protocol': 'hardware.protocol', '--baud': 'hardware.baud',
+             '--rate': 'hardware.rate', '--watchdog': 'hardware.watchdog'}
+
+
+def run_overrides(args):
+    """``(overrides, labels)`` of the flags given: {dotted key: value}, {dotted key: flag (key)}."""
+    given = {key: getattr(args, flag[2:]) for flag, key in RUN_FLAGS.items() if getattr(args, flag[2:]) is not None}
+    return given, {key: f'{flag} ({key})' for flag, key in RUN_FLAGS.items() if key in given}
+
+
 def run(args) -> int:
     from ..control.controller import ControllerCore
     from ..robots import load_robot
     try:
-        setup = load_robot(args.config)
+        overrides, labels = run_overrides(args)
+        setup = load_robot(args.config, overrides, labels=labels)
         hw = HardwareConfig.from_setup(setup)
     except (ValueError, FileNotFoundError) as exc:
         print(f'uk-controller run: {exc}', file=sys.stderr)
         return 2
-    rate = args.rate if args.rate is not None else (hw.rate if hw.rate > 0 else None)
-    protocol = args.protocol or hw.protocol
-    port = args.port or hw.port
-    watchdog = args.watchdog if args.watchdog is not None else hw.watchdog
+    protocol, port, watchdog = hw.protocol, hw.port, hw.watchdog
     try:
-        S.check_cross({'control': {'rate': rate or S.get(setup.config, 'control.rate')},
-                       'hardware': {'watchdog': watchdog}}, setup.config_path,
-                      names={'hardware.watchdog': '--watchdog (hardware.watchdog)' if args.watchdog is not None
-                             else 'hardware.watchdog'})
-        core = ControllerCore(setup, rate=rate)
-        loop_settings(setup.config)           # ros.loop.window / ros.overrun.* checked before the port opens
+        core = ControllerCore(setup, rate=hw.rate)   # the loop runs at the bus rate (hardware.rate, else control.rate)
         assembler = JointStateAssembler(setup, hw)
         # the protocol's own checks of its options (e.g. can_mit: ids a reply can tell apart), port unopened
-        registry.make_bus(hw, port=port, baud=args.baud, protocol=protocol)
+        registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol)
     except ValueError as exc:
         print(f'uk-controller run: error: {exc}', file=sys.stderr)
         return 2
-    hw.protocol, hw.port = protocol, port         # what the bus really uses (logs, diagnostics)
     stream = None
     if args.log:
         from ..files.parameter_file import ConfigError
@@ -122,7 +124,7 @@ def run(args) -> int:
     def log(msg):
         print(('\n' if not args.quiet else '') + msg, file=sys.stderr)
 
-    safe = SafeBus(hw, lambda: registry.make_bus(hw, port=port, baud=args.baud, protocol=protocol), watchdog=watchdog,
+    safe = SafeBus(hw, lambda: registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol), watchdog=watchdog,
                    log=log)
     stop = threading.Event()
     received = []

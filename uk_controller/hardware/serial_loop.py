@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..settings import schema as S
 from ..control.loop_timing import DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings
 from ..control.rearm import ReArm
 from .safety import ARMED, SafeBus
@@ -72,9 +71,9 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
     effort, stamp = None, None
     started, t0, sent = False, 0.0, 0
     core.reset(0.0)
-    rearm = ReArm(core, S.get(core.setup.config, 'control.soft_start') if soft_start is None else soft_start)
+    rearm = ReArm(core, core.setup.settings.control.soft_start if soft_start is None else soft_start)
     was_armed = False
-    loop_cfg, overrun_cfg = loop_settings(core.setup.config)
+    loop_cfg, overrun_cfg = loop_settings(core.setup.settings)
     timing = res.timing = LoopTiming(dt, loop_cfg['window'])
     policy = res.policy = OverrunPolicy(**overrun_cfg)
     sleeper = DeadlineSleeper(loop_cfg['spin_us'] * 1e3) if clock is None else None

@@ -7,6 +7,6 @@ the Baumgarte gains. Nothing here is robot specific: any URDF with a setup
 file works.
 """
 from .actuators import Actuator, ActuatorMap
-from .setup import DEFAULT_OMEGA, RobotSetup, load_robot, setup_from_params
+from .setup import RobotSetup, load_robot, setup_from_settings
 
-__all__ = ['Actuator', 'ActuatorMap', 'RobotSetup', 'load_robot', 'setup_from_params', 'DEFAULT_OMEGA']
+__all__ = ['Actuator', 'ActuatorMap', 'RobotSetup', 'load_robot', 'setup_from_settings']

@@ -1,4 +1,9 @@
-"""Build a :class:`RobotSetup` from a setup file (docs/config.md)."""
+"""Build a :class:`RobotSetup` from resolved settings (docs/config.md).
+
+:func:`load_robot` resolves a setup file (uk_controller.settings.resolve: the schema and cross-key rules
+run there, once) and :func:`setup_from_settings` builds the model, rows, actuators and gains from the
+typed sections; nothing here re-checks a value or restates a default.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,33 +12,31 @@ from pathlib import Path
 import numpy as np
 
 from ..core.baumgarte import Baumgarte
-from ..files.parameter_file import ConfigView, load_config
+from ..files.parameter_file import ConfigError, ConfigView
 from ..constraints import ConstraintStack, build_stacks
 from ..model.robot_model import ModelError, RobotModel
 from ..files.description import (
     DescriptionError, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text)
 from ..files.description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
 from ..model.joint_dynamics import JointDynamics
-from ..files.paths import missing_file_message, resolve_config, resolve_data_file
+from ..files.paths import missing_file_message, resolve_data_file
 from ..model import validity as model_validity
-from ..settings import schema as settings
+from ..settings.resolve import Settings, resolve
+from ..settings.sections import FrozenDict, freeze, thaw
 from .actuators import Actuator, ActuatorMap
-
-#: Natural frequency [rad/s] of the critically damped Baumgarte default when a
-#: setup has no ``stabilization`` section (the schema's default, uk_controller.settings.schema).
-DEFAULT_OMEGA = settings.default('stabilization.omega')
-
 
 @dataclass
 class RobotSetup:
     """Everything the controller needs about one robot: its model, rows, actuators and gains.
 
     ``joint_names`` is the order of q (``robot.joints``, default URDF order);
-    ``actuators.names`` the order of u.
+    ``actuators.names`` the order of u. ``settings`` is what the setup was built from (typed, immutable;
+    every reader takes its values there); ``constraints`` the constraint maps as built (the file's and
+    the description's closures, read-only).
     """
 
     name: str
-    config: dict = field(repr=False)
+    settings: Settings = field(repr=False)
     config_path: Path | None
     model: RobotModel
     joint_names: list
@@ -44,26 +47,20 @@ class RobotSetup:
     actuators: ActuatorMap
     stabilization: Baumgarte
     urdf_path: Path | None = None
-    view: ConfigView = field(default=None, repr=False)
+    constraints: FrozenDict = field(default_factory=FrozenDict, repr=False)
     extras: DescriptionExtras = field(default_factory=DescriptionExtras, repr=False)
 
     def controller_model(self):
         """The model the controller uses: :attr:`model`, or a copy without Coulomb friction when
         ``control.friction_compensation`` is false (the plant keeps its friction; uk_controller.model.joint_dynamics)."""
         jd = self.model.joint_dynamics
-        compensate = (self.config.get('control') or {}).get('friction_compensation',
-                                                            settings.default('control.friction_compensation'))
-        if jd is None or not jd.has_friction or compensate:
+        if jd is None or not jd.has_friction or self.settings.control.friction_compensation:
             return self.model
         return self.model.with_joint_dynamics(jd.without_friction())
 
     @property
     def n(self):
         return self.model.n
-
-    def section(self, name):
-        """A config section as a ConfigView (empty if absent), e.g. ``setup.section('control')``."""
-        return self.view.section(name, required=False)
 
     def evaluate(self, q, qd, t):
         """One model pass and all rows: ``(passive_rows, servo_rows, B)`` at (q, q', t).
@@ -75,79 +72,85 @@ class RobotSetup:
                 self.actuators.matrix(self.model))
 
 
-def _actuators(cv, model, extras=None):
-    if not cv.data:
+def _actuators(section, model, extras=None, file=None):
+    """The actuator map of ``settings.actuators`` (typed items; errors name file and key)."""
+    def error(name, key, message):
+        return ConfigError(message, file=file, key=f'actuators.{name}' + (f'.{key}' if key else ''))
+    if not section.names and not section.items:
         # no actuators section: every joint carries a motor (URDF effort limits)
         limits = model.effort_limits
         return ActuatorMap([Actuator(j, joint=i, effort_limit=limits[i]) for i, j in enumerate(model.joint_names)],
                            model.n)
     urdf_limits = model.effort_limits
-    items = cv.named_items()
-    if not items:
-        raise cv.error('names', 'list the actuators (order of the effort vector u)')
-    listed = set(cv.get_strs('names'))
-    extra = [k for k in cv.keys() if k != 'names' and k not in listed]
+    if not section.names:
+        raise ConfigError('list the actuators (order of the effort vector u)', file=file, key='actuators.names')
+    if len(set(section.names)) != len(section.names):
+        raise ConfigError(f'entries must be unique, got {list(section.names)!r}', file=file, key='actuators.names')
+    extra = [k for k in section.items if k not in section.names]
     if extra:
-        raise cv.error(extra[0], f'actuator {extra[0]!r} is not listed in {cv.key("names")}')
+        raise ConfigError(f'actuator {extra[0]!r} is not listed in actuators.names', file=file,
+                          key=f'actuators.{extra[0]}')
     acts = []
-    for name, a in items:
-        if sum(k in a for k in ('joint', 'between', 'tendon')) != 1:
-            raise a.error(None, "give exactly one of 'joint', 'between' or 'tendon'")
-        limit = a.get_float('effort_limit', None, positive=True)
-        if 'tendon' in a:
-            tendon = a.get_str('tendon')
+    for name in section.names:
+        a = section.items.get(name)
+        if a is None:
+            raise ConfigError('required section is missing', file=file, key=f'actuators.{name}')
+        if sum(v is not None for v in (a.joint, a.between, a.tendon)) != 1:
+            raise error(name, None, "give exactly one of 'joint', 'between' or 'tendon'")
+        limit = a.effort_limit
+        if a.tendon is not None:
+            tendon = a.tendon
             known = sorted((extras.tendons if extras is not None else {}))
             if tendon not in known:
-                raise a.error('tendon', f'unknown tendon {tendon!r}; fixed tendons of the description: '
-                              f'{", ".join(known) or "none"}')
+                raise error(name, 'tendon', f'unknown tendon {tendon!r}; fixed tendons of the description: '
+                            f'{", ".join(known) or "none"}')
             try:
                 column = tendon_column(extras, tendon, model.joint_names)
             except ExtrasError as exc:
-                raise a.error('tendon', str(exc)) from None
+                raise error(name, 'tendon', str(exc)) from None
             acts.append(Actuator(name, column=column, effort_limit=np.inf if limit is None else limit))
-        elif 'joint' in a:
-            joint = a.get_str('joint')
+        elif a.joint is not None:
+            joint = a.joint
             if joint not in model.joint_names:
-                raise a.error('joint', f'unknown joint {joint!r}; joints: {model.joint_names}')
+                raise error(name, 'joint', f'unknown joint {joint!r}; joints: {model.joint_names}')
             index = model.joint_index(joint)
             acts.append(Actuator(name, joint=index, effort_limit=urdf_limits[index] if limit is None else limit))
         else:
-            bodies = a.get_strs('between', length=2)
+            bodies = a.between
             resolved = []
             for body in bodies:
                 if body == 'world' and not model.has_frame('world'):
                     resolved.append(None)
                 elif not model.has_frame(body):
-                    raise a.error('between', f'unknown body {body!r}; bodies: {", ".join(model.body_names())}')
+                    raise error(name, 'between', f'unknown body {body!r}; bodies: {", ".join(model.body_names())}')
                 else:
                     resolved.append(body)
             if resolved[0] == resolved[1]:
-                raise a.error('between', 'the two bodies must differ')
-            axis = a.get_floats('axis', length=3)
+                raise error(name, 'between', 'the two bodies must differ')
+            if a.axis is None:
+                raise error(name, 'axis', 'required key is missing')
+            axis = np.asarray(a.axis, dtype=float)
             norm = np.linalg.norm(axis)
             if norm == 0.0:
-                raise a.error('axis', 'must be non-zero')
+                raise error(name, 'axis', 'must be non-zero')
             acts.append(Actuator(name, bodies=tuple(resolved), axis=axis / norm,
                                  effort_limit=np.inf if limit is None else limit))
     return ActuatorMap(acts, model.n)
 
 
-def _stabilization(cv):
-    if not cv.data:
-        return Baumgarte.critical(DEFAULT_OMEGA)
-    convention = cv.get_str('convention', 'critical', choices=('critical', 'seed000', 'squared', 'none'))
+def stabilization_gains(stab, file=None):
+    """The Baumgarte gains of ``settings.stabilization`` (checked by the schema; one value or one per row)."""
     needs = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
     values = {}
-    for key in needs[convention]:
-        values[key] = cv.get_floats(key)
-        settings.check_value(settings.lookup(f'stabilization.{key}'), values[key].tolist(), file=cv.file,
-                             key=cv.key(key))
-        if values[key].size == 1:
-            values[key] = float(values[key][0])
+    for key in needs[stab.convention]:
+        given = getattr(stab, key)
+        if given is None:
+            raise ConfigError('required key is missing', file=file, key=f'stabilization.{key}')
+        values[key] = float(given[0]) if len(given) == 1 else np.asarray(given, dtype=float)
     try:
-        return Baumgarte.from_config({'convention': convention, **values}, where=cv.prefix)
+        return Baumgarte.from_config({'convention': stab.convention, **values}, where='stabilization')
     except (KeyError, ValueError) as exc:
-        raise cv.error('convention', str(exc).strip("'")) from None
+        raise ConfigError(str(exc).strip("'"), file=file, key='stabilization.convention') from None
 
 
 def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
@@ -194,8 +197,7 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
 
 def _joint_dynamics(robot, model, extras):
     """The description's passive joint dynamics on `model` (``robot.joint_dynamics``: description | none)."""
-    use = robot.get_str('joint_dynamics', settings.default('robot.joint_dynamics'), choices=('description', 'none'))
-    velocity = robot.get_float('friction_velocity', settings.default('robot.friction_velocity'), positive=True)
+    use, velocity = robot.data['joint_dynamics'], robot.data['friction_velocity']
     if use == 'none' or not extras.joint_dynamics:
         model.set_joint_dynamics(None)
         return
@@ -205,42 +207,54 @@ def _joint_dynamics(robot, model, extras):
         raise robot.error(description_key(robot.data), str(exc)) from None
 
 
-def setup_from_params(params, path=None, *, mass_scale=1.0):
-    """Build a :class:`RobotSetup` from an already loaded parameter dict."""
-    settings.check(params, path)          # unknown keys, types, ranges, cross-key rules (one schema)
-    cv = ConfigView(params, path)
-    robot = cv.section('robot')
-    name = robot.get_str('name', Path(path).stem if path else 'robot')
-    joints = robot.get_strs('joints', None, unique=True)
-    gravity = robot.get_floats('gravity', None, length=3)
+def _state(values, n, file, key):
+    """``robot.initial_position`` / ``initial_velocity`` as an (n,) array (zeros when not given)."""
+    if values is None:
+        return np.zeros(n)
+    if len(values) != n:
+        raise ConfigError(f'must have {n} entries, got {len(values)}', file=file, key=key)
+    return np.array(values, dtype=float)
+
+
+def setup_from_settings(s, *, mass_scale=1.0):
+    """Build a :class:`RobotSetup` from resolved :class:`~uk_controller.settings.resolve.Settings`."""
+    path = s.file
+    rob = s.robot
+    if rob.joints is not None and len(set(rob.joints)) != len(rob.joints):
+        raise ConfigError(f'entries must be unique, got {list(rob.joints)!r}', file=path, key='robot.joints')
+    robot = ConfigView({k: v for k, v in thaw(rob.as_dict()).items() if v is not None}, path, 'robot')
+    joints = list(rob.joints) if rob.joints is not None else None
+    gravity = np.asarray(rob.gravity, dtype=float) if rob.gravity is not None else None
     model, closures, extras = load_description(robot, path, joints, gravity, mass_scale)
     _joint_dynamics(robot, model, extras)
     urdf_path = model.source
+    constraints = thaw(s.constraints.items)
+    if s.constraints.names is not None:
+        constraints = {'names': list(s.constraints.names), **constraints}
     if closures:
         # closures and couplings read from the description join the YAML's constraints (description.merge_closures)
-        params = dict(params)
-        params['constraints'] = merge_closures(params.get('constraints'), closures, path)
-        cv = ConfigView(params, path)
-    model.name = name
+        constraints = merge_closures(constraints or None, closures, path)
+    model.name = rob.name
     n = model.n
-    q0 = robot.get_floats('initial_position', np.zeros(n), length=n)
-    qd0 = robot.get_floats('initial_velocity', np.zeros(n), length=n)
-    actuators = _actuators(cv.section('actuators', required=False), model, extras)
+    q0 = _state(rob.initial_position, n, path, 'robot.initial_position')
+    qd0 = _state(rob.initial_velocity, n, path, 'robot.initial_velocity')
+    actuators = _actuators(s.actuators, model, extras, path)
     base_dir = Path(path).parent if path else None
-    passive, servo = build_stacks(cv.section('constraints', required=False), model, base_dir)
-    stabilization = _stabilization(cv.section('stabilization', required=False))
-    return RobotSetup(name=name, config=params, config_path=Path(path) if path else None, model=model,
-                      joint_names=list(model.joint_names), q0=np.array(q0, dtype=float),
-                      qd0=np.array(qd0, dtype=float), passive=passive, servo=servo, actuators=actuators,
-                      stabilization=stabilization, urdf_path=urdf_path, view=cv, extras=extras)
+    passive, servo = build_stacks(ConfigView(constraints, path, 'constraints'), model, base_dir)
+    stabilization = stabilization_gains(s.stabilization, path)
+    frozen = FrozenDict((k, v) for k, v in freeze(constraints or {}).items() if k != 'names')
+    return RobotSetup(name=rob.name, settings=s, config_path=Path(path) if path else None, model=model,
+                      joint_names=list(model.joint_names), q0=q0, qd0=qd0, passive=passive, servo=servo,
+                      actuators=actuators, stabilization=stabilization, urdf_path=urdf_path,
+                      constraints=frozen, extras=extras)
 
 
-def load_robot(name_or_path, *, mass_scale=1.0, node=None):
-    """Load a robot setup: ``'scara'`` (shipped config) or a path to a setup file.
+def load_robot(name_or_path, overrides=None, *, mass_scale=1.0, node=None, labels=None):
+    """Load a robot setup: ``'scara'`` (shipped config) or a path to a setup file, with dotted
+    `overrides` (uk_controller.settings.resolve).
 
     `mass_scale` scales every link's mass and inertia of the model (for a
     model-mismatch plant). Raises :class:`~uk_controller.files.parameter_file.ConfigError`
     naming the file and dotted key on any bad entry.
     """
-    params, path = load_config(resolve_config(name_or_path), node=node)
-    return setup_from_params(params, path, mass_scale=mass_scale)
+    return setup_from_settings(resolve(name_or_path, overrides, node=node, labels=labels), mass_scale=mass_scale)

@@ -96,7 +96,7 @@ class ControlLoop:
 
     def __init__(self, node):
         self.node = node
-        self.loop, self.overrun = loop_settings(node.params)
+        self.loop, self.overrun = loop_settings(node.settings)
         declare_loop_parameters(node, self.loop, self.overrun)
         self.log = node.get_logger()
         sim_time = bool(node.get_parameter('use_sim_time').value) if node.has_parameter('use_sim_time') else False

@@ -27,9 +27,6 @@ from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from diagnostic_msgs.msg import DiagnosticArray
 
-from ..settings import schema as S
-from ..core.baumgarte import Baumgarte
-from ..files.parameter_file import ConfigError
 from ..control.controller import ControllerCore
 from ..control.rearm import ReArm
 from . import params as P
@@ -37,8 +34,8 @@ from .cdr import Float64ArrayEncoder
 from .control_loop import ControlLoop
 from ..control.status import Status
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array, status_level, status_name
-from .robot_source import build_setup
-from .node_setup import node_options, read_parameters
+from ..robots.setup import setup_from_settings, stabilization_gains
+from .node_setup import node_options, read_settings, resolve_live
 from .node_runner import run
 from .joint_state_merger import JointStateMerger
 
@@ -50,9 +47,9 @@ OUTPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': Join
 
 def declare_defaults(node, ros):
     """Declare the node-only settings the YAML left out, so they are listed and (if live) settable."""
-    for key in P.ROS_DEFAULTS:
-        if not node.has_parameter(f'ros.{key}'):
-            node.declare_parameter(f'ros.{key}', ros[key])
+    for key, value in ros.items():
+        if key not in P.NODE_CONTROL_KEYS and value is not None and not node.has_parameter(f'ros.{key}'):
+            node.declare_parameter(f'ros.{key}', P.declarable(value))
     if not node.has_parameter('control.state_timeout'):
         node.declare_parameter('control.state_timeout', ros['state_timeout'])
     for key in ('control.clock_skew', 'control.soft_start'):
@@ -119,15 +116,17 @@ class ControllerNode(Node):
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **node_options(kwargs))
-        self.params, self.config_path, self.ros = read_parameters(self)
+        self.node_settings = read_settings(self)
+        self.settings, self.config_path = self.node_settings.settings, self.node_settings.config_path
+        self.ros = P.ros_settings(self.settings)
         declare_defaults(self, self.ros)
-        self.setup = build_setup(self.params, self.config_path)
+        self.setup = setup_from_settings(self.settings)
         from ..kernels import jit
         if jit.AVAILABLE:
             self.get_logger().info('loading the compiled kernels (the first start after an install compiles '
                                    'them: 15-60 s; UK_CONTROLLER_NUMBA=0 uses the NumPy path instead)')
         self.core = ControllerCore(self.setup)
-        self.perm, self.effort_names = P.effort_order(self.params, self.core.actuator_names,
+        self.perm, self.effort_names = P.effort_order(self.settings, self.core.actuator_names,
                                                       self.ros.get('effort_joints'))
         self.perm = np.asarray(self.perm, dtype=int)
         self.period = self.core.dt
@@ -347,7 +346,6 @@ class ControllerNode(Node):
 
     def on_set_parameters(self, parameters):
         """Accept live-safe parameters (gains, trajectory start); reject the rest with a reason."""
-        stab = dict(self.params.get('stabilization') or {})
         updates = {}
         for p in parameters:
             name = p.name
@@ -358,27 +356,12 @@ class ControllerNode(Node):
                     successful=False,
                     reason=f'{name}: cannot change while running (model, topics, rate and task are fixed '
                            f'at start; restart the node); live: stabilization.*, {", ".join(P.LIVE_KEYS)}')
-            value = P.plain(p.value)
-            setting = S.lookup(name)
-            try:
-                value = S.check_value(setting, value, key=name)
-            except ConfigError as exc:
-                return SetParametersResult(successful=False, reason=str(exc))
-            if setting.type == 'floats' and len(value) == 1 and not isinstance(P.plain(p.value), list):
-                value = value[0]
-            if name.startswith('stabilization.'):
-                stab[name.split('.', 1)[1]] = value
-            updates[name] = value
+            updates[name] = P.plain(p.value)
         try:
-            new_stab = Baumgarte.from_config(stab) if any(n.startswith('stabilization.') for n in updates) else None
-            if new_stab is not None:
-                S.check_cross({'control': {'rate': self.core.rate}, 'stabilization': stab})
-            if 'ros.trajectory_start' in updates:
-                P.number({'v': updates['ros.trajectory_start']}, 'v', 'ros.trajectory_start', positive=False)
-            if 'control.state_timeout' in updates:
-                P.number({'v': updates['control.state_timeout']}, 'v', 'control.state_timeout')
-            if 'control.safe_effort' in updates and updates['control.safe_effort'] not in ('zero', 'hold'):
-                raise P.ParameterError(f"control.safe_effort: {updates['control.safe_effort']!r} is not zero or hold")
+            # one more override, resolved as at start (schema, cross-key rules such as omega <= rate/4)
+            settings = resolve_live(self.node_settings, updates) if updates else self.settings
+            new_stab = stabilization_gains(settings.stabilization) \
+                if any(n.startswith('stabilization.') for n in updates) else None
             if new_stab is not None:
                 # the setter checks per-row gain lengths against the constraint rows
                 current = self.core.stabilization
@@ -387,21 +370,21 @@ class ControllerNode(Node):
                 self.rearm.set_gains(new_stab)
         except (ValueError, KeyError, TypeError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
-        if new_stab is not None:
-            self.params['stabilization'] = stab
-        for name, value in updates.items():
+        self.node_settings.overrides.update(updates)
+        self.settings = self.node_settings.settings = settings
+        control = settings.control                 # the values as resolved (ints made floats, ranges checked)
+        for name in updates:
             if name == 'ros.trajectory_start':
-                self.ros['trajectory_start'] = float(value)
+                self.ros['trajectory_start'] = settings.ros.trajectory_start
             elif name == 'control.state_timeout':
-                self.ros['state_timeout'] = float(value)
-                self.merger.state_timeout = float(value)
+                self.ros['state_timeout'] = self.merger.state_timeout = control.state_timeout
             elif name == 'control.safe_effort':
-                self.core.safe_effort = value
+                self.core.safe_effort = control.safe_effort
             elif name == 'control.clock_skew':
-                self.ros['clock_skew'] = self.merger.clock_skew = float(value)
+                self.ros['clock_skew'] = self.merger.clock_skew = control.clock_skew
             elif name == 'control.soft_start':
-                self.ros['soft_start'] = float(value)
-                self.rearm.set_soft_start(value)
+                self.ros['soft_start'] = control.soft_start
+                self.rearm.set_soft_start(control.soft_start)
         if updates:
             self.get_logger().info(f'live parameters: {updates}')
         return SetParametersResult(successful=True)

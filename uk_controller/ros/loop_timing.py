@@ -4,7 +4,7 @@ They are plain Python (no rclpy) and are shared with ``uk-controller run`` (uk_c
 which must not import from ``ros/`` (layers point downward, DESIGN.md).
 """
 from ..control.loop_timing import (  # noqa: F401 - re-exported
-    CLOCK_MONOTONIC, LOOP_DEFAULTS, LOOP_MODES, MCL_CURRENT, MCL_FUTURE,  # noqa: F401
-    OVERRUN_DEFAULTS, PR_SET_TIMERSLACK, TIMER_ABSTIME, TIMING_FIELDS,  # noqa: F401
-    DeadlineSleeper, LoopTiming, OverrunPolicy, SettingsError, loop_settings,  # noqa: F401
+    CLOCK_MONOTONIC, LOOP_MODES, MCL_CURRENT, MCL_FUTURE,  # noqa: F401
+    PR_SET_TIMERSLACK, TIMER_ABSTIME, TIMING_FIELDS,  # noqa: F401
+    DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings,  # noqa: F401
     realtime_setup, LOOP_THREAD_NAME, name_thread)  # noqa: F401

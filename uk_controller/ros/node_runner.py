@@ -114,7 +114,8 @@ def run(factory, name, args=None, on_stop=None):
             rclpy.logging.get_logger(name).fatal(f'invalid configuration: {message}')
             print(f'{name}: invalid configuration: {message}', file=sys.stderr, flush=True)
             return 2
-        executor = make_executor(getattr(node, 'ros', {}).get('executor'))
+        settings = getattr(node, 'settings', None)          # the node's resolved settings (node_setup)
+        executor = make_executor(settings.ros.executor if settings is not None else None)
         executor.add_node(node)
         try:
             while not _STATE['stop'] and rclpy.ok():

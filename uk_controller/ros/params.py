@@ -15,12 +15,13 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..files.parameter_file import ConfigError
 from ..settings import schema as S
 # The ``ros`` section itself (defaults, checks, effort order) is plain Python shared with sim/mcap_log:
 # it lives in uk_controller.settings.ros_section, below both layers, and is re-exported here.
 from ..settings.ros_section import (  # noqa: F401 - re-exported
-    DEFAULT_STATE_TIMEOUT, EXECUTORS, OUTPUT_TYPES, ROS_DEFAULTS, TRIGGERS,  # noqa: F401
-    ParameterError, actuator_joint, effort_order, number, require, ros_settings)  # noqa: F401
+    EXECUTORS, NODE_CONTROL_KEYS, OUTPUT_TYPES, TRIGGERS,  # noqa: F401
+    actuator_joint, effort_order, require, ros_settings)  # noqa: F401
 
 # Parameters a running controller accepts (everything else needs a restart).
 LIVE_PREFIXES = ('stabilization.',)
@@ -71,10 +72,10 @@ def unflatten(flat):
         for depth, part in enumerate(parts[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ParameterError(f"{'.'.join(parts[:depth + 1])}: is a value and also has sub-keys ({name})")
+                raise ConfigError(f"{'.'.join(parts[:depth + 1])}: is a value and also has sub-keys ({name})")
             node = child
         if isinstance(node.get(parts[-1]), dict):
-            raise ParameterError(f'{name}: is a value and also has sub-keys')
+            raise ConfigError(f'{name}: is a value and also has sub-keys')
         node[parts[-1]] = plain(flat[name])
     return tree
 

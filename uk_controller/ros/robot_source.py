@@ -4,8 +4,8 @@ Precedence (last wins): the YAML named by the ``config`` parameter (robot name
 or path, the same file the CLI reads), then every ROS parameter given to the
 node (``--params-file``, launch ``parameters=[...]``, ``-p key:=value``), then
 a non-empty ``robot_description`` as the URDF. The merged dictionary goes
-through the same loader as the CLI's (:func:`uk_controller.robots.setup_from_params`),
-so a bad value is reported with its dotted key.
+through the same resolution as the CLI's (:func:`uk_controller.settings.resolve.resolve`, in
+uk_controller.ros.node_setup), so a bad value is reported with its dotted key.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pathlib import Path
 
 from ..files.parameter_file import ConfigError, load_config
 from ..files.paths import resolve_config
-from ..robots import setup_from_params
 
 
 def file_parameters(config):
@@ -31,8 +30,3 @@ def file_parameters(config):
         raise ConfigError(f'cannot read the robot setup: {why}', file=config,
                           key='config') from None
     return params, Path(path)
-
-
-def build_setup(params, config_path, *, mass_scale=1.0):
-    """A RobotSetup for the merged parameter dictionary (relative URDF paths: share dir or config dir)."""
-    return setup_from_params(params, config_path, mass_scale=mass_scale)

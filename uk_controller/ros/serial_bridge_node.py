@@ -9,7 +9,7 @@ the robot's joint names (passive joints of closed chains reconstructed from the
 closures). ``/diagnostics`` carries bus rate, round-trip latency, CRC errors,
 timeouts, watchdog trips, reconnects and the safety state.
 
-Parameters are read as by the other nodes (:func:`~.node_setup.read_parameters`):
+Parameters are read as by the other nodes (:func:`~.node_setup.read_settings`):
 ``config`` (robot name or YAML path) and any key of the robot YAML as an override, checked
 against the settings schema; the bus is ``hardware.protocol`` (a name of
 uk_controller.hardware.registry), ``hardware.port``, ``hardware.baud``, ``hardware.rate``
@@ -41,16 +41,15 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from ..settings import schema as S
 from ..hardware.calibration import HardwareConfig
 from ..hardware.joint_state_assembler import JointStateAssembler
 from ..hardware.registry import make_bus
 from ..hardware.safety import ARMED, DISCONNECTED, SafeBus
 from ..control.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
-from .node_setup import node_options, read_parameters
+from .node_setup import node_options, read_settings
 from .diagnostics import ERROR, OK, WARN, diagnostic_array
 from .node_runner import run
-from .robot_source import build_setup
+from ..robots.setup import setup_from_settings
 
 NODE_NAME = 'serial_bridge_node'
 
@@ -60,16 +59,15 @@ class SerialBridgeNode(Node):
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **node_options(kwargs))
-        self.params, self.config_path, self.ros = read_parameters(self)      # the YAML + ROS overrides, checked
-        self.setup = build_setup(self.params, self.config_path)
-        cfg = self.setup.config
+        state = read_settings(self)             # the YAML + ROS overrides, resolved once (watchdog vs bus rate too)
+        self.settings, self.config_path = state.settings, state.config_path
+        self.ros = self.settings.ros
+        self.setup = setup_from_settings(self.settings)
         self.hw = HardwareConfig.from_setup(self.setup)
-        self.protocol, self.port, self.baud = self.hw.protocol, self.hw.port, int(self.hw.baud)
-        rate = float(self.hw.rate or S.get(cfg, 'control.rate'))
-        self.watchdog = float(self.hw.watchdog)
-        S.check_cross({'control': {'rate': rate}, 'hardware': {'watchdog': self.watchdog}}, self.config_path,
-                      names={'hardware.watchdog': 'hardware.watchdog (bus rate hardware.rate or control.rate)'})
-        self.effort_joints = list(self.ros.get('effort_joints') or [j for j in self.hw.joints])
+        self.protocol, self.port, self.baud = self.hw.protocol, self.hw.port, self.hw.baud
+        rate = self.hw.rate                     # hardware.rate, else control.rate
+        self.watchdog = self.hw.watchdog
+        self.effort_joints = list(self.ros.effort_joints or [j for j in self.hw.joints])
         missing = [j for j in self.hw.joints if j not in self.effort_joints]
         if missing:
             raise ValueError(f'{self.config_path}: ros.effort_joints lacks actuated joints {missing}')
@@ -87,7 +85,7 @@ class SerialBridgeNode(Node):
         self._last_stamp = None
         self.pub_js = self.create_publisher(JointState, '/joint_states', 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        loop, overrun = loop_settings(cfg)
+        loop, overrun = loop_settings(self.settings)
         self.timing = LoopTiming(1.0 / rate, loop['window'])
         self.policy = OverrunPolicy(**overrun)
         self._last_warn = 0
@@ -95,11 +93,11 @@ class SerialBridgeNode(Node):
         self.timing_msg = Float64MultiArray()
         self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
                                                           stride=len(TIMING_FIELDS))]
-        self.create_subscription(Float64MultiArray, self.ros['effort_topic'], self.on_effort, 10)
+        self.create_subscription(Float64MultiArray, self.ros.effort_topic, self.on_effort, 10)
         if not self.safe.connect():
             self.get_logger().error(f'{self.safe.reason} (retrying)')
         self.timer = self.create_timer(1.0 / rate, self.on_timer_timed)
-        self.diag_timer = self.create_timer(self.ros['diagnostics_period'], self.on_diagnostics)
+        self.diag_timer = self.create_timer(self.ros.diagnostics_period, self.on_diagnostics)
         self.get_logger().info(f'{self.protocol} on {self.port} at {rate:g} Hz, watchdog {self.watchdog * 1e3:.0f} ms')
 
     def on_effort(self, msg):

@@ -47,12 +47,12 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
 
-from ..sim.plants import PLANTS
+from ..files.parameter_file import ConfigError
 from ..sim.uk_plant import UKPlant
 from . import params as P
-from .node_setup import node_options, read_parameters
+from .node_setup import node_options, read_settings
 from .diagnostics import OK, WARN, diagnostic_array
-from .robot_source import build_setup
+from ..robots.setup import setup_from_settings
 from .node_runner import run
 
 NODE_NAME = 'uk_sim_node'
@@ -62,57 +62,17 @@ INPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': Joint
              'joint_state': JointState}
 
 
-def sim_settings(params):
-    """Section ``simulation`` with the node's defaults, checked (names the key on error)."""
-    sim = dict(params.get('simulation') or {})
-    control = params.get('control') or {}
-    out = {
-        'rate': sim.get('rate', control.get('rate', 1000.0)),
-        'publish_clock': sim.get('publish_clock', False),
-        'lockstep': sim.get('lockstep', False),
-        'real_time_factor': sim.get('real_time_factor', 1.0),
-        'sensor_noise': sim.get('sensor_noise', 0.0),
-        'mass_scale': sim.get('mass_scale', 1.0),
-        'integrator': sim.get('integrator', 'rk4'),
-        'substeps': sim.get('substeps', 4),
-        'closure_omega': sim.get('closure_omega', 50.0),
-        'lockstep_resend': sim.get('lockstep_resend', 0.1),
-        'clock_start': sim.get('clock_start', 1.0),
-        'wait_for_subscribers': sim.get('wait_for_subscribers', 1),
-        'max_command_lag': sim.get('max_command_lag', 0),
-        'plant': sim.get('plant', 'uk'),
-    }
-    if out['plant'] not in PLANTS:
-        raise P.ParameterError(f"simulation.plant: {out['plant']!r} is not one of {', '.join(PLANTS)}")
-    for key in ('rate', 'real_time_factor', 'mass_scale', 'closure_omega', 'lockstep_resend', 'clock_start'):
-        P.number(out, key, f'simulation.{key}')
-    P.number(out, 'sensor_noise', 'simulation.sensor_noise', positive=False)
-    lag = out['max_command_lag']
-    if isinstance(lag, bool) or not isinstance(lag, int) or lag < 0:
-        raise P.ParameterError(f'simulation.max_command_lag: must be a whole number of periods >= 0, got {lag!r}')
-    for key in ('publish_clock', 'lockstep'):
-        if not isinstance(out[key], bool):
-            raise P.ParameterError(f'simulation.{key}: must be true or false, got {out[key]!r}')
-    if out['lockstep']:
-        out['publish_clock'] = True
-    if out['max_command_lag'] and not out['publish_clock']:
-        raise P.ParameterError('simulation.max_command_lag: needs simulation.publish_clock: true '
-                               '(a plant on the wall clock cannot wait for its controller)')
-    return out
-
-
 def make_plant(setup, sim):
-    """The physics of section ``simulation``: UKPlant, or MujocoPlant for ``plant: mujoco``."""
-    if sim['plant'] == 'mujoco':
+    """The physics of ``settings.simulation``: UKPlant, or MujocoPlant for ``plant: mujoco``."""
+    if sim.plant == 'mujoco':
         try:
             from ..sim.mujoco_plant import MujocoPlant
             import mujoco  # noqa: F401
         except ImportError:
-            raise P.ParameterError('simulation.plant: mujoco needs the MuJoCo Python package '
-                                   '(pip install mujoco), or use plant:=uk') from None
-        return MujocoPlant.from_setup(setup, mass_scale=sim['mass_scale'])
-    return UKPlant(setup, integrator=sim['integrator'], substeps=sim['substeps'],
-                   closure_omega=sim['closure_omega'])
+            raise ConfigError('mujoco needs the MuJoCo Python package (pip install mujoco), or use plant:=uk',
+                              key='simulation.plant') from None
+        return MujocoPlant.from_setup(setup, mass_scale=sim.mass_scale)
+    return UKPlant(setup, integrator=sim.integrator, substeps=sim.substeps, closure_omega=sim.closure_omega)
 
 
 def to_time(t):
@@ -125,47 +85,49 @@ class SimNode(Node):
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **node_options(kwargs))
-        self.params, self.config_path, self.ros = read_parameters(self)
-        self.sim = sim_settings(self.params)
-        if self.sim['publish_clock'] and self.get_parameter('use_sim_time').value:
-            raise P.ParameterError('use_sim_time: must be false for the node that publishes /clock')
-        setup = build_setup(self.params, self.config_path, mass_scale=self.sim['mass_scale'])
+        state = read_settings(self)
+        self.settings, self.config_path = state.settings, state.config_path
+        self.ros = self.settings.ros
+        self.sim = self.settings.simulation          # simulation.rate and publish_clock (lockstep) filled by resolve
+        if self.sim.publish_clock and self.get_parameter('use_sim_time').value:
+            raise ConfigError('use_sim_time: must be false for the node that publishes /clock')
+        setup = setup_from_settings(self.settings, mass_scale=self.sim.mass_scale)
         self.plant = make_plant(setup, self.sim)
         self.setup = setup
         self.joint_names = list(self.plant.joint_names)
         actuators = list(setup.actuators.names)
-        perm, self.effort_names = P.effort_order(self.params, actuators, self.ros.get('effort_joints'))
+        perm, self.effort_names = P.effort_order(self.settings, actuators, self.ros.effort_joints)
         self.perm = np.asarray(perm, dtype=int)
         self.limits = np.asarray(setup.actuators.effort_limits, dtype=float)
         self.u = np.zeros(len(actuators))
-        self.dt = 1.0 / float(self.sim['rate'])
+        self.dt = 1.0 / float(self.sim.rate)
         self.rng = np.random.default_rng(0)
         self.counts = {'commands': 0, 'rejected': 0, 'steps': 0, 'overruns': 0, 'paced': 0}
         self.steps_since_command = 0    # plant periods integrated with the same held command
         self.waiting = False            # lockstep: state published, waiting for its command
         self.start_ns = None             # wall time of plant time 0 (free running)
-        kind = self.ros['output_type']
+        kind = self.ros.output_type
         self.kind = kind
-        self.state_pub = self.create_publisher(JointState, self.ros['joint_states_topic'], STATE_QOS)
-        self.clock_pub = self.create_publisher(Clock, '/clock', 10) if self.sim['publish_clock'] else None
+        self.state_pub = self.create_publisher(JointState, self.ros.joint_states_topic, STATE_QOS)
+        self.clock_pub = self.create_publisher(Clock, '/clock', 10) if self.sim.publish_clock else None
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self.create_subscription(INPUT_MSG[kind], self.ros['effort_topic'], self.on_command, COMMAND_QOS)
-        if self.sim['lockstep']:
-            self.timer = self.create_timer(self.sim['lockstep_resend'], self.resend)
+        self.create_subscription(INPUT_MSG[kind], self.ros.effort_topic, self.on_command, COMMAND_QOS)
+        if self.sim.lockstep:
+            self.timer = self.create_timer(self.sim.lockstep_resend, self.resend)
         else:
-            self.timer = self.create_timer(self.dt / self.sim['real_time_factor'], self.on_tick)
+            self.timer = self.create_timer(self.dt / self.sim.real_time_factor, self.on_tick)
         self.create_timer(1.0, self.publish_diagnostics)
         self.get_logger().info(
-            f'{setup.name}: {self.sim["plant"]} plant with {self.plant.n} joints at {self.sim["rate"]:g} Hz '
-            f'({"lockstep" if self.sim["lockstep"] else "free running"}'
-            f'{", /clock" if self.sim["publish_clock"] else ""}); efforts from {self.ros["effort_topic"]}')
-        if not self.sim['lockstep']:
+            f'{setup.name}: {self.sim.plant} plant with {self.plant.n} joints at {self.sim.rate:g} Hz '
+            f'({"lockstep" if self.sim.lockstep else "free running"}'
+            f'{", /clock" if self.sim.publish_clock else ""}); efforts from {self.ros.effort_topic}')
+        if not self.sim.lockstep:
             self.publish_state()
-        self.waiting = self.sim['lockstep']
+        self.waiting = self.sim.lockstep
 
     def stamp(self):
-        if self.sim['publish_clock']:
-            return to_time(self.sim['clock_start'] + self.plant.t)
+        if self.sim.publish_clock:
+            return to_time(self.sim.clock_start + self.plant.t)
         if self.start_ns is None:
             self.start_ns = self.get_clock().now().nanoseconds
         return RosTime(nanoseconds=self.start_ns + int(round(self.plant.t * 1e9))).to_msg()
@@ -175,8 +137,8 @@ class SimNode(Node):
         if self.clock_pub is not None:
             self.clock_pub.publish(Clock(clock=stamp))
         q = self.plant.q
-        if self.sim['sensor_noise'] > 0:
-            q = q + self.rng.normal(0.0, self.sim['sensor_noise'], q.shape)
+        if self.sim.sensor_noise > 0:
+            q = q + self.rng.normal(0.0, self.sim.sensor_noise, q.shape)
         msg = JointState(name=self.joint_names, position=q.tolist(), velocity=self.plant.qd.tolist())
         msg.header.stamp = stamp
         self.state_pub.publish(msg)
@@ -196,10 +158,10 @@ class SimNode(Node):
         first command it never waits: states published before the controller matched
         are lost (volatile), and a controller on sim time only acts when the clock moves.
         """
-        if self.sim['publish_clock']:
-            lag = self.sim['max_command_lag']
+        if self.sim.publish_clock:
+            lag = self.sim.max_command_lag
             if lag and not self.counts['steps'] and \
-                    self.state_pub.get_subscription_count() < self.sim['wait_for_subscribers']:
+                    self.state_pub.get_subscription_count() < self.sim.wait_for_subscribers:
                 # Paced: the clock starts once `wait_for_subscribers` nodes listen (the initial
                 # state goes out meanwhile), so a controller still being discovered does not
                 # miss a stretch of free running it could never have acted on.
@@ -222,7 +184,7 @@ class SimNode(Node):
 
     def resend(self):
         """Lockstep: (re)publish the awaited state once `wait_for_subscribers` nodes listen."""
-        if self.waiting and self.state_pub.get_subscription_count() >= self.sim['wait_for_subscribers']:
+        if self.waiting and self.state_pub.get_subscription_count() >= self.sim.wait_for_subscribers:
             self.publish_state()
 
     def on_command(self, msg):
@@ -233,7 +195,7 @@ class SimNode(Node):
         self.counts['commands'] += 1
         self.steps_since_command = 0
         self.u[self.perm] = np.clip(values, -self.limits[self.perm], self.limits[self.perm])
-        if self.sim['lockstep']:
+        if self.sim.lockstep:
             self.advance()
 
     def command_values(self, msg):
@@ -258,12 +220,12 @@ class SimNode(Node):
 
     def publish_diagnostics(self):
         level = OK if self.counts['rejected'] == 0 else WARN
-        values = [('plant', self.sim['plant']), ('sim_time_s', self.plant.t), ('steps', self.counts['steps']),
+        values = [('plant', self.sim.plant), ('sim_time_s', self.plant.t), ('steps', self.counts['steps']),
                   ('real_time_overruns', self.counts['overruns']),
                   ('ticks_waiting_for_command', self.counts['paced']),
                   ('commands', self.counts['commands']), ('rejected_commands', self.counts['rejected']),
                   ('effort', np.array2string(self.u, precision=4))]
-        if hasattr(self.plant, 'closure_residual') and self.sim['plant'] == 'mujoco':
+        if hasattr(self.plant, 'closure_residual') and self.sim.plant == 'mujoco':
             residual = self.plant.closure_residual()      # MuJoCo's loops are soft: how far apart
             values.append(('closure_residual_max_m', float(residual.max()) if residual.size else 0.0))
         self.diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: plant',

@@ -6,17 +6,18 @@ overrides, ``ros2 param set``) and by the serial layer. Every key they accept
 is one :class:`~uk_controller.settings.setting.Setting` in :data:`SETTINGS` below:
 dotted key, type, default, unit, accepted range or choices, whether it may
 change while the controller runs (``live``) and a one-line description
-(uk_controller/settings/setting.py declares the record and checks one value against it). Everything that reads a setup goes through this module:
+(uk_controller/settings/setting.py declares the record and checks one value against it). Everything that
+reads a setup goes through :func:`uk_controller.settings.resolve.resolve`, which runs this module once:
 
-- :func:`check` walks a loaded parameter tree: an unknown key is an error that
+- :func:`check` walks a loaded parameter tree (the file with its overrides): an unknown key is an error that
   names the file and key and suggests the closest valid key (difflib); every
   known value is checked against its type and range (the range is in the
   message). Cross-key rules (:func:`check_cross`): watchdog longer than the
   control period, stabilization not faster than the rate allows, at most
   :data:`MAX_STEPS` simulated periods, transient and measurement delay shorter than the run.
 - :func:`default` is the only place a default lives.
-- :func:`~uk_controller.settings.setting.check_value` is what ``-p``, ``ros2 param set``
-  and CLI flags (:func:`arg_type`) use for a single value.
+- :func:`~uk_controller.settings.setting.check_value` checks a single value: every leaf in
+  :func:`check`, and a CLI flag as argparse reads it (:func:`arg_type`).
 - :func:`markdown_table` generates the reference table of docs/config.md
   (a test checks that the file holds exactly this table).
 
@@ -397,7 +398,7 @@ def _has_file_closures(root):
     return not given or any(k in given for k in ('mjcf', 'sdf'))
 
 
-def check(params, file=None, *, prefix=''):
+def check(params, file=None, *, prefix='', names=None):
     """Check a nested parameter tree against the schema: unknown keys, types, ranges, cross-key rules.
 
     Raises :class:`ConfigError` naming `file` and the dotted key. Returns `params` unchanged.
@@ -407,7 +408,7 @@ def check(params, file=None, *, prefix=''):
     if not isinstance(params, dict):
         raise ConfigError('ros__parameters must be a map', file=file)
     _walk(params, _TREE, prefix, params, file)
-    check_cross(params, file)
+    check_cross(params, file, names=names)
     return params
 
 
@@ -419,6 +420,9 @@ def _walk(node, tree, path, root, file):
         if child is None and '<name>' in tree:
             if key in _names_of(path, node, root) or (path == 'constraints' and _has_file_closures(root)):
                 child = tree['<name>']       # (a closure of an MJCF/SDF file may be refined by name)
+        if child is None and path == 'hardware' and isinstance(value, dict) and key in protocol_sections():
+            _check_protocol_options(key, value, dotted, file)   # a protocol registered without schema keys
+            continue
         if child is None:
             options = [k for k, v in tree.items() if k != '<name>' and (
                 isinstance(v, dict) or any(_applies(x, node, dotted, file, raise_=False) for x in v))]
@@ -452,6 +456,23 @@ def _walk(node, tree, path, root, file):
         if chosen is None:
             _applies(child[0], node, dotted, file)      # raises naming the discriminator
         check_value(chosen, value, file=file, key=dotted)
+
+
+def protocol_sections():
+    """The option sections ``hardware.<section>`` of the protocols registered now (hardware/registry.py)."""
+    return importlib.import_module('uk_controller.hardware.registry').sections()
+
+
+def _check_protocol_options(name, value, dotted, file):
+    """``hardware.<section>`` of a protocol whose codec declares no ``SETTINGS``: its keys are those of the
+    codec's ``OPTIONS`` (uk_controller/hardware/registry.py, ``Protocol.defaults``)."""
+    registry = importlib.import_module('uk_controller.hardware.registry')
+    known = next(p for p in registry.PROTOCOLS.values() if p.section_name == name).defaults()
+    for option in value:
+        if option not in known:
+            raise ConfigError(f'unknown key: {option!r} is not an option of protocol {name!r}'
+                              f'{_suggest(str(option), known)}; valid: {", ".join(sorted(known)) or "none"}',
+                              file=file, key=f'{dotted}.{option}')
 
 
 def _same(pattern, dotted):
@@ -503,6 +524,8 @@ def check_cross(params, file=None, *, names=None):
 
     def label(key):
         return names.get(key, key)
+    _check_node_rules(params, file, label)
+    _check_gains_given(params, file, label)
     rate = get(params, 'control.rate')
     hw = params.get('hardware') if isinstance(params.get('hardware'), dict) else {}
     bus_rate = hw.get('rate') or rate
@@ -537,6 +560,56 @@ def check_cross(params, file=None, *, names=None):
         if number_ok(transient) and number_ok(duration) and transient >= duration:
             raise ConfigError(f'{transient:g} s is not shorter than the run ({duration:g} s); accepted: '
                               f'[0, {duration:g}) s', file=file, key=label('simulation.transient'))
+
+
+def _section(params, *path):
+    node = params
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
+#: the gains each stabilization convention needs
+CONVENTION_GAINS = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
+
+
+def _check_gains_given(params, file, label):
+    """A ``stabilization`` section that is written out names the gains of its convention (the
+    ``stabilization.omega`` default is the gain of a setup without the section)."""
+    stab = params.get('stabilization')
+    if not isinstance(stab, dict) or not stab:
+        return
+    convention = stab.get('convention', default('stabilization.convention'))
+    for key in CONVENTION_GAINS.get(convention, ()):
+        if stab.get(key) is None:
+            raise ConfigError(f'required key is missing (convention {convention!r} needs '
+                              f'{" and ".join(CONVENTION_GAINS[convention])})', file=file,
+                              key=label(f'stabilization.{key}'))
+
+
+def _check_node_rules(params, file, label):
+    """Rules of the node settings a type and a range cannot say: topic names not blank, the effort order
+    without repeats, CPU numbers whole, a plant that waits for its controller on /clock only."""
+    ros = _section(params, 'ros')
+    for key in ('joint_states_topic', 'effort_topic'):
+        if isinstance(ros.get(key), str) and not ros[key].strip():
+            raise ConfigError('must be a topic name', file=file, key=label(f'ros.{key}'))
+    joints = ros.get('effort_joints')
+    if isinstance(joints, (list, tuple)):
+        if not joints:
+            raise ConfigError(f'must be a non-empty list of joint names, got {joints!r}', file=file,
+                              key=label('ros.effort_joints'))
+        if len(set(joints)) != len(joints):
+            raise ConfigError(f'has duplicates: {list(joints)}', file=file, key=label('ros.effort_joints'))
+    cpus = _section(params, 'ros', 'loop').get('cpus')
+    cpus = [cpus] if number_ok(cpus) else cpus
+    if isinstance(cpus, (list, tuple)) and not all(number_ok(c) and c == int(c) for c in cpus):
+        raise ConfigError(f'must be a list of CPU numbers >= 0 (empty: any), got {cpus!r}', file=file,
+                          key=label('ros.loop.cpus'))
+    sim = _section(params, 'simulation')
+    if sim.get('max_command_lag') and not (sim.get('publish_clock') or sim.get('lockstep')):
+        raise ConfigError('needs simulation.publish_clock: true (a plant on the wall clock cannot wait for its '
+                          'controller)', file=file, key=label('simulation.max_command_lag'))
 
 
 # ---------------------------------------------------------------------------- CLI and docs

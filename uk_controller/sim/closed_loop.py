@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.baumgarte import Baumgarte
-from ..settings import schema as S
 from ..control.controller import ControllerCore
 from . import compiled_loop
 from .plants import plant_class
@@ -315,11 +314,11 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     A plant whose state stops being finite, or whose step raises, ends the run there: the result holds
     the periods before it and ``failure`` says why (the summary's verdict is ``FAILED: ...``).
     """
-    sim_cfg = dict(setup.config.get('simulation', {}) or {})
-    duration = float(duration if duration is not None else sim_cfg.get('duration', S.default('simulation.duration')))
-    mass_scale = float(mass_scale if mass_scale is not None else sim_cfg.get('mass_scale', S.default('simulation.mass_scale')))
-    sensor_noise = float(sensor_noise if sensor_noise is not None else sim_cfg.get('sensor_noise', S.default('simulation.sensor_noise')))
-    delay = int(measurement_delay if measurement_delay is not None else sim_cfg.get('measurement_delay', S.default('simulation.measurement_delay')))
+    sim = setup.settings.simulation              # resolved once; a keyword given here wins (tests, benchmarks)
+    duration = float(duration if duration is not None else sim.duration)
+    mass_scale = float(mass_scale if mass_scale is not None else sim.mass_scale)
+    sensor_noise = float(sensor_noise if sensor_noise is not None else sim.sensor_noise)
+    delay = int(measurement_delay if measurement_delay is not None else sim.measurement_delay)
     ctrl = ControllerCore(setup, stabilization=stabilization, rate=rate, **(controller_options or {}))
     the_plant = make_plant(plant, setup, mass_scale=mass_scale, integrator=integrator, substeps=substeps)
     rng = np.random.default_rng(seed)

@@ -95,13 +95,13 @@ class McapLog:
                  flag='--mcap'):
         from ..files.io_safety import StreamingFile
         from ..settings import ros_section as R  # the topics a node would publish and its effort order
-        from ..control.loop_timing import TIMING_FIELDS, loop_settings
+        from ..control.loop_timing import TIMING_FIELDS
         writer_cls = _writer_class()
-        ros = R.ros_settings(setup.config)
-        perm, self.effort_names = R.effort_order(setup.config, actuator_names, ros.get('effort_joints'))
+        ros = setup.settings.ros
+        perm, self.effort_names = R.effort_order(setup.settings, actuator_names, ros.effort_joints)
         self.perm = np.asarray(perm, dtype=int)
         node = '/' + node_name.strip('/')
-        self.topics = {'joint_states': ros['joint_states_topic'], 'command': ros['effort_topic'],
+        self.topics = {'joint_states': ros.joint_states_topic, 'command': ros.effort_topic,
                        'task_error': f'{node}/task_error', 'residual': f'{node}/constraint_residual',
                        'efforts': f'{node}/efforts', 'timing': f'{node}/loop_timing'}
         mp, ms = setup.passive.m, setup.servo.m
@@ -110,11 +110,11 @@ class McapLog:
                                + '; servo ' + ','.join(setup.servo.names))
         self.efforts_label = 'efforts: ' + ','.join(actuator_names)
         self.timing_label = ','.join(TIMING_FIELDS)                   # as the node labels it
-        self.kind = ros['output_type']
+        self.kind = ros.output_type
         self.counts = dict.fromkeys(self.topics.values(), 0)
         self.rate = float(rate)
         self.period = 1.0 / self.rate
-        self.window = float(loop_settings(setup.config)[0]['window'])
+        self.window = ros.loop.window
         self.delay = int(settings.get('measurement_delay', 0) or 0)
         self.start = start
         self.window_t0 = None            # time of the first step of the open loop-timing window

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..settings import schema as S
 
 
 class MujocoPlant:
@@ -146,8 +145,7 @@ class MujocoPlant:
 
     @classmethod
     def from_setup(cls, setup, *, mass_scale=1.0, **options):
-        sim = dict(setup.config.get('simulation', {}) or {})
-        options.setdefault('timestep', float(sim.get('mujoco_timestep', S.default('simulation.mujoco_timestep'))))
+        options.setdefault('timestep', setup.settings.simulation.mujoco_timestep)
         options.pop('integrator', None)
         options.pop('substeps', None)
         return cls(setup, mass_scale=mass_scale, **options)
@@ -173,7 +171,7 @@ class MujocoPlant:
             raise self._load_error(exc) from None
         self._joint_child_body = {urdf_tree.joint(i).name: urdf_tree.body(urdf_tree.jnt_bodyid[i]).name
                                   for i in range(urdf_tree.njnt)}
-        cfg = self.setup.config.get('constraints', {}) or {}
+        cfg = self.setup.constraints
         for name in self.setup.passive.names:
             spec_c = cfg.get(name, {}) or {}
             if spec_c.get('type') != 'loop_closure':

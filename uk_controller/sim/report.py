@@ -94,7 +94,7 @@ def task_paths(result, setup):
     """
     model = setup.model
     paths = []
-    cfg = setup.config.get('constraints', {}) or {}
+    cfg = setup.constraints
     for name in setup.servo.names:
         sl = setup.servo.slices[name]
         spec = cfg.get(name, {}) or {}

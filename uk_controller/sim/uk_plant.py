@@ -32,7 +32,6 @@ from __future__ import annotations
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ..settings import schema as S
 from ..core import uk
 from ..core.baumgarte import Baumgarte
 from ..kernels import codes, jit
@@ -294,13 +293,13 @@ class UKPlant:
     @classmethod
     def from_setup(cls, setup, *, mass_scale=1.0, **options):
         """A plant for `setup`; ``mass_scale != 1`` reloads the robot with scaled inertias (model mismatch)."""
-        sim = dict(setup.config.get('simulation', {}) or {})
-        if mass_scale != 1.0:       # from the setup's own parameters (they may differ from its file)
-            from ..robots import setup_from_params
-            setup = setup_from_params(setup.config, setup.config_path, mass_scale=mass_scale)
-        options.setdefault('integrator', sim.get('integrator', S.default('simulation.integrator')))
-        options.setdefault('substeps', sim.get('substeps', S.default('simulation.substeps')))
-        options.setdefault('closure_omega', sim.get('closure_omega', S.default('simulation.closure_omega')))
+        sim = setup.settings.simulation
+        if mass_scale != 1.0:       # from the setup's own settings (they may differ from its file)
+            from ..robots import setup_from_settings
+            setup = setup_from_settings(setup.settings, mass_scale=mass_scale)
+        options.setdefault('integrator', sim.integrator)
+        options.setdefault('substeps', sim.substeps)
+        options.setdefault('closure_omega', sim.closure_omega)
         return cls(setup, **options)
 
     def reset(self, q, qd, t=0.0):

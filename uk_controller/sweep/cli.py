@@ -7,7 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+from ..files.parameter_file import ConfigError
 from ..settings import schema as S
+from ..settings.resolve import resolve
 from . import grid as G
 from . import runner as R
 from . import table as T
@@ -86,7 +88,7 @@ def _fail(message):
 
 
 def prepare(args):
-    """``(context, keys, specs list)`` from the arguments; raises SweepSpecError / ConfigError."""
+    """``(context, keys, specs list)`` from the arguments; raises ConfigError."""
     from ..files.parameter_file import load_config
     from ..files.paths import resolve_config
     params, path = load_config(resolve_config(args.robot))
@@ -94,36 +96,37 @@ def prepare(args):
     for text in args.grid:
         key, values = G.parse_spec(text, '--grid')
         if key in specs:
-            raise G.SweepSpecError(f'{key}: given twice')
+            raise ConfigError(f'{key}: given twice')
         specs[key] = values
     fixed = {}
     for text in args.set:
         key, values = G.parse_spec(text, '--set')
         if isinstance(values, G.Range) or len(values) != 1:
-            raise G.SweepSpecError(f'--set {key}: one value (use --grid for several)')
+            raise ConfigError(f'--set {key}: one value (use --grid for several)')
         fixed[key] = values
     if args.duration is not None:
         fixed['simulation.duration'] = [float(args.duration)]
     if not specs:
-        raise G.SweepSpecError('give at least one --grid KEY=VALUES')
+        raise ConfigError('give at least one --grid KEY=VALUES')
     for key in fixed:
         if key in specs:
-            raise G.SweepSpecError(f'{key}: both in --grid and --set')
+            raise ConfigError(f'{key}: both in --grid and --set')
     # the size first: checking the values builds the robot once per distinct value
-    confirm_size(args, G.apply_overrides(params, {k: v[0] for k, v in fixed.items()}), specs)
+    base = resolve(path, {k: v[0] for k, v in fixed.items()}, params=params)
+    confirm_size(args, base, specs)
     # checked together: settings can depend on each other (a convention and its alpha, beta)
     both = G.check_overrides(params, path, {**fixed, **specs})
     fixed = {k: both[k] for k in fixed}
     checked = {k: both[k] for k in specs}
-    base = G.apply_overrides(params, {k: v[0] for k, v in fixed.items()})
     if args.random is None:
         for key, v in checked.items():
             if isinstance(v, G.Range) and v.count is None:
-                raise G.SweepSpecError(f'{key}: start:stop is a range for --random; give start:stop:count')
-    int_keys = {k for k in checked if G.key_type(base, k) is int}
+                raise ConfigError(f'{key}: start:stop is a range for --random; give start:stop:count')
+    int_keys = {k for k in checked if G.key_type(params, k) is int}
     runs = G.expand(checked, args.random, args.sample_seed, int_keys)
-    name = str((params.get('robot') or {}).get('name', Path(path).stem))
-    context = R.make_context(name, base, path, args.plant, args.transient, args.settle_tol, args.diverge_at)
+    name = base.robot.name
+    context = R.make_context(name, params, path, args.plant, args.transient, args.settle_tol, args.diverge_at,
+                             fixed={k: v[0] for k, v in fixed.items()}, convention=base.stabilization.convention)
     specs_list = []
     for index, overrides in enumerate(runs):
         specs_list.append({'index': index, 'overrides': overrides,
@@ -149,7 +152,7 @@ def estimate(args, base, checked):
         values = checked.get(key)
         if values is None:
             section, leaf = key.split('.')
-            return float((base.get(section) or {}).get(leaf, S.default(key)))
+            return float(getattr(getattr(base, section), leaf))
         numbers = [values.start, values.stop] if isinstance(values, G.Range) else list(values)
         try:
             return max(float(v) for v in numbers)
@@ -159,7 +162,7 @@ def estimate(args, base, checked):
 
 
 def confirm_size(args, base, checked):
-    """Refuse (SweepSpecError, exit 2) a sweep above CONFIRM_RUNS runs or CONFIRM_PERIODS periods unless
+    """Refuse (ConfigError, exit 2) a sweep above CONFIRM_RUNS runs or CONFIRM_PERIODS periods unless
     --yes is given or the user answers y on a terminal."""
     runs, periods = estimate(args, base, checked)
     if runs <= CONFIRM_RUNS and periods <= CONFIRM_PERIODS or args.yes:
@@ -170,7 +173,7 @@ def confirm_size(args, base, checked):
         print(f'this sweep is large: {what}. Run it? [y/N] ', end='', file=sys.stderr, flush=True)
         if sys.stdin.readline().strip().lower() in ('y', 'yes'):
             return
-    raise G.SweepSpecError(f'this sweep is large: {what} (limits {CONFIRM_RUNS:,} runs, {CONFIRM_PERIODS:.0e} '
+    raise ConfigError(f'this sweep is large: {what} (limits {CONFIRM_RUNS:,} runs, {CONFIRM_PERIODS:.0e} '
                            'periods); give --yes to run it, or fewer values / --random N')
 
 
@@ -214,14 +217,14 @@ def cmd_sweep(args):
             R.import_ray()
         metrics = set(R.METRICS) | set(R.MEASURED)
         if args.best not in metrics:
-            raise G.SweepSpecError(f'--best {args.best!r}: not a metric; one of {", ".join(R.METRICS + R.MEASURED)}')
+            raise ConfigError(f'--best {args.best!r}: not a metric; one of {", ".join(R.METRICS + R.MEASURED)}')
         by = [k.strip() for k in args.best_by.split(',')] if args.best_by else []
         for key in by + ([args.facet] if args.facet else []):
             if key not in keys:
-                raise G.SweepSpecError(f'{key!r} is not a --grid key ({", ".join(keys)})')
+                raise ConfigError(f'{key!r} is not a --grid key ({", ".join(keys)})')
         maps = _heatmap_specs(args, keys, metrics)
         marks = _marks(args)
-    except (G.SweepSpecError, ConfigError, FileNotFoundError, RuntimeError) as exc:
+    except (ConfigError, FileNotFoundError, RuntimeError) as exc:
         return _fail(exc)
     out = Path(args.out or Path('results') / f"sweep_{context['robot']}")
     problem = _check_out(out, context)
@@ -307,7 +310,7 @@ def _write_results(args, context, keys, specs, rows, skipped, elapsed, out, by, 
     if args.mcap:
         try:
             files += _record(context, specs, args.mcap, choice, args.best, out)
-        except (RuntimeError, G.SweepSpecError) as exc:
+        except (RuntimeError, ConfigError) as exc:
             return _fail(exc)
     print(f"{len(rows)} runs ({skipped} resumed) in {elapsed:.1f} s: "
           + ', '.join(f'{n} {s}' for s, n in sorted(status.items())))
@@ -327,14 +330,14 @@ def _heatmap_specs(args, keys, metrics):
     for text in args.heatmap:
         parts = [p.strip() for p in text.split(',')]
         if len(parts) not in (2, 3):
-            raise G.SweepSpecError(f'--heatmap {text!r}: expected X,Y[,METRIC]')
+            raise ConfigError(f'--heatmap {text!r}: expected X,Y[,METRIC]')
         x, y = parts[:2]
         metric = parts[2] if len(parts) == 3 else 'task_error_rms'
         for key in (x, y):
             if key not in keys:
-                raise G.SweepSpecError(f'--heatmap {key!r} is not a --grid key ({", ".join(keys)})')
+                raise ConfigError(f'--heatmap {key!r} is not a --grid key ({", ".join(keys)})')
         if metric not in metrics:
-            raise G.SweepSpecError(f'--heatmap metric {metric!r}: one of {", ".join(R.METRICS + R.MEASURED)}')
+            raise ConfigError(f'--heatmap metric {metric!r}: one of {", ".join(R.METRICS + R.MEASURED)}')
         maps.append((x, y, metric))
     if not args.heatmap and len(keys) >= 2:
         maps = [(keys[0], keys[1], 'task_error_rms'), (keys[0], keys[1], 'settling_time_s')]
@@ -344,7 +347,7 @@ def _heatmap_specs(args, keys, metrics):
 def _damping_curves(context, x, y, rows):
     """On an alpha x beta map in seed 000's convention (phi'' + alpha phi' + beta phi = 0, seed 000
     eq 52) the critically damped gains alpha = 2 sqrt(beta) as a line."""
-    convention = (context['params'].get('stabilization') or {}).get('convention')
+    convention = context['convention']
     if convention != 'seed000' or {x, y} != {'stabilization.alpha', 'stabilization.beta'}:
         return []
     import numpy as np
@@ -360,7 +363,7 @@ def _marks(args):
         try:
             mx, my = (float(v) for v in xy.split(','))
         except ValueError:
-            raise G.SweepSpecError(f'--mark {text!r}: expected LABEL=X,Y') from None
+            raise ConfigError(f'--mark {text!r}: expected LABEL=X,Y') from None
         marks.append((label or 'mark', mx, my))
     return marks
 
@@ -371,20 +374,20 @@ def _record(context, specs, which, choice, metric, out):
     from ..sim.mcap_log import write_mcap
     if which == 'best':
         if choice is None:
-            raise G.SweepSpecError('--mcap best: no run qualifies as best')
+            raise ConfigError('--mcap best: no run qualifies as best')
         sign = -1.0 if metric in T.MAXIMIZE else 1.0      # the best run, or the worst run of the best group
         indexes = [max(choice[2], key=lambda r: (sign * r[metric], -r['index']))['index']]
     else:
         try:
             indexes = [int(v) for v in which.split(',')]
         except ValueError:
-            raise G.SweepSpecError(f"--mcap {which!r}: 'best' or comma-separated run indexes") from None
+            raise ConfigError(f"--mcap {which!r}: 'best' or comma-separated run indexes") from None
     folder = out / 'mcap'
     folder.mkdir(exist_ok=True)
     files = []
     for index in indexes:
         if not 0 <= index < len(specs):
-            raise G.SweepSpecError(f'--mcap: run index {index} out of range 0..{len(specs) - 1}')
+            raise ConfigError(f'--mcap: run index {index} out of range 0..{len(specs) - 1}')
         spec = specs[index]
         setup, result = R.simulate_run(context, spec)
         path = folder / f'run_{index:04d}.mcap'

@@ -13,16 +13,15 @@ With ``--random N`` every range (``start:stop`` or ``start:stop:count``, the
 count then ignored) is sampled uniformly and every list uniformly among its
 values, N times, from ``numpy.random.default_rng(sample_seed)``.
 
-Validation (:func:`check_overrides`): a key must exist in the robot's YAML or be
-one the loader reads (:data:`LOADER_KEYS`); its values must have the key's type;
+Validation (:func:`check_overrides`): a key must be a setting of the schema; its values
+must have the schema's type;
 and the robot must load with each value (the loader's own checks). Errors are
-:class:`SweepSpecError` naming the key and suggesting the closest known key.
-``apply_overrides`` is the one place that writes settings into a config; the
-loader then checks every value against the settings schema (uk_controller/settings/schema.py).
+:class:`ConfigError` naming the key and suggesting the closest known key.
+A run's values are dotted-key overrides of :func:`uk_controller.settings.resolve.resolve`, which
+checks them against the settings schema (uk_controller/settings/schema.py) with the file.
 """
 from __future__ import annotations
 
-import copy
 import difflib
 import hashlib
 import itertools
@@ -32,21 +31,14 @@ import math
 import numpy as np
 import yaml
 
+from ..files.parameter_file import ConfigError
+from ..settings import schema as S
+from ..settings.resolve import resolve
 
-class SweepSpecError(ValueError):
-    """A bad ``--grid``/``--set`` argument; the message names the key."""
 
 
-#: Keys the loader and the simulator read that a robot YAML may leave out, with their type.
-LOADER_KEYS = {
-    'stabilization.convention': str, 'stabilization.omega': float, 'stabilization.alpha': float,
-    'stabilization.beta': float,
-    'control.rate': float, 'control.pinv': str, 'control.rcond': float, 'control.damping': float,
-    'control.safe_effort': str, 'control.state_timeout': float,
-    'simulation.duration': float, 'simulation.integrator': str, 'simulation.substeps': int,
-    'simulation.mass_scale': float, 'simulation.sensor_noise': float, 'simulation.measurement_delay': int,
-    'simulation.closure_omega': float, 'simulation.mujoco_timestep': float,
-}
+#: schema type -> the type one swept value has
+_KIND = {'float': float, 'floats': float, 'int': int, 'str': str, 'strs': str, 'bool': bool, 'any': object}
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -69,7 +61,7 @@ def parse_spec(text, option='--grid'):
     key, sep, values = text.partition('=')
     key = key.strip()
     if not sep or not key or not values.strip():
-        raise SweepSpecError(f"{option} {text!r}: expected KEY=VALUES, e.g. stabilization.omega=5:50:10")
+        raise ConfigError(f"{option} {text!r}: expected KEY=VALUES, e.g. stabilization.omega=5:50:10")
     values = values.strip()
     if ':' in values:
         parts = [p.strip() for p in values.split(':')]
@@ -82,16 +74,16 @@ def parse_spec(text, option='--grid'):
             if len(parts) not in (2, 3):
                 raise ValueError
         except (ValueError, IndexError):
-            raise SweepSpecError(f'{key}: {values!r} is not start:stop[:count][:log]') from None
+            raise ConfigError(f'{key}: {values!r} is not start:stop[:count][:log]') from None
         if count is not None and count < 1:
-            raise SweepSpecError(f'{key}: count must be >= 1, got {count}')
+            raise ConfigError(f'{key}: count must be >= 1, got {count}')
         if log and (start <= 0 or stop <= 0):
-            raise SweepSpecError(f'{key}: a log range needs start, stop > 0')
+            raise ConfigError(f'{key}: a log range needs start, stop > 0')
         return key, Range(start, stop, count, log)
     try:
         return key, [_scalar(v) for v in values.split(',')]
     except (ValueError, yaml.YAMLError):
-        raise SweepSpecError(f'{key}: cannot read {values!r} as a comma-separated list of values') from None
+        raise ConfigError(f'{key}: cannot read {values!r} as a comma-separated list of values') from None
 
 
 class Range:
@@ -103,7 +95,7 @@ class Range:
     def values(self):
         """The grid values (start..stop inclusive, `count` of them)."""
         if self.count is None:
-            raise SweepSpecError('start:stop without a count is a range for --random; give start:stop:count')
+            raise ConfigError('start:stop without a count is a range for --random; give start:stop:count')
         space = np.geomspace if self.log else np.linspace
         return [float(v) for v in space(self.start, self.stop, self.count)]
 
@@ -140,25 +132,23 @@ def _lookup(params, key):
 
 
 def key_type(params, key):
-    """The type values of `key` must have: that of the YAML's value, else :data:`LOADER_KEYS`."""
+    """The type values of `key` must have: the schema's (uk_controller/settings/schema.py; one value of a
+    list setting such as ``stabilization.omega``)."""
     found, current = _lookup(params, key)
-    if found:
-        if isinstance(current, dict):
-            raise SweepSpecError(f'{key}: is a section, not a setting; give one of its keys, e.g. '
-                                 f'{", ".join(leaf_keys(current, key + ".")[:3])}')
-        if isinstance(current, list):
-            raise SweepSpecError(f'{key}: is a list; a sweep sets single values')
-        if isinstance(current, bool):
-            return bool
-        if isinstance(current, (int, float)) and key in LOADER_KEYS:
-            return LOADER_KEYS[key]
-        return float if isinstance(current, float) else type(current)
-    if key in LOADER_KEYS:
-        return LOADER_KEYS[key]
-    known = sorted(set(leaf_keys(params)) | set(LOADER_KEYS))
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
-    hint = f"; did you mean '{close[0]}'?" if close else ''
-    raise SweepSpecError(f"unknown setting '{key}'{hint}")
+    if found and isinstance(current, dict):
+        raise ConfigError(f'{key}: is a section, not a setting; give one of its keys, e.g. '
+                          f'{", ".join(leaf_keys(current, key + ".")[:3])}')
+    if found and isinstance(current, list) and len(current) != 1:
+        raise ConfigError(f'{key}: is a list; a sweep sets single values')
+    setting = S.lookup(key)
+    if setting is not None and setting.type == 'section':
+        raise ConfigError(f'{key}: is a section, not a setting; give one of its keys')
+    if setting is None or setting.type not in _KIND:
+        known = sorted(set(leaf_keys(params)) | {s.key for s in S.SETTINGS if '<name>' not in s.key})
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+        hint = f"; did you mean '{close[0]}'?" if close else ''
+        raise ConfigError(f"unknown setting '{key}'{hint}")
+    return _KIND[setting.type]
 
 
 def coerce(key, value, kind):
@@ -181,19 +171,7 @@ def coerce(key, value, kind):
             return value
     else:
         return value
-    raise SweepSpecError(f'{key}: {value!r} is not {"an" if kind is int else "a"} {kind.__name__}')
-
-
-def apply_overrides(params, overrides):
-    """A deep copy of `params` with each dotted key of `overrides` set (sections created as needed)."""
-    out = copy.deepcopy(params)
-    for key, value in overrides.items():
-        node = out
-        parts = key.split('.')
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return out
+    raise ConfigError(f'{key}: {value!r} is not {"an" if kind is int else "a"} {kind.__name__}')
 
 
 def check_overrides(params, path, specs):
@@ -202,17 +180,16 @@ def check_overrides(params, path, specs):
     `specs` maps key -> list or Range. Every key's type is checked first; then each
     distinct value of each key is applied together with the first value of every other
     key (settings can depend on each other, e.g. ``stabilization.convention`` and
-    ``alpha``) and the robot built from it (:func:`~uk_controller.robots.setup_from_params`),
-    so a value the loader rejects fails here, before any run, naming the key.
+    ``alpha``) and the robot built from it (uk_controller.settings.resolve then
+    :func:`~uk_controller.robots.setup_from_settings`), so a value the loader rejects fails here,
+    before any run, naming the key.
     """
-    from ..files.parameter_file import ConfigError
-    from ..robots import setup_from_params
     checked, probes = {}, {}
     for key, values in specs.items():
         kind = key_type(params, key)
         if isinstance(values, Range):
             if kind not in (float, int):
-                raise SweepSpecError(f'{key}: a range needs a numeric setting (this one is a {kind.__name__})')
+                raise ConfigError(f'{key}: a range needs a numeric setting (this one is a {kind.__name__})')
             grid = [values.start, values.stop] if values.count is None else values.values()
             probes[key] = [round(v) if kind is int else float(v) for v in grid]
             checked[key] = values
@@ -222,15 +199,16 @@ def check_overrides(params, path, specs):
     first = {key: values[0] for key, values in probes.items()}
     for key, values in probes.items():
         for v in values:
-            _load_check(params, path, {**first, key: v}, key, setup_from_params, ConfigError)
+            _load_check(params, path, {**first, key: v}, key)
     return checked
 
 
-def _load_check(params, path, override, key, setup_from_params, ConfigError):
+def _load_check(params, path, override, key):
+    from ..robots import setup_from_settings
     try:
-        setup_from_params(apply_overrides(params, override), path)
+        setup_from_settings(resolve(path, override, params=params))
     except ConfigError as exc:
-        raise SweepSpecError(f'{key}={override[key]!r}: {exc}') from None
+        raise ConfigError(f'{key}={override[key]!r}: {exc}') from None
 
 
 # ----------------------------------------------------------------------------- runs

@@ -32,7 +32,6 @@ import traceback
 
 import numpy as np
 
-from .grid import apply_overrides
 
 #: Summary metrics of a run, in table order (see :meth:`SimulationResult.summary`).
 METRICS = ['task_error_max', 'task_error_rms', 'task_error_final', 'settling_time_s', 'closure_residual_max',
@@ -42,15 +41,20 @@ METRICS = ['task_error_max', 'task_error_rms', 'task_error_final', 'settling_tim
 MEASURED = ['step_time_median_us', 'wall_time_s', 'real_time_factor', 'run_time_s', 'worker']
 
 
-def make_context(robot, params, path, plant='uk', transient=None, settle_tol=1e-3, diverge_at=1.0):
-    """What every run of a sweep shares (picklable: sent once to each worker)."""
+def make_context(robot, params, path, plant='uk', transient=None, settle_tol=1e-3, diverge_at=1.0, fixed=None,
+                 convention=None):
+    """What every run of a sweep shares (picklable: sent once to each worker): the setup file as read
+    (`params`, `path`), the overrides every run has (``--set``: `fixed`) and the sweep's options."""
     return {'robot': robot, 'params': params, 'path': str(path) if path else None, 'plant': plant,
-            'transient': transient, 'settle_tol': settle_tol, 'diverge_at': diverge_at}
+            'transient': transient, 'settle_tol': settle_tol, 'diverge_at': diverge_at, 'fixed': dict(fixed or {}),
+            'convention': convention}
 
 
 def build_setup(context, overrides):
-    from ..robots import setup_from_params
-    return setup_from_params(apply_overrides(context['params'], overrides), context['path'])
+    """The RobotSetup of one run: the file with the fixed, then the run's overrides, resolved once."""
+    from ..robots import setup_from_settings
+    from ..settings.resolve import resolve
+    return setup_from_settings(resolve(context['path'], {**context['fixed'], **overrides}, params=context['params']))
 
 
 def simulate_run(context, spec, progress=None):
@@ -68,8 +72,7 @@ def warm_up(context):
     start = time.perf_counter()
     try:
         setup = build_setup(context, context.get('warm_overrides') or {})
-        rate = float((setup.config.get('control') or {}).get('rate', 1000.0))
-        simulate(setup, plant=context['plant'], duration=3.0 / rate)
+        simulate(setup, plant=context['plant'], duration=3.0 / setup.settings.control.rate)
     except Exception:  # noqa: BLE001
         pass
     return time.perf_counter() - start

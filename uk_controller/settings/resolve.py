@@ -1,0 +1,114 @@
+"""``resolve(file, overrides) -> Settings``: the one way a robot setup becomes settings.
+
+Every source of a setting ends here: the setup file (a path, or a shipped robot name as
+:func:`uk_controller.files.paths.resolve_config` accepts), then the overrides, dotted keys -> values,
+in the order given (last wins): CLI flags (``uk-controller simulate --rate 500`` is
+``{'control.rate': 500.0}``), ROS ``-p`` / ``--params-file`` / launch arguments and live parameters
+(ROS already names them dotted), sweep ``--grid`` / ``--set`` points. Then, once:
+
+1. the merged tree is checked against the schema (:func:`uk_controller.settings.schema.check`:
+   unknown keys with a suggestion, types, ranges, the cross-key rules); every failure is a
+   :class:`~uk_controller.files.parameter_file.ConfigError` naming the file, the dotted key (or the
+   flag that set it, ``labels``) and the accepted range;
+2. the defaults are filled from the schema (never restated by a reader), and the defaults that are
+   another key (``simulation.rate``, ``hardware.rate``: ``control.rate``; ``robot.name``: the file
+   name) are filled here;
+3. the result is a :class:`~uk_controller.settings.sections.Settings` of frozen sections read by
+   attribute (``settings.control.rate``).
+
+An override whose value is None removes the key (the node's ``robot_description`` replaces
+``robot.urdf`` and drops ``robot.xacro_args``).
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from ..files.parameter_file import ConfigError, load_config
+from ..files.paths import resolve_config
+from . import schema as S
+from .sections import SECTION_CLASSES, Settings
+
+__all__ = ['resolve', 'Settings', 'apply_overrides']
+
+
+def apply_overrides(tree, overrides, *, file=None, labels=None):
+    """A deep copy of the nested `tree` with the dotted `overrides` set (a value None removes the key)."""
+    out = copy.deepcopy(tree) if tree else {}
+    labels = labels or {}
+    for dotted, value in (overrides or {}).items():
+        parts = str(dotted).split('.')
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            child = node.get(part)
+            if child is None:
+                if value is None:
+                    break
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"{'.'.join(parts[:depth + 1])} is a value and also has sub-keys ({dotted})",
+                                  file=file, key=labels.get(dotted, dotted))
+            node = child
+        else:
+            if value is None:
+                node.pop(parts[-1], None)
+            elif isinstance(node.get(parts[-1]), dict) and not isinstance(value, dict):
+                raise ConfigError('is a map; give one of its keys', file=file, key=labels.get(dotted, dotted))
+            else:
+                node[parts[-1]] = copy.deepcopy(value)
+    return out
+
+
+def _load(file, node):
+    if file is None or file == '':
+        return {}, None
+    if isinstance(file, dict):
+        raise TypeError('resolve(file): a path or a shipped robot name, not a dict (give the keys as overrides)')
+    params, path = load_config(resolve_config(file), node=node)
+    return params, Path(path)
+
+
+def resolve(file=None, overrides=None, *, node=None, labels=None, source=None, params=None) -> Settings:
+    """The checked, typed, immutable settings of `file` with `overrides` applied (module docstring).
+
+    file       a setup file path or a shipped robot name (None: overrides only)
+    overrides  {dotted key: value}, applied in order
+    node       the node section of a multi-node parameter file (files.parameter_file.load_config)
+    labels     {dotted key: what the user typed} for messages (``'--rate (control.rate)'``)
+    source     how errors name where the values came from (default: the file)
+    params     the already-read tree of `file` (a ROS node reads the file once to declare its keys)
+    """
+    if params is None:
+        params, path = _load(file, node)
+    else:
+        path = None if file in (None, '') else Path(file)
+    where = source if source is not None else path
+    tree = apply_overrides(params, overrides, file=where, labels=labels)
+    S.check(tree, where, names=labels)
+    return build(tree, path, where)
+
+
+def build(tree, path, where=None):
+    """Settings of an already checked `tree` (only :func:`resolve` calls this)."""
+    sections = {}
+    # a motor without its own map still has a calibration (the defaults); other named items are the maps given
+    names = {'hardware': (tree.get('hardware') or {}).get('motors') or (tree.get('actuators') or {}).get('names')}
+    for name, cls in SECTION_CLASSES.items():
+        listed = names.get(name) or ()
+        sections[name] = cls.build(tree.get(name), where, name, (listed,) if isinstance(listed, str) else listed)
+    control = sections['control']
+    fill = {'simulation': {'rate': control.rate}, 'hardware': {'rate': control.rate},
+            'robot': {'name': Path(path).stem if path else 'robot'}}
+    if sections['simulation'].lockstep:                  # lockstep implies the plant publishes /clock
+        fill['simulation']['publish_clock'] = True
+    for name, values in fill.items():
+        section = sections[name]
+        missing = {k: v for k, v in values.items() if getattr(section, k) is None or getattr(section, k) is False}
+        if missing:
+            sections[name] = _replace(section, **missing)
+    return Settings(file=path, **sections)
+
+
+def _replace(section, **values):
+    import dataclasses
+    return dataclasses.replace(section, **values)
