@@ -218,6 +218,19 @@ class DeadlineSleeper:
             pass
 
 
+PR_SET_NAME = 15
+#: the kernel's name of the ROS node's loop thread (top -H, /proc/<pid>/task/<tid>/comm)
+LOOP_THREAD_NAME = 'uk_control_loop'
+
+
+def name_thread(name):
+    """Give the calling thread `name` (at most 15 bytes) in the kernel's view, so that ``top -H`` and
+    /proc/<pid>/task/*/comm tell it apart from rclpy's and DDS's threads (CPU per thread)."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+
+
 def realtime_setup(priority=0, cpus=(), mlockall=False):
     """Apply what was asked to the CALLING thread/process; returns a list of human-readable outcomes.
 
