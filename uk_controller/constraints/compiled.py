@@ -283,6 +283,11 @@ class CompiledRows:
         o = int(self.ip[C.IH_GAINS])
         self.fp[o:o + 2 * (self.mp + self.ms)] = np.asarray(gains, dtype=float).ravel()
 
+    def set_limits(self, limits):
+        """Replace the effort limits (p,) the kernel clips to (ControllerCore.set_effort_limits)."""
+        o = int(self.ip[C.IH_LIMITS])
+        self.fp[o:o + self.p] = limits
+
     def run(self, q, qd, t):
         """``pinocchio.computeAllTerms`` + ``updateFramePlacements`` and the fused kernel at (q, q', t).
 

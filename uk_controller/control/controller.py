@@ -138,6 +138,9 @@ class ControllerBackend:
     def set_gains(self, gains):
         """New per-row Baumgarte gains (2, m) (see :func:`uk_controller.core.uk.row_gains`)."""
 
+    def set_limits(self, limits):
+        """New effort limits (p,); the NumPy backends read ``core.effort_limits`` at every step."""
+
     def _non_finite_state(self, q, qd, t):
         """True (and the status written) when q, q' or t is not finite; one dot product decides for
         finite states, the exact test only runs when it overflows."""
@@ -193,6 +196,9 @@ class CompiledBackend(ControllerBackend):
 
     def set_gains(self, gains):
         self.program.set_gains(gains)
+
+    def set_limits(self, limits):
+        self.program.set_limits(limits)
 
 
 class ReferenceBackend(ControllerBackend):
@@ -357,6 +363,13 @@ class ControllerCore:
         m, mb = self._m, b.rows
         self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
                      slice(0, m), slice(mb, mb + m), slice(self._mp, m))
+
+    def set_effort_limits(self, limits):
+        """Clip the efforts to `limits` (p,) from now on, e.g. the limits the motors enforce, read from
+        the devices at connect (uk_controller.hardware.calibration.HardwareConfig.apply_device_limits):
+        a step beyond them is reported ``saturated`` with the clipped effort."""
+        self.effort_limits[:] = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,))
+        self.backend.set_limits(self.effort_limits)
         # (posture rows?, q_ref, the backend's info, a scratch for q - q_ref: the step allocates no vector)
         self._null_hot = (bool(red.terms), self._q_ref, b.info, np.empty(self.n)) if red.active else None
         self._null_initial = (red.null_motion, red.null_internal)

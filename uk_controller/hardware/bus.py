@@ -179,6 +179,16 @@ class MotorBus:
         """The motor faults of a feedback's ``fault`` array for people (protocols name their codes)."""
         return f'motor fault {np.asarray(fault).tolist()}'
 
+    def timing_facts(self) -> dict:
+        """What the cycle budget needs from the devices, read at connect (the protocol's codec
+        ``cycle_cost`` reads it; e.g. ``{'return_delay': [s per motor]}``); {} if nothing."""
+        return {}
+
+    def motor_torque_limits(self):
+        """The motor-side torque limit (N m) each device enforces, read at connect (current limit x
+        torque constant), or None where the protocol cannot read one (actuator order)."""
+        return None
+
     # helpers for subclasses
     def _write_bytes(self, data: bytes):
         import serial

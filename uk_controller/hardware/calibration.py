@@ -96,9 +96,24 @@ class HardwareConfig:
         if self.effort_limits is not None:
             lim = np.minimum(lim, np.asarray(self.effort_limits, float))
         self.u_max = lim
+        self.device_torque_limit = np.full(self.p, np.inf)    # read from the devices at connect
         self.joints = [mc.joint for mc in m]
         if len(set(self.ids)) != len(self.ids):
             raise _err(self.source, 'hardware.motors', f'motor ids are not unique: {self.ids}')
+
+    def apply_device_limits(self, tau_m_device) -> bool:
+        """The motor-side torque limits the devices enforce (read at connect: current limit x torque
+        constant) become limits here: ``tau_m_max = min(torque_limit, device)`` and
+        ``u_max = min(effort_limit, tau_m_max |gear|)``, both updated in place (the
+        :class:`~.safety.EffortLimiter` and the controller read these arrays). Returns True when a
+        device limit is below what the configuration allowed."""
+        dev = np.asarray(tau_m_device, float).reshape(self.p)
+        dev = np.where(np.isfinite(dev) & (dev >= 0), dev, np.inf)
+        self.device_torque_limit[:] = dev
+        lower = bool(np.any(dev < self.tau_m_max))
+        np.minimum(self.tau_m_max, dev, out=self.tau_m_max)
+        np.minimum(self.u_max, self.tau_m_max * np.abs(self.gear), out=self.u_max)
+        return lower
 
     # ---- joint <-> motor maps (see module docstring) -------------------------
     def effort_to_motor_torque(self, u, out=None):

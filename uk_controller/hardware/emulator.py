@@ -25,6 +25,17 @@ emulator imposes the UART timing itself when ``baud`` is given: it waits
 it receives before acting on it, and for every byte it sends before writing
 the answer (the host sees the last byte when a real line would deliver it).
 
+Reply timing of real devices and adapters: :meth:`DeviceEmulator.answer_delay` is the time a device
+waits before each answer (the Dynamixel servos' Return Delay Time register), and ``usb_latency`` (s)
+models an FTDI USB-serial adapter's latency timer: the answers to a request reach the host together at
+the next tick of a grid of that period (FTDI AN232B-04: the chip sends what it holds when its latency
+timer expires; the timer restarts whenever it sends). The cycle budget of ``uk-controller run``
+(:mod:`.bus_timing`) predicts the loop period from the same quantities.
+
+Joint limits: :class:`JointLimitedPlant` gives a plant the hard stops of the robot description
+(``uk-controller emulate`` uses it), so a joint the motors cannot hold stops at its limit instead of
+falling without end.
+
 Fault injection (:class:`Faults`, changeable while running): corrupted bytes
 in either direction, dropped / duplicated / partially written / truncated
 answers, added latency, a device that stops answering, a port that vanishes.
@@ -32,6 +43,7 @@ answers, added latency, a device that stops answering, a port that vanishes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 import multiprocessing
 import os
 import random
@@ -43,7 +55,7 @@ import tty
 
 import numpy as np
 
-__all__ = ['SteppedClock', 'PtyLink', 'Faults', 'DeviceEmulator', 'IndependentJointsPlant']
+__all__ = ['SteppedClock', 'PtyLink', 'Faults', 'DeviceEmulator', 'IndependentJointsPlant', 'JointLimitedPlant']
 
 
 class SteppedClock:
@@ -162,6 +174,48 @@ class IndependentJointsPlant:
         self.t += dt
 
 
+class JointLimitedPlant:
+    """`plant` with hard stops at the joint limits of the description: after every step a coordinate
+    past [lower, upper] is put back on the limit and its velocity into the stop removed (an inelastic
+    stop; ``stops`` counts the steps that hit one). ``lower``/``upper`` are per coordinate of
+    ``plant.joint_names`` (+-inf: no stop)."""
+
+    def __init__(self, plant, lower, upper):
+        self.plant = plant
+        self.joint_names = list(getattr(plant, 'joint_names', []))
+        self.lower = np.asarray(lower, float)
+        self.upper = np.asarray(upper, float)
+        self.stops = 0
+
+    @classmethod
+    def from_setup(cls, plant, setup):
+        """The description's position limits (``setup.model.position_limits``), matched by joint name."""
+        lo, hi = setup.model.position_limits
+        index = {name: k for k, name in enumerate(setup.joint_names)}
+        names = list(getattr(plant, 'joint_names', setup.joint_names))
+        lower = np.array([lo[index[j]] if j in index else -np.inf for j in names])
+        upper = np.array([hi[index[j]] if j in index else np.inf for j in names])
+        return cls(plant, lower, upper)
+
+    q = property(lambda self: self.plant.q)
+    qd = property(lambda self: self.plant.qd)
+    t = property(lambda self: self.plant.t)
+
+    def reset(self, q, qd, *args):
+        self.plant.reset(q, qd, *args)
+
+    def step(self, u, dt):
+        out = self.plant.step(u, dt)
+        q = np.array(self.plant.q, float)
+        below, above = q < self.lower, q > self.upper
+        if below.any() or above.any():
+            qd = np.array(self.plant.qd, float)
+            qd[(below & (qd < 0)) | (above & (qd > 0))] = 0.0
+            self.plant.reset(np.clip(q, self.lower, self.upper), qd, self.plant.t)
+            self.stops += 1
+        return out
+
+
 def _precise_sleep(duration: float):
     if duration <= 0:
         return
@@ -185,7 +239,8 @@ class DeviceEmulator:
 
     def __init__(self, plant, hw, *, dt: float = 0.001, mode: str = 'lockstep', baud: int | None = None,
                  link: PtyLink | None = None, faults: Faults | None = None, seed: int = 1,
-                 watchdog: float = 0.0, clock=time.monotonic, options: dict | None = None):
+                 watchdog: float = 0.0, clock=time.monotonic, options: dict | None = None,
+                 usb_latency: float = 0.0):
         self.clock = clock             # device time: watchdogs, realtime plant (a SteppedClock in tests)
         self.plant = plant
         self.hw = hw                   # HardwareConfig: ids, gear, kt, direction, offset (actuator order)
@@ -198,6 +253,8 @@ class DeviceEmulator:
         self.time_mode = mode
         self.baud = baud
         self.byte_time = 10.0 / baud if baud else 0.0
+        self.usb_latency = float(usb_latency)    # s: FTDI latency timer model (module docstring), 0 = none
+        self._tick0 = time.monotonic()           # the latency timer's grid starts here
         self.link = link or PtyLink()
         self.faults = faults or Faults()
         self.rng = random.Random(seed)
@@ -278,8 +335,14 @@ class DeviceEmulator:
     def handle(self, data: bytes) -> list:
         raise NotImplementedError
 
+    def answer_delay(self, frame: bytes) -> float:
+        """s the device waits before sending `frame` (a protocol's hook: the Dynamixel Return Delay Time)."""
+        return 0.0
+
     # ---- I/O loop ----------------------------------------------------------------------
-    def _send(self, frame: bytes):
+    def _send(self, frame: bytes, held=None):
+        """Put `frame` on the line (faults applied); with `held` (a list) the bytes go there instead of
+        to the host: the USB adapter holds them until its latency timer's tick (:meth:`_deliver`)."""
         f, rng, fd = self.faults, self.rng, self.link.master
         if f.silent or fd is None:
             return
@@ -297,7 +360,11 @@ class DeviceEmulator:
             self.counters['truncated'] += 1
         copies = 2 if (f.duplicate and rng.random() < f.duplicate) else 1
         self.counters['duplicated'] += copies - 1
-        _precise_sleep(f.latency + self.byte_time * len(frame) * copies)
+        _precise_sleep(f.latency + self.answer_delay(frame) + self.byte_time * len(frame) * copies)
+        if held is not None:
+            held.append(frame * copies)
+            self.counters['tx_frames'] += 1
+            return
         pieces = [frame]
         if f.partial and rng.random() < f.partial and len(frame) > 3:
             a = rng.randrange(1, len(frame) - 1)
@@ -335,9 +402,30 @@ class DeviceEmulator:
                     b = bytearray(data)
                     b[self.rng.randrange(len(b))] ^= 0x10
                     data = bytes(b)
-                for frame in self.handle(data):
-                    self._send(frame)
+                frames = self.handle(data)
+                if self.usb_latency > 0 and frames:
+                    self._deliver(frames)
+                else:
+                    for frame in frames:
+                        self._send(frame)
         self._tick()
+
+    def _deliver(self, frames):
+        """The answers through an adapter with a latency timer: on the line one after the other, then
+        to the host together at the timer's next tick (a grid of period ``usb_latency``)."""
+        held = []
+        for frame in frames:
+            self._send(frame, held)
+        if not held or self.link.master is None:
+            return
+        L = self.usb_latency
+        now = time.monotonic()
+        tick = self._tick0 + L * math.ceil((now - self._tick0) / L)
+        _precise_sleep(tick - now)
+        try:
+            os.write(self.link.master, b''.join(held))
+        except OSError:
+            pass
 
     def serve(self):
         while self._run:

@@ -28,8 +28,12 @@ How to add a motor protocol (e.g. ``canopen``):
 1. Create ``uk_controller/hardware/protocols/canopen/`` with ``__init__.py`` (a docstring),
    ``codec.py`` (the wire format, ``PKT_*`` offsets, ``OPTIONS = {...}`` with the defaults of
    the ``hardware.canopen`` section; ``{}`` if it has none), ``bus.py`` (``class CanopenBus(MotorBus)``
-   implementing ``enable``/``read``/``write``, optionally ``transact``/``configure``/``clear_faults``),
-   ``SETTINGS = (Setting('hardware.canopen.<key>', ...), ...)`` for the keys of ``OPTIONS``
+   implementing ``enable``/``read``/``write``, optionally ``transact``/``configure``/``clear_faults``
+   and ``timing_facts``/``motor_torque_limits``: what the cycle budget and the actuator limits read
+   from the devices),
+   ``SETTINGS = (Setting('hardware.canopen.<key>', ...), ...)`` for the keys of ``OPTIONS``,
+   ``cycle_cost(p, options, facts)`` in the codec (what one cycle puts on the bus, for the cycle
+   budget of ``uk-controller run``; :mod:`uk_controller.hardware.bus_timing`)
    and ``device.py`` (``class CanopenDevice(DeviceEmulator)`` implementing ``handle(data)``).
    Import third-party packages inside functions, as ``protocols/dynamixel/bus.py`` does.
 2. Add one line to :data:`PROTOCOLS`:
@@ -91,6 +95,18 @@ class Protocol:
     def defaults(self) -> dict:
         """Calibration defaults: the ``hardware.<name>`` keys and their default values."""
         return dict(self._module('codec').OPTIONS)
+
+    def cycle_cost(self, p: int, options: dict | None = None, facts: dict | None = None):
+        """What one armed control cycle puts on the bus: ``cycle_cost(p, options, facts)`` of the codec,
+        a :class:`~uk_controller.hardware.bus_timing.CycleCost` (``options``: the ``hardware.<name>``
+        section with its defaults; ``facts``: what the bus read from the devices,
+        :meth:`~uk_controller.hardware.bus.MotorBus.timing_facts`). A codec without one costs nothing
+        that the budget could know of (an empty cost: the budget then bounds nothing)."""
+        from .bus_timing import CycleCost
+        fn = getattr(self._module('codec'), 'cycle_cost', None)
+        if fn is None:
+            return CycleCost(exchanges=(), notes=(f'{self.name}: its codec states no cycle_cost',))
+        return fn(int(p), self.options(options), dict(facts or {}))
 
     def options(self, given: dict | None, motors=None) -> dict:
         """The defaults updated by the config's ``hardware.<section>`` section (known keys only).

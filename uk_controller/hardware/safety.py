@@ -3,7 +3,11 @@
 :class:`SafeBus` is used by both the CLI runner and ``serial_bridge_node``:
 
 - **limits before sending**: non-finite efforts become zero; each effort is
-  clipped to ``u_max`` (actuator effort limit and motor torque limit x gear);
+  clipped to ``u_max`` (actuator effort limit and motor torque limit x gear, the
+  latter lowered at connect to what the devices enforce, read from them:
+  :meth:`~.bus.MotorBus.motor_torque_limits`); a cycle whose effort was clipped is
+  reported ``saturated`` (:attr:`SafeBus.status`, diagnostics ``saturated_cycles``,
+  ``saturated_motors``), never as plain ``armed``;
   an effort pushing a joint further past its position limit, or accelerating
   it beyond its velocity limit, is set to zero (:class:`EffortLimiter`);
 - **host watchdog**: torque is only ever sent while the newest valid feedback
@@ -32,6 +36,7 @@ import numpy as np
 from .bus import BusError, PortError
 
 DISCONNECTED, SAFE, ARMED = 'disconnected', 'safe', 'armed'
+SATURATED = 'saturated'          # armed, but an effort was clipped to what the motor gives
 
 
 class EffortLimiter:
@@ -41,6 +46,7 @@ class EffortLimiter:
         self.u_max = np.asarray(hw.u_max, float)
         self.q_lo, self.q_hi, self.qd_max = hw.q_lo, hw.q_hi, hw.qd_max
         self.counts = {'clipped': 0, 'position': 0, 'velocity': 0, 'not_finite': 0}
+        self.clipped = np.zeros(len(self.u_max), dtype=bool)     # which efforts the last apply clipped
 
     def apply(self, u, q=None, qd=None):
         """Safe copy of ``u`` for joint state (q, qd) of the actuated joints."""
@@ -49,7 +55,8 @@ class EffortLimiter:
         if bad.any():
             self.counts['not_finite'] += 1
             u[bad] = 0.0
-        if np.any(np.abs(u) > self.u_max):
+        np.greater(np.abs(u), self.u_max, out=self.clipped)
+        if self.clipped.any():
             self.counts['clipped'] += 1
             np.clip(u, -self.u_max, self.u_max, out=u)
         if q is not None:
@@ -100,7 +107,9 @@ class SafeBus:
         self._last_attempt = -np.inf
         self.counters = {'watchdog_trips': 0, 'reconnects': 0, 'connect_failures': 0, 'invalid_feedback': 0,
                          'bus_errors': 0, 'arms': 0, 'cycles': 0, 'faults': 0, 'sent': 0,
-                         'stale_skips': 0}
+                         'stale_skips': 0, 'saturated_cycles': 0}
+        self.saturated = np.zeros(hw.p, dtype=bool)   # efforts clipped this cycle (by the limiter or marked
+        #                                               by the caller: mark_saturated)
         self.sent_log = deque(maxlen=100000)   # (t, feedback_age, effort_age, |u|/u_max max)
         self.first_error = None
 
@@ -112,6 +121,9 @@ class SafeBus:
         try:
             bus = self.bus_factory()
             bus.open()
+            device_limits = bus.motor_torque_limits()
+            if device_limits is not None:
+                self.hw.apply_device_limits(device_limits)
             bus.enable(False)
             if self.configure_device:
                 bus.configure(self.watchdog, self.hw.tau_m_max)
@@ -204,6 +216,7 @@ class SafeBus:
                 self.counters['bus_errors'] += 1
                 self.reason = f'enable failed: {exc}'
         sent = np.zeros(self.hw.p)
+        self.saturated[:] = False
         try:
             now = self.clock()
             if self.state == ARMED and (now - self.last_feedback > self.watchdog
@@ -215,10 +228,13 @@ class SafeBus:
             elif self.state == ARMED:
                 r = self.last_reading
                 sent = self.limiter.apply(effort, r.q, r.qd)
+                self.saturated |= self.limiter.clipped
                 self.sent_log.append((now, now - self.last_feedback, now - effort_stamp,
                                       float(np.max(np.abs(sent) / self.hw.u_max, initial=0.0))))
                 fb = self.bus.transact(self.hw.effort_to_motor_torque(sent))
                 self.counters['sent'] += 1
+                if self.saturated.any():
+                    self.counters['saturated_cycles'] += 1
             else:
                 fb = self.bus.read()
         except PortError as exc:
@@ -274,6 +290,22 @@ class SafeBus:
         self._stats = bus.stats
         self.log('torque off, port closed')
 
+    def mark_saturated(self, which):
+        """The effort sent this cycle was already clipped upstream (the controller's ``saturated`` of the
+        step that computed it, at the same limits): count and report it like a clip here."""
+        which = np.asarray(which, dtype=bool)
+        if self.state == ARMED and which.any() and not self.saturated.any():
+            self.counters['saturated_cycles'] += 1
+        if self.state == ARMED:
+            self.saturated |= which
+
+    @property
+    def status(self) -> str:
+        """``state``, but ``saturated`` while armed with an effort clipped this cycle."""
+        if self.state == ARMED and self.saturated.any():
+            return SATURATED
+        return self.state
+
     @property
     def stats(self):
         if self.bus is not None:
@@ -286,6 +318,8 @@ class SafeBus:
         st = self.stats
         if st is not None:
             d.update(st.as_dict())
-        d['state'] = self.state
+        d['state'] = self.status
+        d['saturated_motors'] = [n for n, s in zip(self.hw.names, self.saturated) if s]
+        d['u_max'] = self.hw.u_max.tolist()
         d['reason'] = self.reason
         return d

@@ -24,13 +24,14 @@ import numpy as np
 
 from ..control.loop_timing import DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings
 from ..control.rearm import ReArm
-from .safety import ARMED, SafeBus
+from .safety import ARMED, SATURATED, SafeBus
 
 
 @dataclass
 class LoopResult:
     t: list = field(default_factory=list)
     armed: list = field(default_factory=list)        # SafeBus armed when the step's feedback came
+    saturated: list = field(default_factory=list)    # the effort sent in that cycle was clipped (motor limit)
     q: list = field(default_factory=list)
     effort: list = field(default_factory=list)
     task_error: list = field(default_factory=list)
@@ -69,6 +70,7 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
     res = LoopResult()
     dt = core.dt
     effort, stamp = None, None
+    effort_saturated = None      # the controller's `saturated` of the effort sent next cycle
     started, t0, sent = False, 0.0, 0
     core.reset(0.0)
     rearm = ReArm(core, core.setup.settings.control.soft_start if soft_start is None else soft_start)
@@ -87,6 +89,8 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
     while stop_event is None or not stop_event.is_set():
         start = clock()
         reading = safe.cycle(effort, stamp)
+        if effort_saturated is not None:
+            safe.mark_saturated(effort_saturated)     # the controller clipped what this cycle sent
         if after_cycle is not None:
             after_cycle()
         res.cycles += 1
@@ -112,14 +116,16 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
             if step.ok and (armed or not was_armed):
                 rearm.limit(step.effort)          # soft start: no harder than undisturbed operation
             effort, stamp = step.effort, clock()
+            effort_saturated = step.saturated if step.ok else None
             if record:
+                res.saturated.append(safe.status == SATURATED)
                 res.armed.append(armed)
                 res.t.append(t)
                 res.q.append(q)
                 res.effort.append(step.effort.copy())
                 res.task_error.append(step.task_error.copy())
             if csv_writer is not None:
-                csv_writer.writerow([f'{t:.6f}', safe.state, *np.round(q, 9), *np.round(qd, 9),
+                csv_writer.writerow([f'{t:.6f}', safe.status, *np.round(q, 9), *np.round(qd, 9),
                                      *np.round(reading.sent, 9), *np.round(step.task_error, 9),
                                      f'{(safe.stats.rtt[-1] if safe.stats and safe.stats.rtt else math.nan):.6f}'])
             if status is not None and clock() - last_status > 0.25:

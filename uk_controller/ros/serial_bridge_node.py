@@ -44,7 +44,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from ..hardware.calibration import HardwareConfig
 from ..hardware.joint_state_assembler import JointStateAssembler
 from ..hardware.registry import make_bus
-from ..hardware.safety import ARMED, DISCONNECTED, SafeBus
+from ..hardware.safety import ARMED, DISCONNECTED, SATURATED, SafeBus
 from ..control.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
 from .node_setup import node_options, read_settings
 from .diagnostics import ERROR, OK, WARN, diagnostic_array
@@ -158,6 +158,9 @@ class SerialBridgeNode(Node):
         d = self.safe.diagnostics()
         if d['state'] == ARMED:
             level, message = OK, 'torque on'
+        elif d['state'] == SATURATED:
+            level, message = WARN, ('torque on, saturated: ' + ', '.join(d['saturated_motors'])
+                                    + ' at the limit the motor gives')
         elif d['state'] == DISCONNECTED:
             level, message = ERROR, d['reason'] or 'disconnected'
         else:
@@ -166,7 +169,7 @@ class SerialBridgeNode(Node):
         values += [(f'{k}_ms', d.get(k, math.nan) * 1e3) for k in ('rtt_p50', 'rtt_p99')]
         values += [(k, d.get(k, '')) for k in ('crc_errors', 'timeouts', 'seq_errors', 'watchdog_trips', 'reconnects',
                                                'io_errors', 'device_errors', 'clipped', 'position', 'velocity',
-                                               'not_finite')]
+                                               'not_finite', 'saturated_cycles')]
         values += [('effort_received', self.received), ('effort_rejected', self.rejected), ('state', d['state'])]
         t, p = self.timing, self.policy
         values += [*zip(('loop_' + f for f in TIMING_FIELDS), t.last), ('loop_periods', t.total_periods),

@@ -76,6 +76,8 @@ class DynamixelBus(MotorBus):
         super().__init__(*args, **kw)
         self.opt = self.options          # hardware.dynamixel over codec.OPTIONS (registry.make_bus)
         self.limit_units = np.full(self.p, int(self.opt['current_limit']))
+        self.device_limit_units = None      # Current Limit register of each servo, read at connect
+        self.return_delay_units = None      # Return Delay Time register of each servo, read at connect
         self.port_handler = None
 
     def _call(self, fn, *args):
@@ -133,6 +135,38 @@ class DynamixelBus(MotorBus):
             lim, res, err = self._call(self.packet.read2ByteTxRx, ph, i, T.ADDR_CURRENT_LIMIT)
             self._check(res, err, f'id {i} current limit')
             self.limit_units[self.ids.index(i)] = lim
+        self.device_limit_units = self.limit_units.copy()
+        self._read_return_delays()
+
+    def _read_return_delays(self):
+        units = []
+        for i in self.ids:
+            rdt, res, err = self._call(self.packet.read1ByteTxRx, self.port_handler, i, T.ADDR_RETURN_DELAY_TIME)
+            self._check(res, err, f'id {i} return delay time')
+            units.append(int(rdt))
+        self.return_delay_units = units
+
+    def set_return_delay_time(self, units: int = 0) -> None:
+        """Write the Return Delay Time register (EEPROM: torque must be off, as after connect) of every
+        servo, then read it back. Only on the user's request (``uk-controller run --set-return-delay-zero``):
+        it changes the servos' stored configuration."""
+        for i in self.ids:
+            self._check(*self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_RETURN_DELAY_TIME,
+                                    int(units)), f'id {i} return delay time')
+        self._read_return_delays()
+
+    def timing_facts(self) -> dict:
+        """The servos' Return Delay Time (s), as read at connect (codec.cycle_cost)."""
+        if self.return_delay_units is None:
+            return {}
+        from .codec import RETURN_DELAY_UNIT
+        return {'return_delay': [u * RETURN_DELAY_UNIT for u in self.return_delay_units]}
+
+    def motor_torque_limits(self):
+        """Current Limit register x current unit x torque constant (motor side N m), read at connect."""
+        if self.device_limit_units is None:
+            return None
+        return np.asarray(self.device_limit_units, float) * self.opt['current_unit'] * self.kt
 
     def _close(self):
         self.port_handler.closePort()

@@ -47,6 +47,47 @@ PKT_MAX_LENGTH = 1024        # longer LEN fields are garbage: resynchronise
 
 HEADER = b'\xff\xff\xfd\x00'
 
+# sizes of the cycle's packets without byte stuffing (stuffing only adds bytes):
+# header 4, id 1, length 2, instruction 1, then the parameters, CRC 2
+_FRAMING = len(HEADER) + 1 + 2 + 1 + CRC_SIZE
+SYNC_ADDR_LEN = 4                 # sync read/write parameters: start address u16, data length u16
+RETURN_DELAY_UNIT = 2e-6          # s per unit of the Return Delay Time register (X series)
+RETURN_DELAY_DEFAULT = 250        # units, the X series' factory value (500 us)
+
+
+def cycle_cost(p: int, options: dict, facts: dict):
+    """One armed cycle of :class:`~.bus.DynamixelBus`: a Sync Write of Goal Current (no reply) and a
+    Sync Read of the 10 feedback bytes answered by one status packet per servo, each after the
+    servo's Return Delay Time (control table address 9, units of 2 us, factory value 250 = 500 us;
+    ROBOTIS e-Manual, X series control table). The status packets follow one another on the bus,
+    so the delays add up. Sizes without byte stuffing (Protocol 2.0 packet layout, this module):
+
+        sync write  = 10 + 4 + p (1 + 2)    (framing, address and length, id and 2 bytes per servo)
+        sync read   = 10 + 4 + p            (framing, address and length, one id per servo)
+        status      = 10 + 1 + 10 per servo (framing, error byte, the feedback bytes)
+    """
+    from ...bus_timing import CycleCost, Exchange
+    from .control_table import FEEDBACK_LEN
+    delays = facts.get('return_delay')
+    if delays is None:
+        delays = [RETURN_DELAY_DEFAULT * RETURN_DELAY_UNIT] * p
+        note = (f'return delays: not read from the servos; the factory value {RETURN_DELAY_DEFAULT} x 2 us '
+                f'assumed for each')
+    else:
+        units = [round(d / RETURN_DELAY_UNIT) for d in delays]
+        note = (f'return delays read from the servos (register 9, x 2 us): {units} = '
+                f'{sum(delays) * 1e6:.0f} us per sync read')
+    status = _FRAMING + 1 + FEEDBACK_LEN
+    exchanges = (
+        Exchange('sync write goal current', _FRAMING + SYNC_ADDR_LEN + 3 * p),
+        Exchange('sync read feedback', _FRAMING + SYNC_ADDR_LEN + p, reply_bytes=status * p, replies=p,
+                 device_delay=float(sum(delays))),
+    )
+    advice = ((f'the servos\' Return Delay Time (register 9; {sum(delays) * 1e6:.0f} us per cycle now): '
+               f'`uk-controller run ... --set-return-delay-zero` writes 0 to every servo (EEPROM, torque off) '
+               f'before the run', 'device_delay'),)
+    return CycleCost(exchanges=exchanges, advice=advice, notes=(note,))
+
 
 def stuff(body: bytes) -> bytes:
     """Insert 0xFD after every FF FF FD in ``body`` (INST..PARAMS)."""

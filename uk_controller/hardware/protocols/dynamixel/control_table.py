@@ -7,6 +7,7 @@ Control-table addresses are those of the X series (e.g. XM430-W350, emanual.robo
 ADDR_MODEL_NUMBER = 0        # 2 bytes
 ADDR_FIRMWARE = 6            # 1
 ADDR_ID = 7                  # 1
+ADDR_RETURN_DELAY_TIME = 9   # 1, EEPROM, 2 us units (factory value 250 = 500 us)
 ADDR_OPERATING_MODE = 11     # 1 (0 = current control)
 ADDR_CURRENT_LIMIT = 38      # 2, current units
 ADDR_TORQUE_ENABLE = 64      # 1

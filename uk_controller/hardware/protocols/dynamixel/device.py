@@ -6,7 +6,9 @@ byte stuffing (``FF FF FD`` inside INST..PARAMS is followed by an extra ``FD``),
 CRC-16/UMTS over the transmitted (stuffed) packet; instructions PING, READ,
 WRITE, REBOOT, SYNC_READ, SYNC_WRITE; status packets (0x55) with the error byte.
 Current control mode, torque enable, current limit, bus watchdog and hardware
-error status behave like the X series control table.
+error status behave like the X series control table. Every status packet waits the
+servo's Return Delay Time (address 9, units of 2 us, the factory value 250 = 500 us
+unless ``return_delay_time`` says otherwise) before it goes on the line, as the servos do.
 """
 from __future__ import annotations
 
@@ -17,13 +19,14 @@ import numpy as np
 from ...crc import crc16_umts
 from ...emulator import DeviceEmulator
 from . import control_table as T
-from .codec import (HEADER, PKT_ID, PKT_INSTRUCTION, PKT_LENGTH, PKT_MAX_LENGTH, PKT_MIN_LENGTH, CRC_SIZE,
+from .codec import (RETURN_DELAY_DEFAULT, RETURN_DELAY_UNIT, HEADER, PKT_ID, PKT_INSTRUCTION, PKT_LENGTH,
+                    PKT_MAX_LENGTH, PKT_MIN_LENGTH, CRC_SIZE,
                     packet, unstuff)
 
 class DynamixelDevice(DeviceEmulator):
     protocol = 'dynamixel'
 
-    def __init__(self, plant, hw, **kw):
+    def __init__(self, plant, hw, *, return_delay_time: int = RETURN_DELAY_DEFAULT, **kw):
         super().__init__(plant, hw, **kw)
         self.opt = self.options
         self.buf = bytearray()
@@ -33,11 +36,17 @@ class DynamixelDevice(DeviceEmulator):
             struct.pack_into('<H', t, T.ADDR_MODEL_NUMBER, self.opt['model_number'])
             t[T.ADDR_FIRMWARE] = 48
             t[T.ADDR_ID] = i
+            t[T.ADDR_RETURN_DELAY_TIME] = int(return_delay_time)
             t[T.ADDR_OPERATING_MODE] = 3
             struct.pack_into('<H', t, T.ADDR_CURRENT_LIMIT, int(self.opt['current_limit']))
             self.tables[i] = t
         self.index = {i: k for k, i in enumerate(hw.ids)}
         self.current_limit = np.full(self.p, self.opt['current_limit'] * self.opt['current_unit'])
+
+    def answer_delay(self, frame: bytes) -> float:
+        """The answering servo's Return Delay Time."""
+        t = self.tables.get(frame[PKT_ID]) if len(frame) > PKT_ID else None
+        return 0.0 if t is None else t[T.ADDR_RETURN_DELAY_TIME] * RETURN_DELAY_UNIT
 
     def reset_protocol(self):
         self.buf.clear()

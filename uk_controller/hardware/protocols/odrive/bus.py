@@ -44,6 +44,19 @@ class ODriveBus(MotorBus):
             mode = self._query(f'r axis{a}.controller.config.control_mode')
             if self._integer_of(mode, 'control mode') != oa.CONTROL_MODE_TORQUE:
                 raise BusError(f'axis {a} refused torque control mode')
+        self.device_torque_lim = np.array([self._float_of(self._query(f'r axis{a}.motor.config.torque_lim'),
+                                                          'torque limit') for a in self.ids])
+
+    def _float_of(self, text, what):
+        try:
+            return float(text)
+        except ValueError:
+            self.stats.seq_errors += 1
+            raise BusError(f'unexpected answer {text!r} to a {what} request') from None
+
+    def motor_torque_limits(self):
+        """``axis<n>.motor.config.torque_lim`` of every axis (N m, inf: none), read at connect."""
+        return getattr(self, 'device_torque_lim', None)
 
     def _send(self, *cmds):
         self._write_bytes(b''.join(oa.make_line(c) for c in cmds))

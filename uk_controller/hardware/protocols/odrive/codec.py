@@ -28,6 +28,25 @@ CONTROL_MODE_TORQUE = 1
 AXIS_ERROR_WATCHDOG_TIMER_EXPIRED = 0x800
 
 
+def _line_min(text: str) -> int:
+    """The fewest bytes of a checksummed line of `text` (each number written as one digit):
+    the text, a space, ``*``, one checksum digit, ``\\n``."""
+    return len(text) + 1 + 1 + 1 + 1
+
+
+def cycle_cost(p: int, options: dict, facts: dict):
+    """One armed cycle of :class:`~.bus.ODriveBus`: the ``c <axis> <torque>`` lines of all axes with
+    ``f <axis>`` of the first, then ``f <axis>`` of each further axis, every ``f`` answered by a
+    ``<pos> <vel>`` line the host waits for. The ASCII lengths depend on the numbers; these are the
+    shortest (one digit each), so the budget is a lower bound."""
+    from ...bus_timing import CycleCost, Exchange
+    c, f, reply = _line_min('c 0 0'), _line_min('f 0'), _line_min('0 0')
+    exchanges = [Exchange('torque lines + feedback of the first axis', p * c + f, reply_bytes=reply, replies=1)]
+    if p > 1:
+        exchanges.append(Exchange('feedback of a further axis', f, reply_bytes=reply, replies=1, count=p - 1))
+    return CycleCost(exchanges=tuple(exchanges), notes=('ASCII line lengths: the shortest numbers (a lower bound)',))
+
+
 def checksum(text: bytes) -> int:
     cs = 0
     for b in text:

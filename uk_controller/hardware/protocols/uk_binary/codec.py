@@ -232,6 +232,24 @@ def feedback_payload(state, error, rx_errors, time_us, pos, vel, cur, fault) -> 
     return bytes(out)
 
 
+def frame_size(payload_bytes: int) -> int:
+    """Bytes on the wire of a frame with `payload_bytes` of payload: the body (type, seq, n, payload,
+    CRC) plus one COBS code byte (bodies of this protocol are shorter than 254 bytes: one block) and
+    the 0x00 delimiter."""
+    body = BODY_PAYLOAD + payload_bytes + CRC_SIZE
+    return body + 1 + body // 254 + 1
+
+
+def cycle_cost(p: int, options: dict, facts: dict):
+    """One armed cycle of :class:`~.bus.UKBinaryBus`: a COMMAND frame (p f32 currents) answered by one
+    FEEDBACK frame (8-byte head, 13 bytes per motor); no device delay is specified
+    (docs/serial_protocol.md)."""
+    from ...bus_timing import CycleCost, Exchange
+    return CycleCost(exchanges=(Exchange('COMMAND -> FEEDBACK', frame_size(4 * p),
+                                         reply_bytes=frame_size(_FB_HEAD.size + _FB_MOTOR.size * p),
+                                         replies=1),))
+
+
 def parse_feedback(seq: int, n: int, payload: bytes) -> Feedback:
     if len(payload) != _FB_HEAD.size + _FB_MOTOR.size * n:
         raise FrameError('length', 'FEEDBACK payload length')
