@@ -363,6 +363,10 @@ class ControllerCore:
         m, mb = self._m, b.rows
         self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
                      slice(0, m), slice(mb, mb + m), slice(self._mp, m))
+        # (posture rows?, q_ref, the backend's info, a scratch for q - q_ref: the step allocates no vector)
+        self._null_hot = (bool(red.terms), self._q_ref, b.info, np.empty(self.n)) if red.active else None
+        self._null_initial = (red.null_motion, red.null_internal)
+        self._warm_up()
 
     def set_effort_limits(self, limits):
         """Clip the efforts to `limits` (p,) from now on, e.g. the limits the motors enforce, read from
@@ -370,10 +374,6 @@ class ControllerCore:
         a step beyond them is reported ``saturated`` with the clipped effort."""
         self.effort_limits[:] = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,))
         self.backend.set_limits(self.effort_limits)
-        # (posture rows?, q_ref, the backend's info, a scratch for q - q_ref: the step allocates no vector)
-        self._null_hot = (bool(red.terms), self._q_ref, b.info, np.empty(self.n)) if red.active else None
-        self._null_initial = (red.null_motion, red.null_internal)
-        self._warm_up()
 
     def _choose_backend(self, backend, method, pinv_fn):
         if backend not in BACKENDS:

@@ -189,6 +189,10 @@ class MotorBus:
         torque constant), or None where the protocol cannot read one (actuator order)."""
         return None
 
+    def torque_limit_sources(self) -> list:
+        """Per motor, how :meth:`motor_torque_limits` came about (for messages), '' if unknown."""
+        return [''] * self.p
+
     # helpers for subclasses
     def _write_bytes(self, data: bytes):
         import serial

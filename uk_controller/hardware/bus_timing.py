@@ -31,12 +31,12 @@ for a device node under another name, from its character device number through
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import math
 import os
 
 __all__ = ['Exchange', 'CycleCost', 'CycleBudget', 'UART_BITS_PER_BYTE', 'SYSFS_ENV', 'sysfs_root',
-           'usb_latency_timer', 'can_frame_bits', 'can_frame_time', 'budget', 'UDEV_RULE']
+           'usb_latency_timer', 'fake_usb_serial', 'can_frame_bits', 'can_frame_time', 'budget', 'UDEV_RULE']
 
 UART_BITS_PER_BYTE = 10            # 8N1: start bit, 8 data bits, stop bit
 SYSFS_ENV = 'UK_CONTROLLER_SYSFS'
@@ -113,6 +113,25 @@ def usb_latency_timer(port: str, root: str | None = None):
                   f'with a latency timer (ttyACM, pty) or not Linux')
 
 
+def fake_usb_serial(root: str, port: str, latency_ms: float, name: str = 'ttyUSB0') -> str:
+    """Make `root` a fake sysfs in which `port` (e.g. an emulator's pty) is the USB-serial adapter
+    `name` with a latency timer of `latency_ms`: ``<root>/bus/usb-serial/devices/<name>/latency_timer``
+    and ``<root>/dev/char/<major>:<minor>`` linking to it. Returns the latency_timer path."""
+    d = os.path.join(root, 'bus', 'usb-serial', 'devices', name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, 'latency_timer')
+    with open(path, 'w') as f:
+        f.write(f'{int(round(latency_ms))}\n')
+    rdev = os.stat(os.path.realpath(port)).st_rdev
+    char = os.path.join(root, 'dev', 'char')
+    os.makedirs(char, exist_ok=True)
+    link = os.path.join(char, f'{os.major(rdev)}:{os.minor(rdev)}')
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(os.path.relpath(d, char), link)
+    return path
+
+
 def can_frame_bits(data_bytes: int, *, extended: bool = False, worst_case_stuffing: bool = True) -> int:
     """Bits of one CAN 2.0 data frame with `data_bytes` (0..8) data bytes, the 3-bit interframe space
     included.
@@ -152,7 +171,6 @@ class CycleBudget:
     usb_latency: float | None            # s, None: no latency timer found
     usb_latency_source: str              # sysfs path, or why there is none
     port: str = ''
-    lines: list = field(default_factory=list)
 
     @property
     def byte_time(self) -> float:

@@ -18,9 +18,15 @@ like a real robot, for a host on the wall clock (``hardware.launch.py``,
 default ``control.rate``) per torque command, for a host that steps in sync
 with it. While the drivers' torque is off the joints hold still, as motors with
 holding brakes do (otherwise the SCARA's vertical axis would fall without end
-before the controller connects: the plant has no joint limits). The motor calibration is the
+before the controller connects). The joints stop at the position limits of the robot description
+(:class:`~.emulator.JointLimitedPlant`), as a real robot's end stops do. The motor calibration is the
 robot YAML's ``hardware`` section (identity without one), as the host reads it.
-Runs until Ctrl-C / SIGTERM (or ``--duration`` seconds), exit code 0; a bad
+Reply timing of real hardware: ``--usb-latency MS`` holds every answer until the next tick of an FTDI
+adapter's latency timer (:class:`~.emulator.DeviceEmulator` ``usb_latency``), ``--fake-sysfs DIR``
+writes a fake sysfs in which the emulator's pty is that adapter (run the host with
+``UK_CONTROLLER_SYSFS=DIR`` and its cycle budget reads the same latency timer), and
+``--return-delay UNITS`` sets the emulated Dynamixel servos' Return Delay Time register (2 us units,
+factory value 250). Runs until Ctrl-C / SIGTERM (or ``--duration`` seconds), exit code 0; a bad
 argument exits 2 with the reason.
 """
 from __future__ import annotations
@@ -34,7 +40,7 @@ import time
 from ..settings import schema as S
 from . import registry
 from .calibration import HardwareConfig
-from .emulator import PtyLink
+from .emulator import JointLimitedPlant, PtyLink
 
 
 def add_emulate_arguments(parser):
@@ -52,6 +58,15 @@ def add_emulate_arguments(parser):
     parser.add_argument('--baud', type=int,
                         help='impose this line rate (10 bits per byte) on the pty (default: memory speed)')
     parser.add_argument('--duration', type=float, help='stop after this many seconds (default: until Ctrl-C)')
+    parser.add_argument('--usb-latency', type=float, default=0.0, metavar='MS',
+                        help='answers reach the host at the ticks of this latency timer, as through an FTDI USB '
+                             'adapter (default 0: at once)')
+    parser.add_argument('--fake-sysfs', metavar='DIR',
+                        help='write a fake sysfs in DIR in which the pty is a USB-serial adapter with the '
+                             '--usb-latency timer (for UK_CONTROLLER_SYSFS=DIR uk-controller run ...)')
+    parser.add_argument('--return-delay', type=int, metavar='UNITS',
+                        help='dynamixel: the servos\' Return Delay Time register, 2 us units (default 250, the '
+                             'factory value)')
 
 
 def _fail(message):
@@ -69,6 +84,10 @@ def run_emulate(args):
         return _fail(f'--baud: must be > 0, got {args.baud}')
     if args.duration is not None and args.duration < 0:
         return _fail(f'--duration: must be >= 0 s, got {args.duration}')
+    if not 0 <= args.usb_latency <= 255:
+        return _fail(f'--usb-latency: must be in [0, 255] ms (an FTDI latency timer), got {args.usb_latency}')
+    if args.return_delay is not None and not 0 <= args.return_delay <= 254:
+        return _fail(f'--return-delay: must be in [0, 254] units of 2 us, got {args.return_delay}')
     try:
         setup = load_robot(args.robot, {} if args.rate is None else {'control.rate': args.rate},
                            labels={'control.rate': '--rate (control.rate)'})
@@ -77,6 +96,11 @@ def run_emulate(args):
     except (ConfigError, FileNotFoundError, ValueError, ImportError) as exc:
         return _fail(str(exc))
     protocol = args.protocol or hw.protocol
+    device_kw = {}
+    if args.return_delay is not None:
+        if protocol != 'dynamixel':
+            return _fail(f'--return-delay: a Dynamixel register; the {protocol} protocol has none')
+        device_kw['return_delay_time'] = args.return_delay
     rate = setup.settings.control.rate
     if args.port:
         folder, name = os.path.split(os.path.abspath(args.port))
@@ -85,8 +109,9 @@ def run_emulate(args):
     else:
         folder, name = tempfile.mkdtemp(prefix='uk_emulate_'), f'ttyUK_{setup.name}'
     link = PtyLink(folder, name)
-    braked = BrakedPlant(plant)
-    emu = registry.make_emulator(protocol, braked, hw, dt=1.0 / rate, mode=args.mode, baud=args.baud, link=link)
+    braked = BrakedPlant(JointLimitedPlant.from_setup(plant, setup))
+    emu = registry.make_emulator(protocol, braked, hw, dt=1.0 / rate, mode=args.mode, baud=args.baud, link=link,
+                                 usb_latency=args.usb_latency * 1e-3, **device_kw)
     braked.released = lambda: emu.enabled
     stop = {'now': False}
 
@@ -94,6 +119,10 @@ def run_emulate(args):
         stop['now'] = True
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    if args.fake_sysfs:
+        from .bus_timing import SYSFS_ENV, fake_usb_serial
+        path = fake_usb_serial(args.fake_sysfs, emu.port, args.usb_latency)
+        print(f'fake sysfs: {path} = {args.usb_latency:g} ms (host: {SYSFS_ENV}={args.fake_sysfs})', flush=True)
     emu.start()
     robot = args.robot
     print(f'emulating {setup.name}: {hw.p} {protocol} motor drivers on {emu.port} '

@@ -3,7 +3,16 @@
 Builds the controller, the :class:`~.safety.SafeBus` over the protocol's bus
 (:func:`~.registry.make_bus`) and runs :func:`~.serial_loop.run_loop` until the
 trajectory ends, ``--duration`` passes or a signal arrives; torque goes off on
-every exit. A one-line live summary goes to stderr; ``--log`` writes a CSV row
+every exit.
+
+Before the first cycle (and alone with ``--check``) it reports what the set-up can do, read from the
+devices at connect: the cycle budget (:mod:`.bus_timing`: bytes per cycle at the baud rate, the
+devices' reply delays, the USB adapter's latency timer from sysfs, the highest rate the bus carries)
+and the effort limits the controller clips to (the motors' limits read at connect) against the
+static load at the start pose (:mod:`.static_load`). A requested rate above the bus's, or a motor
+that cannot hold the start pose, is an error (exit 2) naming what to change, torque never on.
+``--set-return-delay-zero`` writes 0 to the Dynamixel servos' Return Delay Time register first
+(a change of the servos' stored configuration: only on request). A one-line live summary goes to stderr; ``--log`` writes a CSV row
 per period to ``<log>.part``, flushed as it goes and renamed when the run ends (a write error, e.g.
 a full disk, stops the run: torque off, the summary, exit 2; the rows so far stay in ``.part``). The loop-timing figures (docs/ros.md "Loop
 timing") end the run.
@@ -45,6 +54,12 @@ def add_run_arguments(parser: argparse.ArgumentParser):
                                                      'goes, renamed to CSV when the run ends; a write error stops '
                                                      'the run with torque off)')
     parser.add_argument('--quiet', action='store_true', help='no live summary line')
+    parser.add_argument('--check', action='store_true',
+                        help='connect (torque off), print the cycle budget and the effort limits against the '
+                             'static load, and exit: 0 if the set-up can run, 2 naming what to change')
+    parser.add_argument('--set-return-delay-zero', action='store_true',
+                        help='dynamixel: write 0 to every servo\'s Return Delay Time register (EEPROM, with '
+                             'torque off) before the run: 500 us less per servo and cycle at the factory value')
     return parser
 
 
@@ -68,9 +83,10 @@ def _status_line(t, safe, step, res):
     if res.timing is not None and res.windows:
         rate = res.timing.last[0]
     err = float(np.max(np.abs(step.task_error), initial=0.0))
-    line = (f't={t:7.2f}s {rate:6.0f}Hz {d["state"]:<12} |e|={err:.2e} |u|={np.max(np.abs(step.effort), initial=0):.3g} '
+    state = d['state'] + ('(' + ','.join(d['saturated_motors']) + ')' if d['saturated_motors'] else '')
+    line = (f't={t:7.2f}s {rate:6.0f}Hz {state:<12} |e|={err:.2e} |u|={np.max(np.abs(step.effort), initial=0):.3g} '
             f'rtt p50/p99={d.get("rtt_p50", math.nan) * 1e3:.2f}/{d.get("rtt_p99", math.nan) * 1e3:.2f}ms '
-            f'crc={d.get("crc_errors", 0)} timeouts={d.get("timeouts", 0)} trips={d["watchdog_trips"]} '
+            f'saturated={d["saturated_cycles"]} crc={d.get("crc_errors", 0)} timeouts={d.get("timeouts", 0)} trips={d["watchdog_trips"]} '
             f'reconnects={d["reconnects"]} {_loop_summary(res.timing)}')
     sys.stderr.write('\r' + line[:260].ljust(260))
     sys.stderr.flush()
@@ -103,7 +119,7 @@ def run(args) -> int:
         return 2
     protocol, port, watchdog = hw.protocol, hw.port, hw.watchdog
     try:
-        core = ControllerCore(setup, rate=hw.rate)   # the loop runs at the bus rate (hardware.rate, else control.rate)
+        core = None if args.check else ControllerCore(setup, rate=hw.rate)   # the loop runs at the bus rate (hardware.rate, else control.rate)
         assembler = JointStateAssembler(setup, hw)
         # the protocol's own checks of its options (e.g. can_mit: ids a reply can tell apart), port unopened
         registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol)
@@ -152,6 +168,17 @@ def run(args) -> int:
                 stream.file.abandon()
                 stream = None
             return 2
+        ok, text = _preflight(setup, hw, safe, protocol, port, args, hw.rate)
+        print(text, file=sys.stdout if args.check else sys.stderr, flush=True)
+        if not ok or args.check:
+            if stream is not None:
+                stream.file.abandon()
+                stream = None
+            if ok:
+                print('check passed: the bus carries the rate and every motor holds the start pose',
+                      file=sys.stdout)
+            return 0 if ok else 2
+        core.set_effort_limits(hw.u_max)          # what the motors give is what the controller works with
         writer = None
         if stream is not None:
             writer = csv.writer(stream)
@@ -195,7 +222,8 @@ def run(args) -> int:
     d = safe.diagnostics()
     print(f'\n{why}: torque off. cycles={d["cycles"]} crc_errors={d.get("crc_errors", 0)} '
           f'timeouts={d.get("timeouts", 0)} watchdog_trips={d["watchdog_trips"]} '
-          f'reconnects={d["reconnects"]}', file=sys.stderr)
+          f'reconnects={d["reconnects"]} saturated_cycles={d["saturated_cycles"]} (of {d["sent"]} sent)',
+          file=sys.stderr)
     if res is not None and res.timing is not None:
         if res.timing.count:                  # the last, partial window: up to the end of its last period
             res.windows.append(res.timing.window(res.timing.last_start_ns + res.timing.period_ns))
@@ -205,6 +233,35 @@ def run(args) -> int:
     if log_error is not None:
         print(f'uk-controller run: error: {log_error}', file=sys.stderr)
     return code
+
+
+def _preflight(setup, hw, safe, protocol, port, args, rate):
+    """The report before the first cycle: ``(ok, text)`` (module docstring); errors end the text."""
+    from . import bus_timing, static_load
+    bus = safe.bus
+    lines, errors = [], []
+    if args.set_return_delay_zero:
+        if not hasattr(bus, 'set_return_delay_time'):
+            errors.append(f'--set-return-delay-zero: the {protocol} protocol has no Return Delay Time register')
+        else:
+            bus.set_return_delay_time(0)
+            lines.append(f'Return Delay Time set to 0 on servos {bus.ids} (--set-return-delay-zero; stored in '
+                         f'their EEPROM)')
+    baud = int(hw.baud)                       # --baud already applied (run_overrides)
+    entry = registry.get(protocol)
+    budget = bus_timing.budget(entry, hw.p, baud, options=hw.options.get(entry.name), facts=bus.timing_facts(),
+                               port=port)
+    lines.append(budget.report())
+    lines.append(f'  requested rate {rate:g} Hz')
+    problem = budget.check_rate(rate)
+    if problem:
+        errors.append(problem)
+    u_static = static_load.static_effort(setup)
+    sources = bus.torque_limit_sources()
+    lines.append(static_load.report(setup, hw, u_static, sources))
+    errors += static_load.problems(setup, hw, u_static, sources)
+    lines += [f'uk-controller run: error: {e}' for e in errors]
+    return not errors, '\n'.join(lines)
 
 
 class _LogStream:

@@ -168,6 +168,13 @@ class DynamixelBus(MotorBus):
             return None
         return np.asarray(self.device_limit_units, float) * self.opt['current_unit'] * self.kt
 
+    def torque_limit_sources(self) -> list:
+        if self.device_limit_units is None:
+            return super().torque_limit_sources()
+        unit = self.opt['current_unit']
+        return [f'id {i}: Current Limit {int(u)} x {unit * 1e3:g} mA x torque constant {kt:g} N m/A'
+                for i, u, kt in zip(self.ids, self.device_limit_units, self.kt)]
+
     def _close(self):
         self.port_handler.closePort()
 

@@ -58,6 +58,9 @@ class ODriveBus(MotorBus):
         """``axis<n>.motor.config.torque_lim`` of every axis (N m, inf: none), read at connect."""
         return getattr(self, 'device_torque_lim', None)
 
+    def torque_limit_sources(self) -> list:
+        return [f'axis{a}.motor.config.torque_lim' for a in self.ids]
+
     def _send(self, *cmds):
         self._write_bytes(b''.join(oa.make_line(c) for c in cmds))
 
