@@ -14,13 +14,15 @@ CAN frames, :func:`can_frame_time`). An FTDI USB-serial adapter hands received b
 its 62-byte buffer fills or when its latency timer expires; the timer restarts whenever the chip
 sends to the host, and it sends (at least its two status bytes) whenever the timer expires (FTDI
 AN232B-04, "Small Amounts of Data and End of Buffer Conditions"), so the host sees a short reply at
-the next tick of a grid of period L (the latency timer). A request the host waits for therefore
-takes at least max(t_k, L), and the cycle at least
+the next tick of a grid of period L (the latency timer). A reply the host waits for arrives at the
+first tick after everything sent since the previous delivery is through, so each segment of the
+cycle that ends with an awaited reply (the exchanges after the previous awaited one, this one
+included) takes at least max(sum of its t_k, L), and the cycle at least
 
-    T_min = sum_k  n_k (t_k             if the host waits for no reply (a write), or L = 0
-                    max(t_k, L)     otherwise)
+    T_min = sum_segments max(sum_{k in segment} n_k t_k, L)  +  sum of the exchanges after the last awaited one
 
-(n_k: how often exchange k repeats in a cycle). The highest rate the bus can carry is 1 / T_min. T_min is a lower bound: the host's own time (the
+(n_k: how often exchange k repeats in a cycle; with L = 0, or no latency timer, T_min = sum_k n_k t_k).
+The highest rate the bus can carry is 1 / T_min. T_min is a lower bound: the host's own time (the
 control step, the OS) comes on top, and the loop timing figures of a run show the period it reached.
 
 The latency timer is read from sysfs on Linux: ``<root>/bus/usb-serial/devices/<ttyUSBn>/latency_timer``
@@ -109,8 +111,8 @@ def usb_latency_timer(port: str, root: str | None = None):
         except (OSError, ValueError) as exc:
             return None, f'{path} unreadable ({exc})'
         return ms * 1e-3, path
-    return None, (f'no {root}/bus/usb-serial/devices/{names[-1]}/latency_timer: not a USB-serial adapter '
-                  f'with a latency timer (ttyACM, pty) or not Linux')
+    return None, (f'{real} has no {root}/bus/usb-serial/devices/<tty>/latency_timer: not a USB-serial '
+                  f'adapter with a latency timer (a ttyACM device, a pty) or not Linux')
 
 
 def fake_usb_serial(root: str, port: str, latency_ms: float, name: str = 'ttyUSB0') -> str:
@@ -180,16 +182,29 @@ class CycleBudget:
         """t_k: bytes at the baud rate + the devices' delays + frame time on another medium."""
         return (ex.request_bytes + ex.reply_bytes) * self.byte_time + ex.device_delay + ex.frame_time
 
-    def exchange_period(self, ex: Exchange) -> float:
-        """t_k, or max(t_k, L) when the host waits for a reply behind a latency timer L."""
-        t = self.exchange_time(ex)
-        if ex.awaited and self.usb_latency:
-            return max(t, self.usb_latency)
-        return t
+    def segments(self) -> list:
+        """[(exchanges, seconds on the wire, seconds with the latency timer)]: the cycle cut after every
+        awaited exchange (module docstring); a repeated awaited exchange is one segment per repeat."""
+        out, current, t = [], [], 0.0
+        L = self.usb_latency or 0.0
+        for ex in self.cost.exchanges:
+            tk = self.exchange_time(ex)
+            if not ex.awaited:
+                current.append(ex)
+                t += ex.count * tk
+                continue
+            for _ in range(ex.count):
+                current.append(ex)
+                t += tk
+                out.append((tuple(current), t, max(t, L)))
+                current, t = [], 0.0
+        if current:
+            out.append((tuple(current), t, t))
+        return out
 
     @property
     def min_period(self) -> float:
-        return sum(ex.count * self.exchange_period(ex) for ex in self.cost.exchanges)
+        return sum(seg[2] for seg in self.segments())
 
     @property
     def max_rate(self) -> float:
@@ -202,9 +217,8 @@ class CycleBudget:
 
     @property
     def latency_bound(self) -> bool:
-        """The latency timer, not the wire, sets at least one exchange's time."""
-        return bool(self.usb_latency) and any(
-            ex.awaited and self.usb_latency > self.exchange_time(ex) for ex in self.cost.exchanges)
+        """The latency timer, not the wire, sets the time of at least one segment of the cycle."""
+        return any(with_timer > wire for _, wire, with_timer in self.segments())
 
     def report(self) -> str:
         """The budget as the lines ``uk-controller run`` prints."""
@@ -220,18 +234,18 @@ class CycleBudget:
                 text += f' + device delays {ex.device_delay * 1e3:.3f} ms'
             if ex.frame_time:
                 text += f' + frames {ex.frame_time * 1e3:.3f} ms'
-            t, tp = self.exchange_time(ex), self.exchange_period(ex)
-            text += f' -> {t * 1e3:.3f} ms'
-            if tp > t:
-                text += f', {tp * 1e3:.3f} ms behind the latency timer'
+            text += f' -> {self.exchange_time(ex) * 1e3:.3f} ms'
             out.append(text)
         for note in self.cost.notes:
             out.append(f'  {note}')
         if self.usb_latency is None:
             out.append(f'  USB latency timer: none ({self.usb_latency_source})')
         else:
+            waits = sum(1 for _, wire, with_timer in self.segments() if with_timer > wire)
             out.append(f'  USB latency timer: {self.usb_latency * 1e3:g} ms ({self.usb_latency_source}); '
-                       f'every awaited reply waits for its next tick')
+                       f'an awaited reply reaches the host at its next tick: {waits} of the cycle\'s '
+                       f'{sum(1 for ex in self.cost.exchanges if ex.awaited for _ in range(ex.count))} '
+                       f'replies wait for it')
         out.append(f'  cycle >= {self.min_period * 1e3:.3f} ms: the bus carries at most {self.max_rate:.0f} Hz')
         return '\n'.join(out)
 
