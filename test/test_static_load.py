@@ -143,3 +143,34 @@ def test_clipping_by_the_motor_is_logged_saturated_and_the_axis_rests_on_its_sto
     assert diag['saturated_cycles'] >= at_limit.sum() - 1 and any(res.saturated)
     assert emu.max_abs_effort[3] <= DXL_LIMIT * (1 + 1e-6)
     assert plant.q[3] == pytest.approx(-0.1, abs=1e-12) and plant.stops > 0
+
+
+@pytest.mark.serial
+def test_run_refuses_the_scara_its_servos_cannot_hold(tmp_path, robots):
+    """The issue's reproduction, `uk-controller run scara --protocol dynamixel --duration 3 --log run.csv`
+    over the Dynamixel emulator (at a rate the bus carries): exit 2 naming motor4 and the numbers, no log
+    left behind, torque never on; the same over uk_binary (no device limits: the URDF's 50 N) passes."""
+    import subprocess
+    import sys
+
+    setup = load_robot(robots('scara'))
+    hw = HardwareConfig.from_setup(setup)
+    cmd = [sys.executable, '-c', 'import sys; from uk_controller.cli import main; sys.exit(main())', 'run', 'scara']
+    with registry.make_emulator('dynamixel', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
+        log = tmp_path / 'run.csv'
+        r = subprocess.run(cmd + ['--port', emu.port, '--protocol', 'dynamixel', '--rate', '100', '--duration', '3',
+                                  '--log', str(log)], capture_output=True, text=True, timeout=240)
+        print(r.stderr)
+        assert r.returncode == 2 and 'Traceback' not in r.stderr
+        need = abs(pinocchio_gravity(setup, setup.q0)[3])
+        assert (f'motor motor4 (joint4) cannot hold the start pose: gravity needs {need:.4g} N, the motor gives '
+                f'{DXL_LIMIT:.4g} N') in r.stderr
+        assert 'Current Limit 1193 x 2.69 mA x torque constant 1 N m/A' in r.stderr
+        assert 'running scara' not in r.stderr
+        assert not log.exists() and not log.with_name('run.csv.part').exists()
+        assert not np.any(emu.max_abs_effort) and emu.counters['steps'] == 0
+    with registry.make_emulator('uk_binary', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
+        r = subprocess.run(cmd + ['--port', emu.port, '--protocol', 'uk_binary', '--rate', '100', '--check'],
+                           capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert 'check passed' in r.stdout and 'motor4: gravity load +4.905 N, limit 50 N' in r.stdout
