@@ -147,13 +147,13 @@ def test_prediction_bounds_the_loop_period_measured_on_the_emulator(tmp_path, ro
     servos' factory Return Delay Time and an FTDI latency timer model, read by the budget from a fake
     sysfs: the loop, asked for more than the bus carries, runs at most at the predicted rate, and not
     twenty times slower."""
-    from uk_controller.controller import ControllerCore
+    from uk_controller.control.controller import ControllerCore
     from uk_controller.hardware.calibration import HardwareConfig
     from uk_controller.hardware.emulator import JointLimitedPlant
     from uk_controller.hardware.joint_state_assembler import JointStateAssembler
     from uk_controller.hardware.safety import SafeBus
     from uk_controller.hardware.serial_loop import run_loop
-    from uk_controller.loop_timing import TIMING_FIELDS
+    from uk_controller.control.loop_timing import TIMING_FIELDS
     from uk_controller.robots import load_robot
     from uk_controller.sim.uk_plant import UKPlant
 

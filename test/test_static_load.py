@@ -103,7 +103,7 @@ def test_clipping_by_the_motor_is_logged_saturated_and_the_axis_rests_on_its_sto
     after its checks): every logged row whose effort is at a motor's limit says `saturated`, the logged
     effort never exceeds what the motor gives (3.209 N), the diagnostics count it, and the emulated
     prismatic joint stops at -0.1 m instead of falling."""
-    from uk_controller.controller import ControllerCore
+    from uk_controller.control.controller import ControllerCore
     from uk_controller.hardware.joint_state_assembler import JointStateAssembler
     from uk_controller.hardware.safety import SafeBus
     from uk_controller.hardware.serial_loop import run_loop
