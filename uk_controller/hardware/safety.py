@@ -121,7 +121,8 @@ class SafeBus:
         try:
             bus = self.bus_factory()
             bus.open()
-            device_limits = bus.motor_torque_limits()
+            read_limits = getattr(bus, 'motor_torque_limits', None)     # a MotorBus has it; stand-ins may not
+            device_limits = read_limits() if read_limits is not None else None
             if device_limits is not None:
                 self.hw.apply_device_limits(device_limits)
             bus.enable(False)

@@ -96,9 +96,24 @@ class SerialBridgeNode(Node):
         self.create_subscription(Float64MultiArray, self.ros.effort_topic, self.on_effort, 10)
         if not self.safe.connect():
             self.get_logger().error(f'{self.safe.reason} (retrying)')
+        else:
+            self._report_budget(rate)
         self.timer = self.create_timer(1.0 / rate, self.on_timer_timed)
         self.diag_timer = self.create_timer(self.ros.diagnostics_period, self.on_diagnostics)
         self.get_logger().info(f'{self.protocol} on {self.port} at {rate:g} Hz, watchdog {self.watchdog * 1e3:.0f} ms')
+
+    def _report_budget(self, rate):
+        """The cycle budget of the bus just connected (hardware/bus_timing.py, as `uk-controller run` prints
+        it); a rate above what the bus carries is logged as an error (the node keeps running: its
+        watchdog and overrun counters then show the consequences)."""
+        from ..hardware import bus_timing, registry
+        entry = registry.get(self.protocol)
+        b = bus_timing.budget(entry, self.hw.p, self.baud, options=self.hw.options.get(entry.name),
+                              facts=self.safe.bus.timing_facts(), port=self.port)
+        self.get_logger().info(b.report())
+        problem = b.check_rate(rate)
+        if problem:
+            self.get_logger().error(problem)
 
     def on_effort(self, msg):
         data = np.asarray(msg.data, float)
