@@ -230,3 +230,35 @@ def test_check_reports_the_budget_with_a_16_and_a_1_ms_latency_timer(tmp_path, r
         assert 'Return Delay Time set to 0' in r.stdout
         assert all(t[T.ADDR_RETURN_DELAY_TIME] == 0 for t in emu.tables.values())
         assert f'the bus carries at most {1 / _hand_dynamixel(4, 1_000_000, 0, 1):.0f} Hz' in r.stdout
+
+
+@pytest.mark.parametrize('args, message', [
+    (['--usb-latency', '300'], '--usb-latency: must be in [0, 255] ms'),
+    (['--return-delay', '255', '--protocol', 'dynamixel'], '--return-delay: must be in [0, 254] units of 2 us'),
+    (['--return-delay', '0', '--protocol', 'uk_binary'], '--return-delay: a Dynamixel register'),
+])
+def test_emulate_rejects_bad_timing_arguments_with_exit_2(args, message):
+    done = subprocess.run(CMD + ['emulate', 'scara', *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and message in done.stderr and 'Traceback' not in done.stderr
+
+
+def test_run_set_return_delay_zero_is_refused_for_a_protocol_without_it():
+    """Checked before anything is sent: only the dynamixel protocol has the register (the run module's
+    preflight says so; here through its helper with a bus stand-in)."""
+    from types import SimpleNamespace
+
+    from uk_controller.hardware.run_command import _preflight
+    from uk_controller.hardware.calibration import HardwareConfig
+    from uk_controller.robots import load_robot
+
+    setup = load_robot('scara')
+    hw = HardwareConfig.from_setup(setup)
+
+    class Bus:
+        ids = [1, 2, 3, 4]
+        timing_facts = staticmethod(dict)
+        torque_limit_sources = staticmethod(lambda: [''] * 4)
+
+    args = SimpleNamespace(set_return_delay_zero=True, baud=None)
+    ok, text = _preflight(setup, hw, SimpleNamespace(bus=Bus()), 'uk_binary', '', args, 100.0)
+    assert not ok and '--set-return-delay-zero: the uk_binary protocol has no Return Delay Time register' in text
