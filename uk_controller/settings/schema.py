@@ -245,7 +245,8 @@ SETTINGS = [
     _S('hardware.<name>.zero_offset', 'float', 0.0, 'rad or m', 'joint position at motor angle 0'),
     _S('hardware.<name>.position_limit', 'floats', NONE, 'rad or m', '[lower, upper], joint side', length=2),
     _pos('hardware.<name>.velocity_limit', NONE, 'rad/s', 'joint side'),
-    _pos('hardware.<name>.torque_limit', NONE, 'N m', 'motor side (default: effort_limit / gear_ratio)'),
+    _pos('hardware.<name>.torque_limit', NONE, 'N m', 'motor side (default: effort_limit / gear_ratio); lowered at connect to the limit '
+         'the device enforces (Dynamixel Current Limit, ODrive torque_lim)'),
     # hardware.<protocol>.* : declared by each protocol's codec (SETTINGS), inserted here by _protocol_settings
     # ------------------------------------------------------------------ ros (node-only)
     _S('ros.joint_states_topic', 'str', '/joint_states', '', 'joint states in'),
