@@ -262,3 +262,10 @@ def test_run_set_return_delay_zero_is_refused_for_a_protocol_without_it():
     args = SimpleNamespace(set_return_delay_zero=True, baud=None)
     ok, text = _preflight(setup, hw, SimpleNamespace(bus=Bus()), 'uk_binary', '', args, 100.0)
     assert not ok and '--set-return-delay-zero: the uk_binary protocol has no Return Delay Time register' in text
+
+
+def test_a_protocol_without_cycle_cost_bounds_nothing_and_says_so():
+    from uk_controller.hardware.bus_timing import CycleCost
+    b = CycleBudget('mine', 2, 1_000_000, CycleCost(exchanges=()), None, 'test')
+    assert b.min_period == 0 and b.max_rate == math.inf and b.check_rate(1e6) is None
+    assert 'no bound on the rate' in b.report()

@@ -246,7 +246,10 @@ class CycleBudget:
                        f'an awaited reply reaches the host at its next tick: {waits} of the cycle\'s '
                        f'{sum(1 for ex in self.cost.exchanges if ex.awaited for _ in range(ex.count))} '
                        f'replies wait for it')
-        out.append(f'  cycle >= {self.min_period * 1e3:.3f} ms: the bus carries at most {self.max_rate:.0f} Hz')
+        if not self.cost.exchanges:
+            out.append('  the protocol states no cycle cost (no cycle_cost in its codec): no bound on the rate')
+        else:
+            out.append(f'  cycle >= {self.min_period * 1e3:.3f} ms: the bus carries at most {self.max_rate:.0f} Hz')
         return '\n'.join(out)
 
     def check_rate(self, rate: float) -> str | None:
