@@ -228,7 +228,7 @@ class CycleBudget:
         for ex in self.cost.exchanges:
             parts = [f'{ex.request_bytes} B out']
             if ex.reply_bytes:
-                parts.append(f'{ex.reply_bytes} B back' + (f' in {ex.replies} replies' if ex.replies > 1 else ''))
+                parts.append(f'{ex.reply_bytes} B back' + (f' from {ex.replies} devices' if ex.replies > 1 else ''))
             text = f'  {ex.what}' + (f' (x{ex.count})' if ex.count != 1 else '') + ': ' + ', '.join(parts) + f' = {(ex.request_bytes + ex.reply_bytes) * bt * 1e3:.3f} ms'
             if ex.device_delay:
                 text += f' + device delays {ex.device_delay * 1e3:.3f} ms'
@@ -242,10 +242,10 @@ class CycleBudget:
             out.append(f'  USB latency timer: none ({self.usb_latency_source})')
         else:
             waits = sum(1 for _, wire, with_timer in self.segments() if with_timer > wire)
-            out.append(f'  USB latency timer: {self.usb_latency * 1e3:g} ms ({self.usb_latency_source}); '
-                       f'an awaited reply reaches the host at its next tick: {waits} of the cycle\'s '
-                       f'{sum(1 for ex in self.cost.exchanges if ex.awaited for _ in range(ex.count))} '
-                       f'replies wait for it')
+            awaited = sum(ex.count for ex in self.cost.exchanges if ex.awaited)
+            out.append(f'  USB latency timer: {self.usb_latency * 1e3:g} ms ({self.usb_latency_source}): replies '
+                       f'reach the host at its ticks; it sets the time of {waits} of the cycle\'s {awaited} '
+                       f'request(s) the host waits for')
         if not self.cost.exchanges:
             out.append('  the protocol states no cycle cost (no cycle_cost in its codec): no bound on the rate')
         else:
