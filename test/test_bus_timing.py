@@ -269,3 +269,23 @@ def test_a_protocol_without_cycle_cost_bounds_nothing_and_says_so():
     b = CycleBudget('mine', 2, 1_000_000, CycleCost(exchanges=()), None, 'test')
     assert b.min_period == 0 and b.max_rate == math.inf and b.check_rate(1e6) is None
     assert 'no bound on the rate' in b.report()
+
+
+@pytest.mark.parametrize('models, reply_bits', [(['mini-cheetah'] * 4, 47 + 8 * 6), (['dm-j4310'] * 6, 47 + 8 * 8),
+                                                (['ak60-6', 'dm-j4310'], None)])
+@pytest.mark.parametrize('bitrate', [1_000_000, 500_000])
+def test_can_mit_cycle_is_its_frames_on_the_can_bus(models, reply_bits, bitrate):
+    """p command frames (8 bytes: 111 bits) and p replies (cubemars 6 bytes: 95 bits, damiao 8: 111), counted
+    without stuffing (a lower bound on the period), at hardware.can.bitrate; one awaited exchange."""
+    from types import SimpleNamespace
+
+    from uk_controller.hardware.protocols.can_mit.codec import PRESETS
+    p = len(models)
+    motors = [SimpleNamespace(sections={'mit': {'model': m}}) for m in models]
+    cost = registry.get('can_mit').cycle_cost(p, {'bitrate': bitrate}, motors=motors)
+    if reply_bits is None:
+        reply_bits = sum(47 + 8 * (8 if PRESETS[m].reply == 'damiao' else 6) for m in models) / p
+    b = CycleBudget('can_mit', p, 1_000_000, cost, None, 'test')
+    assert b.min_period == pytest.approx(p * (111 + reply_bits) / bitrate, rel=1e-12)
+    b16 = CycleBudget('can_mit', p, 1_000_000, cost, 0.016, 'test')
+    assert b16.min_period == pytest.approx(max(0.016, b.min_period))

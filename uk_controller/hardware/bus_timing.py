@@ -226,14 +226,17 @@ class CycleBudget:
         out = [f'bus budget: {self.protocol}, {self.motors} motors, {self.baud} baud '
                f'({UART_BITS_PER_BYTE} bits per byte: {bt * 1e6:.2f} us per byte)']
         for ex in self.cost.exchanges:
-            parts = [f'{ex.request_bytes} B out']
-            if ex.reply_bytes:
-                parts.append(f'{ex.reply_bytes} B back' + (f' from {ex.replies} devices' if ex.replies > 1 else ''))
-            text = f'  {ex.what}' + (f' (x{ex.count})' if ex.count != 1 else '') + ': ' + ', '.join(parts) + f' = {(ex.request_bytes + ex.reply_bytes) * bt * 1e3:.3f} ms'
+            terms = []
+            if ex.request_bytes or ex.reply_bytes:
+                parts = [f'{ex.request_bytes} B out']
+                if ex.reply_bytes:
+                    parts.append(f'{ex.reply_bytes} B back' + (f' from {ex.replies} devices' if ex.replies > 1 else ''))
+                terms.append(', '.join(parts) + f' = {(ex.request_bytes + ex.reply_bytes) * bt * 1e3:.3f} ms')
             if ex.device_delay:
-                text += f' + device delays {ex.device_delay * 1e3:.3f} ms'
+                terms.append(f'device delays {ex.device_delay * 1e3:.3f} ms')
             if ex.frame_time:
-                text += f' + frames {ex.frame_time * 1e3:.3f} ms'
+                terms.append(f'frames {ex.frame_time * 1e3:.3f} ms')
+            text = f'  {ex.what}' + (f' (x{ex.count})' if ex.count != 1 else '') + ': ' + ' + '.join(terms)
             text += f' -> {self.exchange_time(ex) * 1e3:.3f} ms'
             out.append(text)
         for note in self.cost.notes:
@@ -275,9 +278,10 @@ class CycleBudget:
 
 
 def budget(entry, p: int, baud: int, *, options: dict | None = None, facts: dict | None = None,
-           port: str = '', sysfs: str | None = None) -> CycleBudget:
-    """The :class:`CycleBudget` of protocol `entry` (a registry line) with `p` motors at `baud` on `port`."""
-    cost = entry.cycle_cost(p, options, facts)
+           port: str = '', sysfs: str | None = None, motors=None) -> CycleBudget:
+    """The :class:`CycleBudget` of protocol `entry` (a registry line) with `p` motors at `baud` on `port`
+    (`options`: its ``hardware.<section>`` map, `motors`: the MotorCalibration list for per-motor options)."""
+    cost = entry.cycle_cost(p, options, facts, motors)
     if port:
         latency, source = usb_latency_timer(port, sysfs)
     else:

@@ -96,17 +96,18 @@ class Protocol:
         """Calibration defaults: the ``hardware.<name>`` keys and their default values."""
         return dict(self._module('codec').OPTIONS)
 
-    def cycle_cost(self, p: int, options: dict | None = None, facts: dict | None = None):
+    def cycle_cost(self, p: int, options: dict | None = None, facts: dict | None = None, motors=None):
         """What one armed control cycle puts on the bus: ``cycle_cost(p, options, facts)`` of the codec,
-        a :class:`~uk_controller.hardware.bus_timing.CycleCost` (``options``: the ``hardware.<name>``
-        section with its defaults; ``facts``: what the bus read from the devices,
+        a :class:`~uk_controller.hardware.bus_timing.CycleCost` (``options``: the ``hardware.<section>``
+        section with its defaults, and the per-motor maps of `motors` as :meth:`options` makes them;
+        ``facts``: what the bus read from the devices,
         :meth:`~uk_controller.hardware.bus.MotorBus.timing_facts`). A codec without one costs nothing
         that the budget could know of (an empty cost: the budget then bounds nothing)."""
         from .bus_timing import CycleCost
         fn = getattr(self._module('codec'), 'cycle_cost', None)
         if fn is None:
             return CycleCost(exchanges=(), notes=(f'{self.name}: its codec states no cycle_cost',))
-        return fn(int(p), self.options(options), dict(facts or {}))
+        return fn(int(p), self.options(options, motors), dict(facts or {}))
 
     def options(self, given: dict | None, motors=None) -> dict:
         """The defaults updated by the config's ``hardware.<section>`` section (known keys only).

@@ -249,8 +249,8 @@ def _preflight(setup, hw, safe, protocol, port, args, rate):
                          f'their EEPROM)')
     baud = int(hw.baud)                       # --baud already applied (run_overrides)
     entry = registry.get(protocol)
-    budget = bus_timing.budget(entry, hw.p, baud, options=hw.options.get(entry.name), facts=bus.timing_facts(),
-                               port=port)
+    budget = bus_timing.budget(entry, hw.p, baud, options=hw.options.get(entry.section_name),
+                               facts=bus.timing_facts(), port=port, motors=hw.motors)
     lines.append(budget.report())
     lines.append(f'  requested rate {rate:g} Hz')
     problem = budget.check_rate(rate)

@@ -108,8 +108,8 @@ class SerialBridgeNode(Node):
         watchdog and overrun counters then show the consequences)."""
         from ..hardware import bus_timing, registry
         entry = registry.get(self.protocol)
-        b = bus_timing.budget(entry, self.hw.p, self.baud, options=self.hw.options.get(entry.name),
-                              facts=self.safe.bus.timing_facts(), port=self.port)
+        b = bus_timing.budget(entry, self.hw.p, self.baud, options=self.hw.options.get(entry.section_name),
+                              facts=self.safe.bus.timing_facts(), port=self.port, motors=self.hw.motors)
         self.get_logger().info(b.report())
         problem = b.check_rate(rate)
         if problem:

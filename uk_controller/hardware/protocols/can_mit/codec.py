@@ -139,6 +139,37 @@ def motor_ranges(section: dict | None) -> MitRanges:
     return MitRanges(**{**base.__dict__, **fields, 'reply': reply})
 
 
+def cycle_cost(p: int, options: dict, facts: dict):
+    """One armed cycle of :class:`~.bus.CanMitBus`: a command frame (8 data bytes) to every motor, then
+    one reply per motor (6 bytes cubemars, 8 damiao: each motor's ``reply``), all on the CAN bus at
+    ``hardware.can.bitrate``; the host waits for the last reply. The budget is a lower bound on the
+    period (a rate above it cannot be carried), so the frames count without bit stuffing
+    (:func:`~uk_controller.hardware.bus_timing.can_frame_bits`: 111 bits for 8 data bytes, 95 for 6);
+    the note gives the worst case with stuffing too (135 and 115 bits), the time the bus needs whatever
+    the data. The host-adapter side is not counted at ``hardware.baud``: an slcan adapter is a USB CDC
+    device (its ASCII frames cross USB, not a UART), socketcan and gs_usb have no serial line; an
+    adapter behind an FTDI chip shows its latency timer in sysfs, and the budget adds it."""
+    from ...bus_timing import CycleCost, Exchange, can_frame_time
+    sections = list(options.get('motors') or [{}] * p)
+    sections += [{}] * (p - len(sections))
+    bitrate = float(options['bitrate'])
+    reply_len = [DAMIAO_REPLY_LEN if motor_ranges(s).reply == 'damiao' else CUBEMARS_REPLY_LEN
+                 for s in sections[:p]]
+
+    def frames(worst):
+        return (p * can_frame_time(COMMAND_LEN, bitrate, worst_case_stuffing=worst)
+                + sum(can_frame_time(n, bitrate, worst_case_stuffing=worst) for n in reply_len))
+    note = (f'CAN at {bitrate:g} bit/s: {p} command frames of {COMMAND_LEN} bytes and {p} replies of '
+            f'{"/".join(str(n) for n in sorted(set(reply_len)))} bytes, {frames(False) * 1e3:.3f} ms without '
+            f'bit stuffing (counted), {frames(True) * 1e3:.3f} ms with the worst case; the adapter\'s own link '
+            f'(slcan: USB CDC) not counted at hardware.baud')
+    advice = ((f'a higher CAN bit rate (hardware.can.bitrate, now {bitrate:g} bit/s, at most 1 Mbit/s) or fewer '
+               f'motors on this bus', 'always'),)
+    return CycleCost(exchanges=(Exchange('MIT commands -> replies (CAN frames)', 0, reply_bytes=0, replies=p,
+                                         frame_time=frames(False), waits=True),),
+                     advice=advice, notes=(note,))
+
+
 # ---------------------------------------------------------------- frames
 ENTER_MOTOR_MODE = bytes([0xFF] * 7 + [0xFC])
 EXIT_MOTOR_MODE = bytes([0xFF] * 7 + [0xFD])
