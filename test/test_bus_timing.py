@@ -158,8 +158,7 @@ def test_prediction_bounds_the_loop_period_measured_on_the_emulator(tmp_path, ro
     from uk_controller.sim.uk_plant import UKPlant
 
     robots('scara')
-    setup = load_robot('scara')
-    setup.config.setdefault('ros', {})['loop'] = {'window': 0.5}
+    setup = load_robot('scara', {'ros.loop.window': 0.5})
     hw = HardwareConfig.from_setup(setup)
     baud = 1_000_000
     core = ControllerCore(setup, rate=1000.0)

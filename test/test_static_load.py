@@ -62,9 +62,8 @@ def test_device_limits_become_the_limits_and_the_motor_that_cannot_hold_is_named
     need = abs(pinocchio_gravity(setup, setup.q0)[3])
     assert f'gravity needs {need:.4g} N' in problems[0] and f'gives {DXL_LIMIT:.4g} N' in problems[0]
     # a 10:1 reduction: the same servo holds it
-    hw10 = HardwareConfig.from_params({**setup.config, 'hardware': {
-        'protocol': 'dynamixel', **{f'motor{k}': {'gear_ratio': 10.0} for k in range(1, 5)}}},
-        effort_limits=setup.actuators.effort_limits)
+    ten = {'hardware.protocol': 'dynamixel', **{f'hardware.motor{k}.gear_ratio': 10.0 for k in range(1, 5)}}
+    hw10 = HardwareConfig.from_setup(load_robot('scara', ten))
     hw10.apply_device_limits(np.full(4, DXL_LIMIT))
     np.testing.assert_allclose(hw10.u_max, np.minimum(setup.actuators.effort_limits, 10 * DXL_LIMIT))
     assert static_load.problems(setup, hw10, u) == []
