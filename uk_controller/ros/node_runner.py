@@ -109,7 +109,14 @@ def run(factory, name, args=None, on_stop=None):
             _STATE['building'] = False
             if _STATE['stop'] or interrupt_requested():
                 return 0
-        except (ValueError, KeyError, TypeError, OSError) as exc:
+        except Exception as exc:
+            if _STATE['stop'] or interrupt_requested() or not rclpy.ok():
+                # a SIGINT while building: whatever failed after it (a KeyboardInterrupt that a
+                # callback swallowed, an entity created on the context rclpy just shut down) is
+                # part of the stop, not an error
+                return 0
+            if not isinstance(exc, (ValueError, KeyError, TypeError, OSError)):
+                raise
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             rclpy.logging.get_logger(name).fatal(f'invalid configuration: {message}')
             print(f'{name}: invalid configuration: {message}', file=sys.stderr, flush=True)

@@ -211,6 +211,7 @@ def stop_pool(pool, grace=0.5):
     """Cancel every queued run of `pool` and end its workers at once (SIGKILL after `grace` s of SIGTERM:
     a run inside a compiled chunk does not return to Python for SIGTERM's default action to matter)."""
     processes = list((getattr(pool, '_processes', None) or {}).values())
+    manager = getattr(pool, '_executor_manager_thread', None)     # shutdown(wait=False) forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -221,6 +222,11 @@ def stop_pool(pool, grace=0.5):
         if process.is_alive():
             process.kill()
             process.join(1.0)
+    if manager is not None:
+        # the pool's manager thread sees its workers gone and closes its wake-up pipe; left running, it
+        # races with concurrent.futures' exit hook, which then writes to the closed pipe ("Exception
+        # ignored ... Bad file descriptor" at exit, Python 3.11)
+        manager.join(5.0)
 
 
 class Interrupted(KeyboardInterrupt):
