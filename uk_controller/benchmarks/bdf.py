@@ -13,8 +13,8 @@ k-1, k, k+1 after k+1 equal steps.
 Reference: scipy's BDF (``solve_ivp(method='BDF')``) on the NumPy right-hand side;
 test/test_seed002_parallelogram.py checks it against that (``test_compiled_bdf_matches_scipy_bdf``)
 and over seed 002's full 20 s against the reduced model (``test_compiled_full_run_follows_reduced_model``).
-numba's cache of this file does not see edits of parallelogram_model.py or pinv/compiled.py:
-after editing those, clear uk_controller/benchmarks/__pycache__.
+numba's cache of this file does not see edits of parallelogram_model.py or pinv/compiled.py;
+uk_controller.kernels.jit.drop_stale_caches clears it when one of them changed.
 """
 from __future__ import annotations
 
