@@ -32,9 +32,9 @@ user's function).
 Adding a key is ONE entry in :data:`SETTINGS` (or ``register(Setting(...))``
 from another module); the docs table follows with ``python -m
 uk_controller.settings --write-docs``. Named choices implemented by a table elsewhere
-(pseudo-inverse methods, motor protocols, plants, integrators, trajectory types) are read
-from that table (:class:`~uk_controller.settings.setting.RegistryNames`), and each motor protocol's
-``hardware.<protocol>.*`` keys come from its codec (``SETTINGS``).
+(pseudo-inverse methods, motor protocols, plants, integrators, trajectory and constraint types,
+ROS output types) are read from that table (:class:`~uk_controller.settings.setting.RegistryNames`),
+and each motor protocol's ``hardware.<protocol>.*`` keys come from its codec (``SETTINGS``).
 """
 from __future__ import annotations
 
@@ -69,8 +69,8 @@ PINV_METHODS = RegistryNames('uk_controller.core.pinv.reference', 'PINV_METHODS'
 PROTOCOLS = RegistryNames('uk_controller.hardware.registry', 'PROTOCOLS')
 PLANTS = RegistryNames('uk_controller.sim.plants', 'PLANTS')
 INTEGRATORS = RegistryNames('uk_controller.sim.plants', 'INTEGRATORS')
-CONSTRAINT_TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure',
-                    'callable')
+CONSTRAINT_TYPES = RegistryNames('uk_controller.constraints', 'TYPES')
+OUTPUT_TYPES = RegistryNames('uk_controller.settings.ros_section', 'OUTPUT_TYPES')
 _ALL_TRAJ = TRAJECTORY_TYPES
 
 
@@ -252,7 +252,7 @@ SETTINGS = [
     _S('ros.joint_states_topic', 'str', '/joint_states', '', 'joint states in'),
     _S('ros.effort_topic', 'str', '/effort_controller/commands', '', 'efforts out'),
     _S('ros.output_type', 'str', 'float64_multi_array', '', 'message type of the efforts',
-       choices=('float64_multi_array', 'joint_trajectory', 'joint_state')),
+       choices=OUTPUT_TYPES),
     _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
     _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state (in the '
        'loop thread: phase-locked to the publisher, ros.loop.fallback_periods when states stop)',
