@@ -30,8 +30,8 @@ table of trajectory types, :func:`trajectory_settings`, so a type added there br
 callable constraint's ``params`` is a user-defined map (passed as is to the
 user's function).
 
-Adding a key is ONE entry in :data:`SETTINGS` (or ``register(Setting(...))``
-from another module); the docs table follows with ``python -m
+Adding a key is ONE entry in the list below (:data:`SETTINGS` is that list with the protocols' keys
+inserted; the schema is built once and never appended to); the docs table follows with ``python -m
 uk_controller.settings --write-docs``. Named choices implemented by a table elsewhere
 (pseudo-inverse methods, motor protocols, plants, integrators, trajectory and constraint types,
 ROS output types) are read from that table (:class:`~uk_controller.settings.setting.RegistryNames`),
@@ -100,7 +100,7 @@ def all_settings():
     if _TRAJ_KEYS['types'] != _trajectories.TYPES:
         _TRAJ_KEYS['types'], _TRAJ_KEYS['settings'] = dict(_trajectories.TYPES), trajectory_settings()
     at = next(i for i, s in enumerate(SETTINGS) if s.key == _TRAJ) + 1
-    return SETTINGS[:at] + _TRAJ_KEYS['settings'] + SETTINGS[at:]
+    return [*SETTINGS[:at], *_TRAJ_KEYS['settings'], *SETTINGS[at:]]
 
 
 #: trajectory_settings() of the trajectory table as all_settings() last saw it
@@ -112,7 +112,7 @@ def _con(key, type_, types, doc, **kw):
                    when=('type', tuple(types)), **kw)
 
 
-SETTINGS = [
+_KEYS = [
     # ------------------------------------------------------------------ robot
     _S('robot.name', 'str', NONE, '', 'robot name (default: the file name)'),
     _S('robot.urdf', 'str', NONE, '', 'URDF or .xacro file (relative to this file, package:// or absolute); one '
@@ -302,14 +302,15 @@ def _protocol_settings():
     return [s for entry in registry.PROTOCOLS.values() for s in entry.settings()]
 
 
-# after the generic hardware keys, before ros.* (the order of the docs table)
-_AT = next(i for i, s in enumerate(SETTINGS) if s.key.startswith('ros.'))
-SETTINGS[_AT:_AT] = _protocol_settings()
+# the protocols' keys after the generic hardware keys, before ros.* (the order of the docs table)
+_AT = next(i for i, s in enumerate(_KEYS) if s.key.startswith('ros.'))
+#: the schema's keys (with the trajectory keys of :func:`trajectory_settings`: :func:`all_settings`)
+SETTINGS = (*_KEYS[:_AT], *_protocol_settings(), *_KEYS[_AT:])
 
 _TREE = {}
 _BY_KEY = {}
-#: the trajectory table the index (_TREE, _BY_KEY) was built from (``_index`` rebuilds when it changed)
-_INDEXED = {'trajectory_types': None}
+#: what the index (_TREE, _BY_KEY) was built from (``_index`` rebuilds when either changed)
+_INDEXED = {'settings': None, 'trajectory_types': None}
 
 
 def _add_to_index(s):
@@ -329,27 +330,19 @@ def _add_to_index(s):
         node.setdefault(parts[-1], []).append(s)
 
 
-def register(*settings):
-    """Add settings (another module's keys); a key may be declared once per ``when``."""
-    _index()
-    for s in settings:
-        _add_to_index(s)
-        if s not in SETTINGS:
-            SETTINGS.append(s)
-
-
 def _build():
     _TREE.clear()
     _BY_KEY.clear()
-    _INDEXED['trajectory_types'] = dict(_trajectories.TYPES)
+    _INDEXED['settings'], _INDEXED['trajectory_types'] = SETTINGS, dict(_trajectories.TYPES)
     for s in all_settings():
         _add_to_index(s)
 
 
 def _index():
-    """The key index, rebuilt when the trajectory table is not the one it was built from (a type added
-    to :data:`uk_controller.constraints.trajectories.TYPES` is accepted with its keys, no second edit)."""
-    if _INDEXED['trajectory_types'] != _trajectories.TYPES:
+    """The key index, rebuilt when :data:`SETTINGS` or the trajectory table is not the one it was built
+    from (a type added to :data:`uk_controller.constraints.trajectories.TYPES` is accepted with its keys,
+    no second edit)."""
+    if _INDEXED['settings'] is not SETTINGS or _INDEXED['trajectory_types'] != _trajectories.TYPES:
         _build()
 
 
