@@ -149,7 +149,7 @@ def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
     from uk_controller.files.parameter_file import load_config
     from uk_controller.files.paths import resolve_config
     from uk_controller.settings import schema as S
-    from uk_controller.robots.setup import setup_from_params
+    from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
 
     class Ramp(T.Trajectory):
@@ -201,7 +201,7 @@ def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
     assert cli.main(['simulate', str(setup_file), '--duration', '0.05', '--no-plots',
                      '--out', str(tmp_path / 'out')]) == 0
 
-    setup = setup_from_params(params, setup_file)
+    setup = load_robot(setup_file)
     assert ControllerCore(setup).backend.name == 'reference'
     duration = 1.5
     res = simulate(setup, duration=duration)

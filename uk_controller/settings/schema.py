@@ -82,8 +82,9 @@ def trajectory_settings(types=None):
     table's names, the common keys, then each type's keys in table order; a key several types share (the
     same :class:`~uk_controller.constraints.trajectories.Key`) is one Setting with ``when`` listing those types."""
     types = _trajectories.TYPES if types is None else types
-    out = [Setting(f'{_TRAJ}.type', 'str', NONE, '', 'trajectory type', choices=TRAJECTORY_TYPES)]
-    out += [Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, **dict(k.limits))
+    every = ('type', TRAJECTORY_TYPES)             # the common keys: under every type of the table
+    out = [Setting(f'{_TRAJ}.type', 'str', NONE, '', 'trajectory type', choices=TRAJECTORY_TYPES, when=every)]
+    out += [Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=every, **dict(k.limits))
             for k in _trajectories.COMMON_KEYS]
     readers = {}                                    # Key -> the types that read it, first use first
     for name, entry in types.items():
