@@ -245,26 +245,26 @@ def test_svd_twin_equals_lapack_reference(shape):
                     assert_penrose(A / scale, X * scale, cond, f'svd twin {label} {shape} rcond {rcond}')
 
 
-def test_svd_twin_jacobi_kernel_is_an_svd():
-    """`_loop_jacobi_rows` on ``[B | I]``: rotated rows with orthogonal first parts whose norms are the
-    singular values of B (numpy's), an orthogonal accumulated rotation G, and ``G B`` reproduced."""
-    from uk_controller.core.pinv import compiled as P
-    jacobi_rows = (P.compiled_kernels() or {}).get('_loop_jacobi_rows', P._loop_jacobi_rows)
+def test_jacobi_kernel_is_an_svd():
+    """`kernels.linalg.jacobi_columns` (the one Jacobi SVD: the servo solve's and the SVD twin's) on
+    ``W = B``: rotated columns, mutually orthogonal, whose norms are the singular values of B (LAPACK's),
+    an orthogonal accumulated rotation V, and ``W V^T = B`` reproduced; tall and square (its callers rotate
+    min(m, n) columns), full rank and rank deficient."""
+    from uk_controller.kernels.linalg import jacobi_columns
     rng = np.random.default_rng(5)
-    for c, k, rank in [(12, 12, 12), (12, 12, 11), (5, 9, 5), (7, 7, 3), (1, 4, 1)]:
-        B = make_matrix(rng, c, k, rank)[0]
-        W = np.zeros((c, k + c))
-        W[:, :k] = B
-        W[:, k:] = np.eye(c)
-        sweeps = jacobi_rows(W, k, np.sqrt(k) * EPS, 60)
+    for r, c, rank in [(12, 12, 12), (12, 12, 11), (9, 5, 5), (7, 7, 3), (4, 1, 1), (30, 11, 6)]:
+        B = make_matrix(rng, r, c, rank)[0]
+        W = B.copy()
+        V = np.empty((c, c))
+        sweeps = jacobi_columns(W, V, 60)
         assert sweeps < 60
-        R, G = W[:, :k], W[:, k:]
-        s = np.linalg.norm(R, axis=1)
-        assert np.allclose(np.sort(s)[::-1], np.linalg.svd(B, compute_uv=False), rtol=0, atol=20 * EPS * s.max())
-        assert np.allclose(G @ G.T, np.eye(c), rtol=0, atol=20 * EPS * c)
-        assert np.allclose(G @ B, R, rtol=0, atol=20 * EPS * s.max() * c)
-        off = np.abs(R @ R.T - np.diag(s * s))
-        assert off.max() <= 20 * EPS * s.max() ** 2 * k
+        s = np.linalg.norm(W, axis=0)
+        ref = np.linalg.svd(B, compute_uv=False)
+        assert np.allclose(np.sort(s)[::-1][:ref.size], ref, rtol=0, atol=20 * EPS * s.max())
+        assert np.allclose(V.T @ V, np.eye(c), rtol=0, atol=20 * EPS * c)
+        assert np.allclose(W @ V.T, B, rtol=0, atol=20 * EPS * s.max() * c)
+        off = np.abs(W.T @ W - np.diag(s * s))
+        assert off.max() <= 20 * EPS * s.max() ** 2 * r
 
 
 def test_svd_twin_exact_dependence_and_nonfinite():

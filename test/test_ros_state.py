@@ -143,3 +143,33 @@ def test_live_parameters_use_the_schema():
     for bad in (-15.0, float('nan'), float('inf'), 1e9):
         with pytest.raises(ValueError, match=r'stabilization\.omega.*\(0, 1000\] rad/s'):
             S.check_value(S.lookup('stabilization.omega'), bad, key='stabilization.omega')
+
+
+def test_output_types_are_one_table(monkeypatch):
+    """``ros.output_type``: the schema's choices (hence docs/config.md and resolve()), the nodes' message
+    class and the MCAP log's channel schema all read ros_section.OUTPUT_TYPES; a type added there is
+    accepted by each, one removed is refused. The message classes are compared with the ones docs/ros.md
+    names, imported here directly."""
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+    from trajectory_msgs.msg import JointTrajectory
+    from uk_controller.settings import ros_section, schema as S
+    from uk_controller.sim.mcap_log import MSGDEFS
+    documented = {'float64_multi_array': Float64MultiArray, 'joint_state': JointState,
+                  'joint_trajectory': JointTrajectory}
+    assert set(ros_section.OUTPUT_TYPES) == set(documented)
+    setting = S.lookup('ros.output_type')
+    for kind, cls in documented.items():
+        assert P.message_class(kind) is cls
+        assert ros_section.OUTPUT_TYPES[kind] in MSGDEFS       # the MCAP log can write it
+        assert S.check_value(setting, kind) == kind
+        assert P.ros_settings(resolve(None, {'ros.output_type': kind}))['output_type'] == kind
+    from geometry_msgs.msg import Wrench
+    monkeypatch.setitem(ros_section.OUTPUT_TYPES, 'wrench', 'geometry_msgs/msg/Wrench')
+    assert P.message_class('wrench') is Wrench
+    assert P.ros_settings(resolve(None, {'ros.output_type': 'wrench'}))['output_type'] == 'wrench'
+    row = next(line for line in S.markdown_table().splitlines() if line.startswith('| `ros.output_type` |'))
+    assert 'wrench' in row, row
+    monkeypatch.delitem(ros_section.OUTPUT_TYPES, 'joint_state')
+    with pytest.raises(ConfigError, match=r'^ros\.output_type'):
+        resolve(None, {'ros.output_type': 'joint_state'})

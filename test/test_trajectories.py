@@ -131,3 +131,83 @@ def test_bad_configs_name_the_key(cfg, key):
     assert err.value.file == 'robot.yaml'
     assert err.value.key == key
     assert str(err.value).startswith(f'robot.yaml: {key}: ')
+
+
+def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
+    """docs/architecture.md, "How to add a trajectory type": a class and ONE entry of trajectories.TYPES (its
+    builder and its config keys), nothing else. Before the entry the schema refuses the type; with it the
+    schema checks its keys (and refuses another type's), docs/config.md lists it, `uk-controller simulate`
+    runs a setup file using it, and the SCARA's controller (reference backend: the class has no compiled
+    form) makes the tool follow it. Reference: the ramp's closed form ``p = origin + velocity tau``."""
+    import copy
+    import re
+    from pathlib import Path
+
+    from uk_controller import cli
+    from uk_controller.constraints import trajectories as T
+    from uk_controller.control.controller import ControllerCore
+    from uk_controller.files.parameter_file import load_config
+    from uk_controller.files.paths import resolve_config
+    from uk_controller.settings import schema as S
+    from uk_controller.robots import load_robot
+    from uk_controller.sim.closed_loop import simulate
+
+    class Ramp(T.Trajectory):
+        """p = origin + velocity tau, v = velocity, a = 0."""
+
+        def __init__(self, origin, velocity, start_time=0.0):
+            super().__init__(start_time)
+            self.origin, self.velocity = np.asarray(origin, float), np.asarray(velocity, float)
+            self.dim = self.origin.size
+
+        def _eval(self, tau):
+            return self.origin + self.velocity * tau, self.velocity.copy(), np.zeros(self.dim)
+
+    entry = T.TrajectoryType(
+        lambda cv, t0: Ramp(cv.get_floats('origin', length=3), cv.get_floats('velocity', length=3), t0),
+        (T.Key('origin', 'floats', 'start point', 'm', (('length', 3),)),
+         T.Key('velocity', 'floats', 'constant velocity', 'm/s', (('length', 3),))))
+    ROOT = Path(__file__).resolve().parents[1]
+    origin, velocity = np.array([0.0, 0.4, 0.0]), np.array([0.03, -0.02, 0.01])
+    params, path = load_config(resolve_config('scara'))
+    params = copy.deepcopy(params)
+    params['constraints']['tool_path']['trajectory'] = {'type': 'ramp', 'origin': origin.tolist(),
+                                                        'velocity': velocity.tolist()}
+    with pytest.raises(ConfigError, match='trajectory.type'):
+        S.check(params, path)
+
+    monkeypatch.setitem(T.TYPES, 'ramp', entry)               # the recipe's one entry
+    S.check(params, path)
+    wrong = copy.deepcopy(params)
+    wrong['constraints']['tool_path']['trajectory']['radius'] = 0.1
+    with pytest.raises(ConfigError, match="not a key of type 'ramp'"):
+        S.check(wrong, path)
+    short = copy.deepcopy(params)
+    short['constraints']['tool_path']['trajectory']['velocity'] = [1.0, 2.0]
+    with pytest.raises(ConfigError, match='trajectory.velocity'):
+        S.check(short, path)
+    table = S.markdown_table().splitlines()
+    assert 'ramp' in next(line for line in table if line.startswith('| `constraints.<name>.trajectory.type` |'))
+    assert '(type ramp)' in next(line for line in table
+                                 if line.startswith('| `constraints.<name>.trajectory.velocity` |'))
+
+    text = (ROOT / 'config' / 'scara.yaml').read_text()          # the shipped file, its helix replaced
+    helix = re.search(r'\n( +)type: helix.*\n(\1\w+: .*\n)+', text)
+    indent = helix.group(1)
+    setup_file = tmp_path / 'scara_ramp.yaml'
+    setup_file.write_text(text[:helix.start()] + f'\n{indent}type: ramp\n{indent}origin: {origin.tolist()}\n'
+                          f'{indent}velocity: {velocity.tolist()}\n' + text[helix.end():])
+    assert load_config(setup_file)[0]['constraints']['tool_path'] == params['constraints']['tool_path']
+    assert cli.main(['simulate', str(setup_file), '--duration', '0.05', '--no-plots',
+                     '--out', str(tmp_path / 'out')]) == 0
+
+    setup = load_robot(setup_file)
+    assert ControllerCore(setup).backend.name == 'reference'
+    duration = 1.5
+    res = simulate(setup, duration=duration)
+    assert np.all(res.ok)
+    model = setup.model
+    model.compute(res.q[-1], res.qd[-1])
+    want = origin + velocity * res.t[-1]
+    # 6 mm start error, critically damped at 15 rad/s: (1 + 15 t) e^{-15 t} of it is left after 1.5 s
+    np.testing.assert_allclose(model.frame('tool').translation, want, atol=1e-5)

@@ -13,8 +13,8 @@ k-1, k, k+1 after k+1 equal steps.
 Reference: scipy's BDF (``solve_ivp(method='BDF')``) on the NumPy right-hand side;
 test/test_seed002_parallelogram.py checks it against that (``test_compiled_bdf_matches_scipy_bdf``)
 and over seed 002's full 20 s against the reduced model (``test_compiled_full_run_follows_reduced_model``).
-numba's cache of this file does not see edits of parallelogram_model.py or pinv/compiled.py:
-after editing those, clear uk_controller/benchmarks/__pycache__.
+numba's cache of this file does not see edits of parallelogram_model.py or pinv/compiled.py;
+uk_controller.kernels.jit.drop_stale_caches clears it when one of them changed.
 """
 from __future__ import annotations
 
@@ -104,14 +104,21 @@ def _change_D(D, order, factor):
             D[a, c] = new[a, c]
 
 
+#: bdf_k's statuses (numba reads these module constants at compile time)
+BDF_OK, BDF_STEP_UNDERFLOW, BDF_OUT_OF_CALLS, BDF_NOT_FINITE = 0, 1, 2, 3
+#: their words, for the run's message
+BDF_STATUS_TEXT = {BDF_OK: 'ok', BDF_STEP_UNDERFLOW: 'step size underflow',
+                   BDF_OUT_OF_CALLS: 'more than {max_nfev} function calls', BDF_NOT_FINITE: 'non-finite acceleration'}
+
+
 @njit(cache=True)
 def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_out, y_out, y_last, stats,
            max_nfev):
     """Integrate eq 32 from t = 0 to tf by BDF (orders 1-5); states at t_out into y_out, the last into y_last.
 
-    stats <- (nfev, njev, nlu, accepted steps, rejected steps, t reached). Returns 0 on
-    success, 1 if the step size underflowed, 2 if the function budget ran out, 3 on a
-    non-finite right-hand side.
+    stats <- (nfev, njev, nlu, accepted steps, rejected steps, t reached). Returns BDF_OK on
+    success, BDF_STEP_UNDERFLOW if the step size underflowed, BDF_OUT_OF_CALLS if the function budget
+    ran out, BDF_NOT_FINITE on a non-finite right-hand side.
     """
     MAXORD = 5
     MAXIT = 4
@@ -140,7 +147,7 @@ def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_o
     if not rhs_k(y, pinv, rcond, alpha, beta, mih, qf, f, jac, True):
         stats[5] = t
         y_last[:] = y
-        return 3
+        return BDF_NOT_FINITE
     nfev += 1
     njev += 1
     # initial step (Hairer, Norsett & Wanner, Solving ODE I, II.4), for order 1
@@ -170,13 +177,13 @@ def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_o
     rhs = np.empty(n)
     dy = np.empty(n)
     err = np.empty(n)
-    status = 0
+    status = BDF_OK
     while t < tf:
         if nfev > max_nfev:
-            status = 2
+            status = BDF_OUT_OF_CALLS
             break
         if h < 10.0 * 2.220446049250313e-16 * max(abs(t), 1.0):
-            status = 1
+            status = BDF_STEP_UNDERFLOW
             break
         if t + h > tf:
             _change_D(D, order, (tf - t) / h)
@@ -190,7 +197,7 @@ def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_o
         err_norm = 0.0
         while not step_ok:
             if h < 10.0 * 2.220446049250313e-16 * max(abs(t), 1.0):
-                status = 1
+                status = BDF_STEP_UNDERFLOW
                 break
             t_new = t + h
             for i in range(n):
@@ -271,7 +278,7 @@ def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_o
                 nrej += 1
                 continue
             step_ok = True
-        if status != 0:
+        if status != BDF_OK:
             break
         # accept: update the difference table
         nacc += 1

@@ -30,7 +30,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from ..core.pinv import compiled_pinv, get_pinv
-from .bdf import bdf_k
+from .bdf import BDF_OK, BDF_STATUS_TEXT, bdf_k
 from .common import table, verdict
 from .parallelogram_model import METHOD_CODE, METHODS, PAPER_GAINS, THETA0, Parallelogram, reference_angle
 
@@ -144,11 +144,10 @@ def _simulate_compiled(method, *, baumgarte, tol, tf, rcond, theta0, n_out, gain
     status = bdf_k(s0, float(tf), *args, t_out, y_out, y_last, stats, int(max_nfev))
     wall = time.perf_counter() - started
     nfev, njev, nlu, nacc, nrej, t_end = stats
-    done = int(np.searchsorted(t_out, t_end, side='right')) if status else n_out
-    msg = {0: 'ok', 1: 'step size underflow', 2: f'more than {max_nfev} function calls',
-           3: 'non-finite acceleration'}[status]
+    done = int(np.searchsorted(t_out, t_end, side='right')) if status != BDF_OK else n_out
+    msg = BDF_STATUS_TEXT[status].format(max_nfev=max_nfev)
     msg += f' (BDF: {int(nacc)} steps, {int(nrej)} rejected, {int(njev)} Jacobians, {int(nlu)} LU)'
-    return _result(model, method, baumgarte, tol, rcond, status == 0, t_out[:done], y_out[:, :done], y_last,
+    return _result(model, method, baumgarte, tol, rcond, status == BDF_OK, t_out[:done], y_out[:, :done], y_last,
                    float(t_end), int(nfev), wall, theta0, tf, msg)
 
 

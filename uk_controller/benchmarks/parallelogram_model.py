@@ -193,8 +193,8 @@ _TWIN_SVD, _TWIN_VARGA, _TWIN_GREVILLE, _TWIN_HOUSEHOLDER, _TWIN_MGS = (compiled
 def pinv_k(code, D, rcond):
     """The compiled twin of METHODS[code] (one specialisation for all five, so numba can cache it;
     a dispatcher passed as an argument is recompiled in every process). numba does not see
-    changes of pinv/compiled.py in this file's cache: after editing the twins, clear
-    uk_controller/benchmarks/__pycache__."""
+    changes of pinv/compiled.py in this file's cache: kernels.jit.drop_stale_caches clears it when
+    the twins change."""
     if code == 0:
         return _TWIN_SVD(D, rcond)
     if code == 1:

@@ -1,6 +1,6 @@
 """Table ``step``: ControllerCore.step per robot (M, C, G, all rows, UK servo efforts, Baumgarte), and where the time goes.
 
-Beside it the general path (uk.servo_control: MassFactor, eigh, SVD pinv) on the same state, with the
+Beside it the general path (uk.servo_control: uk.servo_solve, LAPACK posv, syevd, gesdd) on the same state, with the
 relative difference of the efforts, and the step's parts: Pinocchio's pass, the rows, the servo solve.
 """
 from __future__ import annotations
@@ -64,7 +64,7 @@ def run(args):
                       f'{t_solve * 1e6:.1f}', f'{rest * 1e6:.1f}'))
     table('Control step: ControllerCore.step (M, C, G, rows, UK servo efforts, Baumgarte) [us]',
           ('robot', 'n/mp/ms/p', 'median', 'p99', 'general path', 'speed-up', 'rel diff', 'target', 'met'), rows,
-          note='general path: the same step through uk.servo_control (MassFactor, eigh, SVD pinv).')
+          note='general path: the same step through uk.servo_control (uk.servo_solve: LAPACK posv, syevd, gesdd).')
     table('Control step breakdown (medians) [us]',
           ('robot', 'path', 'Pinocchio pass', 'rows (fused: rows + solve kernel)', 'servo solve',
            'step overhead + result'), parts,

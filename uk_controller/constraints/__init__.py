@@ -29,10 +29,15 @@ Modules: :mod:`.so3` (SO(3) and planar-angle helpers), :mod:`.terms` (the term c
 stacks' compiled program, created by :meth:`ConstraintStack.create_data`), :mod:`.trajectories` (desired
 trajectories with analytic derivatives).
 
-Importing this package loads nothing but this table: the names below load their module on first
-use (PEP 562), so the settings schema can read :mod:`.trajectories` without numba or Pinocchio.
+:data:`TYPES` is the one table of constraint type names (the ``type`` key; :func:`build_term` builds
+them, the settings schema reads its choices here). Importing this package loads nothing but this file:
+the names below load their module on first use (PEP 562), so the settings schema can read
+:data:`TYPES` and :mod:`.trajectories` without numba or Pinocchio.
 """
 import importlib
+
+#: the constraint types, in the order of docs/config.md
+TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure', 'callable')
 
 #: exported name -> the module of this package that defines it
 _EXPORTS = {
@@ -40,16 +45,14 @@ _EXPORTS = {
     'jl': 'so3', 'jl_dot': 'so3', 'jr_inv': 'so3', 'jr_inv_dot': 'so3', 'planar_angle': 'so3', 'skew': 'so3',
     'wrap_angle': 'so3',
     'ConstraintStack': 'stack', 'build_stacks': 'stack', 'build_term': 'stack',
-    'AXES': 'terms', 'ROLES': 'terms', 'TYPES': 'terms', 'CallableTerm': 'terms', 'FrameOrientation': 'terms',
+    'AXES': 'terms', 'ROLES': 'terms', 'CallableTerm': 'terms', 'FrameOrientation': 'terms',
     'FramePosition': 'terms', 'JointLinear': 'terms', 'JointPolynomial': 'terms', 'LoopClosure': 'terms',
     'Term': 'terms', 'load_function': 'terms',
 }
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(['TYPES', *_EXPORTS])
 
 
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    value = getattr(importlib.import_module(f'.{_EXPORTS[name]}', __name__), name)
-    globals()[name] = value
-    return value
+    return getattr(importlib.import_module(f'.{_EXPORTS[name]}', __name__), name)

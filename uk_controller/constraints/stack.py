@@ -6,7 +6,8 @@ import numpy as np
 from ..files.parameter_file import ConfigError, ConfigView
 from ..core.rows import ConstraintRows
 from .trajectories import trajectory as build_trajectory
-from .terms import (ROLES, TYPES, CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial,
+from . import TYPES
+from .terms import (ROLES, CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial,
                     LoopClosure, load_function, row_kernels)
 
 

@@ -21,7 +21,6 @@ from .so3 import cross3, jl, jl_dot, jr_inv, jr_inv_dot, log3, planar_angle, wra
 
 AXES = {'x': 0, 'y': 1, 'z': 2}
 ROLES = ('passive', 'servo')
-TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure', 'callable')
 
 
 def row_kernels(backend='auto'):

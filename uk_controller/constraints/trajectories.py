@@ -26,6 +26,8 @@ output components (e.g. x and y of the three-component object motion).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -286,8 +288,48 @@ class Components(Trajectory):
 
 
 # ---------------------------------------------------------------------------- factory
+#
+# The table of trajectory types, TYPES: each entry carries its builder and the config keys it reads, so a
+# new type is ONE entry here (docs/architecture.md, "How to add a trajectory type"). The settings schema
+# declares ``constraints.<name>.trajectory.*`` from it (uk_controller.settings.schema), docs/config.md lists it
+# (``--write-docs``), :func:`trajectory` dispatches on it.
 
-TYPES = ('helix', 'line', 'object_motion', 'circle', 'polynomial', 'spline', 'hold')
+
+@dataclass(frozen=True)
+class Key:
+    """One config key of a trajectory map as the settings schema declares it: ``name``, value ``type``
+    (a :class:`~uk_controller.settings.setting.Setting` type), one-line ``doc``, ``unit`` and the Setting's range
+    fields in ``limits`` (``(('low', 0.0),)``, ``(('length', 3),)``, ``(('choices', (...)),)``). Types that
+    share a key share one Key object (one row of docs/config.md lists them)."""
+
+    name: str
+    type: str
+    doc: str
+    unit: str = ''
+    limits: tuple = ()
+
+
+@dataclass(frozen=True)
+class TrajectoryType:
+    """One trajectory type: ``build(cv, start_time) -> Trajectory`` from its config map (a ConfigView,
+    errors naming the key) and the ``keys`` it reads besides :data:`COMMON_KEYS`."""
+
+    build: Callable
+    keys: tuple = ()
+
+
+#: keys of every trajectory map (``type`` itself lists the names of :data:`TYPES`)
+COMMON_KEYS = (Key('start_time', 'float', 'trajectory time of t = 0', 's'),
+               Key('components', 'floats', 'indices of the components used'))
+PHASE = Key('phase', 'float', 'phase', 'rad')
+RADIUS = Key('radius', 'float', 'radius', 'm', (('low', 0.0),))
+OMEGA = Key('omega', 'float', 'angular frequency', 'rad/s')
+CENTRE = Key('centre', 'floats', 'centre', 'm')
+AMPLITUDE = Key('amplitude', 'any', 'amplitude (line: number; object_motion: 3 numbers)')
+TIMES = Key('times', 'floats', 'waypoint times', 's')
+WAYPOINTS = Key('waypoints', 'floats', 'waypoints, flat list')
+DIM = Key('dim', 'int', 'components per waypoint', '', (('low', 1),))
+SPLINE_BC = ('clamped', 'natural', 'not-a-knot')
 
 
 def _waypoints(cv):
@@ -304,50 +346,80 @@ def _waypoints(cv):
     return times, flat.reshape(times.size, dim)
 
 
+def _helix(cv, t0):
+    omega = cv.get_float('omega')
+    if 'pitch' in cv and 'rate' in cv:
+        raise cv.error('pitch', 'give pitch or rate, not both')
+    if 'pitch' in cv:
+        rate = cv.get_float('pitch') * omega / (2.0 * np.pi)
+    else:
+        rate = cv.get_float('rate', 0.0)
+    return Helix(cv.get_float('radius'), omega, cv.get_floats('centre', [0.0, 0.0, 0.0], length=3), rate,
+                 cv.get_float('phase', 0.0), t0)
+
+
+def _line(cv, t0):
+    centre = cv.get_floats('centre')
+    return Line(centre, cv.get_float('amplitude'), cv.get_float('omega', 1.0),
+                cv.get_floats('direction', None, length=centre.size), cv.get_float('phase', 0.0), t0)
+
+
+def _object_motion(cv, t0):
+    return object_motion(cv.get_float('length', 1.0, positive=True), cv.get_float('omega', 1.0),
+                         cv.get_floats('offset', None, length=3), cv.get_floats('amplitude', None, length=3),
+                         cv.get_float('phase', 0.0), t0)
+
+
+def _circle(cv, t0):
+    centre = cv.get_floats('centre', min_length=2)
+    return Circle(centre, cv.get_float('radius', nonnegative=True), cv.get_float('omega'),
+                  cv.get_floats('u', None, length=centre.size), cv.get_floats('v', None, length=centre.size),
+                  cv.get_float('phase', 0.0), t0)
+
+
+def _polynomial(cv, t0):
+    return Quintic(*_waypoints(cv), t0)
+
+
+def _spline(cv, t0):
+    times, points = _waypoints(cv)
+    return Spline(times, points, cv.get_str('bc_type', 'clamped', choices=SPLINE_BC), t0)
+
+
+def _hold(cv, t0):
+    return Hold(cv.get_floats('value'), t0)
+
+
+#: name -> TrajectoryType: the one table of trajectory types (its order is the order of docs/config.md)
+TYPES = {
+    'helix': TrajectoryType(_helix, (PHASE, RADIUS, OMEGA, CENTRE, Key('rate', 'float', 'axial speed', 'm/s'),
+                                     Key('pitch', 'float', 'axial advance per turn (instead of rate)', 'm'))),
+    'line': TrajectoryType(_line, (PHASE, OMEGA, CENTRE, Key('direction', 'floats', 'direction of the line'),
+                                   AMPLITUDE)),
+    'object_motion': TrajectoryType(_object_motion, (
+        PHASE, OMEGA, AMPLITUDE, Key('length', 'float', 'object length', 'm', (('low', 0.0), ('low_open', True))),
+        Key('offset', 'floats', 'object offset', 'm', (('length', 3),)))),
+    'circle': TrajectoryType(_circle, (PHASE, RADIUS, OMEGA, CENTRE, Key('u', 'floats', 'first plane axis'),
+                                       Key('v', 'floats', 'second plane axis'))),
+    'polynomial': TrajectoryType(_polynomial, (TIMES, WAYPOINTS, DIM)),
+    'spline': TrajectoryType(_spline, (TIMES, WAYPOINTS, DIM, Key('bc_type', 'str', 'boundary condition', '',
+                                                                  (('choices', SPLINE_BC),)))),
+    'hold': TrajectoryType(_hold, (Key('value', 'floats', 'held value'),)),
+}
+
+
 def trajectory(cfg, *, file=None, prefix='trajectory'):
     """Build a trajectory from its config map (docs/config.md, ``constraints.<name>.trajectory``).
 
     Common keys: ``type`` (one of :data:`TYPES`), ``start_time`` (s, default 0),
-    ``components`` (optional list of indices). Errors are
+    ``components`` (optional list of indices); the type's own keys are its entry's ``keys``. Errors are
     :class:`~uk_controller.files.parameter_file.ConfigError` naming `file` and the dotted key.
     """
     cv = cfg if isinstance(cfg, ConfigView) else ConfigView(cfg, file, prefix)
-    kind = cv.get_str('type', choices=TYPES)
+    kind = cv.get_str('type', choices=tuple(TYPES))
     t0 = cv.get_float('start_time', 0.0)
-    phase = cv.get_float('phase', 0.0)
     try:
-        if kind == 'helix':
-            omega = cv.get_float('omega')
-            if 'pitch' in cv and 'rate' in cv:
-                raise cv.error('pitch', 'give pitch or rate, not both')
-            if 'pitch' in cv:
-                rate = cv.get_float('pitch') * omega / (2.0 * np.pi)
-            else:
-                rate = cv.get_float('rate', 0.0)
-            traj = Helix(cv.get_float('radius'), omega, cv.get_floats('centre', [0.0, 0.0, 0.0], length=3),
-                         rate, phase, t0)
-        elif kind == 'line':
-            centre = cv.get_floats('centre')
-            traj = Line(centre, cv.get_float('amplitude'), cv.get_float('omega', 1.0),
-                        cv.get_floats('direction', None, length=centre.size), phase, t0)
-        elif kind == 'object_motion':
-            traj = object_motion(cv.get_float('length', 1.0, positive=True), cv.get_float('omega', 1.0),
-                                 cv.get_floats('offset', None, length=3), cv.get_floats('amplitude', None, length=3),
-                                 phase, t0)
-        elif kind == 'circle':
-            centre = cv.get_floats('centre', min_length=2)
-            traj = Circle(centre, cv.get_float('radius', nonnegative=True), cv.get_float('omega'),
-                          cv.get_floats('u', None, length=centre.size), cv.get_floats('v', None, length=centre.size),
-                          phase, t0)
-        elif kind == 'polynomial':
-            times, points = _waypoints(cv)
-            traj = Quintic(times, points, t0)
-        elif kind == 'spline':
-            times, points = _waypoints(cv)
-            bc = cv.get_str('bc_type', 'clamped', choices=('clamped', 'natural', 'not-a-knot'))
-            traj = Spline(times, points, bc, t0)
-        else:  # hold
-            traj = Hold(cv.get_floats('value'), t0)
+        traj = TYPES[kind].build(cv, t0)
         if 'components' in cv:
             comps = cv.get_floats('components')
             if np.any(comps != np.round(comps)):

@@ -483,7 +483,7 @@ class ControllerCore:
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
         code, rank, condition, passive_rank, residual, consistent = info.tolist()
-        if code != 0.0:
+        if code != Status.OK:
             return self._refuse(Status(int(code)), start)
         outputs = outputs_now.copy()             # one copy; the result's arrays are views of it
         effort = outputs[effort_part]

@@ -60,7 +60,8 @@ class ServoInfeasibleError(RuntimeError):
 
 # LAPACK routines fetched once (scipy's cho_factor/eigh wrappers validate and copy on every call,
 # which costs more than the factorisation of a robot-sized matrix).
-_SYEVD, _POTRF, _POTRS = get_lapack_funcs(('syevd', 'potrf', 'potrs'), (np.zeros((1, 1)),))
+_SYEVD, _POTRF, _POTRS, _POSV, _GESDD = get_lapack_funcs(('syevd', 'potrf', 'potrs', 'posv', 'gesdd'),
+                                                         (np.zeros((1, 1)),))
 
 
 def _eig_spd(M):
@@ -260,17 +261,6 @@ def _check(result, on_infeasible, tol_msg):
     return result
 
 
-def _solve_servo(CB, bbar, s, rcond, pinv):
-    CB_pinv = pinv(CB, rcond)
-    u = CB_pinv @ bbar
-    if s is not None:
-        u = u + s - CB_pinv @ (CB @ s)
-    sv = np.linalg.svd(CB, compute_uv=False) if CB.size else np.zeros(0)
-    rank = int(np.sum(sv > rcond * sv[0])) if sv.size and sv[0] > 0 else 0
-    cond = float(sv[0] / sv[rank - 1]) if rank else float('inf')
-    return u, rank, cond
-
-
 def _right_rows(G, rcond):
     """Orthonormal basis (p, r) of the row space of G under the servo rank rule (``s > rcond s_max``,
     as :func:`uk_controller.core.pinv.pinv_svd`)."""
@@ -327,9 +317,88 @@ def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=No
     return du, motion, p - Vg.shape[1] - motion
 
 
+def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT_RCOND, pinv=None, s=None,
+                posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, work=None):
+    """The NumPy servo solve of :func:`servo_control` and of :class:`ServoSolver`'s NumPy backend (one
+    implementation; its compiled twin is :func:`uk_controller.kernels.servo.servo_solve`).
+
+    With ``M = L L^T`` (LAPACK ``posv`` on the lower triangle of M; NotPositiveDefiniteError otherwise)::
+
+        [a0 | M^{-1} B | M^{-1} A_p^T] = M^{-1} [Q | B | A_p^T]
+        G_p = A_p M^{-1} A_p^T = V diag(w) V^T,  G_p^+ on  w > max(rcond^2, GRAM_FLOOR) w_max   (gram_pinv)
+        K = M^{-1} A_p^T G_p^+,   a0 <- a0 + K (b_p - A_p a0)  (= N Q + r_p),   NB = M^{-1} B - K A_p M^{-1} B
+        C B_bar = A_s NB = U S V^T (LAPACK gesdd),  b_bar = b_s - A_s a0
+        u = (C B_bar)^+ b_bar  (+ [I - (C B_bar)^+ (C B_bar)] s)                       seed 004 eq 35
+
+    with the SVD pseudo-inverse on ``s_i > rcond s_1`` (as :func:`uk_controller.pinv.pinv_svd`), or
+    ``pinv(C B_bar, rcond)`` when a pseudo-inverse method is given (rank and condition still from the
+    SVD); then the null-space term of :func:`redundancy_effort` when `posture_accel` or
+    `internal_effort` is given, ``q'' = a0 + NB u`` and the closure force ``M q'' - Q - B u``.
+    Writes u (p), qdd (n), passive_force (n); `work`: an optional (n, 1 + p + m_p) Fortran-ordered
+    scratch. Returns ``(rank, condition, passive_rank, ||A_s q'' - b_s||, ||b_bar||, null_motion,
+    null_internal)`` (null dimensions -1 when no null-space term ran).
+    """
+    n, p = B.shape
+    mp, ms = Ap.shape[0], As.shape[0]
+    W = np.empty((n, 1 + p + mp), order='F') if work is None else work
+    W[:, 0] = Q
+    W[:, 1:1 + p] = B
+    if mp:
+        W[:, 1 + p:] = Ap.T
+    _, X, status = _POSV(M, W, lower=1, overwrite_a=0, overwrite_b=0)
+    if status != 0:
+        raise NotPositiveDefiniteError(f'mass matrix not positive definite (posv info {status})')
+    a0, NB = X[:, 0], X[:, 1:1 + p]
+    passive_rank = 0
+    if mp:
+        MApT = X[:, 1 + p:]
+        w, V, status = _SYEVD(Ap @ MApT, compute_v=1, lower=0)
+        wmax = w[-1]
+        if wmax > 0.0:
+            keep = w > max(rcond * rcond, GRAM_FLOOR) * wmax
+            passive_rank = int(keep.sum())
+            Vk = V[:, keep]
+            K = MApT @ ((Vk / w[keep]) @ Vk.T)
+            a0 = a0 + K @ (bp - Ap @ a0)
+            NB = NB - K @ (Ap @ NB)
+    bbar = bs - As @ a0
+    rank, cond = 0, float('inf')
+    u[:] = 0.0
+    Vr = None
+    if ms and p:
+        CB = As @ NB
+        U, sv, Vt, status = _GESDD(CB, compute_uv=1, full_matrices=0)
+        if sv[0] > 0.0:
+            rank = int(np.count_nonzero(sv > rcond * sv[0]))
+            cond = float(sv[0] / sv[rank - 1])
+            Vr = Vt[:rank]
+            if pinv is None:
+                u[:] = Vr.T @ ((U[:, :rank].T @ bbar) / sv[:rank])
+        if pinv is not None:
+            X_cb = pinv(CB, rcond)
+            u[:] = X_cb @ bbar
+            if s is not None:
+                u += np.asarray(s, dtype=float) - X_cb @ (CB @ s)
+        elif s is not None:
+            u += np.asarray(s, dtype=float) - (Vr.T @ (Vr @ s) if Vr is not None else 0.0)
+    elif s is not None:
+        u += np.asarray(s, dtype=float)
+    Ms = np.tril(M) + np.tril(M, -1).T              # only the lower triangle of M is read
+    null_motion = null_internal = -1
+    if posture_accel is not None or internal_effort is not None:
+        du, null_motion, null_internal = redundancy_effort(Ms, NB, As @ NB, a0 + NB @ u, posture_accel,
+                                                           internal_effort, rcond=rcond, null_rcond=null_rcond)
+        u += du
+    np.add(a0, NB @ u, out=qdd)
+    residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
+    np.subtract(Ms @ qdd - Q, B @ u, out=passive_force)
+    bnorm = float(np.linalg.norm(bbar)) if ms else 0.0
+    return rank, cond, passive_rank, residual, bnorm, null_motion, null_internal
+
+
 def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, s=None,
                   rcond=DEFAULT_RCOND, pinv=None, consistency_tol=CONSISTENCY_TOL, on_infeasible='raise',
-                  factor=None, posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND):
+                  posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND):
     """Chen's constraint-following servo control with passive closures accounted for.
 
     System ``M q'' = Q + B u + Qc_p`` with passive constraints
@@ -360,41 +429,28 @@ def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, 
     (Assumption 3) are checked; with ``on_infeasible='raise'`` a failure raises
     :class:`ServoInfeasibleError`, with ``'report'`` the least-squares u is
     returned and the flags in :class:`ServoResult` say what went wrong.
+
+    The arithmetic is :func:`servo_solve`'s (one NumPy servo solve; :class:`ServoSolver`'s NumPy backend
+    runs the same function on its preallocated arrays). Only the lower triangle of M is read.
     """
     M = np.asarray(M, dtype=float)
     Q = np.asarray(Q, dtype=float)
     B = np.atleast_2d(np.asarray(B, dtype=float))
     As = np.atleast_2d(np.asarray(A_servo, dtype=float))
     bs = np.atleast_1d(np.asarray(b_servo, dtype=float))
-    pinv = pinv or _pinv.pinv_svd
-    factor = factor or MassFactor(M)
     n, p = B.shape
-    has_passive = A_passive is not None and np.size(A_passive) > 0
-    if has_passive:
+    if pinv is _pinv.pinv_svd:         # the SVD method is the solve's own SVD (same rank rule)
+        pinv = None
+    if A_passive is not None and np.size(A_passive) > 0:
         Ap = np.atleast_2d(np.asarray(A_passive, dtype=float))
         bp = np.atleast_1d(np.asarray(b_passive, dtype=float))
-        sol = factor.solve(np.column_stack((Q, B, Ap.T)))
-        MinvQ, MinvB, MinvApT = sol[:, 0], sol[:, 1:1 + p], sol[:, 1 + p:]
-        Gp_pinv, passive_rank = gram_pinv(Ap @ MinvApT, rcond)
-        K = MinvApT @ Gp_pinv                       # M^{-1} A_p^T G_p^+
-        a0 = MinvQ - K @ (Ap @ MinvQ) + K @ bp      # N Q + r_p
-        NB = MinvB - K @ (Ap @ MinvB)               # N B
     else:
-        sol = factor.solve(np.column_stack((Q, B)))
-        a0, NB = sol[:, 0], sol[:, 1:]
-        passive_rank = 0
-    CB = As @ NB
-    bbar = bs - As @ a0
-    u, rank, cond = _solve_servo(CB, bbar, s, rcond, pinv)
-    null_motion = null_internal = -1
-    if posture_accel is not None or internal_effort is not None:
-        du, null_motion, null_internal = redundancy_effort(M, NB, CB, a0 + NB @ u, posture_accel, internal_effort,
-                                                           rcond=rcond, null_rcond=null_rcond)
-        u = u + du
-    qdd = a0 + NB @ u
-    residual = float(np.linalg.norm(As @ qdd - bs))
-    consistent = residual <= consistency_tol * max(1.0, float(np.linalg.norm(bbar)))
-    passive_force = M @ qdd - Q - B @ u
+        Ap, bp = np.zeros((0, n)), np.zeros(0)
+    u, qdd, passive_force = np.zeros(p), np.zeros(n), np.zeros(n)
+    rank, cond, passive_rank, residual, bnorm, null_motion, null_internal = servo_solve(
+        M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, rcond=rcond, pinv=pinv, s=s,
+        posture_accel=posture_accel, internal_effort=internal_effort, null_rcond=null_rcond)
+    consistent = residual <= consistency_tol * max(1.0, bnorm)
     result = ServoResult(u, qdd, passive_force, rank, consistent, residual, passive_rank, cond, null_motion,
                          null_internal)
     return _check(result, on_infeasible, f'> {consistency_tol:g} * max(1, ||b_bar||)')
@@ -488,9 +544,9 @@ class ServoSolver:
     UK constrained acceleration of the closures (:func:`constrained_acceleration`).
 
     Backends: ``'numba'`` (one compiled call, :func:`uk_controller.kernels.servo.servo_kernel`,
-    used by default when numba is installed) or ``'numpy'`` (LAPACK through
-    ``scipy.linalg.get_lapack_funcs``, fetched once). Both are tested equal to
-    :func:`servo_control`. Only the lower triangle of M is read (pass
+    used by default when numba is installed) or ``'numpy'`` (:func:`servo_solve`, the NumPy servo
+    solve :func:`servo_control` runs too, on the solver's preallocated work array). The compiled one
+    is tested equal to :func:`servo_control`. Only the lower triangle of M is read (pass
     :attr:`uk_controller.model.robot_model.RobotModel.M_lower`). Results are written into ``u``, ``qdd``,
     ``passive_force`` (arrays owned by the solver, overwritten by the next
     call) and the attributes ``rank``, ``condition``, ``passive_rank``,
@@ -541,8 +597,6 @@ class ServoSolver:
         self._bs = np.zeros(ms)
         self._bp = np.zeros(mp)
         self._Q = np.zeros(n)
-        self._posv, = get_lapack_funcs(('posv',), (self._W,))
-        self._syevd, self._gesdd = get_lapack_funcs(('syevd', 'gesdd'), (self._W,))
         if backend == 'numba':       # compile (or load the cache) now, not in the first control step
             self._warm_up()
 
@@ -621,60 +675,28 @@ class ServoSolver:
         return self
 
     def _numpy_core(self, M, Q, B, As, bs, Ap, bp, phis):
-        p, mp, ms = self.p, self.mp, self.ms - self.secondary
+        """:func:`servo_solve` on the task rows, the posture rows' acceleration as its posture term."""
+        ms = self.ms - self.secondary
+        ap = None
         if self.secondary:
             Asec, bsec, phisec = As[ms:], bs[ms:], phis[ms:]
             As, bs = As[:ms], bs[:ms]
-        W = self._W
-        W[:, 0] = Q
-        W[:, 1:1 + p] = B
-        if mp:
-            W[:, 1 + p:] = Ap.T
-        Lc, X, status = self._posv(M, W, lower=1, overwrite_a=0, overwrite_b=0)
-        if status != 0:
-            self.info[INFO_STATUS] = NOT_PD
-            raise NotPositiveDefiniteError(f'mass matrix not positive definite (posv info {status})')
-        a0, NB = X[:, 0], X[:, 1:1 + p]
-        passive_rank = 0
-        if mp:
-            MApT = X[:, 1 + p:]
-            w, V, status = self._syevd(Ap @ MApT)
-            wmax = w[-1]
-            if wmax > 0.0:
-                keep = w > max(self.rcond * self.rcond, GRAM_FLOOR) * wmax
-                passive_rank = int(keep.sum())
-                Vk = V[:, keep]
-                K = MApT @ ((Vk / w[keep]) @ Vk.T)
-                a0 = a0 + K @ (bp - Ap @ a0)
-                NB = NB - K @ (Ap @ NB)
-        bbar = bs - As @ a0
-        rank, cond = 0, float('inf')
-        u = self.u
-        u[:] = 0.0
-        if ms and p:
-            U, s, Vt, status = self._gesdd(As @ NB, compute_uv=1, full_matrices=0)
-            if s[0] > 0.0:
-                rank = int(np.count_nonzero(s > self.rcond * s[0]))
-                cond = float(s[0] / s[rank - 1])
-                u[:] = Vt[:rank].T @ ((U[:, :rank].T @ bbar) / s[:rank])
-        if self.secondary or self.internal_effort is not None:
-            ap = None
-            if self.secondary:
-                active = np.ones(self.secondary, dtype=bool)
-                if self.one_sided:
-                    active[self.secondary - self.one_sided:] = phisec[self.secondary - self.one_sided:] < 0.0
-                ap = Asec[active].T @ bsec[active]
-            Ms = np.tril(M) + np.tril(M, -1).T
-            du, nm, ni = redundancy_effort(Ms, NB, As @ NB, a0 + NB @ u, ap, self.internal_effort,
-                                           rcond=self.rcond, null_rcond=self.null_rcond)
-            u += du
-            self.info[INFO_NULL_MOTION], self.info[INFO_NULL_INTERNAL] = nm, ni
-        qdd = np.add(a0, NB @ u, out=self.qdd)
-        residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
-        Ms = np.tril(M) + np.tril(M, -1).T              # only the lower triangle of M is read
-        np.subtract(Ms @ qdd - Q, B @ u, out=self.passive_force)
+            active = np.ones(self.secondary, dtype=bool)
+            if self.one_sided:
+                active[self.secondary - self.one_sided:] = phisec[self.secondary - self.one_sided:] < 0.0
+            ap = Asec[active].T @ bsec[active]
         info = self.info
-        bnorm = float(np.linalg.norm(bbar)) if ms else 0.0
+        try:
+            rank, cond, passive_rank, residual, bnorm, nm, ni = servo_solve(
+                M, Q, B, As, bs, Ap if self.mp else self._empty_p[0], bp, self.u, self.qdd, self.passive_force,
+                rcond=self.rcond, posture_accel=ap, internal_effort=self.internal_effort,
+                null_rcond=self.null_rcond, work=self._W)
+        except NotPositiveDefiniteError:
+            info[INFO_STATUS] = NOT_PD
+            raise
+        if self.secondary or self.internal_effort is not None:
+            info[INFO_NULL_MOTION], info[INFO_NULL_INTERNAL] = nm, ni
+        u, qdd = self.u, self.qdd
         info[INFO_STATUS] = OK if np.isfinite(qdd).all() and np.isfinite(u).all() else NOT_FINITE
         info[INFO_RANK], info[INFO_CONDITION] = rank, cond
         info[INFO_PASSIVE_RANK], info[INFO_RESIDUAL] = passive_rank, residual

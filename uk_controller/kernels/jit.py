@@ -8,9 +8,11 @@ Every kernel is compiled with ``cache=True``: the machine code is cached next to
 ``uk_controller/kernels/__pycache__``, or under ``NUMBA_CACHE_DIR``); the first run on a machine compiles
 for up to a minute or two, later runs load in about a second. numba checks only the source file of the
 function it loads, not the files of the kernels it calls (servo.py calls linalg.py, packed.py and
-sim/compiled_loop.py call all of them; numba's known caching limitation): :func:`drop_stale_caches` clears
-the in-tree caches of the package and of sim/compiled_loop.py whenever any of their sources changed, so an
-edit to one kernel recompiles every kernel that may have inlined it. (With ``NUMBA_CACHE_DIR`` set, clear
+sim/compiled_loop.py call all of them, core/pinv/compiled.py calls linalg.py, the seed 002 benchmark's
+parallelogram_model.py and bdf.py call the pinv twins; numba's known caching limitation):
+:func:`drop_stale_caches` clears the in-tree caches of the kernels and of those callers (``_CALLERS``)
+whenever any of their sources changed, so an edit to one kernel recompiles every kernel that may have
+inlined it. (With ``NUMBA_CACHE_DIR`` set, clear
 that directory by hand after editing a kernel.)
 """
 from __future__ import annotations
@@ -48,8 +50,13 @@ def entry_point(kernel, *args):
 
 _HERE = Path(__file__).resolve().parent
 #: every source whose compiled code may be inlined into another's cache, and the cache files derived from it
-_SOURCES = (*sorted(_HERE.glob('*.py')), _HERE.parent / 'sim' / 'compiled_loop.py')
-_CACHES = ((_HERE / '__pycache__', '*.nb[ic]'), (_HERE.parent / 'sim' / '__pycache__', 'compiled_loop.*.nb[ic]'))
+_PKG = _HERE.parent
+#: compiled callers outside kernels/ (module, under the package), whose caches may inline a kernel
+_CALLERS = (('sim', 'compiled_loop'), ('core/pinv', 'compiled'), ('benchmarks', 'parallelogram_model'),
+            ('benchmarks', 'bdf'))
+_SOURCES = (*sorted(_HERE.glob('*.py')), *(_PKG / folder / f'{name}.py' for folder, name in _CALLERS))
+_CACHES = ((_HERE / '__pycache__', '*.nb[ic]'),
+           *((_PKG / folder / '__pycache__', f'{name}.*.nb[ic]') for folder, name in _CALLERS))
 
 
 def drop_stale_caches():

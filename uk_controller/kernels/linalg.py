@@ -4,7 +4,9 @@ NumPy/LAPACK references: ``numpy.linalg.cholesky`` / LAPACK ``posv`` (as used by
 :class:`uk_controller.core.uk.ServoSolver`'s NumPy backend) for :func:`cholesky_lower` and the solves, and
 ``numpy.linalg.svd`` / ``eigh`` for :func:`jacobi_columns` (Hestenes' one-sided Jacobi: exact to round-off
 and cheap for the few rows a robot has; LAPACK's ``gesdd``/``syevd`` cost microseconds of set-up on 4 x 4
-matrices). Tests: ``test/test_uk_fast.py::test_jacobi_svd_matches_lapack`` and, through the servo solve,
+matrices; the one Jacobi SVD of the package: the servo solve's and the pseudo-inverse SVD twin's,
+:mod:`uk_controller.core.pinv.compiled`). Tests: ``test/test_uk_fast.py::test_jacobi_svd_matches_lapack``,
+``test/test_pinv.py::test_jacobi_kernel_is_an_svd`` and, through the servo solve,
 ``test_servo_solver_equals_servo_control``.
 
 The ``scratch_*`` helpers carve views out of one preallocated scratch array, so the kernels above them
@@ -76,7 +78,11 @@ def jacobi_columns(W, V, max_sweeps):
 
     On return ``W_in = W V^T`` with V (c x c) orthogonal; the singular values
     of W_in are the column norms of W, the right singular vectors the columns
-    of V (Hestenes' method; relative accuracy of a few eps).
+    of V (Hestenes' method; relative accuracy of a few eps). Callers rotate
+    ``c <= r`` columns (the servo solve, :func:`uk_controller.core.pinv.compiled_pinv`'s
+    SVD twin, which transposes a wide matrix): with more columns than rows the
+    round-off columns of a rank-deficient W may rotate until max_sweeps.
+    Returns the number of sweeps.
     """
     r, c = W.shape
     for i in range(c):

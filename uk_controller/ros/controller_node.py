@@ -41,8 +41,6 @@ from .joint_state_merger import JointStateMerger
 
 NODE_NAME = 'uk_controller_node'
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-OUTPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': JointTrajectory,
-              'joint_state': JointState}
 
 
 def declare_defaults(node, ros):
@@ -147,7 +145,7 @@ class ControllerNode(Node):
         self._state_receive_ns = 0
 
         kind = self.ros['output_type']
-        self.effort_pub = self.create_publisher(OUTPUT_MSG[kind], self.ros['effort_topic'], COMMAND_QOS)
+        self.effort_pub = self.create_publisher(P.message_class(kind), self.ros['effort_topic'], COMMAND_QOS)
         self.task_error_pub = self.create_publisher(Float64MultiArray, '~/task_error', 10)
         self.residual_pub = self.create_publisher(Float64MultiArray, '~/constraint_residual', 10)
         self.efforts_pub = self.create_publisher(Float64MultiArray, '~/efforts', 10)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import atexit
+import importlib
 import os
 import tempfile
 from pathlib import Path
@@ -31,6 +32,14 @@ ROS_BUILTIN = ('use_sim_time', 'start_type_description_service')
 ROS_BUILTIN_PREFIXES = ('qos_overrides.',)
 # Parameters of our nodes that are not part of the robot setup dictionary.
 NODE_ONLY = ('config', 'robot_description')
+
+
+def message_class(output_type):
+    """The rclpy message class of ``ros.output_type`` `output_type`, from the one table
+    (:data:`uk_controller.settings.ros_section.OUTPUT_TYPES`, ``'std_msgs/msg/Float64MultiArray'`` ->
+    ``std_msgs.msg.Float64MultiArray``)."""
+    package, folder, name = OUTPUT_TYPES[output_type].split('/')
+    return getattr(importlib.import_module(f'{package}.{folder}'), name)
 
 
 def is_builtin(name):

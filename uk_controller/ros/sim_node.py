@@ -43,8 +43,6 @@ from rclpy.time import Time as RosTime
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
 
 from ..files.parameter_file import ConfigError
@@ -58,8 +56,6 @@ from .node_runner import run
 NODE_NAME = 'uk_sim_node'
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
-INPUT_MSG = {'float64_multi_array': Float64MultiArray, 'joint_trajectory': JointTrajectory,
-             'joint_state': JointState}
 
 
 def make_plant(setup, sim):
@@ -111,7 +107,7 @@ class SimNode(Node):
         self.state_pub = self.create_publisher(JointState, self.ros.joint_states_topic, STATE_QOS)
         self.clock_pub = self.create_publisher(Clock, '/clock', 10) if self.sim.publish_clock else None
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self.create_subscription(INPUT_MSG[kind], self.ros.effort_topic, self.on_command, COMMAND_QOS)
+        self.create_subscription(P.message_class(kind), self.ros.effort_topic, self.on_command, COMMAND_QOS)
         if self.sim.lockstep:
             self.timer = self.create_timer(self.sim.lockstep_resend, self.resend)
         else:

@@ -11,7 +11,12 @@ from __future__ import annotations
 from ..files.parameter_file import ConfigError
 from . import schema as S
 
-OUTPUT_TYPES = S.lookup('ros.output_type').choices
+#: The message types of the effort command (``ros.output_type``), name -> ROS message type: the one table.
+#: The schema's choices (hence docs/config.md), the controller node's publisher, the sim node's subscriber
+#: (uk_controller.ros.params.message_class) and the MCAP log's channel schema read it.
+OUTPUT_TYPES = {'float64_multi_array': 'std_msgs/msg/Float64MultiArray',
+                'joint_trajectory': 'trajectory_msgs/msg/JointTrajectory',
+                'joint_state': 'sensor_msgs/msg/JointState'}
 TRIGGERS = S.lookup('ros.trigger').choices
 # rclpy.experimental.EventsExecutor (Kilted, rclpy 9.1.2) stalled after its first callbacks in our
 # node, so only the standard executors are offered.

@@ -25,16 +25,17 @@ Maps of named items (``actuators.<name>``, ``constraints.<name>``,
 ``hardware.<motor>``) are written with ``<name>`` in the key; the item must be
 listed in the map's ``names`` list. Keys that exist only for one ``type`` of
 constraint or trajectory carry ``when=('type', (...))``: such a key under an
-item of another type is an error naming the type and its keys. Only a
+item of another type is an error naming the type and its keys (the trajectory keys are declared by the
+table of trajectory types, :func:`trajectory_settings`, so a type added there brings its keys). Only a
 callable constraint's ``params`` is a user-defined map (passed as is to the
 user's function).
 
-Adding a key is ONE entry in :data:`SETTINGS` (or ``register(Setting(...))``
-from another module); the docs table follows with ``python -m
+Adding a key is ONE entry in the list below (:data:`SETTINGS` is that list with the protocols' keys
+inserted; the schema is built once and never appended to); the docs table follows with ``python -m
 uk_controller.settings --write-docs``. Named choices implemented by a table elsewhere
-(pseudo-inverse methods, motor protocols, plants, integrators, trajectory types) are read
-from that table (:class:`~uk_controller.settings.setting.RegistryNames`), and each motor protocol's
-``hardware.<protocol>.*`` keys come from its codec (``SETTINGS``).
+(pseudo-inverse methods, motor protocols, plants, integrators, trajectory and constraint types,
+ROS output types) are read from that table (:class:`~uk_controller.settings.setting.RegistryNames`),
+and each motor protocol's ``hardware.<protocol>.*`` keys come from its codec (``SETTINGS``).
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ import math
 
 from ..files.parameter_file import ConfigError
 from .setting import NONE, RegistryNames, Setting, check_value, number_ok
-from ..constraints.trajectories import TYPES as TRAJECTORY_TYPES
+from ..constraints import trajectories as _trajectories
 
 #: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
 MAX_STEPS = 2_000_000
@@ -69,15 +70,42 @@ PINV_METHODS = RegistryNames('uk_controller.core.pinv.reference', 'PINV_METHODS'
 PROTOCOLS = RegistryNames('uk_controller.hardware.registry', 'PROTOCOLS')
 PLANTS = RegistryNames('uk_controller.sim.plants', 'PLANTS')
 INTEGRATORS = RegistryNames('uk_controller.sim.plants', 'INTEGRATORS')
-CONSTRAINT_TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure',
-                    'callable')
-_ALL_TRAJ = TRAJECTORY_TYPES
+CONSTRAINT_TYPES = RegistryNames('uk_controller.constraints', 'TYPES')
+OUTPUT_TYPES = RegistryNames('uk_controller.settings.ros_section', 'OUTPUT_TYPES')
+TRAJECTORY_TYPES = RegistryNames('uk_controller.constraints.trajectories', 'TYPES')
+_TRAJ = 'constraints.<name>.trajectory'
 
 
-def _traj(key, type_, types, doc, **kw):
-    """A key of ``constraints.<name>.trajectory`` (also the joint_linear value trajectory)."""
-    return Setting(f'constraints.<name>.trajectory.{key}', type_, kw.pop('default', NONE), kw.pop('unit', ''),
-                   doc, when=('type', tuple(types)), **kw)
+def trajectory_settings(types=None):
+    """The keys of ``constraints.<name>.trajectory`` (also the joint_linear value trajectory), declared by
+    the table of trajectory types (:data:`uk_controller.constraints.trajectories.TYPES`, now): ``type`` with the
+    table's names, the common keys, then each type's keys in table order; a key several types share (the
+    same :class:`~uk_controller.constraints.trajectories.Key`) is one Setting with ``when`` listing those types."""
+    types = _trajectories.TYPES if types is None else types
+    every = ('type', TRAJECTORY_TYPES)             # the common keys: under every type of the table
+    out = [Setting(f'{_TRAJ}.type', 'str', NONE, '', 'trajectory type', choices=TRAJECTORY_TYPES, when=every)]
+    out += [Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=every, **dict(k.limits))
+            for k in _trajectories.COMMON_KEYS]
+    readers = {}                                    # Key -> the types that read it, first use first
+    for name, entry in types.items():
+        for k in entry.keys:
+            readers.setdefault(k, []).append(name)
+    out += [Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=('type', tuple(names)), **dict(k.limits))
+            for k, names in readers.items()]
+    return out
+
+
+def all_settings():
+    """Every key of the schema: :data:`SETTINGS` with the trajectory keys of the trajectory table as it is
+    now (:func:`trajectory_settings`) after their section."""
+    if _TRAJ_KEYS['types'] != _trajectories.TYPES:
+        _TRAJ_KEYS['types'], _TRAJ_KEYS['settings'] = dict(_trajectories.TYPES), trajectory_settings()
+    at = next(i for i, s in enumerate(SETTINGS) if s.key == _TRAJ) + 1
+    return [*SETTINGS[:at], *_TRAJ_KEYS['settings'], *SETTINGS[at:]]
+
+
+#: trajectory_settings() of the trajectory table as all_settings() last saw it
+_TRAJ_KEYS = {'types': None, 'settings': []}
 
 
 def _con(key, type_, types, doc, **kw):
@@ -85,7 +113,7 @@ def _con(key, type_, types, doc, **kw):
                    when=('type', tuple(types)), **kw)
 
 
-SETTINGS = [
+_KEYS = [
     # ------------------------------------------------------------------ robot
     _S('robot.name', 'str', NONE, '', 'robot name (default: the file name)'),
     _S('robot.urdf', 'str', NONE, '', 'URDF or .xacro file (relative to this file, package:// or absolute); one '
@@ -141,26 +169,7 @@ SETTINGS = [
     _con('rows', 'int', ('callable',), 'number of rows (default: probed)', low=1),
     _con('order', 'int', ('callable',), '2 (acceleration rows) or 1 (first-order rows)', low=1, high=2),
     _con('trajectory', 'section', ('frame_position', 'frame_orientation', 'joint_linear'), 'the desired motion'),
-    _traj('type', 'str', _ALL_TRAJ, 'trajectory type', choices=TRAJECTORY_TYPES),
-    _traj('start_time', 'float', _ALL_TRAJ, 'trajectory time of t = 0', unit='s'),
-    _traj('phase', 'float', ('helix', 'line', 'object_motion', 'circle'), 'phase', unit='rad'),
-    _traj('components', 'floats', _ALL_TRAJ, 'indices of the components used'),
-    _traj('radius', 'float', ('helix', 'circle'), 'radius', unit='m', low=0.0),
-    _traj('omega', 'float', ('helix', 'line', 'object_motion', 'circle'), 'angular frequency', unit='rad/s'),
-    _traj('centre', 'floats', ('helix', 'line', 'circle'), 'centre', unit='m'),
-    _traj('rate', 'float', ('helix',), 'axial speed', unit='m/s'),
-    _traj('pitch', 'float', ('helix',), 'axial advance per turn (instead of rate)', unit='m'),
-    _traj('direction', 'floats', ('line',), 'direction of the line'),
-    _traj('amplitude', 'any', ('line', 'object_motion'), 'amplitude (line: number; object_motion: 3 numbers)'),
-    _traj('length', 'float', ('object_motion',), 'object length', unit='m', low=0.0, low_open=True),
-    _traj('offset', 'floats', ('object_motion',), 'object offset', unit='m', length=3),
-    _traj('u', 'floats', ('circle',), 'first plane axis'),
-    _traj('v', 'floats', ('circle',), 'second plane axis'),
-    _traj('times', 'floats', ('polynomial', 'spline'), 'waypoint times', unit='s'),
-    _traj('waypoints', 'floats', ('polynomial', 'spline'), 'waypoints, flat list'),
-    _traj('dim', 'int', ('polynomial', 'spline'), 'components per waypoint', low=1),
-    _traj('bc_type', 'str', ('spline',), 'boundary condition', choices=('clamped', 'natural', 'not-a-knot')),
-    _traj('value', 'floats', ('hold',), 'held value'),
+    # constraints.<name>.trajectory.* : declared by the table of trajectory types (trajectory_settings)
     # ------------------------------------------------------------------ stabilization
     _S('stabilization.convention', 'str', 'critical', '', "critical: phi''+2w phi'+w^2 phi=0; seed000: "
        "phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0; none", live=True,
@@ -252,7 +261,7 @@ SETTINGS = [
     _S('ros.joint_states_topic', 'str', '/joint_states', '', 'joint states in'),
     _S('ros.effort_topic', 'str', '/effort_controller/commands', '', 'efforts out'),
     _S('ros.output_type', 'str', 'float64_multi_array', '', 'message type of the efforts',
-       choices=('float64_multi_array', 'joint_trajectory', 'joint_state')),
+       choices=OUTPUT_TYPES),
     _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
     _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state (in the '
        'loop thread: phase-locked to the publisher, ros.loop.fallback_periods when states stop)',
@@ -294,40 +303,48 @@ def _protocol_settings():
     return [s for entry in registry.PROTOCOLS.values() for s in entry.settings()]
 
 
-# after the generic hardware keys, before ros.* (the order of the docs table)
-_AT = next(i for i, s in enumerate(SETTINGS) if s.key.startswith('ros.'))
-SETTINGS[_AT:_AT] = _protocol_settings()
+# the protocols' keys after the generic hardware keys, before ros.* (the order of the docs table)
+_AT = next(i for i, s in enumerate(_KEYS) if s.key.startswith('ros.'))
+#: the schema's keys (with the trajectory keys of :func:`trajectory_settings`: :func:`all_settings`)
+SETTINGS = (*_KEYS[:_AT], *_protocol_settings(), *_KEYS[_AT:])
 
 _TREE = {}
 _BY_KEY = {}
+#: what the index (_TREE, _BY_KEY) was built from (``_index`` rebuilds when either changed)
+_INDEXED = {'settings': None, 'trajectory_types': None}
 
 
-def register(*settings):
-    """Add settings (another module's keys); a key may be declared once per ``when``."""
-    for s in settings:
-        ident = (s.key, s.when)
-        if ident in _BY_KEY:
-            raise ValueError(f'setting {s.key} declared twice')
-        _BY_KEY[ident] = s
-        node = _TREE
-        parts = s.key.split('.')
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ValueError(f'setting {s.key}: {part} is a value')
-        if s.type == 'section':
-            node.setdefault(parts[-1], {})
-        else:
-            node.setdefault(parts[-1], []).append(s)
-        if s not in SETTINGS:
-            SETTINGS.append(s)
+def _add_to_index(s):
+    ident = (s.key, s.when)
+    if ident in _BY_KEY:
+        raise ValueError(f'setting {s.key} declared twice')
+    _BY_KEY[ident] = s
+    node = _TREE
+    parts = s.key.split('.')
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ValueError(f'setting {s.key}: {part} is a value')
+    if s.type == 'section':
+        node.setdefault(parts[-1], {})
+    else:
+        node.setdefault(parts[-1], []).append(s)
 
 
 def _build():
     _TREE.clear()
     _BY_KEY.clear()
-    for s in list(SETTINGS):
-        register(s)
+    _INDEXED['settings'], _INDEXED['trajectory_types'] = SETTINGS, dict(_trajectories.TYPES)
+    for s in all_settings():
+        _add_to_index(s)
+
+
+def _index():
+    """The key index, rebuilt when :data:`SETTINGS` or the trajectory table is not the one it was built
+    from (a type added to :data:`uk_controller.constraints.trajectories.TYPES` is accepted with its keys,
+    no second edit)."""
+    if _INDEXED['settings'] is not SETTINGS or _INDEXED['trajectory_types'] != _trajectories.TYPES:
+        _build()
 
 
 _build()
@@ -335,11 +352,11 @@ _build()
 
 def lookup(key):
     """The Setting of a dotted key (``control.rate``, ``actuators.motor1.joint`` or with ``<name>``)."""
-    for s in SETTINGS:
+    for s in all_settings():
         if s.key == key:
             return s
     parts = key.split('.')
-    for s in SETTINGS:
+    for s in all_settings():
         sp = s.key.split('.')
         if len(sp) == len(parts) and all(a == b or a == '<name>' for a, b in zip(sp, parts)):
             return s
@@ -370,7 +387,7 @@ def is_live(key):
 
 
 def live_keys():
-    return [s.key for s in SETTINGS if s.live]
+    return [s.key for s in all_settings() if s.live]
 
 
 # ---------------------------------------------------------------------------- the tree
@@ -408,6 +425,7 @@ def check(params, file=None, *, prefix='', names=None):
         return params
     if not isinstance(params, dict):
         raise ConfigError('ros__parameters must be a map', file=file)
+    _index()
     _walk(params, _TREE, prefix, params, file)
     check_cross(params, file, names=names)
     return params
@@ -430,7 +448,7 @@ def _walk(node, tree, path, root, file):
             if '<name>' in tree:
                 options += _names_of(path, node, root)
             where = f"section '{path}'" if path else 'the top level'
-            hint = _suggest(key, options) or _suggest(key, [s.key for s in SETTINGS])
+            hint = _suggest(key, options) or _suggest(key, [s.key for s in all_settings()])
             if '<name>' in tree and path in ('actuators', 'constraints', 'hardware') and isinstance(value, dict):
                 listed = 'hardware.motors' if path == 'hardware' else f'{path}.names'
                 raise ConfigError(f'unknown key: {key!r} is not a key of {where} and not listed in {listed}'
@@ -640,7 +658,7 @@ def markdown_table():
     """The reference table of docs/config.md (generated; ``--write-docs`` updates the file)."""
     lines = ['| key | type | default | unit | accepted | live | description |',
              '|---|---|---|---|---|---|---|']
-    for s in SETTINGS:
+    for s in all_settings():
         if s.type == 'section':
             continue
         cond = f' (type {", ".join(s.when[1])})' if s.when and len(s.when[1]) < 7 else ''

@@ -76,7 +76,7 @@ def _schema_tree():
     """{part: Setting | subtree} of the schema keys that have no ``when`` (the type-free ones), plus the
     set of map paths whose named items have type-dependent keys (kept as read-only maps)."""
     tree, typed_items = {}, set()
-    for s in S.SETTINGS:
+    for s in S.all_settings():
         parts = s.key.split('.')
         if s.when or s.type == 'section':
             if '<name>' in parts:

@@ -3,7 +3,7 @@
 :class:`Setting` is one key of a robot setup (type, default, unit, accepted range or choices, live or
 not); :func:`check_value` checks and normalises one value against it, raising
 :class:`~uk_controller.files.parameter_file.ConfigError` that names the key and the accepted range. The schema
-(:data:`uk_controller.settings.schema.SETTINGS`) is a list of these; the YAML loader, ROS parameters, live
+(:data:`uk_controller.settings.schema.SETTINGS`) is a tuple of these; the YAML loader, ROS parameters, live
 updates and CLI flags all check values here.
 """
 from __future__ import annotations

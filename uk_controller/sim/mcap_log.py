@@ -51,8 +51,6 @@ MSGDEFS = {
         'float64[] accelerations\nfloat64[] effort\nbuiltin_interfaces/Duration time_from_start\n'
         + _SEP + 'MSG: builtin_interfaces/Duration\n' + _TIME),
 }
-OUTPUT_TYPES = {'float64_multi_array': 'std_msgs/msg/Float64MultiArray', 'joint_state': 'sensor_msgs/msg/JointState',
-                'joint_trajectory': 'trajectory_msgs/msg/JointTrajectory'}
 
 
 def _writer_class():
@@ -111,6 +109,7 @@ class McapLog:
         self.efforts_label = 'efforts: ' + ','.join(actuator_names)
         self.timing_label = ','.join(TIMING_FIELDS)                   # as the node labels it
         self.kind = ros.output_type
+        self.command_type = R.OUTPUT_TYPES[self.kind]       # its ROS message type (the one table)
         self.counts = dict.fromkeys(self.topics.values(), 0)
         self.rate = float(rate)
         self.period = 1.0 / self.rate
@@ -162,7 +161,7 @@ class McapLog:
                 msg = {'header': header, 'joint_names': list(self.effort_names),
                        'points': [{'positions': [], 'velocities': [], 'accelerations': [], 'effort': command,
                                    'time_from_start': {'sec': 0, 'nanosec': 0}}]}
-            put('command', schemas[OUTPUT_TYPES[self.kind]], msg, ns)
+            put('command', schemas[self.command_type], msg, ns)
             put('efforts', f64, _array(result.effort[k], self.efforts_label), ns)
             if result.ok[k]:
                 put('task_error', f64, _array(result.task_error[k], self.task_label), ns)

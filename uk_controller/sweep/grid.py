@@ -144,7 +144,7 @@ def key_type(params, key):
     if setting is not None and setting.type == 'section':
         raise ConfigError(f'{key}: is a section, not a setting; give one of its keys')
     if setting is None or setting.type not in _KIND:
-        known = sorted(set(leaf_keys(params)) | {s.key for s in S.SETTINGS if '<name>' not in s.key})
+        known = sorted(set(leaf_keys(params)) | {s.key for s in S.all_settings() if '<name>' not in s.key})
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
         hint = f"; did you mean '{close[0]}'?" if close else ''
         raise ConfigError(f"unknown setting '{key}'{hint}")

@@ -10,7 +10,7 @@ Reference: `uk_controller.core.pinv.reference` (NumPy/LAPACK), method by method:
     _loop_pinv_mgs              pinv_mgs (_ls_min_norm)                  eqs 15-18
 
 Tests that keep them equal: test/test_pinv.py (``test_compiled_twins_equal_the_reference``,
-``test_svd_twin_equals_lapack_reference``, ``test_svd_twin_jacobi_kernel_is_an_svd``,
+``test_svd_twin_equals_lapack_reference``, ``test_jacobi_kernel_is_an_svd``,
 ``test_svd_twin_exact_dependence_and_nonfinite``); the seed 002 parallelogram benchmark
 (`uk_controller.benchmarks.parallelogram_model`) calls them from compiled code, and
 test/test_seed002_parallelogram.py (``test_compiled_rhs_is_eq32``) checks that right-hand side
@@ -25,6 +25,8 @@ from types import FunctionType
 
 import numpy as np
 
+from ...kernels.linalg import column_norms, jacobi_columns, matmul
+
 # ------------------------------------------------------------- compiled twins (loops)
 #
 # The same five Moore–Penrose methods written as explicit loops, for numba (see
@@ -33,10 +35,12 @@ import numpy as np
 # its reference to round-off (test_pinv.py checks that on random and rank-deficient
 # matrices). The Householder QR here is written out (LAPACK's geqp3 is not callable
 # from numba); it pivots on exactly recomputed column norms, so on near-ties its pivot
-# order may differ from geqp3's, which changes the factors but not A^+. The SVD is a
-# one-sided Jacobi SVD, not LAPACK's bidiagonal one: np.linalg.svd inside numba costs
-# ~60 us on a 12 x 12 (gesdd plus its copies and workspace), the Jacobi loops ~20 us; the
-# singular values agree to round-off and the rank rule is the same, so A^+ does too.
+# order may differ from geqp3's, which changes the factors but not A^+. The SVD is the
+# one-sided Jacobi SVD of the compiled servo solve (kernels/linalg.py, `jacobi_columns`: one
+# implementation for both), not LAPACK's bidiagonal one: np.linalg.svd inside numba costs
+# ~60 us on a 12 x 12 (gesdd plus its copies and workspace); the singular values agree to
+# round-off and the rank rule is the same, so A^+ does too. Products of two matrices are
+# `kernels.linalg.matmul`.
 
 
 def _loop_column_sq(X, c, start):
@@ -164,91 +168,17 @@ def _loop_solve_upper(R, B, r):
     return X
 
 
-def _loop_jacobi_rows(W, k, tol, max_sweeps):
-    """One-sided (Hestenes) Jacobi SVD: rotate pairs of rows of W until their first k entries are orthogonal.
-
-    W is c x L (L >= k); whole rows are rotated, orthogonality is judged on ``W[:, :k]``, so
-    entries k.. carry the accumulated rotation along (start them as I to get it). On return
-    ``W = G W_in`` with G orthogonal and the rows of ``W[:, :k]`` mutually orthogonal: writing
-    ``B = W_in[:, :k]``, ``B^T = W[:, :k]^T G`` is an SVD of the c columns of B^T (Hestenes 1958;
-    Golub & Van Loan §8.6.4): the singular values are the row norms ``s_i`` of ``W[:, :k]``,
-    the left singular vectors its rows divided by s_i, the right ones the rows of G.
-
-    Each pair (i, j), cyclic by rows, with ``a = w_i.w_i``, ``b = w_j.w_j``, ``g = w_i.w_j``, is
-    rotated by the angle that makes it orthogonal (the symmetric Schur 2 x 2 of
-    ``[[a, g], [g, b]]``, ``t = tan theta = 2 g sign(b - a) / (|b - a| + sqrt((b - a)^2 + 4 g^2))``,
-    ``cos theta = 1 / sqrt(1 + t^2)``, here with one division) unless ``|g| <= tol sqrt(a b)``
-    already. Sweeps until one rotates nothing (all pairs orthogonal to ``tol``) or ``max_sweeps``;
-    returns the number of sweeps. Rows are contiguous, so the kernel works on a transpose
-    when it decomposes columns.
-    """
-    c, L = W.shape
-    k2 = k - (k % 2)
-    for sweep in range(max_sweeps):
-        rotated = False
-        for i in range(c - 1):
-            wi = W[i]
-            for j in range(i + 1, c):
-                wj = W[j]
-                a0 = 0.0                         # two partial sums each: shorter dependency chains
-                a1 = 0.0
-                b0 = 0.0
-                b1 = 0.0
-                g0 = 0.0
-                g1 = 0.0
-                for p in range(0, k2, 2):
-                    x0 = wi[p]
-                    y0 = wj[p]
-                    x1 = wi[p + 1]
-                    y1 = wj[p + 1]
-                    a0 += x0 * x0
-                    a1 += x1 * x1
-                    b0 += y0 * y0
-                    b1 += y1 * y1
-                    g0 += x0 * y0
-                    g1 += x1 * y1
-                if k2 < k:
-                    x0 = wi[k2]
-                    y0 = wj[k2]
-                    a0 += x0 * x0
-                    b0 += y0 * y0
-                    g0 += x0 * y0
-                a = a0 + a1
-                b = b0 + b1
-                g = g0 + g1
-                if g == 0.0 or abs(g) <= tol * np.sqrt(a * b):
-                    continue
-                rotated = True
-                d = b - a
-                den = abs(d) + np.sqrt(d * d + 4.0 * g * g)     # |b - a| + sqrt((b - a)^2 + 4 g^2)
-                if den == 0.0:                                  # a == b and g^2 underflowed: 45 degrees
-                    cs = 0.7071067811865476
-                    sn = cs if g > 0.0 else -cs
-                else:
-                    inv = 1.0 / np.sqrt(den * den + 4.0 * g * g)
-                    cs = den * inv                              # 1 / sqrt(1 + t^2), t = 2 g sign(d) / den
-                    sn = 2.0 * g * inv if d >= 0.0 else -2.0 * g * inv
-                for p in range(L):
-                    x = wi[p]
-                    y = wj[p]
-                    wi[p] = cs * x - sn * y
-                    wj[p] = sn * x + cs * y
-        if not rotated:
-            return sweep + 1
-    return max_sweeps
-
-
 def _loop_pinv_svd(A, rcond):
-    """`pinv_svd` by a one-sided Jacobi SVD (`_loop_jacobi_rows`), with the same rank rule.
+    """`pinv_svd` by the one-sided Jacobi SVD of the compiled servo solve
+    (:func:`uk_controller.kernels.linalg.jacobi_columns`), with the same rank rule.
 
-    Tall or square A (m >= n): the rows of ``[(A / c)^T | I_n]`` (c = max |a_ij|, so the Gram
-    entries cannot overflow) are rotated until the first m columns have orthogonal rows,
-    ``[V^T (A / c)^T | V^T]``: row i is ``[s_i u_i^T | v_i^T]`` with ``A / c = U S V^T``, and
-    ``A^+ = V S^+ U^T / c = sum_i v_i u_i^T / (c s_i)`` over ``s_i > rcond * max s`` (seed 002,
-    SVD method, as `pinv_svd`). Wide A: the same with the rows of A itself (an SVD of A^T;
-    u and v swap roles). Only min(m, n) vectors are rotated; sweeps run until every pair is
-    orthogonal to ``sqrt(k) eps`` relative (k = max(m, n)), i.e. to full precision.
-    A non-finite A gives an all-NaN result.
+    Tall or square A (m >= n): the columns of ``W = A / c`` (c = max |a_ij|, so the Gram entries
+    cannot overflow) are rotated until mutually orthogonal, ``A / c = W V^T`` with V orthogonal:
+    column i of W is ``s_i u_i``, column i of V is v_i, and ``A^+ = V S^+ U^T / c =
+    sum_i v_i u_i^T / (c s_i)`` over ``s_i > rcond * max s`` (seed 002, SVD method, as `pinv_svd`).
+    Wide A: the same with ``W = A^T / c`` (an SVD of A^T; u and v swap roles). Only min(m, n)
+    columns are rotated, until every pair is orthogonal to full precision (Hestenes 1958; Golub &
+    Van Loan §8.6.4). A non-finite A gives an all-NaN result.
     """
     m, n = A.shape
     X = np.zeros((n, m))
@@ -266,40 +196,31 @@ def _loop_pinv_svd(A, rcond):
         return X
     inv_scale = 1.0 / scale
     tall = m >= n
-    c = n if tall else m                         # vectors rotated
+    c = n if tall else m                         # columns rotated
     k = m if tall else n                         # their length
-    W = np.zeros((c, k + c))
+    W = np.empty((k, c))
     for i in range(m):
         for j in range(n):
             if tall:
-                W[j, i] = A[i, j] * inv_scale
-            else:
                 W[i, j] = A[i, j] * inv_scale
-    for i in range(c):
-        W[i, k + i] = 1.0
-    _loop_jacobi_rows(W, k, np.sqrt(k) * 2.220446049250313e-16, 60)
+            else:
+                W[j, i] = A[i, j] * inv_scale
+    V = np.empty((c, c))
+    jacobi_columns(W, V, 60)
     s = np.empty(c)
-    smax = 0.0
-    for i in range(c):
-        acc = 0.0
-        for j in range(k):
-            acc += W[i, j] * W[i, j]
-        s[i] = np.sqrt(acc)
-        if s[i] > smax:
-            smax = s[i]
-    # X += v_i u_i^T / (c s_i): tall, v_i = W[i, k:] and u_i = W[i, :k] / s_i; wide (an SVD of
-    # A^T = U' S V'^T), the roles swap: the n-side vector is W[i, :k] / s_i, the m-side W[i, k:]
-    n_at, m_at = (k, 0) if tall else (0, k)
+    smax = column_norms(W, s)
+    # X += v_i u_i^T / (c s_i): tall, v_i = V[:, i] and u_i = W[:, i] / s_i; wide (an SVD of
+    # A^T = U' S V'^T), the roles swap: the n-side vector is W[:, i] / s_i, the m-side V[:, i]
     for i in range(c):
         if s[i] > rcond * smax:
             inv = 1.0 / s[i]
             for j in range(k):
-                W[i, j] *= inv
+                W[j, i] *= inv
             inv *= inv_scale                     # 1 / (c s_i)
             for p in range(n):
-                f = W[i, n_at + p] * inv
+                f = (V[p, i] if tall else W[p, i]) * inv
                 for q in range(m):
-                    X[p, q] += f * W[i, m_at + q]
+                    X[p, q] += f * (W[q, i] if tall else V[q, i])
     return X
 
 
@@ -327,12 +248,7 @@ def _loop_pinv_varga(A, rcond):
             for j in range(i):
                 s -= G2T[j, i] * Z[j, c]
             Z[i, c] = s / G2T[i, i]
-    for i in range(n):
-        for c in range(m):
-            s = 0.0
-            for j in range(r):
-                s += V1[i, j] * Z[j, c]
-            X[i, c] = s
+    matmul(V1, Z, X)
     return X
 
 
@@ -500,12 +416,11 @@ def _loop_ls_min_norm(A, rcond, mgs):
         for i in range(rw):
             for c in range(m):
                 coef[pw[i], c] = Yw[i, c]
+        Wc = np.empty((n, m))
+        matmul(W, coef, Wc)
         for i in range(n):
             for c in range(m):
-                s = 0.0
-                for k in range(n - r):
-                    s += W[i, k] * coef[k, c]
-                X[i, c] -= s
+                X[i, c] -= Wc[i, c]
     return X
 
 
@@ -520,13 +435,10 @@ def _loop_pinv_mgs(A, rcond):
 #: kernel names in dependency order (callees first), compiled together by `compiled_pinv`
 _LOOP_KERNELS = ('_loop_column_sq', '_loop_swap_columns', '_loop_hh_qr', '_loop_hh_apply_qt', '_loop_hh_q1', '_loop_rank', '_loop_solve_upper',
                  '_loop_mgs_qr', '_loop_mgs_project', '_loop_factor_qt', '_loop_ls_min_norm',
-                 '_loop_jacobi_rows', '_loop_pinv_svd', '_loop_pinv_varga', '_loop_pinv_greville',
+                 '_loop_pinv_svd', '_loop_pinv_varga', '_loop_pinv_greville',
                  '_loop_pinv_householder', '_loop_pinv_mgs')
 _LOOP_METHODS = {'svd': '_loop_pinv_svd', 'varga': '_loop_pinv_varga', 'greville': '_loop_pinv_greville',
                  'householder': '_loop_pinv_householder', 'mgs': '_loop_pinv_mgs'}
-#: per-kernel numba options: FMA contraction (a*b + c rounded once; no reassociation, NaN/inf
-#: semantics kept) in the Jacobi SVD, whose rotations are latency bound: ~20 % faster
-_LOOP_OPTIONS = {'_loop_jacobi_rows': {'fastmath': {'contract'}}, '_loop_pinv_svd': {'fastmath': {'contract'}}}
 
 
 @lru_cache(maxsize=None)
@@ -546,7 +458,7 @@ def compiled_kernels():
         f = _LOOP_PYTHON[nm]
         twin = FunctionType(f.__code__, table, f.__name__, f.__defaults__, f.__closure__)
         twin.__qualname__, twin.__module__, twin.__doc__ = f.__qualname__, f.__module__, f.__doc__
-        table[nm] = njit(cache=True, **_LOOP_OPTIONS.get(nm, {}))(twin)
+        table[nm] = njit(cache=True)(twin)
     return {nm: table[nm] for nm in _LOOP_KERNELS}
 
 
