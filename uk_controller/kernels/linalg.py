@@ -71,37 +71,30 @@ def chol_solve_cols(L, X, out, col):
 
 
 @njit(cache=True)
-def jacobi_columns(W, V, max_sweeps, norms):
+def jacobi_columns(W, V, max_sweeps):
     """One-sided Jacobi: rotate the columns of W (r x c) until mutually orthogonal.
 
     On return ``W_in = W V^T`` with V (c x c) orthogonal; the singular values
     of W_in are the column norms of W, the right singular vectors the columns
     of V (Hestenes' method; relative accuracy of a few eps).
-
-    For the pair (i, j): ``alpha = |w_i|^2, beta = |w_j|^2, gamma = w_i . w_j``; rotate when
-    ``|gamma| > eps sqrt(alpha beta)`` by the angle with ``zeta = (beta - alpha) / (2 gamma)``,
-    ``t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2))``. ``norms`` (>= c entries, scratch) caches
-    ``|w_k|^2`` between pairs: a column's squared norm is summed again (the same sum in the same
-    order, so the same bits) only after a rotation changed that column; a pair of unchanged columns
-    costs one dot product instead of three (issue 19).
     """
     r, c = W.shape
     for i in range(c):
         for j in range(c):
             V[i, j] = 1.0 if i == j else 0.0
-        acc = 0.0
-        for k in range(r):
-            acc += W[k, i] * W[k, i]
-        norms[i] = acc
     for sweep in range(max_sweeps):
         rotated = False
         for i in range(c - 1):
             for j in range(i + 1, c):
-                alpha = norms[i]
-                beta = norms[j]
+                alpha = 0.0
+                beta = 0.0
                 gamma = 0.0
                 for k in range(r):
-                    gamma += W[k, i] * W[k, j]
+                    wi = W[k, i]
+                    wj = W[k, j]
+                    alpha += wi * wi
+                    beta += wj * wj
+                    gamma += wi * wj
                 if gamma == 0.0 or abs(gamma) <= EPS * np.sqrt(alpha * beta):
                     continue
                 rotated = True
@@ -109,19 +102,11 @@ def jacobi_columns(W, V, max_sweeps, norms):
                 t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + np.sqrt(1.0 + zeta * zeta))
                 cs = 1.0 / np.sqrt(1.0 + t * t)
                 sn = cs * t
-                ai = 0.0
-                aj = 0.0
                 for k in range(r):
                     wi = W[k, i]
                     wj = W[k, j]
-                    wi2 = cs * wi - sn * wj
-                    wj2 = sn * wi + cs * wj
-                    W[k, i] = wi2
-                    W[k, j] = wj2
-                    ai += wi2 * wi2
-                    aj += wj2 * wj2
-                norms[i] = ai
-                norms[j] = aj
+                    W[k, i] = cs * wi - sn * wj
+                    W[k, j] = sn * wi + cs * wj
                 for k in range(c):
                     vi = V[k, i]
                     vj = V[k, j]

@@ -169,7 +169,7 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
                 Wy[i, j] = acc
             else:
                 Wy[j, i] = acc
-    jacobi_columns(Wy, Vy, sweeps, nrm)             # nrm: free until the internal-force term
+    jacobi_columns(Wy, Vy, sweeps)
     column_norms(Wy, sy)
     # L^T (a_p - q''_task)
     for i in range(n):
@@ -276,7 +276,7 @@ def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, 
     for i in range(mp):
         for j in range(mp):
             W[i, j] = G[i, j]
-    jacobi_columns(W, V, sweeps, y)                 # y: written again below before it is read
+    jacobi_columns(W, V, sweeps)
     wmax = column_norms(W, w)           # G is PSD: its singular values are its eigenvalues
     # residual of the passive rows with Q alone, and of each column of M^{-1} B
     row_residuals(Ap, a0, bp, phip, phidp, gains, 0, rp)
@@ -399,7 +399,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
             for i in range(ms):
                 for j in range(p):
                     Ws[i, j] = CB[i, j]
-        jacobi_columns(Ws, Vs, sweeps, s)           # s: the column norms overwrite it next
+        jacobi_columns(Ws, Vs, sweeps)
         smax = column_norms(Ws, s)
         # singular vectors in the row space of bbar (ms x c) and in the effort space (p x c), scaled by s_k:
         # ms <= p: CB = V S U^T with W = U S;  else CB = U S V^T with W = U S
