@@ -243,3 +243,24 @@ def test_posture_on_every_backend_agrees():
         for b, r in out.items():
             assert np.allclose(r.effort, ref.effort, rtol=1e-9, atol=1e-9), b
             assert r.posture_error == pytest.approx(ref.posture_error)
+
+
+@pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
+def test_compiled_posture_error_is_the_subtracted_norm():
+    """The compiled step reads |q - q_ref| from its posture rows' phi (issue 19) instead of subtracting
+    again: the figure must be bit for bit ``sqrt((q - q_ref) . (q - q_ref))`` computed here, and the null-space
+    dimensions those of the reference backend, on random states (limit rows active in some)."""
+    params, path, setup, tool = _planar_hold_params({'omega': 5.0})
+    loaded = setup_from_settings(resolve(path, params=params))
+    fast, ref = ControllerCore(loaded, backend='compiled'), ControllerCore(loaded, backend='reference')
+    assert fast._null_hot[0] is not None and ref._null_hot[0] is None       # the fast path runs, not the other
+    q_ref = fast.redundancy.q_ref
+    rng = np.random.default_rng(19)
+    for k in range(12):
+        q = loaded.q0 + rng.normal(size=3) * (0.05 if k < 6 else 0.6)
+        qd = rng.normal(size=3) * 0.3
+        got, want = fast.step(q, qd, 0.01 * k), ref.step(q, qd, 0.01 * k)
+        assert got.ok and want.ok
+        d = q - q_ref
+        assert got.posture_error == np.sqrt(d @ d) == want.posture_error
+        assert (got.null_motion, got.null_internal) == (want.null_motion, want.null_internal)

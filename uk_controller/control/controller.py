@@ -59,9 +59,11 @@ from ..core.pinv import get_pinv
 from .status import Status, reason as status_reason
 
 SAFE_EFFORTS = ('zero', 'hold')
-# step() unpacks info[:_INFO_READ] in this order
+# step() unpacks info[:_INFO_READ] in this order, and with the null-space term info[_INFO_NULL] (one tolist() each)
 _INFO_READ = INFO_CONSISTENT + 1
 assert (INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL, INFO_CONSISTENT) == tuple(range(6))
+_INFO_NULL = slice(codes.INFO_NULL_MOTION, codes.INFO_NULL_INTERNAL + 1)
+assert codes.INFO_NULL_INTERNAL == codes.INFO_NULL_MOTION + 1
 _clock = time.perf_counter
 _ndarray, _F64, _C1 = np.ndarray, np.dtype(np.float64), (8,)      # a C-contiguous float64 vector's strides
 BACKENDS = ('auto', 'compiled', 'reference', 'general')
@@ -363,8 +365,14 @@ class ControllerCore:
         m, mb = self._m, b.rows
         self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
                      slice(0, m), slice(mb, mb + m), slice(self._mp, m))
-        # (posture rows?, q_ref, the backend's info, a scratch for q - q_ref: the step allocates no vector)
-        self._null_hot = (bool(red.terms), self._q_ref, b.info, np.empty(self.n)) if red.active else None
+        # (where the copied block holds q - q_ref or None, q_ref or None, a scratch for q - q_ref, the view
+        # info[_INFO_NULL] of the null-space dimensions: the step allocates no vector). A compiled program's
+        # first n posture rows are
+        # phi_j = q_j - q_ref_j (unit rows, redundancy.build), the same floats as np.subtract(q, q_ref): the
+        # step reads them from the block it copies anyway instead of subtracting again (issue 19)
+        posture_at = slice(m, m + self.n) if red.terms and b.name == 'compiled' and mb >= m + self.n else None
+        self._null_hot = (posture_at, self._q_ref if red.terms else None, np.empty(self.n), b.info[_INFO_NULL]) \
+            if red.active else None
         self._null_initial = (red.null_motion, red.null_internal)
         self._warm_up()
 
@@ -500,15 +508,19 @@ class ControllerCore:
             return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
                               int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank),
                               status, residual, math.nan, *self._null_initial)
-        posture_error = math.nan
-        if null[0]:
-            d = np.subtract(q, null[1], out=null[3])
+        posture_at, q_ref, scratch, null_info = null
+        null_motion, null_internal = null_info.tolist()
+        if posture_at is not None:            # compiled: the posture rows' phi, q - q_ref
+            d = outputs[posture_at]
             posture_error = math.sqrt(d @ d)
-        full_info = null[2]
+        elif q_ref is not None:
+            d = np.subtract(q, q_ref, out=scratch)
+            posture_error = math.sqrt(d @ d)
+        else:
+            posture_error = math.nan
         return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
                           int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank), status,
-                          residual, posture_error, int(full_info[codes.INFO_NULL_MOTION]),
-                          int(full_info[codes.INFO_NULL_INTERNAL]))
+                          residual, posture_error, int(null_motion), int(null_internal))
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
