@@ -191,3 +191,47 @@ def test_bridge_loop_timing_matches_probe(config):
     assert all(v[rate] > 0 for v in timings[2:6])
     d = {kv.key: kv.value for kv in diags[-1].status[0].values}
     assert {'loop_' + f for f in TIMING_FIELDS} <= set(d) and 'overrun_state' in d
+
+
+def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(tmp_path, robots):
+    """The bridge as its own process (``python -m uk_controller.ros.serial_bridge_node``) on the SCARA over
+    the Dynamixel emulator behind a fake FTDI adapter with the 16 ms default latency timer, at 200 Hz: the
+    rules of ``uk-controller run`` (hardware.run_command.check_setup) refuse both the rate (the highest rate
+    is the one bus_timing.budget computes, checked against its hand formula in test_bus_timing) and the
+    prismatic servo (gravity at q0 from Pinocchio against Current Limit x 2.69 mA x k_t): exit 2, each error
+    in the log with its numbers, torque never on at the device. The same bridge at a 1 ms latency timer and
+    100 Hz still refuses the servo alone: the static load does not depend on the bus."""
+    import subprocess
+    import sys
+
+    import pinocchio as pin
+
+    from uk_controller.hardware import bus_timing, registry
+    from uk_controller.ros.testing import ros_env
+    from uk_controller.sim.uk_plant import UKPlant
+
+    setup = load_robot(robots('scara'))
+    hw = HardwareConfig.from_setup(setup)
+    model = setup.model.model
+    need = abs(pin.computeGeneralizedGravity(model, model.createData(), np.asarray(setup.q0, float))[3])
+    limit = 1193 * 2.69e-3                  # XM430-W350 Current Limit x 2.69 mA, k_t = 1 N m/A
+    with registry.make_emulator('dynamixel', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
+        runs = {}
+        for ms, rate in ((16, 200.0), (1, 100.0)):
+            root = str(tmp_path / f'sys{ms}')
+            bus_timing.fake_usb_serial(root, emu.port, ms)
+            args = ['--ros-args', '-p', 'config:=scara', '-p', f'hardware.port:={emu.port}',
+                    '-p', 'hardware.protocol:=dynamixel', '-p', f'hardware.rate:={rate}']
+            r = subprocess.run([sys.executable, '-m', 'uk_controller.ros.serial_bridge_node', *args],
+                               capture_output=True, text=True, timeout=240,
+                               env={**ros_env(63), bus_timing.SYSFS_ENV: root})
+            print(r.stdout, r.stderr)
+            runs[ms] = r.stdout + r.stderr
+            assert r.returncode == 2 and 'Traceback' not in runs[ms]
+            assert (f'motor motor4 (joint4) cannot hold the start pose: gravity needs {need:.4g} N, the motor '
+                    f'gives {limit:.4g} N') in runs[ms]
+            assert 'refused to start, torque never on' in runs[ms]
+            assert not emu.enabled and not np.any(emu.max_abs_effort) and emu.counters['steps'] == 0
+        assert 'the requested rate 200 Hz is above the 62 Hz' in runs[16]
+        assert f'echo 1 | sudo tee {tmp_path}/sys16/bus/usb-serial/devices/ttyUSB0/latency_timer' in runs[16]
+        assert 'USB latency timer: 1 ms' in runs[1] and 'the requested rate 100 Hz is above' not in runs[1]

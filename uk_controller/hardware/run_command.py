@@ -237,7 +237,6 @@ def run(args) -> int:
 
 def _preflight(setup, hw, safe, protocol, port, args, rate):
     """The report before the first cycle: ``(ok, text)`` (module docstring); errors end the text."""
-    from . import bus_timing, static_load
     bus = safe.bus
     lines, errors = [], []
     if args.set_return_delay_zero:
@@ -247,9 +246,25 @@ def _preflight(setup, hw, safe, protocol, port, args, rate):
             bus.set_return_delay_time(0)
             lines.append(f'Return Delay Time set to 0 on servos {bus.ids} (--set-return-delay-zero; stored in '
                          f'their EEPROM)')
-    baud = int(hw.baud)                       # --baud already applied (run_overrides)
+    more, problems = check_setup(setup, hw, bus, protocol, port, rate)
+    lines += more
+    errors += problems
+    lines += [f'uk-controller run: error: {e}' for e in errors]
+    return not errors, '\n'.join(lines)
+
+
+def check_setup(setup, hw, bus, protocol, port, rate):
+    """What a connected bus can do against what the set-up asks, before torque is ever on:
+    ``(lines, errors)``. The lines are the cycle budget (:func:`.bus_timing.budget`: bytes per cycle,
+    device delays, USB latency timer, the highest rate the bus carries), the requested rate and the
+    motors' effort limits against the static load at the start pose (:mod:`.static_load`); each error
+    names what to change (a rate above the bus's, a motor that cannot hold the start pose). One set of
+    rules for ``uk-controller run`` and the ROS serial bridge (uk_controller/ros/serial_bridge_node.py).
+    """
+    from . import bus_timing, static_load
+    lines, errors = [], []
     entry = registry.get(protocol)
-    budget = bus_timing.budget(entry, hw.p, baud, options=hw.options.get(entry.section_name),
+    budget = bus_timing.budget(entry, hw.p, int(hw.baud), options=hw.options.get(entry.section_name),
                                facts=bus.timing_facts(), port=port, motors=hw.motors)
     lines.append(budget.report())
     lines.append(f'  requested rate {rate:g} Hz')
@@ -260,8 +275,7 @@ def _preflight(setup, hw, safe, protocol, port, args, rate):
     sources = bus.torque_limit_sources()
     lines.append(static_load.report(setup, hw, u_static, sources))
     errors += static_load.problems(setup, hw, u_static, sources)
-    lines += [f'uk-controller run: error: {e}' for e in errors]
-    return not errors, '\n'.join(lines)
+    return lines, errors
 
 
 class _LogStream:

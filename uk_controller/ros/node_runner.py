@@ -85,7 +85,8 @@ def run(factory, name, args=None, on_stop=None):
     rclpy's handler, which shuts the context down; an error raised by a callback
     that was running at that moment is part of the shutdown, not a failure. Returns
     the exit code: 0 on a normal stop, 2 when the configuration is invalid
-    (the message names the key). A second SIGINT (launch sends one after the
+    (the message names the key) or the node refused its set-up once running (its ``refused``
+    attribute, e.g. serial_bridge_node at its first connect). A second SIGINT (launch sends one after the
     terminal's) is ignored: the teardown finishes and the exit code stays 0.
     `on_stop(node)` runs first in the teardown (e.g. torque off).
     """
@@ -125,7 +126,7 @@ def run(factory, name, args=None, on_stop=None):
         executor = make_executor(settings.ros.executor if settings is not None else None)
         executor.add_node(node)
         try:
-            while not _STATE['stop'] and rclpy.ok():
+            while not _STATE['stop'] and rclpy.ok() and getattr(node, 'refused', None) is None:
                 executor.spin_once(timeout_sec=0.1)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
@@ -137,6 +138,10 @@ def run(factory, name, args=None, on_stop=None):
             time.sleep(0.2)
             if rclpy.ok():
                 raise
+        refused = getattr(node, 'refused', None)      # a node that found its set-up impossible once running
+        if refused is not None:
+            print(f'{name}: {refused}', file=sys.stderr, flush=True)
+            return 2
         return 0
     except KeyboardInterrupt:
         return 0

@@ -22,6 +22,13 @@ fresh effort or feedback within the watchdog => torque off; limits before
 sending; torque off on shutdown; reconnect with torque off until feedback is
 valid again.
 
+At start (issue 22) the set-up is checked against the connected bus by the rules of ``uk-controller
+run`` (:func:`~uk_controller.hardware.run_command.check_setup`): the cycle budget is logged, and a
+rate above what the bus carries or a motor that cannot hold the start pose (gravity at q0 against
+the limits read from the devices) is an error in the log naming what to change, and exit code 2,
+torque never on. If the port is not there at start, the check runs at the first connect and no
+effort is sent before it.
+
 Loop timing (issue 13): ``~/loop_timing`` (std_msgs/Float64MultiArray, order
 uk_controller.control.loop_timing.TIMING_FIELDS, as uk_controller_node) every ``ros.loop.window`` seconds,
 and the same values as ``loop_*`` in ``/diagnostics``. The bridge runs on an rclpy timer: a gap of
@@ -44,6 +51,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from ..hardware.calibration import HardwareConfig
 from ..hardware.joint_state_assembler import JointStateAssembler
 from ..hardware.registry import make_bus
+from ..hardware.run_command import check_setup
 from ..hardware.safety import ARMED, DISCONNECTED, SATURATED, SafeBus
 from ..control.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
 from .node_setup import node_options, read_settings
@@ -52,6 +60,11 @@ from .node_runner import run
 from ..robots.setup import setup_from_settings
 
 NODE_NAME = 'serial_bridge_node'
+
+
+class SetupRefused(ValueError):
+    """The bus cannot carry the rate or a motor cannot hold the start pose (exit code 2, the message
+    names what to change)."""
 
 
 class SerialBridgeNode(Node):
@@ -94,26 +107,34 @@ class SerialBridgeNode(Node):
         self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
                                                           stride=len(TIMING_FIELDS))]
         self.create_subscription(Float64MultiArray, self.ros.effort_topic, self.on_effort, 10)
+        self.rate = rate
+        self.checked = False          # the set-up checked against the connected bus (check_setup)
+        self.refused = None           # why the set-up was refused after start: the process ends with exit 2
         if not self.safe.connect():
-            self.get_logger().error(f'{self.safe.reason} (retrying)')
+            self.get_logger().error(f'{self.safe.reason} (retrying; the set-up is checked at the first connect, '
+                                    f'torque stays off until then)')
         else:
-            self._report_budget(rate)
+            problem = self._check_setup()
+            if problem:
+                raise SetupRefused(problem)
         self.timer = self.create_timer(1.0 / rate, self.on_timer_timed)
         self.diag_timer = self.create_timer(self.ros.diagnostics_period, self.on_diagnostics)
         self.get_logger().info(f'{self.protocol} on {self.port} at {rate:g} Hz, watchdog {self.watchdog * 1e3:.0f} ms')
 
-    def _report_budget(self, rate):
-        """The cycle budget of the bus just connected (hardware/bus_timing.py, as `uk-controller run` prints
-        it); a rate above what the bus carries is logged as an error (the node keeps running: its
-        watchdog and overrun counters then show the consequences)."""
-        from ..hardware import bus_timing, registry
-        entry = registry.get(self.protocol)
-        b = bus_timing.budget(entry, self.hw.p, self.baud, options=self.hw.options.get(entry.section_name),
-                              facts=self.safe.bus.timing_facts(), port=self.port, motors=self.hw.motors)
-        self.get_logger().info(b.report())
-        problem = b.check_rate(rate)
-        if problem:
-            self.get_logger().error(problem)
+    def _check_setup(self):
+        """The set-up against the bus just connected, by the rules of ``uk-controller run``
+        (:func:`~uk_controller.hardware.run_command.check_setup`: the cycle budget and the rate it carries,
+        the motors' limits against the static load at the start pose). The report goes to the log; on an
+        error the bus is shut down (torque was never on) and the reason returned, else None."""
+        lines, errors = check_setup(self.setup, self.hw, self.safe.bus, self.protocol, self.port, self.rate)
+        self.checked = True
+        self.get_logger().info('\n'.join(lines))
+        if not errors:
+            return None
+        for error in errors:
+            self.get_logger().error(error)
+        self.safe.shutdown()
+        return 'refused to start, torque never on: ' + '; '.join(errors)
 
     def on_effort(self, msg):
         data = np.asarray(msg.data, float)
@@ -149,7 +170,15 @@ class SerialBridgeNode(Node):
             self.pub_timing.publish(self.timing_msg)
 
     def on_timer(self):
-        reading = self.safe.cycle(self.effort, self.effort_stamp)
+        if self.refused is not None:
+            return
+        # until the set-up is checked (the first connect failed at start) no effort reaches the bus
+        reading = self.safe.cycle(self.effort if self.checked else None, self.effort_stamp)
+        if not self.checked and self.safe.bus is not None and self.safe.state != DISCONNECTED:
+            self.refused = self._check_setup()
+            if self.refused is not None:
+                self.timer.cancel()           # node_runner.run ends the process with exit code 2
+                return
         self._cycles_window.append(time.monotonic())
         if reading is None or not reading.valid or reading.stamp == self._last_stamp:
             return
