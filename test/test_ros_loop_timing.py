@@ -62,6 +62,36 @@ def test_loop_timing_window_matches_the_definitions():
     assert timing.total_periods == n + 1 and timing.total_missed == missed_total
 
 
+def test_a_handed_off_window_is_the_window_and_recording_goes_on_meanwhile():
+    """Thread mode closes windows with hand_off (loop thread) and summarizes them elsewhere: the same
+    figures as window() on the same periods (a second LoopTiming fed identically is the reference), and
+    periods recorded before the summary land in the next window, not in the one being read."""
+    rng = np.random.default_rng(5)
+    starts = np.cumsum(np.full(900, 1_000_000) + rng.integers(-300_000, 300_000, 900)).astype(np.int64) + 10**12
+    compute, age, latency = (rng.integers(1_000, 400_000, 900) for _ in range(3))
+    handed, reference = LoopTiming(1e-3, window=0.3), LoopTiming(1e-3, window=0.3)
+    cuts = {299: None, 599: None}
+    for k in range(900):
+        for timing in (handed, reference):
+            timing.record(int(starts[k]), int(compute[k]), int(age[k]), int(latency[k]))
+            if k % 97 == 3:
+                timing.miss(1)
+        if k in cuts:
+            end = int(starts[k] + 1_000_000)
+            assert handed.hand_off(end)
+            assert not handed.hand_off(end + 1)       # not summarized yet: the window goes on, nothing lost
+            expected = reference.window(end)
+            cuts[k] = (expected, reference.last_latency)
+        if k in (349, 649):                           # the summary comes 50 periods later
+            values = handed.summarize_handed_off()
+            expected, latency_q = cuts[k - 50]
+            assert values == expected and handed.last_latency == latency_q
+            assert handed.summarize_handed_off() is None
+    end = int(starts[-1] + 1_000_000)
+    assert handed.hand_off(end) and handed.summarize_handed_off() == reference.window(end)
+    assert handed.total_periods == reference.total_periods == 900
+
+
 def test_overrun_policy_warns_goes_safe_and_recovers():
     policy = OverrunPolicy(warn_after=2, safe_after=5, recover_after=3)
     states = []

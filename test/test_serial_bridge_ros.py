@@ -230,7 +230,7 @@ def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(
             assert r.returncode == 2 and 'Traceback' not in runs[ms]
             assert (f'motor motor4 (joint4) cannot hold the start pose: gravity needs {need:.4g} N, the motor '
                     f'gives {limit:.4g} N') in runs[ms]
-            assert 'refused to start, torque never on' in runs[ms]
+            assert 'serial_bridge_node: set-up refused: torque never on' in runs[ms]
             assert not emu.enabled and not np.any(emu.max_abs_effort) and emu.counters['steps'] == 0
         assert 'the requested rate 200 Hz is above the 62 Hz' in runs[16]
         assert f'echo 1 | sudo tee {tmp_path}/sys16/bus/usb-serial/devices/ttyUSB0/latency_timer' in runs[16]

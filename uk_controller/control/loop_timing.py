@@ -59,10 +59,12 @@ class LoopTiming:
         self.period_ns = int(round(period * 1e9))
         self.window_ns = int(round(window * 1e9))
         size = int(math.ceil(window / period * 2.0)) + 16
-        self.jitter = np.zeros(size)
-        self.compute = np.zeros(size)
-        self.age = np.zeros(size)
-        self.latency = np.zeros(size)
+        # two sets of arrays: the loop records into one while another thread summarizes the other
+        # (hand_off / summarize_handed_off); window() uses the first only
+        self._sets = [tuple(np.zeros(size) for _ in range(4)) for _ in range(2)]
+        self._active = 0
+        self.jitter, self.compute, self.age, self.latency = self._sets[0]
+        self._handed = None         # the closed window waiting for summarize_handed_off (or None)
         self.size = size
         self.count = 0              # periods in the window
         self.jitter_count = 0
@@ -104,20 +106,51 @@ class LoopTiming:
             return [math.nan] * len(qs)
         return [float(v) * 1e-3 for v in np.percentile(known, qs)]
 
-    def window(self, now_ns):
-        """Close the window at `now_ns`; returns the TIMING_FIELDS tuple (also kept in ``last``)."""
-        n = self.count
+    def _close(self, now_ns):
+        """The window up to `now_ns` as ``(arrays, count, jitter_count, missed, span_s)``; a new one starts."""
         span = (now_ns - self.window_start_ns) * 1e-9 if self.window_start_ns is not None else 0.0
-        rate = n / span if span > 0 else 0.0
-        j = self.jitter[:self.jitter_count]
-        jp50, jp99, jmax = self._quantiles(j, (50, 99, 100)) if j.size else (math.nan,) * 3
-        cp50, cp99 = self._quantiles(self.compute[:n], (50, 99))
-        (ap50,) = self._quantiles(self.age[:n], (50,))
-        self.last_latency = tuple(self._quantiles(self.latency[:n], (50, 99)))
-        self.last = (rate, jp50, jp99, jmax, cp50, cp99, ap50, float(self.missed))
+        closed = ((self.jitter, self.compute, self.age, self.latency), self.count, self.jitter_count,
+                  self.missed, span)
         self.count = self.jitter_count = self.missed = 0
         self.window_start_ns = now_ns
+        return closed
+
+    def _summarize(self, closed):
+        (jitter, compute, age, latency), n, jitter_count, missed, span = closed
+        rate = n / span if span > 0 else 0.0
+        j = jitter[:jitter_count]
+        jp50, jp99, jmax = self._quantiles(j, (50, 99, 100)) if j.size else (math.nan,) * 3
+        cp50, cp99 = self._quantiles(compute[:n], (50, 99))
+        (ap50,) = self._quantiles(age[:n], (50,))
+        self.last_latency = tuple(self._quantiles(latency[:n], (50, 99)))
+        self.last = (rate, jp50, jp99, jmax, cp50, cp99, ap50, float(missed))
         return self.last
+
+    def window(self, now_ns):
+        """Close the window at `now_ns`; returns the TIMING_FIELDS tuple (also kept in ``last``)."""
+        return self._summarize(self._close(now_ns))
+
+    def hand_off(self, now_ns):
+        """Close the window at `now_ns` without computing its statistics (the loop thread's part):
+        recording goes on in the other set of arrays and :meth:`summarize_handed_off` (another thread)
+        computes the closed one. While the previous closed window is not summarized yet the window
+        goes on instead (False): its arrays are still being read."""
+        if self._handed is not None:
+            return False
+        closed = self._close(now_ns)
+        self._active ^= 1
+        self.jitter, self.compute, self.age, self.latency = self._sets[self._active]
+        self._handed = closed       # one reference assignment: the summarizing thread sees all or nothing
+        return True
+
+    def summarize_handed_off(self):
+        """The TIMING_FIELDS tuple of the window :meth:`hand_off` closed (also kept in ``last``), or None."""
+        closed = self._handed
+        if closed is None:
+            return None
+        values = self._summarize(closed)
+        self._handed = None
+        return values
 
 
 class OverrunPolicy:

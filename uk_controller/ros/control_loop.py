@@ -25,7 +25,10 @@ Timer mode (``use_sim_time`` or ``ros.loop.mode: timer``): rclpy's timer calls t
 policy are applied around it.
 
 Both modes publish the window statistics on ``~/loop_timing`` (std_msgs/Float64MultiArray, order
-loop_timing.TIMING_FIELDS) and hand them to ``/diagnostics``.
+loop_timing.TIMING_FIELDS) and hand them to ``/diagnostics``. In thread mode the loop thread only records
+each period and hands a closed window over (LoopTiming.hand_off, a swap of preallocated arrays); the
+quantiles, the ~/loop_timing message and the plotting topics' subscriber check run in the executor
+thread (:meth:`ControlLoop.telemetry`), off the control thread.
 """
 from __future__ import annotations
 
@@ -53,7 +56,8 @@ SLOW_STEPS_ENV = 'UK_CONTROLLER_TEST_SLOW_STEPS'
 #: takes them itself from a subscription that no executor waits on; 'queue' lets the executor's
 #: subscription callback append them to a deque. 'take' won: no executor wake-up and Python callback per
 #: message (the cost issue 13 is about), lower latency (docs/ros.md, "Loop timing").
-#: how often the loop asks whether the plotting topics have subscribers [ns]
+#: how often the executor thread asks whether the plotting topics have subscribers and publishes a window
+#: the loop handed off (ControlLoop.telemetry) [ns]
 PLOT_CHECK_NS = 50_000_000
 #: measurement knob: cProfile the loop thread into this file (uk_controller/benchmarks/ros_rate.py --profile)
 PROFILE_ENV = 'UK_CONTROLLER_PROFILE_LOOP'
@@ -121,8 +125,7 @@ class ControlLoop:
         self.raw_state = self.take_state and node.ros['transport'] == 'raw'
         self.decoder = None
         self._last_warn_log = 0
-        self.plots = True            # publish the plotting topics (re-checked every PLOT_CHECK_NS)
-        self._plots_checked = 0
+        self.plots = True            # publish the plotting topics (re-checked every PLOT_CHECK_NS: telemetry)
         self.lock = threading.Lock()
         self.queue = collections.deque(maxlen=256)
         self.timing = LoopTiming(node.period, self.loop['window'])
@@ -137,6 +140,7 @@ class ControlLoop:
         self.timing_msg = Float64MultiArray()
         self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
                                                           stride=len(TIMING_FIELDS))]
+        self.telemetry_timer = node.create_timer(PLOT_CHECK_NS * 1e-9, self.telemetry) if self.threaded else None
         spec = os.environ.get(SLOW_STEPS_ENV)
         if spec:
             node.core.step = _slowed(node.core.step, spec)
@@ -247,19 +251,29 @@ class ControlLoop:
         change = self.policy.update(missed)
         if change is not None:
             self._policy_changed(change)
-        if self.threaded and end - self._plots_checked > PLOT_CHECK_NS:
-            # the plotting topics (~/efforts, ~/task_error, ~/constraint_residual) cost a publish each per period:
-            # published while someone listens (rqt_plot, PlotJuggler, ros2 bag). Thread mode only: the timer
-            # mode (simulation) keeps one message per period from the start, as before
-            self._plots_checked = end
-            node = self.node
-            self.plots = any(pub.get_subscription_count() > 0
-                             for pub in (node.efforts_pub, node.task_error_pub, node.residual_pub))
         if timing.due(end):
-            values = timing.window(end)
-            msg = self.timing_msg
-            msg.data = [float(v) for v in values]
-            self.timing_pub.publish(msg)
+            if self.threaded:
+                timing.hand_off(end)      # statistics and ~/loop_timing in the executor thread (telemetry)
+            else:
+                self._publish_window(timing.window(end))
+
+    def _publish_window(self, values):
+        msg = self.timing_msg
+        msg.data = [float(v) for v in values]
+        self.timing_pub.publish(msg)
+
+    def telemetry(self):
+        """Thread mode, in the executor thread every PLOT_CHECK_NS (off the control thread, issue 24): the
+        statistics of the window the loop handed off, published on ~/loop_timing; whether the plotting
+        topics (~/efforts, ~/task_error, ~/constraint_residual: a publish each per period) have
+        subscribers (rqt_plot, PlotJuggler, ros2 bag): the loop publishes them only then. The timer mode
+        (simulation) keeps one message per period from the start, as before."""
+        node = self.node
+        self.plots = any(pub.get_subscription_count() > 0
+                         for pub in (node.efforts_pub, node.task_error_pub, node.residual_pub))
+        values = self.timing.summarize_handed_off()
+        if values is not None:
+            self._publish_window(values)
 
     def _policy_changed(self, state):
         policy = self.policy

@@ -127,6 +127,7 @@ class ControllerNode(Node):
         self.perm, self.effort_names = P.effort_order(self.settings, self.core.actuator_names,
                                                       self.ros.get('effort_joints'))
         self.perm = np.asarray(self.perm, dtype=int)
+        self._effort_finite = np.empty(self.core.p, dtype=bool)     # control(): reused each period
         self.period = self.core.dt
         self.merger = JointStateMerger(self.core.joint_names, self.ros['state_timeout'], self.ros['clock_skew'])
         self.rearm = ReArm(self.core, self.ros['soft_start'])
@@ -277,7 +278,7 @@ class ControllerNode(Node):
             self.rearm.limit(result.effort)       # soft start: no harder than undisturbed operation
         self.stats.record(result)
         effort = result.effort
-        if not np.isfinite(effort).all():           # belt and braces: never publish NaN
+        if not np.isfinite(effort, out=self._effort_finite).all():     # belt and braces: never publish NaN
             effort = np.zeros_like(effort)
             kind = kind or 'nonfinite'
             fault = fault or 'non-finite effort replaced by zero'

@@ -119,8 +119,9 @@ def run(factory, name, args=None, on_stop=None):
             if not isinstance(exc, (ValueError, KeyError, TypeError, OSError)):
                 raise
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            rclpy.logging.get_logger(name).fatal(f'invalid configuration: {message}')
-            print(f'{name}: invalid configuration: {message}', file=sys.stderr, flush=True)
+            what = getattr(exc, 'what', 'invalid configuration')     # e.g. serial_bridge_node.SetupRefused
+            rclpy.logging.get_logger(name).fatal(f'{what}: {message}')
+            print(f'{name}: {what}: {message}', file=sys.stderr, flush=True)
             return 2
         settings = getattr(node, 'settings', None)          # the node's resolved settings (node_setup)
         executor = make_executor(settings.ros.executor if settings is not None else None)
@@ -140,7 +141,7 @@ def run(factory, name, args=None, on_stop=None):
                 raise
         refused = getattr(node, 'refused', None)      # a node that found its set-up impossible once running
         if refused is not None:
-            print(f'{name}: {refused}', file=sys.stderr, flush=True)
+            print(f'{name}: set-up refused: {refused}', file=sys.stderr, flush=True)
             return 2
         return 0
     except KeyboardInterrupt:

@@ -65,6 +65,7 @@ NODE_NAME = 'serial_bridge_node'
 class SetupRefused(ValueError):
     """The bus cannot carry the rate or a motor cannot hold the start pose (exit code 2, the message
     names what to change)."""
+    what = 'set-up refused'
 
 
 class SerialBridgeNode(Node):
@@ -134,7 +135,7 @@ class SerialBridgeNode(Node):
         for error in errors:
             self.get_logger().error(error)
         self.safe.shutdown()
-        return 'refused to start, torque never on: ' + '; '.join(errors)
+        return 'torque never on: ' + '; '.join(errors)
 
     def on_effort(self, msg):
         data = np.asarray(msg.data, float)
