@@ -235,3 +235,54 @@ def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(
         assert 'the requested rate 200 Hz is above the 62 Hz' in runs[16]
         assert f'echo 1 | sudo tee {tmp_path}/sys16/bus/usb-serial/devices/ttyUSB0/latency_timer' in runs[16]
         assert 'USB latency timer: 1 ms' in runs[1] and 'the requested rate 100 Hz is above' not in runs[1]
+
+
+def test_bridge_checks_at_the_first_connect_when_the_port_came_late(tmp_path, robots):
+    """The port is not there when the bridge starts (an adapter plugged in later): the bridge retries,
+    sends no effort before the check, and at the first connect refuses the servo that cannot hold the
+    start pose (the same check_setup as at start): ``refused`` set, which node_runner.run turns into
+    exit 2; torque never on although efforts were published all along."""
+    from uk_controller.hardware import registry
+    from uk_controller.ros.serial_bridge_node import SerialBridgeNode
+    from uk_controller.sim.uk_plant import UKPlant
+
+    setup = load_robot(robots('scara'))
+    hw = HardwareConfig.from_setup(setup)
+    late = tmp_path / 'ttyLATE'
+    with registry.make_emulator('dynamixel', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
+        rclpy.init()
+        ex = SingleThreadedExecutor()
+        bridge = probe = None
+        try:
+            bridge = SerialBridgeNode(parameter_overrides=[
+                Parameter('config', value='scara'), Parameter('hardware.port', value=str(late)),
+                Parameter('hardware.protocol', value='dynamixel'), Parameter('hardware.rate', value=100.0),
+                Parameter('hardware.watchdog', value=0.2)])
+            assert not bridge.checked and bridge.refused is None
+            probe = rclpy.create_node('late_probe')
+            pub = probe.create_publisher(Float64MultiArray, '/effort_controller/commands', 10)
+            ex.add_node(bridge)
+            ex.add_node(probe)
+            threading.Thread(target=ex.spin, daemon=True).start()
+            stop = threading.Event()
+
+            def publish():
+                while not stop.is_set():
+                    pub.publish(Float64MultiArray(data=[0.1, 0.1, 0.1, 0.1]))
+                    time.sleep(0.02)
+
+            threading.Thread(target=publish, daemon=True).start()
+            time.sleep(0.5)
+            assert bridge.received > 0 and bridge.refused is None       # efforts came, nothing to send them to
+            os.symlink(os.path.realpath(emu.port), late)                 # the adapter appears
+            assert wait_until(lambda: bridge.refused is not None, 30)
+            stop.set()
+            assert 'motor motor4 (joint4) cannot hold the start pose' in bridge.refused
+            assert not emu.enabled and not np.any(emu.max_abs_effort) and emu.counters['steps'] == 0
+            assert bridge.safe.counters['arms'] == 0
+        finally:
+            ex.shutdown()
+            for node in (bridge, probe):
+                if node is not None:
+                    node.destroy_node()
+            rclpy.try_shutdown()
