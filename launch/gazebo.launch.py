@@ -23,7 +23,7 @@ from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from uk_controller.files.paths import gazebo_robot_description
+from uk_controller.paths import gazebo_robot_description
 
 PACKAGE = 'uk_controller'
 ROBOTS = ('scara', 'planar_3r')

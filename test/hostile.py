@@ -18,7 +18,7 @@ import yaml
 
 from uk_controller.files import rcl_yaml
 from uk_controller.files.io_safety import loads_strict
-from uk_controller.files.paths import share_dir
+from uk_controller.paths import share_dir
 
 PLANAR = share_dir() / 'config' / 'planar_3r.yaml'
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from uk_controller.files.paths import share_dir
+from uk_controller.paths import share_dir
 
 SHIPPED_URDF = share_dir() / 'urdf' / 'planar_3r.urdf'
 SHIPPED_YAML = share_dir() / 'config' / 'planar_3r.yaml'

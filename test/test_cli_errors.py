@@ -16,7 +16,7 @@ import pytest
 
 from uk_controller.files import rcl_yaml
 from uk_controller.files.parameter_file import load_config
-from uk_controller.files.paths import share_dir
+from uk_controller.paths import share_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

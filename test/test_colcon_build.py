@@ -69,7 +69,7 @@ def test_colcon_installs_executables_share_files_and_ament_index(workspace):
 
 def test_installed_package_resolves_to_the_install_space(workspace):
     env = _installed_env(workspace)
-    out = subprocess.run([sys.executable, '-c', 'import uk_controller, uk_controller.files.paths as p;'
+    out = subprocess.run([sys.executable, '-c', 'import uk_controller, uk_controller.paths as p;'
                           'print(uk_controller.__file__); print(p.resolve_config("scara"))'],
                          env=env, capture_output=True, text=True, timeout=60, cwd=workspace)
     assert out.returncode == 0, out.stderr

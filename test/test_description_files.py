@@ -12,7 +12,7 @@ import yaml
 
 from uk_controller.files import description, rcl_yaml
 from uk_controller.files.parameter_file import ConfigError
-from uk_controller.files.paths import resolve_config, share_dir
+from uk_controller.paths import resolve_config, share_dir
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate
 
@@ -281,7 +281,7 @@ def test_robot_name_that_is_also_a_local_file_is_ambiguous(tmp_path, monkeypatch
 
 def test_launch_robot_description_expands_xacro(tmp_path):
     """robot_state_publisher gets the expanded URDF of a xacro setup (paths.robot_description)."""
-    from uk_controller.files.paths import robot_description
+    from uk_controller.paths import robot_description
     (tmp_path / 'arm.urdf.xacro').write_text(
         '<?xml version="1.0"?><robot name="two" xmlns:xacro="http://www.ros.org/wiki/xacro">'
         '<xacro:arg name="len" default="0.5"/><link name="world"/>'

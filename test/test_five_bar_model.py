@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from uk_controller.control.controller import ControllerCore
-from uk_controller.files.paths import resolve_data_file
+from uk_controller.paths import resolve_data_file
 from uk_controller.robots import load_robot
 
 ROOT = Path(__file__).resolve().parents[1]

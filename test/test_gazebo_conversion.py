@@ -37,7 +37,7 @@ def launch_constant(name):
 
 def launch_description(robot, tmp_path):
     """The URDF text gazebo.launch.py gives robot_state_publisher (and so Gazebo), written to a file."""
-    from uk_controller.files.paths import gazebo_robot_description
+    from uk_controller.paths import gazebo_robot_description
     _, text = gazebo_robot_description(robot)
     path = tmp_path / f'{robot}.urdf'
     path.write_text(text)

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from uk_controller.settings import schema as S
-from uk_controller.files.paths import resolve_data_file
+from uk_controller.paths import resolve_data_file
 from uk_controller.ros import params as P
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -90,7 +90,7 @@ def test_command_follows_ros_effort_joints_order(tmp_path):
     """With ros.effort_joints reversed the command topic carries the efforts reversed (as the node sends)."""
     import yaml
     from uk_controller.files import rcl_yaml
-    from uk_controller.files.paths import resolve_config
+    from uk_controller.paths import resolve_config
     source = resolve_config('five_bar')
     doc = yaml.safe_load(open(source))
     params = doc['/**']['ros__parameters']

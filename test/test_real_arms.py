@@ -13,7 +13,7 @@ import pytest
 from uk_controller.files.parameter_file import load_config
 from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
-from uk_controller.files.paths import python_prefix_share, resolve_config, share_dir
+from uk_controller.paths import python_prefix_share, resolve_config, share_dir
 from uk_controller.robots.setup import setup_from_settings
 from uk_controller.settings.resolve import resolve
 from uk_controller.sim.closed_loop import simulate

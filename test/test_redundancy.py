@@ -13,7 +13,7 @@ from uk_controller.core import uk
 from uk_controller.files.parameter_file import ConfigError, load_config
 from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
-from uk_controller.files.paths import resolve_config
+from uk_controller.paths import resolve_config
 from uk_controller.robots import load_robot
 from uk_controller.robots.setup import setup_from_settings
 from uk_controller.settings.resolve import resolve

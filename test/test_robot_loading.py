@@ -9,7 +9,7 @@ import yaml
 from uk_controller.files import rcl_yaml
 
 from uk_controller.files.parameter_file import ConfigError, ConfigNotFoundError, load_config
-from uk_controller.files.paths import available_configs, resolve_config, resolve_data_file, share_dir
+from uk_controller.paths import available_configs, resolve_config, resolve_data_file, share_dir
 from uk_controller.robots import load_robot, setup_from_settings
 from uk_controller.settings.resolve import resolve
 

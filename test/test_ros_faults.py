@@ -27,7 +27,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-from uk_controller.files.paths import share_dir  # noqa: E402
+from uk_controller.paths import share_dir  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.testing import NodeProcess, Probe, ros_env, params_file  # noqa: E402
 

@@ -29,7 +29,7 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 from uk_controller.hardware.calibration import HardwareConfig  # noqa: E402
 from uk_controller.hardware.emulator import IndependentJointsPlant  # noqa: E402
 from uk_controller.hardware.registry import make_emulator  # noqa: E402
-from uk_controller.files.paths import resolve_config, resolve_data_file  # noqa: E402
+from uk_controller.paths import resolve_config, resolve_data_file  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.serial]

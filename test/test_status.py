@@ -11,7 +11,7 @@ from uk_controller.control import status as S
 from uk_controller.files.parameter_file import load_config
 from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import codes
-from uk_controller.files.paths import share_dir
+from uk_controller.paths import share_dir
 from uk_controller.robots import load_robot
 from uk_controller.sim.uk_plant import UKPlant
 from uk_controller.control.status import Status, StepClass

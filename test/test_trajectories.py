@@ -147,7 +147,7 @@ def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
     from uk_controller.constraints import trajectories as T
     from uk_controller.control.controller import ControllerCore
     from uk_controller.files.parameter_file import load_config
-    from uk_controller.files.paths import resolve_config
+    from uk_controller.paths import resolve_config
     from uk_controller.settings import schema as S
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate

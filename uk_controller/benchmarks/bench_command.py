@@ -65,7 +65,7 @@ def _robot_arg(text):
     """argparse type of --robots: a shipped setup name or a setup file (message lists the shipped ones)
     whose robot loads (a description without movable joints had segfaulted the step table)."""
     from ..files.parameter_file import ConfigError
-    from ..files.paths import resolve_config
+    from ..paths import resolve_config
     from ..robots import load_robot
     try:
         resolve_config(text)

@@ -31,7 +31,7 @@ import sys
 import time
 
 from uk_controller.files.parameter_file import load_config
-from uk_controller.files.paths import resolve_config
+from uk_controller.paths import resolve_config
 from uk_controller.sweep import grid as G
 from uk_controller.sweep import runner as R
 

@@ -3,7 +3,7 @@
 Public robot descriptions nobody on this project wrote (UR5, Franka Panda, SO-101, ...), used by the
 tests and benchmarks as a user's robot. The wheel installs them under
 ``<site-packages>/cmeel.prefix/share/example-robot-data/robots/``, found as a setup file finds it
-(``package://example-robot-data/robots/...``: :func:`uk_controller.files.paths.other_package_share`, the ament
+(``package://example-robot-data/robots/...``: :func:`uk_controller.paths.other_package_share`, the ament
 index of a ROS workspace first, then the prefixes pip installs into), never assumed::
 
     from uk_controller.robots.example_robot_data import description
@@ -20,7 +20,7 @@ DISTRIBUTION = 'example-robot-data'
 @functools.lru_cache(maxsize=1)
 def robots_dir() -> Path | None:
     """The ``.../share/example-robot-data/robots`` folder of the installed wheel, or None."""
-    from ..files.paths import other_package_share
+    from ..paths import other_package_share
     share = other_package_share(DISTRIBUTION)
     folder = share / 'robots' if share is not None else None
     return folder if folder is not None and folder.is_dir() else None

@@ -19,7 +19,7 @@ from ..files.description import (
     DescriptionError, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text)
 from ..files.description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
 from ..model.joint_dynamics import JointDynamics
-from ..files.paths import missing_file_message, resolve_data_file
+from ..paths import missing_file_message, resolve_data_file
 from ..model import validity as model_validity
 from ..settings.resolve import Settings, resolve
 from ..settings.sections import FrozenDict, freeze, thaw

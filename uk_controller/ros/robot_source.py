@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..files.parameter_file import ConfigError, load_config
-from ..files.paths import resolve_config
+from ..paths import resolve_config
 
 
 def file_parameters(config):

@@ -1,7 +1,7 @@
 """``resolve(file, overrides) -> Settings``: the one way a robot setup becomes settings.
 
 Every source of a setting ends here: the setup file (a path, or a shipped robot name as
-:func:`uk_controller.files.paths.resolve_config` accepts), then the overrides, dotted keys -> values,
+:func:`uk_controller.paths.resolve_config` accepts), then the overrides, dotted keys -> values,
 in the order given (last wins): CLI flags (``uk-controller simulate --rate 500`` is
 ``{'control.rate': 500.0}``), ROS ``-p`` / ``--params-file`` / launch arguments and live parameters
 (ROS already names them dotted), sweep ``--grid`` / ``--set`` points. Then, once:
@@ -25,7 +25,7 @@ import copy
 from pathlib import Path
 
 from ..files.parameter_file import ConfigError, load_config
-from ..files.paths import resolve_config
+from ..paths import resolve_config
 from . import schema as S
 from .sections import SECTION_CLASSES, Settings
 

@@ -90,7 +90,7 @@ def _fail(message):
 def prepare(args):
     """``(context, keys, specs list)`` from the arguments; raises ConfigError."""
     from ..files.parameter_file import load_config
-    from ..files.paths import resolve_config
+    from ..paths import resolve_config
     params, path = load_config(resolve_config(args.robot))
     specs = {}
     for text in args.grid:

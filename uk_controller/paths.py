@@ -12,10 +12,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .parameter_file import ConfigNotFoundError
+from .files.parameter_file import ConfigNotFoundError
 
 PACKAGE = 'uk_controller'
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _ament_share():
@@ -42,7 +42,7 @@ def share_dir() -> Path:
 
 def available_configs():
     """Names of the robot setups shipped in ``<share>/config`` (files with a ``robot`` section)."""
-    from .parameter_file import ConfigError, load_config
+    from .files.parameter_file import ConfigError, load_config
 
     folder = share_dir() / 'config'
     names = []
@@ -73,7 +73,7 @@ def resolve_config(name_or_path) -> Path:
             raise ConfigNotFoundError(f'{text!r} is ambiguous: both the file {candidate.resolve()} and the shipped '
                                       f'setup {shipped} match; write ./{text} for the file', file=candidate)
         return shipped.resolve()
-    from .parameter_file import resolve_path
+    from .files.parameter_file import resolve_path
     resolved = resolve_path(candidate)          # a symlink loop: ConfigError naming the file
     if candidate.is_file():
         return resolved
@@ -174,13 +174,13 @@ def robot_description(name_or_path):
     gz_ros2_control ``<parameters>`` path) is replaced by the share dir, as
     xacro would.
     """
-    from .parameter_file import ConfigError, load_config
+    from .files.parameter_file import ConfigError, load_config
 
     params, path = load_config(resolve_config(name_or_path))
     robot = params.get('robot') or {}
     value = robot.get('urdf')
     if value is None:
-        from .description import description_key
+        from .files.description import description_key
         key = description_key(robot, path)
         value = robot.get(key)
         if key != 'urdf':
@@ -190,7 +190,7 @@ def robot_description(name_or_path):
     urdf = resolve_data_file(value, path) if value else None
     if urdf is None:
         raise ConfigError(missing_file_message(value, path), file=path, key='robot.urdf')
-    from .description import urdf_text
+    from .files.description import urdf_text
     text = urdf_text(urdf, robot.get('xacro_args'), path)
     return path, text.replace('$(find uk_controller)', str(share_dir()))
 
