@@ -81,3 +81,49 @@ def test_two_sigints_at_any_moment_of_start_up_end_cleanly(command, tmp_path, ro
             if proc.returncode not in allowed or 'Traceback' in output or 'KeyboardInterrupt' in output:
                 failures.append(f'{moment} s, {gap * 1e3:.0f} ms apart: exit {proc.returncode}\n{output[-1500:]}')
     assert not failures, f'{command}:\n' + '\n'.join(failures)
+
+
+DEL_INTERRUPT = '''
+import os, signal, sys
+from uk_controller.interrupts import guard_interrupts, interrupt_requested
+guard_interrupts()
+
+class Figure:                    # a library object whose teardown runs when Ctrl-C arrives
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):    # bytecode boundaries: the handler runs here, inside __del__
+            pass
+
+Figure()
+print('requested', interrupt_requested(), flush=True)
+'''
+
+
+def test_an_interrupt_inside_a_finalizer_is_recorded_and_prints_no_traceback():
+    """A SIGINT that lands in a ``__del__`` or weakref callback (matplotlib's figure teardown while
+    ``uk-controller simulate`` plots) raises a KeyboardInterrupt Python cannot propagate: without the
+    guard's unraisable hook it prints "Exception ignored ... KeyboardInterrupt" with a traceback and
+    the command runs on as if nothing had happened (the CI failure of 2026-11-25)."""
+    run = subprocess.run([sys.executable, '-c', DEL_INTERRUPT], capture_output=True, text=True, timeout=60,
+                         cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == 'requested True'
+    assert 'KeyboardInterrupt' not in run.stderr and 'Exception ignored' not in run.stderr, run.stderr
+    plain = subprocess.run(      # the same without the guard: Python does print it (the test can fail)
+        [sys.executable, '-c', DEL_INTERRUPT.replace('guard_interrupts()', 'signal.signal(signal.SIGINT, '
+                                                     'lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))')],
+        capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert 'Exception ignored' in plain.stderr and "KeyboardInterrupt" in plain.stderr
+
+
+def test_the_cli_reports_an_interrupt_it_could_only_record():
+    """``main`` returns 130, not 0, when the interrupt was recorded but swallowed during the command."""
+    code = ('import sys; from uk_controller import cli, interrupts; interrupts.guard_interrupts(); '
+            'interrupts._Interrupt.requested = False; '
+            'p = cli.build_parser(); a = p.parse_args(["simulate", "scara"]); '
+            'a.func = lambda args: (setattr(interrupts._Interrupt, "requested", True), 0)[1]; '
+            'cli.build_parser = lambda: type("P", (), {"parse_args": lambda self, argv: a})(); '
+            'sys.exit(cli.main([]))')
+    run = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 130, run.stderr
+    assert 'interrupted' in run.stderr and 'Traceback' not in run.stderr

@@ -310,7 +310,13 @@ def main(argv=None):
     try:
         if interrupt_requested():         # Ctrl-C during the imports, swallowed where it landed
             raise KeyboardInterrupt
-        return args.func(args)
+        status = args.func(args)
+        if interrupt_requested() and status == 0:
+            # Ctrl-C landed where Python could not raise it (a __del__ or weakref callback while
+            # plotting): the command finished its work, but the user asked it to stop; say so.
+            print('\ninterrupted (after the command had finished: what it wrote is complete)', file=sys.stderr)
+            return 130
+        return status
     except KeyboardInterrupt:             # Ctrl-C before or after the loop (loading, plotting)
         print('\ninterrupted', file=sys.stderr)
         return 130

@@ -9,6 +9,7 @@ ROS nodes' spin loop (uk_controller.ros.node_runner) both read it, so it sits be
 from __future__ import annotations
 
 import signal
+import sys
 
 
 class _Interrupt:
@@ -24,6 +25,20 @@ def _first_interrupt_only(signum, frame):
     raise KeyboardInterrupt
 
 
+def _quiet_about_recorded_interrupts(previous_hook):
+    """A ``sys.unraisablehook`` that says nothing of the KeyboardInterrupt our handler raised where Python
+    cannot propagate it (a ``__del__`` or a weakref callback: matplotlib's figure teardown is one) and
+    passes everything else to `previous_hook`. That interrupt is not lost: :func:`interrupt_requested`
+    holds it, and the command ends on it at its next check instead of printing "Exception ignored"
+    with a traceback and running on."""
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _Interrupt.requested:
+            return
+        previous_hook(unraisable)
+    hook.uk_controller_guard = True
+    return hook
+
+
 def interrupt_requested():
     """True once the guard of :func:`guard_interrupts` has seen a SIGINT."""
     return _Interrupt.requested
@@ -34,5 +49,7 @@ def guard_interrupts():
     try:
         if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             signal.signal(signal.SIGINT, _first_interrupt_only)
+            if not getattr(sys.unraisablehook, 'uk_controller_guard', False):
+                sys.unraisablehook = _quiet_about_recorded_interrupts(sys.unraisablehook)
     except ValueError:       # not the main thread: the caller's handlers stay
         pass
