@@ -32,6 +32,13 @@ COMMANDS = {
 }
 
 
+def sigint_default():
+    """In the child: SIGINT as a terminal or ``ros2 launch`` leaves it. A test runner started as a background
+    job of a non-interactive shell has SIGINT ignored, and children inherit that (the commands then keep it
+    ignored, as documented): the tests would only measure how they were started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(entry, args, tmp_path):
     """The process a console script of setup.py is (``uk_controller.entry_points.<entry>``), returned
     once it runs our first guarded line: a SIGINT inside the interpreter's own start-up (site-packages,
@@ -39,7 +46,7 @@ def start(entry, args, tmp_path):
     code = (f'import sys; sys.argv[1:] = {args!r}; from uk_controller import entry_points as e; '
             f'sys.exit(e.start(*e.ENTRY_POINTS[{entry!r}], announce=lambda: print("started", flush=True)))')
     proc = subprocess.Popen([sys.executable, '-c', code], cwd=tmp_path, env=ros_env(DOMAIN_ID),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=sigint_default)
     assert proc.stdout.readline().strip() == 'started'
     return proc
 
@@ -105,14 +112,14 @@ def test_an_interrupt_inside_a_finalizer_is_recorded_and_prints_no_traceback():
     guard's unraisable hook it prints "Exception ignored ... KeyboardInterrupt" with a traceback and
     the command runs on as if nothing had happened (the CI failure of 2026-11-25)."""
     run = subprocess.run([sys.executable, '-c', DEL_INTERRUPT], capture_output=True, text=True, timeout=60,
-                         cwd=ROOT)
+                         cwd=ROOT, preexec_fn=sigint_default)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == 'requested True'
     assert 'KeyboardInterrupt' not in run.stderr and 'Exception ignored' not in run.stderr, run.stderr
     plain = subprocess.run(      # the same without the guard: Python does print it (the test can fail)
         [sys.executable, '-c', DEL_INTERRUPT.replace('guard_interrupts()', 'signal.signal(signal.SIGINT, '
                                                      'lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))')],
-        capture_output=True, text=True, timeout=60, cwd=ROOT)
+        capture_output=True, text=True, timeout=60, cwd=ROOT, preexec_fn=sigint_default)
     assert 'Exception ignored' in plain.stderr and "KeyboardInterrupt" in plain.stderr
 
 

@@ -21,8 +21,14 @@ class _Interrupt:
 
 def _first_interrupt_only(signum, frame):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _Interrupt.requested = True
+    record_interrupt()
     raise KeyboardInterrupt
+
+
+def record_interrupt():
+    """Note that a SIGINT arrived (a handler calls this before it raises KeyboardInterrupt, so that
+    :func:`interrupt_requested` holds it and the unraisable hook keeps quiet where Python drops it)."""
+    _Interrupt.requested = True
 
 
 def _quiet_about_recorded_interrupts(previous_hook):
@@ -39,6 +45,12 @@ def _quiet_about_recorded_interrupts(previous_hook):
     return hook
 
 
+def quiet_about_recorded_interrupts():
+    """Install the unraisable hook of :func:`_quiet_about_recorded_interrupts` once (idempotent)."""
+    if not getattr(sys.unraisablehook, 'uk_controller_guard', False):
+        sys.unraisablehook = _quiet_about_recorded_interrupts(sys.unraisablehook)
+
+
 def interrupt_requested():
     """True once the guard of :func:`guard_interrupts` has seen a SIGINT."""
     return _Interrupt.requested
@@ -49,7 +61,6 @@ def guard_interrupts():
     try:
         if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             signal.signal(signal.SIGINT, _first_interrupt_only)
-            if not getattr(sys.unraisablehook, 'uk_controller_guard', False):
-                sys.unraisablehook = _quiet_about_recorded_interrupts(sys.unraisablehook)
+            quiet_about_recorded_interrupts()
     except ValueError:       # not the main thread: the caller's handlers stay
         pass

@@ -9,7 +9,7 @@ import time
 import rclpy
 from rclpy.executors import ExternalShutdownException
 
-from ..interrupts import interrupt_requested
+from ..interrupts import interrupt_requested, quiet_about_recorded_interrupts, record_interrupt
 
 
 def params_file_hint(args):
@@ -61,6 +61,8 @@ def _stopping(signum=None, frame=None):
     if signum == signal.SIGINT:
         _STATE['stop'] = True
         if _STATE['building']:
+            record_interrupt()     # where Python drops the KeyboardInterrupt (a ctypes callback of numba's
+            #                        cache, a __del__), the unraisable hook keeps quiet: the flag stops us
             # While the node is being built (that can take a while) only an exception stops
             # us. Anywhere else the spin loop sees the flag within 0.1 s; a KeyboardInterrupt
             # raised there could land in any __del__ and be printed as "Exception ignored
@@ -73,6 +75,7 @@ def _install_stop_handler():
     context down and wakes the executor) chains to it instead of to Python's default."""
     try:
         signal.signal(signal.SIGINT, _stopping)
+        quiet_about_recorded_interrupts()
     except (ValueError, OSError):
         pass
 
