@@ -12,9 +12,17 @@ pty, fails (see :func:`pytest_runtest_protocol`), so a ``-m "not ros"`` selectio
 never starts DDS.
 """
 import os
+import signal
 import sys
 
 import pytest
+
+# Tests send SIGINT to the commands they start, as a terminal or ``ros2 launch`` does. A runner started as a
+# background job of a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, its children
+# would too, and the commands keep an inherited SIG_IGN (as Python does): the tests would then measure how
+# pytest was started. A Python handler here resets to the default in every child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: Set in the environment of a test that is not marked ``ros``: a node subprocess it starts
 #: stops at rcl's start-up check (exit 102, the message names this value).
