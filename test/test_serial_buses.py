@@ -191,3 +191,34 @@ def test_odrive_desynchronised_answer_is_a_counted_bus_error():
         bus._integer_of('0.0245141925 0.251421497', 'state')
     assert bus.stats.seq_errors == 1
     assert bus._integer_of('8', 'state') == 8
+
+
+@pytest.mark.parametrize('protocol', PROTOCOLS)
+def test_set_up_waits_for_late_first_answers_and_cycles_keep_their_timeout(protocol):
+    """Answers 80 ms late (a device still booting, an adapter's latency timer, a loaded host): the first
+    connect of SafeBus (limits, torque off, watchdog, faults) waits for them with the set-up timeout
+    (MotorBus.patient), the control cycle keeps its 20 ms and counts the late answer as a timeout.
+    CI saw a run fail before its first cycle when a set-up answer came later than the cycle's 25 ms."""
+    from uk_controller.hardware.bus import SETUP_TIMEOUT, BusError
+    from uk_controller.hardware.emulator import Faults
+    from uk_controller.hardware.safety import SafeBus
+    hw = calibrated(protocol)
+    plant = IndependentJointsPlant(np.array([0.02, 0.05]), np.array([0.1, 0.2]))
+    late = 0.08                                   # 4x the cycle timeout; can_mit answers motor by motor
+    assert SETUP_TIMEOUT >= 10 * late              # can_mit: the slcan adapter's acks come late too
+    with make_emulator(protocol, plant, hw, dt=0.002, faults=Faults(latency=late)) as emu:
+        made = []
+
+        def factory():
+            made.append(make_bus(hw, port=emu.port, timeout=0.02))
+            return made[-1]
+        safe = SafeBus(hw, factory, watchdog=0.5)
+        assert safe.connect(raise_errors=True)
+        assert made[-1].timeout == 0.02                  # back to the cycle's timeout after the set-up
+        with pytest.raises(BusError):                    # and a cycle does not wait for a late answer
+            made[-1].read()
+        made[-1].close()
+        bare = make_bus(hw, port=emu.port, timeout=0.02)   # the same set-up without the patience fails
+        with pytest.raises(BusError):
+            with bare:
+                bare.read()

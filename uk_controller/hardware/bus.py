@@ -11,6 +11,7 @@ and reconnect in :mod:`.safety`. The protocol classes live in ``protocols/<name>
 from __future__ import annotations
 
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 import errno
 import os
@@ -36,6 +37,10 @@ class MotorFeedback:
 
 class BusError(RuntimeError):
     """Communication failed (the port is still there)."""
+
+
+#: how long set-up exchanges wait for an answer (MotorBus.patient), s
+SETUP_TIMEOUT = 1.0
 
 
 class BusTimeout(BusError):
@@ -153,6 +158,24 @@ class MotorBus:
 
     def _close(self):
         self.ser.close()
+
+    @contextmanager
+    def patient(self, seconds: float | None = None):
+        """Set-up exchanges (connect: limits, torque off, watchdog, faults; the pre-flight reads) wait up to
+        `seconds` (default :data:`SETUP_TIMEOUT`) for an answer, the control cycle keeps its short timeout.
+        A first answer on a freshly opened port can be late for reasons that say nothing about the bus: an
+        FTDI adapter's 16 ms latency timer, a device still booting, a loaded host (CI saw a 25 ms timeout
+        fail a run before its first cycle). Within the block ``timeout`` is the longer one."""
+        cycle = self.timeout
+        self._set_timeout(max(cycle, SETUP_TIMEOUT if seconds is None else float(seconds)))
+        try:
+            yield self
+        finally:
+            self._set_timeout(cycle)
+
+    def _set_timeout(self, seconds: float) -> None:
+        """Change how long an exchange waits for its answer (protocols whose SDK keeps its own copy override)."""
+        self.timeout = seconds
 
     # operations
     def enable(self, on: bool) -> None:

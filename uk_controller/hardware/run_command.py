@@ -34,7 +34,7 @@ from . import registry
 from .bus import PortError
 from .calibration import HardwareConfig
 from .joint_state_assembler import JointStateAssembler
-from .safety import SafeBus
+from .safety import SafeBus, patient
 from .serial_loop import run_loop
 
 
@@ -168,7 +168,8 @@ def run(args) -> int:
                 stream.file.abandon()
                 stream = None
             return 2
-        ok, text = _preflight(setup, hw, safe, protocol, port, args, hw.rate)
+        with patient(safe.bus):            # the pre-flight's register reads are set-up exchanges too
+            ok, text = _preflight(setup, hw, safe, protocol, port, args, hw.rate)
         print(text, file=sys.stdout if args.check else sys.stderr, flush=True)
         if not ok or args.check:
             if stream is not None:

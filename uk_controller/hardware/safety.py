@@ -28,12 +28,21 @@ dies: it is set to the same period, so the motor stops even without a host.
 from __future__ import annotations
 
 from collections import deque
+from contextlib import nullcontext
 from dataclasses import dataclass
 import time
 
 import numpy as np
 
 from .bus import BusError, PortError
+
+
+def patient(bus):
+    """``bus.patient()`` (the set-up timeout of :meth:`uk_controller.hardware.bus.MotorBus.patient`), or no
+    change for a stand-in bus without one."""
+    method = getattr(bus, 'patient', None)
+    return method() if method is not None else nullcontext()
+
 
 DISCONNECTED, SAFE, ARMED = 'disconnected', 'safe', 'armed'
 SATURATED = 'saturated'          # armed, but an effort was clipped to what the motor gives
@@ -120,15 +129,18 @@ class SafeBus:
         bus = None
         try:
             bus = self.bus_factory()
-            bus.open()
-            read_limits = getattr(bus, 'motor_torque_limits', None)     # a MotorBus has it; stand-ins may not
-            device_limits = read_limits() if read_limits is not None else None
-            if device_limits is not None:
-                self.hw.apply_device_limits(device_limits)
-            bus.enable(False)
-            if self.configure_device:
-                bus.configure(self.watchdog, self.hw.tau_m_max)
-                bus.clear_faults()
+            # the first connect is the set-up: its answers may be late (MotorBus.patient); a reconnect runs
+            # inside the loop and keeps the cycle's short timeout (a failed one is retried anyway)
+            with patient(bus) if self.bus is None else nullcontext():
+                bus.open()
+                read_limits = getattr(bus, 'motor_torque_limits', None)     # a MotorBus has it; stand-ins may not
+                device_limits = read_limits() if read_limits is not None else None
+                if device_limits is not None:
+                    self.hw.apply_device_limits(device_limits)
+                bus.enable(False)
+                if self.configure_device:
+                    bus.configure(self.watchdog, self.hw.tau_m_max)
+                    bus.clear_faults()
         except BusError as exc:
             self.counters['connect_failures'] += 1
             if bus is not None:

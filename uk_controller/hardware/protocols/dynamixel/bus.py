@@ -105,6 +105,12 @@ class DynamixelBus(MotorBus):
             self.stats.device_errors += 1
             raise BusError(f'{what}: {self.packet.getRxPacketError(error)}')
 
+    def _set_timeout(self, seconds):
+        self.timeout = seconds
+        ph = getattr(self, 'port_handler', None)
+        if ph is not None:                 # the SDK's port handler keeps the packet timeout it waits on
+            ph.timeout_ms = seconds * 1000.0
+
     def _open(self):
         sdk = _sdk()
         cls = _port_handler_class()
