@@ -65,6 +65,7 @@ assert (INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL
 _INFO_NULL = slice(codes.INFO_NULL_MOTION, codes.INFO_NULL_INTERNAL + 1)
 assert codes.INFO_NULL_INTERNAL == codes.INFO_NULL_MOTION + 1
 _clock = time.perf_counter
+_new = object.__new__
 _ndarray, _F64, _C1 = np.ndarray, np.dtype(np.float64), (8,)      # a C-contiguous float64 vector's strides
 BACKENDS = ('auto', 'compiled', 'reference', 'general')
 _OK, _NOT_CONTROLLABLE, _INCONSISTENT = Status.OK, Status.NOT_CONTROLLABLE, Status.SERVO_INCONSISTENT
@@ -113,6 +114,11 @@ class StepResult:
 # ----------------------------------------------------------------------------- backends
 
 
+def _call_run(q, qd, t, run, _b, _c):
+    """A backend's ``run(q, qd, t)`` in the form of :attr:`ControllerBackend.call`."""
+    run(q, qd, t)
+
+
 class ControllerBackend:
     """How a :class:`ControllerCore` computes a step (see the module docstring).
 
@@ -136,6 +142,13 @@ class ControllerBackend:
         self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[mb:mb + m], self.outputs[2 * mb:]
         self.saturated = np.zeros(core.p, dtype=bool)
         self.info = np.zeros(codes.INFO_SIZE)
+
+    @property
+    def call(self):
+        """``(f, a, b, c)``: ``f(q, qd, t, a, b, c)`` is one :meth:`run`, with arguments bound once
+        (:meth:`ControllerCore.step` calls it so; the compiled backend's packed form gives its compiled entry
+        point itself, one Python frame fewer than its runner closure)."""
+        return _call_run, self.run, None, None
 
     def set_gains(self, gains):
         """New per-row Baumgarte gains (2, m) (see :func:`uk_controller.core.uk.row_gains`)."""
@@ -195,6 +208,13 @@ class CompiledBackend(ControllerBackend):
                                            one_sided=red.one_sided, internal_effort=red.internal_effort,
                                            external_rows=True, any_order=True)
         return None if program is None else cls(core, program)
+
+    @property
+    def call(self):
+        if self.packed is None:
+            return super().call
+        packed = self.packed        # the arguments of make_runner's closure, without the closure
+        return packed.entry, packed.I, packed.F, packed.fz.saturated
 
     def set_gains(self, gains):
         self.program.set_gains(gains)
@@ -359,19 +379,21 @@ class ControllerCore:
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
-        # what step() reads, unpacked in one go: the runner, info[:_INFO_READ] (a view), the outputs block
-        # (phi | phi' | effort, each part `b.rows` long: a compiled program keeps its posture rows after the
-        # task's) and the slices of the reported parts in a copy
+        # what step() reads, unpacked in one go: the call (below), info.tolist (bound), the copies of the outputs
+        # block (phi | phi' | effort, each part `b.rows` long: a compiled program keeps its posture rows after the
+        # task's) and of the saturated flags (bound methods of the live arrays), the slices of the reported
+        # parts in the copy; task_error's slice is None without passive rows: then it is phi itself
         m, mb = self._m, b.rows
-        self._hot = (b.run, b.info[:_INFO_READ], b.outputs, b.saturated, slice(2 * mb, 2 * mb + self.p),
-                     slice(0, m), slice(mb, mb + m), slice(self._mp, m))
+        self._hot = (*b.call, b.info[:_INFO_READ].tolist, b.outputs.copy, b.saturated.copy,
+                     slice(2 * mb, 2 * mb + self.p), slice(0, m), slice(mb, mb + m),
+                     slice(self._mp, m) if self._mp else None)
         # (where the copied block holds q - q_ref or None, q_ref or None, a scratch for q - q_ref, the view
-        # info[_INFO_NULL] of the null-space dimensions: the step allocates no vector). A compiled program's
+        # info[_INFO_NULL]'s tolist, the null-space dimensions: the step allocates no vector). A compiled program's
         # first n posture rows are
         # phi_j = q_j - q_ref_j (unit rows, redundancy.build), the same floats as np.subtract(q, q_ref): the
         # step reads them from the block it copies anyway instead of subtracting again (issue 19)
         posture_at = slice(m, m + self.n) if red.terms and b.name == 'compiled' and mb >= m + self.n else None
-        self._null_hot = (posture_at, self._q_ref if red.terms else None, np.empty(self.n), b.info[_INFO_NULL]) \
+        self._null_hot = (posture_at, self._q_ref if red.terms else None, np.empty(self.n), b.info[_INFO_NULL].tolist) \
             if red.active else None
         self._null_initial = (red.null_motion, red.null_internal)
         self._warm_up()
@@ -476,24 +498,30 @@ class ControllerCore:
                           0.0 if start is None else time.perf_counter() - start, 0, status)
 
     def step(self, q, qd, t):
-        """Efforts for the measured state (q, q') at time t (seconds): the template over the backend."""
+        """Efforts for the measured state (q, q') at time t (seconds): the template over the backend.
+
+        The hot path of every control period; its Python around the backend's call is kept short on purpose
+        (issue 19): locals bound once in ``_hot``, the StepResult filled slot by slot (see below)."""
         start = _clock()
-        # (anything but a 1-D float64 vector of length n with 8-byte strides is converted or refused)
-        shape = self._shape
+        # anything but a 1-D float64 ndarray of length n with 8-byte strides is converted or refused (the
+        # compiled entry trusts the types it was compiled for); strides == (8,) already means 1-D, so len()
+        # checks the shape without building its tuple
+        n = self.n
         if (type(q) is not _ndarray or type(qd) is not _ndarray or q.dtype is not _F64 or qd.dtype is not _F64
-                or q.shape != shape or qd.shape != shape or q.strides != _C1 or qd.strides != _C1):
+                or q.strides != _C1 or qd.strides != _C1 or len(q) != n or len(qd) != n):
             q, qd = np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(qd, dtype=float)
-            if q.shape != shape or qd.shape != shape:
-                return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=self.n)
-        run, info, outputs_now, saturated_now, effort_part, phi_part, phidot_part, task_part = self._hot
+            if q.shape != self._shape or qd.shape != self._shape:
+                return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=n)
+        (call, a1, a2, a3, info_list, copy_outputs, copy_saturated, effort_part, phi_part, phidot_part,
+         task_part) = self._hot
         try:
-            run(q, qd, float(t) - self.t0)        # a non-finite q, q' or t gives NON_FINITE_STATE
+            call(q, qd, float(t) - self.t0, a1, a2, a3)   # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
-        code, rank, condition, passive_rank, residual, consistent = info.tolist()
-        if code != Status.OK:
+        code, rank, condition, passive_rank, residual, consistent = info_list()
+        if code:                                  # not Status.OK (0)
             return self._refuse(Status(int(code)), start)
-        outputs = outputs_now.copy()             # one copy; the result's arrays are views of it
+        outputs = copy_outputs()                  # one copy; the result's arrays are views of it
         effort = outputs[effort_part]
         if self._hold:
             self._last_effort[:] = effort
@@ -504,23 +532,44 @@ class ControllerCore:
         else:
             status, reason = _OK, ''
         null = self._null_hot
-        if null is None:                      # no null-space term: the dimensions at the initial state
-            return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
-                              int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank),
-                              status, residual, math.nan, *self._null_initial)
-        posture_at, q_ref, scratch, null_info = null
-        null_motion, null_internal = null_info.tolist()
-        if posture_at is not None:            # compiled: the posture rows' phi, q - q_ref
-            d = outputs[posture_at]
-            posture_error = math.sqrt(d @ d)
-        elif q_ref is not None:
-            d = np.subtract(q, q_ref, out=scratch)
-            posture_error = math.sqrt(d @ d)
-        else:
+        if null is None:                          # no null-space term: the dimensions at the initial state
             posture_error = math.nan
-        return StepResult(effort, True, reason, outputs[phi_part], outputs[phidot_part], outputs[task_part],
-                          int(rank), condition, saturated_now.copy(), _clock() - start, int(passive_rank), status,
-                          residual, posture_error, int(null_motion), int(null_internal))
+            null_motion, null_internal = self._null_initial
+        else:
+            posture_at, q_ref, scratch, null_list = null
+            null_motion, null_internal = null_list()
+            null_motion, null_internal = int(null_motion), int(null_internal)
+            # d.dot(d): the same DOUBLE_dot as d @ d (NumPy's matmul calls it for vector @ vector), so the same
+            # bits, without the ufunc machinery of matmul (~0.25 us)
+            if posture_at is not None:            # compiled: the posture rows' phi, q - q_ref
+                d = outputs[posture_at]
+                posture_error = math.sqrt(d.dot(d))
+            elif q_ref is not None:
+                d = np.subtract(q, q_ref, out=scratch)
+                posture_error = math.sqrt(d.dot(d))
+            else:
+                posture_error = math.nan
+        phi = outputs[phi_part]
+        # StepResult's own __init__ (a type call with 16 arguments) costs about twice these slot stores; every
+        # field is set (test_controller_step.py::test_compiled_step_result_sets_every_field_like_the_reference)
+        r = _new(StepResult)
+        r.effort = effort
+        r.ok = True
+        r.reason = reason
+        r.phi = phi
+        r.phidot = outputs[phidot_part]
+        r.task_error = phi if task_part is None else outputs[task_part]    # no passive rows: phi is the task's
+        r.rank = int(rank)
+        r.condition = condition
+        r.saturated = copy_saturated()
+        r.passive_rank = int(passive_rank)
+        r.status = status
+        r.residual = residual
+        r.posture_error = posture_error
+        r.null_motion = null_motion
+        r.null_internal = null_internal
+        r.compute_time = _clock() - start
+        return r
 
 
 __all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
