@@ -387,13 +387,13 @@ class ControllerCore:
         self._hot = (*b.call, b.info[:_INFO_READ].tolist, b.outputs.copy, b.saturated.copy,
                      slice(2 * mb, 2 * mb + self.p), slice(0, m), slice(mb, mb + m),
                      slice(self._mp, m) if self._mp else None)
-        # (where the copied block holds q - q_ref or None, q_ref or None, a scratch for q - q_ref, the view
-        # info[_INFO_NULL]'s tolist, the null-space dimensions: the step allocates no vector). A compiled program's
-        # first n posture rows are
-        # phi_j = q_j - q_ref_j (unit rows, redundancy.build), the same floats as np.subtract(q, q_ref): the
-        # step reads them from the block it copies anyway instead of subtracting again (issue 19)
-        posture_at = slice(m, m + self.n) if red.terms and b.name == 'compiled' and mb >= m + self.n else None
-        self._null_hot = (posture_at, self._q_ref if red.terms else None, np.empty(self.n), b.info[_INFO_NULL].tolist) \
+        # With the null-space term: (the posture rows' phi in the live block or None, q_ref or None, a scratch
+        # for q - q_ref, info[_INFO_NULL]'s tolist: the null-space dimensions); the step allocates no vector. A
+        # compiled program's first n posture rows are phi_j = q_j - q_ref_j (unit rows, redundancy.build), the
+        # same floats as np.subtract(q, q_ref): the step reads them from the block instead of subtracting
+        # again (issue 19), through this view made once (the live block holds the floats it copies)
+        posture = b.outputs[m:m + self.n] if red.terms and b.name == 'compiled' and mb >= m + self.n else None
+        self._null_hot = (posture, self._q_ref if red.terms else None, np.empty(self.n), b.info[_INFO_NULL].tolist) \
             if red.active else None
         self._null_initial = (red.null_motion, red.null_internal)
         self._warm_up()
@@ -536,14 +536,13 @@ class ControllerCore:
             posture_error = math.nan
             null_motion, null_internal = self._null_initial
         else:
-            posture_at, q_ref, scratch, null_list = null
+            posture, q_ref, scratch, null_list = null
             null_motion, null_internal = null_list()
             null_motion, null_internal = int(null_motion), int(null_internal)
             # d.dot(d): the same DOUBLE_dot as d @ d (NumPy's matmul calls it for vector @ vector), so the same
             # bits, without the ufunc machinery of matmul (~0.25 us)
-            if posture_at is not None:            # compiled: the posture rows' phi, q - q_ref
-                d = outputs[posture_at]
-                posture_error = math.sqrt(d.dot(d))
+            if posture is not None:               # compiled: the posture rows' phi, q - q_ref
+                posture_error = math.sqrt(posture.dot(posture))
             elif q_ref is not None:
                 d = np.subtract(q, q_ref, out=scratch)
                 posture_error = math.sqrt(d.dot(d))
