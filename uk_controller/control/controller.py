@@ -35,7 +35,8 @@ Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``
   pseudo-inverse method (``control.pinv`` other than 'svd').
 
 :meth:`ControllerCore.step` is the template over them (as scipy's ``OdeSolver.step`` over
-``_step_impl``): it checks the input, calls ``backend.run(q, q', t)`` which leaves the status in
+``_step_impl``): it checks the input, calls ``backend.run(q, q', t)`` (through ``backend.call``: on the
+packed compiled backend the compiled entry point itself, its arrays bound once) which leaves the status in
 ``backend.info[INFO_STATUS]`` and the solution in ``backend.effort``, ``saturated``, ``phi`` and ``phidot``,
 and builds the :class:`StepResult` in one place with the reason from
 :mod:`uk_controller.control.status`.
@@ -91,6 +92,11 @@ class StepResult:
     posture_error ``|q - q_ref|`` of the posture term (NaN when the controller has none)
     null_motion   dimension of the task's null space that moves the robot (rank N B P)
     null_internal dimension of the efforts that move nothing (internal forces)
+
+    The arrays are the result's own (views of one copy made by the step; without passive rows
+    ``task_error`` is ``phi`` itself). :meth:`ControllerCore.step` fills the slots one by one instead of
+    calling ``__init__`` (its hot path): a new field needs its line there too (test/test_controller_step.py
+    fails on an empty slot).
     """
 
     effort: np.ndarray
