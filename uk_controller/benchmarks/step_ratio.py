@@ -99,8 +99,8 @@ def run(args):
                          f'{np.median(t_step) * 1e6:.2f}', f'{np.percentile(t_step, 99) * 1e6:.2f}', f'{ratio:.2f}x',
                          f'{target:g}x', verdict(ratio <= target)))
             if packed is not None:
-                run_packed = packed.make_runner()
-                t_packed = sample(lambda: run_packed(q, qd, 0.5), count // 2)
+                call, I, F, sat = backend.call        # what ControllerCore.step calls: the compiled entry
+                t_packed = sample(lambda: call(q, qd, 0.5, I, F, sat), count // 2)
                 old = fz.make_runner()             # Pinocchio's pass + the 12-argument fused_step
                 t_old = sample(lambda: old(q, qd, 0.5), count // 2)
                 t_cat = sample(lambda: (pin.computeAllTerms(pm, pdata, q, qd), pin.updateFramePlacements(pm, pdata)),
@@ -122,4 +122,5 @@ def run(args):
           ('robot', 'packed kernel call', 'call / Pinocchio', 'Python around it (step - call)',
            'previous: Pinocchio pass + fused_step', '  of which computeAllTerms + updateFramePlacements',
            '  of which fused_step (12 args)'), parts,
-          note='packed kernel call: uk_controller.kernels.packed (own RNEA/CRBA + frames + rows + servo solve, 6 args).')
+          note='packed kernel call: uk_controller.kernels.packed (own RNEA/CRBA + frames + rows + servo solve, 6 args), '
+               'its compiled entry as ControllerCore.step calls it (backend.call).')
