@@ -385,10 +385,10 @@ class ControllerCore:
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
-        # what step() reads, unpacked in one go: the call (below), info.tolist (bound), the copies of the outputs
-        # block (phi | phi' | effort, each part `b.rows` long: a compiled program keeps its posture rows after the
-        # task's) and of the saturated flags (bound methods of the live arrays), the slices of the reported
-        # parts in the copy; task_error's slice is None without passive rows: then it is phi itself
+        # what step() reads, unpacked in one go: backend.call (the function and its three bound arguments),
+        # info.tolist (bound), the copy methods of the outputs block (phi | phi' | effort, each part `b.rows`
+        # long: a compiled program keeps its posture rows after the task's) and of the saturated flags, the
+        # slices of the reported parts in the copy (task_error's None without passive rows: it is phi itself)
         m, mb = self._m, b.rows
         self._hot = (*b.call, b.info[:_INFO_READ].tolist, b.outputs.copy, b.saturated.copy,
                      slice(2 * mb, 2 * mb + self.p), slice(0, m), slice(mb, mb + m),
