@@ -31,14 +31,24 @@ def record_interrupt():
     _Interrupt.requested = True
 
 
+#: what CPython writes as unraisable when a SIGINT arrived while its handler was being set to SIG_IGN
+#: (signalmodule.c, bpo-43406): the second Ctrl-C our handlers ignore on purpose, not an error
+_SIGINT_RACE = f'Signal {int(signal.SIGINT)} ignored due to race condition'
+
+
 def _quiet_about_recorded_interrupts(previous_hook):
     """A ``sys.unraisablehook`` that says nothing of the KeyboardInterrupt our handler raised where Python
     cannot propagate it (a ``__del__`` or a weakref callback: matplotlib's figure teardown is one) and
     passes everything else to `previous_hook`. That interrupt is not lost: :func:`interrupt_requested`
     holds it, and the command ends on it at its next check instead of printing "Exception ignored"
-    with a traceback and running on."""
+    with a traceback and running on. Quiet too about CPython's "Signal 2 ignored due to race condition":
+    a second SIGINT that arrived while the first one's handler set SIGINT to ignored (two Ctrl-Cs 0 ms
+    apart: a terminal's and ``ros2 launch``'s), which is what the handlers mean to do with it."""
     def hook(unraisable):
-        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _Interrupt.requested:
+        exc = unraisable.exc_value
+        if isinstance(exc, KeyboardInterrupt) and _Interrupt.requested:
+            return
+        if isinstance(exc, OSError) and exc.args == (_SIGINT_RACE,):
             return
         previous_hook(unraisable)
     hook.uk_controller_guard = True
