@@ -27,7 +27,7 @@ import numpy as np
 
 from .codes import TREE_SCRATCH_PER_JOINT
 from .dynamics import frame_placements, tree_terms
-from .jit import AVAILABLE, entry_point, njit
+from .jit import AVAILABLE, borrowed, entry_point, njit
 from .linalg import view2, view3
 from .rows import fused_step_ws, program_scratch_shape
 
@@ -41,7 +41,15 @@ HEADER = 29
 
 @njit(cache=True)
 def packed_step(q, qd, t, I, F, sat):
-    """Tree pass, frame placements and the fused program at (q, q', t); results in F's workspace views."""
+    """Tree pass, frame placements and the fused program at (q, q', t); results in F's workspace views.
+
+    The arrays are used through :func:`.jit.borrowed` views (not reference-counted: the ~200 views and
+    array arguments of one step then cost no atomic operations; the caller holds the arrays)."""
+    q = borrowed(q)
+    qd = borrowed(qd)
+    I = borrowed(I)
+    F = borrowed(F)
+    sat = borrowed(sat)
     n = I[H_N]
     nj = I[H_NJ]
     nf = I[H_NF]
