@@ -57,7 +57,7 @@ def row_residuals(A, x, b, phi, phid, gains, g0, out):
 def servo_scratch_shape(n, p, mp, ms):
     """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
     ms servo rows."""
-    return 3 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 9 + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
+    return 3 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 7 + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
 
 
 @njit(cache=True)
@@ -250,11 +250,10 @@ def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, 
         a0 <- a0 + M^{-1} A_p^T G^+ r_p,   NB <- NB - M^{-1} A_p^T G^+ A_p NB
 
     with G^+ on the eigenvalues w > max(rcond^2, floor) w_max (uk.gram_pinv). ``L``: the Cholesky factor
-    of M; scratch from row o of the 2-D array sc (n + 6 mp + 4 rows). Returns the rank of G."""
+    of M; scratch from row o of the 2-D array sc (n + 6 mp + 3 rows). Returns the rank of G."""
     n = L.shape[0]
     p = NB.shape[1]
     mp = Ap.shape[0]
-    col, o = scratch_row(sc, o, n)
     MApT, o = scratch_rows(sc, o, n, mp)
     G, o = scratch_rows(sc, o, mp, mp)
     V, o = scratch_rows(sc, o, mp, mp)
@@ -265,7 +264,7 @@ def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, 
     y, o = scratch_row(sc, o, mp)
     APB, o = scratch_rows(sc, o, mp, p)
     Y, o = scratch_rows(sc, o, mp, p)
-    chol_solve_cols(L, Ap.T, MApT, col)
+    chol_solve_cols(L, Ap.T, MApT)
     for i in range(mp):
         for j in range(i, mp):
             acc = 0.0
@@ -359,7 +358,6 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         info[i] = 0.0
     L, o = scratch_rows(sc, 0, n, n)
     a0, o = scratch_row(sc, o, n)
-    col, o = scratch_row(sc, o, n)
     NB, o = scratch_rows(sc, o, n, p)
     CB, o = scratch_rows(sc, o, ms, p)
     bbar, o = scratch_row(sc, o, ms)
@@ -371,7 +369,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     if not free_accel(M, tau, h, L, a0):
         info[INFO_STATUS] = NOT_PD
         return
-    chol_solve_cols(L, B, NB, col)
+    chol_solve_cols(L, B, NB)
     if mp > 0:
         info[INFO_PASSIVE_RANK] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[PARAM_GRAM_FLOOR],
                                                      sweeps, a0, NB, sc, o)
