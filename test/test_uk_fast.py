@@ -120,6 +120,39 @@ def test_jacobi_svd_matches_lapack():
         np.testing.assert_allclose(V.T @ V, np.eye(c), atol=1e-13)
 
 
+
+def test_jacobi_rows_and_blocked_solves_match_their_column_forms():
+    """linalg.jacobi_rows (transposed storage) gives the bits of jacobi_columns, and LAPACK's singular values;
+    chol_solve_cols (all columns at once) gives the bits of chol_solve_col column by column, and numpy's solve."""
+    rng = np.random.default_rng(17)
+    for trial in range(60):
+        r, c = rng.integers(1, 10, size=2)
+        A = rng.standard_normal((r, c)) * np.geomspace(1, 1e-6, c)
+        if trial % 4 == 0 and c > 1:             # rank deficient: a repeated column
+            A[:, -1] = A[:, 0]
+        W, V = A.copy(), np.empty((c, c))
+        sweeps = linalg.jacobi_columns(W, V, 60)
+        WT, VT = np.ascontiguousarray(A.T), np.empty((c, c))
+        assert linalg.jacobi_rows(WT, VT, 60) == sweeps
+        np.testing.assert_array_equal(WT, W.T)
+        np.testing.assert_array_equal(VT, V.T)
+        s, sr = np.empty(c), np.empty(c)
+        assert linalg.row_norms(WT, sr) == linalg.column_norms(W, s)
+        np.testing.assert_array_equal(sr, s)
+        ref = np.linalg.svd(A, compute_uv=False)
+        np.testing.assert_allclose(np.sort(sr)[::-1][:min(r, c)], ref, rtol=1e-12, atol=1e-14 * ref[0])
+    for n, p in ((1, 1), (4, 2), (6, 6), (9, 9), (7, 3)):
+        M = spd(rng, n)
+        L = np.linalg.cholesky(M)
+        X = rng.standard_normal((n, p))
+        out = np.empty((n, p))
+        linalg.chol_solve_cols(L, X, out)
+        for j in range(p):
+            col = X[:, j].copy()
+            linalg.chol_solve_col(L, col)
+            np.testing.assert_array_equal(out[:, j], col)
+        np.testing.assert_allclose(out, np.linalg.solve(M, X), rtol=1e-10, atol=1e-12)
+
 @pytest.mark.parametrize('backend', BACKENDS)
 def test_folded_baumgarte_equals_stabilized_rhs(backend):
     rng = np.random.default_rng(5)

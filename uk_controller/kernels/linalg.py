@@ -142,6 +142,69 @@ def jacobi_columns(W, V, max_sweeps):
 
 
 @njit(cache=True)
+def jacobi_rows(WT, VT, max_sweeps):
+    """:func:`jacobi_columns` on the transpose: rotate the ROWS of WT (c x r) until mutually orthogonal.
+
+    WT holds W^T (row i = column i of W) and VT returns V^T; the same rotations in the same order, each
+    entry computed by the same operations, so ``jacobi_rows(W.T.copy(), VT)`` gives exactly the bits of
+    ``jacobi_columns(W, V)`` with ``VT = V.T``. Rows are contiguous: the dot products and rotations read
+    and write consecutive memory (the null-space SVD of :func:`uk_controller.kernels.servo.null_space_step`).
+    Returns the number of sweeps."""
+    c, r = WT.shape
+    for i in range(c):
+        for j in range(c):
+            VT[i, j] = 1.0 if i == j else 0.0
+    for sweep in range(max_sweeps):
+        rotated = False
+        for i in range(c - 1):
+            for j in range(i + 1, c):
+                alpha = 0.0
+                beta = 0.0
+                gamma = 0.0
+                for k in range(r):
+                    wi = WT[i, k]
+                    wj = WT[j, k]
+                    alpha += wi * wi
+                    beta += wj * wj
+                    gamma += wi * wj
+                if gamma == 0.0 or abs(gamma) <= EPS * np.sqrt(alpha * beta):
+                    continue
+                rotated = True
+                zeta = (beta - alpha) / (2.0 * gamma)
+                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + np.sqrt(1.0 + zeta * zeta))
+                cs = 1.0 / np.sqrt(1.0 + t * t)
+                sn = cs * t
+                for k in range(r):
+                    wi = WT[i, k]
+                    wj = WT[j, k]
+                    WT[i, k] = cs * wi - sn * wj
+                    WT[j, k] = sn * wi + cs * wj
+                for k in range(c):
+                    vi = VT[i, k]
+                    vj = VT[j, k]
+                    VT[i, k] = cs * vi - sn * vj
+                    VT[j, k] = sn * vi + cs * vj
+        if not rotated:
+            return sweep + 1
+    return max_sweeps
+
+
+@njit(cache=True)
+def row_norms(WT, s):
+    """:func:`column_norms` of W from WT = W^T (same sums in the same order); returns the largest."""
+    c, r = WT.shape
+    smax = 0.0
+    for j in range(c):
+        acc = 0.0
+        for k in range(r):
+            acc += WT[j, k] * WT[j, k]
+        s[j] = np.sqrt(acc)
+        if s[j] > smax:
+            smax = s[j]
+    return smax
+
+
+@njit(cache=True)
 def column_norms(W, s):
     r, c = W.shape
     smax = 0.0

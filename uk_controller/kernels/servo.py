@@ -36,8 +36,8 @@ from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATU
                     PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR, PARAM_INTERNAL, PARAM_INTERNAL_TARGET, PARAM_MAX_SWEEPS,
                     PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_RCOND)
 from .jit import njit
-from .linalg import (chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns, matmul,
-                     scratch_row, scratch_rows)
+from .linalg import (chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns, jacobi_rows,
+                     matmul, row_norms, scratch_row, scratch_rows)
 
 
 @njit(cache=True)
@@ -93,11 +93,13 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
     p = NB.shape[1]
     ns = As.shape[0]
     k = p - rank_g
-    P, o = scratch_rows(sc, o, p, p)
+    # transposed layouts (PT = P^T, ZT = Z^T, WyT / VyT = the Jacobi pair's W^T / V^T): every loop below runs
+    # over contiguous rows; each entry sees the operations of the column-wise formulation, in its order
+    PT, o = scratch_rows(sc, o, p, p)
     X, o = scratch_rows(sc, o, n, p)
-    Z, o = scratch_rows(sc, o, p, k)
-    Wy, o = scratch_rows(sc, o, max(n, k), min(n, k))
-    Vy, o = scratch_rows(sc, o, min(n, k), min(n, k))
+    ZT, o = scratch_rows(sc, o, k, p)
+    WyT, o = scratch_rows(sc, o, min(n, k), max(n, k))
+    VyT, o = scratch_rows(sc, o, min(n, k), min(n, k))
     sy, o = scratch_row(sc, o, min(n, k))
     ap, o = scratch_row(sc, o, n)
     rhs, o = scratch_row(sc, o, max(ns, 1))
@@ -113,22 +115,22 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
             r = 0.0
         for j in range(n):
             ap[j] += As[i, j] * r
-    # P = I - V_G V_G^T
+    # P = I - V_G V_G^T  (stored as PT[j, i] = P[i, j])
     for i in range(p):
         for j in range(p):
-            P[i, j] = 1.0 if i == j else 0.0
+            PT[i, j] = 1.0 if i == j else 0.0
     for c in range(sg.shape[0]):
         if sg[c] > 0.0 and c < right_g.shape[1]:
             scale = 1.0 / (sg[c] * sg[c]) if right_scaled else 1.0
             for i in range(p):
                 vi = right_g[i, c] * scale
                 for j in range(p):
-                    P[i, j] -= vi * right_g[j, c]
+                    PT[j, i] -= vi * right_g[j, c]
     # Z: pivoted Gram-Schmidt on P's columns (a rank-k projector: the pivots stay >= (k - j) / p)
     for c in range(p):
         acc = 0.0
         for i in range(p):
-            acc += P[i, c] * P[i, c]
+            acc += PT[c, i] * PT[c, i]
         nrm[c] = acc
     for j in range(k):
         best = 0
@@ -137,40 +139,44 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
                 best = c
         inv = 1.0 / np.sqrt(nrm[best])
         for i in range(p):
-            Z[i, j] = P[i, best] * inv
+            ZT[j, i] = PT[best, i] * inv
         nrm[best] = -1.0
         for c in range(p):
             if nrm[c] >= 0.0:
                 dot = 0.0
                 for i in range(p):
-                    dot += Z[i, j] * P[i, c]
+                    dot += ZT[j, i] * PT[c, i]
                 acc = 0.0
                 for i in range(p):
-                    P[i, c] -= dot * Z[i, j]
-                    acc += P[i, c] * P[i, c]
+                    PT[c, i] -= dot * ZT[j, i]
+                    acc += PT[c, i] * PT[c, i]
                 nrm[c] = acc
-    # X = L^T N B ; |X|_F ; Y = X Z into Wy (or Y^T when k > n)
+    # X = L^T N B (row i summed over m = i..n-1, all columns at once) ; |X|_F
+    for i in range(n):
+        for j in range(p):
+            X[i, j] = 0.0
+        for m in range(i, n):
+            lmi = L[m, i]
+            for j in range(p):
+                X[i, j] += lmi * NB[m, j]
     fro = 0.0
     for i in range(n):
         for j in range(p):
-            acc = 0.0
-            for m in range(i, n):
-                acc += L[m, i] * NB[m, j]
-            X[i, j] = acc
-            fro += acc * acc
+            fro += X[i, j] * X[i, j]
     fro = np.sqrt(fro)
+    # Y = X Z: the Jacobi pair's W is Y (k <= n: WyT = Y^T) or Y^T (k > n: WyT = Y)
     tall = k <= n
     for i in range(n):
         for j in range(k):
             acc = 0.0
             for m in range(p):
-                acc += X[i, m] * Z[m, j]
+                acc += X[i, m] * ZT[j, m]
             if tall:
-                Wy[i, j] = acc
+                WyT[j, i] = acc
             else:
-                Wy[j, i] = acc
-    jacobi_columns(Wy, Vy, sweeps)
-    column_norms(Wy, sy)
+                WyT[i, j] = acc
+    jacobi_rows(WyT, VyT, sweeps)
+    row_norms(WyT, sy)
     # L^T (a_p - q''_task)
     for i in range(n):
         acc = 0.0
@@ -190,16 +196,16 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
             coef = 0.0
             if tall:             # Y = W V^T: z += V_k (W_k . ltd) / s_k^2
                 for i in range(n):
-                    coef += Wy[i, kk] * ltd[i]
+                    coef += WyT[kk, i] * ltd[i]
                 coef *= s2
                 for j in range(k):
-                    vk[j] += Vy[j, kk] * coef
+                    vk[j] += VyT[kk, j] * coef
             else:                # Y^T = W V^T, Y = V W^T: z += W_k (V_k . ltd) / s_k^2
                 for i in range(n):
-                    coef += Vy[i, kk] * ltd[i]
+                    coef += VyT[kk, i] * ltd[i]
                 coef *= s2
                 for j in range(k):
-                    vk[j] += Wy[j, kk] * coef
+                    vk[j] += WyT[kk, j] * coef
         else:
             sy[kk] = 0.0
     if internal:
@@ -207,23 +213,23 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
         for j in range(k):
             acc = 0.0
             for i in range(p):
-                acc += Z[i, j] * target[i]
+                acc += ZT[j, i] * target[i]
             nrm[j] = acc
         for kk in range(c):
             if sy[kk] > 0.0:
                 coef = 0.0
                 for j in range(k):
-                    vj = Vy[j, kk] if tall else Wy[j, kk] / sy[kk]
+                    vj = VyT[kk, j] if tall else WyT[kk, j] / sy[kk]
                     coef += vj * nrm[j]
                 for j in range(k):
-                    vj = Vy[j, kk] if tall else Wy[j, kk] / sy[kk]
+                    vj = VyT[kk, j] if tall else WyT[kk, j] / sy[kk]
                     nrm[j] -= vj * coef
         for j in range(k):
             vk[j] += nrm[j]
     for i in range(p):
         acc = 0.0
         for j in range(k):
-            acc += Z[i, j] * vk[j]
+            acc += ZT[j, i] * vk[j]
         du[i] = acc
     return rank_y, p - rank_g - rank_y
 
