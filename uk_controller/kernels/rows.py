@@ -29,7 +29,7 @@ from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B,
                     OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, OP_SO3, OP_WELD, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1,
                     PLANAR_REFERENCE, ROWS_SCRATCH, TERM_AXES, TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP,
                     TERM_PLANAR, TERM_ROW0, TERM_TRAJ, TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP,
-                    TRAJ_WIDTH)
+                    TRAJ_HOLD, TRAJ_WIDTH)
 from .jit import njit
 from .linalg import view2, view3
 from .servo import servo_scratch_shape, servo_solve
@@ -257,7 +257,15 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
         to = 0
         if tr >= 0:
             to = ip[IH_TRAJ] + tr * TRAJ_WIDTH
-            trajectory_eval(ip[to + TR_KIND], ip[to + TR_DIM], fp, ip[to + TR_FOFS], t, P, V, Acc)
+            kind = ip[to + TR_KIND]
+            if kind == TRAJ_HOLD:            # trajectory_eval's hold, here: no call for each posture row
+                ho = ip[to + TR_FOFS] + 1
+                for i in range(ip[to + TR_DIM]):
+                    P[i] = fp[ho + i]
+                    V[i] = 0.0
+                    Acc[i] = 0.0
+            else:
+                trajectory_eval(kind, ip[to + TR_DIM], fp, ip[to + TR_FOFS], t, P, V, Acc)
             ncomp = ip[to + TR_NCOMP]
         if opcode == OP_FRAME_POSITION:
             f = ip[o + TERM_FRAME_A]
