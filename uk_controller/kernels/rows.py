@@ -30,7 +30,7 @@ from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B,
                     PLANAR_REFERENCE, ROWS_SCRATCH, TERM_AXES, TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP,
                     TERM_PLANAR, TERM_ROW0, TERM_TRAJ, TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP,
                     TRAJ_HOLD, TRAJ_WIDTH)
-from .jit import njit
+from .jit import borrowed, njit
 from .linalg import view2, view3
 from .servo import servo_scratch_shape, servo_solve
 from .so3 import so3_desired, so3_rows
@@ -415,6 +415,9 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
 @njit(cache=True)
 def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
     """:func:`fused_step_ws` with its scratch array allocated here (one allocation per call;
-    CompiledRows' entry point)."""
-    fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, np.empty(program_scratch_shape(ip)))
+    CompiledRows' entry point). The arrays (not trans and rots, which may be tuples of arrays) are passed on as
+    :func:`.jit.borrowed` views (no atomic reference counting in the step; the caller holds them)."""
+    sc = np.empty(program_scratch_shape(ip))
+    fused_step_ws(borrowed(Mlow), borrowed(h), borrowed(Jw), trans, rots, borrowed(q), borrowed(qd), t, borrowed(ip),
+                  borrowed(fp), borrowed(ws), borrowed(sat), borrowed(sc))
 
