@@ -30,7 +30,7 @@ try:  # pragma: no cover - exercised only where numba is installed
     if os.environ.get('UK_CONTROLLER_NUMBA', '1').strip().lower() in ('0', 'false', 'no', 'off'):
         raise ImportError('disabled by UK_CONTROLLER_NUMBA')
     from numba import njit
-    from numba.core import cgutils
+    from numba.core import cgutils, types
     from numba.extending import intrinsic
     AVAILABLE = True
 except ImportError:  # pragma: no cover
@@ -48,10 +48,14 @@ if AVAILABLE:
         """Inside a kernel: the array `arr` (same data, shape, strides and type) without its NRT memory-info
         and parent pointers. numba's reference counting skips arrays whose memory-info is null, so neither this
         view nor any slice or view taken from it, nor the arrays passed on to the kernels it calls, costs the
-        atomic increments and decrements of a counted array. The caller keeps `arr` alive for the whole call
+        atomic increments and decrements of a counted array. Anything but an array (a tuple of arrays) is
+        returned as it is. The caller keeps `arr` alive for the whole call
         (the argument of the kernel does); a borrowed view must not outlive the call (never returned or stored).
         """
         def codegen(context, builder, sig, args):
+            if not isinstance(sig.args[0], types.Array):       # anything else (a tuple of arrays): itself
+                context.nrt.incref(builder, sig.args[0], args[0])
+                return args[0]
             view = context.make_array(sig.args[0])(context, builder, value=args[0])
             view.meminfo = cgutils.get_null_value(view.meminfo.type)
             view.parent = cgutils.get_null_value(view.parent.type)

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..kernels import codes
 from ..kernels.dynamics import frame_placements, tree_terms
-from ..kernels.jit import AVAILABLE, njit
+from ..kernels.jit import AVAILABLE, borrowed, njit
 from ..kernels.plant import plant_period
 from ..kernels.rows import fused_step_ws, program_scratch_shape
 from ..kernels.servo import servo_scratch_shape
@@ -83,7 +83,21 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
     The logs hold the passive and task rows (``log_phi.shape[1]``; a posture term's rows follow them in the
     program and are not logged) and the null-space dimensions of each period (log_null, (steps, 2)).
     Returns ``(k, code, t)``: code DONE (k = k1), CONTROLLER_STOP (period k not started: x, t are its
-    start) or PLANT_STOP (period k logged, the integration failed: x restored to its start)."""
+    start) or PLANT_STOP (period k logged, the integration failed: x restored to its start).
+
+    Every array is used through a :func:`uk_controller.kernels.jit.borrowed` view (no atomic reference counting
+    of the views and arguments of each period; the caller holds the arrays)."""
+    x, cparents, cjtype, cmf, cgrav = borrowed(x), borrowed(cparents), borrowed(cjtype), borrowed(cmf), borrowed(cgrav)
+    cfparents, cfm, cip, cfp, cws = borrowed(cfparents), borrowed(cfm), borrowed(cip), borrowed(cfp), borrowed(cws)
+    csat, csc, ctrans, crots = borrowed(csat), borrowed(csc), borrowed(ctrans), borrowed(crots)
+    parents, jtype, mf, grav = borrowed(parents), borrowed(jtype), borrowed(mf), borrowed(grav)
+    fparents, fm, ip, fp = borrowed(fparents), borrowed(fm), borrowed(ip), borrowed(fp)
+    ws, sc, ptrans, prots, B = borrowed(ws), borrowed(sc), borrowed(ptrans), borrowed(prots), borrowed(B)
+    tau, oR, opos, S, M, h = borrowed(tau), borrowed(oR), borrowed(opos), borrowed(S), borrowed(M), borrowed(h)
+    tw, kk, xt, xb = borrowed(tw), borrowed(kk), borrowed(xt), borrowed(xb)
+    log_t, log_q, log_qd, log_u = borrowed(log_t), borrowed(log_q), borrowed(log_qd), borrowed(log_u)
+    log_phi, log_phid, log_sat = borrowed(log_phi), borrowed(log_phid), borrowed(log_sat)
+    log_ct, log_null = borrowed(log_ct), borrowed(log_null)
     n = x.shape[0] // 2
     p = B.shape[1]
     m = log_phi.shape[1]
