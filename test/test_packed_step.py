@@ -84,6 +84,8 @@ def test_borrowed_views_read_and_write_the_callers_array():
         inner(col, o[1:])
         o[0] = b[2, 1] * 2.0
         b[0, 0] = -1.0
+        pair = borrowed((a, out))            # not an array: passed through
+        o[2] = pair[0][1, 1] + pair[1].shape[0]
         return b.shape[0] * 10 + b.shape[1]
 
     a = np.arange(12.0).reshape(3, 4)
@@ -92,5 +94,5 @@ def test_borrowed_views_read_and_write_the_callers_array():
     for _ in range(3):
         shape = kernel(a, out)
     assert shape == 34
-    assert out[0] == 18.0 and out[1] == 6.0 + 10.0 and a[0, 0] == -1.0
+    assert out[0] == 18.0 and out[1] == 6.0 + 10.0 and out[2] == 5.0 + 3 and a[0, 0] == -1.0
     assert (sys.getrefcount(a), sys.getrefcount(out)) == before
