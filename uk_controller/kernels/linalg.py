@@ -5,7 +5,9 @@ NumPy/LAPACK references: ``numpy.linalg.cholesky`` / LAPACK ``posv`` (as used by
 ``numpy.linalg.svd`` / ``eigh`` for :func:`jacobi_columns` (Hestenes' one-sided Jacobi: exact to round-off
 and cheap for the few rows a robot has; LAPACK's ``gesdd``/``syevd`` cost microseconds of set-up on 4 x 4
 matrices; the one Jacobi SVD of the package: the servo solve's and the pseudo-inverse SVD twin's,
-:mod:`uk_controller.core.pinv.compiled`). Tests: ``test/test_uk_fast.py::test_jacobi_svd_matches_lapack``,
+:mod:`uk_controller.core.pinv.compiled`; :func:`jacobi_rows` runs its rotations on the transpose, bit for bit, for
+the null-space term). Tests: ``test/test_uk_fast.py::test_jacobi_svd_matches_lapack``,
+``test/test_uk_fast.py::test_jacobi_rows_and_blocked_solves_match_their_column_forms``,
 ``test/test_pinv.py::test_jacobi_kernel_is_an_svd`` and, through the servo solve,
 ``test_servo_solver_equals_servo_control``.
 
