@@ -49,8 +49,10 @@ if AVAILABLE:
         and parent pointers. numba's reference counting skips arrays whose memory-info is null, so neither this
         view nor any slice or view taken from it, nor the arrays passed on to the kernels it calls, costs the
         atomic increments and decrements of a counted array. Anything but an array (a tuple of arrays) is
-        returned as it is. The caller keeps `arr` alive for the whole call
-        (the argument of the kernel does); a borrowed view must not outlive the call (never returned or stored).
+        returned as it is. Borrow only the ARGUMENTS of the kernel (its caller holds them for the whole call),
+        never an array the kernel allocates: numba frees a local array after its last use, which may be the
+        borrow itself, and the view would then point into freed memory. A borrowed view must not outlive the
+        call (never returned or stored).
         """
         def codegen(context, builder, sig, args):
             if not isinstance(sig.args[0], types.Array):       # anything else (a tuple of arrays): itself

@@ -415,9 +415,10 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
 @njit(cache=True)
 def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
     """:func:`fused_step_ws` with its scratch array allocated here (one allocation per call;
-    CompiledRows' entry point). The arrays (not trans and rots, which may be tuples of arrays) are passed on as
-    :func:`.jit.borrowed` views (no atomic reference counting in the step; the caller holds them)."""
-    sc = np.empty(program_scratch_shape(ip))
+    CompiledRows' entry point). The array arguments (not trans and rots, which may be tuples of arrays) are passed
+    on as :func:`.jit.borrowed` views (no atomic reference counting in the step; the caller holds them). The
+    scratch allocated here is NOT borrowed: numba frees a local array after its last use, which would be the
+    borrow."""
     fused_step_ws(borrowed(Mlow), borrowed(h), borrowed(Jw), trans, rots, borrowed(q), borrowed(qd), t, borrowed(ip),
-                  borrowed(fp), borrowed(ws), borrowed(sat), borrowed(sc))
+                  borrowed(fp), borrowed(ws), borrowed(sat), np.empty(program_scratch_shape(ip)))
 
