@@ -121,6 +121,52 @@ def test_jacobi_svd_matches_lapack():
 
 
 
+@pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
+def test_jacobi_rhs_is_an_svd_solve():
+    """linalg.jacobi_columns_rhs (the servo solve's SVD when C B is wide: rotations applied to b, no V) against
+    numpy.linalg.svd / pinv on random, rank-deficient, ill-conditioned and badly scaled matrices: singular
+    values, orthogonal columns, ``W_in = W V^T`` with V orthogonal (V^T from y = e_i, one run per i: the
+    rotations do not depend on y), and the rank-truncated least-squares solution ``sum_k W_k y_k / s_k^2``."""
+    rng = np.random.default_rng(23)
+    for trial in range(80):
+        c = int(rng.integers(1, 8))
+        r = int(rng.integers(c, 10))             # c <= r columns, as the servo solve rotates them
+        A = rng.standard_normal((c, r))          # the servo solve's C B (ms x p); W_in = A^T
+        if trial % 4 == 1:
+            A = A * np.geomspace(1, 1e-9, c)[:, None]
+        if trial % 4 == 2 and c > 1:             # rank deficient: repeated and combined rows
+            A[-1] = A[0]
+            if c > 2:
+                A[-2] = 2.0 * A[1] - A[0]
+        if trial % 4 == 3 and c > 1:             # a row 1e-140 smaller (the rotation's large-|zeta| branch)
+            A[-1] = 1e-140 * (A[0] + 1e-3 * A[-1])
+        b = rng.standard_normal(c)
+        W, y = np.ascontiguousarray(A.T), b.copy()
+        sweeps = linalg.jacobi_columns_rhs(W, y, 60)
+        assert sweeps < 60
+        s = np.linalg.norm(W, axis=0)
+        ref = np.linalg.svd(A, compute_uv=False)
+        np.testing.assert_allclose(np.sort(s)[::-1], ref, rtol=1e-12, atol=1e-14 * ref[0])
+        G = W.T @ W
+        off = np.abs(G - np.diag(np.diag(G)))
+        assert np.all(off <= 1e-14 * np.outer(s, s) + 1e-300)
+        VT = np.empty((c, c))
+        for i in range(c):
+            Wi, e = np.ascontiguousarray(A.T), np.eye(c)[i].copy()
+            assert linalg.jacobi_columns_rhs(Wi, e, 60) == sweeps
+            np.testing.assert_array_equal(Wi, W)
+            VT[:, i] = e
+        np.testing.assert_allclose(VT @ VT.T, np.eye(c), atol=1e-13)
+        np.testing.assert_allclose(W @ VT, A.T, atol=1e-13 * np.abs(A).max())
+        np.testing.assert_allclose(VT @ b, y, atol=1e-13 * np.abs(b).max())
+        rcond = 1e-10
+        keep = s > rcond * s.max()
+        assert keep.sum() == np.linalg.matrix_rank(A, tol=rcond * ref[0])
+        u = W[:, keep] @ (y[keep] / s[keep] ** 2)
+        uref = np.linalg.pinv(A, rcond=rcond) @ b
+        np.testing.assert_allclose(u, uref, atol=1e-9 * np.abs(uref).max())
+
+
 def test_jacobi_rows_and_blocked_solves_match_their_column_forms():
     """linalg.jacobi_rows (transposed storage) gives the bits of jacobi_columns, and LAPACK's singular values;
     chol_solve_cols (all columns at once) gives the bits of chol_solve_col column by column, and numpy's solve."""

@@ -36,7 +36,8 @@ from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATU
                     PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR, PARAM_INTERNAL, PARAM_INTERNAL_TARGET, PARAM_MAX_SWEEPS,
                     PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_RCOND)
 from .jit import njit
-from .linalg import (chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns, jacobi_rows,
+from .linalg import (chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns,
+                     jacobi_columns_rhs, jacobi_rows,
                      matmul, row_norms, scratch_row, scratch_rows)
 
 
@@ -67,7 +68,7 @@ def null_scratch_rows(n, p):
 
 
 @njit(cache=True)
-def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided, left_g, right_g, sg, rank_g,
+def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided, right_g, sg, rank_g,
                     right_scaled, null_rcond, sweeps, internal, target, du, sc, o):
     """Redundancy resolution on the closure-projected dynamics (DESIGN.md "Redundancy"; twin of
     ``uk.redundancy_effort``): writes ``du = P z (+ P_int u_int)`` and returns the dimensions
@@ -393,21 +394,24 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     c = min(ms, p)
     left, right = Vs, Wsvd[:p, :c]
     if ms > 0 and p > 0:
-        if ms <= p:                  # columns of CB^T (p x ms): CB = V S U^T
+        wide = ms <= p
+        if wide:                     # columns of CB^T (p x ms): CB = V S U^T; V only as V^T bbar (in rs)
             Ws = Wsvd[:p, :ms]
             for i in range(ms):
+                rs[i] = bbar[i]
                 for j in range(p):
                     Ws[j, i] = CB[i, j]
+            jacobi_columns_rhs(Ws, rs, sweeps)
         else:                        # columns of CB (ms x p): CB = U S V^T
             Ws = Wsvd[:ms, :p]
             for i in range(ms):
                 for j in range(p):
                     Ws[i, j] = CB[i, j]
-        jacobi_columns(Ws, Vs, sweeps)
+            jacobi_columns(Ws, Vs, sweeps)
         smax = column_norms(Ws, s)
         # singular vectors in the row space of bbar (ms x c) and in the effort space (p x c), scaled by s_k:
         # ms <= p: CB = V S U^T with W = U S;  else CB = U S V^T with W = U S
-        left, right = (Vs, Ws) if ms <= p else (Ws, Vs)
+        left, right = (Vs, Ws) if ms <= p else (Ws, Vs)      # left: read only when ms > p
         if smax > 0.0:
             smin = smax
             for k in range(c):
@@ -416,9 +420,12 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                     if s[k] < smin:
                         smin = s[k]
                     s2 = 1.0 / (s[k] * s[k])
-                    coef = 0.0           # u += right_k (left_k . bbar) / s_k^2
-                    for i in range(ms):
-                        coef += left[i, k] * bbar[i]
+                    if wide:             # u += W_k (V^T bbar)_k / s_k^2
+                        coef = rs[k]
+                    else:                # u += right_k (left_k . bbar) / s_k^2
+                        coef = 0.0
+                        for i in range(ms):
+                            coef += left[i, k] * bbar[i]
                     coef *= s2
                     for j in range(p):
                         u[j] += right[j, k] * coef
@@ -439,7 +446,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                 acc += NB[k, j] * u[j]
             qt[k] = acc
         nm, ni = null_space_step(L, NB, qt, As[ms:], bs[ms:], phis[ms:], phids[ms:], gains, mp + ms,
-                                 int(params[PARAM_N_ONE_SIDED]), left, right, s[:c] if ms > 0 else s[:0], rank,
+                                 int(params[PARAM_N_ONE_SIDED]), right, s[:c] if ms > 0 else s[:0], rank,
                                  ms <= p, params[PARAM_NULL_RCOND], sweeps, internal,
                                  params[PARAM_INTERNAL_TARGET:PARAM_INTERNAL_TARGET + p], du, sc, on)
         for j in range(p):
