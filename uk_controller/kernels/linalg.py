@@ -6,7 +6,9 @@ NumPy/LAPACK references: ``numpy.linalg.cholesky`` / LAPACK ``posv`` (as used by
 and cheap for the few rows a robot has; LAPACK's ``gesdd``/``syevd`` cost microseconds of set-up on 4 x 4
 matrices; the one Jacobi SVD of the package: the servo solve's and the pseudo-inverse SVD twin's,
 :mod:`uk_controller.core.pinv.compiled`; :func:`jacobi_rows` runs its rotations on the transpose, bit for bit, for
-the null-space term). Tests: ``test/test_uk_fast.py::test_jacobi_svd_matches_lapack``,
+the null-space term; :func:`jacobi_columns_rhs` is its variant without V, the rotations applied to a
+right-hand side, for the servo solve's ``(C B)^+ b`` when C B is wide). Tests:
+``test/test_uk_fast.py::test_jacobi_svd_matches_lapack``, ``test/test_uk_fast.py::test_jacobi_rhs_is_an_svd_solve``,
 ``test/test_uk_fast.py::test_jacobi_rows_and_blocked_solves_match_their_column_forms``,
 ``test/test_pinv.py::test_jacobi_kernel_is_an_svd`` and, through the servo solve,
 ``test_servo_solver_equals_servo_control``.
