@@ -94,6 +94,22 @@ def chol_solve_cols(L, X, out):
             out[i, j] = out[i, j] / d
 
 
+@njit(cache=True, inline='always')
+def jacobi_rotation(alpha, beta, gamma):
+    """``(rotate, cos, sin)``: the plane rotation of one Hestenes pair with squared norms alpha, beta and inner
+    product gamma, ``zeta = (beta - alpha) / 2 gamma``, ``t = sign(zeta) / (|zeta| + sqrt(1 + zeta^2))``,
+    ``cos = 1 / sqrt(1 + t^2)``, ``sin = cos t`` (Rutishauser's formula); rotate is False (and the rotation
+    the identity) when the pair is already orthogonal to working precision, ``|gamma| <= eps sqrt(alpha beta)``.
+    The one formula of :func:`jacobi_columns` and :func:`jacobi_rows` (inlined: their rotations are the same
+    bits)."""
+    if gamma == 0.0 or abs(gamma) <= EPS * np.sqrt(alpha * beta):
+        return False, 1.0, 0.0
+    zeta = (beta - alpha) / (2.0 * gamma)
+    t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + np.sqrt(1.0 + zeta * zeta))
+    cs = 1.0 / np.sqrt(1.0 + t * t)
+    return True, cs, cs * t
+
+
 @njit(cache=True)
 def jacobi_columns(W, V, max_sweeps):
     """One-sided Jacobi: rotate the columns of W (r x c) until mutually orthogonal.
@@ -123,13 +139,10 @@ def jacobi_columns(W, V, max_sweeps):
                     alpha += wi * wi
                     beta += wj * wj
                     gamma += wi * wj
-                if gamma == 0.0 or abs(gamma) <= EPS * np.sqrt(alpha * beta):
+                rotate, cs, sn = jacobi_rotation(alpha, beta, gamma)
+                if not rotate:
                     continue
                 rotated = True
-                zeta = (beta - alpha) / (2.0 * gamma)
-                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + np.sqrt(1.0 + zeta * zeta))
-                cs = 1.0 / np.sqrt(1.0 + t * t)
-                sn = cs * t
                 for k in range(r):
                     wi = W[k, i]
                     wj = W[k, j]
@@ -227,13 +240,10 @@ def jacobi_rows(WT, VT, max_sweeps):
                     alpha += wi * wi
                     beta += wj * wj
                     gamma += wi * wj
-                if gamma == 0.0 or abs(gamma) <= EPS * np.sqrt(alpha * beta):
+                rotate, cs, sn = jacobi_rotation(alpha, beta, gamma)
+                if not rotate:
                     continue
                 rotated = True
-                zeta = (beta - alpha) / (2.0 * gamma)
-                t = (1.0 if zeta >= 0.0 else -1.0) / (abs(zeta) + np.sqrt(1.0 + zeta * zeta))
-                cs = 1.0 / np.sqrt(1.0 + t * t)
-                sn = cs * t
                 for k in range(r):
                     wi = WT[i, k]
                     wj = WT[j, k]
