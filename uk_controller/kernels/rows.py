@@ -34,7 +34,7 @@ from .jit import borrowed, njit
 from .linalg import view2, view3
 from .servo import servo_scratch_shape, servo_solve
 from .so3 import so3_desired, so3_rows
-from .trajectory import trajectory_eval
+from .trajectory import hold_eval, trajectory_eval
 
 _TWO_PI = 2.0 * np.pi
 
@@ -258,12 +258,8 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
         if tr >= 0:
             to = ip[IH_TRAJ] + tr * TRAJ_WIDTH
             kind = ip[to + TR_KIND]
-            if kind == TRAJ_HOLD:            # trajectory_eval's hold, here: no call for each posture row
-                ho = ip[to + TR_FOFS] + 1
-                for i in range(ip[to + TR_DIM]):
-                    P[i] = fp[ho + i]
-                    V[i] = 0.0
-                    Acc[i] = 0.0
+            if kind == TRAJ_HOLD:            # inlined: no trajectory_eval call for each posture row
+                hold_eval(ip[to + TR_DIM], fp, ip[to + TR_FOFS], P, V, Acc)
             else:
                 trajectory_eval(kind, ip[to + TR_DIM], fp, ip[to + TR_FOFS], t, P, V, Acc)
             ncomp = ip[to + TR_NCOMP]

@@ -71,6 +71,17 @@ def _piecewise(kind, d, fp, o, tau, P, V, Acc):
         Acc[i] = 6.0 * c0 * x + 2.0 * c1
 
 
+@njit(cache=True, inline='always')
+def hold_eval(d, fp, o, P, V, Acc):
+    """A hold trajectory (codes.TRAJ_HOLD): p = its target ``fp[o + 1 : o + 1 + d]``, v = a = 0. Inlined, so
+    a caller with many hold rows (the posture term: one per joint) may test the kind and call this without
+    a call of :func:`trajectory_eval` per row (issue 19)."""
+    for i in range(d):
+        P[i] = fp[o + 1 + i]
+        V[i] = 0.0
+        Acc[i] = 0.0
+
+
 @njit(cache=True)
 def trajectory_eval(kind, d, fp, o, t, P, V, Acc):
     """p, v, a (first d entries of P, V, Acc) of a trajectory spec (see trajectories.Trajectory.spec).
@@ -81,10 +92,7 @@ def trajectory_eval(kind, d, fp, o, t, P, V, Acc):
     if kind == TRAJ_QUINTIC or kind == TRAJ_CUBIC_PIECES:
         _piecewise(kind, d, fp, o, tau, P, V, Acc)
     elif kind == TRAJ_HOLD:
-        for i in range(d):
-            P[i] = fp[o + 1 + i]
-            V[i] = 0.0
-            Acc[i] = 0.0
+        hold_eval(d, fp, o, P, V, Acc)
     elif kind == TRAJ_HELIX:
         r = fp[o + 1]
         w = fp[o + 2]
