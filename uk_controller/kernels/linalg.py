@@ -122,40 +122,9 @@ def jacobi_columns(W, V, max_sweeps):
     round-off columns of a rank-deficient W may rotate until max_sweeps.
     Returns the number of sweeps.
     """
-    r, c = W.shape
-    for i in range(c):
-        for j in range(c):
-            V[i, j] = 1.0 if i == j else 0.0
-    for sweep in range(max_sweeps):
-        rotated = False
-        for i in range(c - 1):
-            for j in range(i + 1, c):
-                alpha = 0.0
-                beta = 0.0
-                gamma = 0.0
-                for k in range(r):
-                    wi = W[k, i]
-                    wj = W[k, j]
-                    alpha += wi * wi
-                    beta += wj * wj
-                    gamma += wi * wj
-                rotate, cs, sn = jacobi_rotation(alpha, beta, gamma)
-                if not rotate:
-                    continue
-                rotated = True
-                for k in range(r):
-                    wi = W[k, i]
-                    wj = W[k, j]
-                    W[k, i] = cs * wi - sn * wj
-                    W[k, j] = sn * wi + cs * wj
-                for k in range(c):
-                    vi = V[k, i]
-                    vj = V[k, j]
-                    V[k, i] = cs * vi - sn * vj
-                    V[k, j] = sn * vi + cs * vj
-        if not rotated:
-            return sweep + 1
-    return max_sweeps
+    # the sweeps of jacobi_rows on the transposed views: the same operations on the same entries in the same
+    # order (so the same bits), with one copy of the loops
+    return jacobi_rows(W.T, V.T, max_sweeps)
 
 
 @njit(cache=True)
