@@ -130,3 +130,81 @@ def test_a_results_arrays_stay_its_own_after_later_steps(robot, backend):
     for name in ARRAYS:                         # scribbling on a result changes no later step
         getattr(first, name)[:] = 1
     _same(ctrl.step(q0 + 0.1, qd0, 0.2), twin.step(q0 + 0.1, qd0, 0.2))
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.parametrize('robot', ['scara', 'five_bar', 'posture', 'dual_arm'])
+def test_step_view_reads_what_step_returns(robot, backend):
+    """step_view's StepView gives, field by field, the StepResult that step() returns for the same call on a
+    twin controller (same bits: the same backend call; the scalars computed from the info when read), at
+    random states, a saturated one among them; view.copy() is that StepResult and keeps it through later steps,
+    while the view itself shows the next step's numbers."""
+    from uk_controller.control.controller import StepView
+    setup = _posture_setup() if robot == 'posture' else None
+    make = (lambda: ControllerCore(setup, backend=backend)) if setup else (
+        lambda: ControllerCore.from_config(robot, backend=backend))
+    viewer, stepper = make(), make()
+    rng = np.random.default_rng(23)
+    kept = []
+    for k in range(8):
+        q = viewer.setup.q0 + rng.normal(size=viewer.n) * (0.05 if k < 4 else 0.5)
+        qd = rng.normal(size=viewer.n) * (0.3 if k != 6 else 40.0)
+        view, want = viewer.step_view(q, qd, 0.01 * k), stepper.step(q, qd, 0.01 * k)
+        assert type(view) is StepView and view is viewer.step_view(q, qd, 0.01 * k)   # one object, reused
+        assert 0.0 < view.compute_time < 1.0
+        _same(view, want)
+        copy = view.copy()
+        assert type(copy) is StepResult
+        _same(copy, want)
+        kept.append((copy, want))
+    assert any(w.saturated.any() for _, w in kept)
+    for copy, want in kept:
+        _same(copy, want)
+        for name in ARRAYS:
+            assert not np.shares_memory(getattr(copy, name), getattr(viewer.view, name)), name
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+def test_step_view_refusals_are_the_callers_and_hold_the_last_view(backend):
+    """A refused step_view returns a StepResult of its own (ok False, its reason), and safe_effort 'hold'
+    returns the effort of the last view that solved, as step() would."""
+    ctrl = ControllerCore.from_config('five_bar', backend=backend, safe_effort='hold')
+    q0, qd0 = ctrl.setup.q0, ctrl.setup.qd0
+    good = ctrl.step_view(q0 + 0.1, qd0, 0.1)
+    held = good.effort.copy()
+    assert good.ok and np.any(held != 0.0)
+    bad = ctrl.step_view(q0[:-1], qd0, 0.2)
+    assert type(bad) is StepResult and not bad.ok and bad.status is Status.BAD_STATE_SHAPE
+    np.testing.assert_array_equal(bad.effort, held)
+    nan = ctrl.step_view(np.full(ctrl.n, np.nan), qd0, 0.3)
+    assert not nan.ok and nan.status is Status.NON_FINITE_STATE
+    np.testing.assert_array_equal(nan.effort, held)
+    assert not np.shares_memory(nan.effort, good.effort)
+
+
+@pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
+@pytest.mark.parametrize('robot', ['five_bar', 'posture'])
+def test_step_view_allocates_no_array(robot):
+    """Per call, step_view leaves no memory behind and allocates none of step()'s arrays: tracemalloc's peak
+    over 200 calls stays below one array of the result, while 200 steps of step() kept alive need them all."""
+    import tracemalloc
+    setup = _posture_setup() if robot == 'posture' else None
+    ctrl = ControllerCore(setup) if setup else ControllerCore.from_config(robot)
+    q, qd = ctrl.setup.q0 + 0.01, ctrl.setup.qd0 + 0.1
+    for _ in range(5):
+        ctrl.step_view(q, qd, 0.0)
+        ctrl.step(q, qd, 0.0)
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for k in range(200):
+            ctrl.step_view(q, qd, 0.001 * k)
+        viewed_now, viewed_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        kept = [ctrl.step(q, qd, 0.001 * k) for k in range(200)]
+        stepped = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    one_array = 8 * ctrl.p
+    assert viewed_now - base < one_array and viewed_peak - base < 4 * one_array + 512
+    assert stepped - viewed_now > 200 * 2 * one_array and len(kept) == 200

@@ -85,19 +85,25 @@ def run(args):
             def step():
                 clock[0] += 1e-3
                 ctrl.step(q, qd, clock[0])
+
+            def step_view():
+                clock[0] += 1e-3
+                ctrl.step_view(q, qd, clock[0])
             backend = ctrl.backend
             fz, packed = (backend.program, backend.packed) if backend.name == 'compiled' else (None, None)
-            # interleave the samples (ref, step, ref, step) so that a load change hits both alike
-            t_ref, t_step = [], []
+            # interleave the samples (ref, step, view, ref, ...) so that a load change hits all alike
+            t_ref, t_step, t_view = [], [], []
             for _ in range(4):
                 t_ref.append(sample(reference, count // 4))
                 t_step.append(sample(step, count // 4))
-            t_ref, t_step = np.concatenate(t_ref), np.concatenate(t_step)
-            ratio = np.median(t_step) / np.median(t_ref)
+                t_view.append(sample(step_view, count // 4))
+            t_ref, t_step, t_view = np.concatenate(t_ref), np.concatenate(t_step), np.concatenate(t_view)
+            ratio, ratio_view = np.median(t_step) / np.median(t_ref), np.median(t_view) / np.median(t_ref)
             shape = f'{model.n}/{setup.passive.m}/{setup.servo.m}'
             rows.append((name, shape, backend.name, ref, f'{np.median(t_ref) * 1e6:.2f}',
-                         f'{np.median(t_step) * 1e6:.2f}', f'{np.percentile(t_step, 99) * 1e6:.2f}', f'{ratio:.2f}x',
-                         f'{target:g}x', verdict(ratio <= target)))
+                         f'{np.median(t_step) * 1e6:.2f}', f'{ratio:.2f}x', verdict(ratio <= target),
+                         f'{np.median(t_view) * 1e6:.2f}', f'{np.percentile(t_view, 99) * 1e6:.2f}',
+                         f'{ratio_view:.2f}x', verdict(ratio_view <= target), f'{target:g}x'))
             if packed is not None:
                 call, I, F, sat = backend.call        # what ControllerCore.step calls: the compiled entry
                 t_packed = sample(lambda: call(q, qd, 0.5, I, F, sat), count // 2)
@@ -109,17 +115,20 @@ def run(args):
                                                     fz.fp, fz.ws, fz.saturated), count // 2)
                 parts.append((name, f'{np.median(t_packed) * 1e6:.2f}',
                               f'{np.median(t_packed) / np.median(t_ref):.2f}x',
-                              f'{(np.median(t_step) - np.median(t_packed)) * 1e6:.2f}', f'{np.median(t_old) * 1e6:.2f}',
+                              f'{(np.median(t_step) - np.median(t_packed)) * 1e6:.2f}',
+                              f'{(np.median(t_view) - np.median(t_packed)) * 1e6:.2f}', f'{np.median(t_old) * 1e6:.2f}',
                               f'{np.median(t_cat) * 1e6:.2f}', f'{np.median(t_kernel) * 1e6:.2f}'))
     table('Control step beside Pinocchio on the same model and state (one run, interleaved samples) [us, medians]',
-          ('robot', 'n/mp/ms', 'backend', 'Pinocchio', 'Pinocchio us', 'ControllerCore.step', 'step p99', 'ratio',
-           'target', 'met'), rows,
-          note='step: efforts, residuals, rank, condition and a StepResult from (q, qd, t); Pinocchio: forward '
+          ('robot', 'n/mp/ms', 'backend', 'Pinocchio', 'Pinocchio us', 'step', 'ratio', 'met', 'step_view',
+           'step_view p99', 'ratio', 'met', 'target'), rows,
+          note='step: ControllerCore.step, efforts, residuals, rank, condition and a StepResult that owns its five '
+               'arrays, from (q, qd, t); step_view: ControllerCore.step_view, the same solve and checks, its result '
+               'read in place (valid until the next step, what the serial runner calls). Pinocchio: forward '
                'dynamics only (aba on the tree; constraintDynamics with CONTACT_3D closures, corrector off). '
                'ur5/panda: example-robot-data URDFs, unedited, with the setup files of '
                'uk_controller.robots.example_robot_data.')
     table('Where the step goes [us, medians]',
-          ('robot', 'packed kernel call', 'call / Pinocchio', 'Python around it (step - call)',
+          ('robot', 'packed kernel call', 'call / Pinocchio', 'Python around it (step - call)', '(step_view - call)',
            'previous: Pinocchio pass + fused_step', '  of which computeAllTerms + updateFramePlacements',
            '  of which fused_step (12 args)'), parts,
           note='packed kernel call: uk_controller.kernels.packed (own RNEA/CRBA + frames + rows + servo solve, 6 args), '

@@ -385,23 +385,27 @@ class ControllerCore:
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
-        # what step() reads, unpacked in one go: backend.call (the function and its three bound arguments),
-        # info.tolist (bound), the copy methods of the outputs block (phi | phi' | effort, each part `b.rows`
-        # long: a compiled program keeps its posture rows after the task's) and of the saturated flags, the
-        # slices of the reported parts in the copy (task_error's None without passive rows: it is phi itself)
+        # what _solved() reads, unpacked in one go: backend.call (the function and its three bound arguments) and
+        # the bound tolist of info[:6]; what step() reads: the copy methods of the outputs block (phi | phi' |
+        # effort, each part `b.rows` long: a compiled program keeps its posture rows after the task's) and of the
+        # saturated flags, the slices of the reported parts in the copy (task_error's None without passive rows:
+        # it is phi itself)
         m, mb = self._m, b.rows
-        self._hot = (*b.call, b.info[:_INFO_READ].tolist, b.outputs.copy, b.saturated.copy,
+        self._call = (*b.call, b.info[:_INFO_READ].tolist)
+        self._hot = (b.outputs.copy, b.saturated.copy,
                      slice(2 * mb, 2 * mb + self.p), slice(0, m), slice(mb, mb + m),
                      slice(self._mp, m) if self._mp else None)
-        # With the null-space term: (the posture rows' phi in the live block or None, q_ref or None, a scratch
-        # for q - q_ref, info[_INFO_NULL]'s tolist: the null-space dimensions); the step allocates no vector. A
-        # compiled program's first n posture rows are phi_j = q_j - q_ref_j (unit rows, redundancy.build), the
-        # same floats as np.subtract(q, q_ref): the step reads them from the block instead of subtracting
-        # again (issue 19), through this view made once (the live block holds the floats it copies)
+        # With the null-space term the posture error |q - q_ref|: a compiled program's first n posture rows are
+        # phi_j = q_j - q_ref_j (unit rows, redundancy.build), the same floats as np.subtract(q, q_ref): the view
+        # reads them from the live block instead of subtracting again (issue 19); the NumPy backends subtract in
+        # _solved (into a scratch: the step allocates no vector). _null_hot: info[_INFO_NULL]'s tolist (the
+        # null-space dimensions), None without the term (the dimensions at the initial state hold)
         posture = b.outputs[m:m + self.n] if red.terms and b.name == 'compiled' and mb >= m + self.n else None
-        self._null_hot = (posture, self._q_ref if red.terms else None, np.empty(self.n), b.info[_INFO_NULL].tolist) \
-            if red.active else None
+        self._subtract_posture = bool(red.active and red.terms and posture is None)
+        self._posture_scratch = np.empty(self.n)
+        self._null_hot = b.info[_INFO_NULL].tolist if red.active else None
         self._null_initial = (red.null_motion, red.null_internal)
+        self._view = StepView(b, m, self._mp, self.p, posture, None if red.active else self._null_initial)
         self._warm_up()
 
     def set_effort_limits(self, limits):
@@ -468,6 +472,11 @@ class ControllerCore:
             self.backend.set_gains(self._gains)
 
     @property
+    def view(self):
+        """The :class:`StepView` that :meth:`step_view` returns (one object per controller)."""
+        return self._view
+
+    @property
     def held_effort(self):
         """The last good effort (what ``safe_effort: hold`` returns), a copy."""
         return self._last_effort.copy()
@@ -503,62 +512,65 @@ class ControllerCore:
                           0, float('nan'), np.zeros(self.p, dtype=bool),
                           0.0 if start is None else time.perf_counter() - start, 0, status)
 
-    def step(self, q, qd, t):
-        """Efforts for the measured state (q, q') at time t (seconds): the template over the backend.
+    def _solved(self, q, qd, t, start):
+        """Check the state, run the backend; when it solved, ``info[:6]`` as a list (status, rank, condition,
+        passive rank, residual, consistent; the solution in the backend's block, ``safe_effort: hold``
+        remembers it), else the refusing StepResult. Shared by :meth:`step` and :meth:`step_view`.
 
-        The hot path of every control period; its Python around the backend's call is kept short on purpose
-        (issue 19): locals bound once in ``_hot``, the StepResult filled slot by slot (see below)."""
-        start = _clock()
-        # anything but a 1-D float64 ndarray of length n with 8-byte strides is converted or refused (the
-        # compiled entry trusts the types it was compiled for); strides == (8,) already means 1-D, so len()
-        # checks the shape without building its tuple
+        Anything but a 1-D float64 ndarray of length n with 8-byte strides is converted or refused (the
+        compiled entry trusts the types it was compiled for); strides == (8,) already means 1-D, so len()
+        checks the shape without building its tuple."""
         n = self.n
         if (type(q) is not _ndarray or type(qd) is not _ndarray or q.dtype is not _F64 or qd.dtype is not _F64
                 or q.strides != _C1 or qd.strides != _C1 or len(q) != n or len(qd) != n):
             q, qd = np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(qd, dtype=float)
             if q.shape != self._shape or qd.shape != self._shape:
                 return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=n)
-        (call, a1, a2, a3, info_list, copy_outputs, copy_saturated, effort_part, phi_part, phidot_part,
-         task_part) = self._hot
+        call, a1, a2, a3, info_list = self._call
         try:
             call(q, qd, float(t) - self.t0, a1, a2, a3)   # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
-        code, rank, condition, passive_rank, residual, consistent = info_list()
-        if code:                                  # not Status.OK (0)
-            return self._refuse(Status(int(code)), start)
-        outputs = copy_outputs()                  # one copy; the result's arrays are views of it
-        effort = outputs[effort_part]
+        head = info_list()
+        if head[0]:                               # not Status.OK (0)
+            return self._refuse(Status(int(head[0])), start)
         if self._hold:
-            self._last_effort[:] = effort
-        if rank < 1:
-            status, reason = _NOT_CONTROLLABLE, _NOT_CONTROLLABLE_REASON
-        elif not consistent:
-            status, reason = _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
-        else:
+            self._last_effort[:] = self._view.effort
+        if self._subtract_posture:                # NumPy backends with the posture term: |q - q_ref| now
+            d = np.subtract(q, self._q_ref, out=self._posture_scratch)
+            self._view.posture_value = math.sqrt(d.dot(d))
+        return head
+
+    def step(self, q, qd, t):
+        """Efforts for the measured state (q, q') at time t (seconds): the template over the backend.
+
+        The result owns its arrays (views of one copy of the backend's block): keep it as long as you like.
+        A loop that only reads this period's result can call :meth:`step_view` instead, which copies
+        nothing. Locals bound once in ``_hot``, the StepResult filled slot by slot (see below; issue 19)."""
+        start = _clock()
+        head = self._solved(q, qd, t, start)
+        if type(head) is not list:
+            return head                           # refused
+        copy_outputs, copy_saturated, effort_part, phi_part, phidot_part, task_part = self._hot
+        code, rank, condition, passive_rank, residual, consistent = head
+        outputs = copy_outputs()                  # one copy; the result's arrays are views of it
+        if rank >= 1 and consistent:
             status, reason = _OK, ''
+        else:
+            status, reason = _status(rank, consistent, residual)
         null = self._null_hot
         if null is None:                          # no null-space term: the dimensions at the initial state
             posture_error = math.nan
             null_motion, null_internal = self._null_initial
         else:
-            posture, q_ref, scratch, null_list = null
-            null_motion, null_internal = null_list()
+            null_motion, null_internal = null()
             null_motion, null_internal = int(null_motion), int(null_internal)
-            # d.dot(d): the same DOUBLE_dot as d @ d (NumPy's matmul calls it for vector @ vector), so the same
-            # bits, without the ufunc machinery of matmul (~0.25 us)
-            if posture is not None:               # compiled: the posture rows' phi, q - q_ref
-                posture_error = math.sqrt(posture.dot(posture))
-            elif q_ref is not None:
-                d = np.subtract(q, q_ref, out=scratch)
-                posture_error = math.sqrt(d.dot(d))
-            else:
-                posture_error = math.nan
+            posture_error = self._view.posture_error
         phi = outputs[phi_part]
         # StepResult's own __init__ (a type call with 16 arguments) costs about twice these slot stores; every
         # field is set (test_controller_step.py::test_compiled_step_result_sets_every_field_like_the_reference)
         r = _new(StepResult)
-        r.effort = effort
+        r.effort = outputs[effort_part]
         r.ok = True
         r.reason = reason
         r.phi = phi
@@ -576,6 +588,91 @@ class ControllerCore:
         r.compute_time = _clock() - start
         return r
 
+    def step_view(self, q, qd, t):
+        """:meth:`step` without its copies: the result is :attr:`view`, a :class:`StepView` of the backend's
+        own block, **valid until this controller's next step** (it then shows the next step's numbers), or
+        the refusing StepResult (``ok`` False), which is the caller's.
 
-__all__ = ['ControllerCore', 'StepResult', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
+        For a control loop that uses this period's efforts and lets them go (the serial runner): no array is
+        allocated and no field is computed before it is read. The numbers are those :meth:`step` returns for
+        the same call (test/test_controller_step.py); ``view.copy()`` gives them as a StepResult to keep."""
+        start = _clock()
+        head = self._solved(q, qd, t, start)
+        if type(head) is not list:
+            return head                           # refused
+        view = self._view
+        view.compute_time = _clock() - start
+        return view
+
+
+def _status(rank, consistent, residual):
+    """(Status, reason) of a solved step from its rank and consistency (control/status.py)."""
+    if rank < 1:
+        return _NOT_CONTROLLABLE, _NOT_CONTROLLABLE_REASON
+    if not consistent:
+        return _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
+    return _OK, ''
+
+
+class StepView:
+    """The result of :meth:`ControllerCore.step_view`: the fields of :class:`StepResult`, read where the
+    backend left them. ``effort``, ``phi``, ``phidot``, ``task_error`` and ``saturated`` are views of the
+    backend's block; the scalars are computed from its info when read. Valid until the controller's next
+    step; :meth:`copy` keeps them. ``ok`` is True (a refused step returns a StepResult instead)."""
+
+    __slots__ = ('effort', 'phi', 'phidot', 'task_error', 'saturated', 'compute_time', 'posture_value',
+                 '_info', '_posture', '_null_initial')
+    ok = True
+
+    def __init__(self, backend, m, mp, p, posture, null_initial):
+        out, mb = backend.outputs, backend.rows
+        self.effort, self.phi, self.phidot = out[2 * mb:2 * mb + p], out[:m], out[mb:mb + m]
+        self.task_error = out[mp:m]
+        self.saturated = backend.saturated
+        self.compute_time = 0.0
+        self.posture_value = math.nan       # |q - q_ref| when no posture block can be read (NumPy backends)
+        self._info, self._posture, self._null_initial = backend.info, posture, null_initial
+
+    rank = property(lambda self: int(self._info[INFO_RANK]), doc='rank of C B_bar')
+    condition = property(lambda self: float(self._info[INFO_CONDITION]), doc='condition number of C B_bar')
+    passive_rank = property(lambda self: int(self._info[INFO_PASSIVE_RANK]), doc='rank of A_p M^-1 A_p^T')
+    residual = property(lambda self: float(self._info[INFO_RESIDUAL]), doc='|A_s q\'\' - b_s|')
+
+    @property
+    def status(self):
+        return _status(self.rank, self._info[INFO_CONSISTENT], self.residual)[0]
+
+    @property
+    def reason(self):
+        return _status(self.rank, self._info[INFO_CONSISTENT], self.residual)[1]
+
+    @property
+    def posture_error(self):
+        """|q - q_ref|: on the compiled backend the posture rows' phi (q - q_ref, the same floats)."""
+        posture = self._posture
+        # d.dot(d): the same DOUBLE_dot as d @ d (NumPy's matmul calls it for vector @ vector), the same bits
+        return math.sqrt(posture.dot(posture)) if posture is not None else self.posture_value
+
+    @property
+    def null_motion(self):
+        return self._null_initial[0] if self._null_initial else int(self._info[codes.INFO_NULL_MOTION])
+
+    @property
+    def null_internal(self):
+        return self._null_initial[1] if self._null_initial else int(self._info[codes.INFO_NULL_INTERNAL])
+
+    def copy(self):
+        """The numbers as a :class:`StepResult` that owns its arrays."""
+        phi = self.phi.copy()
+        return StepResult(self.effort.copy(), True, self.reason, phi, self.phidot.copy(),
+                          self.task_error.copy() if self.task_error.size != phi.size else phi, self.rank,
+                          self.condition, self.saturated.copy(), self.compute_time, self.passive_rank,
+                          self.status, self.residual, self.posture_error, self.null_motion, self.null_internal)
+
+    def __repr__(self):
+        return (f'StepView(effort={self.effort!r}, status={self.status.name}, rank={self.rank}, '
+                f'condition={self.condition:.3g})')
+
+
+__all__ = ['ControllerCore', 'StepResult', 'StepView', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
            'GeneralBackend', 'SAFE_EFFORTS', 'BACKENDS']

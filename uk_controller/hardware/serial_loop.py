@@ -112,7 +112,7 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
                 step = core.safe(f'overrun: safe effort until {policy.recover_after} periods are on time '
                                  f'(ros.overrun.safe_after {policy.safe_after})')
             else:
-                step = core.step(q, qd, t)
+                step = core.step_view(q, qd, t)       # read in place: used (and copied) before the next step
             if step.ok and (armed or not was_armed):
                 rearm.limit(step.effort)          # soft start: no harder than undisturbed operation
             effort, stamp = step.effort, clock()
