@@ -143,7 +143,7 @@ class ControlLoop:
         self.telemetry_timer = node.create_timer(PLOT_CHECK_NS * 1e-9, self.telemetry) if self.threaded else None
         spec = os.environ.get(SLOW_STEPS_ENV)
         if spec:
-            node.core.step = _slowed(node.core.step, spec)
+            node.core.step_view = _slowed(node.core.step_view, spec)
             self.log.warn(f'{SLOW_STEPS_ENV}={spec}: control steps deliberately slowed (tests only)')
 
     # ------------------------------------------------------------------ wiring into the node

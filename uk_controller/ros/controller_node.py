@@ -5,7 +5,7 @@ A thin rclpy adapter over :class:`uk_controller.control.controller.ControllerCor
 stabilization, seed 000 eq 52). Per control period::
 
     (q, q') <- merged /joint_states (by name)      t <- trajectory clock
-    u = ControllerCore.step(q, q', t)              published in ros.effort_joints order
+    u = ControllerCore.step_view(q, q', t)         published in ros.effort_joints order
 
 Stale, non-finite or unsolvable input gives the configured safe effort and an
 ERROR diagnostic; the node recovers by itself when good data returns and never
@@ -140,7 +140,7 @@ class ControllerNode(Node):
         self.fault = ''
         self.fault_kind = ''
         self.faults = 0
-        self.last_result = None
+        self.last_solved = None         # (status, reason) of the latest step that solved (diagnostics)
         self.last_publish_ns = 0
         self._latency_probe = None      # set by benchmarks: callable(receive_ns, publish_ns)
         self._state_receive_ns = 0
@@ -265,7 +265,8 @@ class ControllerNode(Node):
         elif self.loop.safe_reason:
             kind, fault = 'overrun', self.loop.safe_reason      # ros.overrun.safe_after (control_loop.py)
         if self.running and not fault:
-            result = self.core.step(merger.q, merger.qd, self.trajectory_time(t_ns))
+            # read in place (ControllerCore.step_view): everything below uses or copies it before the next period
+            result = self.core.step_view(merger.q, merger.qd, self.trajectory_time(t_ns))
             if not result.ok:
                 kind = 'controller'
                 fault = result.reason or 'controller returned the safe effort'
@@ -305,7 +306,7 @@ class ControllerNode(Node):
             self.efforts_out.view[:] = effort
             self.efforts_pub.publish(self.efforts_out.ready())
         if result.ok:
-            self.last_result = result
+            self.last_solved = (result.status, result.reason)
         if result.ok and plots:
             self.task_out.view[:] = result.task_error
             self.task_error_pub.publish(self.task_out.ready())
@@ -407,8 +408,8 @@ class ControllerNode(Node):
             level, message = WARN, f'waiting for joint states: missing {merger.missing()}'
         elif not self.running:
             level, message = OK, 'stopped (safe effort)'
-        elif self.last_result is not None and self.last_result.status != Status.OK:
-            level, message = status_level(self.last_result.status), self.last_result.reason
+        elif self.last_solved is not None and self.last_solved[0] != Status.OK:
+            level, message = status_level(self.last_solved[0]), self.last_solved[1]
         else:
             level, message = OK, 'controlling'
         counts = merger.counts
