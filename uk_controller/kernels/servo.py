@@ -36,9 +36,9 @@ from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATU
                     PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR, PARAM_INTERNAL, PARAM_INTERNAL_TARGET, PARAM_MAX_SWEEPS,
                     PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_RCOND)
 from .jit import njit
-from .linalg import (chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns,
-                     jacobi_columns_rhs, jacobi_rows,
-                     matmul, row_norms, scratch_row, scratch_rows)
+from .linalg import (EPS, chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns,
+                     jacobi_columns_rhs, jacobi_rows, matmul, row_norms, scratch_row, scratch_rows)
+from .qrls import inverse_frobenius, min_norm_solve, qr_pivoted_rows, reflect_row, reflect_vec, reflector_row
 
 
 @njit(cache=True)
@@ -63,8 +63,49 @@ def servo_scratch_shape(n, p, mp, ms):
 
 @njit(cache=True)
 def null_scratch_rows(n, p):
-    """Rows of scratch :func:`null_space_step` needs for n coordinates and p efforts."""
-    return n + 2 * p + max(n, p) + min(n, p) + 7
+    """Rows of scratch :func:`null_space_step` needs for n coordinates and p efforts: the larger of the
+    Jacobi path's (:func:`null_space_jacobi`) and the QR path's (:func:`null_space_qr`)."""
+    return n + 2 * p + max(max(n, p) + min(n, p) + 7, 11)
+
+
+@njit(cache=True)
+def posture_accel(As, bs, phis, phids, gains, g0, n_one_sided, ap):
+    """``a_p = sum_i A_i^T rhs_i``, ``rhs_i = b_i - (kd_i phi'_i + kp_i phi_i)`` over the posture rows (gains
+    from column g0); the last n_one_sided rows count only where phi < 0 (joint-limit rows)."""
+    ns = As.shape[0]
+    for i in range(ap.shape[0]):
+        ap[i] = 0.0
+    for i in range(ns):
+        r = bs[i] - (gains[0, g0 + i] * phids[i] + gains[1, g0 + i] * phis[i])
+        if i >= ns - n_one_sided and not phis[i] < 0.0:
+            r = 0.0
+        for j in range(ap.shape[0]):
+            ap[j] += As[i, j] * r
+
+
+@njit(cache=True)
+def mass_weighted(L, NB, qdd_task, ap, X, ltd):
+    """``X = L^T N B`` (row i summed over m = i..n-1, all columns at once) and ``ltd = L^T (a_p - q''_task)``
+    (M = L L^T: ``|x|_M = |L^T x|``); returns ``|X|_F``."""
+    n = L.shape[0]
+    p = NB.shape[1]
+    for i in range(n):
+        for j in range(p):
+            X[i, j] = 0.0
+        for m in range(i, n):
+            lmi = L[m, i]
+            for j in range(p):
+                X[i, j] += lmi * NB[m, j]
+    fro = 0.0
+    for i in range(n):
+        for j in range(p):
+            fro += X[i, j] * X[i, j]
+    for i in range(n):
+        acc = 0.0
+        for m in range(i, n):
+            acc += L[m, i] * (ap[m] - qdd_task[m])
+        ltd[i] = acc
+    return np.sqrt(fro)
 
 
 @njit(cache=True)
@@ -80,19 +121,149 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
 
         a_p  = sum_i A_i^T rhs_i                     posture acceleration (A = I: a_p = -Kp (q - q_ref) - Kd q')
         P    = I - V_G V_G^T = Z Z^T                 V_G: the kept right singular vectors of G = A_s N B;
-                                                     Z (p, k): orthonormal basis of null(G), pivoted Gram-Schmidt
-                                                     on the columns of P, k = p - rank G
+                                                     Z (p, k): orthonormal basis of null(G), k = p - rank G
         X    = L^T N B,   Y = X Z                    M = L L^T: |x|_M = |L^T x|; Y's non-zero singular values
                                                      are those of X P
-        z    = Z Y^+ L^T (a_p - q''_task),  du = z   rank of Y: s_k > null_rcond |X|_F
+        z    = Z Y^+ L^T (a_p - q''_task),  du = z   rank of Y: s_k > cut = null_rcond |X|_F
         du  += Z (I - V_Y V_Y^T) Z^T u_int           only when `internal` (u_int = target; = P_int u_int)
 
     ``right_g`` (p, c): G's right singular vectors, scaled by s_k when right_scaled; ``rank_g`` of them are
-    kept (``sg[k] > 0``, chosen by the caller's rank rule). Scratch from row o of sc. The SVD of Y (one-sided
-    Jacobi) is k columns wide instead of p: the null space only."""
+    kept (``sg[k] > 0``, chosen by the caller's rank rule). Scratch from row o of sc.
+
+    Two ways to ``Y^+``, the same minimum-norm least squares (du does not depend on which orthonormal basis
+    Z of null(G) is used: ``Z Y^+ = (X P)^+``):
+
+    - :func:`null_space_qr` (no internal target, Y tall: k <= n): Z from Householder reflections of V_G,
+      Y by pivoted Householder QR, ``Y P = Q [R11 R12; 0 R22]``; taken only when the factors PROVE the SVD
+      rule's rank r: ``1 / |R11^{-1}|_F - margin > cut`` (a lower bound of s_r(Y), R11 being a block of R)
+      and ``|R22|_F <= margin`` (an upper bound of s_{r+1}(Y), Weyl), margin = 16 (n + p) eps |X|_F for the
+      round-off of the factorizations and ``2 margin < cut``; then z is the complete orthogonal
+      decomposition's minimum-norm solution (kernels/qrls.py).
+    - otherwise (or when the proof fails) :func:`null_space_jacobi`: Z by pivoted Gram-Schmidt on P, the
+      one-sided Jacobi SVD of Y and the SVD rule itself.
+
+    Both return the same dimensions; their du agree to round-off."""
     n = L.shape[0]
     p = NB.shape[1]
-    ns = As.shape[0]
+    k = p - rank_g
+    ap, o = scratch_row(sc, o, n)
+    posture_accel(As, bs, phis, phids, gains, g0, n_one_sided, ap)
+    if not internal and k <= n:
+        ok, rank_y = null_space_qr(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, du, sc, o)
+        if ok:
+            return rank_y, p - rank_g - rank_y
+    return null_space_jacobi(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, sweeps, internal,
+                             target, du, sc, o)
+
+
+@njit(cache=True)
+def null_space_qr(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, du, sc, o):
+    """The fast path of :func:`null_space_step` (tall Y, no internal target): ``(True, rank of Y)`` with du
+    written, or ``(False, 0)`` when the factors do not prove the rank the SVD rule would give.
+
+    ``V_G`` (p x g, g = rank_g; the kept columns of right_g, normalized) ``= H_1 ... H_g [R_G; 0]`` by
+    Householder reflections; ``Z = H_1 ... H_g [0; I_k]`` is an orthonormal basis of null(G), so
+    ``Y^T = (H_g ... H_1 X^T)[g:, :]`` (the reflections applied to X^T from the left, no p x p projector)
+    and ``du = H_1 ... H_g [0; z]``. Then :func:`.qrls.qr_pivoted_rows` on Y (stopping where the trailing
+    block is below margin), :func:`.qrls.inverse_frobenius` for the bound ``s_r(Y) >= 1 / |R11^{-1}|_F``
+    and :func:`.qrls.min_norm_solve` for ``z = Y_r^+ L^T (a_p - q''_task)`` (see :func:`null_space_step`
+    for the rule). Scratch from row o of sc: 2 p + 10 rows."""
+    n = L.shape[0]
+    p = NB.shape[1]
+    k = p - rank_g
+    VT, o = scratch_rows(sc, o, rank_g, p)
+    XT, o = scratch_rows(sc, o, p, n)
+    T, o = scratch_rows(sc, o, k, k)
+    bg, o = scratch_row(sc, o, p)
+    ltd, o = scratch_row(sc, o, n)
+    rdiag, o = scratch_row(sc, o, k)
+    by, o = scratch_row(sc, o, k)
+    perm, o = scratch_row(sc, o, k)
+    nrm, o = scratch_row(sc, o, k)
+    g, o = scratch_row(sc, o, k)
+    w, o = scratch_row(sc, o, max(n, k))
+    zr, o = scratch_row(sc, o, k)
+    wv, o = scratch_row(sc, o, p)
+    # V_G's kept columns, normalized, as the rows of VT; their Householder QR (orthonormal columns: |R_jj| = 1)
+    j = 0
+    for c in range(sg.shape[0]):
+        if sg[c] > 0.0 and c < right_g.shape[1]:
+            if j >= rank_g:
+                return False, 0
+            scale = 1.0 / sg[c] if right_scaled else 1.0
+            for i in range(p):
+                VT[j, i] = right_g[i, c] * scale
+            j += 1
+    if j != rank_g:
+        return False, 0
+    for j in range(rank_g):
+        alpha, b = reflector_row(VT, j, j)
+        if not abs(alpha) > 0.5:
+            return False, 0
+        bg[j] = b
+        for c in range(j + 1, rank_g):
+            reflect_row(VT, j, j, b, VT, c)
+    # X^T = (L^T N B)^T (entry (j, i) summed over m = i..n-1 in that order, as X's), |X|_F, L^T (a_p - q''_task)
+    for j in range(p):
+        for i in range(n):
+            XT[j, i] = 0.0
+        for m in range(n):
+            nbmj = NB[m, j]
+            for i in range(m + 1):
+                XT[j, i] += L[m, i] * nbmj
+    fro = 0.0
+    for j in range(p):
+        for i in range(n):
+            fro += XT[j, i] * XT[j, i]
+    fro = np.sqrt(fro)
+    for i in range(n):
+        acc = 0.0
+        for m in range(i, n):
+            acc += L[m, i] * (ap[m] - qdd_task[m])
+        ltd[i] = acc
+    cut = null_rcond * fro
+    margin = 16.0 * (n + p) * EPS * fro
+    if not 2.0 * margin < cut:
+        return False, 0
+    # Y^T = rows g.. of H_g ... H_1 X^T (each reflection on all n columns of X^T at once: w = X^T' v)
+    for j in range(rank_g):
+        for i in range(n):
+            w[i] = 0.0
+        for m in range(j, p):
+            vm = VT[j, m]
+            for i in range(n):
+                w[i] += vm * XT[m, i]
+        b = bg[j]
+        for m in range(j, p):
+            vm = VT[j, m] * b
+            for i in range(n):
+                XT[m, i] -= vm * w[i]
+    YT = XT[rank_g:]
+    r, _ = qr_pivoted_rows(YT, ltd, rdiag, by, perm, nrm, margin)
+    if r > 0 and not 1.0 / inverse_frobenius(YT, rdiag, r, w) - margin > cut:
+        return False, 0
+    min_norm_solve(YT, rdiag, perm, r, ltd, T, g, w, zr)
+    # du = H_1 ... H_g [0; z]
+    for j in range(rank_g):
+        wv[j] = 0.0
+    for j in range(k):
+        wv[rank_g + j] = zr[j]
+    for j in range(rank_g - 1, -1, -1):
+        reflect_vec(VT, j, j, bg[j], wv)
+    for i in range(p):
+        du[i] = wv[i]
+    return True, r
+
+
+@njit(cache=True)
+def null_space_jacobi(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, sweeps, internal,
+                      target, du, sc, o):
+    """:func:`null_space_step` by the SVD: ``P = I - V_G V_G^T``, Z by pivoted Gram-Schmidt on the columns of
+    P, the one-sided Jacobi SVD of Y = X Z (k columns wide instead of p: the null space only) and its rank
+    rule ``s_k > null_rcond |X|_F``; the only path with an internal-force target, and the fall-back of
+    :func:`null_space_qr`. Returns ``(motion, internal)``."""
+    n = L.shape[0]
+    p = NB.shape[1]
     k = p - rank_g
     # transposed layouts (PT = P^T, ZT = Z^T, WyT / VyT = the Jacobi pair's W^T / V^T): every loop below runs
     # over contiguous rows; each entry sees the operations of the column-wise formulation, in its order
@@ -102,20 +273,9 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
     WyT, o = scratch_rows(sc, o, min(n, k), max(n, k))
     VyT, o = scratch_rows(sc, o, min(n, k), min(n, k))
     sy, o = scratch_row(sc, o, min(n, k))
-    ap, o = scratch_row(sc, o, n)
-    rhs, o = scratch_row(sc, o, max(ns, 1))
     ltd, o = scratch_row(sc, o, n)
     vk, o = scratch_row(sc, o, p)
     nrm, o = scratch_row(sc, o, p)
-    # posture acceleration a_p
-    for i in range(n):
-        ap[i] = 0.0
-    for i in range(ns):
-        r = bs[i] - (gains[0, g0 + i] * phids[i] + gains[1, g0 + i] * phis[i])
-        if i >= ns - n_one_sided and not phis[i] < 0.0:
-            r = 0.0
-        for j in range(n):
-            ap[j] += As[i, j] * r
     # P = I - V_G V_G^T  (stored as PT[j, i] = P[i, j])
     for i in range(p):
         for j in range(p):
@@ -152,19 +312,8 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
                     PT[c, i] -= dot * ZT[j, i]
                     acc += PT[c, i] * PT[c, i]
                 nrm[c] = acc
-    # X = L^T N B (row i summed over m = i..n-1, all columns at once) ; |X|_F
-    for i in range(n):
-        for j in range(p):
-            X[i, j] = 0.0
-        for m in range(i, n):
-            lmi = L[m, i]
-            for j in range(p):
-                X[i, j] += lmi * NB[m, j]
-    fro = 0.0
-    for i in range(n):
-        for j in range(p):
-            fro += X[i, j] * X[i, j]
-    fro = np.sqrt(fro)
+    # X = L^T N B, |X|_F, ltd = L^T (a_p - q''_task)
+    fro = mass_weighted(L, NB, qdd_task, ap, X, ltd)
     # Y = X Z: the Jacobi pair's W is Y (k <= n: WyT = Y^T) or Y^T (k > n: WyT = Y)
     tall = k <= n
     for i in range(n):
@@ -178,12 +327,6 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
                 WyT[i, j] = acc
     jacobi_rows(WyT, VyT, sweeps)
     row_norms(WyT, sy)
-    # L^T (a_p - q''_task)
-    for i in range(n):
-        acc = 0.0
-        for m in range(i, n):
-            acc += L[m, i] * (ap[m] - qdd_task[m])
-        ltd[i] = acc
     # reduced z (k) in vk, then du = Z z
     for j in range(k):
         vk[j] = 0.0
