@@ -207,7 +207,8 @@ def null_space_qr(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_r
     for j in range(p):
         for i in range(n):
             XT[j, i] = 0.0
-        for m in range(n):
+    for m in range(n):
+        for j in range(p):
             nbmj = NB[m, j]
             for i in range(m + 1):
                 XT[j, i] += L[m, i] * nbmj
