@@ -6,6 +6,7 @@ module                  compiled kernels                                      Nu
 :mod:`.codes`           integer codes and record layouts (no code)            shared by both sides
 :mod:`.jit`             ``AVAILABLE``, ``njit`` (the numba switch)
 :mod:`.linalg`          Cholesky, one-sided Jacobi SVD, scratch views         numpy.linalg / LAPACK
+:mod:`.qrls`            pivoted Householder QR, minimum-norm solve            numpy.linalg.lstsq / svd
 :mod:`.servo`           servo_solve, null_space_step, closure_accel            uk.servo_control, uk.ServoSolver,
                         (seed 004 eq 35; DESIGN.md "Redundancy")              uk.redundancy_effort
 :mod:`.trajectory`      trajectory_eval                                       trajectories.*._eval

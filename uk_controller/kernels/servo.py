@@ -16,7 +16,9 @@ posture rows (joint rows with their own gains; the last ``params[PARAM_N_ONE_SID
 rows that act only where phi < 0), not tasks: with ``G = A_s N B`` on the task rows, ``P = I - G^+ G`` and
 ``M = L L^T``, ``z = (L^T N B P)^+ L^T (a_p - q''_task)`` (the M-norm least squares of seed 004 eq 35's
 free term; DESIGN.md "Redundancy"), and an internal-force target u_int (params) adds its component in the
-null space of N B.
+null space of N B. The pseudo-inverse comes from a pivoted Householder QR when its factors prove the rank
+the SVD rule would give (:func:`null_space_qr`, kernels/qrls.py), from the one-sided Jacobi SVD otherwise
+(:func:`null_space_jacobi`). Tests: test/test_null_space_qr.py.
 
 NumPy references (module :mod:`uk_controller.core.uk`): :func:`servo_solve` / :func:`servo_kernel` twin
 ``uk.servo_control`` and ``uk.ServoSolver`` with ``backend='numpy'`` (:func:`null_space_step` twins
@@ -226,7 +228,8 @@ def null_space_qr(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_r
     margin = 16.0 * (n + p) * EPS * fro
     if not 2.0 * margin < cut:
         return False, 0
-    # Y^T = rows g.. of H_g ... H_1 X^T (each reflection on all n columns of X^T at once: w = X^T' v)
+    # Y^T = rows g.. of H_g ... H_1 X^T (each reflection on all n columns of X^T at once, w_i = sum_m v_m X^T_mi;
+    # row j of the result is never read again: the later reflections act on rows > j, Y^T is rows >= g)
     for j in range(rank_g):
         for i in range(n):
             w[i] = 0.0
@@ -235,7 +238,7 @@ def null_space_qr(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_r
             for i in range(n):
                 w[i] += vm * XT[m, i]
         b = bg[j]
-        for m in range(j, p):
+        for m in range(j + 1, p):
             vm = VT[j, m] * b
             for i in range(n):
                 XT[m, i] -= vm * w[i]
