@@ -17,7 +17,8 @@ reflections from the right) is the minimum-norm least-squares solution of the ra
 ``Q [R11 R12; 0 0] P^T``, which is within |R22| of Y, as the SVD's truncated matrix is.
 
 Layouts: a matrix A (m x k) is given as its transpose AT (k x m), so that a column of A is a contiguous row.
-NumPy references in the tests: ``numpy.linalg.lstsq`` / ``svd`` (test/test_redundancy.py).
+NumPy references in the tests: ``numpy.linalg.lstsq`` / ``svd`` and ``uk.redundancy_effort``
+(test/test_null_space_qr.py).
 """
 from __future__ import annotations
 
@@ -27,21 +28,29 @@ from .jit import njit
 
 
 @njit(cache=True, inline='always')
+def householder(x0, ss):
+    """The Householder reflector ``H = I - beta v v^T`` with ``H x = alpha e_1`` of a vector x with first
+    entry x0 and squared norm ``ss > 0``: ``alpha = -sign(x_0) |x|`` (no cancellation in ``v_0 = x_0 -
+    alpha``; v's other entries are x's), ``beta = 2 / v^T v = 1 / (|x| (|x| + |x_0|))``. Returns
+    ``(alpha, v_0, beta)``. The one formula of this module."""
+    nx = np.sqrt(ss)
+    alpha = -nx if x0 >= 0.0 else nx
+    return alpha, x0 - alpha, 1.0 / (nx * (nx + abs(x0)))
+
+
+@njit(cache=True, inline='always')
 def reflector_row(A, j, s):
-    """Householder reflector ``H = I - beta v v^T`` with ``H x = alpha e_1`` for x = ``A[j, s:]``,
-    ``alpha = -sign(x_0) |x|``: v is written over x (``v = x - alpha e_1``; ``beta = 2 / v^T v =
-    1 / (|x| (|x| + |x_0|))``). Returns ``(alpha, beta)``; ``(0, 0)`` (H = I) when x = 0. (Indices, not
-    slices: a slice costs numba an atomic reference count increment and decrement.)"""
+    """:func:`householder` of x = ``A[j, s:]``, v written over x. Returns ``(alpha, beta)``; ``(0, 0)``
+    (H = I) when x = 0. (Indices, not slices: a slice costs numba an atomic reference count increment
+    and decrement.)"""
     ss = 0.0
     for i in range(s, A.shape[1]):
         ss += A[j, i] * A[j, i]
     if ss == 0.0:
         return 0.0, 0.0
-    nx = np.sqrt(ss)
-    x0 = A[j, s]
-    alpha = -nx if x0 >= 0.0 else nx
-    A[j, s] = x0 - alpha
-    return alpha, 1.0 / (nx * (nx + abs(x0)))
+    alpha, v0, beta = householder(A[j, s], ss)
+    A[j, s] = v0
+    return alpha, beta
 
 
 @njit(cache=True, inline='always')
@@ -107,12 +116,9 @@ def qr_pivoted_rows(AT, d, rdiag, beta, perm, nrm, tiny):
             t = nrm[j]
             nrm[j] = nrm[best]
             nrm[best] = t
-        # the reflector of x = AT[j, j:], |x|^2 = nrm[j] > 0 (see reflector_row)
-        nx = np.sqrt(nrm[j])
-        x0 = AT[j, j]
-        alpha = -nx if x0 >= 0.0 else nx
-        AT[j, j] = x0 - alpha
-        b = 1.0 / (nx * (nx + abs(x0)))
+        # the reflector of x = AT[j, j:], |x|^2 = nrm[j] > 0
+        alpha, v0, b = householder(AT[j, j], nrm[j])
+        AT[j, j] = v0
         rdiag[j] = alpha
         beta[j] = b
         for c in range(j + 1, k):
@@ -155,9 +161,9 @@ def min_norm_solve(AT, rdiag, perm, r, d, T, g, w, z):
     ``T`` (r x k scratch) takes ``[R11 R12]``; for i = r-1 .. 0 a reflection from the right on the entries
     (i, r..k-1) of row i zeroes its R12 part (rows below i have none left, columns i+1..r-1 are untouched,
     so T stays upper triangular): ``[R11 R12] = [T 0] W``, ``W = H_0 ... H_{r-1}``; the reflector of row i
-    is ``(g[i], T[i, r:])`` with ``beta = 1 / (|x| (|x| + |x_0|))``, stored in w[i] (no extra storage when
-    r = k). Then ``u = [T^{-1} d; 0]`` by back substitution, ``x = W^T u = H_{r-1} ... H_0 u`` and
-    ``z[perm[c]] = x[c]``. Scratch: T, g (r), w (r); d (length >= k) is overwritten (u, then x)."""
+    is ``(g[i], T[i, r:])`` with beta (:func:`householder`) in w[i] (no extra storage when r = k). Then
+    ``u = [T^{-1} d; 0]`` by back substitution, ``x = W^T u = H_{r-1} ... H_0 u`` and ``z[perm[c]] = x[c]``.
+    Scratch: T, g (r), w (r); d (length >= k) is overwritten (u, then x)."""
     k = AT.shape[0]
     for i in range(r):
         for c in range(i):
@@ -172,14 +178,11 @@ def min_norm_solve(AT, rdiag, perm, r, d, T, g, w, z):
             ss = x0 * x0
             for c in range(r, k):
                 ss += T[i, c] * T[i, c]
-            nx = np.sqrt(ss)
-            if nx == 0.0:
+            if ss == 0.0:
                 g[i] = 0.0
                 w[i] = 0.0
                 continue
-            alpha = -nx if x0 >= 0.0 else nx
-            v0 = x0 - alpha
-            b = 1.0 / (nx * (nx + abs(x0)))
+            alpha, v0, b = householder(x0, ss)
             g[i] = v0
             w[i] = b
             T[i, i] = alpha
