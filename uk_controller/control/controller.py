@@ -593,8 +593,8 @@ class ControllerCore:
         own block, **valid until this controller's next step** (it then shows the next step's numbers), or
         the refusing StepResult (``ok`` False), which is the caller's.
 
-        For a control loop that uses this period's efforts and lets them go (the serial runner): no array is
-        allocated and no field is computed before it is read. The numbers are those :meth:`step` returns for
+        For a control loop that uses this period's efforts and lets them go (the serial runner, the ROS node):
+        no array is allocated and no field is computed before it is read. The numbers are those :meth:`step` returns for
         the same call (test/test_controller_step.py); ``view.copy()`` gives them as a StepResult to keep."""
         start = _clock()
         head = self._solved(q, qd, t, start)
