@@ -305,8 +305,9 @@ class ControllerNode(Node):
         if plots:
             self.efforts_out.view[:] = effort
             self.efforts_pub.publish(self.efforts_out.ready())
-        if result.ok:
-            self.last_solved = (result.status, result.reason)
+        if result.ok:                             # the reason is read only when there is one to tell
+            status = self.stats.last_status       # (LoopStats.record read it)
+            self.last_solved = (status, result.reason if status != Status.OK else '')
         if result.ok and plots:
             self.task_out.view[:] = result.task_error
             self.task_error_pub.publish(self.task_out.ready())
