@@ -554,7 +554,7 @@ class ControllerCore:
         copy_outputs, copy_saturated, effort_part, phi_part, phidot_part, task_part = self._hot
         code, rank, condition, passive_rank, residual, consistent = head
         outputs = copy_outputs()                  # one copy; the result's arrays are views of it
-        if rank >= 1 and consistent:
+        if rank >= 1 and consistent:              # _status's last case, without the call on the common path
             status, reason = _OK, ''
         else:
             status, reason = _status(rank, consistent, residual)

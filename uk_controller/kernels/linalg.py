@@ -127,6 +127,32 @@ def jacobi_columns(W, V, max_sweeps):
     return jacobi_rows(W.T, V.T, max_sweeps)
 
 
+@njit(cache=True, inline='always')
+def pair_products(WT, i, j):
+    """``(alpha, beta, gamma) = (|w_i|^2, |w_j|^2, w_i . w_j)`` of the rows i and j of WT, summed in index
+    order: the pair of one Hestenes rotation (:func:`jacobi_rows`, :func:`jacobi_rows_rhs`)."""
+    alpha = 0.0
+    beta = 0.0
+    gamma = 0.0
+    for k in range(WT.shape[1]):
+        wi = WT[i, k]
+        wj = WT[j, k]
+        alpha += wi * wi
+        beta += wj * wj
+        gamma += wi * wj
+    return alpha, beta, gamma
+
+
+@njit(cache=True, inline='always')
+def rotate_pair(WT, i, j, cs, sn):
+    """Rows i and j of WT <- ``(cs w_i - sn w_j, sn w_i + cs w_j)``: one plane rotation applied."""
+    for k in range(WT.shape[1]):
+        wi = WT[i, k]
+        wj = WT[j, k]
+        WT[i, k] = cs * wi - sn * wj
+        WT[j, k] = sn * wi + cs * wj
+
+
 @njit(cache=True)
 def jacobi_columns_rhs(W, y, max_sweeps):
     """:func:`jacobi_columns` without V: the same Hestenes sweeps on the columns of W (r x c), each rotation
@@ -141,21 +167,21 @@ def jacobi_columns_rhs(W, y, max_sweeps):
     ``sin = sign(zeta) / sqrt(2 h w)``, the two square roots independent). Same rotations as jacobi_columns
     up to round-off (not the same bits). Test: ``test/test_uk_fast.py::test_jacobi_rhs_is_an_svd_solve``.
     Returns the number of sweeps."""
-    r, c = W.shape
+    # the sweeps of jacobi_rows_rhs on the transposed view: the same operations in the same order (same bits)
+    return jacobi_rows_rhs(W.T, y, max_sweeps)
+
+
+@njit(cache=True)
+def jacobi_rows_rhs(WT, y, max_sweeps):
+    """:func:`jacobi_columns_rhs` on the transpose: the rows of WT (c x r) rotated, each rotation applied to
+    the c-vector y (see there for the rotation formula). Returns the number of sweeps."""
+    c = WT.shape[0]
     eps2 = EPS * EPS
     for sweep in range(max_sweeps):
         rotated = False
         for i in range(c - 1):
             for j in range(i + 1, c):
-                alpha = 0.0
-                beta = 0.0
-                gamma = 0.0
-                for k in range(r):
-                    wi = W[k, i]
-                    wj = W[k, j]
-                    alpha += wi * wi
-                    beta += wj * wj
-                    gamma += wi * wj
+                alpha, beta, gamma = pair_products(WT, i, j)
                 if gamma == 0.0 or gamma * gamma <= eps2 * (alpha * beta):
                     continue
                 rotated = True
@@ -169,11 +195,7 @@ def jacobi_columns_rhs(W, y, max_sweeps):
                 else:                # 2 h w would overflow: t = 1 / (2 |zeta|) to working precision
                     cs = 1.0
                     sn = sg * (0.5 / abs(zeta))
-                for k in range(r):
-                    wi = W[k, i]
-                    wj = W[k, j]
-                    W[k, i] = cs * wi - sn * wj
-                    W[k, j] = sn * wi + cs * wj
+                rotate_pair(WT, i, j, cs, sn)
                 yi = y[i]
                 yj = y[j]
                 y[i] = cs * yi - sn * yj
@@ -192,7 +214,7 @@ def jacobi_rows(WT, VT, max_sweeps):
     ``jacobi_columns(W, V)`` with ``VT = V.T``. Rows are contiguous: the dot products and rotations read
     and write consecutive memory (the null-space SVD of :func:`uk_controller.kernels.servo.null_space_step`).
     Returns the number of sweeps."""
-    c, r = WT.shape
+    c = WT.shape[0]
     for i in range(c):
         for j in range(c):
             VT[i, j] = 1.0 if i == j else 0.0
@@ -200,29 +222,13 @@ def jacobi_rows(WT, VT, max_sweeps):
         rotated = False
         for i in range(c - 1):
             for j in range(i + 1, c):
-                alpha = 0.0
-                beta = 0.0
-                gamma = 0.0
-                for k in range(r):
-                    wi = WT[i, k]
-                    wj = WT[j, k]
-                    alpha += wi * wi
-                    beta += wj * wj
-                    gamma += wi * wj
+                alpha, beta, gamma = pair_products(WT, i, j)
                 rotate, cs, sn = jacobi_rotation(alpha, beta, gamma)
                 if not rotate:
                     continue
                 rotated = True
-                for k in range(r):
-                    wi = WT[i, k]
-                    wj = WT[j, k]
-                    WT[i, k] = cs * wi - sn * wj
-                    WT[j, k] = sn * wi + cs * wj
-                for k in range(c):
-                    vi = VT[i, k]
-                    vj = VT[j, k]
-                    VT[i, k] = cs * vi - sn * vj
-                    VT[j, k] = sn * vi + cs * vj
+                rotate_pair(WT, i, j, cs, sn)
+                rotate_pair(VT, i, j, cs, sn)
         if not rotated:
             return sweep + 1
     return max_sweeps
@@ -230,7 +236,7 @@ def jacobi_rows(WT, VT, max_sweeps):
 
 @njit(cache=True)
 def row_norms(WT, s):
-    """:func:`column_norms` of W from WT = W^T (same sums in the same order); returns the largest."""
+    """The row norms of WT (c x r) into s (the column norms of W = WT^T); returns the largest."""
     c, r = WT.shape
     smax = 0.0
     for j in range(c):
@@ -245,16 +251,9 @@ def row_norms(WT, s):
 
 @njit(cache=True)
 def column_norms(W, s):
-    r, c = W.shape
-    smax = 0.0
-    for j in range(c):
-        acc = 0.0
-        for k in range(r):
-            acc += W[k, j] * W[k, j]
-        s[j] = np.sqrt(acc)
-        if s[j] > smax:
-            smax = s[j]
-    return smax
+    """The column norms of W (r x c) into s; returns the largest. :func:`row_norms` on the transposed view
+    (the same sums in the same order)."""
+    return row_norms(W.T, s)
 
 
 @njit(cache=True)
