@@ -8,11 +8,16 @@ plot launched before the controller showed nothing. Waits as long as it takes
 from __future__ import annotations
 
 import sys
+import time
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
 
+from ..interrupts import interrupt_requested
 from .node_runner import _STATE, _install_stop_handler
+
+#: seconds between two looks at the graph; DDS discovery fills it in the background, no spin needed
+POLL_PERIOD = 0.2
 
 
 def main(args=None):
@@ -23,6 +28,7 @@ def main(args=None):
         print('uk_wait_for_topics: give the topics to wait for, e.g. /uk_controller_node/task_error',
               file=sys.stderr)
         return 2
+    node = None
     try:
         rclpy.init(args=argv)
         node = rclpy.create_node('uk_wait_for_topics')
@@ -32,14 +38,22 @@ def main(args=None):
             if not missing:
                 node.get_logger().info('all topics published: starting the plots')
                 break
-            rclpy.spin_once(node, timeout_sec=0.2)
-        node.destroy_node()
+            time.sleep(POLL_PERIOD)
     except (KeyboardInterrupt, ExternalShutdownException):     # Ctrl-C before the topics appeared
         pass
+    except Exception:
+        # rclpy's SIGINT handler shuts the context down at any point of the loop: a graph query
+        # made after it fails ("the given context is not valid"); that is the stop, not an error
+        if not (_STATE['stop'] or interrupt_requested() or not rclpy.ok()):
+            raise
     finally:
+        if node is not None:
+            try:
+                node.destroy_node()
+            except Exception:     # already torn down with the context
+                pass
         rclpy.try_shutdown()
     return 0
-
 
 if __name__ == '__main__':
     sys.exit(main())
