@@ -164,3 +164,40 @@ def test_the_sigint_race_of_two_interrupts_0_ms_apart_prints_nothing():
     assert run.returncode == 0 and run.stdout.strip() == 'ran on', run.stderr
     assert 'race condition' not in run.stderr, run.stderr
     assert 'some other failure' in run.stderr
+
+
+EXTENSION_INIT_INTERRUPT = '''
+import os, signal, sys, time
+from uk_controller import entry_points
+def main():
+    try:      # a C extension's module init (pybind11) when the SIGINT lands in it
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    except KeyboardInterrupt as exc:
+        raise ImportError('initialization failed') from exc
+    print('ran on', flush=True)
+mod = type(sys)('fake_node'); mod.main = main; sys.modules['fake_node'] = mod
+sys.exit(entry_points.start('fake_node', int(sys.argv[1])))
+'''
+
+
+@pytest.mark.parametrize('interrupted', [0, 130])
+def test_an_interrupt_an_extension_turned_into_an_import_error_ends_like_ctrl_c(interrupted):
+    """pybind11 reports a KeyboardInterrupt inside a module's initialization as "ImportError: initialization
+    failed" (CI, 2026-11-28: uk_sim_node importing scipy.optimize's HiGHS wrapper at the first Ctrl-C
+    exited 1 with a traceback). After the first Ctrl-C, that error is the interrupt: the node's 0, the
+    CLI's 130 with "interrupted", no traceback."""
+    run = subprocess.run([sys.executable, '-c', EXTENSION_INIT_INTERRUPT, str(interrupted)], capture_output=True,
+                         text=True, timeout=60, cwd=ROOT, preexec_fn=sigint_default)
+    assert run.returncode == interrupted, run.stderr
+    assert 'Traceback' not in run.stderr and 'ran on' not in run.stdout, run.stderr
+    assert run.stderr.strip() == ('interrupted' if interrupted else '')
+
+
+def test_an_error_without_an_interrupt_still_fails_the_command():
+    """The rule above is only for errors after a Ctrl-C: the same ImportError without one is raised."""
+    code = EXTENSION_INIT_INTERRUPT.replace('os.kill(os.getpid(), signal.SIGINT)', 'raise KeyboardInterrupt')
+    code = code.replace("except KeyboardInterrupt as exc:", "except KeyboardInterrupt as exc:  # raised, not signalled")
+    run = subprocess.run([sys.executable, '-c', code, '0'], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                         preexec_fn=sigint_default)
+    assert run.returncode == 1 and 'ImportError: initialization failed' in run.stderr, run.stderr

@@ -27,6 +27,17 @@ NODE_INTERRUPTED = 0
 CLI_INTERRUPTED = 130
 
 
+def _report_interrupt(interrupted):
+    """The exit status of a command Ctrl-C ended; the CLI (non-zero status) says so on stderr."""
+    if interrupted:
+        import sys
+        try:
+            print('interrupted', file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+    return interrupted
+
+
 def start(module, interrupted, announce=None):
     """Guard, then import `module` and return its ``main()``; `interrupted` if Ctrl-C came first.
     `announce()` runs first inside the guarded region (tests: "now running our code")."""
@@ -38,13 +49,14 @@ def start(module, interrupted, announce=None):
             raise KeyboardInterrupt
         return importlib.import_module(module).main()
     except KeyboardInterrupt:
-        if interrupted:
-            import sys
-            try:
-                print('interrupted', file=sys.stderr, flush=True)
-            except (OSError, ValueError):
-                pass
-        return interrupted
+        return _report_interrupt(interrupted)
+    except Exception:
+        # After the first Ctrl-C an error is the interrupt in another form: a C extension whose
+        # initialization it landed in reports "ImportError: initialization failed" (pybind11 raises
+        # that from the KeyboardInterrupt; scipy.optimize's HiGHS wrapper while the sim node imports)
+        if not interrupt_requested():
+            raise
+        return _report_interrupt(interrupted)
     finally:
         # The command is over; what is left is the interpreter's finalization, during which Python
         # puts a Python-level SIGINT handler back to SIG_DFL: a Ctrl-C landing there would kill the
