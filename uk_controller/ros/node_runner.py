@@ -70,6 +70,11 @@ def _stopping(signum=None, frame=None):
             raise KeyboardInterrupt
 
 
+def _stop_under_way():
+    """A SIGINT (our flag, or the guard's record) or a shut-down context (rclpy's handler, SIGTERM)."""
+    return _STATE['stop'] or interrupt_requested() or not rclpy.ok()
+
+
 def _install_stop_handler():
     """Our SIGINT handler, installed before rclpy.init so that rclpy's own handler (which shuts the
     context down and wakes the executor) chains to it instead of to Python's default."""
@@ -114,7 +119,7 @@ def run(factory, name, args=None, on_stop=None):
             if _STATE['stop'] or interrupt_requested():
                 return 0
         except Exception as exc:
-            if _STATE['stop'] or interrupt_requested() or not rclpy.ok():
+            if _stop_under_way():
                 # a SIGINT while building: whatever failed after it (a KeyboardInterrupt that a
                 # callback swallowed, an entity created on the context rclpy just shut down) is
                 # part of the stop, not an error
@@ -149,6 +154,12 @@ def run(factory, name, args=None, on_stop=None):
         return 0
     except KeyboardInterrupt:
         return 0
+    except Exception:
+        # rclpy's signal thread shuts the context down before Python's handler sets our flag: an entity
+        # made in between (the executor's guard condition: "the given context is not valid") fails
+        if _stop_under_way():
+            return 0
+        raise
     finally:
         _STATE['building'] = False
         _stopping()

@@ -13,8 +13,7 @@ import time
 import rclpy
 from rclpy.executors import ExternalShutdownException
 
-from ..interrupts import interrupt_requested
-from .node_runner import _STATE, _install_stop_handler
+from .node_runner import _STATE, _install_stop_handler, _stop_under_way
 
 #: seconds between two looks at the graph; DDS discovery fills it in the background, no spin needed
 POLL_PERIOD = 0.2
@@ -44,7 +43,7 @@ def main(args=None):
     except Exception:
         # rclpy's SIGINT handler shuts the context down at any point of the loop: a graph query
         # made after it fails ("the given context is not valid"); that is the stop, not an error
-        if not (_STATE['stop'] or interrupt_requested() or not rclpy.ok()):
+        if not _stop_under_way():
             raise
     finally:
         if node is not None:
