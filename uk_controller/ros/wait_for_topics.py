@@ -54,5 +54,6 @@ def main(args=None):
         rclpy.try_shutdown()
     return 0
 
+
 if __name__ == '__main__':
     sys.exit(main())
