@@ -94,8 +94,9 @@ def run(factory, name, args=None, on_stop=None):
     that was running at that moment is part of the shutdown, not a failure. Returns
     the exit code: 0 on a normal stop, 2 when the configuration is invalid
     (the message names the key) or the node refused its set-up once running (its ``refused``
-    attribute, e.g. serial_bridge_node at its first connect). A second SIGINT (launch sends one after the
-    terminal's) is ignored: the teardown finishes and the exit code stays 0.
+    attribute, e.g. serial_bridge_node at its first connect). A node whose job is done sets its
+    ``finished`` attribute: the spin ends and the exit code is 0 (uk_wait_for_topics). A second SIGINT
+    (launch sends one after the terminal's) is ignored: the teardown finishes and the exit code stays 0.
     `on_stop(node)` runs first in the teardown (e.g. torque off).
     """
     _install_stop_handler()
@@ -135,7 +136,8 @@ def run(factory, name, args=None, on_stop=None):
         executor = make_executor(settings.ros.executor if settings is not None else None)
         executor.add_node(node)
         try:
-            while not _STATE['stop'] and rclpy.ok() and getattr(node, 'refused', None) is None:
+            while (not _STATE['stop'] and rclpy.ok() and getattr(node, 'refused', None) is None
+                   and not getattr(node, 'finished', False)):
                 executor.spin_once(timeout_sec=0.1)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
@@ -143,10 +145,9 @@ def run(factory, name, args=None, on_stop=None):
             # rclpy's signal handler tears entities down from another thread; a take that
             # races with it fails (e.g. pybind11 'Unable to convert call argument') while
             # the context is still shutting down. Give the shutdown a moment to finish
-            # before calling the error a failure.
+            # before the handler below tells the stop from a failure.
             time.sleep(0.2)
-            if rclpy.ok():
-                raise
+            raise
         refused = getattr(node, 'refused', None)      # a node that found its set-up impossible once running
         if refused is not None:
             print(f'{name}: set-up refused: {refused}', file=sys.stderr, flush=True)
@@ -155,8 +156,9 @@ def run(factory, name, args=None, on_stop=None):
     except KeyboardInterrupt:
         return 0
     except Exception:
-        # rclpy's signal thread shuts the context down before Python's handler sets our flag: an entity
-        # made in between (the executor's guard condition: "the given context is not valid") fails
+        # rclpy's signal thread shuts the context down before Python's handler sets our flag: whatever
+        # rcl call falls in between (the executor's guard condition, a graph query or a take in a
+        # callback: "the given context is not valid") fails as part of the stop
         if _stop_under_way():
             return 0
         raise
