@@ -59,11 +59,11 @@ def _kernel(pb, *, fast_only=False):
     du = np.full(p, np.nan)
     if fast_only:
         ap = np.zeros(n)
-        servo.posture_accel(As, bs, phis, phids, gains, 0, 0, ap)
+        servo.posture_accel(As, bs, phis, phids, gains, 0, 0, np.inf, ap)
         ok, r = servo.null_space_qr(L, NB, pb['qt'], ap, pb['right'], pb['sg'], g, pb['scaled'], NULL_RCOND, du,
                                     sc, 0)
         return ok, du, (r, p - g - r)
-    dims = servo.null_space_step(L, NB, pb['qt'], As, bs, phis, phids, gains, 0, 0, pb['right'], pb['sg'], g,
+    dims = servo.null_space_step(L, NB, pb["qt"], As, bs, phis, phids, gains, 0, 0, np.inf, pb['right'], pb['sg'], g,
                                  pb['scaled'], NULL_RCOND, 60, False, np.zeros(p), du, sc, 0)
     return True, du, dims
 

@@ -64,12 +64,15 @@ class CompiledRows:
     @classmethod
     def build(cls, model, passive, servo, *, p=0, B=None, between=(), gains=None, rcond=1e-10,
               gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, secondary=0, one_sided=0,
-              internal_effort=None, null_rcond=None, external_rows=False, any_order=False):
+              internal_effort=None, null_rcond=None, external_rows=False, any_order=False, task_speed=np.inf,
+              posture_speed=np.inf, joint_metric=False):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.core.uk.row_gains`; `secondary`,
         `one_sided`, `internal_effort`, `null_rcond`: the redundancy resolution (:class:`uk_controller.core.uk.ServoSolver`;
         the last `secondary` servo rows are posture rows). None when the internal-force target is longer than
-        the program holds (kernels.codes.MAX_INTERNAL_TARGET). `external_rows`: accept callable terms,
+        the program holds (kernels.codes.MAX_INTERNAL_TARGET). `task_speed`, `posture_speed`, `joint_metric`:
+        the saturated Baumgarte term and the null-space metric (:func:`uk_controller.core.uk.solver_params`).
+        `external_rows`: accept callable terms,
         `any_order`: a permuted joint order (class docstring)."""
         from ..core.uk import NULL_RCOND, solver_params
         if internal_effort is not None and p > C.MAX_INTERNAL_TARGET:
@@ -180,7 +183,9 @@ class CompiledRows:
         g_ofs = add_floats(gains)
         par_ofs = add_floats(solver_params(rcond, gram_floor, consistency_tol, max_sweeps, secondary=secondary,
                                            one_sided=one_sided, internal_effort=internal_effort, p=p,
-                                           null_rcond=NULL_RCOND if null_rcond is None else null_rcond))
+                                           null_rcond=NULL_RCOND if null_rcond is None else null_rcond,
+                                           task_speed=task_speed, posture_speed=posture_speed,
+                                           joint_metric=joint_metric))
         lim_ofs = add_floats(limits)
         nf = len(frames)
         # workspace layout

@@ -51,6 +51,7 @@ import numpy as np
 
 from . import redundancy as _redundancy
 from ..core import uk
+from ..core.baumgarte import correction
 from ..constraints import ConstraintStack
 from ..kernels import codes
 from ..kernels.codes import (
@@ -212,7 +213,7 @@ class CompiledBackend(ControllerBackend):
                                            rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
                                            limits=core.effort_limits, secondary=red.secondary,
                                            one_sided=red.one_sided, internal_effort=red.internal_effort,
-                                           external_rows=True, any_order=True)
+                                           external_rows=True, any_order=True, **core.solver_options)
         return None if program is None else cls(core, program)
 
     @property
@@ -241,7 +242,8 @@ class ReferenceBackend(ControllerBackend):
         n, p, mp, ms = core.n, core.p, core.passive.m, core.servo_all.m
         red = core.redundancy
         self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond, secondary=red.secondary,
-                                     one_sided=red.one_sided, internal_effort=red.internal_effort)
+                                     one_sided=red.one_sided, internal_effort=red.internal_effort,
+                                     **core.solver_options)
         self.saturated, self.info = self.solver.saturated, self.solver.info
         actuators = core.setup.actuators
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
@@ -282,6 +284,12 @@ class GeneralBackend(ControllerBackend):
         self._Q = np.zeros(core.n)
         self._bp = np.zeros(core.passive.m)
         self._bs = np.zeros(core.servo.m)
+        self.metric = 'joint' if core.solver_options['joint_metric'] else 'mass'
+        # the correction speed of each posture row (the joint-limit rows, last, are not capped)
+        red = core.redundancy
+        self._posture_speeds = np.full(red.secondary, core.solver_options['posture_speed'])
+        if red.one_sided:
+            self._posture_speeds[red.secondary - red.one_sided:] = np.inf
 
     def run(self, q, qd, t):
         if self._non_finite_state(q, qd, t):
@@ -294,7 +302,7 @@ class GeneralBackend(ControllerBackend):
         servo = core.servo.evaluate(model, q, qd, t)
         np.negative(model.h, out=self._Q)
         B = core.setup.actuators.matrix(model)
-        bs = stab.stabilized_rhs(servo, out=self._bs)
+        bs = stab.stabilized_rhs(servo, out=self._bs, speed=core.solver_options['task_speed'])
         red = core.redundancy
         extra = {}
         if red.active:
@@ -303,10 +311,11 @@ class GeneralBackend(ControllerBackend):
         if passive is not None:
             bp = stab.stabilized_rhs(passive, out=self._bp)
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
-                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report', **extra)
+                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report', metric=self.metric,
+                                   **extra)
         else:
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
-                                   on_infeasible='report', **extra)
+                                   on_infeasible='report', metric=self.metric, **extra)
         info_null = (res.null_motion, res.null_internal)
         limits = core.effort_limits
         np.greater(np.abs(res.u), limits, out=self.saturated)
@@ -328,7 +337,7 @@ class GeneralBackend(ControllerBackend):
         where phi < 0; :class:`uk_controller.core.uk.ServoSolver`)."""
         red = self.core.redundancy
         rows = self.core.posture_rows.evaluate(model, q, qd, t)
-        rhs = rows.b - (red.gains[0] * rows.phidot + red.gains[1] * rows.phi)
+        rhs = rows.b - correction(red.gains[0], red.gains[1], rows.phi, rows.phidot, self._posture_speeds)
         if red.one_sided:
             tail = rhs[red.secondary - red.one_sided:]
             tail[rows.phi[red.secondary - red.one_sided:] >= 0.0] = 0.0
@@ -336,6 +345,25 @@ class GeneralBackend(ControllerBackend):
 
 
 # ----------------------------------------------------------------------------- the controller
+
+#: the task rows' correction speed when ``stabilization.max_speed`` is not set and the gains are well damped
+DEFAULT_CORRECTION_SPEED = 1.0
+
+
+def correction_speed(setting, stabilization):
+    """The cap of the saturated Baumgarte term (:func:`uk_controller.core.baumgarte.correction`) on the task
+    rows: ``stabilization.max_speed`` when set (0: no cap); unset, DEFAULT_CORRECTION_SPEED when every
+    row's error equation is damped at least at ratio 0.5 (``kd >= sqrt(kp)``: the critical default and
+    the seeds' squared form with alpha = beta), else no cap: lightly damped gains such as seed 000's
+    (alpha 0.5, beta 200: ratio 0.018) oscillate at their own frequency, ``kp phi / kd`` is no approach
+    speed there, and the seeds' linear error equations are reproduced exactly."""
+    if setting is not None:
+        return float(setting) if setting > 0.0 else math.inf
+    kd = np.atleast_1d(np.asarray(stabilization.kd, dtype=float))
+    kp = np.atleast_1d(np.asarray(stabilization.kp, dtype=float))
+    kd, kp = np.broadcast_arrays(kd, kp)
+    damped = (kd > 0.0) & (kd * kd >= kp)
+    return DEFAULT_CORRECTION_SPEED if damped.all() else math.inf
 
 
 class ControllerCore:
@@ -383,6 +411,12 @@ class ControllerCore:
         self._shape = (self.n,)
         self.backend = None
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
+        settings = setup.settings
+        # the saturated Baumgarte term (task and posture rows) and the null-space metric, for every backend
+        self.solver_options = {
+            'task_speed': correction_speed(settings.stabilization.max_speed, self.stabilization),
+            'posture_speed': settings.posture.max_speed or math.inf,
+            'joint_metric': settings.posture.metric == 'joint'}
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
         # what _solved() reads, unpacked in one go: backend.call (the function and its three bound arguments) and

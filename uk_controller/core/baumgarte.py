@@ -77,11 +77,33 @@ class Baumgarte:
             return cls.none()
         raise ValueError(f"{where}.convention: {convention!r} is not one of critical, seed000, squared, none")
 
-    def stabilized_rhs(self, rows, out=None):
-        """Return ``b`` with the Baumgarte terms added (writes into `out` if given)."""
+    def stabilized_rhs(self, rows, out=None, speed=np.inf):
+        """Return ``b`` with the Baumgarte terms added (writes into `out` if given); the stiffness term of
+        the order-2 rows saturated at the correction speed `speed` (:func:`correction`)."""
         first = rows.order == 1
-        correction = np.where(first, self.k1 * rows.phi, self.kd * rows.phidot + self.kp * rows.phi)
+        m = rows.phi.shape[0]
+        kd = np.broadcast_to(np.asarray(self.kd, dtype=float), (m,))
+        kp = np.broadcast_to(np.asarray(self.kp, dtype=float), (m,))
+        term = np.where(first, self.k1 * rows.phi, correction(kd, kp, rows.phi, rows.phidot, speed))
         if out is None:
-            return rows.b - correction
-        np.subtract(rows.b, correction, out=out)
+            return rows.b - term
+        np.subtract(rows.b, term, out=out)
         return out
+
+
+def correction(kd, kp, phi, phidot, speed):
+    """The Baumgarte term ``kd phi' + kp phi`` (seed 000 eq 52) with its stiffness part saturated at the
+    correction speed ``v`` = `speed` (per row or one for all):
+
+        kd phi' + kd sat_v(kp phi / kd)     (kd > 0; sat_v(x) = max(-v, min(v, x)))
+
+    The linear law asks for ``phi'' = -kp phi``, i.e. ``w^2 phi``: a 3 rad error at w = 15 rad/s is an
+    acceleration no arm has. Saturated, ``phi'' = -kd (phi' + sat(kp phi / kd))`` approaches a far-off
+    row at most at speed v and still converges: ``V = phi'^2 / 2 + kd int_0^phi sat(kp s / kd) ds``
+    decreases as ``dV/dt = -kd phi'^2`` (LaSalle). Inside the saturation the term is the linear one bit
+    for bit; rows with ``kd <= 0`` (first-order rows, no stabilization) and ``v = inf`` are not capped.
+    The twin of :func:`uk_controller.kernels.servo.correction`."""
+    stiff = kp * phi
+    positive = kd > 0.0
+    cap = np.where(positive, np.where(positive, kd, 1.0) * speed, np.inf)
+    return kd * phidot + np.clip(stiff, -cap, cap)

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.linalg import get_lapack_funcs
 
 from . import pinv as _pinv
+from .baumgarte import correction
 from ..kernels.codes import (
     INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_NULL_INTERNAL,
     INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK)
@@ -273,7 +274,7 @@ def _right_rows(G, rcond):
 
 
 def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=None, *, rcond=DEFAULT_RCOND,
-                      null_rcond=NULL_RCOND):
+                      null_rcond=NULL_RCOND, metric='mass'):
     """The null-space term of Chen's servo control (seed 004 eq 35) on the closure-projected dynamics.
 
     DESIGN.md "Redundancy": with ``q'' = N (Q + B u) + r_p`` and ``G = A_s N B``, every effort meeting the
@@ -295,6 +296,12 @@ def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=No
 
     (V_G, V_Y: the kept right singular vectors of G and of ``L^T N B P``), the effort closest to
     ``u + u_int`` among those producing the same motion. Returns ``(du, null_motion, null_internal)``.
+
+    ``metric='joint'`` matches the posture in the identity metric instead (``L = I``: every joint's
+    acceleration error weighs alike). The M-norm weighs a joint by its inertia, so a light wrist's
+    posture acceleration is hardly asked for and its null-space motion goes undamped; the identity damps
+    light joints as much as heavy ones. The task rows and closures are untouched in either metric
+    (``du`` stays in the range of P).
     """
     M = np.asarray(M, dtype=float)
     NB = np.atleast_2d(np.asarray(NB, dtype=float))
@@ -302,7 +309,9 @@ def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=No
     G = np.asarray(G, dtype=float).reshape(-1, p)
     Vg = _right_rows(G, rcond)
     P = np.eye(p) - Vg @ Vg.T
-    Lt = np.linalg.cholesky(M).T
+    if metric not in ('mass', 'joint'):
+        raise ValueError(f"metric must be 'mass' or 'joint', got {metric!r}")
+    Lt = np.linalg.cholesky(M).T if metric == 'mass' else np.eye(n)
     X = Lt @ NB
     U, sv, Vt = np.linalg.svd(X @ P, full_matrices=False)
     keep = sv > null_rcond * np.linalg.norm(X) if np.linalg.norm(X) > 0.0 else np.zeros(sv.size, dtype=bool)
@@ -318,7 +327,7 @@ def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=No
 
 
 def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT_RCOND, pinv=None, s=None,
-                posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, work=None):
+                posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, work=None, metric='mass'):
     """The NumPy servo solve of :func:`servo_control` and of :class:`ServoSolver`'s NumPy backend (one
     implementation; its compiled twin is :func:`uk_controller.kernels.servo.servo_solve`).
 
@@ -387,7 +396,8 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
     null_motion = null_internal = -1
     if posture_accel is not None or internal_effort is not None:
         du, null_motion, null_internal = redundancy_effort(Ms, NB, As @ NB, a0 + NB @ u, posture_accel,
-                                                           internal_effort, rcond=rcond, null_rcond=null_rcond)
+                                                           internal_effort, rcond=rcond, null_rcond=null_rcond,
+                                                           metric=metric)
         u += du
     np.add(a0, NB @ u, out=qdd)
     residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
@@ -398,7 +408,7 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
 
 def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, s=None,
                   rcond=DEFAULT_RCOND, pinv=None, consistency_tol=CONSISTENCY_TOL, on_infeasible='raise',
-                  posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND):
+                  posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, metric='mass'):
     """Chen's constraint-following servo control with passive closures accounted for.
 
     System ``M q'' = Q + B u + Qc_p`` with passive constraints
@@ -449,7 +459,7 @@ def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, 
     u, qdd, passive_force = np.zeros(p), np.zeros(n), np.zeros(n)
     rank, cond, passive_rank, residual, bnorm, null_motion, null_internal = servo_solve(
         M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, rcond=rcond, pinv=pinv, s=s,
-        posture_accel=posture_accel, internal_effort=internal_effort, null_rcond=null_rcond)
+        posture_accel=posture_accel, internal_effort=internal_effort, null_rcond=null_rcond, metric=metric)
     consistent = residual <= consistency_tol * max(1.0, bnorm)
     result = ServoResult(u, qdd, passive_force, rank, consistent, residual, passive_rank, cond, null_motion,
                          null_internal)
@@ -510,15 +520,23 @@ def row_gains(stabilization, *stacks_or_orders):
 
 
 def solver_params(rcond=DEFAULT_RCOND, gram_floor=GRAM_FLOOR, consistency_tol=CONSISTENCY_TOL, max_sweeps=60, *,
-                  secondary=0, one_sided=0, null_rcond=NULL_RCOND, internal_effort=None, p=0):
+                  secondary=0, one_sided=0, null_rcond=NULL_RCOND, internal_effort=None, p=0,
+                  task_speed=np.inf, posture_speed=np.inf, joint_metric=False, limits=None):
     """The ``params`` array of the compiled servo solve (layout ``kernels.codes.PARAM_*``): tolerances,
-    the number of posture (secondary) rows and of one-sided rows among them, the null-space rank cut and
-    the internal-force target (ValueError when it has more than ``MAX_INTERNAL_TARGET`` entries)."""
+    the number of posture (secondary) rows and of one-sided rows among them, the null-space rank cut,
+    the internal-force target (ValueError when it has more than ``MAX_INTERNAL_TARGET`` entries), the
+    correction speeds of the saturated Baumgarte term (:func:`stabilized_rhs`), the null-space metric
+    (:func:`redundancy_effort`) and the bounded stage (a :class:`BoundedStage`; None: effort clipping)."""
     from ..kernels import codes
     params = np.zeros(codes.PARAMS_SIZE)
     params[:4] = rcond, gram_floor, consistency_tol, float(max_sweeps)
     params[codes.PARAM_N_SECONDARY], params[codes.PARAM_N_ONE_SIDED] = secondary, one_sided
     params[codes.PARAM_NULL_RCOND] = null_rcond
+    params[codes.PARAM_TASK_SPEED], params[codes.PARAM_POSTURE_SPEED] = task_speed, posture_speed
+    params[codes.PARAM_JOINT_METRIC] = 1.0 if joint_metric else 0.0
+    if limits is not None:
+        params[codes.PARAM_LIMITS_ON] = 1.0
+        params[codes.PARAM_LIMIT_WEIGHT], params[codes.PARAM_LIMIT_EPS] = limits.weight, limits.eps
     if one_sided > secondary:
         raise ValueError(f'one_sided ({one_sided}) cannot exceed secondary ({secondary})')
     if internal_effort is not None:
@@ -561,7 +579,7 @@ class ServoSolver:
 
     def __init__(self, n, p, m_passive, m_servo, *, rcond=DEFAULT_RCOND, consistency_tol=CONSISTENCY_TOL,
                  backend='auto', max_sweeps=60, secondary=0, one_sided=0, internal_effort=None,
-                 null_rcond=NULL_RCOND):
+                 null_rcond=NULL_RCOND, task_speed=np.inf, posture_speed=np.inf, joint_metric=False):
         from ..kernels import codes, jit, servo
         if backend == 'auto':
             backend = 'numba' if jit.AVAILABLE else 'numpy'
@@ -578,7 +596,14 @@ class ServoSolver:
         self.internal_effort = None if internal_effort is None else np.array(internal_effort, dtype=float)
         self.null_rcond = float(null_rcond)
         self.params = solver_params(self.rcond, GRAM_FLOOR, self.consistency_tol, max_sweeps, secondary=secondary,
-                                    one_sided=one_sided, null_rcond=null_rcond, internal_effort=internal_effort, p=p)
+                                    one_sided=one_sided, null_rcond=null_rcond, internal_effort=internal_effort, p=p,
+                                    task_speed=task_speed, posture_speed=posture_speed, joint_metric=joint_metric)
+        self.metric = 'joint' if joint_metric else 'mass'
+        # the correction speed of each servo row (task rows, posture rows, joint-limit rows: no cap)
+        self._speeds = np.full(ms, float(task_speed))
+        self._speeds[ms - self.secondary:] = posture_speed
+        if self.one_sided:
+            self._speeds[ms - self.one_sided:] = np.inf
         self.u = np.zeros(p)
         self.qdd = np.zeros(n)
         self.passive_force = np.zeros(n)
@@ -649,7 +674,8 @@ class ServoSolver:
                                A_passive, b_passive, self._zero_p, self._zero_p, self._zero_gains, self._no_limits)
 
     def solve_rows(self, M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, limits=None):
-        """Hot-path entry: ``Q = tau - h``; ``b <- b - (kd phi' + kp phi)`` per row (:func:`row_gains`).
+        """Hot-path entry: ``Q = tau - h``; ``b <- b - (kd phi' + kp phi)`` per row (:func:`row_gains`; the
+        stiffness term saturated at the rows' correction speeds, :func:`correction`).
 
         ``effort`` receives u clipped to ``+-limits`` (``saturated`` flags the
         clipped entries; ``info[INFO_N_SATURATED]`` counts them). Raises
@@ -665,7 +691,7 @@ class ServoSolver:
             return self
         mp = self.mp
         np.subtract(tau, h, out=self._Q)
-        bs = np.subtract(bs, gains[0, mp:] * phids + gains[1, mp:] * phis, out=self._bs)
+        bs = np.subtract(bs, correction(gains[0, mp:], gains[1, mp:], phis, phids, self._speeds), out=self._bs)
         if mp:
             bp = np.subtract(bp, gains[0, :mp] * phidp + gains[1, :mp] * phip, out=self._bp)
         self._numpy_core(M, self._Q, B, As, bs, Ap, bp, phis)
@@ -690,7 +716,7 @@ class ServoSolver:
             rank, cond, passive_rank, residual, bnorm, nm, ni = servo_solve(
                 M, Q, B, As, bs, Ap if self.mp else self._empty_p[0], bp, self.u, self.qdd, self.passive_force,
                 rcond=self.rcond, posture_accel=ap, internal_effort=self.internal_effort,
-                null_rcond=self.null_rcond, work=self._W)
+                null_rcond=self.null_rcond, work=self._W, metric=self.metric)
         except NotPositiveDefiniteError:
             info[INFO_STATUS] = NOT_PD
             raise

@@ -45,7 +45,13 @@ INFO_SIZE = 10
  PARAM_NULL_RCOND, PARAM_INTERNAL) = range(8)
 PARAM_INTERNAL_TARGET = 8
 MAX_INTERNAL_TARGET = 16
-PARAMS_SIZE = PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET
+#: after the internal-force target: the correction speeds of the saturated Baumgarte term (task rows,
+#: posture rows; inf: no cap), the metric of the null-space term (0: M, 1: the identity on joint
+#: accelerations) and the joint-limit stage (1.0 when on, the weight of the acceleration bounds relative to
+#: the task rows, the tie-break weight toward the unbounded effort)
+(PARAM_TASK_SPEED, PARAM_POSTURE_SPEED, PARAM_JOINT_METRIC, PARAM_LIMITS_ON, PARAM_LIMIT_WEIGHT,
+ PARAM_LIMIT_EPS) = range(PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET, PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET + 6)
+PARAMS_SIZE = PARAM_LIMIT_EPS + 1
 
 # ----------------------------------------------------------------------------- compiled row program
 #: header of the integer program ip (counts, then offsets into ip, then offsets into the workspace ws,

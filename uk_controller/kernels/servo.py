@@ -36,7 +36,8 @@ import numpy as np
 from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_NULL_INTERNAL,
                     INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK,
                     PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR, PARAM_INTERNAL, PARAM_INTERNAL_TARGET, PARAM_MAX_SWEEPS,
-                    PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_RCOND)
+                    PARAM_JOINT_METRIC, PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_POSTURE_SPEED,
+                    PARAM_RCOND, PARAM_TASK_SPEED)
 from .jit import njit
 from .linalg import (EPS, chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns,
                      jacobi_columns_rhs, jacobi_rows, matmul, row_norms, scratch_row, scratch_rows)
@@ -44,14 +45,33 @@ from .qrls import inverse_frobenius, min_norm_solve, qr_pivoted_rows, reflect_ro
 
 
 @njit(cache=True)
-def row_residuals(A, x, b, phi, phid, gains, g0, out):
+def correction(kd, kp, phi, phid, vmax):
+    """The Baumgarte term ``kd phi' + kp phi`` (seed 000 eq 52) with its stiffness part saturated at the
+    correction speed vmax: ``kd phi' + kd sat_vmax(kp phi / kd)`` (``kd > 0``), so that
+    ``phi'' = -kd (phi' + sat(kp phi / kd))`` brings a far-off row back at most at speed vmax instead of
+    asking for ``kp phi`` (a 3 rad error times w^2). ``V = phi'^2 / 2 + kd int sat`` decreases as
+    ``-kd phi'^2``: the saturated law still converges (LaSalle). Inside the saturation (``|kp phi| <= kd
+    vmax``) it is the linear term bit for bit; vmax = inf or kd <= 0 (first-order rows) is no cap."""
+    c = kp * phi
+    if kd > 0.0:
+        cap = kd * vmax
+        if c > cap:
+            c = cap
+        elif c < -cap:
+            c = -cap
+    return kd * phid + c
+
+
+@njit(cache=True)
+def row_residuals(A, x, b, phi, phid, gains, g0, vmax, out):
     """``out_i = (b_i - (kd_i phi'_i + kp_i phi_i)) - A_i . x``: the Baumgarte-stabilized right-hand side
-    (seed 000 eq 52) minus A x, with kd, kp = gains[0, g0 + i], gains[1, g0 + i]."""
+    (seed 000 eq 52, the stiffness term saturated at the correction speed vmax, :func:`correction`) minus
+    A x, with kd, kp = gains[0, g0 + i], gains[1, g0 + i]."""
     for i in range(A.shape[0]):
         acc = 0.0
         for k in range(A.shape[1]):
             acc += A[i, k] * x[k]
-        bstab = b[i] - (gains[0, g0 + i] * phid[i] + gains[1, g0 + i] * phi[i])
+        bstab = b[i] - correction(gains[0, g0 + i], gains[1, g0 + i], phi[i], phid[i], vmax)
         out[i] = bstab - acc
 
 
@@ -60,7 +80,7 @@ def row_residuals(A, x, b, phi, phid, gains, g0, out):
 def servo_scratch_shape(n, p, mp, ms):
     """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
     ms servo rows."""
-    return 3 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 7 + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
+    return 4 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 7 + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
 
 
 @njit(cache=True)
@@ -71,14 +91,16 @@ def null_scratch_rows(n, p):
 
 
 @njit(cache=True)
-def posture_accel(As, bs, phis, phids, gains, g0, n_one_sided, ap):
+def posture_accel(As, bs, phis, phids, gains, g0, n_one_sided, vmax, ap):
     """``a_p = sum_i A_i^T rhs_i``, ``rhs_i = b_i - (kd_i phi'_i + kp_i phi_i)`` over the posture rows (gains
-    from column g0); the last n_one_sided rows count only where phi < 0 (joint-limit rows)."""
+    from column g0; the stiffness term saturated at the speed vmax, :func:`correction`, except on the
+    joint-limit rows); the last n_one_sided rows count only where phi < 0 (joint-limit rows)."""
     ns = As.shape[0]
     for i in range(ap.shape[0]):
         ap[i] = 0.0
     for i in range(ns):
-        r = bs[i] - (gains[0, g0 + i] * phids[i] + gains[1, g0 + i] * phis[i])
+        cap = vmax if i < ns - n_one_sided else np.inf
+        r = bs[i] - correction(gains[0, g0 + i], gains[1, g0 + i], phis[i], phids[i], cap)
         if i >= ns - n_one_sided and not phis[i] < 0.0:
             r = 0.0
         for j in range(ap.shape[0]):
@@ -111,15 +133,17 @@ def mass_weighted(L, NB, qdd_task, ap, X, ltd):
 
 
 @njit(cache=True)
-def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided, right_g, sg, rank_g,
+def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided, vmax, right_g, sg, rank_g,
                     right_scaled, null_rcond, sweeps, internal, target, du, sc, o):
     """Redundancy resolution on the closure-projected dynamics (DESIGN.md "Redundancy"; twin of
     ``uk.redundancy_effort``): writes ``du = P z (+ P_int u_int)`` and returns the dimensions
     ``(motion, internal)`` of the null space of the task.
 
-    ``As``, ``bs``, ``phis``, ``phids``: the posture rows (gains from column g0 of `gains`); the last
-    n_one_sided of them count only where phi < 0 (joint-limit rows). With ``rhs_i = b_i - (kd_i phi'_i +
-    kp_i phi_i)``::
+    ``As``, ``bs``, ``phis``, ``phids``: the posture rows (gains from column g0 of `gains`, stiffness terms
+    saturated at the speed vmax: :func:`posture_accel`); the last n_one_sided of them count only where
+    phi < 0 (joint-limit rows). ``L`` is the lower factor of the metric ``W = L L^T`` the posture is matched
+    in: M's Cholesky factor (the M-norm) or the identity (every joint's acceleration weighted alike, so
+    light joints are damped as much as heavy ones). With ``rhs_i = b_i - (kd_i phi'_i + kp_i phi_i)``::
 
         a_p  = sum_i A_i^T rhs_i                     posture acceleration (A = I: a_p = -Kp (q - q_ref) - Kd q')
         P    = I - V_G V_G^T = Z Z^T                 V_G: the kept right singular vectors of G = A_s N B;
@@ -149,7 +173,7 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
     p = NB.shape[1]
     k = p - rank_g
     ap, o = scratch_row(sc, o, n)
-    posture_accel(As, bs, phis, phids, gains, g0, n_one_sided, ap)
+    posture_accel(As, bs, phis, phids, gains, g0, n_one_sided, vmax, ap)
     if not internal and k <= n:
         ok, rank_y = null_space_qr(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, du, sc, o)
         if ok:
@@ -432,7 +456,7 @@ def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, 
     jacobi_columns(W, V, sweeps)
     wmax = column_norms(W, w)           # G is PSD: its singular values are its eigenvalues
     # residual of the passive rows with Q alone, and of each column of M^{-1} B
-    row_residuals(Ap, a0, bp, phip, phidp, gains, 0, rp)
+    row_residuals(Ap, a0, bp, phip, phidp, gains, 0, np.inf, rp)
     rank_p = 0
     if wmax > 0.0:
         cut = max(rcond * rcond, floor) * wmax
@@ -528,7 +552,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         info[INFO_PASSIVE_RANK] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[PARAM_GRAM_FLOOR],
                                                      sweeps, a0, NB, sc, o)
     # servo: CB u = bbar
-    row_residuals(As[:ms], a0, bs, phis, phids, gains, mp, bbar)     # the task rows (posture rows: below)
+    row_residuals(As[:ms], a0, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], bbar)     # the task rows (posture rows: below)
     bnorm = 0.0
     for i in range(ms):
         bnorm += bbar[i] * bbar[i]
@@ -592,8 +616,14 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
             for j in range(p):
                 acc += NB[k, j] * u[j]
             qt[k] = acc
-        nm, ni = null_space_step(L, NB, qt, As[ms:], bs[ms:], phis[ms:], phids[ms:], gains, mp + ms,
-                                 int(params[PARAM_N_ONE_SIDED]), right, s[:c] if ms > 0 else s[:0], rank,
+        Lw = L
+        if params[PARAM_JOINT_METRIC] != 0.0:      # the identity metric: |x| on joint accelerations
+            Lw, on = scratch_rows(sc, on, n, n)
+            for i in range(n):
+                for k in range(n):
+                    Lw[i, k] = 1.0 if i == k else 0.0
+        nm, ni = null_space_step(Lw, NB, qt, As[ms:], bs[ms:], phis[ms:], phids[ms:], gains, mp + ms,
+                                 int(params[PARAM_N_ONE_SIDED]), params[PARAM_POSTURE_SPEED], right, s[:c] if ms > 0 else s[:0], rank,
                                  ms <= p, params[PARAM_NULL_RCOND], sweeps, internal,
                                  params[PARAM_INTERNAL_TARGET:PARAM_INTERNAL_TARGET + p], du, sc, on)
         for j in range(p):
@@ -606,7 +636,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         for j in range(p):
             acc += NB[k, j] * u[j]
         qdd[k] = acc
-    row_residuals(As[:ms], qdd, bs, phis, phids, gains, mp, rs)
+    row_residuals(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs)
     res = 0.0
     for i in range(ms):
         res += rs[i] * rs[i]

@@ -180,6 +180,10 @@ _KEYS = [
        low=0.0, low_open=True, high=2000.0, live=True),
     _S('stabilization.beta', 'floats', NONE, '1/s^2 or 1/s', 'seed000: stiffness gain; squared: its square root',
        low=0.0, low_open=True, high=1.0e6, live=True),
+    _nonneg('stabilization.max_speed', NONE, 'm/s or rad/s', "saturated Baumgarte: the task rows' stiffness "
+            "term kp phi is capped at kd times this speed, so a far-off task is approached at most this fast (each "
+            "row in its own unit); the linear law inside the cap (0: no cap; default: 1.0 with gains damped at "
+            "ratio >= 0.5 such as critical, no cap with lightly damped ones such as seed 000's)", high=1.0e3),
     # ------------------------------------------------------------------ control
     _pos('control.rate', 1000.0, 'Hz', 'control rate', high=20000.0),
     _S('control.pinv', 'str', 'svd', '', 'pseudo-inverse method', choices=PINV_METHODS),
@@ -209,6 +213,12 @@ _KEYS = [
             'URDF range from either end (0: off; joints without limits: none)', high=0.5),
     _pos('posture.limit_omega', 20.0, 'rad/s', 'natural frequency of the joint-limit repulsion (critically '
          'damped, acting only inside the margin)', high=1.0e4),
+    _nonneg('posture.max_speed', 0.5, 'rad/s or m/s', "saturated posture: its stiffness term is capped at the "
+            "damping gain times this speed, so a far-off posture is approached at most this fast (0: no cap)",
+            high=1.0e3),
+    _S('posture.metric', 'str', 'joint', '', 'metric the posture acceleration is matched in, in the null space: '
+       'joint (every joint alike, light joints damped as much as heavy ones) or mass (the M-norm, which barely '
+       'damps light joints)', choices=('joint', 'mass')),
     _S('internal_force.effort', 'floats', NONE, 'N m or N', 'redundant actuation: internal-force (preload, '
        'squeeze) target, one per actuator; its component that moves nothing is added (default: none, the '
        'minimum-norm distribution)'),
