@@ -126,10 +126,14 @@ def test_out_of_reach_task_is_reported_as_not_tracked(tmp_path):
     first = proc.stdout.splitlines()[0]
     assert first.startswith('task NOT tracked') and 'out of reach' in first and 'saturated' in first, first
     summary = _summary(out)
-    assert summary['steps_by_status']['saturated'] == summary['steps'] == 1000
+    by_status = summary['steps_by_status']
+    # the bounded correction approaches the far target at its capped speed (steps 'ok' while no limit is
+    # reached); from then on the joints or efforts are at their limits
+    assert summary['steps'] == 1000 and by_status['saturated'] + by_status['limited'] > 500
     with open(out / 'log.csv') as fh:
         statuses = [row['status'] for row in csv.DictReader(fh)]
-    assert len(statuses) == 1000 and set(statuses) == {'saturated'}
+    assert len(statuses) == 1000 and set(statuses) <= {'ok', 'saturated', 'limited'}
+    assert statuses[-100:] == ['limited'] * 100 or set(statuses[-100:]) <= {'saturated', 'limited'}
 
 
 def test_under_actuated_task_is_reported_with_the_reason(tmp_path):

@@ -81,7 +81,7 @@ constraints:
     joints: [wrist]
     coefficients: [1.0]
     trajectory: {{type: line, centre: [0.0], amplitude: 4.71238898038469, omega: 2.0}}
-stabilization: {{convention: critical, omega: 20.0}}
+stabilization: {{convention: critical, omega: 20.0, max_speed: 0.0}}   # the linear law: the 4.7 rad start error closes in 1.5 s
 control: {{rate: 1000.0}}
 simulation: {{duration: 1.5}}
 """

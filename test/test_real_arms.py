@@ -56,4 +56,7 @@ def test_redundant_arm_tracks_with_posture(name):
     # the same arm and task with Chen's minimum-norm effort alone (z = 0): the free directions fall
     params['posture'] = dict(params.get('posture') or {}, enabled=False)
     off = simulate(setup_from_settings(resolve(path, params=params)), duration=6.0).summary()
-    assert off['failure'] or off['saturated_fraction'] > 0.05 or off['task_error_max'] > 1e-2, off['verdict']
+    # (the joint-limit stage then catches the falling arm at its limits: the task gives way there)
+    limited = off['steps_by_status'].get('limited', 0) / max(off['steps'], 1)
+    assert off['failure'] or off['saturated_fraction'] > 0.05 or off['task_error_max'] > 1e-2 or limited > 0.05, \
+        off['verdict']

@@ -26,7 +26,7 @@ def test_table_has_one_row_per_status_and_kernel_codes_are_the_kernels():
     assert S.SAFE == {s for s in Status if S.TABLE[s][0]}
     assert {S.level(s) for s in Status} == {'ok', 'warn', 'error'}
     assert all(S.level(s) == 'error' for s in S.SAFE)
-    assert S.STEP_CLASSES == ('ok', 'saturated', 'servo_inconsistent', 'rank_lost', 'safe_effort')
+    assert S.STEP_CLASSES == ('ok', 'saturated', 'servo_inconsistent', 'rank_lost', 'safe_effort', 'limited')
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
@@ -74,10 +74,11 @@ def test_under_actuated_task_is_servo_inconsistent_with_its_residual(tmp_path):
         assert res.reason == S.reason(Status.SERVO_INCONSISTENT, residual=res.residual)
         assert S.step_class(res, ctrl.servo.m, ctrl.p) in (StepClass.SERVO_INCONSISTENT, StepClass.SATURATED,
                                                             StepClass.RANK_LOST)
+    speed = ctrl.solver_options['task_speed']         # the saturated Baumgarte term's cap, as the controller
     model = setup.model
     model.compute(q, qd)
     servo = setup.servo.evaluate(model, q, qd, t)
-    b = setup.stabilization.stabilized_rhs(servo)
+    b = setup.stabilization.stabilized_rhs(servo, speed=speed)
     u = results['reference'].effort
     assert not results['reference'].saturated.any()
     qdd = np.linalg.solve(model.M, setup.actuators.matrix(model) @ u - model.h)

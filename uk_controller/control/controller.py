@@ -50,12 +50,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import redundancy as _redundancy
+from .limits import joint_limit_stage
 from ..core import uk
 from ..core.baumgarte import correction
 from ..constraints import ConstraintStack
 from ..kernels import codes
 from ..kernels.codes import (
-    INFO_CONDITION, INFO_CONSISTENT, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS)
+    INFO_CONDITION, INFO_CONSISTENT, INFO_LIMITED, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS)
 from ..kernels.packed import PackedStep
 from ..core.pinv import get_pinv
 from .status import Status, reason as status_reason
@@ -70,7 +71,8 @@ _clock = time.perf_counter
 _new = object.__new__
 _ndarray, _F64, _C1 = np.ndarray, np.dtype(np.float64), (8,)      # a C-contiguous float64 vector's strides
 BACKENDS = ('auto', 'compiled', 'reference', 'general')
-_OK, _NOT_CONTROLLABLE, _INCONSISTENT = Status.OK, Status.NOT_CONTROLLABLE, Status.SERVO_INCONSISTENT
+_OK, _NOT_CONTROLLABLE, _INCONSISTENT, _LIMITED = (Status.OK, Status.NOT_CONTROLLABLE, Status.SERVO_INCONSISTENT,
+                                                   Status.LIMITED)
 _NOT_CONTROLLABLE_REASON = status_reason(Status.NOT_CONTROLLABLE)
 
 
@@ -249,6 +251,7 @@ class ReferenceBackend(ControllerBackend):
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
         self.gains = np.array(gains, dtype=float)
         self._zero_n = np.zeros(n)
+        self._bounds = None if core.joint_limits is None else (np.zeros(n), np.zeros(n))
 
     def set_gains(self, gains):
         self.gains = np.array(gains, dtype=float)
@@ -262,10 +265,13 @@ class ReferenceBackend(ControllerBackend):
         passive = core.passive.evaluate(model, q, qd, t) if core.passive.m else core.passive.rows
         servo = core.servo_all.evaluate(model, q, qd, t)
         B = self.B if self.B is not None else core.setup.actuators.matrix(model)
+        bounds = self._bounds
+        if bounds is not None:
+            core.joint_limits.bounds(q, qd, *bounds)
         try:
             self.solver.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi,
                                    servo.phidot, passive.A, passive.b, passive.phi, passive.phidot, self.gains,
-                                   core.effort_limits)
+                                   core.effort_limits, bounds)
         except uk.NotPositiveDefiniteError:
             return                                     # info[INFO_STATUS] says so
         self.effort[:] = self.solver.effort
@@ -274,7 +280,8 @@ class ReferenceBackend(ControllerBackend):
 
 class GeneralBackend(ControllerBackend):
     """:func:`uk_controller.core.uk.servo_control` with the configured pseudo-inverse (any ``control.pinv``),
-    the right-hand sides stabilized by :meth:`Baumgarte.stabilized_rhs`."""
+    the right-hand sides stabilized by :meth:`Baumgarte.stabilized_rhs`, the joint-limit stage by the NumPy
+    reference (:func:`uk_controller.core.joint_limits.bounded_stage`)."""
 
     name = 'general'
 
@@ -285,6 +292,7 @@ class GeneralBackend(ControllerBackend):
         self._bp = np.zeros(core.passive.m)
         self._bs = np.zeros(core.servo.m)
         self.metric = 'joint' if core.solver_options['joint_metric'] else 'mass'
+        self._bounds = (np.zeros(core.n), np.zeros(core.n))
         # the correction speed of each posture row (the joint-limit rows, last, are not capped)
         red = core.redundancy
         self._posture_speeds = np.full(red.secondary, core.solver_options['posture_speed'])
@@ -305,9 +313,13 @@ class GeneralBackend(ControllerBackend):
         bs = stab.stabilized_rhs(servo, out=self._bs, speed=core.solver_options['task_speed'])
         red = core.redundancy
         extra = {}
+        stage = core.joint_limits
+        if stage is not None:
+            lo, hi = stage.bounds(q, qd, *self._bounds)
+            extra['bounded'] = (core.effort_limits, lo, hi, stage.weight, stage.eps)
         if red.active:
-            extra = {'posture_accel': self._posture_accel(model, q, qd, t) if red.secondary else None,
-                     'internal_effort': red.internal_effort}
+            extra.update(posture_accel=self._posture_accel(model, q, qd, t) if red.secondary else None,
+                         internal_effort=red.internal_effort)
         if passive is not None:
             bp = stab.stabilized_rhs(passive, out=self._bp)
             res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
@@ -319,6 +331,8 @@ class GeneralBackend(ControllerBackend):
         info_null = (res.null_motion, res.null_internal)
         limits = core.effort_limits
         np.greater(np.abs(res.u), limits, out=self.saturated)
+        if stage is not None:                   # held at its limit by the bounded stage
+            self.saturated |= np.abs(res.u) >= limits * (1.0 - 1e-12)
         if self.saturated.any():
             np.clip(res.u, -limits, limits, out=self.effort)
         else:
@@ -330,6 +344,10 @@ class GeneralBackend(ControllerBackend):
         info[INFO_RESIDUAL], info[INFO_CONSISTENT] = res.servo_residual, 1.0 if res.consistent else 0.0
         if red.active:
             info[codes.INFO_NULL_MOTION], info[codes.INFO_NULL_INTERNAL] = info_null
+        info[INFO_LIMITED] = info[codes.INFO_LIMIT_ITERATIONS] = info[codes.INFO_LIMIT_VIOLATION] = 0.0
+        if res.limited is not None:
+            info[codes.INFO_LIMIT_ITERATIONS], info[codes.INFO_LIMIT_VIOLATION], exact = res.limited
+            info[INFO_LIMITED] = 1.0 if exact else 0.0
         self._gather_rows(passive, servo)
 
     def _posture_accel(self, model, q, qd, t):
@@ -416,7 +434,9 @@ class ControllerCore:
         self.solver_options = {
             'task_speed': correction_speed(settings.stabilization.max_speed, self.stabilization),
             'posture_speed': settings.posture.max_speed or math.inf,
-            'joint_metric': settings.posture.metric == 'joint'}
+            'joint_metric': settings.posture.metric == 'joint',
+            'joint_limits': joint_limit_stage(setup, self.rate)}
+        self.joint_limits = self.solver_options['joint_limits']
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
         # what _solved() reads, unpacked in one go: backend.call (the function and its three bound arguments) and
@@ -591,7 +611,7 @@ class ControllerCore:
         if rank >= 1 and consistent:              # _status's last case, without the call on the common path
             status, reason = _OK, ''
         else:
-            status, reason = _status(rank, consistent, residual)
+            status, reason = _status(rank, consistent, residual, self._view._info[INFO_LIMITED])
         null = self._null_hot
         if null is None:                          # no null-space term: the dimensions at the initial state
             posture_error = math.nan
@@ -639,11 +659,14 @@ class ControllerCore:
         return view
 
 
-def _status(rank, consistent, residual):
-    """(Status, reason) of a solved step from its rank and consistency (control/status.py)."""
+def _status(rank, consistent, residual, limited=0.0):
+    """(Status, reason) of a solved step from its rank and consistency (control/status.py); `limited`:
+    the joint-limit stage replaced the unbounded effort (info[INFO_LIMITED])."""
     if rank < 1:
         return _NOT_CONTROLLABLE, _NOT_CONTROLLABLE_REASON
     if not consistent:
+        if limited:
+            return _LIMITED, status_reason(_LIMITED, residual=residual)
         return _INCONSISTENT, status_reason(_INCONSISTENT, residual=residual)
     return _OK, ''
 
@@ -674,11 +697,11 @@ class StepView:
 
     @property
     def status(self):
-        return _status(self.rank, self._info[INFO_CONSISTENT], self.residual)[0]
+        return _status(self.rank, self._info[INFO_CONSISTENT], self.residual, self._info[INFO_LIMITED])[0]
 
     @property
     def reason(self):
-        return _status(self.rank, self._info[INFO_CONSISTENT], self.residual)[1]
+        return _status(self.rank, self._info[INFO_CONSISTENT], self.residual, self._info[INFO_LIMITED])[1]
 
     @property
     def posture_error(self):

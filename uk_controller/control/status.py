@@ -21,11 +21,14 @@ SAFE_REQUESTED        12    yes          error      {reason} (the caller's words
 NOT_CONTROLLABLE      13    no           warn       servo constraint not controllable (rank C B_bar = 0)
 SERVO_INCONSISTENT    14    no           warn       servo constraint inconsistent: least-squares effort
                                                     (residual {residual:.2e})
+LIMITED               15    no           warn       task gave way to joint or effort limits (residual
+                                                    {residual:.2e})
 ====================  ====  ===========  =========  =======================================================
 
 "safe effort: yes" means ``StepResult.ok`` is False and the configured safe effort (zero or hold) was
 returned; "no" means the efforts are a solution (NOT_CONTROLLABLE: u = 0 because C B_bar has rank 0;
-SERVO_INCONSISTENT: the least-squares u of Chen's servo equation, seed 004 eq 35, under-actuated task).
+SERVO_INCONSISTENT: the least-squares u of Chen's servo equation, seed 004 eq 35, under-actuated task;
+LIMITED: the bounded least squares of the joint-limit stage, core/joint_limits.py, the task not met).
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ class Status(IntEnum):
     SAFE_REQUESTED = 12
     NOT_CONTROLLABLE = 13
     SERVO_INCONSISTENT = 14
+    LIMITED = 15
 
 
 #: status -> (safe effort returned, diagnostics level, reason template); THE table of the module docstring
@@ -61,6 +65,7 @@ TABLE = {
     Status.NOT_CONTROLLABLE: (False, 'warn', 'servo constraint not controllable (rank C B_bar = 0)'),
     Status.SERVO_INCONSISTENT: (False, 'warn',
                                 'servo constraint inconsistent: least-squares effort (residual {residual:.2e})'),
+    Status.LIMITED: (False, 'warn', 'task gave way to joint or effort limits (residual {residual:.2e})'),
 }
 assert set(TABLE) == set(Status), 'every status needs its row'
 
@@ -93,6 +98,7 @@ class StepClass(IntEnum):
     SERVO_INCONSISTENT = 2  # Status.SERVO_INCONSISTENT: least-squares effort
     RANK_LOST = 3           # rank of C B_bar below min(task rows, actuators) (Status.NOT_CONTROLLABLE included)
     SAFE_EFFORT = 4         # a status of SAFE: the safe effort was returned
+    LIMITED = 5             # Status.LIMITED: the task gave way to joint or effort limits
 
 
 #: names of the step classes in code order ('ok', 'saturated', ...)
@@ -107,6 +113,8 @@ def step_class(result, task_rows, actuators):
         return StepClass.RANK_LOST
     if result.status == Status.SERVO_INCONSISTENT:
         return StepClass.SERVO_INCONSISTENT
+    if result.status == Status.LIMITED:
+        return StepClass.LIMITED
     if result.saturated.any():
         return StepClass.SATURATED
     return StepClass.OK

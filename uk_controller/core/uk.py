@@ -35,8 +35,8 @@ from scipy.linalg import get_lapack_funcs
 from . import pinv as _pinv
 from .baumgarte import correction
 from ..kernels.codes import (
-    INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_NULL_INTERNAL,
-    INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK)
+    INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_LIMIT_ITERATIONS, INFO_LIMIT_VIOLATION, INFO_LIMITED,
+    INFO_N_SATURATED, INFO_NULL_INTERNAL, INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK)
 
 DEFAULT_RCOND = 1e-10
 #: Smallest relative eigenvalue of the Gram matrix treated as non-zero.
@@ -236,6 +236,8 @@ class ServoResult:
     passive_rank  rank of the passive Gram matrix (0 without closures)
     null_motion   dimension of the task's null space that moves the robot (rank of ``N B P``; -1: not computed)
     null_internal dimension of the efforts that move nothing (internal forces, ``p - rank G - null_motion``)
+    limited       None, or ``(iterations, largest bound violation left, whether the unbounded effort met the
+                  task)`` when the joint-limit stage replaced the unbounded effort (:func:`servo_solve`'s `bounded`)
     """
 
     u: np.ndarray
@@ -248,6 +250,7 @@ class ServoResult:
     condition: float = field(default=float('nan'))
     null_motion: int = -1
     null_internal: int = -1
+    limited: tuple | None = None
 
 
 def _check(result, on_infeasible, tol_msg):
@@ -327,7 +330,8 @@ def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=No
 
 
 def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT_RCOND, pinv=None, s=None,
-                posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, work=None, metric='mass'):
+                posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, work=None, metric='mass',
+                bounded=None):
     """The NumPy servo solve of :func:`servo_control` and of :class:`ServoSolver`'s NumPy backend (one
     implementation; its compiled twin is :func:`uk_controller.kernels.servo.servo_solve`).
 
@@ -346,6 +350,13 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
     Writes u (p), qdd (n), passive_force (n); `work`: an optional (n, 1 + p + m_p) Fortran-ordered
     scratch. Returns ``(rank, condition, passive_rank, ||A_s q'' - b_s||, ||b_bar||, null_motion,
     null_internal)`` (null dimensions -1 when no null-space term ran).
+
+    `bounded` = ``(limits, alo, ahi, weight, eps)``: the joint-limit stage
+    (:mod:`uk_controller.core.joint_limits`): when an effort is beyond ``+-limits`` or a joint acceleration
+    ``a0 + NB u`` outside ``[alo, ahi]``, u becomes the bounded least squares of
+    :func:`uk_controller.core.joint_limits.bounded_stage`; the result then has an 8th entry, None when
+    the stage did not run, else ``(iterations, largest bound violation left, whether the unbounded effort
+    met the task)``.
     """
     n, p = B.shape
     mp, ms = Ap.shape[0], As.shape[0]
@@ -399,16 +410,28 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
                                                            internal_effort, rcond=rcond, null_rcond=null_rcond,
                                                            metric=metric)
         u += du
+    limited = None
+    if bounded is not None:
+        from .joint_limits import bounded_stage, beyond_limits
+        limits, alo, ahi, weight, eps = bounded
+        qdd_free = a0 + NB @ u
+        if beyond_limits(u, limits, qdd_free, alo, ahi):
+            CB = As @ NB if ms else np.zeros((0, p))
+            exact = not ms or np.linalg.norm(As @ qdd_free - bs) <= CONSISTENCY_TOL * max(1.0, np.linalg.norm(bbar))
+            iterations, violation = bounded_stage(CB, bbar, NB, a0, alo, ahi, limits, weight, eps, u)
+            limited = (iterations, violation, exact)
     np.add(a0, NB @ u, out=qdd)
     residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
     np.subtract(Ms @ qdd - Q, B @ u, out=passive_force)
     bnorm = float(np.linalg.norm(bbar)) if ms else 0.0
+    if bounded is not None:
+        return rank, cond, passive_rank, residual, bnorm, null_motion, null_internal, limited
     return rank, cond, passive_rank, residual, bnorm, null_motion, null_internal
 
 
 def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, s=None,
                   rcond=DEFAULT_RCOND, pinv=None, consistency_tol=CONSISTENCY_TOL, on_infeasible='raise',
-                  posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, metric='mass'):
+                  posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, metric='mass', bounded=None):
     """Chen's constraint-following servo control with passive closures accounted for.
 
     System ``M q'' = Q + B u + Qc_p`` with passive constraints
@@ -429,6 +452,8 @@ def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, 
 
     Without passive constraints ``N = M^{-1}`` and this is exactly seed 004
     section II (``C B_bar = A M^{-1} B``, ``b_bar = b - A M^{-1} Q``).
+
+    `bounded`: the joint-limit stage of :func:`servo_solve` (``result.limited`` says when it ran).
 
     With `posture_accel` (a_p, n) and/or `internal_effort` (u_int, p) the free vector s is not used:
     the null-space term of :func:`redundancy_effort` is added (DESIGN.md "Redundancy": the task first,
@@ -457,12 +482,13 @@ def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, 
     else:
         Ap, bp = np.zeros((0, n)), np.zeros(0)
     u, qdd, passive_force = np.zeros(p), np.zeros(n), np.zeros(n)
-    rank, cond, passive_rank, residual, bnorm, null_motion, null_internal = servo_solve(
+    rank, cond, passive_rank, residual, bnorm, null_motion, null_internal, *limited = servo_solve(
         M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, rcond=rcond, pinv=pinv, s=s,
-        posture_accel=posture_accel, internal_effort=internal_effort, null_rcond=null_rcond, metric=metric)
+        posture_accel=posture_accel, internal_effort=internal_effort, null_rcond=null_rcond, metric=metric,
+        bounded=bounded)
     consistent = residual <= consistency_tol * max(1.0, bnorm)
     result = ServoResult(u, qdd, passive_force, rank, consistent, residual, passive_rank, cond, null_motion,
-                         null_internal)
+                         null_internal, limited[0] if limited else None)
     return _check(result, on_infeasible, f'> {consistency_tol:g} * max(1, ||b_bar||)')
 
 
@@ -526,7 +552,8 @@ def solver_params(rcond=DEFAULT_RCOND, gram_floor=GRAM_FLOOR, consistency_tol=CO
     the number of posture (secondary) rows and of one-sided rows among them, the null-space rank cut,
     the internal-force target (ValueError when it has more than ``MAX_INTERNAL_TARGET`` entries), the
     correction speeds of the saturated Baumgarte term (:func:`stabilized_rhs`), the null-space metric
-    (:func:`redundancy_effort`) and the bounded stage (a :class:`BoundedStage`; None: effort clipping)."""
+    (:func:`redundancy_effort`) and the joint-limit stage (a
+    :class:`uk_controller.core.joint_limits.JointLimitStage`; None: effort clipping only)."""
     from ..kernels import codes
     params = np.zeros(codes.PARAMS_SIZE)
     params[:4] = rcond, gram_floor, consistency_tol, float(max_sweeps)
@@ -537,6 +564,7 @@ def solver_params(rcond=DEFAULT_RCOND, gram_floor=GRAM_FLOOR, consistency_tol=CO
     if limits is not None:
         params[codes.PARAM_LIMITS_ON] = 1.0
         params[codes.PARAM_LIMIT_WEIGHT], params[codes.PARAM_LIMIT_EPS] = limits.weight, limits.eps
+        params[codes.PARAM_BRAKE], params[codes.PARAM_LIMIT_TC] = limits.brake, limits.time_constant
     if one_sided > secondary:
         raise ValueError(f'one_sided ({one_sided}) cannot exceed secondary ({secondary})')
     if internal_effort is not None:
@@ -579,7 +607,8 @@ class ServoSolver:
 
     def __init__(self, n, p, m_passive, m_servo, *, rcond=DEFAULT_RCOND, consistency_tol=CONSISTENCY_TOL,
                  backend='auto', max_sweeps=60, secondary=0, one_sided=0, internal_effort=None,
-                 null_rcond=NULL_RCOND, task_speed=np.inf, posture_speed=np.inf, joint_metric=False):
+                 null_rcond=NULL_RCOND, task_speed=np.inf, posture_speed=np.inf, joint_metric=False,
+                 joint_limits=None):
         from ..kernels import codes, jit, servo
         if backend == 'auto':
             backend = 'numba' if jit.AVAILABLE else 'numpy'
@@ -597,7 +626,9 @@ class ServoSolver:
         self.null_rcond = float(null_rcond)
         self.params = solver_params(self.rcond, GRAM_FLOOR, self.consistency_tol, max_sweeps, secondary=secondary,
                                     one_sided=one_sided, null_rcond=null_rcond, internal_effort=internal_effort, p=p,
-                                    task_speed=task_speed, posture_speed=posture_speed, joint_metric=joint_metric)
+                                    task_speed=task_speed, posture_speed=posture_speed, joint_metric=joint_metric,
+                                    limits=joint_limits)
+        self.joint_limits = joint_limits
         self.metric = 'joint' if joint_metric else 'mass'
         # the correction speed of each servo row (task rows, posture rows, joint-limit rows: no cap)
         self._speeds = np.full(ms, float(task_speed))
@@ -611,6 +642,7 @@ class ServoSolver:
         self.effort = np.zeros(p)                    # u clipped to the limits given to solve_rows
         self.saturated = np.zeros(p, dtype=bool)
         self._no_limits = np.full(p, np.inf)
+        self._no_lo, self._no_hi = np.full(n, -np.inf), np.full(n, np.inf)
         self._zero_n = np.zeros(n)
         self._zero_gains = np.zeros((2, mp + ms))
         self._zero_s = np.zeros(ms)
@@ -663,8 +695,8 @@ class ServoSolver:
         M = np.eye(n)
         self._kernel(M, self._zero_n, self._zero_n, np.zeros((n, p)), np.zeros((ms, n)), self._zero_s,
                      self._zero_s, self._zero_s, np.zeros((mp, n)), self._zero_p, self._zero_p, self._zero_p,
-                     self._zero_gains, self.params, self._no_limits, self.u, self.qdd, self.passive_force,
-                     self.effort, self.saturated, self.info)
+                     self._zero_gains, self.params, self._no_limits, self._no_lo, self._no_hi, self.u, self.qdd,
+                     self.passive_force, self.effort, self.saturated, self.info)
 
     def solve(self, M, Q, B, A_servo, b_servo, A_passive=None, b_passive=None):
         """Solve for given Q and right-hand sides (no stabilization); returns self."""
@@ -673,19 +705,23 @@ class ServoSolver:
         return self.solve_rows(M, Q, self._zero_n, B, A_servo, b_servo, self._zero_s, self._zero_s,
                                A_passive, b_passive, self._zero_p, self._zero_p, self._zero_gains, self._no_limits)
 
-    def solve_rows(self, M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, limits=None):
+    def solve_rows(self, M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, limits=None, bounds=None):
         """Hot-path entry: ``Q = tau - h``; ``b <- b - (kd phi' + kp phi)`` per row (:func:`row_gains`; the
         stiffness term saturated at the rows' correction speeds, :func:`correction`).
 
         ``effort`` receives u clipped to ``+-limits`` (``saturated`` flags the
-        clipped entries; ``info[INFO_N_SATURATED]`` counts them). Raises
+        clipped entries; ``info[INFO_N_SATURATED]`` counts them). With the joint-limit stage
+        (``joint_limits``), ``bounds = (lo, hi)`` are the joint acceleration bounds of this state
+        (:meth:`uk_controller.core.joint_limits.JointLimitStage.bounds`) and an effort beyond its limit or
+        an acceleration beyond a bound makes u the stage's bounded least squares. Raises
         :class:`NotPositiveDefiniteError` if M is not positive definite.
         """
         if limits is None:
             limits = self._no_limits
+        alo, ahi = (self._no_lo, self._no_hi) if bounds is None else bounds
         if self._kernel is not None:
-            self._kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, self.params, limits,
-                         self.u, self.qdd, self.passive_force, self.effort, self.saturated, self.info)
+            self._kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, self.params, limits, alo,
+                         ahi, self.u, self.qdd, self.passive_force, self.effort, self.saturated, self.info)
             if self.info[INFO_STATUS] == NOT_PD:
                 raise NotPositiveDefiniteError('mass matrix not positive definite')
             return self
@@ -694,13 +730,15 @@ class ServoSolver:
         bs = np.subtract(bs, correction(gains[0, mp:], gains[1, mp:], phis, phids, self._speeds), out=self._bs)
         if mp:
             bp = np.subtract(bp, gains[0, :mp] * phidp + gains[1, :mp] * phip, out=self._bp)
-        self._numpy_core(M, self._Q, B, As, bs, Ap, bp, phis)
+        self._numpy_core(M, self._Q, B, As, bs, Ap, bp, phis, limits, alo, ahi)
         np.greater(np.abs(self.u), limits, out=self.saturated)
+        if self.joint_limits is not None:          # held at its limit by the bounded stage
+            self.saturated |= np.abs(self.u) >= limits * (1.0 - 1e-12)
         np.clip(self.u, -limits, limits, out=self.effort)
         self.info[INFO_N_SATURATED] = np.count_nonzero(self.saturated)
         return self
 
-    def _numpy_core(self, M, Q, B, As, bs, Ap, bp, phis):
+    def _numpy_core(self, M, Q, B, As, bs, Ap, bp, phis, limits=None, alo=None, ahi=None):
         """:func:`servo_solve` on the task rows, the posture rows' acceleration as its posture term."""
         ms = self.ms - self.secondary
         ap = None
@@ -712,11 +750,13 @@ class ServoSolver:
                 active[self.secondary - self.one_sided:] = phisec[self.secondary - self.one_sided:] < 0.0
             ap = Asec[active].T @ bsec[active]
         info = self.info
+        stage = self.joint_limits
+        bounded = None if stage is None else (limits, alo, ahi, stage.weight, stage.eps)
         try:
-            rank, cond, passive_rank, residual, bnorm, nm, ni = servo_solve(
+            rank, cond, passive_rank, residual, bnorm, nm, ni, *limited = servo_solve(
                 M, Q, B, As, bs, Ap if self.mp else self._empty_p[0], bp, self.u, self.qdd, self.passive_force,
                 rcond=self.rcond, posture_accel=ap, internal_effort=self.internal_effort,
-                null_rcond=self.null_rcond, work=self._W, metric=self.metric)
+                null_rcond=self.null_rcond, work=self._W, metric=self.metric, bounded=bounded)
         except NotPositiveDefiniteError:
             info[INFO_STATUS] = NOT_PD
             raise
@@ -728,3 +768,7 @@ class ServoSolver:
         info[INFO_PASSIVE_RANK], info[INFO_RESIDUAL] = passive_rank, residual
         info[INFO_CONSISTENT] = 1.0 if residual <= self.consistency_tol * max(1.0, bnorm) else 0.0
         info[INFO_BBAR_NORM] = bnorm
+        info[INFO_LIMITED] = info[INFO_LIMIT_ITERATIONS] = info[INFO_LIMIT_VIOLATION] = 0.0
+        if limited and limited[0] is not None:
+            info[INFO_LIMIT_ITERATIONS], info[INFO_LIMIT_VIOLATION], exact = limited[0]
+            info[INFO_LIMITED] = 1.0 if exact else 0.0

@@ -33,9 +33,12 @@ OK, NOT_PD, NOT_FINITE, NOT_FINITE_STATE = 0, 1, 2, 3
 
 # ----------------------------------------------------------------------------- servo solve arrays
 #: entries of the ``info`` array (INFO_SIZE floats)
+#: (INFO_LIMITED: 1.0 when the joint-limit stage replaced the unbounded effort, INFO_LIMIT_VIOLATION the
+#: largest violation of a joint acceleration bound that remained, INFO_LIMIT_ITERATIONS its iterations)
 (INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL, INFO_CONSISTENT, INFO_BBAR_NORM,
- INFO_N_SATURATED, INFO_NULL_MOTION, INFO_NULL_INTERNAL) = range(10)
-INFO_SIZE = 10
+ INFO_N_SATURATED, INFO_NULL_MOTION, INFO_NULL_INTERNAL, INFO_LIMITED, INFO_LIMIT_VIOLATION,
+ INFO_LIMIT_ITERATIONS) = range(13)
+INFO_SIZE = 13
 #: entries of the ``params`` array (PARAMS_SIZE floats): the solver's tolerances, then the redundancy
 #: resolution (uk.ServoSolver): how many of the LAST servo rows are secondary (posture) rows, how many of
 #: those (the last ones) are one-sided (joint-limit rows, active where phi < 0), the rank cut of the
@@ -48,10 +51,12 @@ MAX_INTERNAL_TARGET = 16
 #: after the internal-force target: the correction speeds of the saturated Baumgarte term (task rows,
 #: posture rows; inf: no cap), the metric of the null-space term (0: M, 1: the identity on joint
 #: accelerations) and the joint-limit stage (1.0 when on, the weight of the acceleration bounds relative to
-#: the task rows, the tie-break weight toward the unbounded effort)
+#: the task rows, the tie-break weight toward the unbounded effort, the braking deceleration and the time
+#: constant of core.joint_limits.acceleration_bounds)
 (PARAM_TASK_SPEED, PARAM_POSTURE_SPEED, PARAM_JOINT_METRIC, PARAM_LIMITS_ON, PARAM_LIMIT_WEIGHT,
- PARAM_LIMIT_EPS) = range(PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET, PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET + 6)
-PARAMS_SIZE = PARAM_LIMIT_EPS + 1
+ PARAM_LIMIT_EPS, PARAM_BRAKE, PARAM_LIMIT_TC) = range(PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET,
+                                                       PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET + 8)
+PARAMS_SIZE = PARAM_LIMIT_TC + 1
 
 # ----------------------------------------------------------------------------- compiled row program
 #: header of the integer program ip (counts, then offsets into ip, then offsets into the workspace ws,

@@ -26,12 +26,14 @@ from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B,
                     IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS, IH_N,
                     IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TDIM, IH_TERMS,
                     IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, NOT_FINITE_STATE, OP_CLOSURE, OP_FRAME_POSITION,
-                    OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, OP_SO3, OP_WELD, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1,
+                    OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, OP_SO3, OP_WELD, PARAM_BRAKE, PARAM_LIMIT_TC,
+                    PARAM_LIMITS_ON, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1,
                     PLANAR_REFERENCE, ROWS_SCRATCH, TERM_AXES, TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP,
                     TERM_PLANAR, TERM_ROW0, TERM_TRAJ, TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP,
                     TRAJ_HOLD, TRAJ_WIDTH)
 from .jit import borrowed, njit
 from .linalg import view2, view3
+from .limits import acceleration_bounds
 from .servo import servo_scratch_shape, servo_solve
 from .so3 import so3_desired, so3_rows
 from .trajectory import hold_eval, trajectory_eval
@@ -367,8 +369,10 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
 
 @njit(cache=True)
 def program_scratch_shape(ip):
-    """Shape of the scratch array of :func:`fused_step_ws` for the program ip."""
-    return servo_scratch_shape(ip[IH_N], ip[IH_P], ip[IH_MP], ip[IH_MS])
+    """Shape of the scratch array of :func:`fused_step_ws` for the program ip: the servo solve's, then two
+    rows for the joint acceleration bounds."""
+    rows, cols = servo_scratch_shape(ip[IH_N], ip[IH_P], ip[IH_MP], ip[IH_MS])
+    return rows + 2, cols
 
 
 @njit(cache=True)
@@ -402,10 +406,16 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
         return
     phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
     B = view2(ws, ip[IH_BMAT], n, p)
+    rows = sc.shape[0] - 2
+    alo = sc[rows, :n]
+    ahi = sc[rows + 1, :n]
+    if params[PARAM_LIMITS_ON] != 0.0:
+        table = view2(fp, ip[IH_LIMITS] + p, 3, n)
+        acceleration_bounds(q, qd, table, params[PARAM_BRAKE], params[PARAM_LIMIT_TC], alo, ahi)
     servo_solve(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
-                phi[:mp], phid[:mp], gains, params, fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], ws[ip[IH_U]:ip[IH_U] + p],
-                ws[ip[IH_QDD]:ip[IH_QDD] + n], ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat,
-                info, sc)
+                phi[:mp], phid[:mp], gains, params, fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], alo, ahi,
+                ws[ip[IH_U]:ip[IH_U] + p], ws[ip[IH_QDD]:ip[IH_QDD] + n], ws[ip[IH_PF]:ip[IH_PF] + n],
+                ws[ip[IH_EFF]:ip[IH_EFF] + p], sat, info, sc[:rows])
 
 
 @njit(cache=True)

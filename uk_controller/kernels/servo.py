@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_N_SATURATED, INFO_NULL_INTERNAL,
+from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_LIMIT_ITERATIONS, INFO_LIMIT_VIOLATION,
+                    INFO_LIMITED, INFO_N_SATURATED, INFO_NULL_INTERNAL,
                     INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK,
                     PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR, PARAM_INTERNAL, PARAM_INTERNAL_TARGET, PARAM_MAX_SWEEPS,
-                    PARAM_JOINT_METRIC, PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_POSTURE_SPEED,
+                    PARAM_JOINT_METRIC, PARAM_LIMIT_EPS, PARAM_LIMIT_WEIGHT, PARAM_LIMITS_ON, PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_POSTURE_SPEED,
                     PARAM_RCOND, PARAM_TASK_SPEED)
 from .jit import njit
+from .limits import beyond_limits, bounded_stage
 from .linalg import (EPS, chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns,
                      jacobi_columns_rhs, jacobi_rows, matmul, row_norms, scratch_row, scratch_rows)
 from .qrls import inverse_frobenius, min_norm_solve, qr_pivoted_rows, reflect_row, reflect_vec, reflector_row
@@ -509,7 +511,7 @@ def closure_accel(M, tau, h, Ap, bp, phip, phidp, gains, params, sc, qdd):
 
 
 @njit(cache=True)
-def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
+def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits, alo, ahi,
                 u, qdd, pforce, effort, sat, info, sc):
     """Servo control of seed 004 with closures (see module docstring); writes u, qdd, pforce, info.
 
@@ -519,7 +521,11 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
 
     ``gains`` (2, mp + ms): kd and kp per row, passive rows first (order-1 rows
     carry kd = 0, kp = k1). ``effort`` is u clipped to ``+-limits`` and ``sat``
-    flags the clipped entries. Returns nothing; ``info[INFO_STATUS]`` is the status (codes.OK ...).
+    flags the clipped entries. With the joint-limit stage on (``params[PARAM_LIMITS_ON]``) an effort
+    beyond ``+-limits`` or a joint acceleration outside ``[alo, ahi]`` (kernels/limits.py) makes u the
+    bounded least squares of the task rows instead (:func:`.limits.bounded_stage`; the task exact
+    whenever nothing is beyond a bound, since then this branch is not taken), and ``sat`` flags the
+    efforts held at their limit. Returns nothing; ``info[INFO_STATUS]`` is the status (codes.OK ...).
     No heap allocation: every intermediate lives in ``sc`` (a servo_scratch_shape(n, p, mp, ms) array).
     """
     n = M.shape[0]
@@ -636,6 +642,26 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         for j in range(p):
             acc += NB[k, j] * u[j]
         qdd[k] = acc
+    limited = params[PARAM_LIMITS_ON] != 0.0
+    if limited and beyond_limits(u, limits, qdd, alo, ahi):
+        # the joint-limit stage: bounded least squares on the task rows (CB u = bbar) with the joint
+        # acceleration bounds alo <= a0 + NB u <= ahi and the effort box (kernels/limits.py). The step is
+        # LIMITED when the unbounded effort met the task (an under-actuated task stays SERVO_INCONSISTENT)
+        row_residuals(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs)
+        res = 0.0
+        for i in range(ms):
+            res += rs[i] * rs[i]
+        if np.sqrt(res) <= tol * max(1.0, bnorm):
+            info[INFO_LIMITED] = 1.0
+        it, viol = bounded_stage(CB, bbar, NB, a0, alo, ahi, limits, params[PARAM_LIMIT_WEIGHT],
+                                 params[PARAM_LIMIT_EPS], u, sc, o)
+        info[INFO_LIMIT_ITERATIONS] = it
+        info[INFO_LIMIT_VIOLATION] = viol
+        for k in range(n):
+            acc = a0[k]
+            for j in range(p):
+                acc += NB[k, j] * u[j]
+            qdd[k] = acc
     row_residuals(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs)
     res = 0.0
     for i in range(ms):
@@ -670,6 +696,8 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         elif e < -lim:
             e = -lim
             sat[j] = True
+        elif limited and abs(e) >= lim * (1.0 - 1e-12):     # held at its limit by the bounded stage
+            sat[j] = True
         if sat[j]:
             nsat += 1
         effort[j] = e
@@ -677,11 +705,11 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
 
 
 @njit(cache=True)
-def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
+def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits, alo, ahi,
                  u, qdd, pforce, effort, sat, info):
     """:func:`servo_solve` with its scratch array allocated here (one allocation per call; uk.ServoSolver's
     entry point)."""
     sc = np.empty(servo_scratch_shape(M.shape[0], B.shape[1], Ap.shape[0], As.shape[0]))
-    servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits,
+    servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits, alo, ahi,
                 u, qdd, pforce, effort, sat, info, sc)
 

@@ -347,6 +347,13 @@ class RobotModel:
         return e
 
     @property
+    def velocity_limits(self):
+        """URDF ``<limit velocity>`` per coordinate (inf where absent or zero)."""
+        v = self._per_joint(self.model.velocityLimit)
+        v[~(v > 0.0)] = np.inf
+        return v
+
+    @property
     def position_limits(self):
         """(lower, upper) per coordinate from the URDF (-inf, inf for continuous joints)."""
         limits = []

@@ -219,6 +219,20 @@ _KEYS = [
     _S('posture.metric', 'str', 'joint', '', 'metric the posture acceleration is matched in, in the null space: '
        'joint (every joint alike, light joints damped as much as heavy ones) or mass (the M-norm, which barely '
        'damps light joints)', choices=('joint', 'mass')),
+    # ------------------------------------------------------------------ joint limits in the control law
+    _S('limits.enabled', 'bool', True, '', 'hold the joint position and velocity limits (URDF <limit>, '
+       'hardware.<motor> limits where tighter) in the control law: bounds on the joint accelerations the task '
+       'gives way to, and efforts beyond their limits solved as bounded least squares on the task rows instead '
+       'of clipped joint by joint (false: clipping only)'),
+    _pos('limits.velocity_scale', 0.9, '', 'fraction of each joint speed limit the control law stays under',
+         high=1.0),
+    _nonneg('limits.margin', 0.02, '', 'fraction of each joint range kept free at either end', high=0.25),
+    _pos('limits.deceleration', 10.0, 'rad/s^2 or m/s^2', 'braking deceleration a joint approaching a position '
+         'limit is slowed down with (v <= sqrt(2 a d) at distance d)', high=1.0e5),
+    _pos('limits.time_constant', 0.02, 's', 'the joint speed follows its bound with this time constant (at '
+         'least two control periods are used)', high=10.0),
+    _pos('limits.weight', 1.0e4, '', 'weight of the joint acceleration bounds against the task rows when both '
+         'cannot hold (larger: the limits win more strictly)', high=1.0e12),
     _S('internal_force.effort', 'floats', NONE, 'N m or N', 'redundant actuation: internal-force (preload, '
        'squeeze) target, one per actuator; its component that moves nothing is added (default: none, the '
        'minimum-norm distribution)'),

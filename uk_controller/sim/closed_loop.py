@@ -198,6 +198,7 @@ class SimulationResult:
             'wall_time_s': self.wall_time,
             'real_time_factor': sim_time / self.wall_time if self.wall_time > 0 else float('inf'),
             'steps': int(t.size),
+            'plant_note': self.settings.get('plant_note', ''),
             'steps_by_status': counts(codes),
             'saturated_steps': int(st.saturated.sum()),
             'not_settled_steps': int(np.count_nonzero(~(norm_all[mask] < settle_tol))) if mask.any() else 0,
@@ -321,6 +322,8 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     delay = int(measurement_delay if measurement_delay is not None else sim.measurement_delay)
     ctrl = ControllerCore(setup, stabilization=stabilization, rate=rate, **(controller_options or {}))
     the_plant = make_plant(plant, setup, mass_scale=mass_scale, integrator=integrator, substeps=substeps)
+    fit = getattr(the_plant, 'fit_substeps', None)
+    plant_note = fit(1.0 / ctrl.rate) if fit is not None else None
     rng = np.random.default_rng(seed)
     dt = ctrl.dt
     steps = int(round(duration * ctrl.rate))
@@ -478,6 +481,8 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     final = kept[0] if len(kept) == 1 else {key: np.concatenate([c[key] for c in kept]) for key in log}
     result = _result(setup, ctrl, plant, final, wall, interrupted, failure, duration, mass_scale, sensor_noise,
                      delay, fast, planned=steps)
+    if plant_note:
+        result.settings['plant_note'] = plant_note
     if streaming:
         result.stats = RunStats.concatenate(stats)
         result.settings['kept_every'] = keep_every

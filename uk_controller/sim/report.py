@@ -228,7 +228,7 @@ def format_summary(summary):
         f"max closure residual {s['closure_residual_max']:.3e}; peak effort {s['effort_peak']:.3f}; "
         f"saturated {100 * s['saturated_fraction']:.1f}% of steps; safe-effort steps {s['safe_effort_steps']}",
         f"control step median {s['step_time_median_us']:.1f} us; wall time {s['wall_time_s']:.2f} s; "
-        f"real-time factor {s['real_time_factor']:.1f}x",
+        f"real-time factor {s['real_time_factor']:.1f}x" + (f"; {s['plant_note']}" if s.get('plant_note') else ''),
         f"steps {s['steps']}: " + ', '.join(f'{k.replace("_", " ")} {v}' for k, v in by.items())
         + f"; not settled (after the transient) {s['not_settled_steps']}",
     ] + ([f"null space of the task: {s['null_space_motion']} moving, {s['null_space_internal']} internal-force "

@@ -7,6 +7,8 @@ Every control step gets one :class:`uk_controller.control.status.StepClass`, the
     rank_lost          rank of the servo matrix C B_bar below min(task rows, actuators)
     servo_inconsistent Chen's servo equation has no exact solution: least-squares effort
                        (under-actuated task, seed 004 eq 35 with a residual)
+    limited            the task gave way to joint position, speed or effort limits (bounded least
+                       squares of the joint-limit stage)
     saturated          at least one effort clipped to its limit
     ok
 
@@ -24,7 +26,7 @@ from ..control.status import STEP_CLASSES, Status, StepClass, step_class
 
 def servo_residual(result):
     """The servo equation's residual of an inconsistent step, else 0 (what the summary reports)."""
-    return result.residual if result.status == Status.SERVO_INCONSISTENT else 0.0
+    return result.residual if result.status in (Status.SERVO_INCONSISTENT, Status.LIMITED) else 0.0
 
 
 def classify(ctrl, t, q, qd, ok, codes, residuals):
@@ -62,17 +64,20 @@ def task_verdict(summary, codes, residuals, *, ranks=None, ms=0, p=0):
     n_rank = int(np.count_nonzero(codes == StepClass.RANK_LOST))
     n_sat = int(summary.get('saturated_steps', 0))
     n_safe = int(np.count_nonzero(codes == StepClass.SAFE_EFFORT))
+    n_lim = int(np.count_nonzero(codes == StepClass.LIMITED))
     if n_inc:
         why.append(f'under-actuated: servo constraint inconsistent in {n_inc} of {steps} steps '
                    f'(residual up to {float(np.max(residuals, initial=0.0)):.2e}; {ms} task rows, {p} actuators)')
     if n_rank:
         why.append(f'servo rank lost in {n_rank} of {steps} steps (singular configuration; the target may be '
                    f'out of reach)')
+    if n_lim:
+        why.append(f'the task gave way to joint or effort limits in {n_lim} of {steps} steps')
     if n_sat:
         why.append(f'efforts saturated in {n_sat} of {steps} steps ({100.0 * n_sat / steps:.0f}%)')
-    if n_sat > steps // 2 and math.isfinite(final) and final > 100 * tol:
-        why.append(f'the task is likely out of reach: the error ends at {final:.3g} with the efforts at their '
-                   f'limits')
+    if n_sat + n_lim > steps // 2 and math.isfinite(final) and final > 100 * tol:
+        why.append(f'the task is likely out of reach: the error ends at {final:.3g} with the efforts or joints at '
+                   f'their limits')
     if n_safe:
         why.append(f'safe effort in {n_safe} steps')
     if not why:

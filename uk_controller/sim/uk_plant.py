@@ -302,6 +302,29 @@ class UKPlant:
         options.setdefault('closure_omega', sim.closure_omega)
         return cls(setup, **options)
 
+    def fit_substeps(self, period):
+        """Raise ``substeps`` to what the description's fastest passive mode needs for control periods of
+        `period` s (:mod:`.stiffness`); returns a sentence when they were raised, None otherwise. Raises
+        ValueError naming the joint and the step when more than ``stiffness.MAX_SUBSTEPS`` would be needed.
+        The configured ``simulation.substeps`` is kept as the minimum."""
+        from .stiffness import MAX_SUBSTEPS, required_substeps
+        if self.integrator != 'rk4':
+            return None
+        need, j, rate = required_substeps(self.model, self.q, period)
+        if need <= self.substeps:
+            return None
+        name = self.joint_names[j]
+        step = period / need
+        if need > MAX_SUBSTEPS:
+            raise ValueError(f'joint {name!r}: its passive dynamics (damping, friction, spring of the description) '
+                             f'on its light link relax at {rate:.3g} 1/s and need an RK4 step below {step:.2e} s '
+                             f'({need} per control period, more than {MAX_SUBSTEPS}); lower the friction slope '
+                             f'(robot.friction_velocity larger) or the damping, or use simulation.integrator: solve_ivp')
+        reason = (f'simulation.substeps raised from {self.substeps} to {need}: joint {name!r} (light link, passive '
+                  f'dynamics at {rate:.3g} 1/s) needs an RK4 step below {step:.2e} s')
+        self.substeps = need
+        return reason
+
     def reset(self, q, qd, t=0.0):
         self.q = np.array(q, dtype=float)
         self.qd = np.array(qd, dtype=float)

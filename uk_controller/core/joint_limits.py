@@ -1,0 +1,172 @@
+"""Joint position and velocity limits as bounds on the joint accelerations (plain NumPy).
+
+A joint limit is an inequality ``q_lo <= q <= q_hi``, ``|q'| <= v_max``. The control law holds it by
+bounding the acceleration it may command, from the state, so that the bound is a continuous function of
+(q, q') and the joint can always brake in time (the viability form of Del Prete, "Joint position and
+velocity bounds in discrete-time acceleration/torque control of robot manipulators", IEEE RA-L 2018,
+sections III-IV: the position limit turned into a state-dependent velocity limit through a maximum
+deceleration). Per coordinate, with the braking deceleration ``a_b`` and the time constant ``T``::
+
+    v_hi(q) = min(v_max,  s(q_hi - q) sqrt(2 a_b |q_hi - q|))     s(x) = sign of x (+ at 0)
+    v_lo(q) = max(-v_max, -s(q - q_lo) sqrt(2 a_b |q - q_lo|))
+    (v_lo - q') / T  <=  q''  <=  (v_hi - q') / T
+
+so q' follows the velocity envelope from inside with time constant T: at most ``v_max``, and near a
+position limit at most the speed from which ``a_b`` stops the joint at the limit; past a limit (a start
+outside it, a disturbance) the envelope turns negative and pulls the joint back in. Both sides are
+continuous in (q, q'). The limits handed in are already the effective ones (the URDF's, tightened by the
+hardware section's and shrunk by ``limits.margin`` of the range; the speed scaled by
+``limits.velocity_scale``: :func:`limit_table`).
+
+The servo solve keeps the task exact while every bound holds and otherwise trades the task for the
+bounds by the bounded least squares of :mod:`uk_controller.core.bounded_lsq` (the bounds weighted
+``limits.weight`` against the task rows). The compiled twin is
+:func:`uk_controller.kernels.limits.acceleration_bounds`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JointLimitStage:
+    """The joint-limit stage of a controller: ``table`` (3, n) = effective lower and upper position
+    limits and speed limits; ``brake`` the braking deceleration a_b, ``time_constant`` T, ``weight`` of
+    the bounds against the task rows and ``eps``, the tie-break weight toward the unbounded effort
+    (relative; :mod:`uk_controller.core.bounded_lsq`)."""
+
+    table: np.ndarray
+    brake: float
+    time_constant: float
+    weight: float
+    eps: float = 1e-9
+
+    def bounds(self, q, qd, lo=None, hi=None):
+        """:func:`acceleration_bounds` of this stage at (q, q')."""
+        return acceleration_bounds(q, qd, self.table, self.brake, self.time_constant, lo, hi)
+
+
+def acceleration_bounds(q, qd, table, brake, tc, lo=None, hi=None):
+    """``(lo, hi)`` with ``lo <= q'' <= hi`` per coordinate (module docstring)."""
+    q = np.asarray(q, dtype=float)
+    qd = np.asarray(qd, dtype=float)
+    lower, upper, vmax = table
+    with np.errstate(invalid='ignore'):
+        room_hi = upper - q
+        room_lo = q - lower
+        env_hi = np.where(room_hi < 0.0, -1.0, 1.0) * np.sqrt(2.0 * brake * np.abs(room_hi))
+        env_lo = np.where(room_lo >= 0.0, -1.0, 1.0) * np.sqrt(2.0 * brake * np.abs(room_lo))
+    vhi = np.where(np.isfinite(upper) & (env_hi < vmax), env_hi, vmax)
+    vlo = np.where(np.isfinite(lower) & (env_lo > -vmax), env_lo, -vmax)
+    crossed = vlo > vhi
+    if crossed.any():
+        mid = 0.5 * (vlo + vhi)
+        vlo = np.where(crossed, mid, vlo)
+        vhi = np.where(crossed, mid, vhi)
+    lo = np.empty_like(qd) if lo is None else lo
+    hi = np.empty_like(qd) if hi is None else hi
+    np.divide(vlo - qd, tc, out=lo)
+    np.divide(vhi - qd, tc, out=hi)
+    return lo, hi
+
+
+def limit_table(lower, upper, velocity, *, margin, velocity_scale):
+    """The (3, n) table of :func:`acceleration_bounds`: position limits shrunk by ``margin`` of their range
+    at each end (joints without both limits keep -inf / inf), speed limits times ``velocity_scale`` (inf
+    where none). Raises ValueError when a range is empty or inverted."""
+    lower = np.asarray(lower, dtype=float).copy()
+    upper = np.asarray(upper, dtype=float).copy()
+    bounded = np.isfinite(lower) & np.isfinite(upper)
+    if np.any(bounded & ~(upper > lower)):
+        k = int(np.flatnonzero(bounded & ~(upper > lower))[0])
+        raise ValueError(f'coordinate {k}: position limits [{lower[k]}, {upper[k]}] are empty or inverted')
+    delta = np.where(bounded, margin * (upper - lower), 0.0)
+    lower = np.where(bounded, lower + delta, -np.inf)
+    upper = np.where(bounded, upper - delta, np.inf)
+    vmax = np.asarray(velocity, dtype=float) * velocity_scale
+    vmax = np.where(vmax > 0.0, vmax, np.inf)
+    return np.vstack((lower, upper, vmax))
+
+
+#: iterations of the projected Newton method of :func:`bounded_lsq` (it ends in a few: each Newton step
+#: on a piece of the piecewise-quadratic objective is exact)
+MAX_ITERATIONS = 100
+
+
+def beyond_limits(u, limits, qdd, lo, hi):
+    """True when an effort is beyond +-limits or a joint acceleration outside [lo, hi]."""
+    return bool(np.any(np.abs(u) > limits) or np.any(qdd < lo) or np.any(qdd > hi))
+
+
+def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u):
+    """Bounded least squares of the joint-limit stage, by the projected Newton method (Bertsekas, "Projected
+    Newton methods for optimization problems with simple constraints", SIAM J. Control Optim. 20(2), 1982)::
+
+        minimize  f(u) = 1/2 |C u - d|^2 + w/2 sum_k dist(D_k u, [dlo_k, dhi_k])^2 + eps/2 |u - u0|^2
+        subject to  lo <= u <= hi
+
+    f is strictly convex (eps > 0), piecewise quadratic and C^1, so the minimizer is unique and a
+    Lipschitz-continuous function of the data: the effort never jumps between the limits. Per iteration:
+    the gradient ``g = C^T (C u - d) + w D^T v + eps (u - u0)`` (v: the signed violations of the rows of
+    D); the free set (u_j farther than delta from its box, or near a bound with g pointing inward: the
+    eps-active set of Bertsekas, section 2, delta = min(1 % of the box, |u - P(u - g)|)); the Newton step
+    on the free set (a diagonally scaled gradient step on the held ones) with the Hessian of the current piece ``C^T C + w D_V^T D_V + eps I`` (D_V: the
+    violated rows); an Armijo search along the projected arc. On the right piece the step is exact, so
+    the method ends in a few iterations; at most MAX_ITERATIONS. `u` (p,) receives the minimizer; starts
+    from u0 projected on the box. Returns ``(iterations, largest violation of a D-interval left)``.
+    The compiled twin is :func:`uk_controller.kernels.limits.bounded_lsq`."""
+    p = u0.shape[0]
+    np.clip(u0, lo, hi, out=u)
+
+    def parts(x):
+        r = D @ x
+        v = np.minimum(r - dlo, 0.0) + np.maximum(r - dhi, 0.0)
+        e = C @ x - d
+        return v, e, 0.5 * (e @ e) + 0.5 * weight * (v @ v) + 0.5 * eps * ((x - u0) @ (x - u0))
+
+    v, e, f = parts(u)
+    gscale = max(np.abs(C.T @ d).max(initial=0.0), weight * np.abs(D.T @ np.where(np.isfinite(dlo), dlo, 0.0)).max(
+        initial=0.0), weight * np.abs(D.T @ np.where(np.isfinite(dhi), dhi, 0.0)).max(initial=0.0), 1e-300)
+    iterations = 0
+    for iterations in range(1, MAX_ITERATIONS + 1):
+        g = C.T @ e + weight * (D.T @ v) + eps * (u - u0)
+        free = ~(((u <= lo) & (g > 0.0)) | ((u >= hi) & (g < 0.0)))
+        if not free.any() or np.abs(g[free]).max() <= 1e-13 * gscale:
+            break
+        # Bertsekas' eps-active set: a variable within delta of a bound it is pushed against is held
+        # there (else the projected step stalls on it), delta = min(1 % of the box, |u - P(u - g)|)
+        delta = np.minimum(0.01 * (hi - lo), np.linalg.norm(u - np.clip(u - g, lo, hi)))
+        free = ~(((u <= lo + delta) & (g > 0.0)) | ((u >= hi - delta) & (g < 0.0)))
+        if not free.any():
+            free = ~(((u <= lo) & (g > 0.0)) | ((u >= hi) & (g < 0.0)))
+        viol = v != 0.0
+        H = C.T @ C + weight * (D[viol].T @ D[viol]) + eps * np.eye(p)
+        # Newton on the free set, a diagonally scaled gradient step on the held ones (projected below)
+        step = -g / np.diag(H)
+        F = np.flatnonzero(free)
+        step[F] = -np.linalg.solve(H[np.ix_(F, F)], g[F])
+        alpha = 1.0
+        for _ in range(60):
+            trial = np.clip(u + alpha * step, lo, hi)
+            vt, et, ft = parts(trial)
+            if ft <= f + 1e-4 * (g @ (trial - u)):
+                break
+            alpha *= 0.5
+        if ft >= f and np.array_equal(trial, u):
+            break
+        u[:] = trial
+        v, e, f = vt, et, ft
+    return iterations, float(np.abs(v).max(initial=0.0))
+
+
+def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u):
+    """The joint-limit stage of the servo solve: u (in place) becomes :func:`bounded_lsq` of the task rows
+    ``CB u = bbar`` with the joint accelerations ``a0 + NB u`` in ``[lo, hi]`` (weight `weight`), the
+    efforts in ``+-limits`` and the tie-break toward the unbounded u, ``eps`` relative to the mean diagonal
+    of ``CB^T CB + weight NB^T NB``. Returns ``(iterations, largest acceleration-bound violation left)``."""
+    p = u.shape[0]
+    scale = (np.sum(CB * CB) + weight * np.sum(NB * NB)) / max(p, 1)
+    u0 = u.copy()
+    return bounded_lsq(CB, bbar, NB, lo - a0, hi - a0, weight, -limits, limits, eps * max(scale, 1e-300), u0, u)
