@@ -101,64 +101,98 @@ def beyond_limits(u, limits, qdd, lo, hi):
 
 
 def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u):
-    """Bounded least squares of the joint-limit stage, by the projected Newton method (Bertsekas, "Projected
-    Newton methods for optimization problems with simple constraints", SIAM J. Control Optim. 20(2), 1982)::
+    """Bounded least squares of the joint-limit stage::
 
         minimize  f(u) = 1/2 |C u - d|^2 + w/2 sum_k dist(D_k u, [dlo_k, dhi_k])^2 + eps/2 |u - u0|^2
         subject to  lo <= u <= hi
 
     f is strictly convex (eps > 0), piecewise quadratic and C^1, so the minimizer is unique and a
-    Lipschitz-continuous function of the data: the effort never jumps between the limits. Per iteration:
-    the gradient ``g = C^T (C u - d) + w D^T v + eps (u - u0)`` (v: the signed violations of the rows of
-    D); the free set (u_j farther than delta from its box, or near a bound with g pointing inward: the
-    eps-active set of Bertsekas, section 2, delta = min(1 % of the box, |u - P(u - g)|)); the Newton step
-    on the free set (a diagonally scaled gradient step on the held ones) with the Hessian of the current piece ``C^T C + w D_V^T D_V + eps I`` (D_V: the
-    violated rows); an Armijo search along the projected arc. On the right piece the step is exact, so
-    the method ends in a few iterations; at most MAX_ITERATIONS. `u` (p,) receives the minimizer; starts
-    from u0 projected on the box. Returns ``(iterations, largest violation of a D-interval left)``.
-    The compiled twin is :func:`uk_controller.kernels.limits.bounded_lsq`."""
+    Lipschitz-continuous function of the data: the effort never jumps between the limits. The method is
+    a primal active-set Newton method with an exact line search (Nocedal & Wright, Numerical
+    Optimization, 2nd ed., sections 16.5-16.7, on the piecewise quadratic): per iteration the gradient
+    ``g = C^T (C u - d) + w D^T v + eps (u - u0)`` (v: the signed violations of the rows of D), the free
+    set (u_j inside its box, or at a bound with g pointing inward), the Newton step on the free set with
+    the Hessian of the current piece ``C^T C + w D_V^T D_V + eps I`` (D_V: the violated rows; a free
+    variable the step would push out of its box through the bound it sits on is held), then the exact
+    minimum of f along the step up to the box: f is a convex piecewise quadratic in the step length,
+    its derivative piecewise linear between the points where a row of D crosses its interval. On the
+    right piece the Newton step is exact, so the method ends after the pieces and the active set stop
+    changing; at most MAX_ITERATIONS. `u` (p,) receives the minimizer (it starts from u0 projected on
+    the box). Returns ``(iterations, largest violation of a D-interval left)``. The compiled twin is
+    :func:`uk_controller.kernels.limits.bounded_lsq`."""
     p = u0.shape[0]
     np.clip(u0, lo, hi, out=u)
-
-    def parts(x):
-        r = D @ x
-        v = np.minimum(r - dlo, 0.0) + np.maximum(r - dhi, 0.0)
-        e = C @ x - d
-        return v, e, 0.5 * (e @ e) + 0.5 * weight * (v @ v) + 0.5 * eps * ((x - u0) @ (x - u0))
-
-    v, e, f = parts(u)
-    gscale = max(np.abs(C.T @ d).max(initial=0.0), weight * np.abs(D.T @ np.where(np.isfinite(dlo), dlo, 0.0)).max(
-        initial=0.0), weight * np.abs(D.T @ np.where(np.isfinite(dhi), dhi, 0.0)).max(initial=0.0), 1e-300)
+    finite_lo, finite_hi = np.where(np.isfinite(dlo), dlo, 0.0), np.where(np.isfinite(dhi), dhi, 0.0)
+    gscale = max(np.abs(C.T @ d).max(initial=0.0), weight * np.abs(D.T @ finite_lo).max(initial=0.0),
+                 weight * np.abs(D.T @ finite_hi).max(initial=0.0), 1e-300)
     iterations = 0
     for iterations in range(1, MAX_ITERATIONS + 1):
+        e = C @ u - d
+        r = D @ u
+        v = np.minimum(r - dlo, 0.0) + np.maximum(r - dhi, 0.0)
         g = C.T @ e + weight * (D.T @ v) + eps * (u - u0)
         free = ~(((u <= lo) & (g > 0.0)) | ((u >= hi) & (g < 0.0)))
         if not free.any() or np.abs(g[free]).max() <= 1e-13 * gscale:
             break
-        # Bertsekas' eps-active set: a variable within delta of a bound it is pushed against is held
-        # there (else the projected step stalls on it), delta = min(1 % of the box, |u - P(u - g)|)
-        delta = np.minimum(0.01 * (hi - lo), np.linalg.norm(u - np.clip(u - g, lo, hi)))
-        free = ~(((u <= lo + delta) & (g > 0.0)) | ((u >= hi - delta) & (g < 0.0)))
-        if not free.any():
-            free = ~(((u <= lo) & (g > 0.0)) | ((u >= hi) & (g < 0.0)))
         viol = v != 0.0
         H = C.T @ C + weight * (D[viol].T @ D[viol]) + eps * np.eye(p)
-        # Newton on the free set, a diagonally scaled gradient step on the held ones (projected below)
-        step = -g / np.diag(H)
-        F = np.flatnonzero(free)
-        step[F] = -np.linalg.solve(H[np.ix_(F, F)], g[F])
-        alpha = 1.0
-        for _ in range(60):
-            trial = np.clip(u + alpha * step, lo, hi)
-            vt, et, ft = parts(trial)
-            if ft <= f + 1e-4 * (g @ (trial - u)):
+        step = np.zeros(p)
+        while free.any():
+            F = np.flatnonzero(free)
+            step[:] = 0.0
+            step[F] = -np.linalg.solve(H[np.ix_(F, F)], g[F])
+            out = free & (((u <= lo) & (step < 0.0)) | ((u >= hi) & (step > 0.0)))
+            if not out.any():
                 break
-            alpha *= 0.5
-        if ft >= f and np.array_equal(trial, u):
+            free &= ~out
+        if not free.any():
             break
-        u[:] = trial
-        v, e, f = vt, et, ft
+        alpha, blocking = _exact_step(C, e, D, r, dlo, dhi, weight, eps, u - u0, u, step, lo, hi)
+        u += alpha * step
+        if blocking >= 0:                          # exactly on the bound it reached
+            u[blocking] = hi[blocking] if step[blocking] > 0.0 else lo[blocking]
+        np.clip(u, lo, hi, out=u)
+    r = D @ u
+    v = np.minimum(r - dlo, 0.0) + np.maximum(r - dhi, 0.0)
     return iterations, float(np.abs(v).max(initial=0.0))
+
+
+def _exact_step(C, e, D, r, dlo, dhi, weight, eps, du0, u, step, lo, hi):
+    """``(alpha, blocking)``: the minimizer of f(u + alpha step) over ``0 <= alpha <= alpha_box`` (the
+    first box bound a moving variable reaches, `blocking` its index, -1 when the minimum is inside).
+    ``f'(alpha) = (e + alpha C s).C s + w sum_k v_k(alpha) D_k s + eps (u - u0 + alpha s).s`` is piecewise
+    linear and nondecreasing, its kinks where a row of D enters or leaves its interval."""
+    cs, ds = C @ step, D @ step
+    moving = step != 0.0
+    with np.errstate(divide='ignore', invalid='ignore'):
+        to_bound = np.where(step > 0.0, (hi - u) / step, np.where(step < 0.0, (lo - u) / step, np.inf))
+    to_bound = np.where(moving, np.maximum(to_bound, 0.0), np.inf)
+    blocking = int(np.argmin(to_bound)) if moving.any() else -1
+    alpha_box = float(to_bound[blocking]) if blocking >= 0 else np.inf
+    with np.errstate(divide='ignore', invalid='ignore'):
+        kinks = np.concatenate(((dlo - r) / ds, (dhi - r) / ds))
+    kinks = np.sort(kinks[np.isfinite(kinks) & (kinks > 0.0) & (kinks < alpha_box)])
+
+    def piece(a0, a1):
+        """f'(a0) and f'' on the piece (a0, a1): the rows violated at its middle."""
+        ra = r + a0 * ds
+        va = np.minimum(ra - dlo, 0.0) + np.maximum(ra - dhi, 0.0)
+        mid = r + (0.5 * (a0 + a1) if np.isfinite(a1) else a0 + 1.0) * ds
+        active = (mid < dlo) | (mid > dhi)
+        dphi = (e + a0 * cs) @ cs + weight * (va @ ds) + eps * ((du0 + a0 * step) @ step)
+        return dphi, cs @ cs + weight * (ds[active] @ ds[active]) + eps * (step @ step)
+
+    a0 = 0.0
+    for a1 in list(kinks) + [alpha_box]:
+        d0, curv = piece(a0, a1)
+        if d0 >= 0.0:
+            return a0, -1
+        if curv > 0.0 and a0 - d0 / curv <= a1:
+            return a0 - d0 / curv, -1
+        if not np.isfinite(a1):
+            return a0, -1
+        a0 = a1
+    return alpha_box, blocking
 
 
 def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u):

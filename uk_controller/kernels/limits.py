@@ -67,41 +67,116 @@ MAX_ITERATIONS = 100
 
 
 @njit(cache=True)
-def _objective(C, d, D, dlo, dhi, weight, eps, u0, x, r, v, e):
-    """f(x) of :func:`bounded_lsq`; writes D x into r, the signed violations into v, C x - d into e."""
-    f = 0.0
-    for i in range(C.shape[0]):
-        acc = -d[i]
-        for j in range(x.shape[0]):
-            acc += C[i, j] * x[j]
-        e[i] = acc
-        f += acc * acc
-    fv = 0.0
-    for k in range(D.shape[0]):
+def _newton_step(C, D, v, weight, eps, g, free, H, L, step):
+    """The Newton step on the free set (H: the current piece's Hessian, identity rows on the held
+    variables); False when the factorization fails."""
+    p = g.shape[0]
+    m = C.shape[0]
+    nd = D.shape[0]
+    for a in range(p):
+        for b in range(a + 1):
+            if free[a] == 0.0 or free[b] == 0.0:
+                H[a, b] = 1.0 if a == b else 0.0
+                continue
+            acc = eps if a == b else 0.0
+            for i in range(m):
+                acc += C[i, a] * C[i, b]
+            for k in range(nd):
+                if v[k] != 0.0:
+                    acc += weight * D[k, a] * D[k, b]
+            H[a, b] = acc
+    if not cholesky_lower(H, L):
+        return False
+    for j in range(p):
+        step[j] = -g[j] if free[j] != 0.0 else 0.0
+    chol_solve_col(L, step)
+    for j in range(p):
+        if free[j] == 0.0:
+            step[j] = 0.0
+    return True
+
+
+@njit(cache=True)
+def _exact_step(C, e, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, cs, ds):
+    """The twin of ``core.joint_limits._exact_step``: ``(alpha, blocking)`` (the kinks visited in order by
+    finding the next one after each: no sort, no buffer)."""
+    p = u.shape[0]
+    m = C.shape[0]
+    nd = D.shape[0]
+    for i in range(m):
         acc = 0.0
-        for j in range(x.shape[0]):
-            acc += D[k, j] * x[j]
-        r[k] = acc
-        viol = 0.0
-        if acc < dlo[k]:
-            viol = acc - dlo[k]
-        elif acc > dhi[k]:
-            viol = acc - dhi[k]
-        v[k] = viol
-        fv += viol * viol
-    fe = 0.0
-    for j in range(x.shape[0]):
-        t = x[j] - u0[j]
-        fe += t * t
-    return 0.5 * f + 0.5 * weight * fv + 0.5 * eps * fe
+        for j in range(p):
+            acc += C[i, j] * step[j]
+        cs[i] = acc
+    for k in range(nd):
+        acc = 0.0
+        for j in range(p):
+            acc += D[k, j] * step[j]
+        ds[k] = acc
+    blocking = -1
+    alpha_box = np.inf
+    for j in range(p):
+        if step[j] > 0.0:
+            t = max((hi[j] - u[j]) / step[j], 0.0)
+        elif step[j] < 0.0:
+            t = max((lo[j] - u[j]) / step[j], 0.0)
+        else:
+            continue
+        if t < alpha_box:
+            alpha_box = t
+            blocking = j
+    cc = 0.0
+    for i in range(m):
+        cc += cs[i] * cs[i]
+    ss = 0.0
+    for j in range(p):
+        ss += step[j] * step[j]
+    a0 = 0.0
+    for piece in range(2 * nd + 1):
+        # the next kink after a0 (a row of D entering or leaving its interval), else the box
+        a1 = alpha_box
+        for k in range(nd):
+            if ds[k] != 0.0:
+                t = (dlo[k] - r[k]) / ds[k]
+                if t > a0 and t < a1:
+                    a1 = t
+                t = (dhi[k] - r[k]) / ds[k]
+                if t > a0 and t < a1:
+                    a1 = t
+        mid = 0.5 * (a0 + a1) if a1 < np.inf else a0 + 1.0
+        dphi = 0.0
+        for i in range(m):
+            dphi += (e[i] + a0 * cs[i]) * cs[i]
+        curv = cc + eps * ss
+        for k in range(nd):
+            ra = r[k] + a0 * ds[k]
+            va = 0.0
+            if ra < dlo[k]:
+                va = ra - dlo[k]
+            elif ra > dhi[k]:
+                va = ra - dhi[k]
+            dphi += weight * va * ds[k]
+            rm = r[k] + mid * ds[k]
+            if rm < dlo[k] or rm > dhi[k]:
+                curv += weight * ds[k] * ds[k]
+        for j in range(p):
+            dphi += eps * (u[j] - u0[j] + a0 * step[j]) * step[j]
+        if dphi >= 0.0:
+            return a0, -1
+        if curv > 0.0 and a0 - dphi / curv <= a1:
+            return a0 - dphi / curv, -1
+        if not a1 < np.inf:
+            return a0, -1
+        a0 = a1
+    return alpha_box, blocking
 
 
 @njit(cache=True)
 def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
-    """The compiled twin of :func:`uk_controller.core.joint_limits.bounded_lsq` (the projected Newton method
-    on ``1/2 |C u - d|^2 + w/2 sum dist(D_k u, [dlo_k, dhi_k])^2 + eps/2 |u - u0|^2``, ``lo <= u <= hi``);
-    writes u, returns ``(iterations, largest violation left)``. Scratch: 2 p + 7 rows of sc from row o
-    (width max(p, rows of C, rows of D))."""
+    """The compiled twin of :func:`uk_controller.core.joint_limits.bounded_lsq` (the active-set Newton
+    method with an exact line search on ``1/2 |C u - d|^2 + w/2 sum dist(D_k u, [dlo_k, dhi_k])^2 +
+    eps/2 |u - u0|^2``, ``lo <= u <= hi``); writes u, returns ``(iterations, largest violation left)``.
+    Scratch: 2 p + 8 rows of sc from row o (width max(p, rows of C, rows of D))."""
     p = u0.shape[0]
     m = C.shape[0]
     nd = D.shape[0]
@@ -109,11 +184,12 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
     L = sc[o + p:o + 2 * p, :p]
     g = sc[o + 2 * p, :p]
     step = sc[o + 2 * p + 1, :p]
-    trial = sc[o + 2 * p + 2, :p]
-    e = sc[o + 2 * p + 3, :m]
-    r = sc[o + 2 * p + 4, :nd]
-    v = sc[o + 2 * p + 5, :nd]
-    free = sc[o + 2 * p + 6, :p]
+    e = sc[o + 2 * p + 2, :m]
+    r = sc[o + 2 * p + 3, :nd]
+    v = sc[o + 2 * p + 4, :nd]
+    free = sc[o + 2 * p + 5, :p]
+    cs = sc[o + 2 * p + 6, :m]
+    ds = sc[o + 2 * p + 7, :nd]
     for j in range(p):
         x = u0[j]
         if x < lo[j]:
@@ -121,7 +197,6 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
         elif x > hi[j]:
             x = hi[j]
         u[j] = x
-    f = _objective(C, d, D, dlo, dhi, weight, eps, u0, u, r, v, e)
     gscale = 1e-300
     for j in range(p):
         a = 0.0
@@ -138,7 +213,22 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
     iterations = 0
     for it in range(1, MAX_ITERATIONS + 1):
         iterations = it
-        # gradient and the free set
+        for i in range(m):
+            acc = -d[i]
+            for j in range(p):
+                acc += C[i, j] * u[j]
+            e[i] = acc
+        for k in range(nd):
+            acc = 0.0
+            for j in range(p):
+                acc += D[k, j] * u[j]
+            r[k] = acc
+            viol = 0.0
+            if acc < dlo[k]:
+                viol = acc - dlo[k]
+            elif acc > dhi[k]:
+                viol = acc - dhi[k]
+            v[k] = viol
         gmax = 0.0
         nfree = 0
         for j in range(p):
@@ -149,85 +239,52 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
                 if v[k] != 0.0:
                     acc += weight * D[k, j] * v[k]
             g[j] = acc
-            fixed = (u[j] <= lo[j] and acc > 0.0) or (u[j] >= hi[j] and acc < 0.0)
-            free[j] = 0.0 if fixed else 1.0
-            if not fixed:
+            held = (u[j] <= lo[j] and acc > 0.0) or (u[j] >= hi[j] and acc < 0.0)
+            free[j] = 0.0 if held else 1.0
+            if not held:
                 nfree += 1
                 if abs(acc) > gmax:
                     gmax = abs(acc)
         if nfree == 0 or gmax <= 1e-13 * gscale:
             break
-        # the eps-active set (core.joint_limits.bounded_lsq): within delta of a bound it is pushed against
-        wnorm = 0.0
+        # the Newton step on the free set; a free variable it pushes out through its bound is held
+        ok = True
+        while nfree > 0:
+            if not _newton_step(C, D, v, weight, eps, g, free, H, L, step):
+                ok = False
+                break
+            changed = False
+            for j in range(p):
+                if free[j] != 0.0 and ((u[j] <= lo[j] and step[j] < 0.0) or (u[j] >= hi[j] and step[j] > 0.0)):
+                    free[j] = 0.0
+                    nfree -= 1
+                    changed = True
+            if not changed:
+                break
+        if not ok or nfree == 0:
+            break
+        alpha, blocking = _exact_step(C, e, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, cs, ds)
         for j in range(p):
-            x = u[j] - g[j]
+            x = u[j] + alpha * step[j]
+            if j == blocking:
+                x = hi[j] if step[j] > 0.0 else lo[j]
             if x < lo[j]:
                 x = lo[j]
             elif x > hi[j]:
                 x = hi[j]
-            wnorm += (u[j] - x) * (u[j] - x)
-        wnorm = np.sqrt(wnorm)
-        nfree = 0
-        for j in range(p):
-            delta = min(0.01 * (hi[j] - lo[j]), wnorm)
-            fixed = (u[j] <= lo[j] + delta and g[j] > 0.0) or (u[j] >= hi[j] - delta and g[j] < 0.0)
-            free[j] = 0.0 if fixed else 1.0
-            if not fixed:
-                nfree += 1
-        if nfree == 0:
-            for j in range(p):
-                fixed = (u[j] <= lo[j] and g[j] > 0.0) or (u[j] >= hi[j] and g[j] < 0.0)
-                free[j] = 0.0 if fixed else 1.0
-        # Hessian of the current piece (rows/columns of the held variables: their diagonal entry only)
-        for a in range(p):
-            for b in range(a + 1):
-                if (free[a] == 0.0 or free[b] == 0.0) and a != b:
-                    H[a, b] = 0.0
-                    continue
-                acc = eps if a == b else 0.0
-                for i in range(m):
-                    acc += C[i, a] * C[i, b]
-                for k in range(nd):
-                    if v[k] != 0.0:
-                        acc += weight * D[k, a] * D[k, b]
-                H[a, b] = acc
-        if not cholesky_lower(H, L):
-            break
-        # Newton on the free set, a diagonally scaled gradient step on the held ones (H diagonal there)
-        for j in range(p):
-            step[j] = -g[j]
-        chol_solve_col(L, step)
-        # Armijo search along the projected arc
-        alpha = 1.0
-        ft = f
-        same = True
-        for _ in range(60):
-            slope = 0.0
-            same = True
-            for j in range(p):
-                x = u[j] + alpha * step[j]
-                if x < lo[j]:
-                    x = lo[j]
-                elif x > hi[j]:
-                    x = hi[j]
-                trial[j] = x
-                slope += g[j] * (x - u[j])
-                if x != u[j]:
-                    same = False
-            ft = _objective(C, d, D, dlo, dhi, weight, eps, u0, trial, r, v, e)
-            if ft <= f + 1e-4 * slope:
-                break
-            alpha *= 0.5
-        if ft >= f and same:
-            break
-        for j in range(p):
-            u[j] = trial[j]
-        f = ft
-    f = _objective(C, d, D, dlo, dhi, weight, eps, u0, u, r, v, e)
+            u[j] = x
     worst = 0.0
     for k in range(nd):
-        if abs(v[k]) > worst:
-            worst = abs(v[k])
+        acc = 0.0
+        for j in range(p):
+            acc += D[k, j] * u[j]
+        viol = 0.0
+        if acc < dlo[k]:
+            viol = dlo[k] - acc
+        elif acc > dhi[k]:
+            viol = acc - dhi[k]
+        if viol > worst:
+            worst = viol
     return iterations, worst
 
 
@@ -235,7 +292,7 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
 def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, sc, o):
     """The compiled twin of :func:`uk_controller.core.joint_limits.bounded_stage`: u (in place) becomes the
     bounded least squares of the task rows with the joint acceleration bounds and the effort box. Scratch
-    from row o of sc: 2 p + 12 rows (:func:`bounded_stage_rows`)."""
+    from row o of sc: 2 p + 15 rows (:func:`bounded_stage_rows`)."""
     p = u.shape[0]
     n = a0.shape[0]
     u0 = sc[o, :p]
@@ -265,4 +322,4 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, sc, o):
 @njit(cache=True)
 def bounded_stage_rows(p):
     """Rows of scratch :func:`bounded_stage` needs for p efforts."""
-    return 2 * p + 12
+    return 2 * p + 15
