@@ -118,7 +118,7 @@ def _mutate(text, mutations):
 
 
 @pytest.mark.slow
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batch=st.lists(st.lists(mutation, min_size=1, max_size=3), min_size=4, max_size=4))
 def test_fuzzed_urdf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch):
     """Each mutant loads, or is refused with a ConfigError; no traceback, no native crash, no hang."""
