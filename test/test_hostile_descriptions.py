@@ -134,3 +134,11 @@ def test_fuzzed_urdf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch
     assert len(results) == len(paths)
     for (path, outcome, *detail), mutations in zip(results, batch):
         assert outcome in ('ok', 'refused'), f'{mutations}: {detail}'
+
+
+@pytest.mark.parametrize('name, safe', [('../evil/x', '_evil_x'), ('a/b', 'a_b'), ('..', 'robot'),
+                                        ('planar_3r', 'planar_3r'), ('arm 1:é', 'arm_1_')])
+def test_robot_name_is_one_path_component(name, safe):
+    from uk_controller.cli import file_safe
+    assert file_safe(name) == safe
+    assert '/' not in file_safe(name) and not file_safe(name).startswith('.')
