@@ -5,7 +5,6 @@ of links with one root, UTF-8 XML, finite numbers, ``lower <= upper``), not from
 The fuzz applies structured mutations to the shipped planar 3R URDF and loads each mutant in a child
 process, several per process, so that a native crash fails one test instead of the suite."""
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
