@@ -13,6 +13,13 @@ from .settings import schema as S
 from .interrupts import interrupt_requested
 
 
+def file_safe(name):
+    """`name` as one path component: characters other than letters, digits, '.', '_', '-' become '_',
+    leading dots are dropped (a robot name '../x' or 'a/b' must not leave results/ or make folders)."""
+    import re
+    return re.sub(r'[^A-Za-z0-9._-]+', '_', str(name)).lstrip('.') or 'robot'
+
+
 def _progress_bar(label):
     state = {'last': -1}
     tty = sys.stderr.isatty()
@@ -193,7 +200,7 @@ def cmd_simulate(args):
     problem = _closure_at_start(setup)
     if problem:
         return _fail(problem)
-    out = Path(args.out or Path('results') / setup.name)
+    out = Path(args.out or Path('results') / file_safe(setup.name))
     mcap = Path(args.mcap) if args.mcap else None
     problem = _check_outputs(setup, out, mcap)
     if problem:

@@ -86,7 +86,108 @@ def urdf_text(path, xacro_args=None, config_path=None):
     if xacro_args:
         raise ConfigError(f'robot.xacro_args is given but {path} is not a .xacro file', file=config_path,
                           key='robot.xacro_args')
-    return Path(path).read_text(encoding='utf-8')
+    return read_utf8(path)
+
+
+def read_utf8(path):
+    """The text of a description file, refused with the byte and line when it is not UTF-8
+    (URDF, MJCF and SDF are XML; their readers here and in Pinocchio assume UTF-8)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b'\n') + 1
+        raise DescriptionError(f'{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}; '
+                               'save the file as UTF-8') from None
+
+
+def _finite_numbers(element, attribute, count, where):
+    """Refuse `attribute` of `element` unless it holds `count` finite numbers (absent: fine)."""
+    text = element.get(attribute)
+    if text is None:
+        return None
+    try:
+        values = [float(x) for x in text.split()]
+    except ValueError:
+        values = None
+    if values is None or (count and len(values) != count) or not all(np.isfinite(v) for v in values):
+        want = f'{count} finite numbers' if count else 'a finite number'
+        raise DescriptionError(f'{where}: {attribute}="{text}" must be {want}')
+    return values
+
+
+def check_urdf_text(text, path):
+    """Refuse a URDF text before Pinocchio sees it (:class:`DescriptionError` naming `path`, the element
+    and what to change): XML that parses; each link with at most one parent joint; joints forming a tree
+    (no cycle) in which every link hangs from the one root; every number finite (joint and inertial
+    origins, axes, inertias, masses, limits, mimic coefficients); ``lower <= upper`` joint limits."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise DescriptionError(f'{path} is not well-formed XML: {exc}') from None
+    links = [link.get('name') for link in root.findall('link')]
+    parent_of = {}
+    for joint in root.findall('joint'):
+        name = joint.get('name')
+        where = f'{path}: joint {name!r}'
+        parent, child = joint.find('parent'), joint.find('child')
+        if parent is None or child is None:
+            raise DescriptionError(f'{where} needs a <parent link=...> and a <child link=...>')
+        p, c = parent.get('link'), child.get('link')
+        for end in (p, c):
+            if end not in links:
+                raise DescriptionError(f'{where} names link {end!r}, which is not a <link> of the file')
+        if c in parent_of:
+            raise DescriptionError(f'{where}: link {c!r} already has parent joint {parent_of[c][1]!r}; a link has '
+                                   'one parent (close loops with a loop_closure constraint instead)')
+        parent_of[c] = (p, name)
+        origin = joint.find('origin')
+        if origin is not None:
+            _finite_numbers(origin, 'xyz', 3, f'{where} <origin>')
+            _finite_numbers(origin, 'rpy', 3, f'{where} <origin>')
+        axis = joint.find('axis')
+        if axis is not None:
+            xyz = _finite_numbers(axis, 'xyz', 3, f'{where} <axis>')
+            if xyz is not None and not any(xyz) and joint.get('type') not in ('fixed', 'floating'):
+                raise DescriptionError(f'{where} <axis>: xyz="{axis.get("xyz")}" is the zero vector; give a direction')
+        limit = joint.find('limit')
+        if limit is not None:
+            for key in ('lower', 'upper', 'effort', 'velocity'):
+                _finite_numbers(limit, key, 1, f'{where} <limit>')
+            lo, hi = limit.get('lower'), limit.get('upper')
+            if lo is not None and hi is not None and float(lo) > float(hi) and joint.get('type') != 'continuous':
+                raise DescriptionError(f'{where} <limit>: lower={lo} is above upper={hi}; swap them')
+        mimic = joint.find('mimic')
+        if mimic is not None:
+            _finite_numbers(mimic, 'multiplier', 1, f'{where} <mimic>')
+            _finite_numbers(mimic, 'offset', 1, f'{where} <mimic>')
+    for link in root.findall('link'):
+        name = link.get('name')
+        inertial = link.find('inertial')
+        if inertial is None:
+            continue
+        where = f'{path}: link {name!r} <inertial>'
+        for tag, keys in (('origin', ('xyz', 'rpy')), ('mass', ('value',)),
+                          ('inertia', ('ixx', 'iyy', 'izz', 'ixy', 'ixz', 'iyz'))):
+            element = inertial.find(tag)
+            if element is not None:
+                for key in keys:
+                    _finite_numbers(element, key, 3 if tag == 'origin' else 1, f'{where} <{tag}>')
+    roots = [name for name in links if name not in parent_of]
+    for start in parent_of:                  # a walk up from every link ends at a root, or meets itself
+        seen, link = [], start
+        while link in parent_of:
+            if link in seen:
+                cycle = seen[seen.index(link):]
+                joints = [parent_of[x][1] for x in cycle]
+                raise DescriptionError(f'{path}: joints {", ".join(map(repr, joints))} form a cycle (links '
+                                       f'{" <- ".join(cycle)}); a URDF is a tree: close loops with a loop_closure '
+                                       'constraint instead')
+            seen.append(link)
+            link = parent_of[link][0]
+    if len(roots) != 1:
+        raise DescriptionError(f'{path}: {len(roots)} links have no parent joint ({", ".join(roots) or "none"}); a URDF '
+                               'has one root link: join the others to the tree with a joint')
 
 
 # ----------------------------------------------------------------------------- MJCF

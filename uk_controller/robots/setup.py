@@ -16,7 +16,7 @@ from ..files.parameter_file import ConfigError, ConfigView
 from ..constraints import ConstraintStack, build_stacks
 from ..model.robot_model import ModelError, RobotModel
 from ..files.description import (
-    DescriptionError, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text)
+    DescriptionError, check_urdf_text, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text)
 from ..files.description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
 from ..model.joint_dynamics import JointDynamics
 from ..paths import missing_file_message, resolve_data_file
@@ -169,8 +169,11 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
         raise robot.error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
     closures, text, extras = {}, None, DescriptionExtras()
     try:
+        if key == 'urdf':          # checked before Pinocchio's parser sees it (a cycle crashes it)
+            written = urdf_text(file, xacro_args, path)
+            check_urdf_text(written, file)
+            text = written if is_xacro(file) else None
         if key == 'urdf' and is_xacro(file):
-            text = urdf_text(file, xacro_args, path)
             model = RobotModel.from_urdf_string(text, joints, gravity, mass_scale)
         elif key == 'urdf':
             model = RobotModel.from_urdf(file, joints, gravity, mass_scale)
@@ -181,11 +184,13 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
             pin_model, closures = load_sdf(file)
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
         if key == 'urdf':          # <mimic> rows and <dynamics> (description_extras)
-            extras = urdf_extras(text if text is not None else Path(file).read_text(encoding='utf-8'), str(file))
+            extras = urdf_extras(written, str(file))
             closures = dict(extras.constraints)
     except ExtrasError as exc:
         raise robot.error(key, str(exc)) from None
-    except (ModelError, DescriptionError) as exc:
+    except DescriptionError as exc:      # the file itself is wrong, whatever it names
+        raise robot.error(key, str(exc)) from None
+    except ModelError as exc:
         raise robot.error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
     model.source = file
     model.source_kind = 'xacro' if text is not None else key
