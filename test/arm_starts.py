@@ -1,233 +1,315 @@
-"""Real arms from many starts: the measurement behind test_arm_starts.py and its table.
+"""Real arms from seeded random starts inside their limits: setup files and figures of merit.
 
-For an arm of the ``example-robot-data`` wheel (its URDF unedited) a seeded start is drawn inside the
-joint limits and a target pose the tool reaches at another configuration inside the limits, at most
-0.3 m away and with any attitude change up to a half turn (one case per arm exactly a half turn about the
-tool axis). The setup file is the one a user would write (docs/config.md): a ``hold`` position task, or
-position + so3 attitude, everything else the defaults. The run is closed loop on the embedded plant and
-the metrics are what a person checks on a real robot: converged, speeds against the URDF limits, the
-closest approach to a position limit, efforts within their limits, saturated steps, the joint speed
-in the last second with the task at rest, sign flips of efforts at their limits (bang-bang) and the
-control step's median time.
+For an arm of the ``example-robot-data`` wheel (URDF unedited) this module writes the setup file a user
+would write from ``docs/config.md``: the arm at a start drawn uniformly inside its joint position limits
+(shrunk by :data:`MARGIN` of each range; a continuous joint or a range wider than 2 pi is drawn in
+[-pi, pi]), and a task on the tool frame that holds still at a target:
 
-``python test/arm_starts.py [arm ...]`` prints the table.
+- ``position``: ``frame_position`` (3 rows), ``hold`` at a target point;
+- ``pose``: ``frame_position`` + ``frame_orientation`` (``mode: so3``), both ``hold``.
+
+Targets are reachable within the limits by construction: the tool pose at another configuration drawn
+inside the same shrunk limits, accepted when its point is at most :data:`MAX_DISTANCE` (0.3 m) from the
+start's tool point (any attitude change, which is at most pi by definition of the so3 distance). One
+case per arm (``seed`` = :data:`PI_SEED`) asks for an attitude change of exactly pi: the target attitude is
+``R_start Exp(pi a)`` for a seeded random unit axis ``a``, and the target point a drawn reachable point
+as above; it is kept only when a damped least-squares inverse kinematics (Pinocchio's frame Jacobian,
+joints clipped to the shrunk limits after each iteration) finds a configuration inside the limits with
+that pose to 1e-6 (position, m) and 1e-6 (attitude, rad); otherwise another axis/point is drawn, up to
+300 draws. An arm whose tool has fewer than 6 degrees of freedom (the SO-101: 5 joints move its gripper
+frame, the sixth is the jaw) reaches no such pose: its pi case is then the reachable drawn pose with the
+largest attitude change among the next 200 draws (Metrics.angle_deg says which).
+
+:func:`run_case` runs the setup closed loop on the embedded UK plant at its default 1 kHz
+(:func:`uk_controller.sim.closed_loop.simulate`) and returns :class:`Metrics`. Joint velocity limits of
+zero or absent in the URDF (Pinocchio reads them as 0 or inf) are treated as no limit: that joint's
+``|q'|/limit`` ratio is left out (and :attr:`Metrics.unlimited_speed` names it).
 """
 from __future__ import annotations
 
-import sys
+import math
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
 import numpy as np
 
-#: arm -> (description under robots/, tool frame, whether a pose task fits: 6 or more arm joints)
+from uk_controller.robots import example_robot_data as erd
+
+#: start and target configurations are drawn this fraction of each joint range inside the limits
+MARGIN = 0.05
+#: largest distance between the start's tool point and the target point [m]
+MAX_DISTANCE = 0.3
+#: the seed whose pose task asks for an attitude change of exactly pi
+PI_SEED = 0
+#: the task counts as converged when its error norm stays below this (metres and radians mixed, as
+#: ``uk-controller simulate``'s settling time)
+TOL = 1e-3
+
+#: name -> (URDF under robots/, tool frame)
 ARMS = {
-    'ur5': ('ur_description/urdf/ur5_robot.urdf', 'tool0', True),
-    'ur10': ('ur_description/urdf/ur10_robot.urdf', 'tool0', True),
-    'panda': ('panda_description/urdf/panda.urdf', 'panda_hand_tcp', True),
-    'xarm7': ('xarm_description/urdf/xarm7.urdf', 'link_eef', True),
-    'z1': ('z1_description/urdf/z1.urdf', 'gripperStator', True),
-    'so101': ('so_arm_description/urdf/so101.urdf', 'gripper_frame_link', False),
+    'ur5': ('ur_description/urdf/ur5_robot.urdf', 'tool0'),
+    'ur10': ('ur_description/urdf/ur10_robot.urdf', 'tool0'),
+    'panda': ('panda_description/urdf/panda.urdf', 'panda_hand_tcp'),
+    'xarm7': ('xarm_description/urdf/xarm7.urdf', 'link_eef'),
+    'z1': ('z1_description/urdf/z1.urdf', 'gripperStator'),
+    'so101': ('so_arm_description/urdf/so101.urdf', 'gripper_frame_link'),
 }
-SEEDS = range(5)
-MAX_DISTANCE = 0.3                 # m between the start and the target tool position
-DURATION = 5.0                     # s simulated
-TOLERANCE = 1e-3                   # task error counted as converged
-REST_SPEED = 0.05                  # rad/s (m/s): the last second's joint speeds with the task at rest
-
-
-@dataclass
-class Run:
-    arm: str
-    seed: int
-    task: str
-    distance: float
-    angle: float
-    converged: bool
-    settle: float
-    final_error: float
-    speed_ratio: float          # max over joints and time of |q'| / URDF velocity limit
-    closest: float              # closest approach to a position limit, % of the range (< 0: past it)
-    effort_ratio: float         # max |u| / effort limit
-    saturated: float            # fraction of steps with an effort at its limit
-    rest_speed: float           # max |q'| in the last second
-    flips: int                  # steps where an effort at its limit jumps to the opposite limit
-    finite: bool
-    step_us: float
-
-    def problems(self):
-        """What a person would object to, as words (empty when the run is fine)."""
-        out = []
-        if not self.finite:
-            out.append('not finite')
-        if not self.converged:
-            out.append(f'not converged (final error {self.final_error:.2e})')
-        if self.speed_ratio > 1.0:
-            out.append(f'speed {self.speed_ratio:.2f}x its limit')
-        if self.closest < 0.0:
-            out.append(f'past a position limit ({self.closest:.1f} %)')
-        if self.effort_ratio > 1.0 + 1e-9:
-            out.append(f'effort {self.effort_ratio:.2f}x its limit')
-        if self.rest_speed > REST_SPEED:
-            out.append(f'joints at {self.rest_speed:.3f} in the last second')
-        if self.flips:
-            out.append(f'{self.flips} bang-bang flips')
-        return out
+TASKS = ('position', 'pose')
 
 
 def _floats(v):
     return '[' + ', '.join(repr(float(x)) for x in v) + ']'
 
 
-def _limits(model):
-    lo, hi = np.array(model.lowerPositionLimit), np.array(model.upperPositionLimit)
-    bounded = np.isfinite(lo) & np.isfinite(hi) & (hi > lo) & (hi - lo < 100.0)
-    return np.where(bounded, lo, -np.pi), np.where(bounded, hi, np.pi)
+def available():
+    """True when the example-robot-data wheel is installed."""
+    return erd.robots_dir() is not None
 
 
-def scenario(arm, seed, task):
-    """(setup-file text, start q, distance m, attitude change rad) of one run."""
+def pin_model(arm):
+    """Pinocchio model of the arm's unedited URDF."""
     import pinocchio as pin
-    from uk_controller.robots import example_robot_data as erd
-    relative, tool, _ = ARMS[arm]
-    urdf = erd.description(relative)
-    model = pin.buildModelFromUrdf(str(urdf))
+    return pin.buildModelFromUrdf(str(erd.description(ARMS[arm][0])))
+
+
+def sampling_box(model, margin=MARGIN):
+    """(lo, hi) per configuration coordinate the starts and targets are drawn in: the URDF limits shrunk
+    by `margin` of each range; [-pi, pi] for a joint without finite limits or with a range over 2 pi.
+    Only 1-coordinate joints (revolute, prismatic) are supported."""
+    if model.nq != model.nv:
+        raise ValueError('continuous (cos/sin) joints are not supported by this harness')
+    lo = np.array(model.lowerPositionLimit, dtype=float)
+    hi = np.array(model.upperPositionLimit, dtype=float)
+    wide = ~np.isfinite(lo) | ~np.isfinite(hi) | (hi - lo > 2 * math.pi + 1e-9) | (hi <= lo)
+    lo, hi = np.where(wide, -math.pi, lo), np.where(wide, math.pi, hi)
+    pad = margin * (hi - lo) * ~wide
+    return lo + pad, hi - pad
+
+
+def frame_id(model, name):
+    """The frame `name` as the controller resolves it (the body frame first: a URDF may name a joint
+    and a link alike, as the Z1's gripperStator)."""
+    import pinocchio as pin
+    if model.existFrame(name, pin.FrameType.BODY):
+        return model.getFrameId(name, pin.FrameType.BODY)
+    return model.getFrameId(name)
+
+
+def tool_pose(model, q, tool):
+    import pinocchio as pin
     data = model.createData()
-    rng = np.random.default_rng(1000 * seed + sum(map(ord, arm)) + (7 if task == 'pose' else 0))
-    lo, hi = _limits(model)
-    inner = 0.1 * (hi - lo)
-    fid = model.getFrameId(tool, pin.BODY) if model.existFrame(tool, pin.BODY) else model.getFrameId(tool)
+    pin.framesForwardKinematics(model, data, np.asarray(q, dtype=float))
+    pose = data.oMf[frame_id(model, tool)]
+    return pose.translation.copy(), pose.rotation.copy()
 
-    def pose(q):
+
+def _ik(model, tool, p_want, R_want, q_init, lo, hi, iters=400):
+    """Damped least squares on the frame's local 6D error (Pinocchio log6), clipped to [lo, hi]."""
+    import pinocchio as pin
+    data = model.createData()
+    fid = frame_id(model, tool)
+    want = pin.SE3(R_want, p_want)
+    q = np.array(q_init, dtype=float)
+    for _ in range(iters):
         pin.framesForwardKinematics(model, data, q)
-        return data.oMf[fid].copy()
+        iMd = data.oMf[fid].actInv(want)
+        err = pin.log6(iMd).vector
+        if np.linalg.norm(err) < 1e-9:
+            break
+        J = -pin.Jlog6(iMd.inverse()) @ pin.computeFrameJacobian(model, data, q, fid, pin.LOCAL)
+        dq = -J.T @ np.linalg.solve(J @ J.T + 1e-6 * np.eye(6), err)
+        q = np.clip(q + 0.5 * dq, lo, hi)
+    p, R = tool_pose(model, q, tool)
+    ok = np.linalg.norm(p - p_want) < 1e-6 and np.linalg.norm(pin.log3(R_want.T @ R)) < 1e-6
+    return q, ok
 
-    q0 = rng.uniform(lo + inner, hi - inner)
-    p0 = pose(q0)
-    flip = task == 'pose' and seed == 0
-    if flip:                        # exactly a half turn about the tool axis: the last arm joint turned by pi
-        qt = q0.copy()
-        j = model.joints[model.frames[fid].parentJoint].idx_q
-        if hi[j] - lo[j] - 2.0 * inner[j] > 2.0 * np.pi:       # both ways fit: start mid-range
-            q0[j] = qt[j] = 0.5 * (lo[j] + hi[j]) + rng.uniform(-0.2, 0.2)
-            p0 = pose(q0)
-        qt[j] = q0[j] - np.pi if q0[j] - np.pi > lo[j] + inner[j] else q0[j] + np.pi
-        if not lo[j] <= qt[j] <= hi[j]:
-            flip = False
-    if not flip:
-        for _ in range(2000):
-            qt = np.clip(q0 + rng.normal(size=q0.size) * rng.uniform(0.2, 1.5), lo + inner, hi - inner)
-            if np.linalg.norm(pose(qt).translation - p0.translation) <= MAX_DISTANCE:
-                break
-    pt = pose(qt)
-    distance = float(np.linalg.norm(pt.translation - p0.translation))
-    angle = float(np.linalg.norm(pin.log3(p0.rotation.T @ pt.rotation)))
+
+@dataclass
+class Case:
+    arm: str
+    seed: int
+    task: str
+    q0: np.ndarray
+    p_target: np.ndarray
+    R_target: np.ndarray
+    distance: float              # |p_target - p(q0)| [m]
+    angle: float                 # attitude change [rad]
+    q_target: np.ndarray         # a configuration inside the limits reaching the target
+
+
+def draw_case(arm, seed, task, *, margin=MARGIN, max_distance=MAX_DISTANCE):
+    """The start and a reachable target for (arm, seed, task), from ``numpy.random.default_rng(seed)``
+    (same start for both tasks of a seed)."""
+    import pinocchio as pin
+    model = pin_model(arm)
+    tool = ARMS[arm][1]
+    lo, hi = sampling_box(model, margin)
+    rng = np.random.default_rng([seed, 7])
+    q0 = rng.uniform(lo, hi)
+    p0, R0 = tool_pose(model, q0, tool)
+    want_pi = task == 'pose' and seed == PI_SEED
+    best = None
+    for attempt in range(2000):
+        qt = rng.uniform(lo, hi)
+        pt, Rt = tool_pose(model, qt, tool)
+        if np.linalg.norm(pt - p0) > max_distance:
+            continue
+        angle = float(np.linalg.norm(pin.log3(R0.T @ Rt)))
+        if want_pi and attempt < 300:
+            axis = rng.normal(size=3)
+            axis /= np.linalg.norm(axis)
+            Rpi = R0 @ pin.exp3(math.pi * axis)
+            qpi, ok = _ik(model, tool, pt, Rpi, qt, lo, hi)
+            if ok:     # exact by construction (log3 of the product rounds to pi - 1e-8)
+                return Case(arm, seed, task, q0, pt, Rpi, float(np.linalg.norm(pt - p0)), math.pi, qpi)
+            continue
+        if want_pi:    # no pi rotation reachable (a 5-DOF wrist): the largest of 200 drawn reachable poses
+            if best is None or angle > best.angle:
+                best = Case(arm, seed, task, q0, pt, Rt, float(np.linalg.norm(pt - p0)), angle, qt)
+            if attempt < 500:
+                continue
+            return best
+        return Case(arm, seed, task, q0, pt, Rt, float(np.linalg.norm(pt - p0)), angle, qt)
+    if best is not None:
+        return best
+    raise RuntimeError(f'{arm} seed {seed}: no reachable target within {max_distance} m')
+
+
+def setup_yaml(case, *, duration=4.0, name=None):
+    """Text of the setup file (docs/config.md format) for `case`: one actuator per joint, the task held at
+    the target, the repository's usual stabilization (critical, omega 20) and 1 kHz control."""
+    import pinocchio as pin
+    relative, tool = ARMS[case.arm]
+    model = pin_model(case.arm)
     joints = [model.names[j] for j in range(1, model.njoints)]
-    attitude = f"""      attitude:
+    actuators = ''.join(f'      m_{j}: {{joint: {j}}}\n' for j in joints)
+    names = ['tool_point'] + (['tool_attitude'] if case.task == 'pose' else [])
+    if case.task == 'pose':
+        rv = pin.log3(case.R_target)
+        attitude = f"""      tool_attitude:
         role: servo
         type: frame_orientation
         mode: so3
         frame: {tool}
-        trajectory: {{type: hold, value: {_floats(pin.log3(pt.rotation))}}}
-""" if task == 'pose' else ''
-    text = f"""/**:
+        trajectory: {{type: hold, value: {_floats(rv)}}}
+"""
+    else:
+        attitude = ''
+    return f"""/**:
   ros__parameters:
     robot:
-      name: {arm}_{task}_{seed}
-      urdf: package://example-robot-data/robots/{relative}
+      name: {name or f'{case.arm}_{case.task}_{case.seed}'}
+      urdf: package://{erd.DISTRIBUTION}/robots/{relative}
       joints: [{', '.join(joints)}]
-      initial_position: {_floats(q0)}
-    constraints:
-      names: [position{', attitude' if task == 'pose' else ''}]
-      position:
+      initial_position: {_floats(case.q0)}
+    actuators:
+      names: [{', '.join('m_' + j for j in joints)}]
+{actuators}    constraints:
+      names: [{', '.join(names)}]
+      tool_point:
         role: servo
         type: frame_position
         frame: {tool}
         axes: ['x', 'y', 'z']
-        trajectory: {{type: hold, value: {_floats(pt.translation)}}}
-{attitude}    stabilization: {{convention: critical, omega: 15.0}}
-    simulation: {{duration: {DURATION!r}}}
+        trajectory: {{type: hold, value: {_floats(case.p_target)}}}
+{attitude}    stabilization: {{convention: critical, omega: 20.0}}
+    control: {{rate: 1000.0}}
+    simulation: {{duration: {duration!r}}}
 """
-    return text, q0, distance, angle
 
 
-def consistent_start(setup, q0):
-    """q0 moved onto the description's couplings (a <mimic> joint is a passive row): Gauss-Newton steps
-    ``q <- q - A^+ phi`` on the passive rows, so the start is a state the mechanism can be in."""
-    q = np.array(q0, dtype=float)
-    if setup.passive.m:
-        qd = np.zeros_like(q)
-        for _ in range(5):
-            setup.model.compute(q, qd)
-            rows = setup.passive.evaluate(setup.model, q, qd, 0.0)
-            q -= np.linalg.pinv(rows.A) @ rows.phi
-    return q
+@dataclass
+class Metrics:
+    arm: str
+    seed: int
+    task: str
+    distance: float
+    angle_deg: float
+    finite: bool
+    failure: str
+    converged: bool
+    t_converge: float              # first time after which |task error| < TOL stays (nan: never)
+    final_error: float
+    speed_ratio: float             # max over the run and joints of |q'_i| / velocity limit_i
+    limit_margin_pct: float        # closest approach to a position limit, % of the joint's range (<0: past it)
+    effort_ratio: float            # max |u_i| / effort limit_i (commanded, after the controller's clip)
+    saturated_fraction: float
+    last_s_speed: float            # max |q'_i| over the last second [rad/s]
+    sign_flips: int                # max over efforts of step-to-step sign flips while at the limit
+    step_us: float                 # median control step [us] (simulate's compute_time)
+    steps: int
+    unlimited_speed: list = field(default_factory=list)
+
+    def row(self):
+        return asdict(self)
 
 
-def run(arm, seed, task, folder=None):
-    """One closed-loop run and its :class:`Run`."""
+def sign_flips_at_limit(effort, limits, frac=0.999):
+    """Per actuator, the count of steps k where u_k and u_{k-1} are both at their limit (|u| >= frac*limit)
+    with opposite signs (a bang-bang effort); the largest count."""
+    if effort.shape[0] < 2:
+        return 0
+    lim = np.where(np.isfinite(limits) & (limits > 0), limits, np.inf)
+    at = np.abs(effort) >= frac * lim
+    flips = at[1:] & at[:-1] & (np.sign(effort[1:]) * np.sign(effort[:-1]) < 0)
+    return int(flips.sum(axis=0).max())
+
+
+def metrics_of(case, res, ctrl, model):
+    """Figures of merit of one closed-loop run (see :class:`Metrics`)."""
+    q, qd, u = res.q, res.qd, res.effort
+    finite = not res.failure and bool(np.isfinite(q).all() and np.isfinite(qd).all() and np.isfinite(u).all())
+    t = res.t
+    err = np.linalg.norm(res.task_error, axis=1) if res.task_error.size else np.zeros(t.size)
+    from uk_controller.sim.closed_loop import settling_time
+    ts = settling_time(t, err, TOL) if t.size else float('nan')
+    planned = res.planned_steps or t.size
+    converged = finite and t.size == planned and not math.isnan(ts)
+    vlim = np.array(model.velocityLimit, dtype=float)
+    limited = np.isfinite(vlim) & (vlim > 0)
+    unlimited = [model.names[j + 1] for j in np.nonzero(~limited)[0]]
+    speed_ratio = float((np.abs(qd[:, limited]) / vlim[limited]).max()) if t.size and limited.any() else float('nan')
+    lo = np.array(model.lowerPositionLimit, dtype=float)
+    hi = np.array(model.upperPositionLimit, dtype=float)
+    bounded = np.isfinite(lo) & np.isfinite(hi) & (hi > lo)
+    if t.size and bounded.any():
+        rng_ = (hi - lo)[bounded]
+        margin = np.minimum(q[:, bounded] - lo[bounded], hi[bounded] - q[:, bounded]) / rng_
+        limit_margin = float(100.0 * margin.min())
+    else:
+        limit_margin = float('nan')
+    elim = np.asarray(ctrl.effort_limits, dtype=float)
+    elim_ok = np.where(np.isfinite(elim) & (elim > 0), elim, np.inf)
+    effort_ratio = float((np.abs(u) / elim_ok).max()) if t.size else float('nan')
+    last = t >= t[-1] - 1.0 if t.size else np.zeros(0, dtype=bool)
+    last_speed = float(np.abs(qd[last]).max()) if t.size else float('nan')
+    return Metrics(
+        arm=case.arm, seed=case.seed, task=case.task, distance=case.distance, angle_deg=math.degrees(case.angle),
+        finite=finite, failure=res.failure, converged=converged, t_converge=ts,
+        final_error=float(err[-1]) if t.size else float('nan'), speed_ratio=speed_ratio,
+        limit_margin_pct=limit_margin, effort_ratio=effort_ratio,
+        saturated_fraction=float(res.saturated.mean()) if t.size else float('nan'),
+        last_s_speed=last_speed, sign_flips=sign_flips_at_limit(u, elim), steps=int(t.size),
+        step_us=float(np.median(res.compute_time) * 1e6) if t.size else float('nan'), unlimited_speed=unlimited)
+
+
+def run_yaml(path, duration):
+    """Load a setup file and run it closed loop on the embedded UK plant: (result, controller, model)."""
+    from uk_controller.control.controller import ControllerCore
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
-    text, q0, distance, angle = scenario(arm, seed, task)
-    folder = Path(folder or tempfile.mkdtemp())
-    path = folder / f'{arm}_{task}_{seed}.yaml'
-    path.write_text(text)
     setup = load_robot(path)
-    q1 = consistent_start(setup, q0)
-    if not np.array_equal(q1, q0):
-        path.write_text(text.replace(f'initial_position: {_floats(q0)}', f'initial_position: {_floats(q1)}'))
-        setup = load_robot(path)
-    res = simulate(setup)
-    q, qd, effort = np.asarray(res.q), np.asarray(res.qd), np.asarray(res.effort)
-    model = setup.model
-    vlim = model.velocity_limits
-    lo, hi = model.position_limits
-    span = hi - lo
-    bounded = np.isfinite(span)
-    closest = float(np.min(np.minimum(q - lo, hi - q)[:, bounded] / span[bounded]) * 100.0) if bounded.any() \
-        else 100.0
-    elim = setup.actuators.effort_limits
-    at_limit = np.abs(effort) >= 0.999 * elim
-    flips = int(np.sum(at_limit[1:] & at_limit[:-1] & (np.sign(effort[1:]) != np.sign(effort[:-1]))))
-    err = np.linalg.norm(np.asarray(res.task_error), axis=1)
-    steps_per_second = int(round(1.0 / (res.t[1] - res.t[0]))) if len(res.t) > 1 else 1
-    settle = res.settling_time(TOLERANCE)
-    finite = bool(np.isfinite(q).all() and np.isfinite(qd).all())
-    summary = res.summary()
-    return Run(arm, seed, task, distance, angle,
-               converged=bool(finite and np.isfinite(settle) and err[-1] < TOLERANCE), settle=float(settle),
-               final_error=float(err[-1]), speed_ratio=float(np.max(np.abs(qd) / vlim)), closest=closest,
-               effort_ratio=float(np.max(np.abs(effort) / elim)), saturated=float(np.mean(at_limit.any(axis=1))),
-               rest_speed=float(np.abs(qd[-steps_per_second:]).max()), flips=flips, finite=finite,
-               step_us=float(summary.get('step_time_median_us', float('nan'))))
+    ctrl = ControllerCore(setup)
+    res = simulate(setup, duration=duration)
+    return res, ctrl, setup.model.model
 
 
-def table(runs):
-    lines = ['| arm | task | seed | distance m | attitude deg | converged at s | max q\'/limit | closest to a '
-             'limit % | saturated % | last-second speed | flips | step us |',
-             '|---|---|---|---|---|---|---|---|---|---|---|---|']
-    for r in runs:
-        lines.append(f'| {r.arm} | {r.task} | {r.seed} | {r.distance:.2f} | {np.degrees(r.angle):.1f} | '
-                     f'{r.settle if r.converged else float("nan"):.2f} | {r.speed_ratio:.2f} | {r.closest:.1f} | '
-                     f'{100 * r.saturated:.1f} | {r.rest_speed:.4f} | {r.flips} | {r.step_us:.1f} |')
-    return '\n'.join(lines)
-
-
-def main(argv):
-    arms = argv or list(ARMS)
-    runs = []
-    for arm in arms:
-        for task in ('position', 'pose') if ARMS[arm][2] else ('position',):
-            for seed in SEEDS:
-                r = run(arm, seed, task)
-                runs.append(r)
-                print(f'{arm} {task} {seed}: {", ".join(r.problems()) or "ok"}', file=sys.stderr)
-    print(table(runs))
-    bad = [r for r in runs if r.problems()]
-    print(f'\n{len(runs) - len(bad)} of {len(runs)} runs without a problem')
-    return 1 if bad else 0
-
-
-if __name__ == '__main__':
-    sys.exit(main(sys.argv[1:]))
+def run_case(arm, seed, task, *, duration=4.0, folder=None):
+    """Draw, write (into `folder` or a temporary folder), run and measure one case: :class:`Metrics`."""
+    case = draw_case(arm, seed, task)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(folder or tmp) / f'{arm}_{task}_{seed}.yaml'
+        path.write_text(setup_yaml(case, duration=duration))
+        res, ctrl, model = run_yaml(path, duration)
+    return metrics_of(case, res, ctrl, model)

@@ -9,6 +9,7 @@ module                  compiled kernels                                      Nu
 :mod:`.qrls`            pivoted Householder QR, minimum-norm solve            numpy.linalg.lstsq / svd
 :mod:`.servo`           servo_solve, null_space_step, closure_accel            uk.servo_control, uk.ServoSolver,
                         (seed 004 eq 35; DESIGN.md "Redundancy")              uk.redundancy_effort
+:mod:`.limits`          joint acceleration bounds, bounded least squares       core.joint_limits
 :mod:`.trajectory`      trajectory_eval                                       trajectories.*._eval
 :mod:`.rows`            frame kinematics, constraint rows, fused step          constraints.ConstraintStack
 :mod:`.dynamics`        tree_terms (RNEA + CRBA), frame_placements            Pinocchio via model.RobotModel

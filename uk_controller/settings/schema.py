@@ -240,7 +240,9 @@ _KEYS = [
     _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
     _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=INTEGRATORS),
     _S('simulation.plant', 'str', 'uk', '', 'uk_sim_node: embedded UK plant or MuJoCo', choices=PLANTS),
-    _S('simulation.substeps', 'int', 4, '', 'RK4 steps per control period (CLI --substeps)', low=1, high=1000),
+    _S('simulation.substeps', 'int', 4, '', 'RK4 steps per control period, at least (CLI --substeps); the '
+       'embedded plant raises them to what the fastest passive mode of the description needs (light links '
+       'with damping or friction) and says so in the run summary', low=1, high=1000),
     _pos('simulation.mass_scale', 1.0, '', 'plant inertias x this factor, model mismatch (CLI --mass-scale)',
          high=1000.0),
     _nonneg('simulation.sensor_noise', 0.0, 'rad or m', 'std of position noise (CLI --noise)', high=10.0),
