@@ -27,10 +27,19 @@ def log3(R):
     """Rotation vector of the rotation matrix R (principal logarithm, |e| <= pi).
 
     With ``v = (R21 - R12, R02 - R20, R10 - R01) = 2 sin(th) axis``: ``th = atan2(|v| / 2, (tr R - 1) / 2)``,
-    ``e = th v / |v|`` (``v / 2`` as |v| -> 0). Within 1e-2 of pi, where v carries little of the axis, the axis
-    comes from the diagonal: ``e_i = +-sqrt((R_ii + c) th^2 / (1 + c))``, ``c = -(tr R - 1) / 2``, signed by v
-    (as ``pinocchio.log3`` there). ``pinocchio.log3`` takes th from ``acos((tr R - 1) / 2)``, which loses up
-    to ~1e-11 between 3 and pi - 1e-2; the atan2 form keeps round-off (test_so3_exp_log_equal_pinocchio).
+    ``e = th v / |v|`` (``v / 2`` as |v| -> 0). ``pinocchio.log3`` takes th from ``acos((tr R - 1) / 2)``,
+    which loses up to ~1e-11 between 3 and pi - 1e-2; the atan2 form keeps round-off
+    (test_so3_exp_log_equal_pinocchio).
+
+    Within 1e-2 of pi, where v carries little of the axis, the axis comes from the symmetric part
+    ``B = (R + R^T) / 2 - cos(th) I = (1 - cos th) a a^T``: its column i of largest diagonal ``B_ii``
+    (``|a_i| >= 1/sqrt 3``) normalised is ``+-a``, and the one sign of the whole vector is that of ``a . v``
+    (``+`` with ``a_i > 0`` when ``a . v = 0``, i.e. at th = pi, where ``th a`` and ``-th a`` are both logs
+    of R). Signing each component by its own entry of v, as ``pinocchio.log3`` does, gives a vector that is
+    not the axis at th = pi whenever the axis has components of both signs (R = exp(pi (1, -1, 0)/sqrt 2)
+    gave ``-pi (1, 1, 0)/sqrt 2``); the column keeps every component exact to round-off (Markley,
+    "Unit quaternion from rotation matrix", J. Guid. Control Dyn. 31(2), 2008, applies the same
+    largest-diagonal choice to the quaternion).
     """
     v = (R[2, 1] - R[1, 2], R[0, 2] - R[2, 0], R[1, 0] - R[0, 1])
     tr = R[0, 0] + R[1, 1] + R[2, 2]
@@ -38,14 +47,20 @@ def log3(R):
     th = math.atan2(0.5 * nv, 0.5 * (tr - 1.0))
     if th >= math.pi - _NEAR_PI:
         cphi = -0.5 * (tr - 1.0)
-        beta = th * th / (1.0 + cphi)
-        e = np.empty(3)
-        for i in range(3):
-            j, k = (i + 1) % 3, (i + 2) % 3
-            tmp = (R[i, i] + cphi) * beta
-            mag = math.sqrt(tmp) if tmp > 0.0 else 0.0
-            e[i] = mag if R[k, j] > R[j, k] else -mag
-        return e
+        i = 0
+        if R[1, 1] > R[i, i]:
+            i = 1
+        if R[2, 2] > R[i, i]:
+            i = 2
+        col = np.empty(3)
+        for k in range(3):
+            col[k] = 0.5 * (R[k, i] + R[i, k])
+        col[i] += cphi
+        nc = math.sqrt(col[0] * col[0] + col[1] * col[1] + col[2] * col[2])
+        t = th / nc
+        if col[0] * v[0] + col[1] * v[1] + col[2] * v[2] < 0.0:
+            t = -t
+        return np.array((t * col[0], t * col[1], t * col[2]))
     t = th / nv if nv > 1e-300 else 0.5
     return np.array((t * v[0], t * v[1], t * v[2]))
 

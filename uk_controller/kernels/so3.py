@@ -58,8 +58,9 @@ def log3(E, e):
     """Rotation vector e of the rotation matrix E (the principal logarithm, |e| <= pi), the twin of
     ``constraints.so3.log3`` (which is ``pinocchio.log3`` with th from atan2 instead of acos). With ``v = (E21 - E12, E02 - E20, E10 - E01) = 2 sin(th) axis``:
     ``th = atan2(|v| / 2, (tr E - 1) / 2)`` and ``e = th v / |v|`` (``e = v / 2`` as |v| -> 0); within 1e-2 of
-    pi, where v carries little of the axis, the axis comes from the diagonal,
-    ``e_i = +-sqrt((E_ii + c) th^2 / (1 + c))``, ``c = -(tr E - 1) / 2``, signed by v."""
+    pi, where v carries little of the axis, the axis is the column i of largest diagonal of
+    ``(E + E^T) / 2 - cos(th) I = (1 - cos th) a a^T``, normalised, with the one sign of ``a . v`` (``a_i > 0``
+    when that is 0, at th = pi); the reference's docstring says why not each component signed by v."""
     v0 = E[2, 1] - E[1, 2]
     v1 = E[0, 2] - E[2, 0]
     v2 = E[1, 0] - E[0, 1]
@@ -68,12 +69,21 @@ def log3(E, e):
     th = math.atan2(0.5 * nv, 0.5 * (tr - 1.0))
     if th >= math.pi - _NEAR_PI:
         cphi = -0.5 * (tr - 1.0)
-        beta = th * th / (1.0 + cphi)
-        for i in range(3):
-            j, k = (i + 1) % 3, (i + 2) % 3
-            tmp = (E[i, i] + cphi) * beta
-            mag = math.sqrt(tmp) if tmp > 0.0 else 0.0
-            e[i] = mag if E[k, j] > E[j, k] else -mag
+        i = 0
+        if E[1, 1] > E[i, i]:
+            i = 1
+        if E[2, 2] > E[i, i]:
+            i = 2
+        for k in range(3):
+            e[k] = 0.5 * (E[k, i] + E[i, k])
+        e[i] += cphi
+        nc = math.sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2])
+        t = th / nc
+        if e[0] * v0 + e[1] * v1 + e[2] * v2 < 0.0:
+            t = -t
+        e[0] *= t
+        e[1] *= t
+        e[2] *= t
         return
     t = th / nv if nv > 1e-300 else 0.5
     e[0] = t * v0
