@@ -90,8 +90,11 @@ def loop(tmp_path_factory, robots):
     efforts = probe.record(Float64MultiArray, '/effort_controller/commands', convert=lambda m: list(m.data))
     diags = probe.record(DiagnosticArray, '/diagnostics', convert=_diag)
     feeder = Feeder(probe, setup)
+    # the feeder holds the robot still while the helix moves on: within seconds the task would give way to the
+    # joint and effort limits (status 'limited', a warning in /diagnostics); this module
+    # tests input faults on an otherwise healthy loop, so the joint-limit stage is off here
     params = {'config': 'scara', 'control': {'rate': RATE, 'state_timeout': TIMEOUT},
-              'ros': {'diagnostics_period': 0.25}}
+              'ros': {'diagnostics_period': 0.25}, 'limits': {'enabled': False}}
     node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path_factory.mktemp('faults')))
     # readiness, not a speed requirement: a loaded 2-core machine may take minutes to start the node
     assert probe.wait_for(lambda: len(efforts) > 10, 300.0), node.output()
