@@ -67,6 +67,32 @@ MAX_ITERATIONS = 100
 
 
 @njit(cache=True)
+def _mat_vec(A, x, out):
+    """``out = A x``."""
+    for i in range(A.shape[0]):
+        acc = 0.0
+        for j in range(x.shape[0]):
+            acc += A[i, j] * x[j]
+        out[i] = acc
+
+
+@njit(cache=True)
+def _violations(D, x, dlo, dhi, r, v):
+    """``r = D x`` and the signed violations ``v`` of the intervals [dlo, dhi]; returns max |v|."""
+    _mat_vec(D, x, r)
+    worst = 0.0
+    for k in range(D.shape[0]):
+        viol = 0.0
+        if r[k] < dlo[k]:
+            viol = r[k] - dlo[k]
+        elif r[k] > dhi[k]:
+            viol = r[k] - dhi[k]
+        v[k] = viol
+        worst = max(worst, abs(viol))
+    return worst
+
+
+@njit(cache=True)
 def _newton_step(C, D, v, weight, eps, g, free, H, L, step):
     """The Newton step on the free set (H: the current piece's Hessian, identity rows on the held
     variables); False when the factorization fails."""
@@ -103,16 +129,8 @@ def _exact_step(C, e, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, cs, ds):
     p = u.shape[0]
     m = C.shape[0]
     nd = D.shape[0]
-    for i in range(m):
-        acc = 0.0
-        for j in range(p):
-            acc += C[i, j] * step[j]
-        cs[i] = acc
-    for k in range(nd):
-        acc = 0.0
-        for j in range(p):
-            acc += D[k, j] * step[j]
-        ds[k] = acc
+    _mat_vec(C, step, cs)
+    _mat_vec(D, step, ds)
     blocking = -1
     alpha_box = np.inf
     for j in range(p):
@@ -213,22 +231,10 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
     iterations = 0
     for it in range(1, MAX_ITERATIONS + 1):
         iterations = it
+        _mat_vec(C, u, e)
         for i in range(m):
-            acc = -d[i]
-            for j in range(p):
-                acc += C[i, j] * u[j]
-            e[i] = acc
-        for k in range(nd):
-            acc = 0.0
-            for j in range(p):
-                acc += D[k, j] * u[j]
-            r[k] = acc
-            viol = 0.0
-            if acc < dlo[k]:
-                viol = acc - dlo[k]
-            elif acc > dhi[k]:
-                viol = acc - dhi[k]
-            v[k] = viol
+            e[i] -= d[i]
+        _violations(D, u, dlo, dhi, r, v)
         gmax = 0.0
         nfree = 0
         for j in range(p):
@@ -273,19 +279,7 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
             elif x > hi[j]:
                 x = hi[j]
             u[j] = x
-    worst = 0.0
-    for k in range(nd):
-        acc = 0.0
-        for j in range(p):
-            acc += D[k, j] * u[j]
-        viol = 0.0
-        if acc < dlo[k]:
-            viol = dlo[k] - acc
-        elif acc > dhi[k]:
-            viol = acc - dhi[k]
-        if viol > worst:
-            worst = viol
-    return iterations, worst
+    return iterations, _violations(D, u, dlo, dhi, r, v)
 
 
 @njit(cache=True)

@@ -79,6 +79,26 @@ def row_residuals(A, x, b, phi, phid, gains, g0, vmax, out):
 
 
 @njit(cache=True)
+def residual_norm(A, x, b, phi, phid, gains, g0, vmax, out):
+    """``|out|`` after :func:`row_residuals` (the stabilized rows' residual at x)."""
+    row_residuals(A, x, b, phi, phid, gains, g0, vmax, out)
+    acc = 0.0
+    for i in range(A.shape[0]):
+        acc += out[i] * out[i]
+    return np.sqrt(acc)
+
+
+@njit(cache=True)
+def accelerations(a0, NB, u, out):
+    """``out = a0 + NB u`` (q'' of the closure-projected dynamics under the efforts u)."""
+    for k in range(a0.shape[0]):
+        acc = a0[k]
+        for j in range(u.shape[0]):
+            acc += NB[k, j] * u[j]
+        out[k] = acc
+
+
+@njit(cache=True)
 def servo_scratch_shape(n, p, mp, ms):
     """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
     ms servo rows."""
@@ -617,11 +637,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         # projection's rows are free again)
         du, on = scratch_row(sc, o, p)
         qt, on = scratch_row(sc, on, n)
-        for k in range(n):
-            acc = a0[k]
-            for j in range(p):
-                acc += NB[k, j] * u[j]
-            qt[k] = acc
+        accelerations(a0, NB, u, qt)
         Lw = L
         if params[PARAM_JOINT_METRIC] != 0.0:      # the identity metric: |x| on joint accelerations
             Lw, on = scratch_rows(sc, on, n, n)
@@ -637,36 +653,21 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         info[INFO_NULL_MOTION] = nm
         info[INFO_NULL_INTERNAL] = ni
     # q'' = a0 + NB u, residual of the (stabilized) servo rows, passive force
-    for k in range(n):
-        acc = a0[k]
-        for j in range(p):
-            acc += NB[k, j] * u[j]
-        qdd[k] = acc
+    accelerations(a0, NB, u, qdd)
     limited = params[PARAM_LIMITS_ON] != 0.0
     if limited and beyond_limits(u, limits, qdd, alo, ahi):
         # the joint-limit stage: bounded least squares on the task rows (CB u = bbar) with the joint
         # acceleration bounds alo <= a0 + NB u <= ahi and the effort box (kernels/limits.py). The step is
         # LIMITED when the unbounded effort met the task (an under-actuated task stays SERVO_INCONSISTENT)
-        row_residuals(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs)
-        res = 0.0
-        for i in range(ms):
-            res += rs[i] * rs[i]
-        if np.sqrt(res) <= tol * max(1.0, bnorm):
+        if residual_norm(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs) <= \
+                tol * max(1.0, bnorm):
             info[INFO_LIMITED] = 1.0
         it, viol = bounded_stage(CB, bbar, NB, a0, alo, ahi, limits, params[PARAM_LIMIT_WEIGHT],
                                  params[PARAM_LIMIT_EPS], u, sc, o)
         info[INFO_LIMIT_ITERATIONS] = it
         info[INFO_LIMIT_VIOLATION] = viol
-        for k in range(n):
-            acc = a0[k]
-            for j in range(p):
-                acc += NB[k, j] * u[j]
-            qdd[k] = acc
-    row_residuals(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs)
-    res = 0.0
-    for i in range(ms):
-        res += rs[i] * rs[i]
-    res = np.sqrt(res)
+        accelerations(a0, NB, u, qdd)
+    res = residual_norm(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs)
     for i in range(n):
         acc = -(tau[i] - h[i])
         for k in range(n):
