@@ -89,7 +89,7 @@ def machine_header():
     if kernels_jit.AVAILABLE:
         import numba
         numba_version = numba.__version__
-    print('# uk_controller benchmarks (issue 7)')
+    print('# uk_controller benchmarks')
     print(f'machine: {cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}')
     print(f'load average (1, 5, 15 min): {load}')
     print(f'python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, '

@@ -9,7 +9,7 @@ A pty moves bytes at memory speed whatever baud is set, so the emulator imposes 
 line rate itself: 10 bits per byte (8N1) for every byte received and sent. Figures are
 cycles per second and round-trip latency p50/p99 per cycle in ms.
 
-The loop table (issue 13) runs `uk-controller run`'s loop (hardware.serial_loop.run_loop, real clock,
+The loop table runs `uk-controller run`'s loop (hardware.serial_loop.run_loop, real clock,
 deadline sleep) for SCARA on uk_binary at 115200 and 1 000 000 baud and at 100 / 250 / 500 Hz for
 2 * --seconds, and prints its loop telemetry: achieved rate, period jitter p50/p99/max, compute
 (bus round trip + control step) p50/p99 and missed deadlines, over the whole run.

@@ -9,7 +9,7 @@ import numpy as np
 
 from .common import med_p99, moving_state, rel_diff, sample, table, verdict
 
-#: issue 7 targets
+#: the speed targets
 STEP_TARGET_US = {'scara': 25.0, 'five_bar': 40.0, 'five_bar_redundant': 40.0, 'dual_arm': 40.0}
 
 

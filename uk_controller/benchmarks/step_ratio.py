@@ -2,7 +2,7 @@
 
 In one run on the same model and state, ControllerCore.step (the packed compiled step and the Python around
 it) against ``pinocchio.aba`` (open trees; target <= 3x) and ``pinocchio.constraintDynamics`` (five-bar
-closures; target <= 1.0x, issue 19), with the parts: the packed kernel call alone, and the previous form
+closures; target <= 1.0x), with the parts: the packed kernel call alone, and the previous form
 (Pinocchio's pass from Python + the 12-argument fused_step).
 
 Beside the shipped robots, robots nobody on this project described (the ``example-robot-data`` wheel,

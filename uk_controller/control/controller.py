@@ -451,7 +451,7 @@ class ControllerCore:
                      slice(self._mp, m) if self._mp else None)
         # With the null-space term the posture error |q - q_ref|: a compiled program's first n posture rows are
         # phi_j = q_j - q_ref_j (unit rows, redundancy.build), the same floats as np.subtract(q, q_ref): the view
-        # reads them from the live block instead of subtracting again (issue 19); the NumPy backends subtract in
+        # reads them from the live block instead of subtracting again; the NumPy backends subtract in
         # _solved (into a scratch: the step allocates no vector). _null_hot: info[_INFO_NULL]'s tolist (the
         # null-space dimensions), None without the term (the dimensions at the initial state hold)
         posture = b.outputs[m:m + self.n] if red.terms and b.name == 'compiled' and mb >= m + self.n else None
@@ -600,7 +600,7 @@ class ControllerCore:
 
         The result owns its arrays (views of one copy of the backend's block): keep it as long as you like.
         A loop that only reads this period's result can call :meth:`step_view` instead, which copies
-        nothing. Locals bound once in ``_hot``, the StepResult filled slot by slot (see below; issue 19)."""
+        nothing. Locals bound once in ``_hot``, the StepResult filled slot by slot (see below)."""
         start = _clock()
         head = self._solved(q, qd, t, start)
         if type(head) is not list:

@@ -1,5 +1,5 @@
 """The cycle budget of a motor bus: what one control cycle costs on the wire, in the devices and in the
-USB adapter, and the highest rate the bus can carry (issue 22 point 4).
+USB adapter, and the highest rate the bus can carry.
 
 A protocol says what one armed cycle sends and waits for through ``cycle_cost(p, options, facts)`` in
 its ``codec.py`` (:meth:`~.registry.Protocol.cycle_cost` finds it): a :class:`CycleCost`, a sequence

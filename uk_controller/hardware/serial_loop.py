@@ -7,7 +7,7 @@ limits, arming, reconnect, torque-off on exit) is :class:`~.safety.SafeBus`;
 the joint state of closed chains comes from :class:`~.joint_state_assembler.JointStateAssembler`.
 Used by ``uk-controller run`` (:mod:`.run_command`), the HIL tests and uk_controller/benchmarks/serial_bench.py.
 
-Loop timing (issue 13, same definitions as the ROS node, docs/ros.md "Loop timing"): the loop sleeps to
+Loop timing (the same definitions as the ROS node, docs/ros.md "Loop timing"): the loop sleeps to
 absolute deadlines d_{k+1} = d_k + T (:class:`~uk_controller.control.loop_timing.DeadlineSleeper` on the monotonic
 clock); per window (``ros.loop.window``) it reports the achieved rate, period jitter p50/p99/max, compute
 time p50/p99 and missed deadlines (:class:`~uk_controller.control.loop_timing.LoopTiming`) in the status line and

@@ -1,4 +1,4 @@
-"""The static load of a set-up against the effort its motors give (issue 22 point 5).
+"""The static load of a set-up against the effort its motors give.
 
 The efforts that hold the robot still at its start pose q0 (``robot.initial_position``) against
 gravity solve the static equations of motion

@@ -18,8 +18,7 @@ that directory by hand after editing a kernel.)
 :func:`borrowed` gives a kernel a view of an argument array that numba does not reference-count: every slice,
 view or array argument passed on inside a kernel otherwise costs an atomic increment and decrement of the
 array's reference count (``lock xadd``); perf on the JIT code of the packed step showed those two instructions
-as its hottest, and borrowing its arguments took the SCARA step from 3.2 to 1.75 us in a compiled loop
-(issue 19, point 3).
+as its hottest, and borrowing its arguments took the SCARA step from 3.2 to 1.75 us in a compiled loop.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The controller's fused step as ONE compiled call on two packed arrays (issue 13).
+"""The controller's fused step as ONE compiled call on two packed arrays.
 
 :class:`uk_controller.constraints.CompiledRows` runs Pinocchio's ``computeAllTerms`` and
 ``updateFramePlacements`` from Python, then :func:`.rows.fused_step` with twelve arguments (two of them

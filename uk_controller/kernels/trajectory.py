@@ -75,7 +75,7 @@ def _piecewise(kind, d, fp, o, tau, P, V, Acc):
 def hold_eval(d, fp, o, P, V, Acc):
     """A hold trajectory (codes.TRAJ_HOLD): p = its target ``fp[o + 1 : o + 1 + d]``, v = a = 0. Inlined, so
     a caller with many hold rows (the posture term: one per joint) may test the kind and call this without
-    a call of :func:`trajectory_eval` per row (issue 19)."""
+    a call of :func:`trajectory_eval` per row."""
     for i in range(d):
         P[i] = fp[o + 1 + i]
         V[i] = 0.0

@@ -196,7 +196,7 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
     model.source_kind = 'xacro' if text is not None else key
     model.source_text = text
     if mass_scale == 1.0:   # the description as written; a plant's scaled copy (model mismatch) is not re-judged
-        model_validity.check_loaded(model, robot, key)     # masses, inertias, a movable joint (issue 25)
+        model_validity.check_loaded(model, robot, key)     # masses, inertias, a movable joint
     return model, closures, extras
 
 

@@ -1,8 +1,8 @@
 """Our own CDR for the two messages of the control period (plain Python/NumPy/struct, no rclpy).
 
 With ``ros.transport: raw`` the loop thread takes ``sensor_msgs/JointState`` as the bytes DDS delivered
-and publishes the efforts as bytes, so rclpy never builds a Python message object per period
-(issue 24). The layout is OMG CDR version 1 (XCDR1) little endian, as rmw_fastrtps writes ROS 2
+and publishes the efforts as bytes, so rclpy never builds a Python message object per period.
+The layout is OMG CDR version 1 (XCDR1) little endian, as rmw_fastrtps writes ROS 2
 messages (DDS-XTypes 1.3, 7.4.3.5 "XCDR stream format"):
 
 - a 4-byte encapsulation header ``00 01 00 00`` (CDR_LE); alignment counts from the byte after it;

@@ -55,7 +55,7 @@ SLOW_STEPS_ENV = 'UK_CONTROLLER_TEST_SLOW_STEPS'
 #: where the loop thread gets the joint states (measurement knob, uk_controller/benchmarks/ros_rate.py): 'take' (default)
 #: takes them itself from a subscription that no executor waits on; 'queue' lets the executor's
 #: subscription callback append them to a deque. 'take' won: no executor wake-up and Python callback per
-#: message (the cost issue 13 is about), lower latency (docs/ros.md, "Loop timing").
+#: message (the cost a control period pays), lower latency (docs/ros.md, "Loop timing").
 #: how often the executor thread asks whether the plotting topics have subscribers and publishes a window
 #: the loop handed off (ControlLoop.telemetry) [ns]
 PLOT_CHECK_NS = 50_000_000
@@ -263,7 +263,7 @@ class ControlLoop:
         self.timing_pub.publish(msg)
 
     def telemetry(self):
-        """Thread mode, in the executor thread every PLOT_CHECK_NS (off the control thread, issue 24): the
+        """Thread mode, in the executor thread every PLOT_CHECK_NS (off the control thread): the
         statistics of the window the loop handed off, published on ~/loop_timing; whether the plotting
         topics (~/efforts, ~/task_error, ~/constraint_residual: a publish each per period) have
         subscribers (rqt_plot, PlotJuggler, ros2 bag): the loop publishes them only then. The timer mode

@@ -30,7 +30,7 @@ class LoopStats:
 
     Missed deadlines are not counted here: the control loop (control_loop.ControlLoop, its LoopTiming)
     is the one place that knows when a period started and ended, in thread and in timer mode, and
-    /diagnostics reports its count (a second count here had stayed 0 in thread mode, issue 25).
+    /diagnostics reports its count (a second count here had stayed 0 in thread mode).
     """
 
     def __init__(self, period):

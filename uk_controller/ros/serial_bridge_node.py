@@ -22,14 +22,14 @@ fresh effort or feedback within the watchdog => torque off; limits before
 sending; torque off on shutdown; reconnect with torque off until feedback is
 valid again.
 
-At start (issue 22) the set-up is checked against the connected bus by the rules of ``uk-controller
+At start the set-up is checked against the connected bus by the rules of ``uk-controller
 run`` (:func:`~uk_controller.hardware.run_command.check_setup`): the cycle budget is logged, and a
 rate above what the bus carries or a motor that cannot hold the start pose (gravity at q0 against
 the limits read from the devices) is an error in the log naming what to change, and exit code 2,
 torque never on. If the port is not there at start, the check runs at the first connect and no
 effort is sent before it.
 
-Loop timing (issue 13): ``~/loop_timing`` (std_msgs/Float64MultiArray, order
+Loop timing: ``~/loop_timing`` (std_msgs/Float64MultiArray, order
 uk_controller.control.loop_timing.TIMING_FIELDS, as uk_controller_node) every ``ros.loop.window`` seconds,
 and the same values as ``loop_*`` in ``/diagnostics``. The bridge runs on an rclpy timer: a gap of
 more than 1.5 periods between two timer calls misses round(gap / T) - 1 deadlines, a bus cycle longer

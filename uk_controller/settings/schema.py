@@ -299,7 +299,7 @@ _KEYS = [
     _pos('ros.diagnostics_period', 1.0, 's', '/diagnostics period', high=3600.0),
     _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=('single_threaded', 'multi_threaded')),
     _S('ros.effort_joints', 'strs', NONE, '', 'order of the effort command (actuators or their joints)'),
-    # issue 13 (control thread, loop telemetry, overrun policy): checked again by ros/loop_timing.py
+    # the control thread, loop telemetry and overrun policy: checked again by ros/loop_timing.py
     _S('ros.loop.mode', 'str', 'thread', '', 'thread: own control thread (wall clock); timer: rclpy timer',
        choices=('thread', 'timer')),
     _S('ros.loop.priority', 'int', 0, '', 'SCHED_FIFO priority of the loop thread (0: normal)', low=0, high=99),

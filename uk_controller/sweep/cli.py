@@ -25,7 +25,7 @@ VALUES: a,b,c (a list) | start:stop:count (count values, stop included) | start:
 
 
 #: above these a sweep needs --yes (or a "y" on a terminal): the parent keeps ~BYTES_PER_RUN per run in
-#: memory (rows, journal, table) and 10^6 runs of a few seconds each take hours (issue 25)
+#: memory (rows, journal, table) and 10^6 runs of a few seconds each take hours
 CONFIRM_RUNS = 10_000
 CONFIRM_PERIODS = 1e8
 BYTES_PER_RUN = 3_000
