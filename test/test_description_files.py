@@ -256,11 +256,11 @@ def test_one_description_key(tmp_path):
 
 
 def test_sdf_errors_name_the_problem(tmp_path):
-    cases = [('<model name="m"><link name="a"/></model>', r"links \['a'\] are not connected to the world"),
+    cases = [('<model name="m"><link name="a"/><link name="b"/></model>', r"links \['a', 'b'\] are each a root"),
              ('<model name="m"><link name="a"><pose relative_to="b">0 0 0 0 0 0</pose></link></model>',
               'relative_to'),
              ('<model name="m"><link name="a"/><joint name="j" type="ball"><parent>world</parent>'
-              '<child>a</child></joint></model>', "type 'ball' not supported")]
+              '<child>a</child></joint></model>', "ball joint in the kinematic tree is not supported")]
     for i, (body, match) in enumerate(cases):
         (tmp_path / f'm{i}.sdf').write_text(f'<sdf version="1.9">{body}</sdf>')
         with pytest.raises(description.DescriptionError, match=match):

@@ -7,8 +7,8 @@ A setup names exactly one of
 - ``robot.mjcf``: a MuJoCo MJCF file. Its tree becomes the model (Pinocchio's
   MJCF parser) and its ``<equality>`` ``connect`` / ``weld`` elements become
   passive ``loop_closure`` constraints, merged with those of the YAML;
-- ``robot.sdf``: an SDF model; joints that close loops become closures
-  (Pinocchio's SDFormat parser when it was built with it, else :func:`read_sdf`).
+- ``robot.sdf``: an SDF model; joints that close loops become closures, a root
+  link without a joint to the world is fixed or free (``robot.base``; :mod:`.sdf`).
 
 Closures read from a file are constraint maps exactly as the YAML would write
 them (``role: passive, type: loop_closure, frames: [a, b], mode: position|weld``),
@@ -33,11 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .description_error import DescriptionError
+
 DESCRIPTION_KEYS = ('urdf', 'mjcf', 'sdf')
 
-
-class DescriptionError(ValueError):
-    """The description file cannot be used (message names the file and the problem)."""
 
 
 def description_key(robot, config_path=None):
@@ -373,186 +372,19 @@ def _mjcf_closures(model, equalities, path):
 
 # ----------------------------------------------------------------------------- SDF
 
-def load_sdf(path):
-    """``(pinocchio.Model, closures)`` of an SDF model.
-
-    With a Pinocchio built with SDFormat, its parser (``buildModelsAndConstraintsFromSdf``); otherwise
-    :func:`read_sdf`, our reader of the common subset (see there).
-    """
-    import pinocchio as pin
-
-    if getattr(pin, 'WITH_SDFORMAT', False):
-        try:
-            model, constraints = pin.buildModelsAndConstraintsFromSdf(str(path))[:2]
-        except Exception as exc:
-            raise DescriptionError(f'Pinocchio cannot read SDF {path}: {exc}') from None
-        closures = {}
-        for i, c in enumerate(constraints):
-            name = getattr(c, 'name', '') or f'sdf_closure_{i}'
-            frames = []
-            for k, (joint, placement) in enumerate(((c.joint1_id, c.joint1_placement),
-                                                    (c.joint2_id, c.joint2_placement))):
-                frame = f'{name}/{k + 1}'
-                model.addFrame(pin.Frame(frame, joint, placement, pin.FrameType.OP_FRAME))
-                frames.append(frame)
-            closures[name] = {'role': 'passive', 'type': 'loop_closure', 'frames': frames, 'mode': 'position'}
-        return model, closures
-    return read_sdf(path)
+def load_sdf(path, base='fixed'):
+    """``(pinocchio.Model, closures, DescriptionExtras)`` of an SDF model: our reader
+    (:func:`uk_controller.files.sdf.read_sdf`, whose docstring lists what it reads and refuses). It is used
+    even where Pinocchio was built with SDFormat: its parser gives a free flyer with a quaternion, and this
+    package's coordinates are one number per joint."""
+    from .sdf import read_sdf as read
+    return read(path, base)
 
 
-def _pose(element, where):
-    """SE3 of an SDF ``<pose>`` (x y z roll pitch yaw, fixed-axis RPY as URDF), identity if absent."""
-    import pinocchio as pin
-
-    text = element.findtext('pose') if element is not None else None
-    if text is None:
-        return pin.SE3.Identity()
-    values = _floats(text, 6, where + ' <pose>')
-    return pin.SE3(pin.rpy.rpyToMatrix(*values[3:]), values[:3])
-
-
-def read_sdf(path):
-    """``(pinocchio.Model, closures)`` of the SDF subset a mechanism needs (SDFormat spec, sdformat.org):
-
-    one ``<model>``; ``<link>`` with ``<pose>`` in the model frame and ``<inertial>`` (``<pose>`` in the
-    link, ``<mass>``, ``<inertia>`` about the centre of mass); ``<joint>`` of type revolute, continuous,
-    prismatic or fixed with ``<parent>``, ``<child>``, ``<pose>`` in the child link, ``<axis><xyz>``
-    in the joint frame (or ``expressed_in="__model__"``) and ``<limit>``. Poses given
-    ``relative_to`` another frame, nested models and other joint types are errors. The link poses
-    describe the zero configuration. Each link hangs on the first joint naming it as child; a later
-    joint naming it again closes a loop: a passive ``loop_closure`` between its frame on the child
-    and the same point of the parent at the zero configuration (``mode: position`` for revolute and
-    continuous joints, ``weld`` for fixed ones), as Pinocchio's SDF parser does. The base is fixed:
-    every link must be connected to ``world``.
-    """
-    import pinocchio as pin
-
-    path = Path(path)
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as exc:
-        raise DescriptionError(f'cannot parse SDF {path}: {exc}') from None
-    models = root.findall('model') if root.tag == 'sdf' else []
-    if len(models) != 1:
-        raise DescriptionError(f'{path}: expected <sdf> with one <model>, found {len(models)}')
-    xml_model = models[0]
-    if xml_model.find('model') is not None:
-        raise DescriptionError(f'{path}: nested models are not supported')
-    for element in xml_model.iter('pose'):
-        if element.get('relative_to') not in (None, '', '__model__'):
-            raise DescriptionError(f'{path}: <pose relative_to="{element.get("relative_to")}"> is not supported; '
-                                   'give link poses in the model frame and joint poses in their child link')
-    links = {}
-    for link in xml_model.findall('link'):
-        name = link.get('name')
-        if not name or name in links:
-            raise DescriptionError(f'{path}: links need unique names ({name!r})')
-        links[name] = link
-    joints = []
-    for joint in xml_model.findall('joint'):
-        where = f'{path}: <joint name="{joint.get("name")}">'
-        kind = joint.get('type')
-        if kind not in ('revolute', 'continuous', 'prismatic', 'fixed'):
-            raise DescriptionError(f'{where}: type {kind!r} not supported (revolute, continuous, prismatic, fixed)')
-        parent, child = joint.findtext('parent', '').strip(), joint.findtext('child', '').strip()
-        for link in (parent, child):
-            if link != 'world' and link not in links:
-                raise DescriptionError(f'{where}: unknown link {link!r}')
-        if child == 'world':
-            raise DescriptionError(f'{where}: the world cannot be a child')
-        joints.append((joint, where, kind, parent, child))
-    world_of = {name: _pose(link, f'{path}: <link name="{name}">') for name, link in links.items()}
-    world_of['world'] = pin.SE3.Identity()
-    model = pin.Model()
-    model.name = xml_model.get('name') or path.stem
-    joint_of = {'world': 0}                 # link -> Pinocchio joint it moves with
-    joint_world = {0: pin.SE3.Identity()}   # Pinocchio joint -> its frame in the world at the zero configuration
-    frame_of = {'world': 0}
-    limits = []                             # (joint id, kind, effort, velocity, lower, upper)
-    tree, loops = [], []
-    placed = {'world'}
-    pending = list(joints)
-    while pending:                          # parents before children, in file order otherwise
-        progress = False
-        for item in list(pending):
-            joint, where, kind, parent, child = item
-            if parent not in placed:
-                continue
-            pending.remove(item)
-            progress = True
-            (loops if child in placed else tree).append(item)
-            placed.add(child)
-        if not progress:
-            break
-    unplaced = sorted(set(links) - placed)
-    if unplaced:
-        raise DescriptionError(f'{path}: links {unplaced} are not connected to the world by joints (the base '
-                               'is fixed: add <joint type="fixed"><parent>world</parent><child>...</child></joint>)')
-    for joint, where, kind, parent, child in tree:
-        name = joint.get('name')
-        jw = world_of[child] * _pose(joint, where)          # joint frame in the world
-        pj = joint_of[parent]
-        if kind == 'fixed':
-            jid = pj
-        else:
-            axis_el = joint.find('axis')
-            xyz = axis_el.find('xyz') if axis_el is not None else None
-            axis = _floats(xyz.text if xyz is not None else '0 0 1', 3, where + ' <axis><xyz>')
-            if np.linalg.norm(axis) == 0.0:
-                raise DescriptionError(f'{where}: zero axis')
-            axis = axis / np.linalg.norm(axis)
-            if xyz is not None and xyz.get('expressed_in') == '__model__':
-                axis = jw.rotation.T @ axis
-            elif xyz is not None and xyz.get('expressed_in') not in (None, '', name):
-                raise DescriptionError(f'{where}: <xyz expressed_in="{xyz.get("expressed_in")}"> is not supported')
-            jm = {'revolute': pin.JointModelRevoluteUnaligned, 'continuous': pin.JointModelRevoluteUnboundedUnaligned,
-                  'prismatic': pin.JointModelPrismaticUnaligned}[kind](axis)
-            jid = model.addJoint(pj, jm, joint_world[pj].actInv(jw), name)
-            model.addJointFrame(jid, frame_of[parent])
-            joint_world[jid] = jw
-            limit = axis_el.find('limit') if axis_el is not None else None
-
-            def lim(key, default, limit=limit):
-                text = limit.findtext(key) if limit is not None else None
-                return float(text) if text is not None else default
-            limits.append((jid, kind, lim('effort', np.inf), lim('velocity', np.inf), lim('lower', -np.inf),
-                           lim('upper', np.inf)))
-        joint_of[child] = jid
-        in_joint = joint_world[jid].actInv(world_of[child])
-        frame_of[child] = model.addBodyFrame(child, jid, in_joint, frame_of[parent])
-        inertial = links[child].find('inertial')
-        if inertial is not None:
-            mass = float(inertial.findtext('mass', '0'))
-            I = inertial.find('inertia')
-            get = (lambda k: float(I.findtext(k, '0'))) if I is not None else (lambda k: 0.0)
-            inertia = np.array([[get('ixx'), get('ixy'), get('ixz')], [get('ixy'), get('iyy'), get('iyz')],
-                                [get('ixz'), get('iyz'), get('izz')]])
-            com = in_joint * _pose(inertial, f'{path}: <link name="{child}"><inertial>')
-            model.appendBodyToJoint(jid, com.act(pin.Inertia(mass, np.zeros(3), inertia)), pin.SE3.Identity())
-    effort, velocity = np.array(model.effortLimit), np.array(model.velocityLimit)
-    lower, upper = np.array(model.lowerPositionLimit), np.array(model.upperPositionLimit)
-    for jid, kind, e, v, lo, hi in limits:
-        iv, iq = model.idx_vs[jid], model.idx_qs[jid]
-        effort[iv], velocity[iv] = e, v
-        if kind != 'continuous':
-            lower[iq], upper[iq] = lo, hi
-    model.effortLimit, model.velocityLimit = effort, velocity
-    model.lowerPositionLimit, model.upperPositionLimit = lower, upper
-    closures = {}
-    for joint, where, kind, parent, child in loops:
-        if kind == 'prismatic':
-            raise DescriptionError(f'{where}: a prismatic joint closing a loop is not supported')
-        name = joint.get('name')
-        jw = world_of[child] * _pose(joint, where)
-        frames = []
-        for k, link in enumerate((parent, child)):
-            jid = joint_of[link]
-            frame = f'{name}/{k + 1}'
-            model.addFrame(pin.Frame(frame, jid, joint_world[jid].actInv(jw), pin.FrameType.OP_FRAME))
-            frames.append(frame)
-        closures[name] = {'role': 'passive', 'type': 'loop_closure', 'frames': frames,
-                          'mode': 'weld' if kind == 'fixed' else 'position'}
-    return model, closures
+def read_sdf(path, base='fixed'):
+    """See :func:`uk_controller.files.sdf.read_sdf`."""
+    from .sdf import read_sdf as read
+    return read(path, base)
 
 
 # ----------------------------------------------------------------------------- merging

@@ -167,6 +167,9 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
         raise robot.error('xacro_args', 'must be a map of xacro argument names to values')
     if xacro_args and (key != 'urdf' or not is_xacro(file)):
         raise robot.error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
+    if robot.data.get('base', 'fixed') != 'fixed' and key != 'sdf':
+        raise robot.error('base', f'free is read for robot.sdf (a root link without a joint to the world); '
+                          f'robot.{key} roots are fixed to the world')
     closures, text, extras = {}, None, DescriptionExtras()
     try:
         if key == 'urdf':          # checked before Pinocchio's parser sees it (a cycle crashes it)
@@ -181,7 +184,7 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
             pin_model, closures, extras = read_mjcf(file)
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
         else:
-            pin_model, closures = load_sdf(file)
+            pin_model, closures, extras = load_sdf(file, robot.data.get('base', 'fixed'))
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
         if key == 'urdf':          # <mimic> rows and <dynamics> (description_extras)
             extras = urdf_extras(written, str(file))

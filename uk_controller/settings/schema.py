@@ -122,6 +122,9 @@ _KEYS = [
     _S('robot.mjcf', 'str', NONE, '', 'MuJoCo MJCF file; its connect/weld equalities become closures, its '
        'joint/tendon equalities couplings'),
     _S('robot.sdf', 'str', NONE, '', 'SDF model file; joints that close loops become closures'),
+    _S('robot.base', 'str', 'fixed', '', 'a root link that no joint connects to the world (robot.sdf): welded '
+       'where the file places it, or free on six coordinates base_x, base_y, base_z, base_yaw, base_pitch, '
+       'base_roll', choices=('fixed', 'free')),
     _S('robot.joints', 'strs', NONE, '', 'generalized coordinates, order of q (default: URDF order)'),
     _S('robot.initial_position', 'floats', NONE, 'rad or m', 'q at t = 0 (default: zeros)'),
     _S('robot.initial_velocity', 'floats', NONE, 'rad/s or m/s', "q' at t = 0 (default: zeros)"),
