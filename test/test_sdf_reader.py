@@ -236,3 +236,28 @@ def test_free_base_is_refused_for_urdf(tmp_path):
                     '      base: free\n')
     with pytest.raises(ConfigError, match=r'robot\.base.*free is read for robot\.sdf'):
         load_robot(str(path))
+
+
+@pytest.mark.slow
+@needs_cassie
+def test_cassie_hung_example_tracks_within_limits_with_its_loops_closed():
+    """config/examples/cassie_hung.yaml on the embedded plant: the ankles on their circles, the feet at their
+    angles, every loop closed to the file's own precision (its start residual), efforts and joints within
+    their limits."""
+    from uk_controller.paths import share_dir
+    from uk_controller.sim.closed_loop import simulate
+    setup = load_robot(str(share_dir() / 'config' / 'examples' / 'cassie_hung.yaml'))
+    model = setup.model
+    model.compute(setup.q0, setup.qd0)
+    start = np.abs(setup.passive.evaluate(model, setup.q0, setup.qd0, 0.0).phi).max()
+    assert start < 1e-7                              # the nearly planar right foot four-bar: 2e-8
+    res = simulate(setup, duration=3.0)
+    s = res.summary()
+    assert not s['failure'], s['verdict']
+    assert s['task_error_max'] < 1e-3, s['verdict']
+    assert np.abs(res.closure_residual).max() < 2.0 * start
+    limits = np.array([a.effort_limit for a in setup.actuators.actuators])
+    assert np.all(np.abs(res.effort) <= limits + 1e-9)
+    lower, upper = model.position_limits
+    assert np.all(res.q >= lower - 1e-9) and np.all(res.q <= upper + 1e-9)
+    assert np.abs(res.qd[-500:]).max() < 1.0         # the last half second: no joint whirls

@@ -1,4 +1,6 @@
-"""Table ``pinocchio``: forward dynamics of the five-bar closures, ours against pinocchio.constraintDynamics (C++).
+"""Table ``pinocchio``: forward dynamics of closed chains, ours against pinocchio.constraintDynamics (C++): the
+five-bars and, with the example-robot-data wheel, Cassie hung by its pelvis (config/examples/cassie_hung.yaml:
+four ball-joint closures, 12 rows of rank 10).
 
 Pinocchio: CONTACT_3D point-on-point per closure (`common.pin_closures`), proximal solver, corrector
 off; ours: one model pass, the closure rows without Baumgarte and the UK solve (uk.ServoSolver), and the
@@ -17,8 +19,14 @@ def run(args):
     from ..robots import load_robot
     count = 1000 if args.quick else 10000
     rows = []
-    for name in ('five_bar', 'five_bar_redundant'):
+    from ..paths import share_dir
+    from ..robots.example_robot_data import robots_dir
+    names = ['five_bar', 'five_bar_redundant']
+    if robots_dir() is not None:
+        names.append(str(share_dir() / 'config' / 'examples' / 'cassie_hung.yaml'))
+    for name in names:
         setup = load_robot(name)
+        rcond = setup.settings.control.rcond
         model = setup.model
         cms = pin_closures(setup)
         if cms is None or not model.native_coordinates:
@@ -33,7 +41,7 @@ def run(args):
         qdd_pin = np.array(pin.constraintDynamics(pmodel, pdata, q, qd, tau, cms, cds, prox))
         # ours: one model pass, the closure rows (no Baumgarte, as Pinocchio's corrector is off), the kernel
         closures = setup.passive
-        solver = uk.ServoSolver(model.n, 0, closures.m, 0)
+        solver = uk.ServoSolver(model.n, 0, closures.m, 0, rcond=rcond)
         gains = np.zeros((2, closures.m))
         noB, noA, none = np.zeros((model.n, 0)), np.zeros((0, model.n)), np.zeros(0)
 
@@ -45,7 +53,7 @@ def run(args):
 
         qdd_ours = ours().copy()
         # the same equations through the fused compiled rows (one Pinocchio pass + one kernel call)
-        fz = closures.create_data(model, gains=gains)
+        fz = closures.create_data(model, gains=gains, rcond=rcond)
         if fz is not None:
             fz.tau[:] = tau
             run = fz.make_runner()
@@ -60,11 +68,11 @@ def run(args):
         t_aba = sample(lambda: pin.aba(pmodel, pdata, q, qd, tau), count)
         best = min(np.median(t_ours), np.median(t_fused)) if fz is not None else np.median(t_ours)
         ratio = best / np.median(t_pin)
-        rows.append((name, f'{closures.m} rows', f'{np.median(t_pin) * 1e6:.1f}', f'{np.median(t_ours) * 1e6:.1f}',
+        rows.append((setup.name, f'{closures.m} rows', f'{np.median(t_pin) * 1e6:.1f}', f'{np.median(t_ours) * 1e6:.1f}',
                      f'{np.median(t_fused) * 1e6:.1f}' if fz is not None else '-', f'{ratio:.2f}',
                      f'{max(rel_diff(qdd_ours, qdd_pin), rel_diff(qdd_fused, qdd_pin) if fz is not None else 0):.1e}',
                      f'{np.median(t_aba) * 1e6:.1f}', verdict(ratio <= 5.0)))
-    table('Forward dynamics of the five-bar closures: ours vs pinocchio.constraintDynamics (C++) [us, medians]',
+    table('Forward dynamics of closed chains: ours vs pinocchio.constraintDynamics (C++) [us, medians]',
           ('robot', 'closures', 'constraintDynamics', 'ours (compute+rows+UK)', 'ours fused', 'ratio (best)',
            'rel diff qdd', 'pin.aba (open tree)', 'within 5x'), rows,
           note='Pinocchio: CONTACT_3D point-on-point per closure (the z row is redundant for the planar chain, '

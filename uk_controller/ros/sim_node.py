@@ -68,7 +68,8 @@ def make_plant(setup, sim):
             raise ConfigError('mujoco needs the MuJoCo Python package (pip install mujoco), or use plant:=uk',
                               key='simulation.plant') from None
         return MujocoPlant.from_setup(setup, mass_scale=sim.mass_scale)
-    return UKPlant(setup, integrator=sim.integrator, substeps=sim.substeps, closure_omega=sim.closure_omega)
+    return UKPlant(setup, integrator=sim.integrator, substeps=sim.substeps, closure_omega=sim.closure_omega,
+                   closure_rcond=sim.closure_rcond)
 
 
 def to_time(t):

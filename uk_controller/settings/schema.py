@@ -256,6 +256,9 @@ _KEYS = [
     _nonneg('simulation.transient', NONE, 's', 'excluded from the error statistics (default: a fifth of the run, '
             'at most 2 s; CLI --transient)', high=3600.0),
     _pos('simulation.closure_omega', 50.0, 'rad/s', "plant's own closure stabilization (critical)", high=1.0e4),
+    _pos('simulation.closure_rcond', 1.0e-10, '', "rank cut of the plant's closures (as control.rcond): a closure "
+         'direction weaker than this, relative to the strongest, is dropped; raise it for nearly dependent '
+         'closures such as a slightly non-planar four-bar', high=0.1),
     _pos('simulation.mujoco_timestep', 2.5e-4, 's', 'MuJoCo plant step', high=0.1),
     _pos('simulation.rate', NONE, 'Hz', 'uk_sim_node: plant publish rate (default: control.rate)', high=20000.0),
     _S('simulation.publish_clock', 'bool', False, '', 'uk_sim_node: publish /clock'),

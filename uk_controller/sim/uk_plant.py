@@ -217,8 +217,8 @@ class UKPlant:
     ``tau`` (B u of the current period), ``evaluations_per_step``.
     """
 
-    def __init__(self, setup, *, integrator='rk4', substeps=4, closure_omega=50.0, rtol=1e-8, atol=1e-10,
-                 backend='auto'):
+    def __init__(self, setup, *, integrator='rk4', substeps=4, closure_omega=50.0, closure_rcond=1e-10, rtol=1e-8,
+                 atol=1e-10, backend='auto'):
         if integrator not in INTEGRATORS:
             raise ValueError(f'simulation.integrator must be one of {INTEGRATORS}, got {integrator!r}')
         if int(substeps) < 1:
@@ -237,6 +237,7 @@ class UKPlant:
         self.rtol, self.atol = rtol, atol
         self.closures = setup.passive
         self.closure_stabilization = Baumgarte.critical(closure_omega)
+        self._closure_rcond = float(closure_rcond)
         self.rhs_evaluations = 0
         n, mp = self.n, self.closures.m
         actuators = setup.actuators
@@ -246,13 +247,13 @@ class UKPlant:
         self.closure_rows = None
         self._gains = None
         if mp:
-            self._solver = uk.ServoSolver(n, 0, mp, 0)
+            self._solver = uk.ServoSolver(n, 0, mp, 0, rcond=closure_rcond)
             self._gains = uk.row_gains(self.closure_stabilization, self.closures.rows.order)
             self._no_B, self._no_As, self._none = np.zeros((n, 0)), np.zeros((0, n)), np.zeros(0)
             if self.actuator_matrix is not None and compiled:
                 # closure rows, Baumgarte and the UK acceleration in one compiled call (same equations as
                 # ConstraintStack.evaluate + ServoSolver; None when a row type has no compiled form)
-                self.closure_rows = self.closures.create_data(self.model, gains=self._gains)
+                self.closure_rows = self.closures.create_data(self.model, gains=self._gains, rcond=closure_rcond)
                 if self.closure_rows is not None:
                     self.tau = self.closure_rows.tau      # B u is written straight into the kernel's input
         if mp == 0 and self.actuator_matrix is not None:
@@ -288,7 +289,8 @@ class UKPlant:
         if self.actuator_matrix is not None:
             return self.closure_rows
         B, between = self.setup.actuators.compiled_form()
-        return self.closures.create_data(self.model, p=len(self._u), B=B, between=between, gains=self._gains)
+        return self.closures.create_data(self.model, p=len(self._u), B=B, between=between, gains=self._gains,
+                                         rcond=self._closure_rcond)
 
     @classmethod
     def from_setup(cls, setup, *, mass_scale=1.0, **options):
@@ -300,6 +302,7 @@ class UKPlant:
         options.setdefault('integrator', sim.integrator)
         options.setdefault('substeps', sim.substeps)
         options.setdefault('closure_omega', sim.closure_omega)
+        options.setdefault('closure_rcond', sim.closure_rcond)
         return cls(setup, **options)
 
     def fit_substeps(self, period):
