@@ -205,6 +205,47 @@ def test_a_ball_joint_is_taken_last_so_it_closes_the_loop(tmp_path):
     assert list(closures) == ['ball'] and model.nv == 2
 
 
+def test_a_joint_reached_from_its_child_carries_its_parent_about_the_negated_axis(tmp_path):
+    """b is the child of a ball joint to the world and the parent of j2: the tree hangs b on a through j2
+    (b turns by R(axis, -q) relative to a, as the file's j2 turns a by R(axis, q) relative to b) and the ball
+    joint closes the loop."""
+    body = (LINK.format(n='a', p='0 0 1 0 0 0') + LINK.format(n='b', p='0.5 0 1 0 0 0')
+            + '<joint name="j1" type="revolute"><parent>world</parent><child>a</child><axis><xyz>0 0 1</xyz>'
+            '</axis></joint><joint name="j2" type="revolute"><pose>0.2 0 0 0 0 0</pose><parent>b</parent>'
+            '<child>a</child><axis><xyz>0 1 0</xyz><limit><lower>-1</lower><upper>2</upper></limit></axis></joint>'
+            '<joint name="hold" type="ball"><parent>world</parent><child>b</child></joint>')
+    model, closures, _ = read_sdf(_write(tmp_path, 'rev', body))
+    assert list(closures) == ['hold'] and [model.names[j] for j in (1, 2)] == ['j1', 'j2']
+    assert list(model.lowerPositionLimit) == [-np.inf, -1.0]
+    data = model.createData()
+    q1, q2 = 0.3, 0.7
+    pin.framesForwardKinematics(model, data, np.array([q1, q2]))
+    a, b = data.oMf[model.getFrameId('a')], data.oMf[model.getFrameId('b')]
+    Rz, Ry = pin.rpy.rpyToMatrix(0, 0, q1), pin.rpy.rpyToMatrix(0, -q2, 0)
+    np.testing.assert_allclose(a.rotation, Rz, atol=1e-14)
+    np.testing.assert_allclose(b.rotation, Rz @ Ry, atol=1e-14)
+    joint_point = a.act(np.array([0.2, 0.0, 0.0]))                 # j2's origin, on a
+    np.testing.assert_allclose(b.act(np.array([-0.3, 0.0, 0.0])), joint_point, atol=1e-14)
+
+
+@needs_cassie
+def test_cassie_variant_with_its_rods_hung_on_ball_joints_loads():
+    """cassie_wo_gearbox_spring.sdf hangs each achilles rod on its hip ball joint; the rod is reached from the
+    heel instead and the ball joints close the loops, as in cassie_v2.sdf."""
+    path = CASSIE.parent / 'cassie_wo_gearbox_spring.sdf'
+    model, closures, _ = read_sdf(path)
+    assert sorted(closures) == sorted(['left-pitch-rod-joint', 'right-pitch-rod-joint', 'left-plantar-foot-joint',
+                                       'right-plantar-foot-joint'])
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, pin.neutral(model))
+    for closure in closures.values():
+        p1, p2 = (data.oMf[model.getFrameId(f)].translation for f in closure['frames'])
+        assert np.linalg.norm(p1 - p2) < 1e-12
+    M = pin.crba(model, model.createData(), pin.neutral(model))
+    np.testing.assert_allclose(np.triu(M) + np.triu(M, 1).T, body_sum_mass_matrix(model, pin.neutral(model)),
+                               atol=1e-12)
+
+
 @pytest.mark.parametrize('body, match', [
     (LINK.format(n='a', p='0 0 0 0 0 0') + '<joint name="g" type="gearbox"><parent>world</parent><child>a</child>'
      '</joint>', r'<joint name="g">: type \'gearbox\' not supported'),

@@ -14,10 +14,13 @@ The pip Pinocchio has no SDFormat parser, so this reader is what every user gets
   (:mod:`uk_controller.model.joint_dynamics`), so Cassie's leaf springs are joint springs here.
 
 The link poses describe the zero configuration. The kinematic tree is grown from the world (and from a
-root link that no joint names as child, see *base*), one joint at a time, in file order, taking 1-DOF
-and fixed joints before ball and universal ones. Each link hangs on the first joint that reaches it; a
-later joint that names an already placed link closes a loop and becomes a passive ``loop_closure``
-between its frame on the child and the same point of the parent at the zero configuration:
+root link that no joint names as child, see *base*), one joint at a time, in file order: 1-DOF and fixed
+joints from a placed parent first, then the same joints from a placed child (the joint then carries its
+parent link, about the negated axis so that q keeps the file's sign: a rod the file hangs on a ball joint
+is reached through its other end), ball and universal joints last. Each link hangs on the first joint
+that reaches it; a later joint whose two links are placed closes a loop and becomes a passive
+``loop_closure`` between its frame on the child and the same point of the parent at the zero
+configuration:
 
 - ``ball``: ``mode: position``, the 3 rows of the two points coinciding (a spherical joint's closure);
 - ``revolute``/``continuous``: ``mode: position`` as well (the point; the hinge axis is not held, as in
@@ -155,16 +158,30 @@ def _check_poses(xml_model, path):
 
 
 def _grow_tree(joints, roots):
-    """Split joints into (tree, loops): tree joints in an order where each parent is placed first."""
+    """(tree, loops, placed, reversed names): tree joints in an order where each parent is placed first.
+
+    Passes, each restarted from the first after any progress: 1-DOF and fixed joints from a placed parent;
+    the same joints from a placed child (the joint then carries its parent link: a rod that the file hangs
+    on a ball joint is reached through its other end); ball and universal joints last. A joint whose two
+    links are placed closes a loop."""
     placed = set(roots)
-    tree, loops, pending = [], [], list(joints)
+    tree, loops, pending, reversed_ = [], [], list(joints), set()
+    passes = (('forward', _TREE_FIRST), ('reverse', _TREE_FIRST), ('forward', JOINT_TYPES))
     while pending:
         progress = False
-        for kinds in (_TREE_FIRST, JOINT_TYPES):     # 1-DOF and fixed joints first, ball/universal last
+        for direction, kinds in passes:
             for item in list(pending):
-                if item[2] not in kinds or item[3] not in placed:
+                joint, where, kind, parent, child = item
+                if kind not in kinds:
                     continue
-                pending.remove(item)
+                if direction == 'reverse':
+                    if child not in placed or parent in placed:
+                        continue
+                    item = (joint, where, kind, child, parent)
+                    reversed_.add(joint.get('name'))
+                elif parent not in placed:
+                    continue
+                pending.remove((joint, where, kind, parent, child))
                 progress = True
                 (loops if item[4] in placed else tree).append(item)
                 placed.add(item[4])
@@ -172,7 +189,7 @@ def _grow_tree(joints, roots):
                 break
         if not progress:
             break
-    return _depth_first(tree, roots), loops, placed
+    return _depth_first(tree, roots), loops, placed, reversed_
 
 
 def _depth_first(tree, roots):
@@ -241,7 +258,7 @@ def read_sdf(path, base='fixed'):
                      'one tree')
     world_of = {name: _pose(link, f'{path}: <link name="{name}">') for name, link in links.items()}
     world_of['world'] = pin.SE3.Identity()
-    tree, loops, placed = _grow_tree(joints, ['world'] + roots)
+    tree, loops, placed, reversed_ = _grow_tree(joints, ['world'] + roots)
     unplaced = sorted(set(links) - placed)
     if unplaced:
         raise _error(f'{path}: links {unplaced} are not connected to the root by joints')
@@ -295,7 +312,9 @@ def read_sdf(path, base='fixed'):
         add_body(link, jid, frame)
     for joint, where, kind, parent, child in tree:
         name = joint.get('name')
-        jw = world_of[child] * _pose(joint, where)          # joint frame in the world
+        # the joint frame in the world: its <pose> is in the file's child link (the parent here when reversed)
+        flip = name in reversed_
+        jw = world_of[parent if flip else child] * _pose(joint, where)
         jid, frame = joint_of[parent], frame_of[parent]
         if kind == 'ball':
             raise _error(f'{where}: a ball joint in the kinematic tree is not supported (this package\'s '
@@ -309,7 +328,9 @@ def read_sdf(path, base='fixed'):
             axes = []
         for coordinate, tag in axes:
             rotation_kind = 'revolute' if kind == 'universal' else kind
-            jid, frame = add_joint(jid, rotation_kind, _axis(joint, tag, name, jw, where), jw, coordinate, frame)
+            axis = _axis(joint, tag, name, jw, where)
+            # reversed: the parent link moves about -axis by the same q (R(a, q)^-1 = R(-a, q))
+            jid, frame = add_joint(jid, rotation_kind, -axis if flip else axis, jw, coordinate, frame)
             limits.append((jid, rotation_kind, *_limits(joint, tag, where)))
             passive = _passive_dynamics(joint, tag, where)
             if passive:
