@@ -104,19 +104,31 @@ def build_term(name, cv, model=None, base_dir=None):
     role = cv.get_str('role', 'passive' if kind in ('loop_closure', 'joint_polynomial') else 'servo', choices=ROLES)
     n = model.n if model is not None else None
 
-    def traj(key='trajectory'):
-        return build_trajectory(cv.section(key))
+    held_at_start = []
+
+    def traj(key='trajectory', dim=None):
+        section = cv.section(key)
+        if dim is not None and section.raw('type', None) == 'hold' and 'value' not in section:
+            held_at_start.append(True)       # `hold` without a value: where the row is at the start
+            return build_trajectory({'type': 'hold', 'value': [0.0] * dim,
+                                     'start_time': section.get_float('start_time', 0.0)})
+        return build_trajectory(section)
+
+    def start_held(term):
+        term.held_at_start = bool(held_at_start)
+        return term
 
     try:
         if kind == 'frame_position':
-            return FramePosition(name, _frame(cv, 'frame', model), cv.get_strs('axes', ['x', 'y', 'z']),
-                                 traj(), role)
+            axes = cv.get_strs('axes', ['x', 'y', 'z'])
+            return start_held(FramePosition(name, _frame(cv, 'frame', model), axes, traj(dim=len(axes)), role))
         if kind == 'frame_orientation':
             mode = cv.get_str('mode', 'planar', choices=('planar', 'so3'))
-            return FrameOrientation(name, _frame(cv, 'frame', model), traj(), mode,
-                                    cv.get_floats('axis', [0.0, 0.0, 1.0], length=3),
-                                    cv.get_floats('reference', None, length=3),
-                                    cv.get_floats('zero_direction', None, length=3), role)
+            return start_held(FrameOrientation(name, _frame(cv, 'frame', model),
+                                               traj(dim=3 if mode == 'so3' else 1), mode,
+                                               cv.get_floats('axis', [0.0, 0.0, 1.0], length=3),
+                                               cv.get_floats('reference', None, length=3),
+                                               cv.get_floats('zero_direction', None, length=3), role))
         if kind == 'joint_linear':
             coeffs = cv.get_floats('coefficients')
             if 'joints' in cv:
@@ -134,9 +146,9 @@ def build_term(name, cv, model=None, base_dir=None):
                                f'got {coeffs.size}; or add a joints list')
             if 'value' in cv and 'trajectory' in cv:
                 raise cv.error('value', 'give value or trajectory, not both')
-            value = traj() if 'trajectory' in cv else build_trajectory(
+            value = traj(dim=1) if 'trajectory' in cv else build_trajectory(
                 {'type': 'hold', 'value': [cv.get_float('value', 0.0)]})
-            return JointLinear(name, coeffs, value, role)
+            return start_held(JointLinear(name, coeffs, value, role))
         if kind == 'joint_polynomial':
             joints = cv.get_strs('joints', length=2, unique=True)
             if model is None:
@@ -176,6 +188,19 @@ def build_term(name, cv, model=None, base_dir=None):
         raise
     except ValueError as exc:
         raise cv.error(None, str(exc)) from None
+
+
+def hold_where_they_start(stack, model, q0, qd0):
+    """Give each row of `stack` built from a ``hold`` trajectory without ``value`` the value it has at the
+    start (q0, q'0): the frame's position, its attitude (so3: the rotation vector; planar: the angle) or
+    ``c . q``. With a zero reference each of these rows' phi is exactly that value (``phi = f(q) - 0``; so3:
+    ``log(I^T R)``), so the value is the row evaluated once with its zero hold."""
+    terms = [term for term in stack.terms if getattr(term, 'held_at_start', False)]
+    if not terms:
+        return
+    model.compute(q0, qd0)
+    for term in terms:
+        term.traj.value[:] = term.evaluate(model, q0, qd0, term.traj.start_time).phi
 
 
 def build_stacks(cv, model, base_dir=None):

@@ -404,7 +404,8 @@ TYPES = {
     'polynomial': TrajectoryType(_polynomial, (TIMES, WAYPOINTS, DIM)),
     'spline': TrajectoryType(_spline, (TIMES, WAYPOINTS, DIM, Key('bc_type', 'str', 'boundary condition', '',
                                                                   (('choices', SPLINE_BC),)))),
-    'hold': TrajectoryType(_hold, (Key('value', 'floats', 'held value'),)),
+    'hold': TrajectoryType(_hold, (Key('value', 'floats', 'held value (frame and joint rows: default where the row '
+                                                 'is at the start)'),)),
 }
 
 

@@ -74,6 +74,8 @@ class RobotModel:
         self.model = pin_model
         self.name = name or pin_model.name
         self.source = source
+        #: names of the free base's coordinates (robot.base: free; unactuated), empty for a fixed base
+        self.free_base = ()
         self._check_joints()
         self.urdf_joint_names = [pin_model.names[j] for j in range(1, pin_model.njoints)]
         n = pin_model.nv
@@ -193,7 +195,7 @@ class RobotModel:
         """A new RobotModel over a copy of this Pinocchio model (frames included) with `dynamics` instead
         (e.g. the controller's model without the friction it does not compensate)."""
         other = type(self)(self.model.copy(), self.joint_names, name=self.name, source=self.source)
-        for key in ('source_kind', 'source_text'):
+        for key in ('source_kind', 'source_text', 'free_base'):
             if hasattr(self, key):
                 setattr(other, key, getattr(self, key))
         other.set_joint_dynamics(dynamics)

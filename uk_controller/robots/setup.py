@@ -14,9 +14,11 @@ import numpy as np
 from ..core.baumgarte import Baumgarte
 from ..files.parameter_file import ConfigError, ConfigView
 from ..constraints import ConstraintStack, build_stacks
+from ..constraints.stack import hold_where_they_start
 from ..model.robot_model import ModelError, RobotModel
 from ..files.description import (
     DescriptionError, check_urdf_text, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text)
+from ..files.sdf import FREE_BASE_JOINTS
 from ..files.description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
 from ..model.joint_dynamics import JointDynamics
 from ..paths import missing_file_message, resolve_data_file
@@ -24,6 +26,8 @@ from ..model import validity as model_validity
 from ..settings.resolve import Settings, resolve
 from ..settings.sections import FrozenDict, freeze, thaw
 from .actuators import Actuator, ActuatorMap
+
+FREE_BASE_JOINT_NAMES = tuple(name for name, _, _ in FREE_BASE_JOINTS)
 
 @dataclass
 class RobotSetup:
@@ -77,10 +81,11 @@ def _actuators(section, model, extras=None, file=None):
     def error(name, key, message):
         return ConfigError(message, file=file, key=f'actuators.{name}' + (f'.{key}' if key else ''))
     if not section.names and not section.items:
-        # no actuators section: every joint carries a motor (URDF effort limits)
+        # no actuators section: every joint carries a motor (URDF effort limits), the free base's coordinates
+        # excepted (nothing pushes a free base but its contacts)
         limits = model.effort_limits
-        return ActuatorMap([Actuator(j, joint=i, effort_limit=limits[i]) for i, j in enumerate(model.joint_names)],
-                           model.n)
+        return ActuatorMap([Actuator(j, joint=i, effort_limit=limits[i]) for i, j in enumerate(model.joint_names)
+                            if j not in model.free_base], model.n)
     urdf_limits = model.effort_limits
     if not section.names:
         raise ConfigError('list the actuators (order of the effort vector u)', file=file, key='actuators.names')
@@ -113,6 +118,9 @@ def _actuators(section, model, extras=None, file=None):
             joint = a.joint
             if joint not in model.joint_names:
                 raise error(name, 'joint', f'unknown joint {joint!r}; joints: {model.joint_names}')
+            if joint in model.free_base:
+                raise error(name, 'joint', f'{joint!r} is a coordinate of the free base (robot.base: free): no '
+                            'motor drives it; for a robot held in place use robot.base: fixed')
             index = model.joint_index(joint)
             acts.append(Actuator(name, joint=index, effort_limit=urdf_limits[index] if limit is None else limit))
         else:
@@ -197,6 +205,8 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
         raise robot.error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
     model.source = file
     model.source_kind = 'xacro' if text is not None else key
+    model.free_base = tuple(name for name in FREE_BASE_JOINT_NAMES if name in model.joint_names) if (
+        key == 'sdf' and robot.data.get('base', 'fixed') == 'free') else ()
     model.source_text = text
     if mass_scale == 1.0:   # the description as written; a plant's scaled copy (model mismatch) is not re-judged
         model_validity.check_loaded(model, robot, key)     # masses, inertias, a movable joint
@@ -249,6 +259,8 @@ def setup_from_settings(s, *, mass_scale=1.0):
     actuators = _actuators(s.actuators, model, extras, path)
     base_dir = Path(path).parent if path else None
     passive, servo = build_stacks(ConfigView(constraints, path, 'constraints'), model, base_dir)
+    for stack in (passive, servo):          # `hold` rows without a value: where they start
+        hold_where_they_start(stack, model, q0, qd0)
     stabilization = stabilization_gains(s.stabilization, path)
     frozen = FrozenDict((k, v) for k, v in freeze(constraints or {}).items() if k != 'names')
     return RobotSetup(name=rob.name, settings=s, config_path=Path(path) if path else None, model=model,
