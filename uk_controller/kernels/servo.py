@@ -475,8 +475,11 @@ def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, 
     for i in range(mp):
         for j in range(mp):
             W[i, j] = G[i, j]
-    jacobi_columns(W, V, sweeps)
-    wmax = column_norms(W, w)           # G is PSD: its singular values are its eigenvalues
+    # G is symmetric, so W holds G^T too: rotating its (contiguous) rows is the one-sided Jacobi of its
+    # columns, operation for operation (the same bits), with V returned transposed
+    VT = V
+    jacobi_rows(W, VT, sweeps)
+    wmax = row_norms(W, w)              # G is PSD: its singular values are its eigenvalues
     # residual of the passive rows with Q alone, and of each column of M^{-1} B
     row_residuals(Ap, a0, bp, phip, phidp, gains, 0, np.inf, rp)
     rank_p = 0
@@ -490,9 +493,9 @@ def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, 
                 rank_p += 1
                 inv = 1.0 / w[kk]
                 for i in range(mp):
-                    vi = V[i, kk] * inv
+                    vi = VT[kk, i] * inv
                     for j in range(mp):
-                        Gp[i, j] += vi * V[j, kk]
+                        Gp[i, j] += vi * VT[kk, j]
         # y = G^+ rp  ; Y = G^+ APB
         for i in range(mp):
             acc = 0.0
