@@ -5,14 +5,16 @@ Without ROS: :class:`LoopTiming` against percentiles computed here from the defi
 the settings' error messages.
 
 Over DDS (FastDDS, loopback, the node in its own process, thread mode): a probe feeds /joint_states
-and counts what arrives. Nothing depends on scheduling: a deliberately slowed step (test hook
-UK_CONTROLLER_TEST_SLOW_STEPS: a sleep of 2.5 periods) misses at least 2 deadlines however busy the
+and counts what arrives. Nothing depends on scheduling: a deliberately slowed step (the node run by
+test/slowed_controller_node.py: a sleep of 2.5 periods) misses at least 2 deadlines however busy the
 machine is, and the telemetry is compared with the probe's own counts with tolerances that a loaded
 machine keeps (counts over seconds, not instants).
 """
 import math
+import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -185,9 +187,14 @@ def dds(tmp_path, robots):
     diags = probe.record(DiagnosticArray, '/diagnostics', convert=_diag)
     started = []
 
-    def start(params, rate, env=None):
+    def start(params, rate, slowed_steps=None):
         feeder = Feeder(probe, load_robot(robots(params['config'])), rate)
-        node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path), env=env)
+        if slowed_steps is None:
+            node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path))
+        else:
+            path = os.pathsep.join([str(Path(__file__).parent), os.environ.get('PYTHONPATH', '')])
+            node = NodeProcess('slowed_controller_node', params, DOMAIN_ID, str(tmp_path),
+                               env={'SLOWED_STEPS': slowed_steps, 'PYTHONPATH': path})
         started.append((feeder, node))
         assert probe.wait_for(lambda: len(efforts) > 20, 60.0), node.output()
         return node
@@ -208,7 +215,7 @@ def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
               'ros': {'diagnostics_period': 0.2, 'loop': {'mode': 'thread'},
                       'overrun': {'warn_after': 2, 'safe_after': 4, 'recover_after': 5}}}
     # steps first..first+5 sleep 2.5 periods: each misses >= 2 deadlines, two in a row reach safe_after
-    node = start(params, rate, env={'UK_CONTROLLER_TEST_SLOW_STEPS': f'{first},{count},{2.5 / rate}'})
+    node = start(params, rate, slowed_steps=f'{first},{count},{2.5 / rate}')
 
     def final():
         d = [x for _, x in probe.snapshot('/diagnostics')]

@@ -36,13 +36,13 @@ import collections
 import functools
 import gc
 import math
-import os
 import sys
 import threading
 import time
 
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from . import rclpy_access
 from .cdr import CdrError, JointStateDecoder
 from .loop_timing import (LOOP_THREAD_NAME, TIMING_FIELDS, DeadlineSleeper, LoopTiming, OverrunPolicy,
                           loop_settings, name_thread, realtime_setup)
@@ -50,18 +50,9 @@ from .loop_timing import (LOOP_THREAD_NAME, TIMING_FIELDS, DeadlineSleeper, Loop
 #: Python's GIL switch interval in thread mode: a loop thread that wakes while the executor thread runs
 #: Python waits at most this long for the GIL (CPython's default is 5 ms, five periods at 1 kHz).
 SWITCH_INTERVAL = 100e-6
-#: test hook: "first,count,seconds": control steps first..first+count-1 take `seconds` longer (sleep)
-SLOW_STEPS_ENV = 'UK_CONTROLLER_TEST_SLOW_STEPS'
-#: where the loop thread gets the joint states (measurement knob, uk_controller/benchmarks/ros_rate.py): 'take' (default)
-#: takes them itself from a subscription that no executor waits on; 'queue' lets the executor's
-#: subscription callback append them to a deque. 'take' won: no executor wake-up and Python callback per
-#: message (the cost a control period pays), lower latency (docs/ros.md, "Loop timing").
 #: how often the executor thread asks whether the plotting topics have subscribers and publishes a window
 #: the loop handed off (ControlLoop.telemetry) [ns]
 PLOT_CHECK_NS = 50_000_000
-#: measurement knob: cProfile the loop thread into this file (uk_controller/benchmarks/ros_rate.py --profile)
-PROFILE_ENV = 'UK_CONTROLLER_PROFILE_LOOP'
-STATE_PATH = os.environ.get('UK_CONTROLLER_STATE_PATH', 'take')
 #: longest single wait of the phase-locked loop [ns] (it then re-checks stop() and waits on)
 WAIT_SLICE_NS = 50_000_000
 #: periods after which the loop thread freezes the garbage collector's view of start-up objects
@@ -79,22 +70,6 @@ def declare_loop_parameters(node, loop, overrun):
                 node.declare_parameter(name, value)
 
 
-def _slowed(step, spec):
-    first, count, seconds = spec.split(',')
-    first, count, seconds = int(first), int(count), float(seconds)
-    calls = [0]
-
-    @functools.wraps(step)
-    def slow_step(q, qd, t):
-        k = calls[0]
-        calls[0] = k + 1
-        result = step(q, qd, t)
-        if first <= k < first + count:
-            time.sleep(seconds)
-        return result
-    return slow_step
-
-
 class ControlLoop:
     """Runs the node's period (see the module docstring); `node` is a ControllerNode."""
 
@@ -109,11 +84,8 @@ class ControlLoop:
         self.why_timer = ''
         if mode == 'thread' and sim_time:
             mode, self.why_timer = 'timer', 'use_sim_time (steps follow /clock)'
-        take_state = False
-        if mode == 'thread' and STATE_PATH == 'take':
-            from rclpy.subscription import Subscription
-            # rclpy's handle API the executors use; fall back to the executor's callback without it
-            take_state = hasattr(getattr(Subscription, 'handle', None), 'fget')
+        # the loop thread takes the states itself (rclpy_access); the executor's callback without it
+        take_state = mode == 'thread' and rclpy_access.can_take_and_wait()
         if mode == 'thread' and node.ros['trigger'] == 'state' and not take_state:
             mode, self.why_timer = 'timer', 'ros.trigger: state without a subscription the loop can wait on'
         self.mode = mode
@@ -141,10 +113,6 @@ class ControlLoop:
         self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
                                                           stride=len(TIMING_FIELDS))]
         self.telemetry_timer = node.create_timer(PLOT_CHECK_NS * 1e-9, self.telemetry) if self.threaded else None
-        spec = os.environ.get(SLOW_STEPS_ENV)
-        if spec:
-            node.core.step_view = _slowed(node.core.step_view, spec)
-            self.log.warn(f'{SLOW_STEPS_ENV}={spec}: control steps deliberately slowed (tests only)')
 
     # ------------------------------------------------------------------ wiring into the node
 
@@ -305,39 +273,28 @@ class ControlLoop:
         return helper, sub
 
     def _run(self):
-        path = os.environ.get(PROFILE_ENV)
-        if not path:
-            try:
-                return self._loop()
-            except Exception:  # noqa: BLE001 - a shutdown racing the loop's set-up is not a failure
-                if self._stop.is_set() or not self.node.context.ok():
-                    return None
-                raise
-        import cProfile
-        profile = cProfile.Profile()
         try:
-            profile.runcall(self._loop)
-        finally:
-            profile.dump_stats(path)
+            return self._loop()
+        except Exception:  # noqa: BLE001 - a shutdown racing the loop's set-up is not a failure
+            if self._stop.is_set() or not self.node.context.ok():
+                return None
+            raise
 
     def _loop(self):
         node = self.node
-        take = handle = None
+        take = None
         raw = self.raw_state
         if self.take_state:
-            sub = self._take_sub
-            handle, msg_type = sub.handle, sub.msg_type
-            take = handle.take_message
+            take = rclpy_access.taker(self._take_sub, raw)
         name_thread(LOOP_THREAD_NAME)
         try:
             notes = realtime_setup(self.loop['priority'], self.loop['cpus'], self.loop['mlockall'])
         except Exception as exc:   # noqa: BLE001 - never let the set-up stop the loop
             notes = [f'real-time set-up failed: {exc}']
         phase = self.phase_locked
-        waitset = None
+        wait_for_state = None
         if phase:
-            from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-            waitset = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, node.context.handle)   # one subscription
+            wait_for_state = rclpy_access.subscription_waiter(node.context, self._take_sub)
             notes.append(f'phase-locked to the joint states (fall-back {self.loop["fallback_periods"]:g} periods '
                          f'after the last step)')
         notes.append(f'transport {"raw CDR" if raw else "messages"}')
@@ -361,11 +318,9 @@ class ControlLoop:
                 if phase:
                     wait = deadline - clock()
                     if wait > 0:
-                        waitset.clear_entities()
-                        waitset.add_subscription(handle)
                         # releases the GIL; returns on a message or the deadline (at most WAIT_SLICE_NS,
                         # so that stop() is seen soon even with a far fall-back)
-                        waitset.wait(min(wait, WAIT_SLICE_NS))     # nothing taken before the deadline: wait on
+                        wait_for_state(min(wait, WAIT_SLICE_NS))   # nothing taken before the deadline: wait on
                 else:
                     sleeper.sleep_until(deadline)
                 start = clock()
@@ -374,7 +329,7 @@ class ControlLoop:
                 with lock:
                     if take is not None:
                         while True:
-                            got = take(msg_type, raw)
+                            got = take()
                             if got is None:
                                 break
                             data, info = got

@@ -30,6 +30,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from ..control.controller import ControllerCore
 from ..control.rearm import ReArm
 from . import params as P
+from . import rclpy_access
 from .cdr import Float64ArrayEncoder
 from .control_loop import ControlLoop
 from ..control.status import Status
@@ -154,7 +155,7 @@ class ControllerNode(Node):
         self.raw_effort = None     # ros.transport: raw with float64_multi_array: a reused CDR buffer
         if self.ros['transport'] == 'raw' and kind == 'float64_multi_array':
             self.raw_effort = Float64ArrayEncoder(self.core.p)
-            self._effort_handle = self.effort_pub.handle
+            self._publish_raw_effort = rclpy_access.raw_publisher(self.effort_pub)
         self.loop = ControlLoop(self)     # own thread (ros.loop.mode: thread) or the timer below
         if self.loop.state_callback() is not None:      # None: the loop thread takes the states itself
             self.create_subscription(JointState, self.ros['joint_states_topic'], self.loop.state_callback(),
@@ -284,14 +285,10 @@ class ControllerNode(Node):
             kind = kind or 'nonfinite'
             fault = fault or 'non-finite effort replaced by zero'
         if self.raw_effort is not None:
-            # ros.transport: raw -- the efforts written into a reused CDR buffer and published as bytes.
-            # rclpy's Publisher.publish takes only `bytes` for a raw publish (isinstance check, rclpy 9.1
-            # publisher.py), which would copy the buffer each period; the handle's publish_raw (what it
-            # calls) takes the bytearray itself (pybind11's string caster accepts bytearray)
+            # ros.transport: raw -- the efforts written into a reused CDR buffer and published as bytes
+            # without a copy (rclpy_access.raw_publisher)
             np.take(effort, self.perm, out=self.raw_effort.values)
-            handle = self._effort_handle
-            with handle:
-                handle.publish_raw(self.raw_effort.buffer)
+            self._publish_raw_effort(self.raw_effort.buffer)
         elif self.ros['output_type'] == 'float64_multi_array':
             np.take(effort, self.perm, out=self.command_out.view)
             self.effort_pub.publish(self.command_out.ready())
