@@ -1,4 +1,4 @@
-"""The cycle budget (issue 22 point 4): sizes against the frames the protocols really send, the
+"""The cycle budget: sizes against the frames the protocols really send, the
 budget against the formula computed here by hand from baud, sizes, return delays and the latency
 timer, the latency timer read from a fake sysfs, CAN frame bits against the closed form of Davis et
 al. 2007, and the prediction against the loop period measured on the emulator (never shorter than the

@@ -1,4 +1,4 @@
-"""Issue 11: bad CLI input gives exit code 2 and a message naming the argument/key and the accepted
+"""Bad CLI input gives exit code 2 and a message naming the argument/key and the accepted
 range, never a traceback, and nothing is written; Ctrl-C keeps what ran; summaries say when the task
 was not tracked and why. Every case here failed (traceback, silent default, or a result that looked
 fine) before the settings schema."""

@@ -1,4 +1,4 @@
-"""Every row type and trajectory type the settings schema offers has a compiled twin (issue 19).
+"""Every row type and trajectory type the settings schema offers has a compiled twin.
 
 - the SO(3) helpers of the compiled orientation rows (kernels/so3.py) equal Pinocchio's exp3 / log3, also
   near 0 and near pi;

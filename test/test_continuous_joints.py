@@ -1,4 +1,4 @@
-"""URDF 'continuous' joints (issue 15): one unwrapped angle per joint in our q, (cos, sin) only inside
+"""URDF 'continuous' joints: one unwrapped angle per joint in our q, (cos, sin) only inside
 Pinocchio. The same arm written with 'revolute' joints (limits far out of reach) is the independent
 reference: model terms, frames and whole closed-loop runs over several turns must agree to round-off."""
 from pathlib import Path

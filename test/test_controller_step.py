@@ -1,4 +1,4 @@
-"""ControllerCore.step's Python around the backend call (issue 19, point 3): what its shortcuts must keep.
+"""ControllerCore.step's Python around the backend call: what its shortcuts must keep.
 
 The compiled step calls the packed kernel's compiled entry point, which trusts the types it was compiled for,
 and fills the StepResult slot by slot instead of through its ``__init__``. Checked here against independent

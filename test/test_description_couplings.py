@@ -1,4 +1,4 @@
-"""Robot descriptions kept whole (issue 20): couplings become exact passive rows, passive joint dynamics reach
+"""Robot descriptions kept whole: couplings become exact passive rows, passive joint dynamics reach
 the model and both plants, tendon actuators, MuJoCo load errors for people.
 
 References are independent of the code under test: MuJoCo's own compiled model (its reading of the MJCF's

@@ -1,4 +1,4 @@
-"""Robot descriptions a user already has (issue 15): MJCF with its loop closures, xacro, and paths
+"""Robot descriptions a user already has: MJCF with its loop closures, xacro, and paths
 relative to the setup file. References are independent: the shipped URDF + YAML setups, Pinocchio's
 own MJCF constraint parser, the xacro package's expansion compared with the hand-written URDF."""
 import shutil

@@ -5,7 +5,7 @@ right after it; a user presses twice when a start-up seems slow. Each command is
 way its console script starts it (``uk_controller.entry_points``, what setup.py installs), sent
 two SIGINTs 0, 20 and 250 ms apart at several points of its start-up (interpreter and imports,
 building the controller, running), and must exit with its documented status (nodes 0; the CLI
-130 when interrupted, 0 if it had finished) and print no traceback. Before issue 21 two SIGINTs
+130 when interrupted, 0 if it had finished) and print no traceback. Without the guard two SIGINTs
 20 ms apart during start-up ended ``uk_controller_node`` with ``KeyboardInterrupt`` and -2.
 """
 import importlib
@@ -110,7 +110,7 @@ def test_an_interrupt_inside_a_finalizer_is_recorded_and_prints_no_traceback():
     """A SIGINT that lands in a ``__del__`` or weakref callback (matplotlib's figure teardown while
     ``uk-controller simulate`` plots) raises a KeyboardInterrupt Python cannot propagate: without the
     guard's unraisable hook it prints "Exception ignored ... KeyboardInterrupt" with a traceback and
-    the command runs on as if nothing had happened (the CI failure of 2026-11-25)."""
+    the command runs on as if nothing had happened (a failure seen in CI)."""
     run = subprocess.run([sys.executable, '-c', DEL_INTERRUPT], capture_output=True, text=True, timeout=60,
                          cwd=ROOT, preexec_fn=sigint_default)
     assert run.returncode == 0, run.stderr
@@ -157,7 +157,7 @@ print('ran on', flush=True)
 def test_the_sigint_race_of_two_interrupts_0_ms_apart_prints_nothing():
     """Two SIGINTs 0 ms apart: the second can arrive while the first one's handler sets SIGINT to ignored,
     and CPython then writes "OSError: Signal 2 ignored due to race condition" as an unraisable error with a
-    traceback (signalmodule.c, bpo-43406; CI of 2026-11-27, uk_sim_node). The guard's hook keeps quiet about
+    traceback (signalmodule.c, bpo-43406; seen in CI on uk_sim_node). The guard's hook keeps quiet about
     exactly that message and passes any other unraisable error on (the test can fail both ways)."""
     run = subprocess.run([sys.executable, '-c', RACE_UNRAISABLE], capture_output=True, text=True, timeout=60,
                          cwd=ROOT, preexec_fn=sigint_default)
@@ -184,7 +184,7 @@ sys.exit(entry_points.start('fake_node', int(sys.argv[1])))
 @pytest.mark.parametrize('interrupted', [0, 130])
 def test_an_interrupt_an_extension_turned_into_an_import_error_ends_like_ctrl_c(interrupted):
     """pybind11 reports a KeyboardInterrupt inside a module's initialization as "ImportError: initialization
-    failed" (CI, 2026-11-28: uk_sim_node importing scipy.optimize's HiGHS wrapper at the first Ctrl-C
+    failed" (seen in CI: uk_sim_node importing scipy.optimize's HiGHS wrapper at the first Ctrl-C
     exited 1 with a traceback). After the first Ctrl-C, that error is the interrupt: the node's 0, the
     CLI's 130 with "interrupted", no traceback."""
     run = subprocess.run([sys.executable, '-c', EXTENSION_INIT_INTERRUPT, str(interrupted)], capture_output=True,

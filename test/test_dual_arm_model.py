@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 URDF = ROOT / "urdf" / "dual_arm.urdf"
 CONFIG = ROOT / "config" / "dual_arm.yaml"
 
-# seed 004 sec. VI: m_i = I_i = l_i = 1, g = 9.8; base distance L = 3 (issue 3 / Fig. 3)
+# seed 004 sec. VI: m_i = I_i = l_i = 1, g = 9.8; base distance L = 3
 M_LINK = np.ones(5)
 I_LINK = np.ones(5)
 L_LINK = np.ones(5)

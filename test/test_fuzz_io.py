@@ -1,4 +1,4 @@
-"""Fuzzing harness of issue 25 (the input/output half): mutated setup files, user callables that raise
+"""Fuzzing harness, the input/output half: mutated setup files, user callables that raise
 or return garbage, and failing file systems thrown at the commands, with the properties of
 docs/guarantees.md checked on every answer:
 

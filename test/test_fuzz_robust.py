@@ -1,4 +1,4 @@
-"""Fuzzing harness (issue 25 point 4): mutated robot descriptions and malformed joint states.
+"""Fuzzing harness: mutated robot descriptions and malformed joint states.
 
 Properties:
 

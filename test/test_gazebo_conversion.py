@@ -104,8 +104,8 @@ def test_libsdformat_converts_the_launch_description_whole(robot, tmp_path):
 
 
 def test_the_converter_fails_the_massless_base_link_that_spawned_empty_models(tmp_path):
-    """The URDF as it was before: base_link without <inertial>. libsdformat keeps no link of it
-    (issue 21: "A model must have at least one link"), and the test above would fail on it."""
+    """A base_link without <inertial>: libsdformat keeps no link of it ("A model must have at least one
+    link"), and the test above would fail on it."""
     path, urdf = launch_description('scara', tmp_path)
     base = next(link for link in urdf.findall('link') if link.get('name') == 'base_link')
     base.remove(base.find('inertial'))

@@ -1,4 +1,4 @@
-"""Issue 25, the input/output half: one test per defect, each failing on the code before it.
+"""One test per defect, each failing on the code before it.
 
 1  --mcap onto the robot file overwrote it          test_output_onto_an_input_is_refused
 4  a failed run exited 0 saying "task tracked"       test_failed_run_exits_2_and_never_says_tracked

@@ -1,4 +1,4 @@
-"""Physical validity of a description at load (issue 25, defects 2 and 7, point 2).
+"""Physical validity of a description at load.
 
 The verdict of :func:`uk_controller.model.validity.inertia_problem` is compared with an independent
 criterion: a rigid body is physical exactly when its mass is positive and the second moment of its

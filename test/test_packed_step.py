@@ -1,4 +1,4 @@
-"""The packed control step (uk_controller.kernels.packed, issue 13) against CompiledRows.run (Pinocchio's pass).
+"""The packed control step (uk_controller.kernels.packed) against CompiledRows.run (Pinocchio's pass).
 
 Same program, same workspace layout: only the dynamics source differs (kernels.dynamics.tree_terms vs
 pinocchio.computeAllTerms), so every output agrees to round-off; M and h are checked against Pinocchio's.

@@ -140,7 +140,7 @@ def check_plot_paths(robot, probe):
     for curve in curves:
         topic, index = re.fullmatch(r'/uk_controller_node/(\w+)/data\[(\d+)\]', curve).groups()
         if topic == 'loop_timing' and topic not in sizes:
-            continue           # ~/loop_timing arrives with issue 13's node
+            continue           # ~/loop_timing is not in the sizes table: the loop's telemetry
         assert int(index) < sizes[topic], (robot, curve, sizes)
     if robot in ('scara', 'five_bar'):          # the robots docs/ros.md describes
         for topic, index in docs_field_paths():

@@ -1,7 +1,7 @@
 """Real descriptions nobody on this project wrote (the example-robot-data wheel, unedited): redundant arms
 with a position task, run as a user would (the YAML of config/examples/ + the description).
 
-Before the posture term (issue 19) the Panda circle saturated in ~30 % of the steps with the task lost for
+Before the posture term the Panda circle saturated in ~30 % of the steps with the task lost for
 seconds and the SO-101 diverged (plant state not finite) within a second: the free directions fell under
 gravity. Each run is compared with the same setup with ``posture.enabled: false``.
 """

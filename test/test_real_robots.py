@@ -1,4 +1,4 @@
-"""Robots nobody on this project described: the example-robot-data wheel's URDFs, unedited (issue 19).
+"""Robots nobody on this project described: the example-robot-data wheel's URDFs, unedited.
 
 The UR5 with a pose task as a user writes it (uk_controller.robots.example_robot_data.ur5_pose_yaml: tool on
 a 10 cm circle, attitude held by ``frame_orientation`` ``mode: so3``) runs on the compiled backend, tracks

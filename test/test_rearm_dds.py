@@ -2,8 +2,8 @@
 uk_sim_node; ~/stop, a period of safe effort ('hold': the last effort, as a vertical axis needs to
 not fall), during which the arm drifts, then ~/start.
 
-Before issue 11 ~/start restarted the trajectory clock at t = 0 (or, on stale state, kept it running),
-so the first efforts after re-arming corrected the whole jump at full gain. Now the trajectory clock is
+Without the re-arming rule ~/start would restart the trajectory clock at t = 0 (or, on stale state, keep it running),
+so the first efforts after re-arming would correct the whole jump at full gain. The trajectory clock is
 held during the outage and the gains ramp in over control.soft_start. Requirement: the peak effort in
 the first second after re-arming is no larger than the steady-state peak of the same run. The outage
 length depends on when the service calls land, which the requirement does not: any outage must pass.

@@ -3,7 +3,7 @@
 ControllerCore -> SafeBus -> uk_binary over a pseudo-terminal -> emulated drivers with the embedded
 UKPlant (lockstep). Host, device and the loop share a stepped clock, so the outage lasts exactly
 the same control time however busy the machine is. Mid-run the port is unplugged for 0.5 s (the
-robot stands still, torque off), then comes back; the loop re-arms. Requirement (issue 11): the
+robot stands still, torque off), then comes back; the loop re-arms. Requirement: the
 peak effort in the first second after re-arming is no larger than the steady-state peak of the
 same run before the outage. Before the fix the trajectory clock ran on during the outage and the
 first command after re-arming was the full-gain correction of the error it had made.

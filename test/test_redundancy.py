@@ -247,7 +247,7 @@ def test_posture_on_every_backend_agrees():
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 def test_compiled_posture_error_is_the_subtracted_norm():
-    """The compiled step reads |q - q_ref| from its posture rows' phi (issue 19) instead of subtracting
+    """The compiled step reads |q - q_ref| from its posture rows' phi instead of subtracting
     again: the figure must be bit for bit ``sqrt((q - q_ref) . (q - q_ref))`` computed here, and the null-space
     dimensions those of the reference backend, on random states (limit rows active in some)."""
     params, path, setup, tool = _planar_hold_params({'omega': 5.0})

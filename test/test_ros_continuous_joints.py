@@ -1,6 +1,6 @@
 """A robot with URDF 'continuous' joints through the ROS nodes over real DDS (loopback): joint_states
 carry one unwrapped angle per joint (radians) both ways, and the lockstep loop reproduces the in-process
-simulation, with the crank past two full turns (issue 15)."""
+simulation, with the crank past two full turns."""
 import os
 
 import numpy as np

@@ -160,7 +160,7 @@ def test_wrong_joint_names_are_counted_and_never_used(loop):
 
 
 def test_duplicate_joint_names_are_rejected_counted_and_never_used(loop):
-    """Issue 25 defect 5: a message naming joint1 twice was merged (the last value won) and controlled."""
+    """A message naming joint1 twice was merged (the last value won) and controlled."""
     _fault_and_recover(loop, 'duplicate', 'named more than once', counter='rejected_duplicate_names')
 
 
@@ -234,7 +234,7 @@ def test_live_parameters_accepted_others_rejected_with_reason(loop):
 
 
 def test_live_parameter_of_the_wrong_type_is_refused_naming_key_and_type(loop):
-    """Issue 25 defect 12: rclpy refused it first with "Wrong parameter type, expected '3' got '4'"."""
+    """rclpy refused it first with "Wrong parameter type, expected '3' got '4'"."""
     set_ = _parameter_setter(loop[0])
     r = set_('stabilization.omega', 'fast')
     assert not r.successful and 'stabilization.omega' in r.reason and 'numbers' in r.reason \
@@ -253,7 +253,7 @@ def _assert_exit_2_naming(proc, *words):
 
 
 def test_robot_without_movable_joints_or_with_negative_mass_exits_2(tmp_path):
-    """Issue 25 defects 2 and 7: with a fixed-only URDF the controller node waited forever; a negative mass
+    """With a fixed-only URDF the controller node waited forever; a negative mass
     crashed uk_sim_node with a traceback."""
     import mutated_robots as M
     fixed = M.fixed_only(tmp_path)
@@ -265,7 +265,7 @@ def test_robot_without_movable_joints_or_with_negative_mass_exits_2(tmp_path):
 
 
 def test_unreadable_setup_file_exits_2_naming_it(tmp_path):
-    """Issue 25 defect 10: a symlink loop gave three chained tracebacks ending in AttributeError in
+    """A symlink loop gave three chained tracebacks ending in AttributeError in
     destroy_node; a folder or a file that is not UTF-8 must name the file too."""
     loop_a, loop_b = tmp_path / 'a.yaml', tmp_path / 'b.yaml'
     loop_a.symlink_to(loop_b)
@@ -287,7 +287,7 @@ def test_invalid_parameter_fails_at_start_naming_the_key(tmp_path):
 
 
 def test_publisher_clock_ahead_is_clock_skew_error_then_recover(loop):
-    """Issue 11 case 1: stamps 5 s ahead are clock skew (ERROR naming it), not a frozen 'OK controlling'."""
+    """Stamps 5 s ahead are clock skew (ERROR naming it), not a frozen 'OK controlling'."""
     _fault_and_recover(loop, 'future', 'clock skew', 'rejected_clock_skew')
 
 
@@ -305,7 +305,7 @@ def test_one_glitched_future_stamp_does_not_freeze_control(loop):
 
 
 def test_live_parameters_get_the_start_up_checks(loop):
-    """Issue 11 case 3: negative, NaN, Inf and huge gains are rejected with the accepted range."""
+    """Negative, NaN, Inf and huge gains are rejected with the accepted range."""
     set_ = _parameter_setter(loop[0])
     for bad in (-15.0, math.nan, math.inf, 1e9):
         r = set_('stabilization.omega', bad)
@@ -318,7 +318,7 @@ def test_live_parameters_get_the_start_up_checks(loop):
 
 
 def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
-    """Issue 11 case 4: -p control.rte:=5.0 is an error, not silently ignored."""
+    """-p control.rte:=5.0 is an error, not silently ignored."""
     proc = _start('uk_controller.ros.controller_node', '-p', 'config:=scara', '-p', 'control.rte:=5.0')
     assert proc.returncode == 2, proc.stderr
     assert 'control.rte' in proc.stderr and "did you mean 'rate'" in proc.stderr, proc.stderr
@@ -326,7 +326,7 @@ def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
 
 
 def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
-    """Issue 11 case 6: serial_bridge_node -p protocol:=canopen was a traceback (the parameter is
+    """serial_bridge_node -p protocol:=canopen was a traceback (the parameter is
     hardware.protocol since the bridge reads its parameters as the other nodes do)."""
     from uk_controller.hardware import registry
     proc = _start('uk_controller.ros.serial_bridge_node', '-p', 'config:=scara', '-p', 'hardware.protocol:=canopen')
@@ -337,7 +337,7 @@ def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
 
 
 def test_robot_description_file_is_removed_at_exit(tmp_path):
-    """Issue 11 case 9: every node start left a /tmp/uk_robot_description_*.urdf behind."""
+    """Every node start left a /tmp/uk_robot_description_*.urdf behind."""
     urdf = (share_dir() / 'urdf' / 'scara.urdf').read_text()
     tmp = tmp_path / 'tmp'
     tmp.mkdir()

@@ -229,7 +229,7 @@ def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
     assert int(d['overrun_consecutive_max']) >= 4, d
     # every slowed step lost at least 2 deadlines
     assert int(d['loop_missed_deadlines']) >= 2 * count, d
-    # one figure (issue 25 defect 12: missed_deadlines stayed 0 in thread mode beside 1123 loop misses)
+    # one figure (missed_deadlines once stayed 0 in thread mode beside 1123 loop misses)
     assert d['missed_deadlines'] == d['loop_missed_deadlines'], d
     sent = [e for _, e in probe.snapshot(EFFORTS)]
     zero = [i for i, e in enumerate(sent) if not np.any(e)]

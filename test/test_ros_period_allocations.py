@@ -1,4 +1,4 @@
-"""Issue 24: the raw path's period keeps nothing it allocates (no growth per period).
+"""The raw path's period keeps nothing it allocates (no growth per period).
 
 uk_controller_node in this process (rclpy, loopback only) with ``ros.transport: raw``, ``ros.trigger:
 state`` and the loop in thread mode; its loop thread is stopped at once and the test runs the thread's

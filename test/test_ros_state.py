@@ -107,7 +107,7 @@ def test_live_parameters_are_gains_and_trajectory_start_only():
 
 @pytest.mark.parametrize('ahead_s', [5.0, 60.0])
 def test_a_stamp_from_the_future_is_clock_skew_and_does_not_freeze_the_state(ahead_s):
-    """Issue 11 case 1: one message stamped +5 s / +60 s must not make every real message 'out of order'."""
+    """One message stamped +5 s / +60 s must not make every real message 'out of order'."""
     m = JointStateMerger(JOINTS, 0.1, clock_skew=0.05)
     now = 10_000 * MS
     assert m.update(JOINTS, [1.0, 1.0, 1.0], [0.0] * 3, now - MS, now)

@@ -1,4 +1,4 @@
-"""ros.transport over real DDS: the raw CDR path gives the message path's efforts bit for bit (issue 24).
+"""ros.transport over real DDS: the raw CDR path gives the message path's efforts bit for bit.
 
 Two uk_controller_node processes run the same robot, phase-locked to their joint states (ros.trigger:
 state in the loop thread, trajectory time = the state's stamp, so an effort is a function of the

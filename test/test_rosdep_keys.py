@@ -34,7 +34,7 @@ def test_every_package_xml_key_resolves(distro):
 def test_ament_python_is_the_build_type_not_a_dependency():
     root = ET.parse(ROOT / 'package.xml').getroot()
     assert root.find('export/build_type').text == 'ament_python'
-    assert DATA['keys']['ament_python']['jazzy'] is None      # the failure issue 10 reported
+    assert DATA['keys']['ament_python']['jazzy'] is None      # rosdep has no ament_python key
 
 
 def test_rolling_alternative_to_effort_controllers_uses_a_rolling_package():

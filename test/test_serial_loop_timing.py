@@ -1,4 +1,4 @@
-"""Loop timing and the overrun policy of ``uk-controller run``'s loop (issue 13, serial path).
+"""Loop timing and the overrun policy of ``uk-controller run``'s loop.
 
 ControllerCore -> SafeBus -> uk_binary over a pseudo-terminal -> emulated drivers (lockstep), all on a
 stepped clock: each bus cycle takes exactly one period of that clock, so the achieved rate, the

@@ -73,7 +73,7 @@ def test_signal_stops_with_torque_off(tmp_path, sig, robots):
 
 @pytest.mark.serial
 def test_run_log_on_a_full_disk(tmp_path, robots, monkeypatch):
-    """Issue 25: `run --log` on a full disk turned the torque off, then a traceback and the run summary
+    """`run --log` on a full disk turned the torque off, then a traceback and the run summary
     was lost. Now: torque off, the summary (cycles, errors, loop timing), exit 2 naming the log, and
     the rows written before the disk filled kept in run.csv.part. A tmpfs of 16 kB where it can be
     mounted (root), else the log's writer fails after 16 kB (injected)."""

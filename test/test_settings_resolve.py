@@ -1,4 +1,4 @@
-"""resolve(file, overrides) -> Settings (issue 23 point 1): one resolution, typed immutable sections, one
+"""resolve(file, overrides) -> Settings: one resolution, typed immutable sections, one
 ConfigError, every source of a value an override of the same resolution.
 
 The expected values are computed independently of resolve(): from the setup file as PyYAML reads it and

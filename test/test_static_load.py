@@ -1,4 +1,4 @@
-"""The effort a motor gives is the effort the controller works with (issue 22 point 5).
+"""The effort a motor gives is the effort the controller works with.
 
 - the static load at the start pose against Pinocchio's own ``computeGeneralizedGravity``;
 - the device limits read at connect (Current Limit x unit x k_t x gear) become the limits of the

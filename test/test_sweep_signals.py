@@ -1,5 +1,4 @@
-"""Sweeps under signals, unreachable or authenticated Ray clusters, and sizes that need confirmation
-(issue 25 defects 3, 9, 11).
+"""Sweeps under signals, unreachable or authenticated Ray clusters, and sizes that need confirmation.
 
 The bounds below are generous (a loaded 2-core machine): today's code missed each of them by minutes
 (a 2,500-run grid ran to its end 43 s after Ctrl-C; SIGTERM left both workers and the tracker running;
