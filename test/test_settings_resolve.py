@@ -159,11 +159,24 @@ def test_run_flags_reach_the_serial_settings(monkeypatch):
     args = parser.parse_args(['scara', '--port', '/dev/ttyTEST9', '--rate', '400'])
     overrides, labels = run_overrides(args)
     calls = _count_checks(monkeypatch)
-    hw = HardwareConfig.from_setup(load_robot(args.config, overrides, labels=labels))
+    setup = load_robot(args.config, overrides, labels=labels)
+    hw = HardwareConfig.from_setup(setup)
     assert calls == {'check': 1, 'load': 1}
-    assert hw.port == '/dev/ttyTEST9' and hw.rate == 400.0
+    # --rate is the control rate, as in simulate and emulate; the bus follows it (the file sets no hardware.rate)
+    assert hw.port == '/dev/ttyTEST9' and setup.settings.control.rate == 400.0 and hw.rate == 400.0
     default = HardwareConfig.from_setup(load_robot('scara'))
     assert default.port == S.default('hardware.port') and default.rate == file_tree(SCARA)['control']['rate']
+
+
+def test_the_sampling_rule_sees_the_bus_rate():
+    """The bus samples the state at hardware.rate: a bus slower than the controller is the loop's rate for
+    the sampling rule (the SCARA's omega = 15 rad/s needs >= 60 Hz), named as the key that set it."""
+    with pytest.raises(ConfigError) as err:
+        resolve('scara', {'hardware.rate': 30.0})
+    assert 'natural frequency 15 rad/s is too fast for hardware.rate 30 Hz' in str(err.value), str(err.value)
+    with pytest.raises(ConfigError, match=r'too fast for --bus \(hardware.rate\) 30 Hz'):
+        resolve('scara', {'hardware.rate': 30.0}, labels={'hardware.rate': '--bus (hardware.rate)'})
+    assert resolve('scara', {'hardware.rate': 60.0}).hardware.rate == 60.0
 
 
 class _Param:

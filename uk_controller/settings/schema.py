@@ -13,7 +13,8 @@ reads a setup goes through :func:`uk_controller.settings.resolve.resolve`, which
   names the file and key and suggests the closest valid key (difflib); every
   known value is checked against its type and range (the range is in the
   message). Cross-key rules (:func:`check_cross`): watchdog longer than the
-  control period, stabilization not faster than the rate allows, at most
+  control period, stabilization not faster than the loop's sampling rate allows (control.rate, or
+  hardware.rate where the bus is slower), at most
   :data:`MAX_STEPS` simulated periods, transient and measurement delay shorter than the run.
 - :func:`default` is the only place a default lives.
 - :func:`~uk_controller.settings.setting.check_value` checks a single value: every leaf in
@@ -271,7 +272,8 @@ _KEYS = [
     _S('hardware.baud', 'int', 1000000, 'baud', 'baud rate (run --baud)', low=1200, high=20_000_000),
     _pos('hardware.watchdog', 0.05, 's', 'no command or feedback for this long: torque off (run --watchdog); '
          'longer than the control period', high=10.0),
-    _pos('hardware.rate', NONE, 'Hz', 'bus rate (run --rate; default: control.rate)', high=20000.0),
+    _pos('hardware.rate', NONE, 'Hz', 'bus rate (default: control.rate, which run --rate sets; run steps the '
+         'controller at this rate)', high=20000.0),
     _S('hardware.motors', 'strs', NONE, '', 'one motor per actuator, same names as actuators.names'),
     _S('hardware.<name>.id', 'int', NONE, '', 'bus id (default: position in hardware.motors + 1)', low=0, high=253),
     _S('hardware.<name>.gear_ratio', 'float', 1.0, '', 'q = direction theta / gear_ratio + zero_offset'),
@@ -582,9 +584,13 @@ def check_cross(params, file=None, *, names=None):
                               file=file, key=label('hardware.watchdog'))
     if number_ok(rate) and rate > 0:
         w = natural_frequency(params.get('stabilization'))
-        limit = 0.25 * rate
+        # the loop is sampled at the slower of the controller and the bus that carries its state and efforts
+        sampled, sampled_by = rate, label('control.rate')
+        if number_ok(hw.get('rate')) and 0 < hw['rate'] < rate:
+            sampled, sampled_by = hw['rate'], label('hardware.rate')
+        limit = 0.25 * sampled
         if w > limit:
-            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for {label("control.rate")} {rate:g} Hz '
+            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for {sampled_by} {sampled:g} Hz '
                               f'(a sampled loop needs w <= rate/4 = {limit:g} rad/s)', file=file,
                               key=label('stabilization.omega' if 'omega' in (params.get('stabilization') or {})
                                         or not params.get('stabilization') else 'stabilization.beta'))
