@@ -5,9 +5,10 @@
 
 serial_bridge_node owns the port, publishes /joint_states from the drivers' feedback and applies
 the efforts from /effort_controller/commands (with its own watchdog); uk_controller_node closes
-the loop. Defaults come from section `hardware` of the robot YAML; the launch arguments
-override them when given. `rate` is control.rate (the UK node's period) and also the bus
-rate unless `bus_rate` is given. See docs/ros.md and docs/serial_protocol.md.
+the loop. Every default comes from the robot YAML (else the settings schema); a launch argument
+reaches a node only when it is given. `rate` is control.rate of both nodes (the UK node's period);
+the bus follows it unless the YAML sets hardware.rate or `bus_rate` is given. See docs/ros.md and
+docs/serial_protocol.md.
 """
 import os
 
@@ -16,8 +17,8 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from uk_controller.files.parameter_file import load_config
 from uk_controller.hardware import registry
+from uk_controller.settings.resolve import resolve
 
 PACKAGE = 'uk_controller'
 ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
@@ -34,17 +35,22 @@ def nodes(context):
     robot = LaunchConfiguration('robot').perform(context)
     config = LaunchConfiguration('config').perform(context) or os.path.join(
         get_package_share_directory(PACKAGE), 'config', f'{robot}.yaml')
-    load_config(config)          # a bad file stops here with the key and the fix, not in rcl
     bridge = {'config': config}
     controller = {'config': config}
+    labels = {}
     rate = LaunchConfiguration('rate').perform(context)
-    if rate:
-        controller['control.rate'] = float(rate)
-        bridge['hardware.rate'] = float(rate)
+    if rate:             # the bridge's hardware.rate defaults to it, so its rules see the controller's rate too
+        controller['control.rate'] = bridge['control.rate'] = float(rate)
+        labels['control.rate'] = 'rate:= (control.rate)'
     for argument, (parameter, kind) in BRIDGE_ARGUMENTS.items():
         value = LaunchConfiguration(argument).perform(context)
         if value:
             bridge[parameter] = kind(value)
+            labels[parameter] = f'{argument}:= ({parameter})'
+    # a bad file or argument stops here, naming the key (or the argument) and the range, not in rcl; the
+    # bridge's settings hold the controller's (the file and control.rate) and the bus's
+    resolve(config, {k: v for k, v in bridge.items() if k != 'config'}, labels=labels,
+            source=f'hardware.launch.py arguments over {config}')
     return [
         Node(package=PACKAGE, executable='serial_bridge_node', name='serial_bridge_node', output='screen',
              parameters=[bridge]),
@@ -63,9 +69,11 @@ def generate_launch_description():
         DeclareLaunchArgument('protocol', default_value='',
                               description=' | '.join(registry.names()) + ' (default: hardware.protocol)'),
         DeclareLaunchArgument('rate', default_value='',
-                              description='control.rate in Hz: the UK node and the bus (default: control.rate)'),
+                              description='control.rate in Hz of both nodes; the bus follows it unless hardware.rate '
+                                          'is set (default: control.rate)'),
         DeclareLaunchArgument('bus_rate', default_value='',
-                              description='bus rate in Hz if it differs from rate (default: hardware.rate or rate)'),
+                              description='hardware.rate in Hz if the bus differs from rate (default: '
+                                          'hardware.rate, else control.rate)'),
         DeclareLaunchArgument('watchdog', default_value='',
                               description='seconds without command or feedback before torque off '
                                           '(default: hardware.watchdog)'),

@@ -8,7 +8,8 @@ robot: scara | five_bar | five_bar_redundant | dual_arm | planar_3r (config/<rob
 config:=/path/to/robot.yaml for your own setup. uk_sim_node integrates the true closed-chain
 dynamics (plant:=uk, the embedded UK plant; plant:=mujoco, the MuJoCo engine with its own loop
 closures, `pip install mujoco`) and publishes /joint_states; uk_controller_node closes the loop on
-/effort_controller/commands. See docs/ros.md.
+/effort_controller/commands. Every default comes from the robot YAML (else the settings schema): a
+launch argument reaches the nodes only when it is given. See docs/ros.md.
 """
 
 from launch import LaunchDescription
@@ -16,9 +17,16 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from uk_controller.paths import robot_description
+from uk_controller.settings.resolve import resolve
+from uk_controller.sim.plants import PLANTS
 
 PACKAGE = 'uk_controller'
 ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
+SIM_ARGUMENTS = {             # launch argument -> (uk_sim_node parameter: a key of the robot YAML, type)
+    'plant': ('simulation.plant', str),
+    'real_time_factor': ('simulation.real_time_factor', float),
+    'max_command_lag': ('simulation.max_command_lag', int),
+}
 
 
 def nodes(context):
@@ -26,17 +34,22 @@ def nodes(context):
     config_path, description = robot_description(LaunchConfiguration('config').perform(context) or robot)
     config = str(config_path)
     overrides = {'config': config}
+    labels = {}
     rate = LaunchConfiguration('rate').perform(context)
     if rate:
         overrides['control.rate'] = float(rate)
+        labels['control.rate'] = 'rate:= (control.rate)'
     # The plant publishes /clock (like Gazebo) and everyone else follows it, so a machine too slow
     # for real time slows the simulation down instead of letting the controller run ahead of it.
-    sim = dict(overrides, **{'simulation.publish_clock': True,
-                             'simulation.plant': LaunchConfiguration('plant').perform(context),
-                             'simulation.real_time_factor': float(LaunchConfiguration('real_time_factor')
-                                                                  .perform(context)),
-                             'simulation.max_command_lag': int(LaunchConfiguration('max_command_lag')
-                                                               .perform(context))})
+    sim = dict(overrides, **{'simulation.publish_clock': True})
+    for argument, (parameter, kind) in SIM_ARGUMENTS.items():
+        value = LaunchConfiguration(argument).perform(context)
+        if value:
+            sim[parameter] = kind(value)
+            labels[parameter] = f'{argument}:= ({parameter})'
+    # a bad file or argument stops here, naming the key (or the argument) and the range, not in rcl
+    resolve(config, {k: v for k, v in sim.items() if k != 'config'}, labels=labels,
+            source=f'sim.launch.py arguments over {config}')
     return [
         Node(package=PACKAGE, executable='uk_sim_node', name='uk_sim_node', output='screen',
              parameters=[config, sim]),
@@ -53,14 +66,17 @@ def generate_launch_description():
                               description='robot setup config/<robot>.yaml'),
         DeclareLaunchArgument('config', default_value='',
                               description='path of a robot YAML (overrides robot)'),
-        DeclareLaunchArgument('plant', default_value='uk', choices=['uk', 'mujoco'],
-                              description='uk: embedded UK plant; mujoco: MuJoCo physics (pip install mujoco)'),
+        DeclareLaunchArgument('plant', default_value='',
+                              description=' | '.join(PLANTS) + ' (uk: embedded UK plant; mujoco: MuJoCo physics, '
+                                          'pip install mujoco; default: simulation.plant)'),
         DeclareLaunchArgument('rate', default_value='',
                               description='control and simulation rate in Hz (default: control.rate)'),
-        DeclareLaunchArgument('real_time_factor', default_value='1.0',
-                              description='simulated seconds per wall-clock second (lower it on a slow machine)'),
-        DeclareLaunchArgument('max_command_lag', default_value='0',
+        DeclareLaunchArgument('real_time_factor', default_value='',
+                              description='simulated seconds per wall-clock second, lower on a slow machine '
+                                          '(default: simulation.real_time_factor)'),
+        DeclareLaunchArgument('max_command_lag', default_value='',
                               description='plant waits after this many periods without an effort command '
-                                          '(0: never; 1-2 keep a busy machine from delaying the controller)'),
+                                          '(0: never; 1-2 keep a busy machine from delaying the controller; '
+                                          'default: simulation.max_command_lag)'),
         OpaqueFunction(function=nodes),
     ])

@@ -7,7 +7,8 @@ our launch files use), runs its OpaqueFunction with the given arguments
 their parameters as launch_ros hands them over: a file path as
 `--params-file path`, a dict as a parameter file for every node (`/**`).
 Other packages' launch files (IncludeLaunchDescription) are returned as
-`{'include': path}`. `start_node` runs one of our nodes that way.
+`{'include': path}`. `start_node` runs one of our nodes that way; `node_settings`
+resolves the settings one of them would start from, without ROS.
 
 When the real `launch`/`launch_ros` are importable, test_launch_files.py
 also builds each LaunchDescription with them.
@@ -173,3 +174,23 @@ def start_node(node, domain_id, directory):
         extra += ['-r', f"__node:={node['name']}"]
     return NodeProcess(EXECUTABLES[node['executable']], files[0] if files else None, domain_id, directory,
                        extra_args=extra, arguments=node['arguments'])
+
+
+def node_settings(node):
+    """The settings one of our launched nodes starts from, without rclpy: its parameter files and dicts
+    in the order given become its parameters (a file's maps flattened to dotted names, as ROS reads a
+    parameter file; a later value wins), then uk_controller.ros.node_setup.read_settings reads them: the
+    ``config`` file, every other parameter an override."""
+    from uk_controller.files.parameter_file import load_config
+    from uk_controller.ros import params as P
+    from uk_controller.settings.resolve import resolve
+
+    parameters = {}
+    for item in node['parameters']:
+        if isinstance(item, (str, os.PathLike)):
+            tree, _ = load_config(item)
+            parameters.update(P.flatten(tree))
+        else:
+            parameters.update(item)
+    overrides = {k: v for k, v in parameters.items() if k not in P.NODE_ONLY and not P.is_builtin(k)}
+    return resolve(parameters.get('config') or None, overrides)

@@ -190,7 +190,7 @@ def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
     (['--watchdog', '-1'], ['--watchdog', 'hardware.watchdog', '(0, 10] s']),
     (['--watchdog', '1e-6'], ['--watchdog', 'control period']),
     (['--watchdog', '0'], ['--watchdog', '(0, 10] s']),
-    (['--rate', '0'], ['--rate', 'hardware.rate', '(0, 20000] Hz']),
+    (['--rate', '0'], ['--rate', 'control.rate', '(0, 20000] Hz']),
     (['--rate', '-5'], ['--rate', '(0, 20000] Hz']),
     (['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv']),
 ])
@@ -200,6 +200,38 @@ def test_bad_run_flags_exit_2_naming_flag_and_range(flags, names):
     _no_traceback(proc)
     for name in names:
         assert name in proc.stderr, proc.stderr
+
+
+def _sampling_error(proc):
+    """The line of stderr that names the sampling rule, without the command's own prefix."""
+    line = next((s for s in proc.stderr.splitlines() if 'natural frequency' in s), '')
+    return line.split('error: ', 1)[-1].split('run: ', 1)[-1]
+
+
+def test_run_rate_is_the_control_rate_and_refused_like_simulate(tmp_path):
+    """``run --rate`` sets control.rate, as simulate's and emulate's do, so the sampling rule sees the rate
+    the motors would run at: the SCARA's omega = 15 rad/s at 30 Hz is refused before any port is opened,
+    with simulate's words."""
+    run = cli('run', 'scara', '--port', '/dev/null/not_a_port', '--rate', '30')
+    sim = cli('simulate', 'scara', '--no-plots', '--out', tmp_path / 'out', '--rate', '30')
+    assert run.returncode == 2 and sim.returncode == 2, (run.stderr, sim.stderr)
+    _no_traceback(run)
+    words = 'natural frequency 15 rad/s is too fast for --rate (control.rate) 30 Hz'
+    assert words in run.stderr and words in sim.stderr, (run.stderr, sim.stderr)
+    assert _sampling_error(run) == _sampling_error(sim)
+    assert 'not_a_port' not in run.stderr                 # refused at the settings, not at the port
+
+
+def test_run_refuses_a_rate_the_bus_would_not_run_at(tmp_path):
+    """run steps the controller once per bus cycle: a --rate other than the file's hardware.rate would not be
+    the rate that runs, so it is refused naming both (before any port is opened)."""
+    path = _yaml_with(tmp_path, lambda p: p.__setitem__('hardware', {**p.get('hardware', {}), 'rate': 200.0}))
+    proc = cli('run', path, '--port', '/dev/null/not_a_port', '--rate', '100')
+    assert proc.returncode == 2, proc.stderr
+    _no_traceback(proc)
+    for words in ('--rate (control.rate) 100 Hz', 'hardware.rate 200 Hz', str(path)):
+        assert words in proc.stderr, proc.stderr
+    assert 'not_a_port' not in proc.stderr
 
 
 def test_bench_unknown_robot_exit_2():

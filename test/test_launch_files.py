@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from launch_stub import launch_nodes, node_settings
+from uk_controller.files import rcl_yaml
 from uk_controller.settings import schema as S
 from uk_controller.paths import resolve_data_file
 from uk_controller.ros import params as P
@@ -170,7 +172,8 @@ def test_every_package_executable_and_argument_exists(path):
     declared = {c.args[0].value for c in src.calls if src.name(c) == 'DeclareLaunchArgument'}
     used = {c.args[0].value for c in src.calls
             if src.name(c) == 'LaunchConfiguration' and isinstance(c.args[0], ast.Constant)}
-    used |= set(src.constant('BRIDGE_ARGUMENTS') or ())      # LaunchConfiguration(argument) in a loop
+    # LaunchConfiguration(argument) in a loop over a table of arguments
+    used |= set(src.constant('BRIDGE_ARGUMENTS') or ()) | set(src.constant('SIM_ARGUMENTS') or ())
     assert used <= declared, f'{path.name}: undeclared launch arguments {used - declared}'
     for call in src.calls:
         if src.name(call) == 'get_package_share_directory':
@@ -213,6 +216,8 @@ def test_node_parameters_named_in_launch_files_exist(path):
     for package, executable, call in src.nodes():
         names = src.node_parameter_names(call)
         if package == PACKAGE and executable in ('uk_controller_node', 'uk_sim_node'):
+            if executable == 'uk_sim_node':
+                names |= set((src.constant('SIM_ARGUMENTS') or {}).values())
             unknown = names - _our_node_parameters()
             assert not unknown, f'{path.name}: {executable} has no parameters {unknown}'
         elif executable == 'serial_bridge_node':
@@ -221,6 +226,80 @@ def test_node_parameters_named_in_launch_files_exist(path):
             assert not unknown, f'{path.name}: serial_bridge_node does not declare {unknown}'
         elif executable == 'robot_state_publisher':
             assert names <= {'robot_description', 'use_sim_time'}
+
+
+#: launch arguments that are not settings of the robot setup: which setup file to read (robot), gz sim's
+#: own command line (gz_args) and the plot viewer (tool); their defaults are the launch file's
+NOT_SETTINGS = {'robot', 'gz_args', 'tool'}
+#: parameters a launch file sets on its nodes by itself: the file and how the nodes are wired to each other
+#: (the plant of sim.launch.py drives /clock, gazebo.launch.py's controller publishes to Gazebo's effort
+#: controller); every other setting comes from the setup file or a launch argument that was given
+WIRING = {'config', 'use_sim_time', 'robot_description', 'simulation.publish_clock', 'ros.effort_topic'}
+
+
+@pytest.mark.parametrize('path', LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_arguments_default_to_the_setup_file(path):
+    """A launch argument that sets a setting defaults to nothing, and nothing reaches a node for it unless
+    it is given: the default is the setup file's value, else the schema's, never the launch file's."""
+    src = LaunchSource(path)
+    for call in src.calls:
+        if src.name(call) == 'DeclareLaunchArgument' and call.args[0].value not in NOT_SETTINGS:
+            default = src.kw(call, 'default_value')
+            assert default is not None and default.value == '', \
+                f'{path.name}: {call.args[0].value} has the default {ast.unparse(default)}, not the setup file\'s'
+    try:
+        nodes = launch_nodes(path)
+    except KeyError:        # PackageNotFoundError: gazebo.launch.py includes ros_gz_sim's, not installed here
+        nodes = []
+    for node in nodes:
+        for item in node.get('parameters', ()):
+            if isinstance(item, dict):
+                extra = set(item) - WIRING
+                assert not extra, f'{path.name}: {node["executable"]} gets {extra} without a launch argument'
+
+
+def _setup_file(tmp_path, robot, **sections):
+    """A copy of config/<robot>.yaml (its files named by package://) with `sections` merged in."""
+    tree = yaml.safe_load((ROOT / 'config' / f'{robot}.yaml').read_text())
+    params = tree['/**']['ros__parameters']
+    for section, values in sections.items():
+        params.setdefault(section, {}).update(values)
+    path = tmp_path / f'my_{robot}.yaml'
+    path.write_text(rcl_yaml.dump(tree))            # names such as y quoted, as ROS needs them
+    return path
+
+
+def test_sim_launch_keeps_the_simulation_settings_of_the_file(tmp_path):
+    """config:=my.yaml with no other argument: the nodes run the file's plant, real-time factor, command
+    lag and rate; the arguments that are given still win."""
+    path = _setup_file(tmp_path, 'five_bar', control={'rate': 500.0},
+                       simulation={'plant': 'mujoco', 'real_time_factor': 0.5, 'max_command_lag': 2,
+                                   'publish_clock': True})
+    launch = ROOT / 'launch' / 'sim.launch.py'
+    nodes = {n['executable']: node_settings(n) for n in launch_nodes(launch, config=str(path))
+             if n['package'] == PACKAGE}
+    sim = nodes['uk_sim_node'].simulation
+    assert (sim.plant, sim.real_time_factor, sim.max_command_lag, sim.publish_clock) == ('mujoco', 0.5, 2, True)
+    assert nodes['uk_sim_node'].control.rate == nodes['uk_controller_node'].control.rate == 500.0
+    given = launch_nodes(launch, config=str(path), plant='uk', rate='250', real_time_factor='2.0',
+                         max_command_lag='1')
+    nodes = {n['executable']: node_settings(n) for n in given if n['package'] == PACKAGE}
+    sim = nodes['uk_sim_node'].simulation
+    assert (sim.plant, sim.real_time_factor, sim.max_command_lag) == ('uk', 2.0, 1)
+    assert nodes['uk_sim_node'].control.rate == nodes['uk_controller_node'].control.rate == 250.0
+
+
+def test_hardware_launch_rate_is_the_control_rate_and_the_bus_follows(tmp_path):
+    """rate:= is control.rate of both nodes; the bus runs at it unless the file (or bus_rate:=) sets
+    hardware.rate."""
+    launch = ROOT / 'launch' / 'hardware.launch.py'
+    nodes = {n['executable']: node_settings(n) for n in launch_nodes(launch, robot='scara', rate='200')}
+    assert nodes['serial_bridge_node'].control.rate == nodes['uk_controller_node'].control.rate == 200.0
+    assert nodes['serial_bridge_node'].hardware.rate == 200.0
+    path = _setup_file(tmp_path, 'scara', hardware={'rate': 400.0})
+    nodes = {n['executable']: node_settings(n) for n in launch_nodes(launch, config=str(path), rate='200')}
+    assert nodes['serial_bridge_node'].hardware.rate == 400.0
+    assert nodes['uk_controller_node'].control.rate == 200.0
 
 
 def test_controllers_yaml_joints_are_actuated_urdf_joints_in_effort_joint_order():

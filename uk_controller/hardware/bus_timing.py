@@ -272,7 +272,8 @@ class CycleBudget:
         if wire > 0:
             fixes.append(f'a faster line: {wire * 1e3:.3f} ms of each cycle are bytes at {self.baud} baud '
                          f'(hardware.baud / --baud, as far as the devices and the adapter support it)')
-        fixes.append(f'or a rate the bus carries: --rate {math.floor(self.max_rate)} or lower (hardware.rate)')
+        fixes.append(f'or a rate the bus carries: --rate {math.floor(self.max_rate)} or lower (control.rate; '
+                     f'hardware.rate where the file sets the bus rate)')
         return (f'the requested rate {rate:g} Hz is above the {self.max_rate:.0f} Hz the bus carries '
                 f'(cycle >= {self.min_period * 1e3:.3f} ms). Change: ' + '; '.join(f'({i + 1}) {f}' for i, f in enumerate(fixes)))
 

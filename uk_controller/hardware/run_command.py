@@ -45,8 +45,9 @@ def add_run_arguments(parser: argparse.ArgumentParser):
     parser.add_argument('--baud', type=S.arg_type('hardware.baud', '--baud'), help='default: config hardware.baud')
     parser.add_argument('--duration', type=S.arg_type('simulation.duration', '--duration'), default=None,
                         help='seconds of trajectory time to run (default: until Ctrl-C)')
-    parser.add_argument('--rate', type=S.arg_type('hardware.rate', '--rate'), default=None,
-                        help='control/bus rate in Hz (default: hardware.rate, else control.rate)')
+    parser.add_argument('--rate', type=S.arg_type('control.rate', '--rate'), default=None,
+                        help='control rate in Hz, also the bus rate: the loop steps the controller once per bus '
+                             'cycle (default: control.rate; a file that sets hardware.rate runs the loop at that)')
     parser.add_argument('--watchdog', type=S.arg_type('hardware.watchdog', '--watchdog'), default=None,
                         help='s without effort or feedback before torque off (default: hardware.watchdog); '
                              'longer than the control period')
@@ -96,15 +97,31 @@ def _signal_name(signum):
     return 'Ctrl-C' if signum == signal.SIGINT else signal.Signals(signum).name
 
 
-#: run's flags and the setting each one overrides (uk_controller.settings.resolve)
+#: run's flags and the setting each one overrides (uk_controller.settings.resolve). --rate is the control
+#: rate, as in simulate and emulate; the bus rate (hardware.rate) follows it unless the file sets it.
 RUN_FLAGS = {'--port': 'hardware.port', '--protocol': 'hardware.protocol', '--baud': 'hardware.baud',
-             '--rate': 'hardware.rate', '--watchdog': 'hardware.watchdog'}
+             '--rate': 'control.rate', '--watchdog': 'hardware.watchdog'}
 
 
 def run_overrides(args):
     """``(overrides, labels)`` of the flags given: {dotted key: value}, {dotted key: flag (key)}."""
     given = {key: getattr(args, flag[2:]) for flag, key in RUN_FLAGS.items() if getattr(args, flag[2:]) is not None}
     return given, {key: f'{flag} ({key})' for flag, key in RUN_FLAGS.items() if key in given}
+
+
+def loop_rate(setup, hw, labels):
+    """The one rate of run's loop, which steps the controller once per bus cycle: the bus rate (hardware.rate,
+    which is control.rate unless the file sets it; the sampling rule of the settings checked the slower of
+    the two). A --rate that the file's hardware.rate overrules would not be the rate that runs: a ConfigError
+    naming both."""
+    control = setup.settings.control.rate
+    if 'control.rate' in labels and hw.rate != control:
+        from ..files.parameter_file import ConfigError
+        raise ConfigError(f'{labels["control.rate"]} {control:g} Hz is not the bus rate the file sets, hardware.rate '
+                          f'{hw.rate:g} Hz; uk-controller run steps the controller once per bus cycle, so give '
+                          f'--rate {hw.rate:g}, or remove hardware.rate from the file for the bus to follow --rate',
+                          file=setup.config_path, key='hardware.rate')
+    return hw.rate
 
 
 def run(args) -> int:
@@ -114,12 +131,13 @@ def run(args) -> int:
         overrides, labels = run_overrides(args)
         setup = load_robot(args.config, overrides, labels=labels)
         hw = HardwareConfig.from_setup(setup)
+        rate = loop_rate(setup, hw, labels)
     except (ValueError, FileNotFoundError) as exc:
         print(f'uk-controller run: {exc}', file=sys.stderr)
         return 2
     protocol, port, watchdog = hw.protocol, hw.port, hw.watchdog
     try:
-        core = None if args.check else ControllerCore(setup, rate=hw.rate)   # the loop runs at the bus rate (hardware.rate, else control.rate)
+        core = None if args.check else ControllerCore(setup, rate=rate)
         assembler = JointStateAssembler(setup, hw)
         # the protocol's own checks of its options (e.g. can_mit: ids a reply can tell apart), port unopened
         registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol)
@@ -169,7 +187,7 @@ def run(args) -> int:
                 stream = None
             return 2
         with patient(safe.bus):            # the pre-flight's register reads are set-up exchanges too
-            ok, text = _preflight(setup, hw, safe, protocol, port, args, hw.rate)
+            ok, text = _preflight(setup, hw, safe, protocol, port, args, rate)
         print(text, file=sys.stdout if args.check else sys.stderr, flush=True)
         if not ok or args.check:
             if stream is not None:

@@ -13,7 +13,8 @@ reads a setup goes through :func:`uk_controller.settings.resolve.resolve`, which
   names the file and key and suggests the closest valid key (difflib); every
   known value is checked against its type and range (the range is in the
   message). Cross-key rules (:func:`check_cross`): watchdog longer than the
-  control period, stabilization not faster than the rate allows, at most
+  control period, stabilization not faster than the loop's sampling rate allows (control.rate, or
+  hardware.rate where the bus is slower), at most
   :data:`MAX_STEPS` simulated periods, transient and measurement delay shorter than the run.
 - :func:`default` is the only place a default lives.
 - :func:`~uk_controller.settings.setting.check_value` checks a single value: every leaf in
@@ -72,6 +73,8 @@ PLANTS = RegistryNames('uk_controller.sim.plants', 'PLANTS')
 INTEGRATORS = RegistryNames('uk_controller.sim.plants', 'INTEGRATORS')
 CONSTRAINT_TYPES = RegistryNames('uk_controller.constraints', 'TYPES')
 OUTPUT_TYPES = RegistryNames('uk_controller.settings.ros_section', 'OUTPUT_TYPES')
+TRIGGERS = RegistryNames('uk_controller.settings.ros_section', 'TRIGGERS')
+EXECUTORS = RegistryNames('uk_controller.settings.ros_section', 'EXECUTORS')
 TRAJECTORY_TYPES = RegistryNames('uk_controller.constraints.trajectories', 'TYPES')
 _TRAJ = 'constraints.<name>.trajectory'
 
@@ -242,7 +245,8 @@ _KEYS = [
     # ------------------------------------------------------------------ simulation
     _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
     _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=INTEGRATORS),
-    _S('simulation.plant', 'str', 'uk', '', 'uk_sim_node: embedded UK plant or MuJoCo', choices=PLANTS),
+    _S('simulation.plant', 'str', 'uk', '', 'embedded UK plant or MuJoCo: of uk_sim_node and of uk-controller '
+       'simulate, emulate and sweep (CLI --plant)', choices=PLANTS),
     _S('simulation.substeps', 'int', 4, '', 'RK4 steps per control period, at least (CLI --substeps); the '
        'embedded plant raises them to what the fastest passive mode of the description needs (light links '
        'with damping or friction) and says so in the run summary', low=1, high=1000),
@@ -277,7 +281,8 @@ _KEYS = [
     _S('hardware.baud', 'int', 1000000, 'baud', 'baud rate (run --baud)', low=1200, high=20_000_000),
     _pos('hardware.watchdog', 0.05, 's', 'no command or feedback for this long: torque off (run --watchdog); '
          'longer than the control period', high=10.0),
-    _pos('hardware.rate', NONE, 'Hz', 'bus rate (run --rate; default: control.rate)', high=20000.0),
+    _pos('hardware.rate', NONE, 'Hz', 'bus rate (default: control.rate, which run --rate sets; run steps the '
+         'controller at this rate)', high=20000.0),
     _S('hardware.motors', 'strs', NONE, '', 'one motor per actuator, same names as actuators.names'),
     _S('hardware.<name>.id', 'int', NONE, '', 'bus id (default: position in hardware.motors + 1)', low=0, high=253),
     _S('hardware.<name>.gear_ratio', 'float', 1.0, '', 'q = direction theta / gear_ratio + zero_offset'),
@@ -297,13 +302,13 @@ _KEYS = [
     _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
     _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state (in the '
        'loop thread: phase-locked to the publisher, ros.loop.fallback_periods when states stop)',
-       choices=('timer', 'state')),
+       choices=TRIGGERS),
     _S('ros.transport', 'str', 'raw', '', 'raw: the loop thread decodes /joint_states and encodes the efforts '
        '(float64_multi_array) as CDR bytes itself; messages: rclpy message objects (the reference)',
        choices=('raw', 'messages')),
     _S('ros.trajectory_start', 'float', 0.0, 's', 'trajectory time at start', live=True),
     _pos('ros.diagnostics_period', 1.0, 's', '/diagnostics period', high=3600.0),
-    _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=('single_threaded', 'multi_threaded')),
+    _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=EXECUTORS),
     _S('ros.effort_joints', 'strs', NONE, '', 'order of the effort command (actuators or their joints)'),
     # the control thread, loop telemetry and overrun policy: checked again by ros/loop_timing.py
     _S('ros.loop.mode', 'str', 'thread', '', 'thread: own control thread (wall clock); timer: rclpy timer',
@@ -588,9 +593,13 @@ def check_cross(params, file=None, *, names=None):
                               file=file, key=label('hardware.watchdog'))
     if number_ok(rate) and rate > 0:
         w = natural_frequency(params.get('stabilization'))
-        limit = 0.25 * rate
+        # the loop is sampled at the slower of the controller and the bus that carries its state and efforts
+        sampled, sampled_by = rate, label('control.rate')
+        if number_ok(hw.get('rate')) and 0 < hw['rate'] < rate:
+            sampled, sampled_by = hw['rate'], label('hardware.rate')
+        limit = 0.25 * sampled
         if w > limit:
-            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for {label("control.rate")} {rate:g} Hz '
+            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for {sampled_by} {sampled:g} Hz '
                               f'(a sampled loop needs w <= rate/4 = {limit:g} rad/s)', file=file,
                               key=label('stabilization.omega' if 'omega' in (params.get('stabilization') or {})
                                         or not params.get('stabilization') else 'stabilization.beta'))
