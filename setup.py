@@ -32,7 +32,7 @@ ROS_FROM_PYPI = [
 setup(
     name='uk-controller',
     version='0.1.0',
-    packages=find_packages(exclude=['test', 'test.*']),
+    packages=find_packages(include=['uk_controller', 'uk_controller.*']),     # not bench/ or test/ (the lab)
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),

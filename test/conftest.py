@@ -17,6 +17,11 @@ import sys
 
 import pytest
 
+# bench/ (the benchmarks, beside the package in the checkout; not installed) is importable as `bench`
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
 # Tests send SIGINT to the commands they start, as a terminal or ``ros2 launch`` does. A runner started as a
 # background job of a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, its children
 # would too, and the commands keep an inherited SIG_IGN (as Python does): the tests would then measure how

@@ -5,7 +5,7 @@ Used by test_ros_end_to_end.py (embedded plant) and test_ros_mujoco.py (MuJoCo p
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from uk_controller.ros.testing import NodeProcess
+from ros_nodes import NodeProcess
 
 CONTROLLER = 'uk_controller.ros.controller_node'
 SIM = 'uk_controller.ros.sim_node'

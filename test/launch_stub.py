@@ -164,7 +164,7 @@ EXECUTABLES = {'uk_controller_node': 'uk_controller.ros.controller_node',
 
 def start_node(node, domain_id, directory):
     """One of our launched nodes as a NodeProcess, parameters passed as launch_ros passes them."""
-    from uk_controller.ros.testing import NodeProcess, params_file
+    from ros_nodes import NodeProcess, params_file
 
     files = [str(p) if isinstance(p, (str, os.PathLike)) else params_file(p, directory) for p in node['parameters']]
     extra = []

@@ -10,7 +10,7 @@ from doc_refs import missing_tests
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / 'docs' / 'architecture.md'
 TEXT = DOC.read_text()
-PATH = re.compile(r'\b((?:uk_controller|test|benchmarks|scripts|launch|config|docs)/[\w./<>-]*\w/?)')
+PATH = re.compile(r'\b((?:uk_controller|test|bench|scripts|launch|config|docs)/[\w./<>-]*\w/?)')
 TEST_REF = re.compile(r'\b(test/test_\w+\.py)::(\w+)')
 SEEDS = re.compile(r'\b[Ss]eeds?\s+(0\d\d(?:\s*(?:,|and)\s*0\d\d)*)')
 

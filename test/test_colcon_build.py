@@ -81,7 +81,7 @@ def test_installed_package_resolves_to_the_install_space(workspace):
 @pytest.mark.ros
 def test_installed_node_starts_publishes_diagnostics_and_exits_cleanly(workspace):
     from diagnostic_msgs.msg import DiagnosticArray
-    from uk_controller.ros.testing import Probe
+    from ros_nodes import Probe
 
     probe = Probe(DOMAIN_ID)
     try:

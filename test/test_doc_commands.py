@@ -42,7 +42,7 @@ NOT_RUN = {
     'rosdep install --from-paths src -y && colcon build --packages-select uk_controller && '
     'source install/setup.bash': 'rosdep needs apt and the network; its keys: test_rosdep_keys.py; colcon '
                                  'build: test_colcon_build.py',
-    '.venv/bin/uk-controller bench --quick': 'benchmark tables, not a test (benchmarks/)',
+    '.venv/bin/uk-controller bench --quick': 'benchmark tables, not a test (bench/)',
     '.venv/bin/uk-controller simulate dual_arm --plant mujoco': 'full-length MuJoCo run; the same plant and '
                                                                 'controller: test_sim_mujoco.py, test_ros_mujoco.py',
     '.venv/bin/pip install -e ".[sweep]"': 'needs the package index (network)',
@@ -125,7 +125,7 @@ def test_every_command_is_classified():
 
 
 def env():
-    from uk_controller.ros.testing import ros_env
+    from ros_nodes import ros_env
     e = ros_env(DOMAIN_ID)
     e['PATH'] = f'{Path(sys.executable).parent}{os.pathsep}{e.get("PATH", "")}'
     return e

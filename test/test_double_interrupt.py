@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from uk_controller.ros.testing import ros_env
+from ros_nodes import ros_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAIN_ID = 81

@@ -27,7 +27,7 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from launch_stub import launch_nodes, start_node  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
-from uk_controller.ros.testing import Probe, ros_env  # noqa: E402
+from ros_nodes import Probe, ros_env  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -239,7 +239,7 @@ def test_graph_reads_modules_named_by_a_string():
     graph = import_graph()
     assert 'uk_controller.hardware.registry' in graph['uk_controller.settings.schema']          # import_module
     assert 'uk_controller.core.pinv.reference' in graph['uk_controller.settings.schema']       # RegistryNames
-    assert 'uk_controller.benchmarks.parallelogram' in graph['uk_controller.benchmarks.fingerprint']
+    assert 'uk_controller.sim.plants' in graph['uk_controller.settings.schema']                # RegistryNames
     assert 'uk_controller.hardware.registry' not in import_graph(False)['uk_controller.settings.schema']
 
 

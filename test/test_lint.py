@@ -1,5 +1,5 @@
 """Lint at pyflakes level: ``ruff check --select F`` (unused imports and variables, undefined names,
-redefinitions, ...) over every Python file of the package, its tests, benchmarks, launch files and
+redefinitions, ...) over every Python file of the package, its tests, bench/, launch files and
 scripts. ruff comes with the ``test`` extra (setup.py); without it the test skips, saying so (CI fails)."""
 import importlib.util
 import os
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ('uk_controller', 'test', 'benchmarks', 'launch', 'scripts')
+FOLDERS = ('uk_controller', 'test', 'bench', 'launch', 'scripts')
 
 
 def ruff():

@@ -22,7 +22,7 @@ rclpy = pytest.importorskip('rclpy')
 from uk_controller.files.parameter_file import ConfigError, load_config  # noqa: E402
 from uk_controller.ros import params as P                          # noqa: E402
 from uk_controller.ros.plot_layout import PlotRows                 # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe, ros_env  # noqa: E402
+from ros_nodes import NodeProcess, Probe, ros_env  # noqa: E402
 from std_msgs.msg import Float64MultiArray                         # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ rclpy = pytest.importorskip('rclpy')
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 
 pytestmark = pytest.mark.ros
 

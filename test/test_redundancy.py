@@ -110,7 +110,7 @@ def _params(name):
 
 def test_no_freedom_no_posture_rows():
     """Where the task uses every degree of freedom nothing is added (the shipped robots' numbers stay
-    bit-identical: uk_controller/benchmarks/fingerprint.py); dimensions against an SVD of N B at the initial state."""
+    bit-identical: bench/fingerprint.py); dimensions against an SVD of N B at the initial state."""
     for name, expected in (('scara', (0, 0)), ('five_bar', (0, 0)), ('five_bar_redundant', (0, 1)),
                            ('dual_arm', (0, 3)), ('planar_3r', (0, 0))):
         setup = load_robot(name)

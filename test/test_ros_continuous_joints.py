@@ -14,7 +14,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from uk_controller.robots import load_robot  # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
 from test_continuous_joints import write_arm  # noqa: E402

@@ -23,7 +23,7 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from uk_controller.control.controller import ControllerCore  # noqa: E402
 from uk_controller.control.status import Status, reason  # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 
 from test_status import _two_motor_scara  # noqa: E402
 

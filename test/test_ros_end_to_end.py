@@ -34,7 +34,7 @@ from std_msgs.msg import Float64MultiArray  # noqa: E402
 from dds_loops import SIM, run_controller_first, run_plant_first, stamp  # noqa: E402
 
 from uk_controller.robots import load_robot  # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
 pytestmark = pytest.mark.ros

@@ -29,7 +29,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from uk_controller.paths import share_dir  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe, ros_env, params_file  # noqa: E402
+from ros_nodes import NodeProcess, Probe, ros_env, params_file  # noqa: E402
 
 pytestmark = pytest.mark.ros
 

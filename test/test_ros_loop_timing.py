@@ -141,7 +141,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from uk_controller.robots import load_robot  # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 
 EFFORTS = '/effort_controller/commands'
 TIMING = '/uk_controller_node/loop_timing'

@@ -20,7 +20,7 @@ pytest.importorskip('mujoco')
 
 from dds_loops import run_controller_first  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
-from uk_controller.ros.testing import Probe  # noqa: E402
+from ros_nodes import Probe  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
 RATE = 200.0

@@ -29,7 +29,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.cdr import encode_joint_state  # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe, reliable  # noqa: E402
+from ros_nodes import NodeProcess, Probe, reliable  # noqa: E402
 
 DOMAIN_ID = 94
 ROBOT = 'scara'

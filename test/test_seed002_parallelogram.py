@@ -1,4 +1,4 @@
-"""Seed 002's five-bar parallelogram (uk_controller.benchmarks.parallelogram*) with every pseudo-inverse method.
+"""Seed 002's five-bar parallelogram (bench.parallelogram*) with every pseudo-inverse method.
 
 Independent checks: the Jacobian and gamma against finite differences of Psi, the rank
 (11 of 12, seed 002), the acceleration against the one-degree-of-freedom reduced model
@@ -8,14 +8,14 @@ reduced model. The compiled path (eq 32 and the pseudo-inverse twins in numba, G
 BDF written out) is checked against the NumPy right-hand side, against scipy's BDF, and
 over the full 20 s of seed 002 against the reduced model for every method. The timings and
 the table against seed 002's Tables 7–12 are the benchmark's job
-(``python -m uk_controller.benchmarks.parallelogram_paper``).
+(``python -m bench.parallelogram_paper``).
 """
 import numpy as np
 import pytest
 
 from uk_controller.core import uk
-from uk_controller.benchmarks import bdf, parallelogram_model as pm
-from uk_controller.benchmarks.parallelogram import NEWTON_TOL, simulate
+from bench import bdf, parallelogram_model as pm
+from bench.parallelogram import NEWTON_TOL, simulate
 from uk_controller.core.pinv import get_pinv
 
 pm.limit_blas_threads(1)      # 12 x 12 factorizations: BLAS threads only cost time here

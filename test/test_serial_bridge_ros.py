@@ -207,7 +207,7 @@ def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(
     import pinocchio as pin
 
     from uk_controller.hardware import bus_timing, registry
-    from uk_controller.ros.testing import ros_env
+    from ros_nodes import ros_env
     from uk_controller.sim.uk_plant import UKPlant
 
     setup = load_robot(robots('scara'))

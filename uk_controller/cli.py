@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import signal
 import sys
@@ -304,13 +303,32 @@ def build_parser():
                        description='Emulate the serial motor drivers of a robot on a pty and print its path.')
     add_emulate_arguments(p)
     p.set_defaults(func=run_emulate)
-    if importlib.util.find_spec('uk_controller.benchmarks.bench_command') is not None:
-        from .benchmarks.bench_command import add_bench_arguments, run_bench
-        p = sub.add_parser('bench', help='benchmarks: control step, simulation, loop jitter',
-                           description='Print benchmark tables (medians and p99).')
+    p = sub.add_parser('bench', help='benchmarks of a source checkout: control step, simulation, loop jitter',
+                       description='Print benchmark tables (medians and p99). The tables live in bench/ of a '
+                                   'source checkout, beside uk_controller/; they are not installed.')
+    folder = bench_folder()
+    if folder is not None:
+        if str(folder.parent) not in sys.path:
+            sys.path.insert(0, str(folder.parent))
+        from bench.bench_command import add_bench_arguments, run_bench
         add_bench_arguments(p)
         p.set_defaults(func=run_bench)
+    else:
+        p.set_defaults(func=_no_bench)
     return parser
+
+
+def bench_folder():
+    """The bench/ folder of the source checkout this package runs from, or None (an installed package)."""
+    folder = Path(__file__).resolve().parent.parent / 'bench'
+    return folder if (folder / 'bench_command.py').is_file() else None
+
+
+def _no_bench(args):
+    print('uk-controller bench: the benchmarks are not installed; they run from a source checkout '
+          '(git clone the repository, pip install -e . there, and run uk-controller bench from it)',
+          file=sys.stderr)
+    return 2
 
 
 def main(argv=None):

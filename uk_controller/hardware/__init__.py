@@ -9,7 +9,7 @@ Shared pieces, protocol independent:
 - ``calibration`` ``HardwareConfig``: joint side <-> motor side, limits (config ``hardware``)
 - ``safety``      ``SafeBus``: limits, host watchdog, arming, reconnect, torque off
 - ``emulator``    device emulators' base: pty link, plant driver, fault injection, stepped clock
-- ``faults``      fault-injection scenarios (tests, uk_controller/benchmarks/serial_bench.py)
+- ``faults``      fault-injection scenarios (tests, bench/serial_bench.py)
 - ``joint_state_assembler``  full (q, q') from the measured joints (closures solved)
 - ``serial_loop`` the fixed-rate control loop on a bus; ``run_command``: ``uk-controller run``
 - ``emulate_command``  ``uk-controller emulate``

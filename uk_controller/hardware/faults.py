@@ -5,7 +5,7 @@ clean, fault active, fault cleared -- while commanding efforts *above* the
 limits, and reports what the host counted, whether a torque above the limit
 ever reached the device, whether and when the device went torque-free, and
 whether the loop re-armed afterwards. Used by the fault tests and by
-uk_controller/benchmarks/serial_bench.py (the fault table).
+bench/serial_bench.py (the fault table).
 """
 from __future__ import annotations
 

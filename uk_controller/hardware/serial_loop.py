@@ -5,7 +5,7 @@ period is one bus transaction (send the effort computed from the previous
 feedback, receive the new feedback), then one control step. Safety (watchdog,
 limits, arming, reconnect, torque-off on exit) is :class:`~.safety.SafeBus`;
 the joint state of closed chains comes from :class:`~.joint_state_assembler.JointStateAssembler`.
-Used by ``uk-controller run`` (:mod:`.run_command`), the HIL tests and uk_controller/benchmarks/serial_bench.py.
+Used by ``uk-controller run`` (:mod:`.run_command`), the HIL tests and bench/serial_bench.py.
 
 Loop timing (the same definitions as the ROS node, docs/ros.md "Loop timing"): the loop sleeps to
 absolute deadlines d_{k+1} = d_k + T (:class:`~uk_controller.control.loop_timing.DeadlineSleeper` on the monotonic

@@ -12,7 +12,7 @@ Reference: `uk_controller.core.pinv.reference` (NumPy/LAPACK), method by method:
 Tests that keep them equal: test/test_pinv.py (``test_compiled_twins_equal_the_reference``,
 ``test_svd_twin_equals_lapack_reference``, ``test_jacobi_kernel_is_an_svd``,
 ``test_svd_twin_exact_dependence_and_nonfinite``); the seed 002 parallelogram benchmark
-(`uk_controller.benchmarks.parallelogram_model`) calls them from compiled code, and
+(`bench.parallelogram_model`) calls them from compiled code, and
 test/test_seed002_parallelogram.py (``test_compiled_rhs_is_eq32``) checks that right-hand side
 against the NumPy one.
 

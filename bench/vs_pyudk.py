@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core import uk
+from uk_controller.core import uk
 from .common import rel_diff, sample, table, verdict
 from .reference import KernelForce, uk_inputs
 

@@ -90,7 +90,7 @@ class FixedRateLoop:
 
 
 def run(args):
-    from ..control.controller import ControllerCore
+    from uk_controller.control.controller import ControllerCore
     seconds = 2.0 if args.quick else args.loop_seconds
     rate = 1000.0
     rows = []

@@ -14,7 +14,7 @@ STEP_TARGET_US = {'scara': 25.0, 'five_bar': 40.0, 'five_bar_redundant': 40.0, '
 
 
 def run(args):
-    from ..control.controller import ControllerCore
+    from uk_controller.control.controller import ControllerCore
     count = 2000 if args.quick else 20000
     rows, parts = [], []
     for name in args.robots:

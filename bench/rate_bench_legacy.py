@@ -1,9 +1,9 @@
 """uk_controller_node over real DDS (FastDDS, loopback): control rate, latency, CPU, memory.
 
-    python -m uk_controller.benchmarks.ros_rate [--robots scara five_bar dual_arm] [--rates 250 500 1000] [--seconds 3]
-        the issue-13 table (uk_controller.ros.rate_bench): the node's loop thread with and without
+    python -m bench.ros_rate [--robots scara five_bar dual_arm] [--rates 250 500 1000] [--seconds 3]
+        the loop-thread table (bench.rate_bench): the node's loop thread with and without
         SCHED_FIFO, quiet and loaded, and the rclpy timer as baseline; the feeder in another process
-    python -m uk_controller.benchmarks.ros_rate --legacy [--executors ...]
+    python -m bench.ros_rate --legacy [--executors ...]
         the earlier table below (timer mode per executor, state-triggered ping-pong latency)
 
 Run it in a private network namespace when others use DDS here (see README, "Benchmarks").
@@ -38,7 +38,7 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from uk_controller.robots import load_robot  # noqa: E402
-from uk_controller.ros.testing import NodeProcess, Probe  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 
 
 def rss_mb(pid):
@@ -137,7 +137,7 @@ def latency_run(probe, setup, robot, rate, executor, samples, tmp):
 
 
 def main():
-    """The --legacy table (``python -m uk_controller.benchmarks.ros_rate --legacy``); reads sys.argv."""
+    """The --legacy table (``python -m bench.ros_rate --legacy``); reads sys.argv."""
     sys.argv.remove('--legacy')
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--robots', nargs='+', default=['scara', 'five_bar'])

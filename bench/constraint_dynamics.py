@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import uk
+from uk_controller.core import uk
 from .common import moving_state, pin_closures, rel_diff, sample, table, verdict
 
 
@@ -30,11 +30,11 @@ def closed_moving_state(setup, seed=0):
 
 def run(args):
     import pinocchio as pin
-    from ..robots import load_robot
+    from uk_controller.robots import load_robot
     count = 1000 if args.quick else 10000
     rows = []
-    from ..paths import share_dir
-    from ..robots.example_robot_data import robots_dir
+    from uk_controller.paths import share_dir
+    from uk_controller.robots.example_robot_data import robots_dir
     names = ['five_bar', 'five_bar_redundant']
     if robots_dir() is not None:
         names.append(str(share_dir() / 'config' / 'examples' / 'cassie_hung.yaml'))

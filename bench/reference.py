@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import uk
+from uk_controller.core import uk
 from .common import moving_state, rel_diff, sample, table, verdict
 
 
 def uk_inputs(names):
     """(name, M, Q, A, b) per robot: all rows (closures and tasks) as UK constraints at a moving state."""
-    from ..robots import load_robot
+    from uk_controller.robots import load_robot
     out = []
     for name in names:
         setup = load_robot(name)
@@ -65,7 +65,7 @@ def run(args):
           note='All closures and tasks of the robot as UK rows at one moving state; diff = max relative difference.')
     # servo control: reference (uk.servo_control) vs ServoSolver
     rows = []
-    from ..robots import load_robot
+    from uk_controller.robots import load_robot
     for name in args.robots:
         setup = load_robot(name)
         model = setup.model

@@ -1,6 +1,6 @@
 """Sweep throughput: runs/s in one process, on the local pool and on Ray; speed-up; per-run overhead.
 
-    python -m uk_controller.benchmarks.sweep_bench [--runs 24] [--rounds 3] [--duration 5] [--jobs N] [--no-ray]
+    python -m bench.sweep_bench [--runs 24] [--rounds 3] [--duration 5] [--jobs N] [--no-ray]
 
 Runs: SCARA, `--duration` simulated seconds each, stabilization.omega spread over 10..40 rad/s,
 through the same functions as `uk-controller sweep` (runner.run_one in the pool's worker

@@ -1,30 +1,33 @@
-"""``uk-controller bench``: the benchmark tables of issues 7 and 13, all measured in one run.
+"""``uk-controller bench``: the benchmark tables, all measured in one run.
 
     uk-controller bench [--quick] [--tables step reference pyudk pinocchio simulation parallelogram loop memory
                                           step_ratio ros_rate]
 
-A thin command over uk_controller.benchmarks (one module per table, each with ``run(args)``; the
+A thin command over bench (one module per table, each with ``run(args)``; the
 list and what each measures is that package's docstring). Every figure is a median (and p99) over
 many calls on this machine; all comparisons are made in the same run on the same inputs, and each
 table says whether the results agree (relative difference). Speed depends on the machine and on its
 load: the header prints the CPU, the load average and the package versions. Nothing here is a test;
-``python -m uk_controller.benchmarks.bench_command --tables NAME`` prints one of them.
+``python -m bench.bench_command --tables NAME`` prints one of them.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 
-from ..settings import schema as S
+from uk_controller.settings import schema as S
 from .common import PYUDK_PYTHON_DEFAULT, STEP_ROBOTS
 
-#: table name -> module of uk_controller.benchmarks (imported only when the table runs)
+#: table name -> module of bench (imported only when the table runs)
 TABLE_MODULES = {'step': 'step', 'reference': 'reference', 'pyudk': 'vs_pyudk', 'pinocchio': 'constraint_dynamics',
                  'simulation': 'simulation', 'parallelogram': 'parallelogram', 'loop': 'loop', 'memory': 'memory',
                  'step_ratio': 'step_ratio', 'ros_rate': 'ros_rate'}
 TABLES = tuple(TABLE_MODULES)
+#: what a table needs beyond the core install: table -> (module to import, how to get it)
+TABLE_NEEDS = {'ros_rate': ('rclpy', 'the ros extra: pip install -e ".[ros]"')}
 
 
 def add_bench_arguments(parser):
@@ -64,9 +67,9 @@ def _set_policy(priority):
 def _robot_arg(text):
     """argparse type of --robots: a shipped setup name or a setup file (message lists the shipped ones)
     whose robot loads (a description without movable joints had segfaulted the step table)."""
-    from ..files.parameter_file import ConfigError
-    from ..paths import resolve_config
-    from ..robots import load_robot
+    from uk_controller.files.parameter_file import ConfigError
+    from uk_controller.paths import resolve_config
+    from uk_controller.robots import load_robot
     try:
         resolve_config(text)
     except ConfigError as exc:
@@ -78,8 +81,22 @@ def _robot_arg(text):
     return text
 
 
+def missing_extras(tables):
+    """{table: how to get what it needs} for the asked tables whose package is not importable here."""
+    missing = {}
+    for name in tables:
+        module, how = TABLE_NEEDS.get(name, (None, None))
+        if module is not None and importlib.util.find_spec(module) is None:
+            missing[name] = how
+    return missing
+
+
 def run_bench(args):
     from .common import calibration, machine_header
+    missing = missing_extras(args.tables)
+    for name, how in missing.items():
+        print(f'skipping table {name}: it needs {how}')
+    args.tables = [name for name in args.tables if name not in missing]
     policy = _set_policy(args.rt_priority)
     machine_header()
     print(f'scheduling: {policy}')
@@ -91,7 +108,7 @@ def run_bench(args):
 
 
 def main(argv=None, tables=None):
-    """Entry for ``python -m uk_controller.benchmarks.bench_command``: the same tables, optionally a fixed subset."""
+    """Entry for ``python -m bench.bench_command``: the same tables, optionally a fixed subset."""
     parser = add_bench_arguments(argparse.ArgumentParser(description=__doc__.split('\n\n')[0]))
     if tables is not None:
         parser.set_defaults(tables=list(tables))

@@ -1,8 +1,8 @@
 """Runs INSIDE pyudk's own virtual environment (pyudk pins numpy 1.24 / scipy 1.10): never import
-uk_controller here (it is a script beside uk_controller/benchmarks/pyudk.py, run by path in that other
+uk_controller here (it is a script beside bench/pyudk.py, run by path in that other
 interpreter). Called by ``uk-controller bench`` (table 'pyudk')::
 
-    /tmp/pyudk_venv/bin/python uk_controller/benchmarks/pyudk_helper.py cases.npz COUNT [BUDGET_S]
+    /tmp/pyudk_venv/bin/python bench/pyudk_helper.py cases.npz COUNT [BUDGET_S]
 
 Reads M{k}, Q{k}, A{k}, b{k}; times ``pyudk.ideal_Constraint_force`` COUNT times per case (fewer, at
 least 20, if that would take longer than BUDGET_S seconds, default 3) and prints

@@ -13,8 +13,8 @@ RTF_TARGET = {'scara': 20.0, 'five_bar': 10.0}
 
 
 def run(args):
-    from ..robots import load_robot
-    from ..sim.closed_loop import simulate
+    from uk_controller.robots import load_robot
+    from uk_controller.sim.closed_loop import simulate
     duration = 2.0 if args.quick else 10.0
     names = ('scara', 'five_bar') if args.quick else ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm')
     rows = []

@@ -3,7 +3,7 @@
 `simulate(method, ...)` integrates seed 002 eq 32 (`parallelogram_model`) over [0, tf] and scores the run
 (`RunResult`: completed, sum Psi^2 at the end, NFUNC, wall time, link angle against the reduced model).
 `run(args)` is the table of ``uk-controller bench``; the comparison with the paper's Tables 7-12 is
-`parallelogram_paper` (``uk_controller/benchmarks/parallelogram_paper.py``).
+`parallelogram_paper` (``bench/parallelogram_paper.py``).
 
 Integrator (default ``BDF-compiled``): with alpha = 1000, beta = 100 the constraint-violation
 modes decay at about -5 and -1995 s^-1 while the pendulum moves at ~3.4 rad/s, so the system is
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from ..core.pinv import compiled_pinv, get_pinv
+from uk_controller.core.pinv import compiled_pinv, get_pinv
 from .bdf import BDF_OK, BDF_STATUS_TEXT, bdf_k
 from .common import table, verdict
 from .parallelogram_model import METHOD_CODE, METHODS, PAPER_GAINS, THETA0, Parallelogram, reference_angle
@@ -166,7 +166,7 @@ def run(args):
                          f'{r.angle_error:.1e}', verdict(ok) if baum else '-'))
     rcond = args.para_tol if args.para_rcond is None else args.para_rcond
     table(f'Seed 002 parallelogram, {tf:g} s, TOL = {args.para_tol:g}, rcond = {rcond:g} '
-          '(uk_controller/benchmarks/parallelogram_paper.py; compiled Gear/BDF, the stiff option of the paper\'s DIVPAG)',
+          '(bench/parallelogram_paper.py; compiled Gear/BDF, the stiff option of the paper\'s DIVPAG)',
           ('method', 'Baumgarte', 't end', 'completed', 'sum Psi^2', 'NFUNC', 'wall s', 'max dtheta',
            'done, <=1e-10, <=1 s'), rows,
           note=f'the target applies to the stabilized runs (the paper\'s Table 10 setting); without Baumgarte '

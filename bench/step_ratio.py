@@ -1,4 +1,4 @@
-"""Table ``step_ratio`` (issues 13 and 19): the control step beside Pinocchio on the same model and state.
+"""Table ``step_ratio``: the control step beside Pinocchio on the same model and state.
 
 In one run on the same model and state, ControllerCore.step (the packed compiled step and the Python around
 it) against ``pinocchio.aba`` (open trees; target <= 3x) and ``pinocchio.constraintDynamics`` (five-bar
@@ -28,7 +28,7 @@ TARGETS = {'scara': ('pin.aba', 3.0), 'five_bar': ('pin.constraintDynamics', 1.0
 
 def _real_robots():
     """(label, setup text or None when the wheel is missing, Pinocchio reference, target) per real robot."""
-    from ..robots import example_robot_data as erd
+    from uk_controller.robots import example_robot_data as erd
     return [
         ('ur5 pose (3 pos + 3 so3)', erd.ur5_pose_yaml(), 'pin.aba', 3.0),
         ('ur5 position + posture (3 pos, 3 free)', erd.circle_task_yaml(erd.UR5, erd.UR5_HOME, erd.UR5_TOOL, name='ur5_position'),
@@ -43,8 +43,8 @@ REAL_ROBOTS = _real_robots
 
 def _cases(args, folder):
     """(label, ControllerCore, reference, target) for the shipped robots asked for and the real robots."""
-    from ..control.controller import ControllerCore
-    from ..robots import load_robot
+    from uk_controller.control.controller import ControllerCore
+    from uk_controller.robots import load_robot
     for name in [r for r in args.robots if r in TARGETS]:
         yield (name, ControllerCore.from_config(name), *TARGETS[name])
     for k, (label, text, ref, target) in enumerate(REAL_ROBOTS()):

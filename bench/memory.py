@@ -19,7 +19,7 @@ def _rss_mb():
 
 def run(args):
     import pinocchio as pin
-    from ..control.controller import ControllerCore
+    from uk_controller.control.controller import ControllerCore
     steps = 2000 if args.quick else 20000
     rows = []
     for name in args.robots:

@@ -1,6 +1,6 @@
 """Gear's method (BDF, orders 1-5) written out for numba: the integrator of the seed 002 parallelogram runs.
 
-Seed 002 eq 32 (`uk_controller.benchmarks.parallelogram_model.rhs_k`, with the pseudo-inverse
+Seed 002 eq 32 (`bench.parallelogram_model.rhs_k`, with the pseudo-inverse
 twins of uk_controller.core.pinv.compiled) integrated by Gear's method, the stiff option of the paper's
 own IMSL integrator DIVPAG, written out so that a whole 20 s run is one compiled call (`bdf_k`).
 The algorithm is the variable-order, quasi-constant step BDF on a table of backward differences

@@ -1,6 +1,6 @@
 """Seed 002's five-bar parallelogram against the paper's Tables 7-12: every pseudo-inverse method, with and without Baumgarte.
 
-    python -m uk_controller.benchmarks.parallelogram_paper [--tol 1e-6 1e-8 1e-10] [--tf 20] [--rcond tol 1e-5]
+    python -m bench.parallelogram_paper [--tol 1e-6 1e-8 1e-10] [--tf 20] [--rcond tol 1e-5]
                                                   [--integrator BDF-compiled|LSODA|BDF|...]
                                                   [--methods svd varga ...]
 

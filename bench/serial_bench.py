@@ -1,6 +1,6 @@
 """Serial bus throughput and latency over a pty with the device emulators, plus the fault table.
 
-    python -m uk_controller.benchmarks.serial_bench [--seconds 1.0] [--no-faults] [--no-loop]
+    python -m bench.serial_bench [--seconds 1.0] [--no-faults] [--no-loop]
 
 For each protocol, baud (115200, 1 000 000) and motor count (2, 4, 6): one full control
 cycle per transaction (all torques out, all feedback in), as fast as the bus answers, for

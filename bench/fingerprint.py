@@ -1,7 +1,7 @@
 """Numerical fingerprint of the shipped robots: proves a refactor changed no result.
 
-    python -m uk_controller.benchmarks.fingerprint --save before.npz       # on the old commit
-    python -m uk_controller.benchmarks.fingerprint --compare before.npz    # on the new one: exit 1 on any difference
+    python -m bench.fingerprint --save before.npz       # on the old commit
+    python -m bench.fingerprint --compare before.npz    # on the new one: exit 1 on any difference
 
 Recorded (every float compared bit for bit, NaN equal to NaN):
 
@@ -76,7 +76,7 @@ def _steps(record, count=40):
 
 
 def _parallelogram_module():
-    return importlib.import_module('uk_controller.benchmarks.parallelogram')
+    return importlib.import_module('bench.parallelogram')
 
 
 def _parallelogram(record, tf):

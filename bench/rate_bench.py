@@ -1,7 +1,7 @@
-"""uk_controller_node's period loop over real DDS: achieved rate, missed deadlines, latency, CPU (issues 13, 24).
+"""uk_controller_node's period loop over real DDS: achieved rate, missed deadlines, latency, CPU.
 
 For each robot, rate and configuration the node runs in its own process, fed by a JointState publisher in
-ANOTHER process at the same rate (``python -m uk_controller.ros.rate_bench --feed ...``); a probe in this
+ANOTHER process at the same rate (``python -m bench.rate_bench --feed ...``); a probe in this
 process counts the effort commands that arrive and reads the node's telemetry (~/loop_timing,
 /diagnostics). Configurations (CONFIGS): the loop thread on wall-clock deadlines (``deadline``,
 ros.trigger timer) and phase-locked to the joint states (``state``, ros.trigger state), each with the
@@ -47,7 +47,7 @@ def cpu_seconds(pid):
 
 def loop_thread_seconds(pid):
     """CPU seconds of the node's loop thread (named LOOP_THREAD_NAME); NaN in timer mode (no such thread)."""
-    from ..control.loop_timing import LOOP_THREAD_NAME
+    from uk_controller.control.loop_timing import LOOP_THREAD_NAME
     for tid in os.listdir(f'/proc/{pid}/task'):
         try:
             with open(f'/proc/{pid}/task/{tid}/stat') as handle:
@@ -66,7 +66,7 @@ def feed(robot, rate, domain_id):
     import rclpy
     from sensor_msgs.msg import JointState
     from rclpy.qos import qos_profile_sensor_data
-    from ..robots import load_robot
+    from uk_controller.robots import load_robot
     setup = load_robot(robot)
     rclpy.init(domain_id=domain_id)
     node = rclpy.create_node('uk_rate_feeder')
@@ -99,7 +99,7 @@ def busy_processes(count):
 def one_run(probe, robot, rate, loop, priority, loaded, transport, seconds, tmp):
     from diagnostic_msgs.msg import DiagnosticArray
     from std_msgs.msg import Float64MultiArray
-    from .testing import NodeProcess, ros_env
+    from ros_nodes import NodeProcess, ros_env
     efforts = probe.record(Float64MultiArray, '/effort_controller/commands', convert=lambda m: None)
     probe.record(DiagnosticArray, '/diagnostics',        # read below through probe.snapshot
                  convert=lambda m: {kv.key: kv.value for s in m.status if s.name.startswith('uk_controller')
@@ -107,7 +107,7 @@ def one_run(probe, robot, rate, loop, priority, loaded, transport, seconds, tmp)
     for topic in ('/effort_controller/commands', '/diagnostics'):
         probe.clear(topic)
     load = busy_processes(2) if loaded else []
-    feeder = subprocess.Popen([sys.executable, '-m', 'uk_controller.ros.rate_bench', '--feed', robot,
+    feeder = subprocess.Popen([sys.executable, '-m', 'bench.rate_bench', '--feed', robot,
                                '--feed-rate', str(rate)], env=ros_env(DOMAIN_ID))
     mode, trigger = LOOPS[loop]
     node = NodeProcess('uk_controller.ros.controller_node',
@@ -157,7 +157,7 @@ def one_run(probe, robot, rate, loop, priority, loaded, transport, seconds, tmp)
 
 
 def run_table(robots, rates, seconds, configs=CONFIGS, stream=sys.stdout):
-    from .testing import Probe
+    from ros_nodes import Probe
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     probe = Probe(DOMAIN_ID, name='uk_rate_probe')
     rows = []

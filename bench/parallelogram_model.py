@@ -25,7 +25,7 @@ Independent reference: the mechanism is a one-degree-of-freedom pendulum in the 
 theta (coupler translating), ``J theta'' = -3.5 g cos(theta)`` with
 ``J = 3 (I + m L^2/4) + m2 L^2 = 3.05`` (`REDUCED_J`, `REDUCED_GRAV`, `reference_angle`).
 
-Compiled twins (for the compiled BDF of `uk_controller.benchmarks.bdf`): `constraints_k` of
+Compiled twins (for the compiled BDF of `bench.bdf`): `constraints_k` of
 `Parallelogram.constraints`, `rhs_k` of `Parallelogram.acceleration` (seed 002 eq 32) with the
 pseudo-inverse twins of `uk_controller.core.pinv.compiled` (`pinv_k`); test/test_seed002_parallelogram.py
 (``test_compiled_rhs_is_eq32``) checks them against the NumPy model, and
@@ -43,7 +43,7 @@ for _var in ('OPENBLAS_NUM_THREADS', 'OMP_NUM_THREADS', 'MKL_NUM_THREADS'):
 import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
-from ..core.pinv import compiled_pinv  # noqa: E402
+from uk_controller.core.pinv import compiled_pinv  # noqa: E402
 
 try:
     from numba import njit
@@ -181,7 +181,7 @@ class Parallelogram:
 # ------------------------------------------------------------------ compiled right-hand side
 #
 # The same eq 32 and the same pseudo-inverse methods (uk_controller.core.pinv.compiled_pinv,
-# tested equal to the NumPy references), for the compiled BDF of uk_controller.benchmarks.bdf.
+# tested equal to the NumPy references), for the compiled BDF of bench.bdf.
 
 METHOD_CODE = {name: code for code, name in enumerate(METHODS)}
 #: the compiled twins (numba dispatchers; plain Python without numba), in METHODS order: pinv_k

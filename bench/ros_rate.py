@@ -1,7 +1,7 @@
-"""Table ``ros_rate`` (issues 13, 24): uk_controller_node over DDS at 250/500/1000 Hz: the fixed-rate and the
+"""Table ``ros_rate``: uk_controller_node over DDS at 250/500/1000 Hz: the fixed-rate and the
 phase-locked loop, raw CDR and rclpy messages, FIFO or not, quiet or loaded.
 
-The measurement is uk_controller.ros.rate_bench (it needs rclpy, so it lives under ros/); run it inside
+The measurement is bench.rate_bench (it needs rclpy, so it lives under ros/); run it inside
 a private network namespace when others use DDS on this machine.
 """
 from __future__ import annotations
@@ -10,11 +10,11 @@ import sys
 
 
 def run(args):
-    from ..ros import rate_bench
+    from . import rate_bench
     rates = [250.0, 500.0, 1000.0]
     robots = [r for r in ('scara', 'five_bar', 'dual_arm') if r in args.robots] or ['scara']
-    print('\n## uk_controller_node over DDS: achieved rate, missed deadlines, latency, CPU (uk_controller/benchmarks/ros_rate.py)')
-    # a compact set for the whole-suite run; ``python -m uk_controller.benchmarks.ros_rate`` runs all of CONFIGS
+    print('\n## uk_controller_node over DDS: achieved rate, missed deadlines, latency, CPU (bench/ros_rate.py)')
+    # a compact set for the whole-suite run; ``python -m bench.ros_rate`` runs all of CONFIGS
     configs = (('deadline', 0, False, 'raw'), ('state', 0, False, 'raw'), ('deadline', 50, False, 'raw'),
                ('deadline', 50, False, 'messages'), ('state', 50, False, 'raw'), ('state', 50, False, 'messages'),
                ('state', 50, True, 'raw'), ('timer', 0, False, 'messages'))
@@ -22,15 +22,15 @@ def run(args):
 
 
 def main(argv=None):
-    """``python -m uk_controller.benchmarks.ros_rate [options]``: the issue-13/24 table alone, with its own
-    options (uk_controller.ros.rate_bench.main); ``--legacy``: the earlier per-executor table
-    (uk_controller.ros.rate_bench_legacy)."""
+    """``python -m bench.ros_rate [options]``: the loop table alone, with its own
+    options (bench.rate_bench.main); ``--legacy``: the earlier per-executor table
+    (bench.rate_bench_legacy)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if '--legacy' in argv:
-        from ..ros import rate_bench_legacy
+        from . import rate_bench_legacy
         sys.argv = [sys.argv[0]] + argv
         return rate_bench_legacy.main()
-    from ..ros import rate_bench
+    from . import rate_bench
     return rate_bench.main(argv)
 
 

@@ -80,7 +80,7 @@ def machine_header():
     import pinocchio
     import scipy
 
-    from ..kernels import jit as kernels_jit
+    from uk_controller.kernels import jit as kernels_jit
     try:
         load = ', '.join(f'{x:.2f}' for x in os.getloadavg())
     except OSError:
@@ -124,7 +124,7 @@ def moving_state(setup, seed=0):
 def pin_closures(setup):
     """pinocchio RigidConstraintModels (CONTACT_3D, point on point) for every loop_closure term."""
     import pinocchio as pin
-    from ..constraints import LoopClosure
+    from uk_controller.constraints import LoopClosure
     model = setup.model
     cms = []
     for term in setup.passive.terms:
