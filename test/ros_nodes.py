@@ -21,7 +21,7 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
 
-from ..files import rcl_yaml
+from uk_controller.files import rcl_yaml
 
 
 def ros_env(domain_id, **extra):

@@ -196,7 +196,7 @@ def test_bridge_loop_timing_matches_probe(config):
 def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(tmp_path, robots):
     """The bridge as its own process (``python -m uk_controller.ros.serial_bridge_node``) on the SCARA over
     the Dynamixel emulator behind a fake FTDI adapter with the 16 ms default latency timer, at 200 Hz: the
-    rules of ``uk-controller run`` (hardware.run_command.check_setup) refuse both the rate (the highest rate
+    rules of ``uk-controller run`` (hardware.setup_check.check_setup) refuse both the rate (the highest rate
     is the one bus_timing.budget computes, checked against its hand formula in test_bus_timing) and the
     prismatic servo (gravity at q0 from Pinocchio against Current Limit x 2.69 mA x k_t): exit 2, each error
     in the log with its numbers, torque never on at the device. The same bridge at a 1 ms latency timer and

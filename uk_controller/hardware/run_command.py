@@ -36,6 +36,7 @@ from .calibration import HardwareConfig
 from .joint_state_assembler import JointStateAssembler
 from .safety import SafeBus, patient
 from .serial_loop import run_loop
+from .setup_check import check_setup
 
 
 def add_run_arguments(parser: argparse.ArgumentParser):
@@ -270,31 +271,6 @@ def _preflight(setup, hw, safe, protocol, port, args, rate):
     errors += problems
     lines += [f'uk-controller run: error: {e}' for e in errors]
     return not errors, '\n'.join(lines)
-
-
-def check_setup(setup, hw, bus, protocol, port, rate):
-    """What a connected bus can do against what the set-up asks, before torque is ever on:
-    ``(lines, errors)``. The lines are the cycle budget (:func:`.bus_timing.budget`: bytes per cycle,
-    device delays, USB latency timer, the highest rate the bus carries), the requested rate and the
-    motors' effort limits against the static load at the start pose (:mod:`.static_load`); each error
-    names what to change (a rate above the bus's, a motor that cannot hold the start pose). One set of
-    rules for ``uk-controller run`` and the ROS serial bridge (uk_controller/ros/serial_bridge_node.py).
-    """
-    from . import bus_timing, static_load
-    lines, errors = [], []
-    entry = registry.get(protocol)
-    budget = bus_timing.budget(entry, hw.p, int(hw.baud), options=hw.options.get(entry.section_name),
-                               facts=bus.timing_facts(), port=port, motors=hw.motors)
-    lines.append(budget.report())
-    lines.append(f'  requested rate {rate:g} Hz')
-    problem = budget.check_rate(rate)
-    if problem:
-        errors.append(problem)
-    u_static = static_load.static_effort(setup)
-    sources = bus.torque_limit_sources()
-    lines.append(static_load.report(setup, hw, u_static, sources))
-    errors += static_load.problems(setup, hw, u_static, sources)
-    return lines, errors
 
 
 class _LogStream:

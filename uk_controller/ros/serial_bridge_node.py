@@ -23,7 +23,7 @@ sending; torque off on shutdown; reconnect with torque off until feedback is
 valid again.
 
 At start the set-up is checked against the connected bus by the rules of ``uk-controller
-run`` (:func:`~uk_controller.hardware.run_command.check_setup`): the cycle budget is logged, and a
+run`` (:func:`~uk_controller.hardware.setup_check.check_setup`): the cycle budget is logged, and a
 rate above what the bus carries or a motor that cannot hold the start pose (gravity at q0 against
 the limits read from the devices) is an error in the log naming what to change, and exit code 2,
 torque never on. If the port is not there at start, the check runs at the first connect and no
@@ -51,7 +51,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from ..hardware.calibration import HardwareConfig
 from ..hardware.joint_state_assembler import JointStateAssembler
 from ..hardware.registry import make_bus
-from ..hardware.run_command import check_setup
+from ..hardware.setup_check import check_setup
 from ..hardware.safety import ARMED, DISCONNECTED, SATURATED, SafeBus
 from ..control.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
 from .node_setup import node_options, read_settings
@@ -124,7 +124,7 @@ class SerialBridgeNode(Node):
 
     def _check_setup(self):
         """The set-up against the bus just connected, by the rules of ``uk-controller run``
-        (:func:`~uk_controller.hardware.run_command.check_setup`: the cycle budget and the rate it carries,
+        (:func:`~uk_controller.hardware.setup_check.check_setup`: the cycle budget and the rate it carries,
         the motors' limits against the static load at the start pose). The report goes to the log; on an
         error the bus is shut down (torque was never on) and the reason returned, else None."""
         lines, errors = check_setup(self.setup, self.hw, self.safe.bus, self.protocol, self.port, self.rate)
