@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .description_error import DescriptionError
+from .description_error import DescriptionError, read_utf8
 
 DESCRIPTION_KEYS = ('urdf', 'mjcf', 'sdf')
 
@@ -86,18 +86,6 @@ def urdf_text(path, xacro_args=None, config_path=None):
         raise ConfigError(f'robot.xacro_args is given but {path} is not a .xacro file', file=config_path,
                           key='robot.xacro_args')
     return read_utf8(path)
-
-
-def read_utf8(path):
-    """The text of a description file, refused with the byte and line when it is not UTF-8
-    (URDF, MJCF and SDF are XML; their readers here and in Pinocchio assume UTF-8)."""
-    data = Path(path).read_bytes()
-    try:
-        return data.decode('utf-8')
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b'\n') + 1
-        raise DescriptionError(f'{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}; '
-                               'save the file as UTF-8') from None
 
 
 def _finite_numbers(element, attribute, count, where):
