@@ -201,24 +201,31 @@ def _mjcf_body_names(root):
 def _prepared_mjcf(path):
     """(text, equality elements) of an MJCF prepared for Pinocchio's parser.
 
-    The ``<equality>`` section is removed (we read it ourselves: Pinocchio 4.1 crashes on site-based
-    ``connect`` and reads body-based ones only), and when ``<worldbody>`` holds several bodies, or one body
+    The file is read, its ``<include>`` elements expanded and checked first (:func:`.mjcf_check.checked_mjcf`:
+    structure, finite numbers, ordered ranges), so Pinocchio sees one file without includes. The
+    ``<equality>`` section is removed (we read it ourselves: Pinocchio 4.1 crashes on site-based
+    ``connect`` and reads body-based ones only); several ``<worldbody>`` sections (one per included file)
+    become one, as MuJoCo merges them; and when ``<worldbody>`` holds several bodies, or one body
     with a pose, they are wrapped in one body without joints, ``uk_worldbody`` (Pinocchio 4.1 silently dropped
     every top-level body after the first, and the pose of the first: a gripper posed upside down came out
     upright; a body without joints is welded to its parent, so the model is unchanged).
     """
-    tree = ET.parse(path)
-    root = tree.getroot()
-    if root.tag != 'mujoco':
-        raise DescriptionError(f'{path} is not an MJCF file (root element <{root.tag}>, expected <mujoco>)')
+    from .mjcf_check import checked_mjcf
+
+    root, _ = checked_mjcf(path)
     equalities = []
     for section in root.findall('equality'):
         equalities.extend(list(section))
         root.remove(section)
-    for wb in root.findall('worldbody'):
+    worldbodies = root.findall('worldbody')
+    for extra in worldbodies[1:]:
+        worldbodies[0].extend(list(extra))
+        root.remove(extra)
+    for wb in worldbodies[:1]:
         bodies = wb.findall('body')
-        posed = any(bodies[0].get(k) is not None for k in ('pos', 'quat', 'euler', 'axisangle', 'xyaxes', 'zaxis'))
-        if len(bodies) > 1 or (bodies and posed):
+        posed = bool(bodies) and any(bodies[0].get(k) is not None
+                                     for k in ('pos', 'quat', 'euler', 'axisangle', 'xyaxes', 'zaxis'))
+        if len(bodies) > 1 or posed:
             wrapper = ET.Element('body', name='uk_worldbody')
             for body in bodies:
                 wb.remove(body)
@@ -260,18 +267,17 @@ def read_mjcf(path):
     import pinocchio as pin
     from .description_extras import ExtrasError, mjcf_extras
 
+    from .mjcf_check import checked_mjcf
+
     path = Path(path)
-    try:
-        text, equalities = _prepared_mjcf(path)
-    except ET.ParseError as exc:
-        raise DescriptionError(f'cannot parse MJCF {path}: {exc}') from None
+    text, equalities = _prepared_mjcf(path)
     try:
         model = _build_from_text(text, path.parent, pin.buildModelFromMJCF)
     except DescriptionError:
         raise
     except Exception as exc:
         raise DescriptionError(f'Pinocchio cannot read MJCF {path}: {exc}') from None
-    root = ET.parse(path).getroot()
+    root, _ = checked_mjcf(path)        # the file as written, includes expanded (for bodies and extras)
     bodies = _mjcf_body_names(root)
     lost = [b for b in bodies if not model.existFrame(b, pin.FrameType.BODY)]
     if lost:
