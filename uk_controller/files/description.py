@@ -231,7 +231,21 @@ def _prepared_mjcf(path):
                 wb.remove(body)
                 wrapper.append(body)
             wb.append(wrapper)
+    _name_main_class(root)
     return ET.tostring(root, encoding='unicode'), equalities
+
+
+def _name_main_class(root):
+    """Give the top-level ``<default>`` its MuJoCo name ``main`` when an element names that class: MuJoCo
+    calls the top level ``main`` whether it is written or not, Pinocchio 4.1 knows a class only by its
+    ``class`` attribute (``class="main"`` otherwise stops it with "unordered_map::at")."""
+    if not any(el.get(key) == 'main' for el in root.iter() if el.tag != 'default' for key in ('class', 'childclass')):
+        return
+    tops = root.findall('default')
+    if not tops:
+        root.insert(0, ET.Element('default', {'class': 'main'}))
+    elif tops[0].get('class') is None:
+        tops[0].set('class', 'main')
 
 
 def _build_from_text(text, folder, builder):

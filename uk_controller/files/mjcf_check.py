@@ -7,9 +7,11 @@ folder, then in the including file's; a file is included once) and refuses, with
 came from), the element and what to change:
 
 - structure: no ``<worldbody>`` body at all (Pinocchio's parser would stop at "no body found in parsed tree"),
-  a ``<body>`` outside ``<worldbody>`` (nothing would reach it), a ``<joint>`` of the world itself, two bodies,
-  joints or sites with one name (a name is how closures, couplings and the setup find them), a body named
-  ``world``, a ``class``/``childclass`` no ``<default>`` defines;
+  a ``<body>`` outside ``<worldbody>`` (nothing would reach it), a joint of the world itself, MuJoCo's
+  ``<frame>``, ``<replicate>`` and ``<attach>`` (Pinocchio 4.1 does not read them), a joint type MuJoCo does
+  not have, two bodies, joints or sites with one name (each becomes a Pinocchio frame, and a name is how
+  closures, couplings and the setup find it), a body named ``world``, a ``class``/``childclass`` that no
+  ``<default>`` defines;
 - numbers: every attribute of :data:`NUMBERS` (poses, axes, inertials, masses, ranges, joint dynamics,
   equality anchors, relposes and polycoefs, tendon coefficients, ...) holds finite numbers, as many as MuJoCo
   takes; axes, quaternions and frame vectors are not zero; ranges are ordered (``lower <= upper``; MuJoCo
@@ -39,6 +41,8 @@ NUMBERS = {
     'frictionloss': (1, 1), 'damping': (1, None), 'stiffness': (1, None), 'polycoef': (1, 5), 'coef': (1, 1),
     'size': (1, 3), 'gear': (1, 6), 'gravity': (3, 3), 'timestep': (1, 1), 'margin': (1, 1),
 }
+#: MuJoCo's joint types (MJCF ``<joint type>``)
+JOINT_TYPES = ('hinge', 'slide', 'ball', 'free')
 #: attributes whose two numbers are a lower and an upper bound
 RANGES = ('range', 'actuatorfrcrange', 'ctrlrange', 'forcerange')
 #: MuJoCo elements of <worldbody> that Pinocchio's MJCF parser (4.1) does not read: a <frame> (a pose for
@@ -94,10 +98,10 @@ def _expand(element, main, including, seen, origins):
         where = origins.where(child, f'<include file="{name}">')
         if not name:
             raise DescriptionError(f'{where}: give the file to include (file="...")')
-        candidates = [main.parent / name, including.parent / name]
-        target = next((c for c in candidates if c.is_file()), None)
+        folders = list(dict.fromkeys([main.parent, including.parent]))
+        target = next((folder / name for folder in folders if (folder / name).is_file()), None)
         if target is None:
-            raise DescriptionError(f'{where}: no such file (looked in {main.parent} and {including.parent}); '
+            raise DescriptionError(f'{where}: no such file (looked in {" and ".join(map(str, folders))}); '
                                    'fix the path, relative to the main file')
         if target.resolve() in seen:
             raise DescriptionError(f'{where}: {target} is already included (a file is included once; an '
@@ -162,8 +166,8 @@ def _check_numbers(element, origins):
     if values.get('axis') is not None and _norm(values['axis']) == 0.0 and element.tag == 'joint':
         zero.append('axis')
     if zero:
-        raise DescriptionError(f'{where}: {zero[0]}="{element.get(zero[0])}" is zero; give a direction (a unit '
-                               'quaternion w x y z for quat)')
+        hint = 'a unit quaternion w x y z' if zero[0] == 'quat' else 'a direction'
+        raise DescriptionError(f'{where}: {zero[0]}="{element.get(zero[0])}" is zero; give {hint}')
     xy = values.get('xyaxes')
     if xy is not None:
         x, y = xy[:3], xy[3:]
@@ -178,10 +182,13 @@ def _check_structure(root, origins, includes):
     worldbodies = root.findall('worldbody')
     bodies = [b for wb in worldbodies for b in wb.iter('body')]
     if not bodies:
-        brought = f' (includes expanded: {", ".join(str(p) for p in includes)})' if includes else ''
         where = 'no <worldbody>' if not worldbodies else 'its <worldbody> holds no <body>'
-        raise DescriptionError(f'{main}: {where}{brought}; the model needs at least one <body> with a joint '
-                               'under <worldbody>: check that the <include> brings the robot\'s bodies')
+        if includes:
+            raise DescriptionError(f'{main}: {where}, with the included {", ".join(map(str, includes))}; the model '
+                                   'needs at least one <body> with a joint under <worldbody>: check that the '
+                                   '<include> names the file with the robot\'s bodies')
+        raise DescriptionError(f'{main}: {where}; the model needs at least one <body> with a joint under '
+                               '<worldbody>')
     parent_of = {child: parent for parent in root.iter() for child in parent}
     in_world = {id(b) for b in bodies}
     for element in root.iter('body'):
@@ -200,21 +207,29 @@ def _check_structure(root, origins, includes):
             if element.tag in ('joint', 'freejoint') and holder is not None and holder.tag != 'body':
                 raise DescriptionError(f'{origins.where(element)}: a joint under <{holder.tag}> has no body to move; '
                                        'move it into the <body> it should move')
-    for tag in ('body', 'joint', 'site'):
-        names = {}
-        for wb in worldbodies:
-            for element in wb.iter(tag):
-                name = element.get('name')
-                if not name:
-                    continue
-                if tag == 'body' and name == 'world':
-                    raise DescriptionError(f'{origins.where(element)}: "world" is the name of MuJoCo\'s world body; '
-                                           'rename this body')
-                if name in names:
-                    first = origins.included.get(id(names[name]), origins.main)
-                    raise DescriptionError(f'{origins.where(element)}: a second <{tag}> named {name!r} (the first is '
-                                           f'in {first}); names are unique: rename one')
-                names[name] = element
+    names = {}          # bodies, joints and sites become Pinocchio frames, found by name: one name space
+    for wb in worldbodies:
+        for element in wb.iter():
+            name = element.get('name')
+            if element.tag not in ('body', 'joint', 'freejoint', 'site') or not name:
+                continue
+            if element.tag == 'body' and name == 'world':
+                raise DescriptionError(f'{origins.where(element)}: "world" is the name of MuJoCo\'s world body; '
+                                       'rename this body')
+            if name in names:
+                first = names[name]
+                where = origins.included.get(id(first), origins.main)
+                what = (f'a second <{element.tag}> named {name!r} (the first is in {where})' if first.tag == element.tag
+                        else f'named {name!r} like a <{first.tag}> (in {where})')
+                raise DescriptionError(f'{origins.where(element)}: {what}; bodies, joints and sites become frames '
+                                       'that closures, couplings and the setup find by name: rename one')
+            names[name] = element
+    for element in root.iter('joint'):          # a body's joint or a default's (not an equality's or a tendon's)
+        kind = element.get('type')
+        holder = getattr(parent_of.get(element), 'tag', '')
+        if kind is not None and kind not in JOINT_TYPES and holder in ('body', 'default'):
+            raise DescriptionError(f'{origins.where(element)}: type="{kind}" is not a MuJoCo joint type '
+                                   f'({", ".join(JOINT_TYPES)})')
     classes = {d.get('class', 'main') for d in root.iter('default')} | {'main'}
     for element in root.iter():
         for key in ('class', 'childclass'):
