@@ -296,11 +296,23 @@ def read_sdf(path, base='fixed'):
     extras = DescriptionExtras()
 
     def add_joint(parent_jid, kind, axis, jw, name, parent_frame):
-        jm = {'revolute': pin.JointModelRevoluteUnaligned, 'continuous': pin.JointModelRevoluteUnboundedUnaligned,
-              'prismatic': pin.JointModelPrismaticUnaligned}[kind](np.asarray(axis, dtype=float))
-        jid = model.addJoint(parent_jid, jm, joint_world[parent_jid].actInv(jw), name)
-        joint_world[jid] = jw
-        frame = model.addJointFrame(jid, parent_frame)
+        axis = np.asarray(axis, dtype=float)
+        if kind == 'continuous':
+            # Pinocchio 4.1's Python RevoluteUnboundedUnaligned takes no axis: the unbounded joint turns
+            # about the z of a frame turned onto the axis, and the joint's named frame keeps the file's attitude
+            turn = pin.SE3(pin.Quaternion.FromTwoVectors(np.array([0.0, 0.0, 1.0]), axis).matrix(), np.zeros(3))
+            jm, at = pin.JointModelRUBZ(), jw * turn
+        else:
+            turn = None
+            jm = {'revolute': pin.JointModelRevoluteUnaligned,
+                  'prismatic': pin.JointModelPrismaticUnaligned}[kind](axis)
+            at = jw
+        jid = model.addJoint(parent_jid, jm, joint_world[parent_jid].actInv(at), name)
+        joint_world[jid] = at
+        if turn is None:
+            frame = model.addJointFrame(jid, parent_frame)
+        else:
+            frame = model.addFrame(pin.Frame(name, jid, parent_frame, turn.inverse(), pin.FrameType.JOINT))
         return jid, frame
 
     def add_body(link, jid, parent_frame):
@@ -317,7 +329,13 @@ def read_sdf(path, base='fixed'):
         inertia = np.array([[get('ixx'), get('ixy'), get('ixz')], [get('ixy'), get('iyy'), get('iyz')],
                             [get('ixz'), get('iyz'), get('izz')]])
         com = in_joint * _pose(inertial, where)
-        model.appendBodyToJoint(jid, com.act(pin.Inertia(mass, np.zeros(3), inertia)), pin.SE3.Identity())
+        try:
+            body = pin.Inertia(mass, np.zeros(3), inertia)
+        except RuntimeError as exc:         # e.g. "The 3d inertia should be positive."
+            raise _error(f'{where}: mass {mass:g} and <inertia> {inertia.tolist()} are not a rigid body\'s '
+                         f'({exc}); give a mass >= 0 and a positive definite inertia about the centre of '
+                         'mass') from None
+        model.appendBodyToJoint(jid, com.act(body), pin.SE3.Identity())
 
     for link in roots:                      # the root link: welded, or on the free base's six coordinates
         if base == 'fixed':
