@@ -220,8 +220,9 @@ def _joint_dynamics(robot, model, extras):
         return
     try:
         model.set_joint_dynamics(JointDynamics.from_joints(extras.joint_dynamics, model.joint_names, velocity))
-    except ValueError as exc:
-        raise robot.error(description_key(robot.data), str(exc)) from None
+    except ValueError as exc:           # e.g. a negative damping: the description's value, named with its file
+        raise robot.error(description_key(robot.data), f'{model.source}: {exc}; fix the joint\'s dynamics in the '
+                          'description, or set robot.joint_dynamics: none to leave them out') from None
 
 
 def _state(values, n, file, key):
