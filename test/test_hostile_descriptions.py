@@ -4,7 +4,8 @@ from the formats' rules (a tree of links or bodies with one root, UTF-8 XML, fin
 ``lower <= upper``, MJCF's <include>, unique names), not from the reader's output. URDF mimic joints: a
 multiplier of 0 runs, a joint mimicking itself or a mimic cycle is refused.
 
-The fuzz applies structured mutations to the shipped planar 3R URDF and loads each mutant in a child
+The fuzz applies structured mutations to the shipped planar 3R URDF, the shipped five-bar MJCF files, a
+four-bar SDF and (when example-robot-data is installed) Cassie's SDF, and loads each mutant in a child
 process, several per process, so that a native crash fails one test instead of the suite."""
 import json
 import subprocess
@@ -484,3 +485,294 @@ def test_mimic_cycle_exits_2_naming_the_joints(tmp_path):
     assert code == 2, err
     assert "'left_finger_joint', 'right_finger_joint'" in err and 'cycle' in err, err
 
+
+# ----------------------------------------------------------------------------- fuzz: MJCF and SDF
+# Structured mutations of the shipped five-bar MJCF files (config/five_bar_mjcf.yaml and
+# five_bar_redundant_mjcf.yaml) and of the four-bar SDF above; each batch of mutants is loaded in one child
+# process (CHECKED_CHILD), so a native crash or a hang in a parser fails that batch, not the suite. A mutant
+# must load, or be refused by a ConfigError that the CLI turns into exit 2 with the setup file named, and
+# the description file too when the refusal is about it (key robot.mjcf / robot.sdf).
+CHECKED_CHILD = r'''
+import contextlib, io, json, sys, traceback
+from uk_controller.cli import main
+from uk_controller.files.parameter_file import ConfigError
+from uk_controller.robots import load_robot
+mujoco = sys.argv[1] == 'mujoco'
+for path in sys.argv[2:]:
+    try:
+        setup = load_robot(path)
+        if mujoco:                  # MuJoCo loads the file itself: a loaded MJCF must compile there too
+            from uk_controller.sim.mujoco_plant import MujocoPlant
+            MujocoPlant.from_setup(setup)
+        print(json.dumps([path, 'ok']), flush=True)
+        continue
+    except ConfigError as exc:
+        key, message = exc.key, str(exc)
+    except Exception:
+        print(json.dumps([path, 'crash', traceback.format_exc()]), flush=True)
+        continue
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main(['simulate', path, '--duration', '0.001', '--no-plots', '--out', path + '.out']
+                        + (['--plant', 'mujoco'] if mujoco else []))
+        except BaseException:
+            code, err = 'raised', io.StringIO(traceback.format_exc())
+    print(json.dumps([path, 'refused', key, message, code, err.getvalue()]), flush=True)
+'''
+
+
+def _run_checked_child(paths, descriptions, batch, plant='uk'):
+    proc = subprocess.run([sys.executable, '-c', CHECKED_CHILD, plant, *map(str, paths)], capture_output=True,
+                          text=True, timeout=600, env=ENV)
+    assert proc.returncode == 0, f'child died ({proc.returncode}) on {batch}: {proc.stderr[-3000:]}'
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('[')]
+    assert len(results) == len(paths), proc.stdout[-3000:]
+    outcomes = []
+    for (path, outcome, *detail), description, mutations in zip(results, descriptions, batch):
+        assert outcome in ('ok', 'refused'), f'{mutations}: {detail}'
+        if outcome == 'refused':
+            key, message, code, stderr = detail
+            assert code == 2 and 'Traceback' not in stderr, f'{mutations}: exit {code}: {stderr[-2000:]}'
+            assert str(path) in message, f'{mutations}: {message}'
+            if key in ('robot.mjcf', 'robot.sdf'):
+                assert str(description) in message, f'{mutations}: the message names no file: {message}'
+        outcomes.append(outcome)
+    return outcomes
+
+
+NUMBER_VALUES = ['nan', 'inf', '-inf', '1e308', '-1e308', '', 'x', '0 0 0', '0 0 0 0', '1 2', '0', '-1', '3.1 0 0',
+                 '1 -1', '-1 1', '1 0 0 0', '1e-300']
+
+MJCF_NUMERIC = [('body', 'pos'), ('body', 'quat'), ('body', 'euler'), ('joint', 'axis'), ('joint', 'range'),
+                ('joint', 'pos'), ('joint', 'damping'), ('joint', 'ref'), ('joint', 'armature'), ('inertial', 'mass'),
+                ('inertial', 'pos'), ('inertial', 'diaginertia'), ('inertial', 'fullinertia'), ('inertial', 'quat'),
+                ('site', 'pos'), ('geom', 'size'), ('connect', 'anchor'), ('joint', 'actuatorfrcrange')]
+MJCF_NAMES = ['link_a1', 'link_b1', 'link_a2', 'link_b2', 'branch1_tip', 'branch2_tip', 'joint_a1', 'joint_b2', 'world',
+              'ghost']
+mjcf_mutation = st.one_of(
+    st.tuples(st.just('number'), st.sampled_from(MJCF_NUMERIC), st.integers(0, 7), st.sampled_from(NUMBER_VALUES)),
+    st.tuples(st.just('type'), st.just('joint'), st.integers(0, 7),
+              st.sampled_from(['hinge', 'slide', 'ball', 'free', 'bogus'])),
+    st.tuples(st.just('rename'), st.sampled_from(['body', 'joint', 'site']), st.integers(0, 7),
+              st.sampled_from(MJCF_NAMES)),
+    st.tuples(st.just('move'), st.sampled_from(['body', 'joint', 'site', 'inertial']), st.integers(0, 7),
+              st.integers(0, 7)),
+    st.tuples(st.just('delete'), st.sampled_from(['body', 'joint', 'inertial', 'site', 'connect']), st.integers(0, 7),
+              st.just('')),
+    st.tuples(st.just('equality'), st.sampled_from(['site1', 'site2', 'body1', 'polycoef', 'joint']),
+              st.integers(0, 7), st.sampled_from(MJCF_NAMES + ['0 1 0 0 0', '0 nan', '0 0 1', '1 2 3 4 5 6'])),
+    st.tuples(st.just('class'), st.sampled_from(['joint', 'body']), st.integers(0, 7),
+              st.sampled_from(['ghost', 'main'])),
+)
+mjcf_include = st.sampled_from(['none', 'none', 'split', 'missing', 'self', 'empty', 'not mujoco', 'latin-1'])
+
+
+def _mutate_mjcf(text, mutations):
+    """`text` with `mutations` applied (each on the index-th matching element, modulo their count)."""
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(text)
+
+    def pick(tag, index):
+        found = [e for e in root.iter(tag)]
+        return found[index % len(found)] if found else None
+
+    parents = lambda: {c: p for p in root.iter() for c in p}       # noqa: E731
+    for kind, what, index, value in mutations:
+        if kind == 'number':
+            element = pick(what[0], index)
+            if element is not None:
+                element.set(what[1], value)
+        elif kind == 'type':
+            element = pick('joint', index)
+            if element is not None:
+                element.set('type', value)
+        elif kind == 'rename':
+            element = pick(what, index)
+            if element is not None:
+                element.set('name', value)
+        elif kind == 'move':
+            element = pick(what, index)
+            holders = [root.find('worldbody')] + list(root.iter('body'))
+            target = holders[value % len(holders)] if holders[0] is not None else None
+            if element is not None and target is not None and target not in element.iter():
+                parents()[element].remove(element)
+                target.append(element)
+        elif kind == 'delete':
+            element = pick(what, index)
+            if element is not None:
+                parents()[element].remove(element)
+        elif kind == 'equality':
+            section = root.find('equality')
+            if section is None:
+                section = ET.SubElement(root, 'equality')
+            if what == 'joint':
+                other = value if value.startswith('joint') else 'joint_b2'
+                ET.SubElement(section, 'joint', joint1='joint_b1', joint2=other,
+                              polycoef=value if value[0].isdigit() else '0 1 0 0 0')
+            elif what == 'polycoef':
+                ET.SubElement(section, 'joint', joint1='joint_a1', joint2='joint_a2', polycoef=value)
+            else:
+                connects = section.findall('connect')
+                if connects:
+                    connects[index % len(connects)].set(what, value)
+        else:
+            element = pick(what, index)
+            if element is not None:
+                element.set('class' if what == 'joint' else 'childclass', value)
+    return ET.tostring(root, encoding='unicode')
+
+
+def _mjcf_files(text, include):
+    """{file name: bytes} of the mutated main file `text`, its worldbody moved into an include as `include` says."""
+    import xml.etree.ElementTree as ET
+    if include == 'latin-1':
+        return {'robot.xml': text.replace('<mujoco', '<!-- caf\u00e9 --><mujoco', 1).encode('latin-1')}
+    if include == 'none':
+        return {'robot.xml': text.encode()}
+    root = ET.fromstring(text)
+    wb = root.find('worldbody')
+    if wb is None:
+        return {'robot.xml': text.encode()}
+    part = ET.Element('mujoco')
+    for child in list(wb):
+        wb.remove(child)
+        part.append(child)
+    name = {'split': 'part.xml', 'missing': 'absent.xml', 'self': 'robot.xml', 'empty': 'part.xml',
+            'not mujoco': 'part.xml'}[include]
+    ET.SubElement(wb, 'include', file=name)
+    files = {'robot.xml': ET.tostring(root, encoding='unicode').encode()}
+    if include == 'split':
+        files['part.xml'] = ET.tostring(part, encoding='unicode').encode()
+    elif include == 'empty':
+        files['part.xml'] = b'<mujoco/>'
+    elif include == 'not mujoco':
+        part.tag = 'robot'
+        files['part.xml'] = ET.tostring(part, encoding='unicode').encode()
+    return files
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(st.tuples(st.sampled_from(['five_bar', 'five_bar_redundant']),
+                                st.lists(mjcf_mutation, min_size=1, max_size=3), mjcf_include), min_size=4, max_size=4))
+def test_fuzzed_mjcf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch):
+    """Each mutant of a shipped MJCF loads, or is refused with exit 2 naming the file; no traceback, no
+    native crash, no hang (the child's time limit)."""
+    tmp = tmp_path_factory.mktemp('fuzz_mjcf')
+    paths, descriptions = [], []
+    for i, (base, mutations, include) in enumerate(batch):
+        source = (MJCF if base == 'five_bar' else MJCF_REDUNDANT).read_text(encoding='utf-8')
+        files = _mjcf_files(_mutate_mjcf(source, mutations), include)
+        paths.append(_mjcf_setup(tmp / f'm{i}', files, base))
+        descriptions.append(tmp / f'm{i}' / 'robot.xml')
+    _run_checked_child(paths, descriptions, batch, plant='mujoco')
+
+
+SDF_NUMERIC = [('link', 'pose'), ('link', 'inertial/pose'), ('link', 'inertial/mass'),
+               ('link', 'inertial/inertia/ixx'), ('link', 'inertial/inertia/ixy'), ('joint', 'pose'),
+               ('joint', 'axis/xyz'), ('joint', 'axis/limit/lower'), ('joint', 'axis/limit/upper'),
+               ('joint', 'axis/limit/effort'), ('joint', 'axis/dynamics/damping'),
+               ('joint', 'axis/dynamics/spring_stiffness')]
+#: a link name for relink and rename: the index-th link of the file, the world, or no link of the file
+sdf_link = st.one_of(st.integers(0, 40), st.sampled_from(['world', 'ghost']))
+sdf_mutation = st.one_of(
+    st.tuples(st.just('number'), st.sampled_from(SDF_NUMERIC), st.integers(0, 40),
+              st.sampled_from(NUMBER_VALUES + ['0 0 0 0 0 0', '1 2 3 4 5 6 7', 'nan 0 0 0 0 0'])),
+    st.tuples(st.just('relink'), st.sampled_from(['parent', 'child']), st.integers(0, 40), sdf_link),
+    st.tuples(st.just('type'), st.just(''), st.integers(0, 40),
+              st.sampled_from(['revolute', 'continuous', 'prismatic', 'fixed', 'ball', 'universal', 'screw', 'bogus'])),
+    st.tuples(st.just('delete'), st.sampled_from(['link', 'joint']), st.integers(0, 40), st.just('')),
+    st.tuples(st.just('rename'), st.sampled_from(['link', 'joint']), st.integers(0, 40), sdf_link),
+    st.tuples(st.just('add'), st.sampled_from(['include', 'mimic', 'axis2', 'nested model']), st.integers(0, 40),
+              st.just('')),
+)
+
+
+def _mutate_sdf(text, mutations):
+    """`text` (an SDF) with `mutations` applied (each on the index-th matching element, modulo their count)."""
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(text)
+    model = root.find('model')
+    for kind, what, index, value in mutations:
+        links = [link.get('name') for link in model.findall('link')]
+        if isinstance(value, int):
+            value = links[value % len(links)] if links else 'ghost'
+        if kind == 'number':
+            tag, sub = what
+            elements = [e.find(sub) for e in model.findall(tag)]
+            elements = [e for e in elements if e is not None]
+            if elements:
+                elements[index % len(elements)].text = value
+            continue
+        joints = model.findall('joint')
+        if kind in ('relink', 'type', 'delete', 'rename'):
+            elements = joints if kind in ('relink', 'type') else model.findall(what)
+            if not elements:
+                continue
+            element = elements[index % len(elements)]
+            if kind == 'relink' and element.find(what) is not None:
+                element.find(what).text = value
+            elif kind == 'type':
+                element.set('type', value)
+            elif kind == 'delete':
+                model.remove(element)
+            elif kind == 'rename':
+                element.set('name', value)
+        elif what == 'include':
+            ET.SubElement(ET.SubElement(model, 'include'), 'uri').text = 'model://part'
+        elif what == 'nested model':
+            ET.SubElement(model, 'model', name='inner')
+        elif joints and what == 'mimic' and joints[index % len(joints)].find('axis') is not None:
+            ET.SubElement(joints[index % len(joints)].find('axis'), 'mimic', joint=joints[0].get('name'))
+        elif joints and what == 'axis2':
+            ET.SubElement(ET.SubElement(joints[index % len(joints)], 'axis2'), 'xyz').text = '1 0 0'
+    return ET.tostring(root, encoding='unicode')
+
+
+def _fuzz_sdf(tmp, batch, source, setup_text, name):
+    """Each mutant of `source` (an SDF) as `name` beside `setup_text`, loaded in one checked child."""
+    paths, descriptions = [], []
+    for i, (mutations, latin1) in enumerate(batch):
+        text = _mutate_sdf(source, mutations)
+        data = text.replace('<sdf', '<!-- caf\u00e9 --><sdf', 1).encode('latin-1') if latin1 else text.encode()
+        folder = tmp / f's{i}'
+        folder.mkdir()
+        (folder / name).write_bytes(data)
+        (folder / 'setup.yaml').write_text(setup_text)
+        paths.append(folder / 'setup.yaml')
+        descriptions.append(folder / name)
+    _run_checked_child(paths, descriptions, batch)
+
+
+#: a batch: four mutants, one in eight written in Latin-1
+sdf_batch = st.lists(st.tuples(st.lists(sdf_mutation, min_size=1, max_size=3), st.integers(0, 7).map(lambda k: k == 0)),
+                     min_size=4, max_size=4)
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=sdf_batch)
+def test_fuzzed_sdf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch):
+    """Each mutant of the four-bar SDF (a loop closed by a revolute joint) loads, or is refused with exit 2
+    naming the file; no traceback, no native crash, no hang."""
+    _fuzz_sdf(tmp_path_factory.mktemp('fuzz_sdf'), batch, FOUR_BAR_SDF, FOUR_BAR_YAML, 'four_bar.sdf')
+
+
+def _cassie():
+    from uk_controller.robots.example_robot_data import description
+    return description('cassie_description/robots/cassie_v2.sdf')
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_cassie() is None, reason='example-robot-data (test extra) is not installed')
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=sdf_batch)
+def test_fuzzed_cassie_sdf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch):
+    """The same for Agility's Cassie (example-robot-data's cassie_v2.sdf: 22 joints, ball joints closing four
+    loops, leaf springs), on the setup of config/examples/cassie_hung.yaml."""
+    setup = (ROOT / 'config' / 'examples' / 'cassie_hung.yaml').read_text().replace(
+        'package://example-robot-data/robots/cassie_description/robots/cassie_v2.sdf', 'cassie_v2.sdf')
+    assert 'sdf: cassie_v2.sdf' in setup
+    _fuzz_sdf(tmp_path_factory.mktemp('fuzz_cassie'), batch, _cassie().read_text(encoding='utf-8'), setup,
+              'cassie_v2.sdf')
