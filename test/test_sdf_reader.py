@@ -177,6 +177,36 @@ def test_universal_joint_is_two_revolutes_about_its_axes(tmp_path):
     np.testing.assert_allclose(data.oMf[model.getFrameId('b')].translation, [0, 0, 0.5], atol=1e-14)
 
 
+@pytest.mark.parametrize('axis', ['0 0 1', '0 1 0', '1 1 0', '0 0 -1'])
+def test_continuous_joint_moves_like_the_revolute_joint_about_its_axis(tmp_path, axis):
+    """A continuous joint (Pinocchio's (cos, sin) configuration) about any axis, here the middle joint of a
+    chain reached through a posed link, gives the revolute joint's frames, mass matrix and bias forces at
+    the same angle (the joint frame of the file kept: the named joint frame is compared too)."""
+    def chain(kind):
+        return (LINK.format(n='a', p='0 0 1 0 0 0') + LINK.format(n='b', p='0.3 0 1 0.2 0 0')
+                + LINK.format(n='c', p='0.6 0.1 1 0 0 0')
+                + '<joint name="ja" type="revolute"><parent>world</parent><child>a</child>'
+                '<axis><xyz>0 1 0</xyz></axis></joint>'
+                f'<joint name="jb" type="{kind}"><pose>0 0.05 0 0 0 0</pose><parent>a</parent><child>b</child>'
+                f'<axis><xyz>{axis}</xyz></axis></joint>'
+                '<joint name="jc" type="revolute"><parent>b</parent><child>c</child>'
+                '<axis><xyz>1 0 0</xyz></axis></joint>')
+    revolute, _, _ = read_sdf(_write(tmp_path, 'revolute', chain('revolute')))
+    continuous, _, _ = read_sdf(_write(tmp_path, 'continuous', chain('continuous')))
+    assert continuous.nq == 4 and continuous.nv == 3
+    q, v = np.array([0.3, -0.7, 0.2]), np.array([0.1, 0.5, -0.3])
+    qc = np.array([0.3, np.cos(-0.7), np.sin(-0.7), 0.2])
+    dr, dc = revolute.createData(), continuous.createData()
+    np.testing.assert_allclose(np.triu(pin.crba(continuous, dc, qc)), np.triu(pin.crba(revolute, dr, q)), atol=1e-14)
+    np.testing.assert_allclose(pin.rnea(continuous, dc, qc, v, np.zeros(3)),
+                               pin.rnea(revolute, dr, q, v, np.zeros(3)), atol=1e-13)
+    pin.framesForwardKinematics(revolute, dr, q)
+    pin.framesForwardKinematics(continuous, dc, qc)
+    for frame in revolute.frames:
+        np.testing.assert_allclose(dc.oMf[continuous.getFrameId(frame.name)].homogeneous,
+                                   dr.oMf[revolute.getFrameId(frame.name)].homogeneous, atol=1e-14)
+
+
 def test_ball_joint_closing_a_loop_is_a_point_closure(tmp_path):
     body = (LINK.format(n='a', p='0 0 0 0 0 0') + LINK.format(n='b', p='0.5 0 0 0 0 0')
             + LINK.format(n='c', p='0.5 0.5 0 0 0 0')

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .description_error import DescriptionError
+from .description_error import DescriptionError, read_utf8
 
 DESCRIPTION_KEYS = ('urdf', 'mjcf', 'sdf')
 
@@ -86,18 +86,6 @@ def urdf_text(path, xacro_args=None, config_path=None):
         raise ConfigError(f'robot.xacro_args is given but {path} is not a .xacro file', file=config_path,
                           key='robot.xacro_args')
     return read_utf8(path)
-
-
-def read_utf8(path):
-    """The text of a description file, refused with the byte and line when it is not UTF-8
-    (URDF, MJCF and SDF are XML; their readers here and in Pinocchio assume UTF-8)."""
-    data = Path(path).read_bytes()
-    try:
-        return data.decode('utf-8')
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b'\n') + 1
-        raise DescriptionError(f'{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}; '
-                               'save the file as UTF-8') from None
 
 
 def _finite_numbers(element, attribute, count, where):
@@ -213,30 +201,51 @@ def _mjcf_body_names(root):
 def _prepared_mjcf(path):
     """(text, equality elements) of an MJCF prepared for Pinocchio's parser.
 
-    The ``<equality>`` section is removed (we read it ourselves: Pinocchio 4.1 crashes on site-based
-    ``connect`` and reads body-based ones only), and when ``<worldbody>`` holds several bodies, or one body
+    The file is read, its ``<include>`` elements expanded and checked first (:func:`.mjcf_check.checked_mjcf`:
+    structure, finite numbers, ordered ranges), so Pinocchio sees one file without includes. The
+    ``<equality>`` section is removed (we read it ourselves: Pinocchio 4.1 crashes on site-based
+    ``connect`` and reads body-based ones only); several ``<worldbody>`` sections (one per included file)
+    become one, as MuJoCo merges them; and when ``<worldbody>`` holds several bodies, or one body
     with a pose, they are wrapped in one body without joints, ``uk_worldbody`` (Pinocchio 4.1 silently dropped
     every top-level body after the first, and the pose of the first: a gripper posed upside down came out
     upright; a body without joints is welded to its parent, so the model is unchanged).
     """
-    tree = ET.parse(path)
-    root = tree.getroot()
-    if root.tag != 'mujoco':
-        raise DescriptionError(f'{path} is not an MJCF file (root element <{root.tag}>, expected <mujoco>)')
+    from .mjcf_check import checked_mjcf
+
+    root, _ = checked_mjcf(path)
     equalities = []
     for section in root.findall('equality'):
         equalities.extend(list(section))
         root.remove(section)
-    for wb in root.findall('worldbody'):
+    worldbodies = root.findall('worldbody')
+    for extra in worldbodies[1:]:
+        worldbodies[0].extend(list(extra))
+        root.remove(extra)
+    for wb in worldbodies[:1]:
         bodies = wb.findall('body')
-        posed = any(bodies[0].get(k) is not None for k in ('pos', 'quat', 'euler', 'axisangle', 'xyaxes', 'zaxis'))
-        if len(bodies) > 1 or (bodies and posed):
+        posed = bool(bodies) and any(bodies[0].get(k) is not None
+                                     for k in ('pos', 'quat', 'euler', 'axisangle', 'xyaxes', 'zaxis'))
+        if len(bodies) > 1 or posed:
             wrapper = ET.Element('body', name='uk_worldbody')
             for body in bodies:
                 wb.remove(body)
                 wrapper.append(body)
             wb.append(wrapper)
+    _name_main_class(root)
     return ET.tostring(root, encoding='unicode'), equalities
+
+
+def _name_main_class(root):
+    """Give the top-level ``<default>`` its MuJoCo name ``main`` when an element names that class: MuJoCo
+    calls the top level ``main`` whether it is written or not, Pinocchio 4.1 knows a class only by its
+    ``class`` attribute (``class="main"`` otherwise stops it with "unordered_map::at")."""
+    if not any(el.get(key) == 'main' for el in root.iter() if el.tag != 'default' for key in ('class', 'childclass')):
+        return
+    tops = root.findall('default')
+    if not tops:
+        root.insert(0, ET.Element('default', {'class': 'main'}))
+    elif tops[0].get('class') is None:
+        tops[0].set('class', 'main')
 
 
 def _build_from_text(text, folder, builder):
@@ -272,18 +281,17 @@ def read_mjcf(path):
     import pinocchio as pin
     from .description_extras import ExtrasError, mjcf_extras
 
+    from .mjcf_check import checked_mjcf
+
     path = Path(path)
-    try:
-        text, equalities = _prepared_mjcf(path)
-    except ET.ParseError as exc:
-        raise DescriptionError(f'cannot parse MJCF {path}: {exc}') from None
+    text, equalities = _prepared_mjcf(path)
     try:
         model = _build_from_text(text, path.parent, pin.buildModelFromMJCF)
     except DescriptionError:
         raise
     except Exception as exc:
         raise DescriptionError(f'Pinocchio cannot read MJCF {path}: {exc}') from None
-    root = ET.parse(path).getroot()
+    root, _ = checked_mjcf(path)        # the file as written, includes expanded (for bodies and extras)
     bodies = _mjcf_body_names(root)
     lost = [b for b in bodies if not model.existFrame(b, pin.FrameType.BODY)]
     if lost:

@@ -76,6 +76,7 @@ def urdf_extras(text, where='URDF'):
         raise ExtrasError(f'cannot parse {where}: {exc}') from None
     extras = DescriptionExtras()
     movable = {j.get('name') for j in root.iter('joint') if j.get('type') not in (None, 'fixed', 'floating', 'planar')}
+    leaders = {}                # mimic joint -> the joint it follows
     for joint in root.iter('joint'):
         name = joint.get('name')
         if name not in movable:
@@ -92,11 +93,24 @@ def urdf_extras(text, where='URDF'):
             leader = mimic.get('joint')
             if leader not in movable:
                 raise ExtrasError(f'{at}<mimic joint="{leader}">: not a movable joint of the URDF')
+            if leader == name:      # the row q - m q = o: zero (m = 1, o = 0), a contradiction or q fixed
+                raise ExtrasError(f'{at}<mimic joint="{leader}">: a joint cannot mimic itself; name the joint it '
+                                  'follows, or remove the <mimic>')
+            leaders[name] = leader
             multiplier = _number(mimic.get('multiplier'), at + '<mimic multiplier>', 1.0)
             offset = _number(mimic.get('offset'), at + '<mimic offset>', 0.0)
             extras.constraints[f'mimic_{name}'] = {
                 'role': 'passive', 'type': 'joint_linear', 'joints': [name, leader],
                 'coefficients': [1.0, -multiplier], 'value': offset}
+    for start in leaders:       # a mimic chain ends at a joint that mimics nothing, or comes back: a cycle
+        chain, joint = [start], leaders[start]
+        while joint in leaders and joint not in chain:
+            chain.append(joint)
+            joint = leaders[joint]
+        if joint == start:
+            raise ExtrasError(f'{where}: joints {", ".join(map(repr, chain))} mimic each other in a cycle '
+                              f'({" -> ".join(chain + [start])}); none of them is free to lead: remove the <mimic> '
+                              f'of one of them')
     return extras
 
 

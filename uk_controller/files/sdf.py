@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .description_error import DescriptionError
+from .description_error import DescriptionError, read_utf8
 from .description_extras import DescriptionExtras
 
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic', 'fixed', 'universal', 'ball')
@@ -78,6 +78,8 @@ def _floats(text, count, where):
 
 
 def _number(element, key, default, where):
+    """The number of `element`'s ``<key>`` child, `default` when there is none. A number the file writes must
+    be finite: an absent limit is SDF's "no limit" (infinite here), ``inf`` or ``nan`` text is refused."""
     text = element.findtext(key) if element is not None else None
     if text is None:
         return default
@@ -85,8 +87,10 @@ def _number(element, key, default, where):
         value = float(text)
     except ValueError:
         value = float('nan')
-    if np.isnan(value):
-        raise _error(f'{where} <{key}>: not a number: {text!r}')
+    if not np.isfinite(value):
+        raise _error(f'{where} <{key}>: {text.strip()!r} is not a finite number; write a decimal value'
+                     + (' (leave the element out for no limit)' if key in ('lower', 'upper', 'effort', 'velocity')
+                        else ''))
     return value
 
 
@@ -126,9 +130,10 @@ def _passive_dynamics(joint, tag, where):
     dyn = joint.find(f'{tag}/dynamics')
     if dyn is None:
         return {}
-    values = {'damping': _number(dyn, 'damping', 0.0, where), 'friction': _number(dyn, 'friction', 0.0, where),
-              'stiffness': _number(dyn, 'spring_stiffness', 0.0, where),
-              'spring_reference': _number(dyn, 'spring_reference', 0.0, where)}
+    at = f'{where} <{tag}><dynamics>'
+    values = {'damping': _number(dyn, 'damping', 0.0, at), 'friction': _number(dyn, 'friction', 0.0, at),
+              'stiffness': _number(dyn, 'spring_stiffness', 0.0, at),
+              'spring_reference': _number(dyn, 'spring_reference', 0.0, at)}
     for key in ('damping', 'friction', 'stiffness'):
         if not (0.0 <= values[key] < np.inf):
             raise _error(f'{where} <dynamics>: {key} must be finite and >= 0, got {values[key]}')
@@ -138,12 +143,13 @@ def _passive_dynamics(joint, tag, where):
 def _limits(joint, tag, where):
     """(effort, velocity, lower, upper) of ``<axis><limit>`` (inf when absent or negative: SDF's 'none')."""
     limit = joint.find(f'{tag}/limit')
-    effort = _number(limit, 'effort', np.inf, where)
-    velocity = _number(limit, 'velocity', np.inf, where)
-    lower = _number(limit, 'lower', -np.inf, where)
-    upper = _number(limit, 'upper', np.inf, where)
+    at = f'{where} <{tag}><limit>'
+    effort = _number(limit, 'effort', np.inf, at)
+    velocity = _number(limit, 'velocity', np.inf, at)
+    lower = _number(limit, 'lower', -np.inf, at)
+    upper = _number(limit, 'upper', np.inf, at)
     if lower > upper:
-        raise _error(f'{where} <limit>: lower {lower} > upper {upper}')
+        raise _error(f'{where} <limit>: lower {lower} > upper {upper}; swap them')
     return (np.inf if effort < 0 else effort, np.inf if velocity < 0 else velocity, lower, upper)
 
 
@@ -216,15 +222,16 @@ def read_sdf(path, base='fixed'):
         raise ValueError(f'base must be one of {BASES}, got {base!r}')
     path = Path(path)
     try:
-        root = ET.parse(path).getroot()
+        root = ET.fromstring(read_utf8(path))
     except ET.ParseError as exc:
         raise _error(f'cannot parse SDF {path}: {exc}') from None
     models = root.findall('model') if root.tag == 'sdf' else []
     if len(models) != 1:
         raise _error(f'{path}: expected <sdf> with one <model>, found {len(models)}')
     xml_model = models[0]
-    if xml_model.find('model') is not None:
-        raise _error(f'{path}: nested models are not supported')
+    if xml_model.find('model') is not None or xml_model.find('include') is not None:
+        raise _error(f'{path}: nested models (<model> or <include> in the <model>) are not supported; write '
+                     'their links and joints into the one model')
     _check_poses(xml_model, path)
     links = {}
     for link in xml_model.findall('link'):
@@ -250,6 +257,15 @@ def read_sdf(path, base='fixed'):
             raise _error(f'{where}: the world cannot be a child')
         if child == parent:
             raise _error(f'{where}: parent and child are the same link {child!r}')
+        for tag in ('axis', 'axis2'):
+            if joint.find(f'{tag}/mimic') is not None:
+                raise _error(f'{where} <{tag}><mimic>: a mimic joint is not read from SDF; write the coupling as a '
+                             'passive joint_linear constraint of the setup (q_follower - multiplier q_leader = '
+                             'offset) and remove the <mimic>')
+            if joint.find(tag) is not None:     # every number the file writes is finite, read later or not
+                _floats(joint.findtext(f'{tag}/xyz', '0 0 1'), 3, f'{where} <{tag}><xyz>')
+                _limits(joint, tag, where)
+                _passive_dynamics(joint, tag, where)
         joints.append((joint, where, kind, parent, child))
     children = {j[4] for j in joints}
     roots = [name for name in links if name not in children]
@@ -261,7 +277,11 @@ def read_sdf(path, base='fixed'):
     tree, loops, placed, reversed_ = _grow_tree(joints, ['world'] + roots)
     unplaced = sorted(set(links) - placed)
     if unplaced:
-        raise _error(f'{path}: links {unplaced} are not connected to the root by joints')
+        among = [j.get('name') for j, _, _, parent, child in joints if parent in unplaced or child in unplaced]
+        how = (f'their joints {among} join them only to each other (a cycle or a chain off the tree)' if among
+               else 'no joint names them')
+        raise _error(f'{path}: links {unplaced} are not connected to the root by joints: {how}; join one of them '
+                     'to the world or to a link of the tree')
     if base == 'free':
         clash = sorted(names & {n for n, _, _ in FREE_BASE_JOINTS})
         if clash:
@@ -276,11 +296,23 @@ def read_sdf(path, base='fixed'):
     extras = DescriptionExtras()
 
     def add_joint(parent_jid, kind, axis, jw, name, parent_frame):
-        jm = {'revolute': pin.JointModelRevoluteUnaligned, 'continuous': pin.JointModelRevoluteUnboundedUnaligned,
-              'prismatic': pin.JointModelPrismaticUnaligned}[kind](np.asarray(axis, dtype=float))
-        jid = model.addJoint(parent_jid, jm, joint_world[parent_jid].actInv(jw), name)
-        joint_world[jid] = jw
-        frame = model.addJointFrame(jid, parent_frame)
+        axis = np.asarray(axis, dtype=float)
+        if kind == 'continuous':
+            # Pinocchio 4.1's Python RevoluteUnboundedUnaligned takes no axis: the unbounded joint turns
+            # about the z of a frame turned onto the axis, and the joint's named frame keeps the file's attitude
+            turn = pin.SE3(pin.Quaternion.FromTwoVectors(np.array([0.0, 0.0, 1.0]), axis).matrix(), np.zeros(3))
+            jm, at = pin.JointModelRUBZ(), jw * turn
+        else:
+            turn = None
+            jm = {'revolute': pin.JointModelRevoluteUnaligned,
+                  'prismatic': pin.JointModelPrismaticUnaligned}[kind](axis)
+            at = jw
+        jid = model.addJoint(parent_jid, jm, joint_world[parent_jid].actInv(at), name)
+        joint_world[jid] = at
+        if turn is None:
+            frame = model.addJointFrame(jid, parent_frame)
+        else:
+            frame = model.addFrame(pin.Frame(name, jid, parent_frame, turn.inverse(), pin.FrameType.JOINT))
         return jid, frame
 
     def add_body(link, jid, parent_frame):
@@ -297,7 +329,13 @@ def read_sdf(path, base='fixed'):
         inertia = np.array([[get('ixx'), get('ixy'), get('ixz')], [get('ixy'), get('iyy'), get('iyz')],
                             [get('ixz'), get('iyz'), get('izz')]])
         com = in_joint * _pose(inertial, where)
-        model.appendBodyToJoint(jid, com.act(pin.Inertia(mass, np.zeros(3), inertia)), pin.SE3.Identity())
+        try:
+            body = pin.Inertia(mass, np.zeros(3), inertia)
+        except RuntimeError as exc:         # e.g. "The 3d inertia should be positive."
+            raise _error(f'{where}: mass {mass:g} and <inertia> {inertia.tolist()} are not a rigid body\'s '
+                         f'({exc}); give a mass >= 0 and a positive definite inertia about the centre of '
+                         'mass') from None
+        model.appendBodyToJoint(jid, com.act(body), pin.SE3.Identity())
 
     for link in roots:                      # the root link: welded, or on the free base's six coordinates
         if base == 'fixed':

@@ -183,6 +183,8 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
         if key == 'urdf':          # checked before Pinocchio's parser sees it (a cycle crashes it)
             written = urdf_text(file, xacro_args, path)
             check_urdf_text(written, file)
+            extras = urdf_extras(written, str(file))      # <mimic> rows and <dynamics> (description_extras)
+            closures = dict(extras.constraints)
             text = written if is_xacro(file) else None
         if key == 'urdf' and is_xacro(file):
             model = RobotModel.from_urdf_string(text, joints, gravity, mass_scale)
@@ -194,9 +196,6 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
         else:
             pin_model, closures, extras = load_sdf(file, robot.data.get('base', 'fixed'))
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
-        if key == 'urdf':          # <mimic> rows and <dynamics> (description_extras)
-            extras = urdf_extras(written, str(file))
-            closures = dict(extras.constraints)
     except ExtrasError as exc:
         raise robot.error(key, str(exc)) from None
     except DescriptionError as exc:      # the file itself is wrong, whatever it names
@@ -221,8 +220,9 @@ def _joint_dynamics(robot, model, extras):
         return
     try:
         model.set_joint_dynamics(JointDynamics.from_joints(extras.joint_dynamics, model.joint_names, velocity))
-    except ValueError as exc:
-        raise robot.error(description_key(robot.data), str(exc)) from None
+    except ValueError as exc:           # e.g. a negative damping: the description's value, named with its file
+        raise robot.error(description_key(robot.data), f'{model.source}: {exc}; fix the joint\'s dynamics in the '
+                          'description, or set robot.joint_dynamics: none to leave them out') from None
 
 
 def _state(values, n, file, key):
