@@ -10,6 +10,8 @@ Markers (registered in setup.cfg, ``--strict-markers``):
 A test without ``ros`` that initialises rclpy, or without ``serial`` that opens a
 pty, fails (see :func:`pytest_runtest_protocol`), so a ``-m "not ros"`` selection
 never starts DDS.
+
+Under pytest-xdist each worker has its own block of ROS domain ids (test/parallel.py).
 """
 import os
 import signal
@@ -17,12 +19,18 @@ import sys
 
 import pytest
 
+from parallel import DEFAULT_DOMAIN, domain_id
+
 # Tests send SIGINT to the commands they start, as a terminal or ``ros2 launch`` does. A runner started as a
 # background job of a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, its children
 # would too, and the commands keep an inherited SIG_IGN (as Python does): the tests would then measure how
 # pytest was started. A Python handler here resets to the default in every child at exec.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# This worker's domain for DDS traffic that names no id (rclpy.init() without domain_id, a node started
+# without ros_env): never the one of another worker, nor 0, the default of a user's own ROS graph.
+os.environ['ROS_DOMAIN_ID'] = str(domain_id(DEFAULT_DOMAIN))
 
 #: Set in the environment of a test that is not marked ``ros``: a node subprocess it starts
 #: stops at rcl's start-up check (exit 102, the message names this value).

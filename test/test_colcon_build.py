@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from parallel import domain_id
 
-DOMAIN_ID = 73
+DOMAIN_ID = domain_id(73)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 ROOT = Path(__file__).resolve().parents[1]

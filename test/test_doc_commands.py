@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from launch_stub import PackageNotFoundError, launch_nodes, start_node
+from parallel import domain_id
 
 ROOT = Path(__file__).resolve().parents[1]
-DOMAIN_ID = 77
+DOMAIN_ID = domain_id(77)
 DOCS = ('README.md', 'docs/ros.md')
 OUR_PACKAGE = 'uk_controller'
 ABSENT = {'robot_state_publisher', 'rqt_plot', 'plotjuggler', 'ros_gz_sim', 'ros_gz_bridge', 'controller_manager'}
