@@ -11,7 +11,8 @@ A test without ``ros`` that initialises rclpy, or without ``serial`` that opens 
 pty, fails (see :func:`pytest_runtest_protocol`), so a ``-m "not ros"`` selection
 never starts DDS.
 
-Under pytest-xdist each worker has its own block of ROS domain ids (test/parallel.py).
+``scripts/test.sh`` runs the suite in pytest-xdist workers: each worker has its own block of ROS
+domain ids and numba compiles each kernel once for all of them (test/parallel.py).
 """
 import os
 import signal
@@ -19,7 +20,7 @@ import sys
 
 import pytest
 
-from parallel import DEFAULT_DOMAIN, domain_id
+from parallel import DEFAULT_DOMAIN, domain_id, serialize_numba_compiles
 
 # Tests send SIGINT to the commands they start, as a terminal or ``ros2 launch`` does. A runner started as a
 # background job of a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, its children
@@ -31,6 +32,9 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 # This worker's domain for DDS traffic that names no id (rclpy.init() without domain_id, a node started
 # without ros_env): never the one of another worker, nor 0, the default of a user's own ROS graph.
 os.environ['ROS_DOMAIN_ID'] = str(domain_id(DEFAULT_DOMAIN))
+# Before the workers start (this file is imported by xdist's controller too): drops the caches of edited
+# kernels once, then makes each compile exclusive across the run's processes.
+serialize_numba_compiles()
 
 #: Set in the environment of a test that is not marked ``ros``: a node subprocess it starts
 #: stops at rcl's start-up check (exit 102, the message names this value).
