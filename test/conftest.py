@@ -4,7 +4,8 @@ Markers (registered in setup.cfg, ``--strict-markers``):
 
 - ``ros``: starts rclpy (a Context, a node, DDS) in the test process or in a node subprocess;
 - ``serial``: opens a pseudo-terminal with a device emulator;
-- ``slow``: takes tens of seconds or more on a quiet 2-core machine.
+- ``slow``: starts a fresh interpreter (a subprocess) or compiles a robot's kernels and takes more than a
+  second or two, or takes tens of seconds or more, on a 2-core machine.
 
 ``./scripts/test.sh -m "not ros and not serial and not slow"`` is the quick core suite.
 A test without ``ros`` that initialises rclpy, or without ``serial`` that opens a
