@@ -196,7 +196,8 @@ def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
     (['--watchdog', '0'], ['--watchdog', '(0, 10] s']),
     (['--rate', '0'], ['--rate', 'hardware.rate', '(0, 20000] Hz']),
     (['--rate', '-5'], ['--rate', '(0, 20000] Hz']),
-    (['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv']),
+    pytest.param(['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv'],
+                 marks=pytest.mark.slow),          # gets as far as the log file: 1.5 s
 ])
 def test_bad_run_flags_exit_2_naming_flag_and_range(flags, names):
     proc = cli('run', 'scara', '--port', '/dev/null/not_a_port', *flags)
