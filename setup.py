@@ -64,7 +64,8 @@ setup(
         # `uk-controller sweep` (Ray cluster, Parquet tables) and MCAP recordings
         # (`simulate --mcap`, ROS 2 CDR written from message-definition text, no rclpy)
         'sweep': ['ray', 'pyarrow', 'mcap', 'mcap-ros2-support'],
-        'test': ['pytest', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'python-can', 'numba',
+        # pytest-xdist: scripts/test.sh runs the suite in 2 worker processes
+        'test': ['pytest', 'pytest-xdist', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'python-can', 'numba',
                  # a real `colcon build` of this package in test_colcon_build.py
                  'colcon-common-extensions', 'colcon-ros', 'ros-ament-package',
                  # sweep tests (local Ray head on loopback, Parquet) and MCAP read-back

@@ -16,8 +16,15 @@ if ! pkg-config --list-all 2>/dev/null | grep -q '^sdformat[0-9]' && [ "$(id -u)
 fi
 # Small dense matrices: threaded BLAS only adds contention on a shared 2-core machine.
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+# pytest-xdist workers: one per core, at most 2 (test/parallel.py gives each its own ROS domain ids and
+# lets numba compile each kernel once for all of them). UK_TEST_WORKERS=0 runs in this process (pdb).
+# (nproc without the OMP_* limits just set: nproc obeys them)
+workers="${UK_TEST_WORKERS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1)}"
+[ "$workers" -gt 2 ] && workers=2
+parallel=()
+[ "$workers" -ge 2 ] && parallel=(-n "$workers" --dist worksteal)
 set +e
-python -m pytest -q -p no:cacheprovider "$@"
+python -m pytest -q -p no:cacheprovider --durations=25 ${parallel[@]+"${parallel[@]}"} "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

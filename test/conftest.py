@@ -4,12 +4,16 @@ Markers (registered in setup.cfg, ``--strict-markers``):
 
 - ``ros``: starts rclpy (a Context, a node, DDS) in the test process or in a node subprocess;
 - ``serial``: opens a pseudo-terminal with a device emulator;
-- ``slow``: takes tens of seconds or more on a quiet 2-core machine.
+- ``slow``: starts a fresh interpreter (a subprocess) or compiles a robot's kernels and takes more than a
+  second or two, or takes tens of seconds or more, on a 2-core machine.
 
 ``./scripts/test.sh -m "not ros and not serial and not slow"`` is the quick core suite.
 A test without ``ros`` that initialises rclpy, or without ``serial`` that opens a
 pty, fails (see :func:`pytest_runtest_protocol`), so a ``-m "not ros"`` selection
 never starts DDS.
+
+``scripts/test.sh`` runs the suite in pytest-xdist workers: each worker has its own block of ROS
+domain ids and numba compiles each kernel once for all of them (test/parallel.py).
 """
 import os
 import signal
@@ -21,6 +25,7 @@ import pytest
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
+from parallel import DEFAULT_DOMAIN, domain_id, serialize_numba_compiles
 
 # Tests send SIGINT to the commands they start, as a terminal or ``ros2 launch`` does. A runner started as a
 # background job of a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, its children
@@ -28,6 +33,13 @@ if _ROOT not in sys.path:
 # pytest was started. A Python handler here resets to the default in every child at exec.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# This worker's domain for DDS traffic that names no id (rclpy.init() without domain_id, a node started
+# without ros_env): never the one of another worker, nor 0, the default of a user's own ROS graph.
+os.environ['ROS_DOMAIN_ID'] = str(domain_id(DEFAULT_DOMAIN))
+# Before the workers start (this file is imported by xdist's controller too): drops the caches of edited
+# kernels once, then makes each compile exclusive across the run's processes.
+serialize_numba_compiles()
 
 #: Set in the environment of a test that is not marked ``ros``: a node subprocess it starts
 #: stops at rcl's start-up check (exit 102, the message names this value).

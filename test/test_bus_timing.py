@@ -231,6 +231,7 @@ def test_check_reports_the_budget_with_a_16_and_a_1_ms_latency_timer(tmp_path, r
         assert f'the bus carries at most {1 / _hand_dynamixel(4, 1_000_000, 0, 1):.0f} Hz' in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('args, message', [
     (['--usb-latency', '300'], '--usb-latency: must be in [0, 255] ms'),
     (['--return-delay', '255', '--protocol', 'dynamixel'], '--return-delay: must be in [0, 254] units of 2 us'),

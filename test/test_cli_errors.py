@@ -117,6 +117,7 @@ def _summary(out):
     return json.loads(text, parse_constant=lambda c: pytest.fail(f'summary.json holds {c}: not JSON'))
 
 
+@pytest.mark.slow
 def test_out_of_reach_task_is_reported_as_not_tracked(tmp_path):
     path = _yaml_with(tmp_path, lambda p: p['constraints']['tool_path']['trajectory'].__setitem__(
         'centre', [5.0, 0.35, 0.0]))
@@ -136,6 +137,7 @@ def test_out_of_reach_task_is_reported_as_not_tracked(tmp_path):
     assert statuses[-100:] == ['limited'] * 100 or set(statuses[-100:]) <= {'saturated', 'limited'}
 
 
+@pytest.mark.slow
 def test_under_actuated_task_is_reported_with_the_reason(tmp_path):
     def two_motors(p):
         p['actuators'] = {'names': ['motor1', 'motor2'], 'motor1': {'joint': 'joint1'}, 'motor2': {'joint': 'joint2'}}
@@ -151,6 +153,7 @@ def test_under_actuated_task_is_reported_with_the_reason(tmp_path):
         assert {row['status'] for row in csv.DictReader(fh)} == {'servo_inconsistent'}
 
 
+@pytest.mark.slow
 def test_tracked_run_says_so_and_summary_is_strict_json(tmp_path):
     out = tmp_path / 'out'
     proc = cli('simulate', 'scara', '--duration', '0.5', '--no-plots', '--out', out, '--transient', '0.45')
@@ -164,6 +167,7 @@ def test_tracked_run_says_so_and_summary_is_strict_json(tmp_path):
     assert _summary(out)['settling_time_s'] is None
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
     out = tmp_path / 'out'
     proc = subprocess.Popen([sys.executable, '-m', 'uk_controller.cli', 'simulate', 'scara', '--duration', '300', '--noise', '1e-6',
@@ -192,7 +196,8 @@ def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
     (['--watchdog', '0'], ['--watchdog', '(0, 10] s']),
     (['--rate', '0'], ['--rate', 'control.rate', '(0, 20000] Hz']),
     (['--rate', '-5'], ['--rate', '(0, 20000] Hz']),
-    (['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv']),
+    pytest.param(['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv'],
+                 marks=pytest.mark.slow),          # gets as far as the log file: 1.5 s
 ])
 def test_bad_run_flags_exit_2_naming_flag_and_range(flags, names):
     proc = cli('run', 'scara', '--port', '/dev/null/not_a_port', *flags)

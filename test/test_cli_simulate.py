@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -15,6 +16,7 @@ def run_cli(*args, cwd):
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_simulate_writes_log_figures_and_summary(tmp_path):
     out = tmp_path / 'run'
     proc = run_cli('simulate', 'scara', '--duration', '0.6', '--out', str(out), cwd=tmp_path)

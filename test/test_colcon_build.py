@@ -14,8 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from parallel import domain_id
 
-DOMAIN_ID = 73
+DOMAIN_ID = domain_id(73)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,7 @@ def _installed_env(ws):
                 ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1')
 
 
+@pytest.mark.slow
 def test_colcon_installs_executables_share_files_and_ament_index(workspace):
     prefix = workspace / 'install' / 'uk_controller'
     for exe in ('uk_controller_node', 'uk_sim_node', 'serial_bridge_node', 'uk-controller'):
@@ -67,6 +69,7 @@ def test_colcon_installs_executables_share_files_and_ament_index(workspace):
     assert (prefix / 'share' / 'ament_index' / 'resource_index' / 'packages' / 'uk_controller').is_file()
 
 
+@pytest.mark.slow
 def test_installed_package_resolves_to_the_install_space(workspace):
     env = _installed_env(workspace)
     out = subprocess.run([sys.executable, '-c', 'import uk_controller, uk_controller.paths as p;'

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from parallel import domain_id
 from ros_nodes import ros_env
 
 ROOT = Path(__file__).resolve().parents[1]
-DOMAIN_ID = 81
+DOMAIN_ID = domain_id(81)
 GAPS = (0.0, 0.02, 0.25)                     # seconds between the two SIGINTs
 MOMENTS = (0.0, 0.3, 1.0, 3.0)               # seconds after our first line: imports, building, running
 

@@ -26,12 +26,13 @@ pytest.importorskip('serial')
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from launch_stub import launch_nodes, start_node  # noqa: E402
+from parallel import domain_id  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 from ros_nodes import Probe, ros_env  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DOMAIN_ID = 76
+DOMAIN_ID = domain_id(76)
 RATE = 100.0
 SETTLE_BOUND = 0.02     # m: 10x the in-process error with 3 periods of delay (2.0e-3 m); broken: metres or NaN
 SETTLED = 0.5           # s

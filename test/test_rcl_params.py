@@ -25,10 +25,12 @@ from uk_controller.ros.plot_layout import PlotRows                 # noqa: E402
 from ros_nodes import NodeProcess, Probe, ros_env  # noqa: E402
 from std_msgs.msg import Float64MultiArray                         # noqa: E402
 
+from parallel import domain_id                                     # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / 'config').glob('*.yaml'))
 ROBOTS = [p.stem for p in CONFIGS if not p.stem.startswith('controllers')]
-DOMAIN_ID = 74
+DOMAIN_ID = domain_id(74)
 
 pytestmark = pytest.mark.ros
 

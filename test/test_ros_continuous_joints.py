@@ -6,7 +6,8 @@ import os
 import numpy as np
 import pytest
 
-DOMAIN_ID = 74
+from parallel import domain_id
+DOMAIN_ID = domain_id(74)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 rclpy = pytest.importorskip('rclpy')

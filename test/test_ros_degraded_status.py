@@ -13,7 +13,8 @@ import time
 import numpy as np
 import pytest
 
-DOMAIN_ID = 83
+from parallel import domain_id
+DOMAIN_ID = domain_id(83)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 rclpy = pytest.importorskip('rclpy')

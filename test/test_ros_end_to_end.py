@@ -24,7 +24,8 @@ import time
 import numpy as np
 import pytest
 
-DOMAIN_ID = 70
+from parallel import domain_id
+DOMAIN_ID = domain_id(70)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 rclpy = pytest.importorskip('rclpy')

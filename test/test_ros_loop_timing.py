@@ -24,8 +24,9 @@ from uk_controller.settings.resolve import resolve
 
 from uk_controller.ros.loop_timing import (TIMING_FIELDS, LoopTiming, OverrunPolicy,
                                            loop_settings)
+from parallel import domain_id
 
-DOMAIN_ID = 78
+DOMAIN_ID = domain_id(78)
 
 
 # ----------------------------------------------------------------------------- without ROS

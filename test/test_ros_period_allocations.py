@@ -18,7 +18,8 @@ import gc
 import os
 import sys
 
-os.environ['ROS_DOMAIN_ID'] = '64'                 # this module's id from the range 60-69
+from parallel import domain_id
+os.environ['ROS_DOMAIN_ID'] = str(domain_id(64))   # this module's id from the range 60-69 (test/parallel.py)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 os.environ.pop('ROS_STATIC_PEERS', None)
 

@@ -30,8 +30,9 @@ from std_srvs.srv import Trigger  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
 from uk_controller.ros.cdr import encode_joint_state  # noqa: E402
 from ros_nodes import NodeProcess, Probe, reliable  # noqa: E402
+from parallel import domain_id
 
-DOMAIN_ID = 94
+DOMAIN_ID = domain_id(94)
 ROBOT = 'scara'
 RATE = 200.0
 PATHS = ('raw', 'messages')

@@ -6,7 +6,8 @@ motors by joint name, not by position.
 import contextlib
 import os
 
-os.environ['ROS_DOMAIN_ID'] = '63'                       # this module's id from the range 60-69
+from parallel import domain_id
+os.environ['ROS_DOMAIN_ID'] = str(domain_id(63))         # this module's id from the range 60-69 (test/parallel.py)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 os.environ.pop('ROS_STATIC_PEERS', None)
 
@@ -224,7 +225,7 @@ def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(
                     '-p', 'hardware.protocol:=dynamixel', '-p', f'hardware.rate:={rate}']
             r = subprocess.run([sys.executable, '-m', 'uk_controller.ros.serial_bridge_node', *args],
                                capture_output=True, text=True, timeout=240,
-                               env={**ros_env(63), bus_timing.SYSFS_ENV: root})
+                               env={**ros_env(domain_id(63)), bus_timing.SYSFS_ENV: root})
             print(r.stdout, r.stderr)
             runs[ms] = r.stdout + r.stderr
             assert r.returncode == 2 and 'Traceback' not in runs[ms]

@@ -27,6 +27,7 @@ def wait_until(pred, timeout):
     return pred()
 
 
+@pytest.mark.slow
 def test_missing_port_message(tmp_path):
     r = subprocess.run(CMD + ['scara', '--port', str(tmp_path / 'ttyUSB7'), '--protocol', 'uk_binary'],
                        capture_output=True, text=True, timeout=120)

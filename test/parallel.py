@@ -1,0 +1,93 @@
+"""What one pytest process may use of the machine when pytest-xdist runs the suite in parallel.
+
+A plain run and xdist worker ``gw0`` are worker 0, ``gwK`` is worker K (xdist sets
+``PYTEST_XDIST_WORKER`` before conftest.py and the test modules are imported).
+
+- :func:`domain_id`: the ROS domain id a test module names, moved to this worker's block, so that two
+  workers never discover each other's nodes;
+- :func:`serialize_numba_compiles`: numba compiles one kernel at a time across all processes of a
+  run, each loading what another one just compiled instead of compiling it again.
+"""
+import fcntl
+import os
+from pathlib import Path
+
+#: The ROS domain ids that test modules name (``DOMAIN_ID = domain_id(77)``).
+BLOCK = range(60, 100)
+#: The id of the worker's DDS traffic when a test names none (rclpy.init() without domain_id).
+DEFAULT_DOMAIN = 60
+
+
+def worker():
+    """This process's worker index: 0 without xdist, K for worker gwK."""
+    name = os.environ.get('PYTEST_XDIST_WORKER', '')
+    return int(name[2:]) if name.startswith('gw') and name[2:].isdigit() else 0
+
+
+def domain_id(base, index=None):
+    """The ROS domain id of `base` (one of :data:`BLOCK`) for worker `index` (default: this process).
+
+    Worker 0 keeps `base`; worker 1 takes the block below (20-59); workers 2 to 4 the blocks above
+    (100-219), which lie past the ids that ROS 2 documents as safe on Linux (0-101: higher ids put
+    DDS ports into the kernel's ephemeral port range), so ``scripts/test.sh`` runs at most 2 workers.
+    """
+    if base not in BLOCK:
+        raise ValueError(f'ROS domain id {base} of a test is outside {BLOCK.start}-{BLOCK.stop - 1} (test/parallel.py)')
+    index = worker() if index is None else index
+    shifted = base if index == 0 else base - len(BLOCK) if index == 1 else base + len(BLOCK) * (index - 1)
+    if not 0 <= shifted <= 232:
+        raise RuntimeError(f'xdist worker {index} has no ROS domain block left (ids go up to 232): '
+                           'run at most 5 workers (test/parallel.py)')
+    return shifted
+
+
+def serialize_numba_compiles():
+    """Hold a file lock around every outermost numba compile in this process.
+
+    numba's ``Dispatcher.compile`` looks in the on-disk cache before compiling and saves what it compiled
+    before returning, all under numba's process-wide compiler lock; this makes that step exclusive across
+    processes as well. Two xdist workers (or two runs in one checkout) that need the same kernel then
+    compile it once: the second waits, then loads the first one's machine code from the cache. The lock
+    file lies in the cache folder of the kernels (``uk_controller/kernels/__pycache__``, or
+    ``NUMBA_CACHE_DIR``). Returns the lock file's path, or None (no numba, or no writable cache folder).
+    """
+    try:
+        from uk_controller.kernels import jit        # its import drops the caches of edited kernels
+    except ImportError:
+        return None
+    if not jit.AVAILABLE:
+        return None
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.dispatcher import Dispatcher
+
+    folder = Path(os.environ.get('NUMBA_CACHE_DIR') or Path(jit.__file__).resolve().parent / '__pycache__')
+    path = folder / 'compile.lock'
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o666))
+    except OSError:
+        return None
+    original = Dispatcher.compile
+    if getattr(original, 'serialized_across_processes', False):
+        return path
+    held = {'depth': 0, 'fd': None}   # changed only under numba's lock
+
+    def compile(self, sig):
+        # numba's lock first, then the file: the order in which numba itself nests them (a compile
+        # inside a compile), so no two threads of a process wait on each other.
+        with global_compiler_lock:
+            if held['depth'] == 0:
+                held['fd'] = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+                fcntl.flock(held['fd'], fcntl.LOCK_EX)
+            held['depth'] += 1
+            try:
+                return original(self, sig)
+            finally:
+                held['depth'] -= 1
+                if held['depth'] == 0:
+                    os.close(held['fd'])          # closing the file releases the lock
+                    held['fd'] = None
+
+    compile.serialized_across_processes = True
+    Dispatcher.compile = compile
+    return path
