@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 import uk_controller.settings.resolve as resolve_module
+from uk_controller.files import rcl_yaml
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.settings import schema as S
 from uk_controller.settings.resolve import resolve
@@ -291,3 +292,71 @@ def test_settings_survive_a_trip_to_a_worker_process():
     copy = pickle.loads(pickle.dumps(settings))
     assert copy == settings and copy is not settings
     assert copy.hardware.items['motor1'].gear_ratio == 2.0 and isinstance(copy.constraints.items, FrozenDict)
+
+
+# ----------------------------------------------------------------------------- Python defaults
+
+def _planar_with(tmp_path, **simulation):
+    """config/planar_3r.yaml (its URDF named by package://) with `simulation` keys set."""
+    tree = yaml.safe_load((ROOT / 'config' / 'planar_3r.yaml').read_text())
+    tree['/**']['ros__parameters']['simulation'].update(simulation)
+    path = tmp_path / 'planar_3r_edited.yaml'
+    path.write_text(rcl_yaml.dump(tree))            # names such as y quoted, as ROS needs them
+    return path
+
+
+def _mass(model):
+    return sum(inertia.mass for inertia in model.model.inertias)
+
+
+def test_simulate_runs_the_plant_and_mass_scale_of_the_file(tmp_path):
+    """simulate(setup) with no plant or mass_scale runs what the file says, as the CLI does."""
+    from uk_controller.robots import load_robot
+    from uk_controller.sim.closed_loop import simulate
+    setup = load_robot(_planar_with(tmp_path, mass_scale=1.3))
+    result = simulate(setup, duration=0.02)
+    assert result.settings['mass_scale'] == 1.3
+    assert result.q.tobytes() == simulate(setup, duration=0.02, mass_scale=1.3).q.tobytes()
+    assert result.q.tobytes() != simulate(setup, duration=0.02, mass_scale=1.0).q.tobytes()
+    pytest.importorskip('mujoco')
+    assert simulate(load_robot(_planar_with(tmp_path, plant='mujoco')), duration=0.02).plant == 'mujoco'
+
+
+def test_controller_from_config_and_plants_follow_the_file(tmp_path):
+    """ControllerCore.from_config builds the controller of the file: its model is the description as
+    written, as in simulate (simulation.mass_scale is the plant's mismatch, never the controller's), and
+    mass_scale=None says so; a plant made from its setup without a mass_scale has the file's mismatch."""
+    from uk_controller.control.controller import ControllerCore
+    from uk_controller.sim.closed_loop import make_plant
+    from uk_controller.sim.uk_plant import UKPlant
+    path = _planar_with(tmp_path, mass_scale=1.3)
+    written = _mass(ControllerCore.from_config('planar_3r').model)
+    ctrl = ControllerCore.from_config(path, mass_scale=None)
+    assert _mass(ctrl.model) == _mass(ControllerCore.from_config(path).model) == written
+    assert ctrl.setup.settings.simulation.mass_scale == 1.3
+    scaled = _mass(UKPlant.from_setup(ctrl.setup, mass_scale=1.3).model)
+    assert scaled > written
+    for plant in (UKPlant.from_setup(ctrl.setup), make_plant('uk', ctrl.setup)):
+        assert _mass(plant.model) == scaled
+    assert _mass(UKPlant.from_setup(ctrl.setup, mass_scale=1.0).model) == written
+
+
+def test_plant_flags_default_to_the_file(tmp_path):
+    """--plant of simulate, emulate and sweep is an override of simulation.plant only when given; a sweep's
+    run ids still name the plant the runs use (the file's 'uk' for a shipped robot: ids as before)."""
+    from uk_controller import cli
+    from uk_controller.sweep import cli as SC
+    from uk_controller.sweep import grid as G
+    parser = cli.build_parser()
+    for argv in (['simulate', 'scara'], ['emulate', 'scara'], ['sweep', 'scara', '--grid', 'control.rate=500']):
+        assert parser.parse_args(argv).plant is None, argv
+    overrides, labels = cli.simulate_overrides(parser.parse_args(['simulate', 'scara', '--plant', 'mujoco']))
+    assert overrides['simulation.plant'] == 'mujoco' and labels['simulation.plant'].startswith('--plant')
+    assert 'simulation.plant' not in cli.simulate_overrides(parser.parse_args(['simulate', 'scara']))[0]
+    for robot, plant in (('planar_3r', 'uk'), (str(_planar_with(tmp_path, plant='mujoco')), 'mujoco')):
+        args = parser.parse_args(['sweep', robot, '--grid', 'control.rate=400,500', '--duration', '0.1'])
+        context, _, specs = SC.prepare(args)
+        assert context['plant'] is None
+        fixed = {'simulation.duration': 0.1}
+        assert [s['run_id'] for s in specs] == [G.run_id(context['robot'], plant, {**s['overrides'], **fixed})
+                                                for s in specs]

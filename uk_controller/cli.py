@@ -66,8 +66,8 @@ def add_simulate_parser(sub):
                                  "dual_arm, planar_3r) or a path to a robot YAML")
     p.add_argument('--duration', type=_flag('--duration'), help='simulated seconds (default: simulation.duration)')
     p.add_argument('--rate', type=_flag('--rate'), help='control rate in Hz (default: control.rate)')
-    p.add_argument('--plant', choices=S.PLANTS, default='uk',
-                   help='uk: embedded UK forward dynamics; mujoco: MuJoCo physics engine')
+    p.add_argument('--plant', choices=S.PLANTS,
+                   help='uk: embedded UK forward dynamics; mujoco: MuJoCo physics engine (default: simulation.plant)')
     p.add_argument('--no-baumgarte', action='store_true', help='switch Baumgarte stabilization off')
     p.add_argument('--omega', type=_flag('--omega'),
                    help="critically damped stabilization with this natural frequency [rad/s]")
@@ -107,7 +107,8 @@ def simulate_overrides(args):
             labels[key] = f'{flag} ({key})'
             if not key.startswith('stabilization.'):
                 overrides[key] = value
-    for flag, key in (('--pinv', 'control.pinv'), ('--integrator', 'simulation.integrator')):
+    for flag, key in (('--pinv', 'control.pinv'), ('--integrator', 'simulation.integrator'),
+                      ('--plant', 'simulation.plant')):
         value = getattr(args, flag[2:])
         if value is not None:
             overrides[key], labels[key] = value, f'{flag} ({key})'
@@ -232,8 +233,8 @@ def cmd_simulate(args):
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        # every setting from the resolved setup (mass_scale=None: simulation.mass_scale, not the API's 1.0)
-        result = simulate(setup, plant=args.plant, mass_scale=None, progress=_progress_bar(f'simulating {setup.name}'),
+        # every setting from the resolved setup: the file with the flags given
+        result = simulate(setup, progress=_progress_bar(f'simulating {setup.name}'),
                           should_stop=lambda: stop['signal'] is not None or interrupt_requested(),
                           sink=stream, keep_every=max(1, -(-steps // PLOT_POINTS)))
     except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)

@@ -536,10 +536,15 @@ class ControllerCore:
         return self._last_effort.copy()
 
     @classmethod
-    def from_config(cls, name_or_path, *, mass_scale=1.0, **overrides):
-        """Build from a robot name (``config/<name>.yaml``) or a YAML path."""
+    def from_config(cls, name_or_path, *, mass_scale=None, **overrides):
+        """Build from a robot name (``config/<name>.yaml``) or a YAML path, every setting as the file says.
+
+        The controller's model is the description as written (None), as in every command:
+        ``simulation.mass_scale`` is the plant's model mismatch and never scales the controller. A
+        `mass_scale` given builds the controller of a scaled model instead (a deliberately wrong model).
+        """
         from ..robots import load_robot
-        return cls(load_robot(name_or_path, mass_scale=mass_scale), **overrides)
+        return cls(load_robot(name_or_path, mass_scale=1.0 if mass_scale is None else mass_scale), **overrides)
 
     # ------------------------------------------------------------------ control
 

@@ -50,8 +50,8 @@ def add_emulate_arguments(parser):
     parser.add_argument('--port', metavar='PATH',
                         help='path of the device link to create (a symlink to the pty; default: a new '
                              'temporary folder/ttyUK_<robot>)')
-    parser.add_argument('--plant', choices=S.PLANTS, default='uk',
-                        help='physics behind the drivers: embedded UK plant or MuJoCo')
+    parser.add_argument('--plant', choices=S.PLANTS,
+                        help='physics behind the drivers: embedded UK plant or MuJoCo (default: simulation.plant)')
     parser.add_argument('--mode', choices=('realtime', 'lockstep'), default='realtime',
                         help='realtime: plant on the wall clock; lockstep: one period per torque command')
     parser.add_argument('--rate', type=float, help='plant period 1/rate [Hz] (default: control.rate)')
@@ -89,10 +89,12 @@ def run_emulate(args):
     if args.return_delay is not None and not 0 <= args.return_delay <= 254:
         return _fail(f'--return-delay: must be in [0, 254] units of 2 us, got {args.return_delay}')
     try:
-        setup = load_robot(args.robot, {} if args.rate is None else {'control.rate': args.rate},
-                           labels={'control.rate': '--rate (control.rate)'})
+        given = {'control.rate': args.rate, 'simulation.plant': args.plant}
+        setup = load_robot(args.robot, {k: v for k, v in given.items() if v is not None},
+                           labels={'control.rate': '--rate (control.rate)',
+                                   'simulation.plant': '--plant (simulation.plant)'})
         hw = HardwareConfig.from_setup(setup)
-        plant = _plant(args.plant, setup)
+        plant = _plant(setup.settings.simulation.plant, setup)
     except (ConfigError, FileNotFoundError, ValueError, ImportError) as exc:
         return _fail(str(exc))
     protocol = args.protocol or hw.protocol
@@ -126,7 +128,7 @@ def run_emulate(args):
     emu.start()
     robot = args.robot
     print(f'emulating {setup.name}: {hw.p} {protocol} motor drivers on {emu.port} '
-          f'({args.plant} plant, {args.mode}, {rate:g} Hz); Ctrl-C to stop', flush=True)
+          f'({setup.settings.simulation.plant} plant, {args.mode}, {rate:g} Hz); Ctrl-C to stop', flush=True)
     print(f'  ros2 launch uk_controller hardware.launch.py robot:={robot} port:={emu.port} protocol:={protocol}',
           flush=True)
     print(f'  uk-controller run {robot} --port {emu.port} --protocol {protocol}', flush=True)

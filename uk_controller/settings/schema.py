@@ -240,7 +240,8 @@ _KEYS = [
     # ------------------------------------------------------------------ simulation
     _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
     _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=INTEGRATORS),
-    _S('simulation.plant', 'str', 'uk', '', 'uk_sim_node: embedded UK plant or MuJoCo', choices=PLANTS),
+    _S('simulation.plant', 'str', 'uk', '', 'embedded UK plant or MuJoCo: of uk_sim_node and of uk-controller '
+       'simulate, emulate and sweep (CLI --plant)', choices=PLANTS),
     _S('simulation.substeps', 'int', 4, '', 'RK4 steps per control period, at least (CLI --substeps); the '
        'embedded plant raises them to what the fastest passive mode of the description needs (light links '
        'with damping or friction) and says so in the run summary', low=1, high=1000),

@@ -240,9 +240,9 @@ def _row_names(stack):
     return names
 
 
-def make_plant(kind, setup, *, mass_scale=1.0, integrator=None, substeps=None):
+def make_plant(kind, setup, *, mass_scale=None, integrator=None, substeps=None):
     """The plant a simulation runs on: a name of :data:`~uk_controller.sim.plants.PLANTS` ('uk' embedded,
-    'mujoco')."""
+    'mujoco'). A keyword left None is the setup's resolved setting (``simulation.mass_scale``, ...)."""
     options = {}
     if integrator is not None:
         options['integrator'] = integrator
@@ -281,20 +281,27 @@ class _PlantFailed(Exception):
         self.k, self.error = k, error
 
 
-def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None, mass_scale=1.0,
+def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None, mass_scale=None,
              sensor_noise=None, measurement_delay=None, integrator=None, substeps=None, seed=0,
              progress=None, controller_options=None, compiled=None, should_stop=None, sink=None, keep_every=1):
     """Run the closed loop and return a :class:`SimulationResult`.
 
     setup              a RobotSetup (see :func:`uk_controller.robots.load_robot`)
-    duration, rate     seconds, Hz (defaults: config ``simulation.duration``, ``control.rate``)
-    plant              'uk' or 'mujoco'
-    stabilization      a :class:`Baumgarte` for the controller (default: from the config;
-                       ``Baumgarte.none()`` switches stabilization off)
-    mass_scale         plant inertias x this factor (model mismatch)
-    sensor_noise       std of the Gaussian noise added to measured positions
+
+    Every keyword left None is the setup's resolved setting (the file with its overrides); a keyword
+    given wins for this run only (tests, benchmarks):
+
+    duration, rate     seconds, Hz (``simulation.duration``, ``control.rate``)
+    plant              a name of :data:`~uk_controller.sim.plants.PLANTS`, 'uk' or 'mujoco'
+                       (``simulation.plant``)
+    stabilization      a :class:`Baumgarte` for the controller (the setup's; ``Baumgarte.none()``
+                       switches stabilization off)
+    mass_scale         plant inertias x this factor, model mismatch (``simulation.mass_scale``)
+    sensor_noise       std of the Gaussian noise added to measured positions (``simulation.sensor_noise``)
     measurement_delay  whole control periods between measurement and use; the first `delay` periods
-                       have no measurement yet and return the safe effort (reason says so)
+                       have no measurement yet and return the safe effort, reason says so
+                       (``simulation.measurement_delay``)
+    integrator, substeps  the UK plant's (``simulation.integrator``, ``simulation.substeps``)
     progress           callable(fraction) called about 100 times
     compiled           run the periods in one compiled call per chunk (:mod:`.compiled_loop`: same
                        controller program and plant RK4, results equal to round-off): None = when
@@ -316,6 +323,7 @@ def simulate(setup, *, duration=None, rate=None, plant='uk', stabilization=None,
     the periods before it and ``failure`` says why (the summary's verdict is ``FAILED: ...``).
     """
     sim = setup.settings.simulation              # resolved once; a keyword given here wins (tests, benchmarks)
+    plant = plant if plant is not None else sim.plant
     duration = float(duration if duration is not None else sim.duration)
     mass_scale = float(mass_scale if mass_scale is not None else sim.mass_scale)
     sensor_noise = float(sensor_noise if sensor_noise is not None else sim.sensor_noise)

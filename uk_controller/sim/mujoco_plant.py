@@ -32,8 +32,14 @@ import numpy as np
 class MujocoPlant:
     """MuJoCo model of a robot setup with the interface of :class:`UKPlant`."""
 
-    def __init__(self, setup, *, timestep=2.5e-4, mass_scale=1.0, solref_time=None, joint_limits=True):
+    def __init__(self, setup, *, timestep=None, mass_scale=None, solref_time=None, joint_limits=True):
         import mujoco
+
+        # left None: the setup's resolved settings; MuJoCo reads the description file, so the mismatch
+        # factor is applied here (whatever model the setup holds)
+        sim = setup.settings.simulation
+        timestep = timestep if timestep is not None else sim.mujoco_timestep
+        mass_scale = mass_scale if mass_scale is not None else sim.mass_scale
 
         self._mj = mujoco
         self.setup = setup
@@ -144,8 +150,9 @@ class MujocoPlant:
             m.dof_armature[dof], m.dof_frictionloss[dof] = arm, f
 
     @classmethod
-    def from_setup(cls, setup, *, mass_scale=1.0, **options):
-        options.setdefault('timestep', setup.settings.simulation.mujoco_timestep)
+    def from_setup(cls, setup, *, mass_scale=None, **options):
+        """The plant of `setup` as its settings say (``simulation.mujoco_timestep``, ``simulation.mass_scale``;
+        a keyword given wins); the UK plant's integrator options do not apply."""
         options.pop('integrator', None)
         options.pop('substeps', None)
         return cls(setup, mass_scale=mass_scale, **options)

@@ -215,10 +215,18 @@ class UKPlant:
     'numpy' (NumPy RK4 and the reference dynamics, no compiled code). Public: ``backend`` (the period object), ``dynamics``, ``closure_rows`` (the
     compiled closure program or None), ``actuator_matrix`` (constant B, None when it depends on q),
     ``tau`` (B u of the current period), ``evaluations_per_step``.
+
+    ``integrator``, ``substeps`` and ``closure_omega`` left None are the setup's resolved settings
+    (``simulation.*``); the plant integrates ``setup.model`` as given (:meth:`from_setup` applies
+    ``simulation.mass_scale``).
     """
 
-    def __init__(self, setup, *, integrator='rk4', substeps=4, closure_omega=50.0, rtol=1e-8, atol=1e-10,
+    def __init__(self, setup, *, integrator=None, substeps=None, closure_omega=None, rtol=1e-8, atol=1e-10,
                  backend='auto'):
+        sim = setup.settings.simulation
+        integrator = integrator if integrator is not None else sim.integrator
+        substeps = substeps if substeps is not None else sim.substeps
+        closure_omega = closure_omega if closure_omega is not None else sim.closure_omega
         if integrator not in INTEGRATORS:
             raise ValueError(f'simulation.integrator must be one of {INTEGRATORS}, got {integrator!r}')
         if int(substeps) < 1:
@@ -291,15 +299,15 @@ class UKPlant:
         return self.closures.create_data(self.model, p=len(self._u), B=B, between=between, gains=self._gains)
 
     @classmethod
-    def from_setup(cls, setup, *, mass_scale=1.0, **options):
-        """A plant for `setup`; ``mass_scale != 1`` reloads the robot with scaled inertias (model mismatch)."""
-        sim = setup.settings.simulation
+    def from_setup(cls, setup, *, mass_scale=None, **options):
+        """The plant of `setup` as its settings say: inertias x ``simulation.mass_scale`` (model mismatch;
+        `mass_scale` given wins), then the integrator, substeps and closure gain of :class:`UKPlant`.
+        A scale other than 1 reloads the robot with scaled inertias."""
+        if mass_scale is None:
+            mass_scale = setup.settings.simulation.mass_scale
         if mass_scale != 1.0:       # from the setup's own settings (they may differ from its file)
             from ..robots import setup_from_settings
             setup = setup_from_settings(setup.settings, mass_scale=mass_scale)
-        options.setdefault('integrator', sim.integrator)
-        options.setdefault('substeps', sim.substeps)
-        options.setdefault('closure_omega', sim.closure_omega)
         return cls(setup, **options)
 
     def fit_substeps(self, period):

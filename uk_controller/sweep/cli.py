@@ -45,7 +45,8 @@ def add_sweep_parser(sub):
     p.add_argument('--duration', type=float, help='simulated seconds per run (= --set simulation.duration=...)')
     p.add_argument('--random', type=int, metavar='N', help='N random samples of the ranges/lists instead of the grid')
     p.add_argument('--sample-seed', type=int, default=0, help='seed of the --random sampling (default 0)')
-    p.add_argument('--plant', choices=S.PLANTS, default='uk', help='plant of every run (default uk)')
+    p.add_argument('--plant', choices=S.PLANTS,
+                   help="plant of every run (default: each run's simulation.plant, the file's unless swept)")
     p.add_argument('--transient', type=float, help='seconds excluded from the error statistics '
                                                    '(default: a fifth of the run, at most 2 s)')
     p.add_argument('--settle-tol', type=float, default=1e-3, help='settling tolerance of |task error| (1e-3)')
@@ -127,12 +128,15 @@ def prepare(args):
     name = base.robot.name
     context = R.make_context(name, params, path, args.plant, args.transient, args.settle_tol, args.diverge_at,
                              fixed={k: v[0] for k, v in fixed.items()}, convention=base.stabilization.convention)
+    # a run's id and seed name the plant it runs on: --plant, else the file's (with --set); a swept
+    # simulation.plant is in the run's overrides
+    plant = args.plant or base.simulation.plant
     specs_list = []
     for index, overrides in enumerate(runs):
         specs_list.append({'index': index, 'overrides': overrides,
-                           'run_id': G.run_id(name, args.plant, {**overrides, **{k: v[0] for k, v in fixed.items()}}),
-                           'seed': G.run_seed(name, args.plant, {**overrides,
-                                                                 **{k: v[0] for k, v in fixed.items()}})})
+                           'run_id': G.run_id(name, plant, {**overrides, **{k: v[0] for k, v in fixed.items()}}),
+                           'seed': G.run_seed(name, plant, {**overrides,
+                                                            **{k: v[0] for k, v in fixed.items()}})})
     if specs_list:
         context['warm_overrides'] = specs_list[0]['overrides']
     return context, list(checked), specs_list

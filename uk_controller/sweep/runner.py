@@ -41,10 +41,11 @@ METRICS = ['task_error_max', 'task_error_rms', 'task_error_final', 'settling_tim
 MEASURED = ['step_time_median_us', 'wall_time_s', 'real_time_factor', 'run_time_s', 'worker']
 
 
-def make_context(robot, params, path, plant='uk', transient=None, settle_tol=1e-3, diverge_at=1.0, fixed=None,
+def make_context(robot, params, path, plant=None, transient=None, settle_tol=1e-3, diverge_at=1.0, fixed=None,
                  convention=None):
     """What every run of a sweep shares (picklable: sent once to each worker): the setup file as read
-    (`params`, `path`), the overrides every run has (``--set``: `fixed`) and the sweep's options."""
+    (`params`, `path`), the overrides every run has (``--set``: `fixed`) and the sweep's options (`plant`:
+    the plant of every run, None for each run's ``simulation.plant``)."""
     return {'robot': robot, 'params': params, 'path': str(path) if path else None, 'plant': plant,
             'transient': transient, 'settle_tol': settle_tol, 'diverge_at': diverge_at, 'fixed': dict(fixed or {}),
             'convention': convention}
@@ -62,7 +63,7 @@ def simulate_run(context, spec, progress=None):
     from ..sim.closed_loop import simulate
     setup = build_setup(context, spec['overrides'])
     # every setting from the (overridden) config: simulate() reads simulation.* where an argument is None
-    return setup, simulate(setup, plant=context['plant'], seed=spec['seed'], progress=progress, mass_scale=None)
+    return setup, simulate(setup, plant=context['plant'], seed=spec['seed'], progress=progress)
 
 
 def warm_up(context):
