@@ -3,17 +3,20 @@ every hardware module imports on its own.
 
 The graph is read from the source with :mod:`ast` (not by importing): an edge A -> B for every
 ``import``/``from ... import`` in module A that names module B, wherever it stands (a cycle
-hidden inside a function is still a cycle), plus A -> each package above B that does not contain A
-(importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__``; a package containing A is
-already being initialised when A runs). Imports under ``if TYPE_CHECKING:`` are
-left out (they never run). Cycles are the strongly connected components with more than one
+hidden inside a function is still a cycle), and for every module B named by a literal string
+that A imports when it runs (``importlib.import_module('uk_controller.b')``, ``import_module('.b',
+__package__)``, the schema's ``RegistryNames('uk_controller.b', TABLE)``), plus A -> each package
+above B that does not contain A (importing ``a.b.c`` runs ``a/__init__`` and ``a/b/__init__``; a
+package containing A is already being initialised when A runs). Imports under ``if TYPE_CHECKING:``
+are left out (they never run). Cycles are the strongly connected components with more than one
 module (Tarjan's algorithm).
 
 The layers are the rows of the table "Module map by layer" of docs/architecture.md, read in order:
 the first row is the bottom layer (it imports nothing of the package), the last the console commands.
 A module belongs to the row naming the longest path that contains it (``uk_controller/ros/`` holds
 ``uk_controller.ros.params``); it may import its own row and the rows above it in the table, never a
-row below (an arrow back up the layers).
+row below (an arrow back up the layers), except the imports by name listed in :data:`READ_BY_NAME`
+(docs/architecture.md, "Tables read by name").
 
 The isolation test imports each ``uk_controller.hardware`` module in a fresh interpreter, first
 thing: a module that only works when something else was imported before it (the symptom of a
@@ -62,21 +65,51 @@ def _imports(tree):
         stack.extend(ast.iter_child_nodes(node))
 
 
+#: calls that import the module named by their first argument when they run: ``importlib.import_module``, and
+#: the schema's :class:`~uk_controller.settings.setting.RegistryNames` (imports its module on first use)
+STRING_IMPORTS = ('import_module', 'RegistryNames')
+
+
+def _string_imports(tree, module, package):
+    """The modules named by a literal string in a call of :data:`STRING_IMPORTS`; a relative name
+    (``import_module('.x', __package__)``, or ``__name__``) is read against `package` (or `module`), as
+    importlib does. An f-string or a variable names no module that can be read here."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ''
+        first = node.args[0]
+        if name not in STRING_IMPORTS or not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+            continue
+        text = first.value
+        if text.startswith('.'):
+            anchor = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == 'package'), None)
+            anchor = module if isinstance(anchor, ast.Name) and anchor.id == '__name__' else package
+            level = len(text) - len(text.lstrip('.'))
+            base = anchor[:len(anchor) - (level - 1)]
+            text = '.'.join(base + ([text.lstrip('.')] if text.lstrip('.') else []))
+        yield text
+
+
 def _contains(package, module):
     """True when `module` is `package` or inside it: its own packages are already in sys.modules
     (being initialised) when it runs, so importing them again is no edge."""
     return module == package or module.startswith(package + '.')
 
 
-def import_graph():
-    """{module: set of modules of the package it imports}."""
+def import_graph(named_by_string=True):
+    """{module: set of modules of the package it imports} (`named_by_string` False: the ``import``
+    statements only)."""
     files = module_files()
     graph = {}
     for name, path in files.items():
         is_package = path.name == '__init__.py'
         here = name.split('.') if is_package else name.split('.')[:-1]
         targets = set()
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in _imports(tree):
             if isinstance(node, ast.Import):
                 candidates = [alias.name for alias in node.names]
             else:
@@ -91,6 +124,11 @@ def import_graph():
                     parts = target.split('.')
                     targets.update(parent for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
                                    if parent in files and not _contains(parent, name))
+        for target in _string_imports(tree, name.split('.'), here) if named_by_string else ():
+            if target in files:
+                parts = target.split('.')
+                targets.update(parent for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
+                               if parent in files and not _contains(parent, name))
         graph[name] = targets
     return graph
 
@@ -183,6 +221,28 @@ def test_graph_sees_function_level_and_relative_imports():
     assert 'uk_controller.hardware' not in graph['uk_controller.hardware.bus']           # its own package
 
 
+def test_graph_reads_modules_named_by_a_string():
+    """A literal module name handed to import_module (absolute, or relative to __package__ / __name__) or
+    to RegistryNames is an edge; an f-string is not (nothing to read), nor a call of another name."""
+    tree = ast.parse("import importlib\n"
+                     "from importlib import import_module\n"
+                     "importlib.import_module('uk_controller.a')\n"
+                     "import_module('.b', __package__)\n"
+                     "import_module('..c', package=__package__)\n"
+                     "import_module('.d', __name__)\n"
+                     "RegistryNames('uk_controller.e', 'TABLE')\n"
+                     "import_module(f'uk_controller.{name}')\n"
+                     "load('uk_controller.f')\n")
+    found = list(_string_imports(tree, ['uk_controller', 'p', 'm'], ['uk_controller', 'p']))
+    assert found == ['uk_controller.a', 'uk_controller.p.b', 'uk_controller.c', 'uk_controller.p.m.d',
+                     'uk_controller.e']
+    graph = import_graph()
+    assert 'uk_controller.hardware.registry' in graph['uk_controller.settings.schema']          # import_module
+    assert 'uk_controller.core.pinv.reference' in graph['uk_controller.settings.schema']       # RegistryNames
+    assert 'uk_controller.benchmarks.parallelogram' in graph['uk_controller.benchmarks.fingerprint']
+    assert 'uk_controller.hardware.registry' not in import_graph(False)['uk_controller.settings.schema']
+
+
 def test_no_import_cycles_in_the_package():
     found = cycles(import_graph())
     assert not found, 'import cycles: ' + '; '.join(' <-> '.join(c) for c in found)
@@ -211,10 +271,50 @@ def test_every_module_has_a_layer():
     assert not unplaced, f'modules on no row of the module map of docs/architecture.md: {unplaced}'
 
 
+#: Imports back up the layers that are made on purpose, by name only (never an ``import`` statement), each
+#: with its reason; docs/architecture.md, "Tables read by name", says the same. The schema declares every
+#: key once, and the names a key accepts come from the table that implements them, where that table lives.
+READ_BY_NAME = {
+    ('uk_controller.settings.schema', 'uk_controller.hardware.registry'):
+        "the motor protocols: hardware.protocol's choices, and each protocol's hardware.<section>.* keys "
+        "from its codec, read when the schema is imported (plain Python: no pyserial, no dynamixel_sdk)",
+    ('uk_controller.settings.schema', 'uk_controller.sim.plants'):
+        "the plant and integrator names (simulation.plant, simulation.integrator), read on first use "
+        "(RegistryNames): the table never imports MuJoCo or numba",
+}
+
+
+def _read_by_name_edges():
+    """READ_BY_NAME with the packages above each target (importing a module runs their __init__)."""
+    files = module_files()
+    edges = {}
+    for source, target in READ_BY_NAME:
+        parts = target.split('.')
+        edges.setdefault(source, set()).update(
+            parent for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
+            if parent in files and not _contains(parent, source))
+    return edges
+
+
 def test_imports_follow_the_layers_of_the_module_map():
-    """No module imports from a layer drawn above its own (the table's later rows)."""
-    found = upward_imports(import_graph(), layer_table())
+    """No module imports from a layer drawn above its own (the table's later rows), by an ``import``
+    statement or by a module name in a string, except the tables read by name (:data:`READ_BY_NAME`)."""
+    table = layer_table()
+    excused = set(upward_imports(_read_by_name_edges(), table))
+    found = [edge for edge in upward_imports(import_graph(), table) if edge not in excused]
     assert not found, 'imports back up the layers of docs/architecture.md:\n' + '\n'.join(found)
+
+
+def test_tables_read_by_name_are_read_by_name_only():
+    """Each entry of READ_BY_NAME is still made, only by a string (an ``import`` of the module would run it
+    at once and for every importer), and docs/architecture.md lists it."""
+    graph, statements = import_graph(), import_graph(named_by_string=False)
+    doc = (ROOT / 'docs' / 'architecture.md').read_text()
+    assert '### Tables read by name' in doc
+    for source, target in READ_BY_NAME:
+        assert target in graph[source], f'{source} no longer reads {target}: remove it from READ_BY_NAME'
+        assert target not in statements[source], f'{source} imports {target} by an import statement'
+        assert f'`{target.replace(".", "/")}.py`' in doc.split('### Tables read by name')[-1], target
 
 
 NODES = ('uk_controller.ros.controller_node', 'uk_controller.ros.sim_node', 'uk_controller.ros.serial_bridge_node')

@@ -9,7 +9,6 @@ map by layer"). Values, defaults and checks come from :func:`uk_controller.setti
 from __future__ import annotations
 
 from ..files.parameter_file import ConfigError
-from . import schema as S
 
 #: The message types of the effort command (``ros.output_type``), name -> ROS message type: the one table.
 #: The schema's choices (hence docs/config.md), the controller node's publisher, the sim node's subscriber
@@ -17,10 +16,13 @@ from . import schema as S
 OUTPUT_TYPES = {'float64_multi_array': 'std_msgs/msg/Float64MultiArray',
                 'joint_trajectory': 'trajectory_msgs/msg/JointTrajectory',
                 'joint_state': 'sensor_msgs/msg/JointState'}
-TRIGGERS = S.lookup('ros.trigger').choices
+#: What steps the node's loop (``ros.trigger``): the schema's choices (hence docs/config.md) read this table,
+#: so this module needs no schema import.
+TRIGGERS = ('timer', 'state')
 # rclpy.experimental.EventsExecutor (Kilted, rclpy 9.1.2) stalled after its first callbacks in our
 # node, so only the standard executors are offered.
-EXECUTORS = S.lookup('ros.executor').choices
+#: The rclpy executors a node may use (``ros.executor``), read by the schema's choices as TRIGGERS is.
+EXECUTORS = ('single_threaded', 'multi_threaded')
 #: the ``control`` settings a node keeps beside its ``ros`` section (live: ``ros2 param set``)
 NODE_CONTROL_KEYS = ('state_timeout', 'clock_skew', 'soft_start')
 

@@ -73,6 +73,8 @@ PLANTS = RegistryNames('uk_controller.sim.plants', 'PLANTS')
 INTEGRATORS = RegistryNames('uk_controller.sim.plants', 'INTEGRATORS')
 CONSTRAINT_TYPES = RegistryNames('uk_controller.constraints', 'TYPES')
 OUTPUT_TYPES = RegistryNames('uk_controller.settings.ros_section', 'OUTPUT_TYPES')
+TRIGGERS = RegistryNames('uk_controller.settings.ros_section', 'TRIGGERS')
+EXECUTORS = RegistryNames('uk_controller.settings.ros_section', 'EXECUTORS')
 TRAJECTORY_TYPES = RegistryNames('uk_controller.constraints.trajectories', 'TYPES')
 _TRAJ = 'constraints.<name>.trajectory'
 
@@ -294,13 +296,13 @@ _KEYS = [
     _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
     _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state (in the '
        'loop thread: phase-locked to the publisher, ros.loop.fallback_periods when states stop)',
-       choices=('timer', 'state')),
+       choices=TRIGGERS),
     _S('ros.transport', 'str', 'raw', '', 'raw: the loop thread decodes /joint_states and encodes the efforts '
        '(float64_multi_array) as CDR bytes itself; messages: rclpy message objects (the reference)',
        choices=('raw', 'messages')),
     _S('ros.trajectory_start', 'float', 0.0, 's', 'trajectory time at start', live=True),
     _pos('ros.diagnostics_period', 1.0, 's', '/diagnostics period', high=3600.0),
-    _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=('single_threaded', 'multi_threaded')),
+    _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=EXECUTORS),
     _S('ros.effort_joints', 'strs', NONE, '', 'order of the effort command (actuators or their joints)'),
     # the control thread, loop telemetry and overrun policy: checked again by ros/loop_timing.py
     _S('ros.loop.mode', 'str', 'thread', '', 'thread: own control thread (wall clock); timer: rclpy timer',
