@@ -91,7 +91,8 @@ def run_emulate(args):
     try:
         given = {'control.rate': args.rate, 'simulation.plant': args.plant}
         setup = load_robot(args.robot, {k: v for k, v in given.items() if v is not None},
-                           labels={'control.rate': '--rate (control.rate)', 'simulation.plant': '--plant (simulation.plant)'})
+                           labels={'control.rate': '--rate (control.rate)',
+                                   'simulation.plant': '--plant (simulation.plant)'})
         hw = HardwareConfig.from_setup(setup)
         plant = _plant(setup.settings.simulation.plant, setup)
     except (ConfigError, FileNotFoundError, ValueError, ImportError) as exc:
