@@ -4,7 +4,8 @@ A setup names exactly one of
 
 - ``robot.urdf``: a URDF file, or a ``.xacro`` file expanded with the ``xacro``
   package (``robot.xacro_args``: a map of xacro arguments);
-- ``robot.mjcf``: a MuJoCo MJCF file. Its tree becomes the model (Pinocchio's
+- ``robot.mjcf``: a MuJoCo MJCF file, its ``<include>`` elements expanded and the whole checked before
+  Pinocchio reads it (:mod:`.mjcf_check`). Its tree becomes the model (Pinocchio's
   MJCF parser) and its ``<equality>`` ``connect`` / ``weld`` elements become
   passive ``loop_closure`` constraints, merged with those of the YAML;
 - ``robot.sdf``: an SDF model; joints that close loops become closures, a root

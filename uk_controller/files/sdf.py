@@ -42,7 +42,10 @@ then ``<name>_2`` about ``<axis2>``): that is what a universal joint is, with no
 
 Refused, naming the element: other joint types (``screw``, ``gearbox``, ``revolute2``), a ball joint the
 tree needs (no other joint reaches its child), a universal or prismatic joint that closes a loop, poses
-``relative_to`` another frame and ``<pose frame="...">``, more than one root link.
+``relative_to`` another frame and ``<pose frame="...">``, more than one root link, links no joint path
+reaches, nested models and ``<include>``, ``<axis><mimic>`` (not read: the coupling goes in the YAML), a
+file that is not UTF-8, any number the file writes that is not finite (``inf`` or ``nan`` text; an absent
+limit is SDF's "no limit"), an inertia Pinocchio cannot build.
 """
 from __future__ import annotations
 
