@@ -41,8 +41,6 @@ KNOWN = {
     ('ur5', 4, 'pose'): 'efforts flip between their limits a few times while the joint-limit stage is active',
     ('ur10', 3, 'pose'): 'efforts flip between their limits while braking is beyond the effort limits',
     ('panda', 0, 'pose'): 'the half turn ends against a joint limit (6e-2 left after 8 s)',
-    ('panda', 1, 'position'): 'a joint reaches 1.05 x its speed limit: braking beyond the effort limits',
-    ('panda', 1, 'pose'): 'a joint reaches 1.05 x its speed limit: braking beyond the effort limits',
     ('xarm7', 0, 'pose'): 'converges slowly against the joints\' dry friction (3e-3 left after 8 s)',
     ('xarm7', 1, 'pose'): 'converges slowly against the joints\' dry friction (7e-3 left after 8 s)',
     ('z1', 0, 'pose'): 'converges slowly against the joints\' dry friction (2e-3 left after 8 s)',
