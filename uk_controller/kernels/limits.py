@@ -93,20 +93,19 @@ def _violations(D, x, dlo, dhi, r, v):
 
 
 @njit(cache=True)
-def _newton_step(G, D, v, weight, eps, g, free, H, L, step):
-    """The Newton step on the free set (H: the current piece's Hessian ``G + w D_V^T D_V + eps I``,
-    identity rows on the held variables); False when the factorization fails."""
+def _newton_step(G, D, vi, nv, weight, eps, g, free, H, L, step):
+    """The Newton step on the free set (H: the current piece's Hessian ``G + w D_V^T D_V + eps I``, D_V the
+    nv rows of D listed in vi; identity rows on the held variables); False when the factorization fails."""
     p = g.shape[0]
-    nd = D.shape[0]
     for a in range(p):
         for b in range(a + 1):
             if free[a] == 0.0 or free[b] == 0.0:
                 H[a, b] = 1.0 if a == b else 0.0
                 continue
             acc = G[a, b] + (eps if a == b else 0.0)
-            for k in range(nd):
-                if v[k] != 0.0:
-                    acc += weight * D[k, a] * D[k, b]
+            for t in range(nv):
+                k = int(vi[t])
+                acc += weight * D[k, a] * D[k, b]
             H[a, b] = acc
     if not cholesky_lower(H, L):
         return False
@@ -120,9 +119,9 @@ def _newton_step(G, D, v, weight, eps, g, free, H, L, step):
 
 
 @njit(cache=True)
-def _exact_step(G, gt, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, gs, ds):
-    """The twin of ``core.joint_limits._exact_step``: ``(alpha, blocking)`` (the kinks visited in order by
-    finding the next one after each: no sort, no buffer)."""
+def _exact_step(G, gt, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, gs, ds, tlo, thi):
+    """The twin of ``core.joint_limits._exact_step``: ``(alpha, blocking)`` (the kinks, computed once into
+    tlo and thi, visited in order by finding the next one after each: no sort)."""
     p = u.shape[0]
     nd = D.shape[0]
     _mat_vec(G, step, gs)
@@ -146,18 +145,24 @@ def _exact_step(G, gt, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, gs, ds)
         task0 += gt[j] * step[j]
         task1 += gs[j] * step[j]
         ss += step[j] * step[j]
+    for k in range(nd):
+        if ds[k] != 0.0:
+            tlo[k] = (dlo[k] - r[k]) / ds[k]
+            thi[k] = (dhi[k] - r[k]) / ds[k]
+        else:
+            tlo[k] = -1.0
+            thi[k] = -1.0
     a0 = 0.0
     for piece in range(2 * nd + 1):
         # the next kink after a0 (a row of D entering or leaving its interval), else the box
         a1 = alpha_box
         for k in range(nd):
-            if ds[k] != 0.0:
-                t = (dlo[k] - r[k]) / ds[k]
-                if t > a0 and t < a1:
-                    a1 = t
-                t = (dhi[k] - r[k]) / ds[k]
-                if t > a0 and t < a1:
-                    a1 = t
+            t = tlo[k]
+            if t > a0 and t < a1:
+                a1 = t
+            t = thi[k]
+            if t > a0 and t < a1:
+                a1 = t
         mid = 0.5 * (a0 + a1) if a1 < np.inf else a0 + 1.0
         dphi = task0 + a0 * task1
         curv = task1 + eps * ss
@@ -219,7 +224,7 @@ def _gram(C, d, G, Cd):
 @njit(cache=True)
 def lsq_rows(p):
     """Rows of scratch :func:`bounded_lsq_gram` needs for p efforts."""
-    return 2 * p + 8
+    return 2 * p + 11
 
 
 @njit(cache=True)
@@ -238,6 +243,9 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
     free = sc[o + 2 * p + 5, :p]
     gs = sc[o + 2 * p + 6, :p]
     ds = sc[o + 2 * p + 7, :nd]
+    vi = sc[o + 2 * p + 8, :nd]
+    tlo = sc[o + 2 * p + 9, :nd]
+    thi = sc[o + 2 * p + 10, :nd]
     for j in range(p):
         x = start[j]
         if x < lo[j]:
@@ -259,6 +267,11 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
     for it in range(1, MAX_ITERATIONS + 1):
         iterations = it
         _violations(D, u, dlo, dhi, r, v)
+        nv = 0
+        for k in range(nd):
+            if v[k] != 0.0:
+                vi[nv] = k
+                nv += 1
         gmax = 0.0
         nfree = 0
         for j in range(p):
@@ -267,9 +280,9 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
                 acc += G[j, b] * u[b]
             gt[j] = acc
             acc += eps * (u[j] - u0[j])
-            for k in range(nd):
-                if v[k] != 0.0:
-                    acc += weight * D[k, j] * v[k]
+            for t in range(nv):
+                k = int(vi[t])
+                acc += weight * D[k, j] * v[k]
             g[j] = acc
             held = (u[j] <= lo[j] and acc > 0.0) or (u[j] >= hi[j] and acc < 0.0)
             free[j] = 0.0 if held else 1.0
@@ -282,7 +295,7 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
         # the Newton step on the free set; a free variable it pushes out through its bound is held
         ok = True
         while nfree > 0:
-            if not _newton_step(G, D, v, weight, eps, g, free, H, L, step):
+            if not _newton_step(G, D, vi, nv, weight, eps, g, free, H, L, step):
                 ok = False
                 break
             changed = False
@@ -295,7 +308,7 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
                 break
         if not ok or nfree == 0:
             break
-        alpha, blocking = _exact_step(G, gt, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, gs, ds)
+        alpha, blocking = _exact_step(G, gt, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, gs, ds, tlo, thi)
         for j in range(p):
             x = u[j] + alpha * step[j]
             if j == blocking:
@@ -346,4 +359,4 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o
 @njit(cache=True)
 def bounded_stage_rows(p):
     """Rows of scratch :func:`bounded_stage` needs for p efforts."""
-    return 3 * p + 14
+    return 3 * p + 17

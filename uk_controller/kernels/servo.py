@@ -102,7 +102,7 @@ def accelerations(a0, NB, u, out):
 def servo_scratch_shape(n, p, mp, ms):
     """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
     ms servo rows."""
-    return 4 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 10 + p + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
+    return 4 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 13 + p + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
 
 
 @njit(cache=True)
