@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uk_controller.core.implicit_friction import friction_mass, friction_step, secant_slopes
+from uk_controller.core.implicit_friction import friction_mass, secant_slopes
 from uk_controller.kernels import jit
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -290,7 +290,10 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
                 nfree += 1
                 if abs(acc) > gmax:
                     gmax = abs(acc)
-        if nfree == 0 or gmax <= 1e-13 * gscale:
+        if nfree == 0:
+            break
+        if gmax <= 1e-13 * gscale:
+            _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, L, step)
             break
         # the Newton step on the free set; a free variable it pushes out through its bound is held
         ok = True
@@ -319,6 +322,50 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
                 x = hi[j]
             u[j] = x
     return iterations, _violations(D, u, dlo, dhi, r, v)
+
+
+@njit(cache=True)
+def _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, L, rhs):
+    """The twin of ``core.joint_limits._polish``: u on the free set becomes the minimizer of the final
+    piece, solved directly (the held variables and the violated rows v, listed in vi, fixed)."""
+    p = u.shape[0]
+    for j in range(p):
+        if free[j] == 0.0:
+            rhs[j] = 0.0
+            continue
+        acc = Cd[j] + eps * u0[j]
+        for t in range(nv):
+            k = int(vi[t])
+            acc += weight * D[k, j] * (dlo[k] if v[k] < 0.0 else dhi[k])
+        for b in range(p):
+            if free[b] == 0.0:
+                c = G[j, b]
+                for t in range(nv):
+                    k = int(vi[t])
+                    c += weight * D[k, j] * D[k, b]
+                acc -= c * u[b]
+        rhs[j] = acc
+    for a in range(p):
+        for b in range(a + 1):
+            if free[a] == 0.0 or free[b] == 0.0:
+                H[a, b] = 1.0 if a == b else 0.0
+                continue
+            acc = G[a, b] + (eps if a == b else 0.0)
+            for t in range(nv):
+                k = int(vi[t])
+                acc += weight * D[k, a] * D[k, b]
+            H[a, b] = acc
+    if not cholesky_lower(H, L):
+        return
+    chol_solve_col(L, rhs)
+    for j in range(p):
+        if free[j] != 0.0:
+            x = rhs[j]
+            if x < lo[j]:
+                x = lo[j]
+            elif x > hi[j]:
+                x = hi[j]
+            u[j] = x
 
 
 @njit(cache=True)
