@@ -208,7 +208,7 @@ def test_compiled_bounded_lsq_equals_the_numpy_reference(seed):
     w, eps = 1e3, 1e-6
     ref, out = np.empty(7), np.empty(7)
     it_ref, viol_ref = bounded_lsq(C, d, D, dlo, dhi, w, lo, hi, eps, u0, ref)
-    sc = np.full((3 * 7 + 12, 7), np.nan)
+    sc = np.full((3 * 7 + 14, 7), np.nan)
     it, viol = compiled(C, d, D, dlo, dhi, w, lo, hi, eps, u0, u0, out, sc, 0)
     assert np.allclose(out, ref, rtol=1e-9, atol=1e-10 * max(1.0, np.abs(ref).max()))
     assert abs(viol - viol_ref) <= 1e-8 * max(1.0, viol_ref)
@@ -233,7 +233,7 @@ def test_warm_start_reaches_the_same_minimizer_in_fewer_iterations(seed):
     assert it_warm <= it_cold
     if jit.AVAILABLE:
         from uk_controller.kernels.limits import bounded_lsq as compiled
-        sc = np.full((3 * 7 + 12, 7), np.nan)
+        sc = np.full((3 * 7 + 14, 7), np.nan)
         out_cold, out_warm = np.empty(7), np.empty(7)
         compiled(C, d2, D, dlo2, dhi2, w, lo, hi, eps, u0, u0, out_cold, sc, 0)
         compiled(C, d2, D, dlo2, dhi2, w, lo, hi, eps, u0, prev, out_warm, sc, 0)

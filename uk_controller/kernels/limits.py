@@ -224,7 +224,7 @@ def _gram(C, d, G, Cd):
 @njit(cache=True)
 def lsq_rows(p):
     """Rows of scratch :func:`bounded_lsq_gram` needs for p efforts."""
-    return 2 * p + 11
+    return 2 * p + 13
 
 
 @njit(cache=True)
@@ -246,6 +246,9 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
     vi = sc[o + 2 * p + 8, :nd]
     tlo = sc[o + 2 * p + 9, :nd]
     thi = sc[o + 2 * p + 10, :nd]
+    lastfree = sc[o + 2 * p + 11, :p]         # the free set and violated rows H was last factored for
+    lastvi = sc[o + 2 * p + 12, :nd]
+    lastnv = -1
     for j in range(p):
         x = start[j]
         if x < lo[j]:
@@ -293,7 +296,12 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
         if nfree == 0:
             break
         if gmax <= 1e-13 * gscale:
-            _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, L, step)
+            same = lastnv == nv
+            for t in range(nv):
+                same = same and lastvi[t] == vi[t]
+            for j in range(p):
+                same = same and lastfree[j] == free[j]
+            _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, L, step, same)
             break
         # the Newton step on the free set; a free variable it pushes out through its bound is held
         ok = True
@@ -311,6 +319,11 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
                 break
         if not ok or nfree == 0:
             break
+        lastnv = nv
+        for t in range(nv):
+            lastvi[t] = vi[t]
+        for j in range(p):
+            lastfree[j] = free[j]
         alpha, blocking = _exact_step(G, gt, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, gs, ds, tlo, thi)
         for j in range(p):
             x = u[j] + alpha * step[j]
@@ -325,9 +338,11 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
 
 
 @njit(cache=True)
-def _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, L, rhs):
+def _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, L, rhs, factored):
     """The twin of ``core.joint_limits._polish``: u on the free set becomes the minimizer of the final
-    piece, solved directly (the held variables and the violated rows v, listed in vi, fixed)."""
+    piece, solved directly (the held variables and the violated rows v, listed in vi, fixed). `factored`:
+    L already holds the factor of this piece's Hessian on this free set (the last Newton step's, built by
+    the same loop from the same sets, so the same bits)."""
     p = u.shape[0]
     for j in range(p):
         if free[j] == 0.0:
@@ -345,18 +360,19 @@ def _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, 
                     c += weight * D[k, j] * D[k, b]
                 acc -= c * u[b]
         rhs[j] = acc
-    for a in range(p):
-        for b in range(a + 1):
-            if free[a] == 0.0 or free[b] == 0.0:
-                H[a, b] = 1.0 if a == b else 0.0
-                continue
-            acc = G[a, b] + (eps if a == b else 0.0)
-            for t in range(nv):
-                k = int(vi[t])
-                acc += weight * D[k, a] * D[k, b]
-            H[a, b] = acc
-    if not cholesky_lower(H, L):
-        return
+    if not factored:
+        for a in range(p):
+            for b in range(a + 1):
+                if free[a] == 0.0 or free[b] == 0.0:
+                    H[a, b] = 1.0 if a == b else 0.0
+                    continue
+                acc = G[a, b] + (eps if a == b else 0.0)
+                for t in range(nv):
+                    k = int(vi[t])
+                    acc += weight * D[k, a] * D[k, b]
+                H[a, b] = acc
+        if not cholesky_lower(H, L):
+            return
     chol_solve_col(L, rhs)
     for j in range(p):
         if free[j] != 0.0:
@@ -406,4 +422,4 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o
 @njit(cache=True)
 def bounded_stage_rows(p):
     """Rows of scratch :func:`bounded_stage` needs for p efforts."""
-    return 3 * p + 17
+    return 3 * p + 19
