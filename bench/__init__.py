@@ -18,6 +18,7 @@ loop           ``loop``                  fixed-rate loop without ROS (sleep + sp
 memory         ``memory``                no new Pinocchio Data per step; allocations per step; RSS
 step_ratio     ``step_ratio``            ControllerCore.step beside pin.aba / pin.constraintDynamics
 ros_rate       ``ros_rate``              uk_controller_node over DDS (measurement: bench.rate_bench)
+limit_ratio    ``limit_ratio``           the joint-limit stage's cost: packed step with the stage on / off, real arms
 =============  ========================  ========================================================================
 
 Shared: ``common`` (sample, table, verdict, machine header, the moving state, Pinocchio closures).

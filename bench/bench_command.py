@@ -1,7 +1,7 @@
 """``uk-controller bench``: the benchmark tables, all measured in one run.
 
     uk-controller bench [--quick] [--tables step reference pyudk pinocchio simulation parallelogram loop memory
-                                          step_ratio ros_rate]
+                                          step_ratio ros_rate limit_ratio]
 
 A thin command over bench (one module per table, each with ``run(args)``; the
 list and what each measures is that package's docstring). Every figure is a median (and p99) over
@@ -24,7 +24,7 @@ from .common import PYUDK_PYTHON_DEFAULT, STEP_ROBOTS
 #: table name -> module of bench (imported only when the table runs)
 TABLE_MODULES = {'step': 'step', 'reference': 'reference', 'pyudk': 'vs_pyudk', 'pinocchio': 'constraint_dynamics',
                  'simulation': 'simulation', 'parallelogram': 'parallelogram', 'loop': 'loop', 'memory': 'memory',
-                 'step_ratio': 'step_ratio', 'ros_rate': 'ros_rate'}
+                 'step_ratio': 'step_ratio', 'ros_rate': 'ros_rate', 'limit_ratio': 'limit_ratio'}
 TABLES = tuple(TABLE_MODULES)
 #: what a table needs beyond the core install: table -> (module to import, how to get it)
 TABLE_NEEDS = {'ros_rate': ('rclpy', 'the ros extra: pip install -e ".[ros]"')}

@@ -3,7 +3,7 @@
 For an arm of the ``example-robot-data`` wheel (URDF unedited) this module writes the setup file a user
 would write from ``docs/config.md``: the arm at a start drawn uniformly inside its joint position limits
 (shrunk by :data:`MARGIN` of each range; a continuous joint or a range wider than 2 pi is drawn in
-[-pi, pi]), and a task on the tool frame that holds still at a target:
+[-pi, pi]; a ``<mimic>`` joint where its leader puts it: :func:`on_mimic`), and a task on the tool frame that holds still at a target:
 
 - ``position``: ``frame_position`` (3 rows), ``hold`` at a target point;
 - ``pose``: ``frame_position`` + ``frame_orientation`` (``mode: so3``), both ``hold``.
@@ -138,6 +138,30 @@ class Case:
     q_target: np.ndarray         # a configuration inside the limits reaching the target
 
 
+def mimic_joints(arm, model):
+    """``[(follower index, leader index, multiplier, offset)]`` of the URDF's ``<mimic>`` joints (indices
+    into q of the Pinocchio model)."""
+    import xml.etree.ElementTree as ET
+    out = []
+    for joint in ET.parse(str(erd.description(ARMS[arm][0]))).getroot().iter('joint'):
+        mimic = joint.find('mimic')
+        if mimic is None:
+            continue
+        index = lambda name: model.joints[model.getJointId(name)].idx_q      # noqa: E731
+        out.append((index(joint.get('name')), index(mimic.get('joint')), float(mimic.get('multiplier', 1.0)),
+                    float(mimic.get('offset', 0.0))))
+    return out
+
+
+def on_mimic(arm, model, q):
+    """`q` with each mimic joint where its leader puts it (``q_f = m q_l + o``): the robot's passive rows
+    hold the pair together, so a start off them is a state the arm is never in (the plant's closure
+    stabilization would snap the pair together at speeds no effort acts on)."""
+    for follower, leader, multiplier, offset in mimic_joints(arm, model):
+        q[follower] = multiplier * q[leader] + offset
+    return q
+
+
 def draw_case(arm, seed, task, *, margin=MARGIN, max_distance=MAX_DISTANCE):
     """The start and a reachable target for (arm, seed, task), from ``numpy.random.default_rng(seed)``
     (same start for both tasks of a seed)."""
@@ -146,7 +170,7 @@ def draw_case(arm, seed, task, *, margin=MARGIN, max_distance=MAX_DISTANCE):
     tool = ARMS[arm][1]
     lo, hi = sampling_box(model, margin)
     rng = np.random.default_rng([seed, 7])
-    q0 = rng.uniform(lo, hi)
+    q0 = on_mimic(arm, model, rng.uniform(lo, hi))
     p0, R0 = tool_pose(model, q0, tool)
     want_pi = task == 'pose' and seed == PI_SEED
     best = None

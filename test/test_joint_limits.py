@@ -165,6 +165,9 @@ def test_box_only_problem_equals_scipy_bvls():
 
 
 def test_feasible_exact_u0_is_returned_unchanged():
+    """u0 inside every bound and exact is the minimizer: returned, to the accuracy of the final solve on
+    its piece (the same solve from any start; this task has rank 3 of 7, so the tie-break eps = 1e-9 sets
+    that system's condition number, about 1e9)."""
     from uk_controller.core.joint_limits import bounded_lsq
     rng = np.random.default_rng(9)
     C, _, D, _, _, lo, hi, _ = _problem(rng)
@@ -173,7 +176,9 @@ def test_feasible_exact_u0_is_returned_unchanged():
     r = D @ u0
     u = np.empty(7)
     iterations, violation = bounded_lsq(C, d, D, r - 1.0, r + 1.0, 1e4, lo, hi, 1e-9, u0, u)
-    assert np.array_equal(u, u0) and violation == 0.0 and iterations == 1
+    condition = np.linalg.norm(C.T @ C, 2) / 1e-9
+    assert np.abs(u - u0).max() <= 100.0 * condition * np.finfo(float).eps * np.abs(u0).max()
+    assert violation == 0.0 and iterations == 1
 
 
 def test_bounded_lsq_is_lipschitz_in_its_data():
@@ -203,7 +208,82 @@ def test_compiled_bounded_lsq_equals_the_numpy_reference(seed):
     w, eps = 1e3, 1e-6
     ref, out = np.empty(7), np.empty(7)
     it_ref, viol_ref = bounded_lsq(C, d, D, dlo, dhi, w, lo, hi, eps, u0, ref)
-    sc = np.full((2 * 7 + 8, 7), np.nan)
-    it, viol = compiled(C, d, D, dlo, dhi, w, lo, hi, eps, u0, out, sc, 0)
+    sc = np.full((3 * 7 + 14, 7), np.nan)
+    it, viol = compiled(C, d, D, dlo, dhi, w, lo, hi, eps, u0, u0, out, sc, 0)
     assert np.allclose(out, ref, rtol=1e-9, atol=1e-10 * max(1.0, np.abs(ref).max()))
     assert abs(viol - viol_ref) <= 1e-8 * max(1.0, viol_ref)
+
+
+@pytest.mark.parametrize('seed', range(8))
+def test_warm_start_reaches_the_same_minimizer_in_fewer_iterations(seed):
+    """The minimizer is unique: from the solution of a nearby problem (the previous control step's) the
+    method ends at the same point, bit for bit (the last solve on the final piece and active set), in at
+    most as many iterations as from the unbounded u; both meet the KKT conditions; the compiled twin
+    likewise."""
+    from uk_controller.core.joint_limits import bounded_lsq
+    rng = np.random.default_rng(300 + seed)
+    C, d, D, dlo, dhi, lo, hi, u0 = _problem(rng)
+    w, eps = 1e3, 1e-6
+    prev, cold, warm = np.empty(7), np.empty(7), np.empty(7)
+    bounded_lsq(C, d, D, dlo, dhi, w, lo, hi, eps, u0, prev)
+    d2, dlo2, dhi2 = d + 1e-3 * rng.normal(size=3), dlo + 1e-3, dhi + 1e-3
+    it_cold, _ = bounded_lsq(C, d2, D, dlo2, dhi2, w, lo, hi, eps, u0, cold)
+    it_warm, _ = bounded_lsq(C, d2, D, dlo2, dhi2, w, lo, hi, eps, u0, warm, start=prev)
+    assert np.array_equal(warm, cold)
+    assert it_warm <= it_cold
+    if jit.AVAILABLE:
+        from uk_controller.kernels.limits import bounded_lsq as compiled
+        sc = np.full((3 * 7 + 14, 7), np.nan)
+        out_cold, out_warm = np.empty(7), np.empty(7)
+        compiled(C, d2, D, dlo2, dhi2, w, lo, hi, eps, u0, u0, out_cold, sc, 0)
+        compiled(C, d2, D, dlo2, dhi2, w, lo, hi, eps, u0, prev, out_warm, sc, 0)
+        assert np.array_equal(out_warm, out_cold)
+        assert np.allclose(out_warm, warm, rtol=1e-9, atol=1e-10)
+    scale = np.abs(C.T @ d2).max() + w * np.abs(D).sum(axis=0).max() * 10
+    assert _kkt_residual(C, d2, D, dlo2, dhi2, w, lo, hi, eps, u0, warm) <= 1e-9 * scale
+
+
+def test_bounded_lsq_equals_a_generic_convex_solver():
+    """The whole objective (task rows, penalized intervals, tie-break) against scipy's trust-region
+    constrained minimizer with the box as bounds: an independent method on the same convex problem."""
+    from scipy.optimize import Bounds, minimize
+    from uk_controller.core.joint_limits import bounded_lsq
+    rng = np.random.default_rng(21)
+    for _ in range(5):
+        C, d, D, dlo, dhi, lo, hi, u0 = _problem(rng)
+        w, eps = 50.0, 1e-3
+        u = np.empty(7)
+        bounded_lsq(C, d, D, dlo, dhi, w, lo, hi, eps, u0, u)
+
+        def f(x):
+            r = D @ x
+            v = np.minimum(r - dlo, 0.0) + np.maximum(r - dhi, 0.0)
+            e = C @ x - d
+            return 0.5 * e @ e + 0.5 * w * v @ v + 0.5 * eps * (x - u0) @ (x - u0), \
+                C.T @ e + w * D.T @ v + eps * (x - u0)
+        ref = minimize(f, np.clip(u0, lo, hi), jac=True, method='L-BFGS-B', bounds=Bounds(lo, hi),
+                       options={'ftol': 1e-15, 'gtol': 1e-12, 'maxiter': 20000}).x
+        assert f(u)[0] <= f(ref)[0] + 1e-9 * max(1.0, abs(f(ref)[0]))
+        assert np.allclose(u, ref, atol=1e-4 * max(1.0, np.abs(ref).max()))
+
+
+@needs_numba
+@pytest.mark.parametrize('seed', range(6))
+def test_compiled_stage_equals_the_numpy_reference(seed):
+    """The compiled bounded_stage (Gram form, warm start) equals the NumPy stage on the same data."""
+    from uk_controller.core.joint_limits import bounded_stage
+    from uk_controller.kernels.limits import bounded_stage as compiled, bounded_stage_rows
+    rng = np.random.default_rng(400 + seed)
+    p, n, m = 7, 7, 3 + seed % 4
+    CB, NB = rng.normal(size=(m, p)), rng.normal(size=(n, p))
+    a0, bbar = rng.normal(size=n), rng.normal(size=m) * 5.0
+    limits = rng.uniform(0.3, 2.0, p)
+    lo, hi = -np.full(n, 2.0) + rng.normal(size=n), np.full(n, 2.0) + rng.normal(size=n)
+    u_unb = np.linalg.lstsq(CB, bbar, rcond=None)[0] + rng.normal(size=p)
+    start = rng.normal(size=p) * limits if seed % 2 else u_unb
+    ref, out = u_unb.copy(), u_unb.copy()
+    _, viol_ref = bounded_stage(CB, bbar, NB, a0, lo, hi, limits, 1e4, 1e-9, ref, start)
+    sc = np.full((bounded_stage_rows(p), max(n, p)), np.nan)
+    _, viol = compiled(CB, bbar, NB, a0, lo, hi, limits, 1e4, 1e-9, out, start, sc, 0)
+    assert np.allclose(out, ref, rtol=1e-8, atol=1e-8 * max(1.0, np.abs(ref).max()))
+    assert abs(viol - viol_ref) <= 1e-6 * max(1.0, viol_ref)

@@ -8,6 +8,7 @@ import pytest
 
 from uk_controller.core import uk
 from uk_controller.control.controller import ControllerCore
+from uk_controller.kernels import codes
 from uk_controller.kernels.jit import AVAILABLE
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason='numba not installed')
@@ -31,6 +32,11 @@ def test_packed_step_matches_the_pinocchio_pass(robot):
         ref = {key: getattr(fz, key).copy() for key in ('effort', 'phi', 'phidot', 'A', 'b', 'qdd', 'saturated', 'info')}
         M_ref, h_ref = model.data.M.copy(), model.data.nle.copy()
         packed_run(q, qd, t)
+        # the joint-limit stage starts from the previous call's effort (here the same state's solution), so
+        # its iteration count may drop; the result does not depend on the start
+        it_ref, it = ref['info'][codes.INFO_LIMIT_ITERATIONS], fz.info[codes.INFO_LIMIT_ITERATIONS]
+        assert it <= it_ref
+        ref['info'][codes.INFO_LIMIT_ITERATIONS] = it
         for key, value in ref.items():
             np.testing.assert_allclose(getattr(fz, key), value, rtol=1e-11, atol=1e-11, err_msg=key)
         M = packed.M

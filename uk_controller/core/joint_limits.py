@@ -100,7 +100,7 @@ def beyond_limits(u, limits, qdd, lo, hi):
     return bool(np.any(np.abs(u) > limits) or np.any(qdd < lo) or np.any(qdd > hi))
 
 
-def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u):
+def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, start=None):
     """Bounded least squares of the joint-limit stage::
 
         minimize  f(u) = 1/2 |C u - d|^2 + w/2 sum_k dist(D_k u, [dlo_k, dhi_k])^2 + eps/2 |u - u0|^2
@@ -110,32 +110,43 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u):
     Lipschitz-continuous function of the data: the effort never jumps between the limits. The method is
     a primal active-set Newton method with an exact line search (Nocedal & Wright, Numerical
     Optimization, 2nd ed., sections 16.5-16.7, on the piecewise quadratic): per iteration the gradient
-    ``g = C^T (C u - d) + w D^T v + eps (u - u0)`` (v: the signed violations of the rows of D), the free
-    set (u_j inside its box, or at a bound with g pointing inward), the Newton step on the free set with
-    the Hessian of the current piece ``C^T C + w D_V^T D_V + eps I`` (D_V: the violated rows; a free
-    variable the step would push out of its box through the bound it sits on is held), then the exact
-    minimum of f along the step up to the box: f is a convex piecewise quadratic in the step length,
-    its derivative piecewise linear between the points where a row of D crosses its interval. On the
-    right piece the Newton step is exact, so the method ends after the pieces and the active set stop
-    changing; at most MAX_ITERATIONS. `u` (p,) receives the minimizer (it starts from u0 projected on
-    the box). Returns ``(iterations, largest violation of a D-interval left)``. The compiled twin is
-    :func:`uk_controller.kernels.limits.bounded_lsq`."""
+    ``g = G u - C^T d + w D^T v + eps (u - u0)`` (``G = C^T C`` formed once; v: the signed violations of
+    the rows of D), the free set (u_j inside its box, or at a bound with g pointing inward), the Newton
+    step on the free set with the Hessian of the current piece ``G + w D_V^T D_V + eps I`` (D_V: the
+    violated rows; a free variable the step would push out of its box through the bound it sits on is
+    held), then the exact minimum of f along the step up to the box: f is a convex piecewise quadratic in
+    the step length, its derivative piecewise linear between the points where a row of D crosses its
+    interval. On the right piece the Newton step is exact, so the method ends after the pieces and the
+    active set stop changing; at most MAX_ITERATIONS.
+
+    `start` (default u0), projected on the box, is the first iterate: a warm start from the previous
+    control step's solution starts on (or next to) the piece and active set of the minimizer, which then
+    takes one Newton step and one check (the active-set warm start of Nocedal & Wright section 16.5; the
+    minimizer is unique, so the start changes the iterations; the last solve, :func:`_polish`, on the
+    final piece and active set makes the result the same bits from any start).
+    `u` (p,) receives the minimizer. Returns ``(iterations, largest violation of a D-interval left)``.
+    The compiled twin is :func:`uk_controller.kernels.limits.bounded_lsq`."""
     p = u0.shape[0]
-    np.clip(u0, lo, hi, out=u)
+    np.clip(u0 if start is None else start, lo, hi, out=u)
     finite_lo, finite_hi = np.where(np.isfinite(dlo), dlo, 0.0), np.where(np.isfinite(dhi), dhi, 0.0)
-    gscale = max(np.abs(C.T @ d).max(initial=0.0), weight * np.abs(D.T @ finite_lo).max(initial=0.0),
+    Cd = C.T @ d
+    G = C.T @ C
+    gscale = max(np.abs(Cd).max(initial=0.0), weight * np.abs(D.T @ finite_lo).max(initial=0.0),
                  weight * np.abs(D.T @ finite_hi).max(initial=0.0), 1e-300)
     iterations = 0
     for iterations in range(1, MAX_ITERATIONS + 1):
-        e = C @ u - d
         r = D @ u
         v = np.minimum(r - dlo, 0.0) + np.maximum(r - dhi, 0.0)
-        g = C.T @ e + weight * (D.T @ v) + eps * (u - u0)
+        Gu = G @ u
+        g = Gu - Cd + weight * (D.T @ v) + eps * (u - u0)
         free = ~(((u <= lo) & (g > 0.0)) | ((u >= hi) & (g < 0.0)))
-        if not free.any() or np.abs(g[free]).max() <= 1e-13 * gscale:
+        if not free.any():
+            break
+        if np.abs(g[free]).max() <= 1e-13 * gscale:
+            _polish(G, Cd, D, dlo, dhi, v, weight, eps, u0, free, u, lo, hi)
             break
         viol = v != 0.0
-        H = C.T @ C + weight * (D[viol].T @ D[viol]) + eps * np.eye(p)
+        H = G + weight * (D[viol].T @ D[viol]) + eps * np.eye(p)
         step = np.zeros(p)
         while free.any():
             F = np.flatnonzero(free)
@@ -147,7 +158,7 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u):
             free &= ~out
         if not free.any():
             break
-        alpha, blocking = _exact_step(C, e, D, r, dlo, dhi, weight, eps, u - u0, u, step, lo, hi)
+        alpha, blocking = _exact_step(G, Gu - Cd, D, r, dlo, dhi, weight, eps, u - u0, u, step, lo, hi)
         u += alpha * step
         if blocking >= 0:                          # exactly on the bound it reached
             u[blocking] = hi[blocking] if step[blocking] > 0.0 else lo[blocking]
@@ -157,12 +168,36 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u):
     return iterations, float(np.abs(v).max(initial=0.0))
 
 
-def _exact_step(C, e, D, r, dlo, dhi, weight, eps, du0, u, step, lo, hi):
+def _polish(G, Cd, D, dlo, dhi, v, weight, eps, u0, free, u, lo, hi):
+    """u on the free set F becomes the minimizer of the final piece of f, solved directly::
+
+        (G + w D_V^T D_V + eps I)_FF u_F = Cd_F + w (D_V^T b_V)_F + eps u0_F - (G + w D_V^T D_V)_FH u_H
+
+    (V: the violated rows, b_V the bounds they violate; H: the variables held at their bounds), then
+    projected on the box. The iterates that lead there depend on the start (the warm start); this solve
+    depends only on the piece and the active set, which the unique minimizer fixes, so the effort is the
+    same bits from any start: a function of the data alone, not of the controller's history. Its accuracy
+    is that of the final Newton system (cond(H) times round-off; eps bounds cond(H))."""
+    viol = v != 0.0
+    Dv = D[viol]
+    bv = np.where(v[viol] < 0.0, dlo[viol], dhi[viol])
+    K = G + weight * (Dv.T @ Dv)
+    F, Hd = np.flatnonzero(free), np.flatnonzero(~free)
+    rhs = Cd[F] + weight * (Dv[:, F].T @ bv) + eps * u0[F] - K[np.ix_(F, Hd)] @ u[Hd]
+    try:
+        u[F] = np.linalg.solve(K[np.ix_(F, F)] + eps * np.eye(F.size), rhs)
+    except np.linalg.LinAlgError:
+        return
+    np.clip(u, lo, hi, out=u)
+
+
+def _exact_step(G, gt, D, r, dlo, dhi, weight, eps, du0, u, step, lo, hi):
     """``(alpha, blocking)``: the minimizer of f(u + alpha step) over ``0 <= alpha <= alpha_box`` (the
     first box bound a moving variable reaches, `blocking` its index, -1 when the minimum is inside).
-    ``f'(alpha) = (e + alpha C s).C s + w sum_k v_k(alpha) D_k s + eps (u - u0 + alpha s).s`` is piecewise
-    linear and nondecreasing, its kinks where a row of D enters or leaves its interval."""
-    cs, ds = C @ step, D @ step
+    ``f'(alpha) = (gt + alpha G s).s + w sum_k v_k(alpha) D_k s + eps (u - u0 + alpha s).s`` (gt = G u -
+    C^T d, the task part of the gradient) is piecewise linear and nondecreasing, its kinks where a row of
+    D enters or leaves its interval."""
+    gs, ds = G @ step, D @ step
     moving = step != 0.0
     with np.errstate(divide='ignore', invalid='ignore'):
         to_bound = np.where(step > 0.0, (hi - u) / step, np.where(step < 0.0, (lo - u) / step, np.inf))
@@ -172,6 +207,7 @@ def _exact_step(C, e, D, r, dlo, dhi, weight, eps, du0, u, step, lo, hi):
     with np.errstate(divide='ignore', invalid='ignore'):
         kinks = np.concatenate(((dlo - r) / ds, (dhi - r) / ds))
     kinks = np.sort(kinks[np.isfinite(kinks) & (kinks > 0.0) & (kinks < alpha_box)])
+    task0, task1 = gt @ step, gs @ step
 
     def piece(a0, a1):
         """f'(a0) and f'' on the piece (a0, a1): the rows violated at its middle."""
@@ -179,8 +215,8 @@ def _exact_step(C, e, D, r, dlo, dhi, weight, eps, du0, u, step, lo, hi):
         va = np.minimum(ra - dlo, 0.0) + np.maximum(ra - dhi, 0.0)
         mid = r + (0.5 * (a0 + a1) if np.isfinite(a1) else a0 + 1.0) * ds
         active = (mid < dlo) | (mid > dhi)
-        dphi = (e + a0 * cs) @ cs + weight * (va @ ds) + eps * ((du0 + a0 * step) @ step)
-        return dphi, cs @ cs + weight * (ds[active] @ ds[active]) + eps * (step @ step)
+        dphi = task0 + a0 * task1 + weight * (va @ ds) + eps * ((du0 + a0 * step) @ step)
+        return dphi, task1 + weight * (ds[active] @ ds[active]) + eps * (step @ step)
 
     a0 = 0.0
     for a1 in list(kinks) + [alpha_box]:
@@ -195,12 +231,14 @@ def _exact_step(C, e, D, r, dlo, dhi, weight, eps, du0, u, step, lo, hi):
     return alpha_box, blocking
 
 
-def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u):
+def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start=None):
     """The joint-limit stage of the servo solve: u (in place) becomes :func:`bounded_lsq` of the task rows
     ``CB u = bbar`` with the joint accelerations ``a0 + NB u`` in ``[lo, hi]`` (weight `weight`), the
     efforts in ``+-limits`` and the tie-break toward the unbounded u, ``eps`` relative to the mean diagonal
-    of ``CB^T CB + weight NB^T NB``. Returns ``(iterations, largest acceleration-bound violation left)``."""
+    of ``CB^T CB + weight NB^T NB``. `start`: the first iterate (the previous step's effort, a warm start;
+    default the unbounded u). Returns ``(iterations, largest acceleration-bound violation left)``."""
     p = u.shape[0]
     scale = (np.sum(CB * CB) + weight * np.sum(NB * NB)) / max(p, 1)
     u0 = u.copy()
-    return bounded_lsq(CB, bbar, NB, lo - a0, hi - a0, weight, -limits, limits, eps * max(scale, 1e-300), u0, u)
+    return bounded_lsq(CB, bbar, NB, lo - a0, hi - a0, weight, -limits, limits, eps * max(scale, 1e-300), u0, u,
+                       start)

@@ -383,6 +383,7 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
             NB = NB - K @ (Ap @ NB)
     bbar = bs - As @ a0
     rank, cond = 0, float('inf')
+    start = u.copy() if bounded is not None else None      # the previous step's effort: the stage's warm start
     u[:] = 0.0
     Vr = None
     if ms and p:
@@ -418,7 +419,7 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
         if beyond_limits(u, limits, qdd_free, alo, ahi):
             CB = As @ NB if ms else np.zeros((0, p))
             exact = not ms or np.linalg.norm(As @ qdd_free - bs) <= CONSISTENCY_TOL * max(1.0, np.linalg.norm(bbar))
-            iterations, violation = bounded_stage(CB, bbar, NB, a0, alo, ahi, limits, weight, eps, u)
+            iterations, violation = bounded_stage(CB, bbar, NB, a0, alo, ahi, limits, weight, eps, u, start)
             limited = (iterations, violation, exact)
     np.add(a0, NB @ u, out=qdd)
     residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0

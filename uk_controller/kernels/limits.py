@@ -93,23 +93,19 @@ def _violations(D, x, dlo, dhi, r, v):
 
 
 @njit(cache=True)
-def _newton_step(C, D, v, weight, eps, g, free, H, L, step):
-    """The Newton step on the free set (H: the current piece's Hessian, identity rows on the held
-    variables); False when the factorization fails."""
+def _newton_step(G, D, vi, nv, weight, eps, g, free, H, L, step):
+    """The Newton step on the free set (H: the current piece's Hessian ``G + w D_V^T D_V + eps I``, D_V the
+    nv rows of D listed in vi; identity rows on the held variables); False when the factorization fails."""
     p = g.shape[0]
-    m = C.shape[0]
-    nd = D.shape[0]
     for a in range(p):
         for b in range(a + 1):
             if free[a] == 0.0 or free[b] == 0.0:
                 H[a, b] = 1.0 if a == b else 0.0
                 continue
-            acc = eps if a == b else 0.0
-            for i in range(m):
-                acc += C[i, a] * C[i, b]
-            for k in range(nd):
-                if v[k] != 0.0:
-                    acc += weight * D[k, a] * D[k, b]
+            acc = G[a, b] + (eps if a == b else 0.0)
+            for t in range(nv):
+                k = int(vi[t])
+                acc += weight * D[k, a] * D[k, b]
             H[a, b] = acc
     if not cholesky_lower(H, L):
         return False
@@ -123,13 +119,12 @@ def _newton_step(C, D, v, weight, eps, g, free, H, L, step):
 
 
 @njit(cache=True)
-def _exact_step(C, e, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, cs, ds):
-    """The twin of ``core.joint_limits._exact_step``: ``(alpha, blocking)`` (the kinks visited in order by
-    finding the next one after each: no sort, no buffer)."""
+def _exact_step(G, gt, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, gs, ds, tlo, thi):
+    """The twin of ``core.joint_limits._exact_step``: ``(alpha, blocking)`` (the kinks, computed once into
+    tlo and thi, visited in order by finding the next one after each: no sort)."""
     p = u.shape[0]
-    m = C.shape[0]
     nd = D.shape[0]
-    _mat_vec(C, step, cs)
+    _mat_vec(G, step, gs)
     _mat_vec(D, step, ds)
     blocking = -1
     alpha_box = np.inf
@@ -143,29 +138,34 @@ def _exact_step(C, e, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, cs, ds):
         if t < alpha_box:
             alpha_box = t
             blocking = j
-    cc = 0.0
-    for i in range(m):
-        cc += cs[i] * cs[i]
+    task0 = 0.0
+    task1 = 0.0
     ss = 0.0
     for j in range(p):
+        task0 += gt[j] * step[j]
+        task1 += gs[j] * step[j]
         ss += step[j] * step[j]
+    for k in range(nd):
+        if ds[k] != 0.0:
+            tlo[k] = (dlo[k] - r[k]) / ds[k]
+            thi[k] = (dhi[k] - r[k]) / ds[k]
+        else:
+            tlo[k] = -1.0
+            thi[k] = -1.0
     a0 = 0.0
     for piece in range(2 * nd + 1):
         # the next kink after a0 (a row of D entering or leaving its interval), else the box
         a1 = alpha_box
         for k in range(nd):
-            if ds[k] != 0.0:
-                t = (dlo[k] - r[k]) / ds[k]
-                if t > a0 and t < a1:
-                    a1 = t
-                t = (dhi[k] - r[k]) / ds[k]
-                if t > a0 and t < a1:
-                    a1 = t
+            t = tlo[k]
+            if t > a0 and t < a1:
+                a1 = t
+            t = thi[k]
+            if t > a0 and t < a1:
+                a1 = t
         mid = 0.5 * (a0 + a1) if a1 < np.inf else a0 + 1.0
-        dphi = 0.0
-        for i in range(m):
-            dphi += (e[i] + a0 * cs[i]) * cs[i]
-        curv = cc + eps * ss
+        dphi = task0 + a0 * task1
+        curv = task1 + eps * ss
         for k in range(nd):
             ra = r[k] + a0 * ds[k]
             va = 0.0
@@ -190,26 +190,67 @@ def _exact_step(C, e, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, cs, ds):
 
 
 @njit(cache=True)
-def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
+def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, o):
     """The compiled twin of :func:`uk_controller.core.joint_limits.bounded_lsq` (the active-set Newton
     method with an exact line search on ``1/2 |C u - d|^2 + w/2 sum dist(D_k u, [dlo_k, dhi_k])^2 +
-    eps/2 |u - u0|^2``, ``lo <= u <= hi``); writes u, returns ``(iterations, largest violation left)``.
-    Scratch: 2 p + 8 rows of sc from row o (width max(p, rows of C, rows of D))."""
+    eps/2 |u - u0|^2``, ``lo <= u <= hi``, from `start`); writes u, returns ``(iterations, largest
+    violation left)``. Forms ``G = C^T C`` and ``C^T d`` and calls :func:`bounded_lsq_gram`. Scratch:
+    :func:`lsq_rows` (p) + p + 1 rows of sc from row o (width max(p, rows of D))."""
     p = u0.shape[0]
+    G = sc[o:o + p, :p]
+    Cd = sc[o + p, :p]
+    _gram(C, d, G, Cd)
+    return bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, o + p + 1)
+
+
+@njit(cache=True)
+def _gram(C, d, G, Cd):
+    """``G = C^T C`` (both triangles) and ``Cd = C^T d``."""
+    p = G.shape[0]
     m = C.shape[0]
+    for a in range(p):
+        acc = 0.0
+        for i in range(m):
+            acc += C[i, a] * d[i]
+        Cd[a] = acc
+        for b in range(a + 1):
+            acc = 0.0
+            for i in range(m):
+                acc += C[i, a] * C[i, b]
+            G[a, b] = acc
+            G[b, a] = acc
+
+
+@njit(cache=True)
+def lsq_rows(p):
+    """Rows of scratch :func:`bounded_lsq_gram` needs for p efforts."""
+    return 2 * p + 13
+
+
+@njit(cache=True)
+def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, o):
+    """:func:`bounded_lsq` on the Gram form of the task rows: ``G = C^T C`` and ``Cd = C^T d`` (the
+    objective up to the constant |d|^2 / 2). Scratch: :func:`lsq_rows` (p) rows of sc from row o."""
+    p = u0.shape[0]
     nd = D.shape[0]
     H = sc[o:o + p, :p]
     L = sc[o + p:o + 2 * p, :p]
     g = sc[o + 2 * p, :p]
     step = sc[o + 2 * p + 1, :p]
-    e = sc[o + 2 * p + 2, :m]
+    gt = sc[o + 2 * p + 2, :p]
     r = sc[o + 2 * p + 3, :nd]
     v = sc[o + 2 * p + 4, :nd]
     free = sc[o + 2 * p + 5, :p]
-    cs = sc[o + 2 * p + 6, :m]
+    gs = sc[o + 2 * p + 6, :p]
     ds = sc[o + 2 * p + 7, :nd]
+    vi = sc[o + 2 * p + 8, :nd]
+    tlo = sc[o + 2 * p + 9, :nd]
+    thi = sc[o + 2 * p + 10, :nd]
+    lastfree = sc[o + 2 * p + 11, :p]         # the free set and violated rows H was last factored for
+    lastvi = sc[o + 2 * p + 12, :nd]
+    lastnv = -1
     for j in range(p):
-        x = u0[j]
+        x = start[j]
         if x < lo[j]:
             x = lo[j]
         elif x > hi[j]:
@@ -217,33 +258,34 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
         u[j] = x
     gscale = 1e-300
     for j in range(p):
-        a = 0.0
         b = 0.0
         c = 0.0
-        for i in range(m):
-            a += C[i, j] * d[i]
         for k in range(nd):
             if dlo[k] > -np.inf:
                 b += D[k, j] * dlo[k]
             if dhi[k] < np.inf:
                 c += D[k, j] * dhi[k]
-        gscale = max(gscale, abs(a), weight * abs(b), weight * abs(c))
+        gscale = max(gscale, abs(Cd[j]), weight * abs(b), weight * abs(c))
     iterations = 0
     for it in range(1, MAX_ITERATIONS + 1):
         iterations = it
-        _mat_vec(C, u, e)
-        for i in range(m):
-            e[i] -= d[i]
         _violations(D, u, dlo, dhi, r, v)
+        nv = 0
+        for k in range(nd):
+            if v[k] != 0.0:
+                vi[nv] = k
+                nv += 1
         gmax = 0.0
         nfree = 0
         for j in range(p):
-            acc = eps * (u[j] - u0[j])
-            for i in range(m):
-                acc += C[i, j] * e[i]
-            for k in range(nd):
-                if v[k] != 0.0:
-                    acc += weight * D[k, j] * v[k]
+            acc = -Cd[j]
+            for b in range(p):
+                acc += G[j, b] * u[b]
+            gt[j] = acc
+            acc += eps * (u[j] - u0[j])
+            for t in range(nv):
+                k = int(vi[t])
+                acc += weight * D[k, j] * v[k]
             g[j] = acc
             held = (u[j] <= lo[j] and acc > 0.0) or (u[j] >= hi[j] and acc < 0.0)
             free[j] = 0.0 if held else 1.0
@@ -251,12 +293,20 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
                 nfree += 1
                 if abs(acc) > gmax:
                     gmax = abs(acc)
-        if nfree == 0 or gmax <= 1e-13 * gscale:
+        if nfree == 0:
+            break
+        if gmax <= 1e-13 * gscale:
+            same = lastnv == nv
+            for t in range(nv):
+                same = same and lastvi[t] == vi[t]
+            for j in range(p):
+                same = same and lastfree[j] == free[j]
+            _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, L, step, same)
             break
         # the Newton step on the free set; a free variable it pushes out through its bound is held
         ok = True
         while nfree > 0:
-            if not _newton_step(C, D, v, weight, eps, g, free, H, L, step):
+            if not _newton_step(G, D, vi, nv, weight, eps, g, free, H, L, step):
                 ok = False
                 break
             changed = False
@@ -269,7 +319,12 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
                 break
         if not ok or nfree == 0:
             break
-        alpha, blocking = _exact_step(C, e, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, cs, ds)
+        lastnv = nv
+        for t in range(nv):
+            lastvi[t] = vi[t]
+        for j in range(p):
+            lastfree[j] = free[j]
+        alpha, blocking = _exact_step(G, gt, D, r, dlo, dhi, weight, eps, u0, u, step, lo, hi, gs, ds, tlo, thi)
         for j in range(p):
             x = u[j] + alpha * step[j]
             if j == blocking:
@@ -283,10 +338,57 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, sc, o):
 
 
 @njit(cache=True)
-def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, sc, o):
+def _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, L, rhs, factored):
+    """The twin of ``core.joint_limits._polish``: u on the free set becomes the minimizer of the final
+    piece, solved directly (the held variables and the violated rows v, listed in vi, fixed). `factored`:
+    L already holds the factor of this piece's Hessian on this free set (the last Newton step's, built by
+    the same loop from the same sets, so the same bits)."""
+    p = u.shape[0]
+    for j in range(p):
+        if free[j] == 0.0:
+            rhs[j] = 0.0
+            continue
+        acc = Cd[j] + eps * u0[j]
+        for t in range(nv):
+            k = int(vi[t])
+            acc += weight * D[k, j] * (dlo[k] if v[k] < 0.0 else dhi[k])
+        for b in range(p):
+            if free[b] == 0.0:
+                c = G[j, b]
+                for t in range(nv):
+                    k = int(vi[t])
+                    c += weight * D[k, j] * D[k, b]
+                acc -= c * u[b]
+        rhs[j] = acc
+    if not factored:
+        for a in range(p):
+            for b in range(a + 1):
+                if free[a] == 0.0 or free[b] == 0.0:
+                    H[a, b] = 1.0 if a == b else 0.0
+                    continue
+                acc = G[a, b] + (eps if a == b else 0.0)
+                for t in range(nv):
+                    k = int(vi[t])
+                    acc += weight * D[k, a] * D[k, b]
+                H[a, b] = acc
+        if not cholesky_lower(H, L):
+            return
+    chol_solve_col(L, rhs)
+    for j in range(p):
+        if free[j] != 0.0:
+            x = rhs[j]
+            if x < lo[j]:
+                x = lo[j]
+            elif x > hi[j]:
+                x = hi[j]
+            u[j] = x
+
+
+@njit(cache=True)
+def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o):
     """The compiled twin of :func:`uk_controller.core.joint_limits.bounded_stage`: u (in place) becomes the
-    bounded least squares of the task rows with the joint acceleration bounds and the effort box. Scratch
-    from row o of sc: 2 p + 15 rows (:func:`bounded_stage_rows`)."""
+    bounded least squares of the task rows with the joint acceleration bounds and the effort box, from
+    `start` (the warm start). Scratch from row o of sc: :func:`bounded_stage_rows` (p) rows."""
     p = u.shape[0]
     n = a0.shape[0]
     u0 = sc[o, :p]
@@ -294,6 +396,8 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, sc, o):
     bhi = sc[o + 2, :p]
     dlo = sc[o + 3, :n]
     dhi = sc[o + 4, :n]
+    G = sc[o + 5:o + 5 + p, :p]
+    Cd = sc[o + 5 + p, :p]
     scale = 0.0
     for i in range(CB.shape[0]):
         for j in range(p):
@@ -310,10 +414,12 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, sc, o):
     for k in range(n):
         dlo[k] = lo[k] - a0[k]
         dhi[k] = hi[k] - a0[k]
-    return bounded_lsq(CB, bbar, NB, dlo, dhi, weight, blo, bhi, eps * max(scale, 1e-300), u0, u, sc, o + 5)
+    _gram(CB, bbar, G, Cd)
+    return bounded_lsq_gram(G, Cd, NB, dlo, dhi, weight, blo, bhi, eps * max(scale, 1e-300), u0, start, u, sc,
+                            o + 6 + p)
 
 
 @njit(cache=True)
 def bounded_stage_rows(p):
     """Rows of scratch :func:`bounded_stage` needs for p efforts."""
-    return 2 * p + 15
+    return 3 * p + 19

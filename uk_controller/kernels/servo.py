@@ -102,7 +102,7 @@ def accelerations(a0, NB, u, out):
 def servo_scratch_shape(n, p, mp, ms):
     """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
     ms servo rows."""
-    return 4 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 7 + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
+    return 4 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 13 + p + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
 
 
 @njit(cache=True)
@@ -572,6 +572,11 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     Wsvd, o = scratch_rows(sc, o, max(p, ms), min(p, ms))
     Vs, o = scratch_rows(sc, o, min(p, ms), min(p, ms))
     s, o = scratch_row(sc, o, min(p, ms))
+    start, o = scratch_row(sc, o, p)
+    limited = params[PARAM_LIMITS_ON] != 0.0
+    if limited:                       # the previous step's effort: the joint-limit stage's warm start
+        for j in range(p):
+            start[j] = u[j]
     # a0 = M^{-1} Q (Q = tau - h), NB = M^{-1} B (then projected on the closures)
     if not free_accel(M, tau, h, L, a0):
         info[INFO_STATUS] = NOT_PD
@@ -657,7 +662,6 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         info[INFO_NULL_INTERNAL] = ni
     # q'' = a0 + NB u, residual of the (stabilized) servo rows, passive force
     accelerations(a0, NB, u, qdd)
-    limited = params[PARAM_LIMITS_ON] != 0.0
     if limited and beyond_limits(u, limits, qdd, alo, ahi):
         # the joint-limit stage: bounded least squares on the task rows (CB u = bbar) with the joint
         # acceleration bounds alo <= a0 + NB u <= ahi and the effort box (kernels/limits.py). The step is
@@ -666,7 +670,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                 tol * max(1.0, bnorm):
             info[INFO_LIMITED] = 1.0
         it, viol = bounded_stage(CB, bbar, NB, a0, alo, ahi, limits, params[PARAM_LIMIT_WEIGHT],
-                                 params[PARAM_LIMIT_EPS], u, sc, o)
+                                 params[PARAM_LIMIT_EPS], u, start, sc, o)
         info[INFO_LIMIT_ITERATIONS] = it
         info[INFO_LIMIT_VIOLATION] = viol
         accelerations(a0, NB, u, qdd)
