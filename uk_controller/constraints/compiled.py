@@ -65,7 +65,7 @@ class CompiledRows:
     def build(cls, model, passive, servo, *, p=0, B=None, between=(), gains=None, rcond=1e-10,
               gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, secondary=0, one_sided=0,
               internal_effort=None, null_rcond=None, external_rows=False, any_order=False, task_speed=np.inf,
-              posture_speed=np.inf, joint_metric=False, joint_limits=None, friction=None):
+              posture_speed=np.inf, joint_metric=False, joint_limits=None):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.core.uk.row_gains`; `secondary`,
         `one_sided`, `internal_effort`, `null_rcond`: the redundancy resolution (:class:`uk_controller.core.uk.ServoSolver`;
@@ -73,9 +73,7 @@ class CompiledRows:
         the program holds (kernels.codes.MAX_INTERNAL_TARGET). `task_speed`, `posture_speed`, `joint_metric`:
         the saturated Baumgarte term and the null-space metric (:func:`uk_controller.core.uk.solver_params`);
         `joint_limits`: a :class:`uk_controller.core.joint_limits.JointLimitStage` (None: effort clipping
-        only); its table follows the effort limits in the program's limits block, then `friction`, the
-        ``(dt, f, v_s)`` of :func:`uk_controller.core.implicit_friction.friction_step` (None: no second solve
-        for the friction over the period).
+        only); its table follows the effort limits in the program's limits block.
         `external_rows`: accept callable terms,
         `any_order`: a permuted joint order (class docstring)."""
         from ..core.uk import NULL_RCOND, solver_params
@@ -193,9 +191,7 @@ class CompiledRows:
         table = np.full((3, n), np.inf) if joint_limits is None else np.asarray(joint_limits.table, dtype=float)
         if joint_limits is None:
             table[0] = -np.inf
-        fric = np.concatenate(([0.0], np.zeros(n), np.ones(n))) if friction is None else np.concatenate(
-            ([float(friction[0])], np.asarray(friction[1], dtype=float), np.asarray(friction[2], dtype=float)))
-        lim_ofs = add_floats(np.concatenate((limits, table.ravel(), fric)))
+        lim_ofs = add_floats(np.concatenate((limits, table.ravel())))
         nf = len(frames)
         # workspace layout
         # phi, phi', effort first and adjacent: ControllerCore.step copies the three in one go (`outputs`)

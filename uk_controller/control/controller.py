@@ -50,7 +50,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import redundancy as _redundancy
-from ..core.implicit_friction import friction_mass, friction_step
 from .limits import joint_limit_stage
 from ..core import uk
 from ..core.baumgarte import correction
@@ -216,8 +215,7 @@ class CompiledBackend(ControllerBackend):
                                            rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
                                            limits=core.effort_limits, secondary=red.secondary,
                                            one_sided=red.one_sided, internal_effort=red.internal_effort,
-                                           external_rows=True, any_order=True, friction=core.friction_step,
-                                           **core.solver_options)
+                                           external_rows=True, any_order=True, **core.solver_options)
         return None if program is None else cls(core, program)
 
     @property
@@ -274,11 +272,6 @@ class ReferenceBackend(ControllerBackend):
             self.solver.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi,
                                    servo.phidot, passive.A, passive.b, passive.phi, passive.phidot, self.gains,
                                    core.effort_limits, bounds)
-            if core.friction_step is not None and self.info[INFO_STATUS] == codes.OK:
-                Mc = friction_mass(model.M_lower, qd, self.solver.qdd, core.friction_step)
-                self.solver.solve_rows(Mc, self._zero_n, model.h, B, servo.A, servo.b, servo.phi, servo.phidot,
-                                       passive.A, passive.b, passive.phi, passive.phidot, self.gains,
-                                       core.effort_limits, bounds)
         except uk.NotPositiveDefiniteError:
             return                                     # info[INFO_STATUS] says so
         self.effort[:] = self.solver.effort
@@ -329,12 +322,11 @@ class GeneralBackend(ControllerBackend):
                          internal_effort=red.internal_effort)
         if passive is not None:
             bp = stab.stabilized_rhs(passive, out=self._bp)
-            extra.update(A_passive=passive.A, b_passive=bp)
-        res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
-                               on_infeasible='report', metric=self.metric, **extra)
-        if core.friction_step is not None and np.isfinite(res.qdd).all():
-            Mc = friction_mass(model.M, qd, res.qdd, core.friction_step)
-            res = uk.servo_control(Mc, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
+            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
+                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report', metric=self.metric,
+                                   **extra)
+        else:
+            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
                                    on_infeasible='report', metric=self.metric, **extra)
         info_null = (res.null_motion, res.null_internal)
         limits = core.effort_limits
@@ -422,8 +414,6 @@ class ControllerCore:
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
         self.dt = 1.0 / self.rate
-        # Coulomb friction over the control period: a second solve on M + dt diag(c) (core/implicit_friction.py)
-        self.friction_step = friction_step(self.model, self.dt)
         method = pinv or control.pinv
         pinv_fn = get_pinv(method)
         if method == 'damped':

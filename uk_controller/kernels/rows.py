@@ -25,7 +25,7 @@ import numpy as np
 from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW, IH_BMAT,
                     IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS, IH_N,
                     IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TDIM, IH_TERMS,
-                    IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, NOT_FINITE_STATE, OK, OP_CLOSURE, OP_FRAME_POSITION,
+                    IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, NOT_FINITE_STATE, OP_CLOSURE, OP_FRAME_POSITION,
                     OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, OP_SO3, OP_WELD, PARAM_BRAKE, PARAM_LIMIT_TC,
                     PARAM_LIMITS_ON, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1,
                     PLANAR_REFERENCE, ROWS_SCRATCH, TERM_AXES, TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP,
@@ -372,7 +372,7 @@ def program_scratch_shape(ip):
     """Shape of the scratch array of :func:`fused_step_ws` for the program ip: the servo solve's, then two
     rows for the joint acceleration bounds."""
     rows, cols = servo_scratch_shape(ip[IH_N], ip[IH_P], ip[IH_MP], ip[IH_MS])
-    return rows + 2 + ip[IH_N], cols
+    return rows + 2, cols
 
 
 @njit(cache=True)
@@ -406,43 +406,16 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
         return
     phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
     B = view2(ws, ip[IH_BMAT], n, p)
-    rows = sc.shape[0] - 2 - n
+    rows = sc.shape[0] - 2
     alo = sc[rows, :n]
     ahi = sc[rows + 1, :n]
     if params[PARAM_LIMITS_ON] != 0.0:
         table = view2(fp, ip[IH_LIMITS] + p, 3, n)
         acceleration_bounds(q, qd, table, params[PARAM_BRAKE], params[PARAM_LIMIT_TC], alo, ahi)
-    qdd = ws[ip[IH_QDD]:ip[IH_QDD] + n]
-    limits = fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p]
     servo_solve(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
-                phi[:mp], phid[:mp], gains, params, limits, alo, ahi,
-                ws[ip[IH_U]:ip[IH_U] + p], qdd, ws[ip[IH_PF]:ip[IH_PF] + n],
+                phi[:mp], phid[:mp], gains, params, fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], alo, ahi,
+                ws[ip[IH_U]:ip[IH_U] + p], ws[ip[IH_QDD]:ip[IH_QDD] + n], ws[ip[IH_PF]:ip[IH_PF] + n],
                 ws[ip[IH_EFF]:ip[IH_EFF] + p], sat, info, sc[:rows])
-    fo = ip[IH_LIMITS] + p + 3 * n              # the friction block: dt, f (n), v_s (n); dt = 0: none
-    if fp[fo] > 0.0 and info[INFO_STATUS] == OK:
-        # Coulomb friction over the period: the same solve on M + dt diag(c), c the friction's secant slope
-        # up to the speed the first solve asks for (core/implicit_friction.py)
-        Mc = sc[rows + 2:rows + 2 + n, :n]
-        for i in range(n):
-            for k in range(i + 1):
-                Mc[i, k] = Mlow[i, k]
-        for k in range(n):
-            Mc[k, k] += fp[fo] * friction_secant(fp[fo + 1 + k], fp[fo + 1 + n + k], qd[k], fp[fo] * qdd[k])
-        servo_solve(Mc, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp],
-                    b[:mp], phi[:mp], phid[:mp], gains, params, limits, alo, ahi, ws[ip[IH_U]:ip[IH_U] + p], qdd,
-                    ws[ip[IH_PF]:ip[IH_PF] + n], ws[ip[IH_EFF]:ip[IH_EFF] + p], sat, info, sc[:rows])
-
-
-@njit(cache=True)
-def friction_secant(f, vs, v, dv):
-    """The secant slope of ``f tanh(x / vs)`` between v and v + dv (its slope at v when dv = 0; 0 without
-    friction): the twin of :func:`uk_controller.core.implicit_friction.secant_slopes`."""
-    if f == 0.0:
-        return 0.0
-    t0 = np.tanh(v / vs)
-    if dv != 0.0:
-        return f * (np.tanh((v + dv) / vs) - t0) / dv
-    return f / vs * (1.0 - t0 * t0)
 
 
 @njit(cache=True)
