@@ -6,8 +6,11 @@ A plain run and xdist worker ``gw0`` are worker 0, ``gwK`` is worker K (xdist se
 - :func:`domain_id`: the ROS domain id a test module names, moved to this worker's block, so that two
   workers never discover each other's nodes;
 - :func:`serialize_numba_compiles`: numba compiles each kernel in one process at a time, the others
-  loading what it compiled instead of compiling it again.
+  loading what it compiled instead of compiling it again;
+- :func:`turn`: a test that must run alone (device emulators on wall-clock timeouts) waits until the
+  other workers' tests end, and they start none while it runs.
 """
+import contextlib
 import fcntl
 import os
 import re
@@ -79,7 +82,8 @@ def serialize_numba_compiles():
 
     def compile(self, sig):
         function = getattr(self, 'py_func', None)
-        key = re.sub(r'[^\w.-]', '_', f'{getattr(function, "__module__", "")}.{getattr(function, "__qualname__", id(self))}')
+        name = f'{getattr(function, "__module__", "")}.{getattr(function, "__qualname__", id(self))}'
+        key = re.sub(r'[^\w.-]', '_', name)
         # numba's lock first, then the file: the order in which numba itself nests them (a compile
         # inside a compile), so no two threads of a process wait on each other.
         with global_compiler_lock:
@@ -100,3 +104,30 @@ def serialize_numba_compiles():
     compile.serialized_across_processes = True
     Dispatcher.compile = compile
     return folder
+
+
+@contextlib.contextmanager
+def turn(config, alone):
+    """Run a test with the other xdist workers' tests (`alone` False), or with none of them (`alone` True).
+
+    A readers-writer lock on two files in the run's base temporary folder (shared by its workers): every
+    test holds ``room`` shared; a test that runs alone holds it exclusively, and holds ``gate`` meanwhile,
+    which each test passes on its way in, so the other workers start nothing new while it waits for the
+    room to empty. Without xdist (no worker basetemp) this does nothing.
+    """
+    basetemp = getattr(config.option, 'basetemp', None)
+    if not os.environ.get('PYTEST_XDIST_WORKER') or not basetemp:
+        yield
+        return
+    folder = Path(basetemp).parent
+    gate = os.open(folder / 'uk_turn_gate.lock', os.O_RDWR | os.O_CREAT, 0o666)
+    room = os.open(folder / 'uk_turn_room.lock', os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(room)           # closing releases the locks
+        os.close(gate)
