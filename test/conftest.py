@@ -25,7 +25,7 @@ import pytest
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
-from parallel import DEFAULT_DOMAIN, domain_id, serialize_numba_compiles
+from parallel import DEFAULT_DOMAIN, domain_id, serialize_numba_compiles, turn
 
 # Tests send SIGINT to the commands they start, as a terminal or ``ros2 launch`` does. A runner started as a
 # background job of a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, its children
@@ -61,8 +61,13 @@ def _refuse(marker, what):
 def pytest_runtest_protocol(item, nextitem):
     """Run a test without ``ros`` with rclpy's Context.init refused (in this process) and an RMW
     implementation that does not exist (in its subprocesses), a test without ``serial`` with
-    ``os.openpty`` refused."""
-    with pytest.MonkeyPatch.context() as mp:
+    ``os.openpty`` refused.
+
+    A ``serial`` test runs while no other xdist worker runs a test (:func:`parallel.turn`): its host and
+    device emulator exchange bytes on wall-clock timeouts of tens of milliseconds, which a second worker
+    compiling or simulating on the other core made them miss on a loaded 2-core machine."""
+    alone = item.get_closest_marker('serial') is not None
+    with turn(item.config, alone), pytest.MonkeyPatch.context() as mp:
         if item.get_closest_marker('ros') is None:
             mp.setenv('RMW_IMPLEMENTATION', NOT_MARKED_ROS)
             if _rclpy_context is not None:

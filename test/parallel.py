@@ -5,11 +5,15 @@ A plain run and xdist worker ``gw0`` are worker 0, ``gwK`` is worker K (xdist se
 
 - :func:`domain_id`: the ROS domain id a test module names, moved to this worker's block, so that two
   workers never discover each other's nodes;
-- :func:`serialize_numba_compiles`: numba compiles one kernel at a time across all processes of a
-  run, each loading what another one just compiled instead of compiling it again.
+- :func:`serialize_numba_compiles`: numba compiles each kernel in one process at a time, the others
+  loading what it compiled instead of compiling it again;
+- :func:`turn`: a test that must run alone (device emulators on wall-clock timeouts) waits until the
+  other workers' tests end, and they start none while it runs.
 """
+import contextlib
 import fcntl
 import os
+import re
 from pathlib import Path
 
 #: The ROS domain ids that test modules name (``DOMAIN_ID = domain_id(77)``).
@@ -42,14 +46,17 @@ def domain_id(base, index=None):
 
 
 def serialize_numba_compiles():
-    """Hold a file lock around every outermost numba compile in this process.
+    """Make each numba compile of a kernel exclusive across processes: one file lock per kernel.
 
     numba's ``Dispatcher.compile`` looks in the on-disk cache before compiling and saves what it compiled
-    before returning, all under numba's process-wide compiler lock; this makes that step exclusive across
-    processes as well. Two xdist workers (or two runs in one checkout) that need the same kernel then
-    compile it once: the second waits, then loads the first one's machine code from the cache. The lock
-    file lies in the cache folder of the kernels (``uk_controller/kernels/__pycache__``, or
-    ``NUMBA_CACHE_DIR``). Returns the lock file's path, or None (no numba, or no writable cache folder).
+    before returning, all under numba's process-wide compiler lock; this holds a file lock of that kernel
+    around the step as well. Two xdist workers (or two runs in one checkout) that need the same kernel then
+    compile it once: the second waits, then loads the first one's machine code from the cache; kernels that
+    only one of them needs compile side by side. A kernel's compile nests the compiles of the kernels it
+    calls, so a process holds the locks of a chain of callers while it waits for a callee's: two processes
+    could only wait on each other through a call cycle, which kernels do not have. The lock files lie in
+    the cache folder of the kernels (``uk_controller/kernels/__pycache__/compile-locks``, or under
+    ``NUMBA_CACHE_DIR``). Returns that folder, or None (no numba, or no writable cache folder).
     """
     try:
         from uk_controller.kernels import jit        # its import drops the caches of edited kernels
@@ -60,34 +67,67 @@ def serialize_numba_compiles():
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.dispatcher import Dispatcher
 
-    folder = Path(os.environ.get('NUMBA_CACHE_DIR') or Path(jit.__file__).resolve().parent / '__pycache__')
-    path = folder / 'compile.lock'
+    cache = os.environ.get('NUMBA_CACHE_DIR') or Path(jit.__file__).resolve().parent / '__pycache__'
+    folder = Path(cache) / 'compile-locks'
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o666))
     except OSError:
+        return None
+    if not os.access(folder, os.W_OK):
         return None
     original = Dispatcher.compile
     if getattr(original, 'serialized_across_processes', False):
-        return path
-    held = {'depth': 0, 'fd': None}   # changed only under numba's lock
+        return folder
+    held = {}          # kernel -> [file descriptor, depth]; changed only under numba's lock
 
     def compile(self, sig):
+        function = getattr(self, 'py_func', None)
+        name = f'{getattr(function, "__module__", "")}.{getattr(function, "__qualname__", id(self))}'
+        key = re.sub(r'[^\w.-]', '_', name)
         # numba's lock first, then the file: the order in which numba itself nests them (a compile
         # inside a compile), so no two threads of a process wait on each other.
         with global_compiler_lock:
-            if held['depth'] == 0:
-                held['fd'] = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-                fcntl.flock(held['fd'], fcntl.LOCK_EX)
-            held['depth'] += 1
+            entry = held.get(key)
+            if entry is None:
+                fd = os.open(folder / f'{key}.lock', os.O_RDWR | os.O_CREAT, 0o666)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                entry = held[key] = [fd, 0]
+            entry[1] += 1
             try:
                 return original(self, sig)
             finally:
-                held['depth'] -= 1
-                if held['depth'] == 0:
-                    os.close(held['fd'])          # closing the file releases the lock
-                    held['fd'] = None
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del held[key]
+                    os.close(entry[0])          # closing the file releases the lock
 
     compile.serialized_across_processes = True
     Dispatcher.compile = compile
-    return path
+    return folder
+
+
+@contextlib.contextmanager
+def turn(config, alone):
+    """Run a test with the other xdist workers' tests (`alone` False), or with none of them (`alone` True).
+
+    A readers-writer lock on two files in the run's base temporary folder (shared by its workers): every
+    test holds ``room`` shared; a test that runs alone holds it exclusively, and holds ``gate`` meanwhile,
+    which each test passes on its way in, so the other workers start nothing new while it waits for the
+    room to empty. Without xdist (no worker basetemp) this does nothing.
+    """
+    basetemp = getattr(config.option, 'basetemp', None)
+    if not os.environ.get('PYTEST_XDIST_WORKER') or not basetemp:
+        yield
+        return
+    folder = Path(basetemp).parent
+    gate = os.open(folder / 'uk_turn_gate.lock', os.O_RDWR | os.O_CREAT, 0o666)
+    room = os.open(folder / 'uk_turn_room.lock', os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(room)           # closing releases the locks
+        os.close(gate)

@@ -147,6 +147,7 @@ def interrupt_twice(proc, timeout=30.0):
 SLOW = {'.venv/bin/uk-controller simulate scara --mcap results/scara.mcap',
         '.venv/bin/uk-controller simulate config/examples/cassie_hung.yaml --out results/cassie',
         '.venv/bin/uk-controller simulate five_bar_redundant --duration 6.3 --out results/fb3',
+        '.venv/bin/uk-controller run scara --port /dev/ttyUSB0 --protocol uk_binary',
         'ros2 launch uk_controller sim.launch.py robot:=five_bar',
         'ros2 launch uk_controller sim.launch.py robot:=dual_arm plant:=mujoco'}
 
