@@ -38,9 +38,6 @@ ARMS = (
 TARGET_ACTIVE, TARGET_INACTIVE = 1.5, 1.1
 
 
-def _floats(v):
-    return '[' + ', '.join(repr(float(x)) for x in v) + ']'
-
 
 def far_hold_yaml(relative, tool, start, target, attitude, *, limits_enabled=True):
     """Setup text: the arm at `start`, its `tool` held at its pose at configuration `target` (position, and
@@ -55,37 +52,10 @@ def far_hold_yaml(relative, tool, start, target, attitude, *, limits_enabled=Tru
     pin.framesForwardKinematics(model, data, np.array(target, dtype=float))
     pose = data.oMf[model.getFrameId(tool)]
     joints = [model.names[j] for j in range(1, model.njoints)]
-    actuators = ''.join(f'      m_{j}: {{joint: {j}}}\n' for j in joints)
-    names = ['tool_point'] + (['tool_attitude'] if attitude else [])
-    held = f"""      tool_attitude:
-        role: servo
-        type: frame_orientation
-        mode: so3
-        frame: {tool}
-        trajectory: {{type: hold, value: {_floats(pin.log3(pose.rotation))}}}
-""" if attitude else ''
-    return f"""/**:
-  ros__parameters:
-    robot:
-      name: limit_ratio
-      urdf: package://{erd.DISTRIBUTION}/robots/{relative}
-      joints: [{', '.join(joints)}]
-      initial_position: {_floats(start)}
-    actuators:
-      names: [{', '.join('m_' + j for j in joints)}]
-{actuators}    constraints:
-      names: [{', '.join(names)}]
-      tool_point:
-        role: servo
-        type: frame_position
-        frame: {tool}
-        axes: ['x', 'y', 'z']
-        trajectory: {{type: hold, value: {_floats(pose.translation)}}}
-{held}    stabilization: {{convention: critical, omega: 20.0}}
-    control: {{rate: 1000.0}}
-    limits: {{enabled: {'true' if limits_enabled else 'false'}}}
-    simulation: {{duration: {RUN_SECONDS!r}}}
-"""
+    rows = erd.hold_rows(tool, pose.translation, pin.log3(pose.rotation) if attitude else None)
+    return erd.arm_setup_yaml('limit_ratio', relative, joints, start, rows,
+                              simulation=f'duration: {RUN_SECONDS!r}',
+                              sections=f"    limits: {{enabled: {'true' if limits_enabled else 'false'}}}\n")
 
 
 def _replay(call, states):

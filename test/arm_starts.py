@@ -58,9 +58,6 @@ ARMS = {
 TASKS = ('position', 'pose')
 
 
-def _floats(v):
-    return '[' + ', '.join(repr(float(x)) for x in v) + ']'
-
 
 def available():
     """True when the example-robot-data wheel is installed."""
@@ -207,40 +204,9 @@ def setup_yaml(case, *, duration=4.0, name=None):
     relative, tool = ARMS[case.arm]
     model = pin_model(case.arm)
     joints = [model.names[j] for j in range(1, model.njoints)]
-    actuators = ''.join(f'      m_{j}: {{joint: {j}}}\n' for j in joints)
-    names = ['tool_point'] + (['tool_attitude'] if case.task == 'pose' else [])
-    if case.task == 'pose':
-        rv = pin.log3(case.R_target)
-        attitude = f"""      tool_attitude:
-        role: servo
-        type: frame_orientation
-        mode: so3
-        frame: {tool}
-        trajectory: {{type: hold, value: {_floats(rv)}}}
-"""
-    else:
-        attitude = ''
-    return f"""/**:
-  ros__parameters:
-    robot:
-      name: {name or f'{case.arm}_{case.task}_{case.seed}'}
-      urdf: package://{erd.DISTRIBUTION}/robots/{relative}
-      joints: [{', '.join(joints)}]
-      initial_position: {_floats(case.q0)}
-    actuators:
-      names: [{', '.join('m_' + j for j in joints)}]
-{actuators}    constraints:
-      names: [{', '.join(names)}]
-      tool_point:
-        role: servo
-        type: frame_position
-        frame: {tool}
-        axes: ['x', 'y', 'z']
-        trajectory: {{type: hold, value: {_floats(case.p_target)}}}
-{attitude}    stabilization: {{convention: critical, omega: 20.0}}
-    control: {{rate: 1000.0}}
-    simulation: {{duration: {duration!r}}}
-"""
+    rows = erd.hold_rows(tool, case.p_target, pin.log3(case.R_target) if case.task == 'pose' else None)
+    return erd.arm_setup_yaml(name or f'{case.arm}_{case.task}_{case.seed}', relative, joints, case.q0, rows,
+                              simulation=f'duration: {duration!r}')
 
 
 @dataclass

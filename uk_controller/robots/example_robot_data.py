@@ -52,11 +52,55 @@ def _floats(v):
     return '[' + ', '.join(repr(float(x)) for x in v) + ']'
 
 
+def arm_setup_yaml(name, relative, joints, start, rows, *, control='rate: 1000.0', simulation, sections=''):
+    """Text of the setup file a user would write for a wheel's arm (its URDF unedited, named as
+    ``package://example-robot-data/robots/...``): the arm at `start`, one actuator per joint, the servo
+    `rows` ({name: the row's indented YAML}), critical stabilization at 20 rad/s, and the `control` and
+    `simulation` sections' keys as ``key: value`` text; `sections`: more sections' YAML lines (indented)."""
+    actuators = ''.join(f'      m_{j}: {{joint: {j}}}\n' for j in joints)
+    return f"""/**:
+  ros__parameters:
+    robot:
+      name: {name}
+      urdf: package://{DISTRIBUTION}/robots/{relative}
+      joints: [{', '.join(joints)}]
+      initial_position: {_floats(start)}
+    actuators:
+      names: [{', '.join('m_' + j for j in joints)}]
+{actuators}    constraints:
+      names: [{', '.join(rows)}]
+{''.join(rows.values())}    stabilization: {{convention: critical, omega: 20.0}}
+    control: {{{control}}}
+{sections}    simulation: {{{simulation}}}
+"""
+
+
+def hold_rows(tool, position, rotation_vector=None):
+    """Servo rows holding `tool` at `position` (``tool_point``) and, with `rotation_vector`, at that
+    attitude (``tool_attitude``, ``frame_orientation`` in ``mode: so3``)."""
+    rows = {'tool_point': f"""      tool_point:
+        role: servo
+        type: frame_position
+        frame: {tool}
+        axes: ['x', 'y', 'z']
+        trajectory: {{type: hold, value: {_floats(position)}}}
+"""}
+    if rotation_vector is not None:
+        rows['tool_attitude'] = f"""      tool_attitude:
+        role: servo
+        type: frame_orientation
+        mode: so3
+        frame: {tool}
+        trajectory: {{type: hold, value: {_floats(rotation_vector)}}}
+"""
+    return rows
+
+
 def circle_task_yaml(relative, home, tool, *, radius=0.1, omega=1.0, attitude=False, duration=6.0, control=None,
                      name='arm'):
-    """Text of the setup file a user would write for a wheel's arm (its URDF unedited, named as ``package://example-robot-data/robots/...``): the
+    """Text of the setup file a user would write for a wheel's arm (:func:`arm_setup_yaml`): the
     `tool` frame on a horizontal circle of `radius` m through its position at `home` (phase 0), and with
-    `attitude` its orientation held there too (``frame_orientation``, ``mode: so3``). One actuator per joint.
+    `attitude` its orientation held there too (``frame_orientation``, ``mode: so3``).
     `control`: extra keys of the ``control`` section (text ``key: value`` pairs, e.g. a posture task's).
     The numbers (tool position and rotation vector at home) come from Pinocchio's forward kinematics of that
     URDF, as a user would read them off a viewer. None when the wheel is not installed."""
@@ -71,38 +115,19 @@ def circle_task_yaml(relative, home, tool, *, radius=0.1, omega=1.0, attitude=Fa
     pose = data.oMf[model.getFrameId(tool)]
     centre = pose.translation - np.array([radius, 0.0, 0.0])
     joints = [model.names[j] for j in range(1, model.njoints)]
-    actuators = ''.join(f'      m_{j}: {{joint: {j}}}\n' for j in joints)
-    names = ['tool_circle'] + (['tool_attitude'] if attitude else [])
-    held = f"""      tool_attitude:
-        role: servo
-        type: frame_orientation
-        mode: so3
-        frame: {tool}
-        trajectory: {{type: hold, value: {_floats(pin.log3(pose.rotation))}}}
-""" if attitude else ''
-    extra = ''.join(f', {k}: {v}' for k, v in (control or {}).items())
-    return f"""/**:
-  ros__parameters:
-    robot:
-      name: {name}
-      urdf: package://{DISTRIBUTION}/robots/{relative}
-      joints: [{', '.join(joints)}]
-      initial_position: {_floats(home)}
-    actuators:
-      names: [{', '.join('m_' + j for j in joints)}]
-{actuators}    constraints:
-      names: [{', '.join(names)}]
-      tool_circle:
+    rows = {'tool_circle': f"""      tool_circle:
         role: servo
         type: frame_position
         frame: {tool}
         axes: ['x', 'y', 'z']
         trajectory: {{type: circle, centre: {_floats(centre)}, radius: {radius!r}, omega: {omega!r},
                      u: [1.0, 0.0, 0.0], v: [0.0, 1.0, 0.0]}}
-{held}    stabilization: {{convention: critical, omega: 20.0}}
-    control: {{rate: 1000.0, pinv: svd{extra}}}
-    simulation: {{duration: {duration!r}, substeps: 1}}
-"""
+"""}
+    if attitude:
+        rows.update({'tool_attitude': hold_rows(tool, pose.translation, pin.log3(pose.rotation))['tool_attitude']})
+    extra = ''.join(f', {k}: {v}' for k, v in (control or {}).items())
+    return arm_setup_yaml(name, relative, joints, home, rows, control=f'rate: 1000.0, pinv: svd{extra}',
+                          simulation=f'duration: {duration!r}, substeps: 1')
 
 
 def ur5_pose_yaml(radius=0.1, omega=1.0, duration=6.0):
