@@ -93,10 +93,11 @@ def _violations(D, x, dlo, dhi, r, v):
 
 
 @njit(cache=True)
-def _newton_step(G, D, vi, nv, weight, eps, g, free, H, L, step):
-    """The Newton step on the free set (H: the current piece's Hessian ``G + w D_V^T D_V + eps I``, D_V the
-    nv rows of D listed in vi; identity rows on the held variables); False when the factorization fails."""
-    p = g.shape[0]
+def _factor_piece(G, D, vi, nv, weight, eps, free, H, L):
+    """L L^T = H, the current piece's Hessian ``G + w D_V^T D_V + eps I`` on the free set (D_V the nv rows of
+    D listed in vi; identity rows on the held variables), lower triangle; False when it is not positive
+    definite. The one loop of :func:`_newton_step` and :func:`_polish`, so a reused factor is the same bits."""
+    p = G.shape[0]
     for a in range(p):
         for b in range(a + 1):
             if free[a] == 0.0 or free[b] == 0.0:
@@ -107,7 +108,15 @@ def _newton_step(G, D, vi, nv, weight, eps, g, free, H, L, step):
                 k = int(vi[t])
                 acc += weight * D[k, a] * D[k, b]
             H[a, b] = acc
-    if not cholesky_lower(H, L):
+    return cholesky_lower(H, L)
+
+
+@njit(cache=True)
+def _newton_step(G, D, vi, nv, weight, eps, g, free, H, L, step):
+    """The Newton step on the free set (H: the current piece's Hessian ``G + w D_V^T D_V + eps I``, D_V the
+    nv rows of D listed in vi; identity rows on the held variables); False when the factorization fails."""
+    p = g.shape[0]
+    if not _factor_piece(G, D, vi, nv, weight, eps, free, H, L):
         return False
     for j in range(p):
         step[j] = -g[j] if free[j] != 0.0 else 0.0
@@ -360,19 +369,8 @@ def _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, 
                     c += weight * D[k, j] * D[k, b]
                 acc -= c * u[b]
         rhs[j] = acc
-    if not factored:
-        for a in range(p):
-            for b in range(a + 1):
-                if free[a] == 0.0 or free[b] == 0.0:
-                    H[a, b] = 1.0 if a == b else 0.0
-                    continue
-                acc = G[a, b] + (eps if a == b else 0.0)
-                for t in range(nv):
-                    k = int(vi[t])
-                    acc += weight * D[k, a] * D[k, b]
-                H[a, b] = acc
-        if not cholesky_lower(H, L):
-            return
+    if not factored and not _factor_piece(G, D, vi, nv, weight, eps, free, H, L):
+        return
     chol_solve_col(L, rhs)
     for j in range(p):
         if free[j] != 0.0:
