@@ -1,6 +1,7 @@
 """ament_python package setup: works with `colcon build` and with pip."""
-from glob import glob
+
 import os
+from glob import glob
 
 from setuptools import find_packages, setup
 
@@ -32,7 +33,7 @@ ROS_FROM_PYPI = [
 setup(
     name='uk-controller',
     version='0.1.0',
-    packages=find_packages(include=['uk_controller', 'uk_controller.*']),     # not bench/ or test/ (the lab)
+    packages=find_packages(include=['uk_controller', 'uk_controller.*']),  # not bench/ or test/ (the lab)
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),
@@ -65,20 +66,34 @@ setup(
         # (`simulate --mcap`, ROS 2 CDR written from message-definition text, no rclpy)
         'sweep': ['ray', 'pyarrow', 'mcap', 'mcap-ros2-support'],
         # pytest-xdist: scripts/test.sh runs the suite in 2 worker processes
-        'test': ['pytest', 'pytest-xdist', 'hypothesis', 'mujoco', 'pyserial', 'dynamixel-sdk', 'python-can', 'numba',
-                 # a real `colcon build` of this package in test_colcon_build.py
-                 'colcon-common-extensions', 'colcon-ros', 'ros-ament-package',
-                 # sweep tests (local Ray head on loopback, Parquet) and MCAP read-back
-                 'ray', 'pyarrow', 'mcap', 'mcap-ros2-support',
-                 # real robot descriptions nobody on this project wrote (Panda, SO-101 in test_real_arms.py;
-                 # config/examples/ names them package://example-robot-data/...)
-                 'example-robot-data',
-                 # test_lint.py: pyflakes-level lint (ruff check --select F). Not a rosdep key: in a ROS
-                 # workspace `pip install ruff` for it, or the test skips saying so
-                 'ruff',
-                 # public robot descriptions (UR5, Panda, ...) as a user's robots: test_real_robots.py,
-                 # test_compiled_rows_all_types.py; found by uk_controller/robots/example_robot_data.py
-                 'example-robot-data'],
+        'test': [
+            'pytest',
+            'pytest-xdist',
+            'hypothesis',
+            'mujoco',
+            'pyserial',
+            'dynamixel-sdk',
+            'python-can',
+            'numba',
+            # a real `colcon build` of this package in test_colcon_build.py
+            'colcon-common-extensions',
+            'colcon-ros',
+            'ros-ament-package',
+            # sweep tests (local Ray head on loopback, Parquet) and MCAP read-back
+            'ray',
+            'pyarrow',
+            'mcap',
+            'mcap-ros2-support',
+            # real robot descriptions nobody on this project wrote (Panda, SO-101 in test_real_arms.py;
+            # config/examples/ names them package://example-robot-data/...)
+            'example-robot-data',
+            # test_lint.py: ruff check and ruff format --check with ruff.toml. Not a rosdep key: in a ROS
+            # workspace `pip install ruff` for it, or the test skips saying so
+            'ruff',
+            # public robot descriptions (UR5, Panda, ...) as a user's robots: test_real_robots.py,
+            # test_compiled_rows_all_types.py; found by uk_controller/robots/example_robot_data.py
+            'example-robot-data',
+        ],
     },
     zip_safe=True,
     maintainer='uk_controller developers',

@@ -16,11 +16,12 @@ and over seed 002's full 20 s against the reduced model (``test_compiled_full_ru
 numba's cache of this file does not see edits of parallelogram_model.py or pinv/compiled.py;
 uk_controller.kernels.jit.drop_stale_caches clears it when one of them changed.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from .parallelogram_model import rhs_k, njit
+from .parallelogram_model import njit, rhs_k
 
 
 @njit(cache=True)
@@ -107,13 +108,16 @@ def _change_D(D, order, factor):
 #: bdf_k's statuses (numba reads these module constants at compile time)
 BDF_OK, BDF_STEP_UNDERFLOW, BDF_OUT_OF_CALLS, BDF_NOT_FINITE = 0, 1, 2, 3
 #: their words, for the run's message
-BDF_STATUS_TEXT = {BDF_OK: 'ok', BDF_STEP_UNDERFLOW: 'step size underflow',
-                   BDF_OUT_OF_CALLS: 'more than {max_nfev} function calls', BDF_NOT_FINITE: 'non-finite acceleration'}
+BDF_STATUS_TEXT = {
+    BDF_OK: 'ok',
+    BDF_STEP_UNDERFLOW: 'step size underflow',
+    BDF_OUT_OF_CALLS: 'more than {max_nfev} function calls',
+    BDF_NOT_FINITE: 'non-finite acceleration',
+}
 
 
 @njit(cache=True)
-def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_out, y_out, y_last, stats,
-           max_nfev):
+def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_out, y_out, y_last, stats, max_nfev):
     """Integrate eq 32 from t = 0 to tf by BDF (orders 1-5); states at t_out into y_out, the last into y_last.
 
     stats <- (nfev, njev, nlu, accepted steps, rejected steps, t reached). Returns BDF_OK on
@@ -253,7 +257,7 @@ def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_o
                     old = dyn
                 if converged or current_jac:
                     break
-                rhs_k(y, pinv, rcond, alpha, beta, mih, qf, dy, jac, True)   # Jacobian at (t, y)
+                rhs_k(y, pinv, rcond, alpha, beta, mih, qf, dy, jac, True)  # Jacobian at (t, y)
                 njev += 1
                 current_jac = True
                 lu_ok = False
@@ -340,4 +344,3 @@ def bdf_k(y0, tf, pinv, rcond, alpha, beta, mih, qf, rtol, atol, newton_tol, t_o
     for i in range(n):
         y_last[i] = y[i]
     return status
-

@@ -10,6 +10,7 @@ table says whether the results agree (relative difference). Speed depends on the
 load: the header prints the CPU, the load average and the package versions. Nothing here is a test;
 ``python -m bench.bench_command --tables NAME`` prints one of them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,12 +20,23 @@ import os
 import sys
 
 from uk_controller.settings import schema as S
+
 from .common import PYUDK_PYTHON_DEFAULT, STEP_ROBOTS
 
 #: table name -> module of bench (imported only when the table runs)
-TABLE_MODULES = {'step': 'step', 'reference': 'reference', 'pyudk': 'vs_pyudk', 'pinocchio': 'constraint_dynamics',
-                 'simulation': 'simulation', 'parallelogram': 'parallelogram', 'loop': 'loop', 'memory': 'memory',
-                 'step_ratio': 'step_ratio', 'ros_rate': 'ros_rate', 'limit_ratio': 'limit_ratio'}
+TABLE_MODULES = {
+    'step': 'step',
+    'reference': 'reference',
+    'pyudk': 'vs_pyudk',
+    'pinocchio': 'constraint_dynamics',
+    'simulation': 'simulation',
+    'parallelogram': 'parallelogram',
+    'loop': 'loop',
+    'memory': 'memory',
+    'step_ratio': 'step_ratio',
+    'ros_rate': 'ros_rate',
+    'limit_ratio': 'limit_ratio',
+}
 TABLES = tuple(TABLE_MODULES)
 #: what a table needs beyond the core install: table -> (module to import, how to get it)
 TABLE_NEEDS = {'ros_rate': ('rclpy', 'the ros extra: pip install -e ".[ros]"')}
@@ -32,23 +44,52 @@ TABLE_NEEDS = {'ros_rate': ('rclpy', 'the ros extra: pip install -e ".[ros]"')}
 
 def add_bench_arguments(parser):
     parser.add_argument('--quick', action='store_true', help='fewer samples and shorter runs (about a minute)')
-    parser.add_argument('--tables', nargs='+', choices=TABLES, default=list(TABLES), metavar='TABLE',
-                        help=f'which tables (default all): {" ".join(TABLES)}')
-    parser.add_argument('--robots', nargs='+', type=_robot_arg, default=list(STEP_ROBOTS),
-                        help='robot setups for the step tables')
-    parser.add_argument('--pyudk-python', default=PYUDK_PYTHON_DEFAULT,
-                        help='python of a virtualenv with pyudk installed (default: $UK_PYUDK_PYTHON or '
-                             '/tmp/pyudk_venv/bin/python)')
-    parser.add_argument('--loop-seconds', type=S.arg_type('simulation.duration', '--loop-seconds'), default=10.0, help='fixed-rate loop duration [s]')
-    parser.add_argument('--rt-priority', type=int, default=50,
-                        help='run under SCHED_FIFO at this priority when permitted (0: default policy); the '
-                             'loop table runs under both')
-    parser.add_argument('--para-tol', type=float, default=1e-10,
-                        help='parallelogram integrator tolerance (default: the paper\'s Table 10)')
-    parser.add_argument('--para-rcond', type=float, default=None,
-                        help='parallelogram pseudo-inverse rank threshold (default: = TOL, as in the paper)')
-    parser.add_argument('--para-max-nfev', type=int, default=300_000,
-                        help='parallelogram: right-hand-side evaluations before a run is called failed')
+    parser.add_argument(
+        '--tables',
+        nargs='+',
+        choices=TABLES,
+        default=list(TABLES),
+        metavar='TABLE',
+        help=f'which tables (default all): {" ".join(TABLES)}',
+    )
+    parser.add_argument(
+        '--robots', nargs='+', type=_robot_arg, default=list(STEP_ROBOTS), help='robot setups for the step tables'
+    )
+    parser.add_argument(
+        '--pyudk-python',
+        default=PYUDK_PYTHON_DEFAULT,
+        help='python of a virtualenv with pyudk installed (default: $UK_PYUDK_PYTHON or /tmp/pyudk_venv/bin/python)',
+    )
+    parser.add_argument(
+        '--loop-seconds',
+        type=S.arg_type('simulation.duration', '--loop-seconds'),
+        default=10.0,
+        help='fixed-rate loop duration [s]',
+    )
+    parser.add_argument(
+        '--rt-priority',
+        type=int,
+        default=50,
+        help='run under SCHED_FIFO at this priority when permitted (0: default policy); the loop table runs under both',
+    )
+    parser.add_argument(
+        '--para-tol',
+        type=float,
+        default=1e-10,
+        help='parallelogram integrator tolerance (default: the paper\'s Table 10)',
+    )
+    parser.add_argument(
+        '--para-rcond',
+        type=float,
+        default=None,
+        help='parallelogram pseudo-inverse rank threshold (default: = TOL, as in the paper)',
+    )
+    parser.add_argument(
+        '--para-max-nfev',
+        type=int,
+        default=300_000,
+        help='parallelogram: right-hand-side evaluations before a run is called failed',
+    )
     parser.add_argument('--para-max-wall', type=float, default=10.0, help='parallelogram wall budget per run [s]')
     return parser
 
@@ -70,6 +111,7 @@ def _robot_arg(text):
     from uk_controller.files.parameter_file import ConfigError
     from uk_controller.paths import resolve_config
     from uk_controller.robots import load_robot
+
     try:
         resolve_config(text)
     except ConfigError as exc:
@@ -93,6 +135,7 @@ def missing_extras(tables):
 
 def run_bench(args):
     from .common import calibration, machine_header
+
     missing = missing_extras(args.tables)
     for name, how in missing.items():
         print(f'skipping table {name}: it needs {how}')

@@ -7,6 +7,7 @@ Every figure of ``uk-controller bench`` is a median (and p99) of per-call wall t
 the cost of the smallest NumPy operations). `moving_state` is the state all tables of a robot use;
 `pin_closures` builds Pinocchio's own closure models for the comparisons with Pinocchio.
 """
+
 from __future__ import annotations
 
 import gc
@@ -81,6 +82,7 @@ def machine_header():
     import scipy
 
     from uk_controller.kernels import jit as kernels_jit
+
     try:
         load = ', '.join(f'{x:.2f}' for x in os.getloadavg())
     except OSError:
@@ -88,12 +90,15 @@ def machine_header():
     numba_version = 'not installed'
     if kernels_jit.AVAILABLE:
         import numba
+
         numba_version = numba.__version__
     print('# uk_controller benchmarks')
     print(f'machine: {cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}')
     print(f'load average (1, 5, 15 min): {load}')
-    print(f'python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, '
-          f'pinocchio {pinocchio.__version__}, numba {numba_version}')
+    print(
+        f'python {platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, '
+        f'pinocchio {pinocchio.__version__}, numba {numba_version}'
+    )
     print(f'hot-path backend: {"numba kernel" if kernels_jit.AVAILABLE else "NumPy/LAPACK"} (uk.ServoSolver)')
 
 
@@ -108,8 +113,10 @@ def calibration():
     t_call = np.median(sample(nothing, 20000))
     t_add = np.median(sample(lambda: x + x, 20000))
     t_mv = np.median(sample(lambda: A @ x, 20000))
-    print(f'calibration (medians): empty Python call {t_call * 1e6:.2f} us, NumPy x + x (4,) {t_add * 1e6:.2f} us, '
-          f'A @ x (4x4) {t_mv * 1e6:.2f} us  (rough figures for a recent desktop CPU: 0.05, 0.4, 0.8 us)')
+    print(
+        f'calibration (medians): empty Python call {t_call * 1e6:.2f} us, NumPy x + x (4,) {t_add * 1e6:.2f} us, '
+        f'A @ x (4x4) {t_mv * 1e6:.2f} us  (rough figures for a recent desktop CPU: 0.05, 0.4, 0.8 us)'
+    )
 
 
 def moving_state(setup, seed=0):
@@ -120,18 +127,27 @@ def moving_state(setup, seed=0):
     return q, qd
 
 
-
 def pin_closures(setup):
     """pinocchio RigidConstraintModels (CONTACT_3D, point on point) for every loop_closure term."""
     import pinocchio as pin
+
     from uk_controller.constraints import LoopClosure
+
     model = setup.model
     cms = []
     for term in setup.passive.terms:
         if not isinstance(term, LoopClosure) or term.mode != 'position' or term.planar is not None:
             return None
         frames = [model.model.frames[model.frame_id(f)] for f in term.frames]
-        cms.append(pin.RigidConstraintModel(pin.ContactType.CONTACT_3D, model.model, frames[0].parentJoint,
-                                            frames[0].placement, frames[1].parentJoint, frames[1].placement,
-                                            pin.ReferenceFrame.LOCAL))
+        cms.append(
+            pin.RigidConstraintModel(
+                pin.ContactType.CONTACT_3D,
+                model.model,
+                frames[0].parentJoint,
+                frames[0].placement,
+                frames[1].parentJoint,
+                frames[1].placement,
+                pin.ReferenceFrame.LOCAL,
+            )
+        )
     return cms

@@ -17,6 +17,7 @@ Recorded (every float compared bit for bit, NaN equal to NaN):
 Wall-clock fields (compute times, wall) are left out: they are the only outputs
 allowed to change.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +34,7 @@ SIM_FIELDS = ('q', 'qd', 'effort', 'phi', 'phidot', 'status', 'saturated', 'ok')
 def _simulations(record, duration):
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
+
     for robot in ROBOTS:
         setup = load_robot(robot)
         for plant, compiled in (('uk', None), ('uk', False), ('mujoco', None)):
@@ -45,6 +47,7 @@ def _simulations(record, duration):
 def _steps(record, count=40):
     from uk_controller.control.controller import ControllerCore
     from uk_controller.robots import load_robot
+
     for robot in ROBOTS:
         setup = load_robot(robot)
         ctrl = ControllerCore(setup)
@@ -55,7 +58,7 @@ def _steps(record, count=40):
             scale = 0.05 if k < count // 2 else 1.0
             q = q0 + rng.normal(size=ctrl.n) * scale
             qd = rng.normal(size=ctrl.n) * scale
-            if k == count:            # the bad inputs: safe effort and its reason
+            if k == count:  # the bad inputs: safe effort and its reason
                 q[0] = np.nan
             elif k == count + 1:
                 qd[-1] = np.inf
@@ -63,7 +66,7 @@ def _steps(record, count=40):
                 q = q[:-1]
             try:
                 r = ctrl.step(q, qd, 0.01 * k)
-            except (ValueError, IndexError) as exc:          # a wrong length may be refused outright
+            except (ValueError, IndexError) as exc:  # a wrong length may be refused outright
                 rows['reason'].append(f'{type(exc).__name__}')
                 continue
             for name in rows:
@@ -108,8 +111,9 @@ def compare(before, after):
         if a.shape != b.shape or a.dtype != b.dtype:
             diffs.append(f'{name}: shape/dtype {a.shape} {a.dtype} -> {b.shape} {b.dtype}')
         elif a.dtype.kind == 'f':
-            if not np.array_equal(a.view(np.uint64) if a.dtype == np.float64 else a, b.view(np.uint64)
-                                  if b.dtype == np.float64 else b):
+            if not np.array_equal(
+                a.view(np.uint64) if a.dtype == np.float64 else a, b.view(np.uint64) if b.dtype == np.float64 else b
+            ):
                 diffs.append(f'{name}: max |diff| {np.nanmax(np.abs(a - b)) if a.size else 0:.3e}')
         elif not np.array_equal(a, b):
             diffs.append(f'{name}: differs')
@@ -131,8 +135,9 @@ def main(argv=None):
     with np.load(args.compare) as data:
         before = {k.replace('|', '/'): data[k] for k in data.files}
     diffs = compare(before, record)
-    print(f'{len(record)} arrays compared with {args.compare}: '
-          f'{"bit-identical" if not diffs else f"{len(diffs)} differ"}')
+    print(
+        f'{len(record)} arrays compared with {args.compare}: {"bit-identical" if not diffs else f"{len(diffs)} differ"}'
+    )
     for line in diffs:
         print('  ' + line)
     return 1 if diffs else 0

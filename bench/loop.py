@@ -3,6 +3,7 @@
 `FixedRateLoop` calls one control step per 1 ms period at absolute perf_counter deadlines, under the
 default policy and, when permitted, SCHED_FIFO (``--rt-priority``).
 """
+
 from __future__ import annotations
 
 import gc
@@ -61,7 +62,7 @@ class FixedRateLoop:
         k = 0
         old = self._realtime()
         gc_was = gc.isenabled()
-        gc.disable()                 # a real-time loop collects outside its periods
+        gc.disable()  # a real-time loop collects outside its periods
         t0 = clock() + 0.01
         deadline = t0
         try:
@@ -77,7 +78,7 @@ class FixedRateLoop:
                 starts[k], ends[k], deadlines[k] = start, end, deadline
                 k += 1
                 deadline += period
-                if end > deadline:   # overran into the next period: skip the lost deadlines
+                if end > deadline:  # overran into the next period: skip the lost deadlines
                     late = math.floor((end - deadline) / period) + 1
                     missed += late
                     deadline += late * period
@@ -91,6 +92,7 @@ class FixedRateLoop:
 
 def run(args):
     from uk_controller.control.controller import ControllerCore
+
     seconds = 2.0 if args.quick else args.loop_seconds
     rate = 1000.0
     rows = []
@@ -110,13 +112,41 @@ def run(args):
             lateness = starts - deadlines
             busy = ends - starts
             total = starts.size + missed
-            rows.append((name, loop.policy, f'{rate:g}', f'{seconds:g}', starts.size,
-                         f'{np.median(jitter) * 1e6:.1f}', f'{np.percentile(jitter, 99) * 1e6:.1f}',
-                         f'{jitter.max() * 1e6:.0f}', f'{np.percentile(lateness, 99) * 1e6:.1f}',
-                         f'{np.median(busy) * 1e6:.1f}', missed, f'{100.0 * missed / total:.3f}',
-                         verdict(np.percentile(jitter, 99) <= 200e-6 and missed <= 0.001 * total)))
-    table('Fixed-rate loop without ROS (perf_counter deadlines, sleep + 300 us spin, one control step per period)',
-          ('robot', 'policy', 'Hz', 's', 'periods', 'jitter median us', 'jitter p99 us', 'jitter max us',
-           'lateness p99 us', 'step median us', 'missed', 'missed %', 'p99<=200us, <=0.1%'), rows,
-          note='jitter = |start-to-start period - 1 ms|; lateness = start - its deadline; missed = deadlines '
-               'that passed while a step was still running.')
+            rows.append(
+                (
+                    name,
+                    loop.policy,
+                    f'{rate:g}',
+                    f'{seconds:g}',
+                    starts.size,
+                    f'{np.median(jitter) * 1e6:.1f}',
+                    f'{np.percentile(jitter, 99) * 1e6:.1f}',
+                    f'{jitter.max() * 1e6:.0f}',
+                    f'{np.percentile(lateness, 99) * 1e6:.1f}',
+                    f'{np.median(busy) * 1e6:.1f}',
+                    missed,
+                    f'{100.0 * missed / total:.3f}',
+                    verdict(np.percentile(jitter, 99) <= 200e-6 and missed <= 0.001 * total),
+                )
+            )
+    table(
+        'Fixed-rate loop without ROS (perf_counter deadlines, sleep + 300 us spin, one control step per period)',
+        (
+            'robot',
+            'policy',
+            'Hz',
+            's',
+            'periods',
+            'jitter median us',
+            'jitter p99 us',
+            'jitter max us',
+            'lateness p99 us',
+            'step median us',
+            'missed',
+            'missed %',
+            'p99<=200us, <=0.1%',
+        ),
+        rows,
+        note='jitter = |start-to-start period - 1 ms|; lateness = start - its deadline; missed = deadlines '
+        'that passed while a step was still running.',
+    )

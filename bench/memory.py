@@ -1,4 +1,5 @@
 """Table ``memory``: the control step's steady state, no new Pinocchio Data, Python allocations per step, RSS."""
+
 from __future__ import annotations
 
 import tracemalloc
@@ -19,7 +20,9 @@ def _rss_mb():
 
 def run(args):
     import pinocchio as pin
+
     from uk_controller.control.controller import ControllerCore
+
     steps = 2000 if args.quick else 20000
     rows = []
     for name in args.robots:
@@ -50,10 +53,31 @@ def run(args):
         finally:
             pin.Model.createData = original
         growth = sum(s.size_diff for s in snap1.compare_to(snap0, 'filename'))
-        rows.append((name, steps, created[0], verdict(id(ctrl.model.data) == data_id),
-                     f'{(current - peak0) / steps:.2f}', f'{growth / 1024:.1f}', f'{rss1:.0f}', f'{rss1 - rss0:+.1f}'))
-    table('Memory: steady state of the control step',
-          ('robot', 'steps', 'new pinocchio Data', 'same Data object', 'net bytes/step', 'traced growth KiB',
-           'RSS MB', 'RSS change MB'), rows,
-          note='new pinocchio Data = Model.createData calls during the steps (must be 0); the per-step result '
-               '(efforts, residuals) is the only allocation and is released by the caller.')
+        rows.append(
+            (
+                name,
+                steps,
+                created[0],
+                verdict(id(ctrl.model.data) == data_id),
+                f'{(current - peak0) / steps:.2f}',
+                f'{growth / 1024:.1f}',
+                f'{rss1:.0f}',
+                f'{rss1 - rss0:+.1f}',
+            )
+        )
+    table(
+        'Memory: steady state of the control step',
+        (
+            'robot',
+            'steps',
+            'new pinocchio Data',
+            'same Data object',
+            'net bytes/step',
+            'traced growth KiB',
+            'RSS MB',
+            'RSS change MB',
+        ),
+        rows,
+        note='new pinocchio Data = Model.createData calls during the steps (must be 0); the per-step result '
+        '(efforts, residuals) is the only allocation and is released by the caller.',
+    )

@@ -32,6 +32,7 @@ pseudo-inverse twins of `uk_controller.core.pinv.compiled` (`pinv_k`); test/test
 ``test_model_jacobian_gamma_and_rank`` / ``test_acceleration_matches_reduced_model`` check the model
 against finite differences and the reduced model.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,23 +48,26 @@ from uk_controller.core.pinv import compiled_pinv  # noqa: E402
 
 try:
     from numba import njit
+
     HAVE_NUMBA = True
-except ImportError:                                      # pragma: no cover - numba is optional
+except ImportError:  # pragma: no cover - numba is optional
     HAVE_NUMBA = False
 
     def njit(*args, **kwargs):
         def wrap(f):
             return f
+
         return wrap(args[0]) if args and callable(args[0]) else wrap
+
 
 G = 9.81
 LINK_L, LINK_M, LINK_I = 1.0, 1.0, 0.1
 COUP_L, COUP_M, COUP_I = 2.0, 2.0, 0.2
-GROUND = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])            # ground pins of links 1..3
-COUPLER_PINS = np.array([[-1.0, 0.0], [0.0, 0.0], [1.0, 0.0]])     # on the coupler, local
+GROUND = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]])  # ground pins of links 1..3
+COUPLER_PINS = np.array([[-1.0, 0.0], [0.0, 0.0], [1.0, 0.0]])  # on the coupler, local
 LINK_BASE, LINK_TIP = np.array([-LINK_L / 2, 0.0]), np.array([LINK_L / 2, 0.0])
 THETA0 = -np.pi / 6
-PAPER_GAINS = (1000.0, 100.0)                                       # seed 002: alpha, beta
+PAPER_GAINS = (1000.0, 100.0)  # seed 002: alpha, beta
 METHODS = ['svd', 'varga', 'greville', 'householder', 'mgs']
 
 
@@ -74,6 +78,7 @@ def limit_blas_threads(n=1):
     variables above come too late. Returns how many libraries were set; 0 if none found.
     """
     import ctypes
+
     done = 0
     try:
         with open('/proc/self/maps') as maps:
@@ -85,14 +90,17 @@ def limit_blas_threads(n=1):
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        for name in ('scipy_openblas_set_num_threads64_', 'scipy_openblas_set_num_threads',
-                     'openblas_set_num_threads64_', 'openblas_set_num_threads'):
+        for name in (
+            'scipy_openblas_set_num_threads64_',
+            'scipy_openblas_set_num_threads',
+            'openblas_set_num_threads64_',
+            'openblas_set_num_threads',
+        ):
             if hasattr(lib, name):
                 getattr(lib, name)(int(n))
                 done += 1
                 break
     return done
-
 
 
 class Parallelogram:
@@ -116,21 +124,21 @@ class Parallelogram:
         # constant part of the Jacobian (translation blocks) and the index sets of the rest
         J0 = np.zeros((12, 12))
         for i in range(3):
-            J0[4 * i:4 * i + 2, 3 * i:3 * i + 2] = np.eye(2)
-            J0[4 * i + 2:4 * i + 4, 3 * i:3 * i + 2] = np.eye(2)
-            J0[4 * i + 2:4 * i + 4, 9:11] = -np.eye(2)
+            J0[4 * i : 4 * i + 2, 3 * i : 3 * i + 2] = np.eye(2)
+            J0[4 * i + 2 : 4 * i + 4, 3 * i : 3 * i + 2] = np.eye(2)
+            J0[4 * i + 2 : 4 * i + 4, 9:11] = -np.eye(2)
         self._J0 = J0
         self._rows_g = np.array([4 * i + k for i in range(3) for k in (0, 1)])
         self._rows_c = self._rows_g + 2
         self._cols_phi = np.repeat([2, 5, 8], 2)
         m_diag = np.diag(self.M)
-        self.m_inv_half = 1.0 / np.sqrt(m_diag)                 # M is diagonal and constant
-        self.qdd_free = self.F / m_diag                          # q''_f = M^{-1} F (eq 25)
+        self.m_inv_half = 1.0 / np.sqrt(m_diag)  # M is diagonal and constant
+        self.qdd_free = self.F / m_diag  # q''_f = M^{-1} F (eq 25)
 
     def acceleration(self, q, qd, pinv, rcond, alpha=0.0, beta=0.0):
         """Seed 002 eq 32 (eq 31 when alpha = beta = 0); returns (q'', Psi)."""
         Psi, J, gamma = self.constraints(q, qd)
-        D = J * self.m_inv_half                                  # eq 28b
+        D = J * self.m_inv_half  # eq 28b
         rhs = gamma - 2.0 * alpha * (J @ qd) - beta * beta * Psi - J @ self.qdd_free
         return self.qdd_free + self.m_inv_half * (pinv(D, rcond) @ rhs), Psi
 
@@ -148,14 +156,14 @@ class Parallelogram:
         nrm = np.column_stack((-u[:, 1], u[:, 0]))
         u4 = np.array([np.cos(q[11]), np.sin(q[11])])
         n4 = np.array([-u4[1], u4[0]])
-        c = COUPLER_PINS[:, :1]                                  # coupler pin abscissae (3, 1)
+        c = COUPLER_PINS[:, :1]  # coupler pin abscissae (3, 1)
         h = LINK_L / 2
         Psi = np.empty((3, 2, 2))
         Psi[:, 0] = r - h * u - GROUND
         Psi[:, 1] = r + h * u - q[9:11] - c * u4
         gamma = np.empty((3, 2, 2))
-        gamma[:, 0] = -h * u * (w ** 2)[:, None]
-        gamma[:, 1] = h * u * (w ** 2)[:, None] - c * u4 * qd[11] ** 2
+        gamma[:, 0] = -h * u * (w**2)[:, None]
+        gamma[:, 1] = h * u * (w**2)[:, None] - c * u4 * qd[11] ** 2
         J = self._J0.copy()
         J[self._rows_g, self._cols_phi] = (-h * nrm).ravel()
         J[self._rows_c, self._cols_phi] = (h * nrm).ravel()
@@ -169,9 +177,9 @@ class Parallelogram:
         u = np.array([np.cos(theta), np.sin(theta)])
         du = np.array([-np.sin(theta), np.cos(theta)]) * thetad
         for i in range(3):
-            q[3 * i:3 * i + 2] = GROUND[i] + u * LINK_L / 2
+            q[3 * i : 3 * i + 2] = GROUND[i] + u * LINK_L / 2
             q[3 * i + 2] = theta
-            qd[3 * i:3 * i + 2] = du * LINK_L / 2
+            qd[3 * i : 3 * i + 2] = du * LINK_L / 2
             qd[3 * i + 2] = thetad
         q[9:11] = GROUND[1] + u * LINK_L
         qd[9:11] = du * LINK_L
@@ -260,7 +268,7 @@ def rhs_k(y, pinv, rcond, alpha, beta, mih, qf, out, jac, want_jac):
     for i in range(n):
         acc = gamma[i] - beta * beta * Psi[i]
         for j in range(n):
-            D[i, j] = J[i, j] * mih[j]                           # eq 28b
+            D[i, j] = J[i, j] * mih[j]  # eq 28b
             acc -= J[i, j] * (2.0 * alpha * y[n + j] + qf[j])
         r[i] = acc
     X = pinv_k(pinv, D, rcond)
@@ -289,13 +297,19 @@ def rhs_k(y, pinv, rcond, alpha, beta, mih, qf, out, jac, want_jac):
     return ok
 
 
-REDUCED_J = 3 * (LINK_I + LINK_M * LINK_L ** 2 / 4) + COUP_M * LINK_L ** 2     # 3.05
-REDUCED_GRAV = (3 * LINK_M * LINK_L / 2 + COUP_M * LINK_L) * G                  # 3.5 g
+REDUCED_J = 3 * (LINK_I + LINK_M * LINK_L**2 / 4) + COUP_M * LINK_L**2  # 3.05
+REDUCED_GRAV = (3 * LINK_M * LINK_L / 2 + COUP_M * LINK_L) * G  # 3.5 g
 
 
 def reference_angle(t, tf, theta0=THETA0):
     """Link angle at times t (within [0, tf]) from the one-degree-of-freedom reduced model."""
-    sol = solve_ivp(lambda _, s: [s[1], -REDUCED_GRAV / REDUCED_J * np.cos(s[0])], (0.0, tf),
-                    [theta0, 0.0], method='DOP853', rtol=1e-12, atol=1e-12, dense_output=True)
+    sol = solve_ivp(
+        lambda _, s: [s[1], -REDUCED_GRAV / REDUCED_J * np.cos(s[0])],
+        (0.0, tf),
+        [theta0, 0.0],
+        method='DOP853',
+        rtol=1e-12,
+        atol=1e-12,
+        dense_output=True,
+    )
     return sol.sol(np.asarray(t, dtype=float))[0]
-

@@ -9,6 +9,7 @@ least 20, if that would take longer than BUDGET_S seconds, default 3) and prints
 one JSON line: versions, per-case median and p99 [s] and the force (for the equality check).
 pyudk's module-level functions take a leading ``self`` argument (a packaging slip); None is passed.
 """
+
 import json
 import sys
 import time
@@ -18,8 +19,9 @@ import numpy as np
 
 
 def main():
-    import pyudk                      # here, not at the top: importing this module (a package walk) needs no pyudk
+    import pyudk  # here, not at the top: importing this module (a package walk) needs no pyudk
     import scipy
+
     path, count = sys.argv[1], int(sys.argv[2])
     budget = float(sys.argv[3]) if len(sys.argv) > 3 else 3.0
     data = np.load(path)
@@ -40,8 +42,18 @@ def main():
         medians.append(float(np.median(times)))
         p99s.append(float(np.percentile(times, 99)))
         forces.append(np.asarray(force, dtype=float).ravel().tolist())
-    print(json.dumps({'version': version('pyudk'), 'numpy': np.__version__, 'scipy': scipy.__version__,
-                      'median': medians, 'p99': p99s, 'force': forces}))
+    print(
+        json.dumps(
+            {
+                'version': version('pyudk'),
+                'numpy': np.__version__,
+                'scipy': scipy.__version__,
+                'median': medians,
+                'p99': p99s,
+                'force': forces,
+            }
+        )
+    )
 
 
 if __name__ == '__main__':

@@ -21,6 +21,7 @@ For each robot, rate and executor (rclpy's SingleThreadedExecutor and MultiThrea
 
 Prints a table; nothing is asserted (speed depends on the machine).
 """
+
 import argparse
 import os
 import sys
@@ -34,11 +35,11 @@ DOMAIN_ID = 80
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from uk_controller.robots import load_robot  # noqa: E402
-from ros_nodes import NodeProcess, Probe  # noqa: E402
 
 
 def rss_mb(pid):
@@ -59,15 +60,23 @@ def timer_run(probe, setup, robot, rate, executor, seconds, tmp):
     names, q = list(setup.joint_names), [float(v) for v in setup.q0]
     pub = probe.node.create_publisher(JointState, '/joint_states', 10)
     efforts = probe.record(Float64MultiArray, '/effort_controller/commands', convert=lambda m: None)
-    probe.record(DiagnosticArray, '/diagnostics',        # read below through probe.snapshot
-                 convert=lambda m: {kv.key: kv.value for s in m.status if s.name.startswith('uk_controller')
-                                    for kv in s.values})
+    probe.record(
+        DiagnosticArray,
+        '/diagnostics',  # read below through probe.snapshot
+        convert=lambda m: {kv.key: kv.value for s in m.status if s.name.startswith('uk_controller') for kv in s.values},
+    )
     probe.clear('/effort_controller/commands')
     probe.clear('/diagnostics')
-    node = NodeProcess('uk_controller.ros.controller_node',
-                       {'config': robot, 'control': {'rate': float(rate), 'state_timeout': 0.5},
-                        'ros': {'executor': executor, 'diagnostics_period': 0.5, 'loop': {'mode': 'timer'}}},
-                       DOMAIN_ID, tmp)
+    node = NodeProcess(
+        'uk_controller.ros.controller_node',
+        {
+            'config': robot,
+            'control': {'rate': float(rate), 'state_timeout': 0.5},
+            'ros': {'executor': executor, 'diagnostics_period': 0.5, 'loop': {'mode': 'timer'}},
+        },
+        DOMAIN_ID,
+        tmp,
+    )
     stop = threading.Event()
 
     def feed():
@@ -77,6 +86,7 @@ def timer_run(probe, setup, robot, rate, executor, seconds, tmp):
             pub.publish(state_msg(probe, names, q))
             nxt += period
             time.sleep(max(0.0, nxt - time.monotonic()))
+
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     probe.wait_for(lambda: len(efforts) > 50, 30.0)
@@ -96,10 +106,17 @@ def timer_run(probe, setup, robot, rate, executor, seconds, tmp):
     first, last = (diag[0], diag[-1]) if diag else ({}, {})
     missed = int(last.get('missed_deadlines', 0)) - int(first.get('missed_deadlines', 0)) if diag else -1
     steps = int(last.get('steps', 0)) - int(first.get('steps', 0)) if diag else 0
-    compute = np.mean([float(d['compute_time_mean_ms']) for d in diag if 'compute_time_mean_ms' in d]) if diag else np.nan
-    return {'achieved_hz': arrivals.size / (time.monotonic() - t0 if arrivals.size == 0 else seconds),
-            'gap_p99_ms': float(np.percentile(gaps, 99) * 1e3), 'missed': missed, 'steps': steps,
-            'compute_ms': compute, 'rss_mb': memory}
+    compute = (
+        np.mean([float(d['compute_time_mean_ms']) for d in diag if 'compute_time_mean_ms' in d]) if diag else np.nan
+    )
+    return {
+        'achieved_hz': arrivals.size / (time.monotonic() - t0 if arrivals.size == 0 else seconds),
+        'gap_p99_ms': float(np.percentile(gaps, 99) * 1e3),
+        'missed': missed,
+        'steps': steps,
+        'compute_ms': compute,
+        'rss_mb': memory,
+    }
 
 
 def latency_run(probe, setup, robot, rate, executor, samples, tmp):
@@ -111,12 +128,20 @@ def latency_run(probe, setup, robot, rate, executor, samples, tmp):
     def on_effort(msg):
         arrivals.append(time.perf_counter())
         got.set()
+
     sub = probe.node.create_subscription(Float64MultiArray, '/effort_controller/commands', on_effort, 10)
-    node = NodeProcess('uk_controller.ros.controller_node',
-                       {'config': robot, 'control': {'rate': float(rate), 'state_timeout': 5.0},
-                        'ros': {'executor': executor, 'trigger': 'state'}}, DOMAIN_ID, tmp)
+    node = NodeProcess(
+        'uk_controller.ros.controller_node',
+        {
+            'config': robot,
+            'control': {'rate': float(rate), 'state_timeout': 5.0},
+            'ros': {'executor': executor, 'trigger': 'state'},
+        },
+        DOMAIN_ID,
+        tmp,
+    )
     deadline = time.monotonic() + 30.0
-    while not got.is_set() and time.monotonic() < deadline:      # until discovery is complete
+    while not got.is_set() and time.monotonic() < deadline:  # until discovery is complete
         pub.publish(state_msg(probe, names, q))
         got.wait(0.2)
     latencies = []
@@ -132,8 +157,11 @@ def latency_run(probe, setup, robot, rate, executor, samples, tmp):
     probe.node.destroy_subscription(sub)
     probe.node.destroy_publisher(pub)
     lat = np.array(latencies) * 1e3
-    return {'lat_p50_ms': float(np.percentile(lat, 50)), 'lat_p99_ms': float(np.percentile(lat, 99)),
-            'lost': samples - len(latencies)}
+    return {
+        'lat_p50_ms': float(np.percentile(lat, 50)),
+        'lat_p99_ms': float(np.percentile(lat, 99)),
+        'lost': samples - len(latencies),
+    }
 
 
 def main():
@@ -160,14 +188,19 @@ def main():
                         print(f'  {robot} {rate:g} Hz {executor}: {t} {lat}', file=sys.stderr, flush=True)
         finally:
             probe.close()
-    head = (f'{"robot":<10} {"rate Hz":>7} {"executor":<15} {"achieved Hz":>11} {"gap p99 ms":>10} '
-            f'{"missed":>7} {"step ms":>7} {"lat p50 ms":>10} {"lat p99 ms":>10} {"RSS MB":>7}')
+    head = (
+        f'{"robot":<10} {"rate Hz":>7} {"executor":<15} {"achieved Hz":>11} {"gap p99 ms":>10} '
+        f'{"missed":>7} {"step ms":>7} {"lat p50 ms":>10} {"lat p99 ms":>10} {"RSS MB":>7}'
+    )
     print(head)
     print('-' * len(head))
     for robot, rate, executor, t, lat in rows:
-        print(f'{robot:<10} {rate:>7g} {executor:<15} {t["achieved_hz"]:>11.1f} {t["gap_p99_ms"]:>10.2f} '
-              f'{t["missed"]:>7d} {t["compute_ms"]:>7.3f} {lat["lat_p50_ms"]:>10.3f} {lat["lat_p99_ms"]:>10.3f} '
-              f'{t["rss_mb"]:>7.1f}')
-    print('\nmissed: control periods skipped or overrun while measuring (from /diagnostics); '
-          'latency: state published -> effort received, both DDS hops included (state-triggered node).')
-
+        print(
+            f'{robot:<10} {rate:>7g} {executor:<15} {t["achieved_hz"]:>11.1f} {t["gap_p99_ms"]:>10.2f} '
+            f'{t["missed"]:>7d} {t["compute_ms"]:>7.3f} {lat["lat_p50_ms"]:>10.3f} {lat["lat_p99_ms"]:>10.3f} '
+            f'{t["rss_mb"]:>7.1f}'
+        )
+    print(
+        '\nmissed: control periods skipped or overrun while measuring (from /diagnostics); '
+        'latency: state published -> effort received, both DDS hops included (state-triggered node).'
+    )

@@ -5,17 +5,20 @@ UK constraint force: the hot path (uk.ServoSolver with no servo rows) and the Gr
 SVD pseudo-inverse); servo control: uk.ServoSolver (NumPy and compiled) against uk.servo_control
 (seed 004 eq 35 with closures). `uk_inputs` and `KernelForce` are shared with the pyudk table.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from uk_controller.core import uk
+
 from .common import moving_state, rel_diff, sample, table, verdict
 
 
 def uk_inputs(names):
     """(name, M, Q, A, b) per robot: all rows (closures and tasks) as UK constraints at a moving state."""
     from uk_controller.robots import load_robot
+
     out = []
     for name in names:
         setup = load_robot(name)
@@ -56,16 +59,39 @@ def run(args):
         t_kern = np.median(sample(kern, count))
         d_gram = rel_diff(uk.constraint_force(M, Q, A, b), ref_f)
         d_kern = rel_diff(kern().copy(), ref_f)
-        rows.append((name, f'{A.shape[0]}x{A.shape[1]}', f'{t_ref * 1e6:.1f}', f'{t_gram * 1e6:.1f}',
-                     f'{t_kern * 1e6:.1f}', f'{t_ref / t_kern:.1f}x', f'{d_gram:.1e}', f'{d_kern:.1e}',
-                     verdict(t_ref / t_kern >= 5.0 and d_kern < 1e-9)))
-    table('UK constraint force vs the reference form Qc = M^1/2 (A M^-1/2)^+ (b - A M^-1 Q) [us, medians]',
-          ('robot', 'A', 'reference', 'Gram (uk.constraint_force)', 'hot path', 'speed-up', 'diff Gram',
-           'diff hot', '>= 5x, same'), rows,
-          note='All closures and tasks of the robot as UK rows at one moving state; diff = max relative difference.')
+        rows.append(
+            (
+                name,
+                f'{A.shape[0]}x{A.shape[1]}',
+                f'{t_ref * 1e6:.1f}',
+                f'{t_gram * 1e6:.1f}',
+                f'{t_kern * 1e6:.1f}',
+                f'{t_ref / t_kern:.1f}x',
+                f'{d_gram:.1e}',
+                f'{d_kern:.1e}',
+                verdict(t_ref / t_kern >= 5.0 and d_kern < 1e-9),
+            )
+        )
+    table(
+        'UK constraint force vs the reference form Qc = M^1/2 (A M^-1/2)^+ (b - A M^-1 Q) [us, medians]',
+        (
+            'robot',
+            'A',
+            'reference',
+            'Gram (uk.constraint_force)',
+            'hot path',
+            'speed-up',
+            'diff Gram',
+            'diff hot',
+            '>= 5x, same',
+        ),
+        rows,
+        note='All closures and tasks of the robot as UK rows at one moving state; diff = max relative difference.',
+    )
     # servo control: reference (uk.servo_control) vs ServoSolver
     rows = []
     from uk_controller.robots import load_robot
+
     for name in args.robots:
         setup = load_robot(name)
         model = setup.model
@@ -78,14 +104,29 @@ def run(args):
         Ap, bpp = (P.A, bp) if P.m else (None, None)
         ref = uk.servo_control(model.M, Qv, B, S.A, bs, A_passive=Ap, b_passive=bpp, on_infeasible='report')
         sol = uk.ServoSolver(model.n, B.shape[1], P.m, S.m)
-        t_ref = np.median(sample(lambda: uk.servo_control(model.M, Qv, B, S.A, bs, A_passive=Ap, b_passive=bpp,
-                                                          on_infeasible='report'), count))
+        t_ref = np.median(
+            sample(
+                lambda: uk.servo_control(model.M, Qv, B, S.A, bs, A_passive=Ap, b_passive=bpp, on_infeasible='report'),
+                count,
+            )
+        )
         t_fast = np.median(sample(lambda: sol.solve(model.M, Qv, B, S.A, bs, Ap, bpp), count))
         numpy_sol = uk.ServoSolver(model.n, B.shape[1], P.m, S.m, backend='numpy')
         t_np = np.median(sample(lambda: numpy_sol.solve(model.M, Qv, B, S.A, bs, Ap, bpp), count))
         sol.solve(model.M, Qv, B, S.A, bs, Ap, bpp)
-        rows.append((name, f'{t_ref * 1e6:.1f}', f'{t_np * 1e6:.1f}', f'{t_fast * 1e6:.1f}', f'{t_ref / t_fast:.1f}x',
-                     f'{rel_diff(sol.u, ref.u):.1e}', f'{rel_diff(sol.qdd, ref.qdd):.1e}'))
-    table('Servo control (seed 004 eq 35 with closures): uk.servo_control vs uk.ServoSolver [us, medians]',
-          ('robot', 'servo_control', 'ServoSolver numpy', f'ServoSolver {sol.backend}', 'speed-up', 'diff u',
-           'diff qdd'), rows)
+        rows.append(
+            (
+                name,
+                f'{t_ref * 1e6:.1f}',
+                f'{t_np * 1e6:.1f}',
+                f'{t_fast * 1e6:.1f}',
+                f'{t_ref / t_fast:.1f}x',
+                f'{rel_diff(sol.u, ref.u):.1e}',
+                f'{rel_diff(sol.qdd, ref.qdd):.1e}',
+            )
+        )
+    table(
+        'Servo control (seed 004 eq 35 with closures): uk.servo_control vs uk.ServoSolver [us, medians]',
+        ('robot', 'servo_control', 'ServoSolver numpy', f'ServoSolver {sol.backend}', 'speed-up', 'diff u', 'diff qdd'),
+        rows,
+    )

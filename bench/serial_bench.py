@@ -18,6 +18,7 @@ The fault table drives a SafeBus at a 4 ms period with a 100 ms watchdog, effort
 the limits, through clean / fault / clean phases of 0.3 / 0.5 / 0.8 s of control time: host and device
 share a stepped clock (see uk_controller.hardware.faults), so the times are exact multiples of the period.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,15 +74,15 @@ def loop_row(baud, rate, seconds):
     from uk_controller.hardware.safety import SafeBus
     from uk_controller.hardware.serial_loop import run_loop
     from uk_controller.robots import load_robot
-    setup = load_robot('scara', {'ros.loop.window': 60.0, 'control.rate': float(rate)})   # one window: the whole run
+
+    setup = load_robot('scara', {'ros.loop.window': 60.0, 'control.rate': float(rate)})  # one window: the whole run
     hw = HardwareConfig.from_setup(setup)
     core = ControllerCore(setup)
     plant = IndependentJointsPlant(np.full(len(setup.joint_names), 0.5), 1.0)
     plant.joint_names = list(setup.joint_names)
     emu = make_emulator('uk_binary', plant, hw, dt=1.0 / rate, baud=baud)
     emu.start(process=True)
-    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, baud=baud, protocol='uk_binary', timeout=0.2),
-                   watchdog=0.2)
+    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, baud=baud, protocol='uk_binary', timeout=0.2), watchdog=0.2)
     try:
         safe.connect(raise_errors=True)
         res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=seconds, realtime=True)
@@ -100,7 +101,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     sys.setswitchinterval(2e-4)
     print('Serial throughput (pty + emulator with line-rate emulation, one cycle = all torques + all feedback)')
-    print(f'{"protocol":<10} {"baud":>8} {"motors":>6} {"cycles/s":>9} {"rtt p50 ms":>11} {"rtt p99 ms":>11} {"errors":>6}')
+    print(
+        f'{"protocol":<10} {"baud":>8} {"motors":>6} {"cycles/s":>9} '
+        f'{"rtt p50 ms":>11} {"rtt p99 ms":>11} {"errors":>6}'
+    )
     for protocol in PROTOCOLS:
         for baud in (115200, 1000000):
             for p in (2, 4, 6):
@@ -110,22 +114,30 @@ def main(argv=None):
     if not args.no_loop:
         print()
         print(f"uk-controller run's loop (scara, uk_binary, {2 * args.seconds:g} s each; times in us)")
-        print(f'{"baud":>8} {"rate Hz":>7} {"achieved":>8} {"jit p50":>7} {"jit p99":>7} {"jit max":>7} '
-              f'{"cmp p50":>7} {"cmp p99":>7} {"missed":>6} {"periods":>7}')
+        print(
+            f'{"baud":>8} {"rate Hz":>7} {"achieved":>8} {"jit p50":>7} {"jit p99":>7} {"jit max":>7} '
+            f'{"cmp p50":>7} {"cmp p99":>7} {"missed":>6} {"periods":>7}'
+        )
         for baud in (115200, 1000000):
             for rate in (100, 250, 500):
                 w, n = loop_row(baud, rate, 2 * args.seconds)
-                print(f'{baud:>8} {rate:>7} {w[0]:>8.1f} {w[1]:>7.0f} {w[2]:>7.0f} {w[3]:>7.0f} {w[4]:>7.0f} '
-                      f'{w[5]:>7.0f} {w[7]:>6.0f} {n:>7}')
+                print(
+                    f'{baud:>8} {rate:>7} {w[0]:>8.1f} {w[1]:>7.0f} {w[2]:>7.0f} {w[3]:>7.0f} {w[4]:>7.0f} '
+                    f'{w[5]:>7.0f} {w[7]:>6.0f} {n:>7}'
+                )
                 sys.stdout.flush()
     if args.no_faults:
         return 0
     print()
-    print('Fault table (watchdog 100 ms, period 4 ms, efforts 3x the limit; '
-          'counted = host counters during fault + recovery; times in control time, host and device '
-          'on one stepped clock)')
-    print(f'{"protocol":<10} {"fault":<11} {"counted":<44} {"max|u|/lim":>10} {"torque-free":>11} '
-          f'{"t_host_off ms":>13} {"t_safe ms":>9} {"recovered":>9} {"t_rec ms":>8}')
+    print(
+        'Fault table (watchdog 100 ms, period 4 ms, efforts 3x the limit; '
+        'counted = host counters during fault + recovery; times in control time, host and device '
+        'on one stepped clock)'
+    )
+    print(
+        f'{"protocol":<10} {"fault":<11} {"counted":<44} {"max|u|/lim":>10} {"torque-free":>11} '
+        f'{"t_host_off ms":>13} {"t_safe ms":>9} {"recovered":>9} {"t_rec ms":>8}'
+    )
     for protocol in PROTOCOLS:
         for fault in FAULTS:
             r = run_fault_scenario(protocol, fault)
@@ -134,8 +146,10 @@ def main(argv=None):
             ts = '-' if math.isnan(r['time_to_safe']) else f'{r["time_to_safe"] * 1e3:.0f}'
             tr = '-' if math.isnan(r['time_to_recover']) else f'{r["time_to_recover"] * 1e3:.0f}'
             th = '-' if math.isnan(r['time_to_host_off']) else f'{r["time_to_host_off"] * 1e3:.0f}'
-            print(f'{protocol:<10} {fault:<11} {counted:<44} {r["max_effort_ratio"]:>10.3f} '
-                  f'{str(r["device_torque_off_during"]):>11} {th:>13} {ts:>9} {str(r["recovered"]):>9} {tr:>8}')
+            print(
+                f'{protocol:<10} {fault:<11} {counted:<44} {r["max_effort_ratio"]:>10.3f} '
+                f'{str(r["device_torque_off_during"]):>11} {th:>13} {ts:>9} {str(r["recovered"]):>9} {tr:>8}'
+            )
             sys.stdout.flush()
     return 0
 

@@ -22,6 +22,7 @@ hits every backend alike; the tables give the median over rounds.
 Ray runs on a head started here on 127.0.0.1 (include_dashboard=False) and shut down at the end.
 Load averages are printed first and last: on a shared machine the figures move with them.
 """
+
 import argparse
 import concurrent.futures as cf
 import multiprocessing as mp
@@ -40,8 +41,14 @@ def specs(n, duration, offset):
     out = []
     for i in range(n):
         overrides = {'stabilization.omega': 10.0 + 30.0 * ((i + offset) % 97) / 96.0, 'simulation.duration': duration}
-        out.append({'index': i, 'overrides': overrides, 'run_id': G.run_id('scara', 'uk', overrides),
-                    'seed': G.run_seed('scara', 'uk', overrides)})
+        out.append(
+            {
+                'index': i,
+                'overrides': overrides,
+                'run_id': G.run_id('scara', 'uk', overrides),
+                'seed': G.run_seed('scara', 'uk', overrides),
+            }
+        )
     return out
 
 
@@ -66,9 +73,10 @@ class Pool:
     def __init__(self, context, jobs):
         self.workers = jobs
         os.environ.update({k: '1' for k in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')})
-        self.pool = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context('spawn'), initializer=R._pool_init,
-                                           initargs=(context,))
-        list(self.pool.map(_noop, range(jobs)))        # every worker started and warmed up
+        self.pool = cf.ProcessPoolExecutor(
+            jobs, mp_context=mp.get_context('spawn'), initializer=R._pool_init, initargs=(context,)
+        )
+        list(self.pool.map(_noop, range(jobs)))  # every worker started and warmed up
 
     def batch(self, batch):
         return list(self.pool.map(R._pool_run, batch))
@@ -78,12 +86,13 @@ class Pool:
 
 
 def _noop(_):
-    time.sleep(0.2)      # long enough that each worker takes one
+    time.sleep(0.2)  # long enough that each worker takes one
 
 
 class Ray:
     def __init__(self, context, jobs):
         import ray
+
         self.ray, self.workers = ray, jobs
         self.name = f'Ray, {jobs} actor' + ('s' if jobs > 1 else '')
         cls = ray.remote(num_cpus=1)(R._RayWorker)
@@ -120,6 +129,7 @@ def main(argv=None):
     ray = None
     if not args.no_ray:
         import ray
+
         start = time.perf_counter()
         # head on 127.0.0.1 only, with CPUs for both actor sets (1 and --jobs actors; they run their
         # batches in turn, never together)
@@ -147,11 +157,14 @@ def main(argv=None):
         if ray is not None:
             ray.shutdown()
     seq = times['1 process']
-    print(f'\nSCARA, {args.duration:g} s simulated per run, batches of {args.runs} runs, '
-          f'median of {args.rounds} rounds')
+    print(
+        f'\nSCARA, {args.duration:g} s simulated per run, batches of {args.runs} runs, median of {args.rounds} rounds'
+    )
     print('start-up: ' + ', '.join(f'{name} {t:.2f} s' for name, t in startup.items()))
-    print(f"{'backend':<16}{'workers':>8}{'runs/s':>9}{'speed-up':>10}{'sim s/run':>11}{'run s/run':>11}"
-          f"{'overhead/run':>14}")
+    print(
+        f"{'backend':<16}{'workers':>8}{'runs/s':>9}{'speed-up':>10}{'sim s/run':>11}{'run s/run':>11}"
+        f"{'overhead/run':>14}"
+    )
     for b in backends:
         t = statistics.median(times[b.name])
         speed = statistics.median(s / x for s, x in zip(seq, times[b.name]))
@@ -159,13 +172,17 @@ def main(argv=None):
         run = statistics.median(runs)
         sim = statistics.median(statistics.mean(r['wall_time_s'] for r in out) for out in rows[b.name])
         over = statistics.median(x * b.workers / args.runs - r for x, r in zip(times[b.name], runs))
-        print(f"{b.name:<16}{b.workers:>8}{args.runs / t:>9.2f}{speed:>9.2f}x{sim:>11.4f}{run:>11.4f}"
-              f"{1e3 * over:>11.1f} ms")
+        print(
+            f"{b.name:<16}{b.workers:>8}{args.runs / t:>9.2f}{speed:>9.2f}x{sim:>11.4f}{run:>11.4f}"
+            f"{1e3 * over:>11.1f} ms"
+        )
     if 'Ray, 1 actor' in times:
         own = statistics.median((x - s) / args.runs for s, x in zip(seq, times['Ray, 1 actor']))
         per_run = statistics.median(seq) / args.runs
-        print(f"\nRay's own cost per run (1 actor vs 1 process, same round, median): {1e3 * own:.1f} ms = "
-              f"{100 * own / per_run:.1f}% of a {args.duration:g} s SCARA run ({per_run:.3f} s in one process)")
+        print(
+            f"\nRay's own cost per run (1 actor vs 1 process, same round, median): {1e3 * own:.1f} ms = "
+            f"{100 * own / per_run:.1f}% of a {args.duration:g} s SCARA run ({per_run:.3f} s in one process)"
+        )
     print(f'load averages at the end {loads()}')
     return 0
 

@@ -6,6 +6,7 @@ this module, which never imports uk_controller; the same M, Q, A, b go both ways
 The helper runs isolated (``python -I``: this package's directory is not on its sys.path, where a module
 named like one of pyudk's imports would shadow it; this module is not called pyudk.py for the same reason).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from uk_controller.core import uk
+
 from .common import rel_diff, sample, table, verdict
 from .reference import KernelForce, uk_inputs
 
@@ -25,8 +27,10 @@ def run(args):
     helper = Path(__file__).resolve().parent / 'pyudk_helper.py'
     reason = None
     if not python or not Path(python).exists():
-        reason = (f'no pyudk virtual environment at {python!r} (create one: python3 -m venv /tmp/pyudk_venv && '
-                  '/tmp/pyudk_venv/bin/pip install pyudk; or pass --pyudk-python)')
+        reason = (
+            f'no pyudk virtual environment at {python!r} (create one: python3 -m venv /tmp/pyudk_venv && '
+            '/tmp/pyudk_venv/bin/pip install pyudk; or pass --pyudk-python)'
+        )
     elif not helper.is_file():
         reason = f'helper script {helper} not found'
     if reason:
@@ -40,8 +44,9 @@ def run(args):
         for k, (name, M, Q, A, b) in enumerate(cases):
             arrays.update({f'M{k}': M, f'Q{k}': Q, f'A{k}': A, f'b{k}': b})
         np.savez(path, count=len(cases), **arrays)
-        proc = subprocess.run([python, '-I', str(helper), str(path), str(count)], capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run(
+            [python, '-I', str(helper), str(path), str(count)], capture_output=True, text=True, timeout=600
+        )
         if proc.returncode != 0:
             print(f'\n## vs pyudk\nnot available: helper failed: {proc.stderr.strip()[-500:]}')
             return
@@ -53,10 +58,22 @@ def run(args):
         t_gram = np.median(sample(lambda: uk.constraint_force(M, Q, A, b), count))
         t_p = res['median'][k]
         diff = rel_diff(kern().copy(), np.array(res['force'][k]))
-        rows.append((name, f'{t_p * 1e6:.1f}', f'{t_gram * 1e6:.1f}', f'{t_ours * 1e6:.1f}', f'{t_p / t_ours:.1f}x',
-                     f'{diff:.1e}', verdict(t_p / t_ours >= 10.0 and diff < 1e-8)))
-    table(f'UK constraint force vs pyudk {res["version"]} (numpy {res["numpy"]}, scipy {res["scipy"]}, own venv) '
-          '[us, medians]',
-          ('robot', 'pyudk', 'uk.constraint_force', 'hot path', 'speed-up', 'rel diff', '>= 10x, same'), rows,
-          note='pyudk.ideal_Constraint_force(self, m, q, A, b) (its module functions take a dummy self): '
-               'fractional_matrix_power twice, inv, numpy pinv. Same M, Q, A, b.')
+        rows.append(
+            (
+                name,
+                f'{t_p * 1e6:.1f}',
+                f'{t_gram * 1e6:.1f}',
+                f'{t_ours * 1e6:.1f}',
+                f'{t_p / t_ours:.1f}x',
+                f'{diff:.1e}',
+                verdict(t_p / t_ours >= 10.0 and diff < 1e-8),
+            )
+        )
+    table(
+        f'UK constraint force vs pyudk {res["version"]} (numpy {res["numpy"]}, scipy {res["scipy"]}, own venv) '
+        '[us, medians]',
+        ('robot', 'pyudk', 'uk.constraint_force', 'hot path', 'speed-up', 'rel diff', '>= 10x, same'),
+        rows,
+        note='pyudk.ideal_Constraint_force(self, m, q, A, b) (its module functions take a dummy self): '
+        'fractional_matrix_power twice, inv, numpy pinv. Same M, Q, A, b.',
+    )

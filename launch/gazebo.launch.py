@@ -14,15 +14,17 @@ config/controllers.yaml: joint_state_broadcaster publishes /joint_states and
 <robot>_effort_controller (effort_controllers/JointGroupEffortController)
 takes /<robot>_effort_controller/commands, which the UK node publishes.
 """
+
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction, RegisterEventHandler
 from launch.event_handlers import OnProcessExit
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchDescription
 from uk_controller.paths import gazebo_robot_description
 
 PACKAGE = 'uk_controller'
@@ -43,10 +45,13 @@ def check_robot(robot):
             f"gz-physics' DART engine drops a joint whose child already has a parent joint "
             f"(gazebosim/gz-physics#25), so the loop would open and the mechanism fall apart. "
             f"Run it on an independent physics engine instead: {CLOSED_CHAINS[robot]} "
-            f"(or plant:=uk for the embedded simulator)")
+            f"(or plant:=uk for the embedded simulator)"
+        )
     if robot not in ROBOTS:
-        raise RuntimeError(f'gazebo.launch.py robot:={robot}: not one of {", ".join(ROBOTS)} '
-                           f'(your own robot: sim.launch.py config:=/path/robot.yaml)')
+        raise RuntimeError(
+            f'gazebo.launch.py robot:={robot}: not one of {", ".join(ROBOTS)} '
+            f'(your own robot: sim.launch.py config:=/path/robot.yaml)'
+        )
     return robot
 
 
@@ -63,37 +68,72 @@ def nodes(context):
 
     gazebo = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(
-            os.path.join(get_package_share_directory('ros_gz_sim'), 'launch', 'gz_sim.launch.py')),
-        launch_arguments=[('gz_args', LaunchConfiguration('gz_args').perform(context))])
-    state_publisher = Node(package='robot_state_publisher', executable='robot_state_publisher', output='screen',
-                           parameters=[{'robot_description': description, 'use_sim_time': True}])
-    spawn = Node(package='ros_gz_sim', executable='create', output='screen',
-                 arguments=['-topic', 'robot_description', '-name', robot, '-allow_renaming', 'true'])
-    clock_bridge = Node(package='ros_gz_bridge', executable='parameter_bridge', output='screen',
-                        arguments=['/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock'])
-    broadcaster = Node(package='controller_manager', executable='spawner',
-                       arguments=['joint_state_broadcaster'])
-    effort = Node(package='controller_manager', executable='spawner',
-                  arguments=[effort_controller, '--param-file', controllers])
-    controller = Node(package=PACKAGE, executable='uk_controller_node', name='uk_controller_node', output='screen',
-                      parameters=[config, {'config': config, 'use_sim_time': True,
-                                           'ros.effort_topic': f'/{effort_controller}/commands'}])
+            os.path.join(get_package_share_directory('ros_gz_sim'), 'launch', 'gz_sim.launch.py')
+        ),
+        launch_arguments=[('gz_args', LaunchConfiguration('gz_args').perform(context))],
+    )
+    state_publisher = Node(
+        package='robot_state_publisher',
+        executable='robot_state_publisher',
+        output='screen',
+        parameters=[{'robot_description': description, 'use_sim_time': True}],
+    )
+    spawn = Node(
+        package='ros_gz_sim',
+        executable='create',
+        output='screen',
+        arguments=['-topic', 'robot_description', '-name', robot, '-allow_renaming', 'true'],
+    )
+    clock_bridge = Node(
+        package='ros_gz_bridge',
+        executable='parameter_bridge',
+        output='screen',
+        arguments=['/clock@rosgraph_msgs/msg/Clock[gz.msgs.Clock'],
+    )
+    broadcaster = Node(package='controller_manager', executable='spawner', arguments=['joint_state_broadcaster'])
+    effort = Node(
+        package='controller_manager', executable='spawner', arguments=[effort_controller, '--param-file', controllers]
+    )
+    controller = Node(
+        package=PACKAGE,
+        executable='uk_controller_node',
+        name='uk_controller_node',
+        output='screen',
+        parameters=[
+            config,
+            {'config': config, 'use_sim_time': True, 'ros.effort_topic': f'/{effort_controller}/commands'},
+        ],
+    )
     return [
-        gazebo, clock_bridge, state_publisher, spawn,
+        gazebo,
+        clock_bridge,
+        state_publisher,
+        spawn,
         RegisterEventHandler(OnProcessExit(target_action=spawn, on_exit=[broadcaster])),
         RegisterEventHandler(OnProcessExit(target_action=broadcaster, on_exit=[effort, controller])),
     ]
 
 
 def generate_launch_description():
-    return LaunchDescription([
-        DeclareLaunchArgument('robot', default_value='scara',
-                              description='scara | planar_3r (config/<robot>.yaml with a <ros2_control> URDF); '
-                                          'closed chains: sim.launch.py plant:=mujoco'),
-        DeclareLaunchArgument('controllers', default_value='',
-                              description='controller_manager YAML (default config/controllers.yaml; '
-                                          'Rolling: config/controllers_rolling.yaml)'),
-        DeclareLaunchArgument('gz_args', default_value='-r -v 1 empty.sdf',
-                              description='arguments of gz sim (world, -r to run, -s headless)'),
-        OpaqueFunction(function=nodes),
-    ])
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(
+                'robot',
+                default_value='scara',
+                description='scara | planar_3r (config/<robot>.yaml with a <ros2_control> URDF); '
+                'closed chains: sim.launch.py plant:=mujoco',
+            ),
+            DeclareLaunchArgument(
+                'controllers',
+                default_value='',
+                description='controller_manager YAML (default config/controllers.yaml; '
+                'Rolling: config/controllers_rolling.yaml)',
+            ),
+            DeclareLaunchArgument(
+                'gz_args',
+                default_value='-r -v 1 empty.sdf',
+                description='arguments of gz sim (world, -r to run, -s headless)',
+            ),
+            OpaqueFunction(function=nodes),
+        ]
+    )

@@ -12,17 +12,18 @@ closures, `pip install mujoco`) and publishes /joint_states; uk_controller_node 
 launch argument reaches the nodes only when it is given. See docs/ros.md.
 """
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from launch import LaunchDescription
 from uk_controller.paths import robot_description
 from uk_controller.settings.resolve import resolve
 from uk_controller.sim.plants import PLANTS
 
 PACKAGE = 'uk_controller'
 ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
-SIM_ARGUMENTS = {             # launch argument -> (uk_sim_node parameter: a key of the robot YAML, type)
+SIM_ARGUMENTS = {  # launch argument -> (uk_sim_node parameter: a key of the robot YAML, type)
     'plant': ('simulation.plant', str),
     'real_time_factor': ('simulation.real_time_factor', float),
     'max_command_lag': ('simulation.max_command_lag', int),
@@ -48,35 +49,59 @@ def nodes(context):
             sim[parameter] = kind(value)
             labels[parameter] = f'{argument}:= ({parameter})'
     # a bad file or argument stops here, naming the key (or the argument) and the range, not in rcl
-    resolve(config, {k: v for k, v in sim.items() if k != 'config'}, labels=labels,
-            source=f'sim.launch.py arguments over {config}')
+    resolve(
+        config,
+        {k: v for k, v in sim.items() if k != 'config'},
+        labels=labels,
+        source=f'sim.launch.py arguments over {config}',
+    )
     return [
-        Node(package=PACKAGE, executable='uk_sim_node', name='uk_sim_node', output='screen',
-             parameters=[config, sim]),
-        Node(package=PACKAGE, executable='uk_controller_node', name='uk_controller_node', output='screen',
-             parameters=[config, dict(overrides, use_sim_time=True)]),
-        Node(package='robot_state_publisher', executable='robot_state_publisher', output='screen',
-             parameters=[{'robot_description': description, 'use_sim_time': True}]),
+        Node(package=PACKAGE, executable='uk_sim_node', name='uk_sim_node', output='screen', parameters=[config, sim]),
+        Node(
+            package=PACKAGE,
+            executable='uk_controller_node',
+            name='uk_controller_node',
+            output='screen',
+            parameters=[config, dict(overrides, use_sim_time=True)],
+        ),
+        Node(
+            package='robot_state_publisher',
+            executable='robot_state_publisher',
+            output='screen',
+            parameters=[{'robot_description': description, 'use_sim_time': True}],
+        ),
     ]
 
 
 def generate_launch_description():
-    return LaunchDescription([
-        DeclareLaunchArgument('robot', default_value='five_bar', choices=list(ROBOTS),
-                              description='robot setup config/<robot>.yaml'),
-        DeclareLaunchArgument('config', default_value='',
-                              description='path of a robot YAML (overrides robot)'),
-        DeclareLaunchArgument('plant', default_value='',
-                              description=' | '.join(PLANTS) + ' (uk: embedded UK plant; mujoco: MuJoCo physics, '
-                                          'pip install mujoco; default: simulation.plant)'),
-        DeclareLaunchArgument('rate', default_value='',
-                              description='control and simulation rate in Hz (default: control.rate)'),
-        DeclareLaunchArgument('real_time_factor', default_value='',
-                              description='simulated seconds per wall-clock second, lower on a slow machine '
-                                          '(default: simulation.real_time_factor)'),
-        DeclareLaunchArgument('max_command_lag', default_value='',
-                              description='plant waits after this many periods without an effort command '
-                                          '(0: never; 1-2 keep a busy machine from delaying the controller; '
-                                          'default: simulation.max_command_lag)'),
-        OpaqueFunction(function=nodes),
-    ])
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(
+                'robot', default_value='five_bar', choices=list(ROBOTS), description='robot setup config/<robot>.yaml'
+            ),
+            DeclareLaunchArgument('config', default_value='', description='path of a robot YAML (overrides robot)'),
+            DeclareLaunchArgument(
+                'plant',
+                default_value='',
+                description=' | '.join(PLANTS) + ' (uk: embedded UK plant; mujoco: MuJoCo physics, '
+                'pip install mujoco; default: simulation.plant)',
+            ),
+            DeclareLaunchArgument(
+                'rate', default_value='', description='control and simulation rate in Hz (default: control.rate)'
+            ),
+            DeclareLaunchArgument(
+                'real_time_factor',
+                default_value='',
+                description='simulated seconds per wall-clock second, lower on a slow machine '
+                '(default: simulation.real_time_factor)',
+            ),
+            DeclareLaunchArgument(
+                'max_command_lag',
+                default_value='',
+                description='plant waits after this many periods without an effort command '
+                '(0: never; 1-2 keep a busy machine from delaying the controller; '
+                'default: simulation.max_command_lag)',
+            ),
+            OpaqueFunction(function=nodes),
+        ]
+    )

@@ -9,6 +9,7 @@ its limit, median control step [us]. A summary line per arm follows.
 
     PYTHONPATH=. python scripts/arm_starts_table.py [--arms ur5,panda] [--seeds 5] [--duration 4] [--jobs 2]
 """
+
 import argparse
 import math
 import sys
@@ -31,8 +32,10 @@ def _f(x, fmt):
     return 'nan' if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-HEADER = (f"{'arm':7} {'seed':>4} {'task':8} {'dist_m':>6} {'deg':>5} {'conv':>4} {'t_conv':>6} {'err_end':>8} "
-          f"{'|qd|/lim':>8} {'lim_%':>7} {'u/lim':>5} {'sat_%':>6} {'ns_rad/s':>9} {'flips':>5} {'step_us':>7}  note")
+HEADER = (
+    f"{'arm':7} {'seed':>4} {'task':8} {'dist_m':>6} {'deg':>5} {'conv':>4} {'t_conv':>6} {'err_end':>8} "
+    f"{'|qd|/lim':>8} {'lim_%':>7} {'u/lim':>5} {'sat_%':>6} {'ns_rad/s':>9} {'flips':>5} {'step_us':>7}  note"
+)
 
 
 def row(m):
@@ -41,10 +44,12 @@ def row(m):
     note = m.failure or ''
     if m.unlimited_speed:
         note += f' (no velocity limit: {",".join(m.unlimited_speed)})'
-    return (f'{m.arm:7} {m.seed:>4} {m.task:8} {m.distance:6.3f} {m.angle_deg:5.1f} {"yes" if m.converged else "NO":>4} '
-            f'{_f(m.t_converge, "6.3f")} {_f(m.final_error, "8.1e")} {_f(m.speed_ratio, "8.3g")} '
-            f'{_f(m.limit_margin_pct, "7.4g")} {_f(m.effort_ratio, "5.2f")} {100 * m.saturated_fraction:6.1f} '
-            f'{_f(m.last_s_speed, "9.3g")} {m.sign_flips:5d} {_f(m.step_us, "7.1f")}  {note}')
+    return (
+        f'{m.arm:7} {m.seed:>4} {m.task:8} {m.distance:6.3f} {m.angle_deg:5.1f} {"yes" if m.converged else "NO":>4} '
+        f'{_f(m.t_converge, "6.3f")} {_f(m.final_error, "8.1e")} {_f(m.speed_ratio, "8.3g")} '
+        f'{_f(m.limit_margin_pct, "7.4g")} {_f(m.effort_ratio, "5.2f")} {100 * m.saturated_fraction:6.1f} '
+        f'{_f(m.last_s_speed, "9.3g")} {m.sign_flips:5d} {_f(m.step_us, "7.1f")}  {note}'
+    )
 
 
 def summary(arm, ms):
@@ -53,13 +58,23 @@ def summary(arm, ms):
         return f'{arm}: no run'
     conv = sum(m.converged for m in ok)
     worst = lambda key, f=max: f(getattr(m, key) for m in ok)  # noqa: E731
-    crit = sum(m.converged and m.finite and m.speed_ratio <= 1.0 and m.limit_margin_pct >= 0.0
-               and m.effort_ratio <= 1.0 + 1e-9 and m.last_s_speed < 0.05 and m.sign_flips == 0 for m in ok)
-    return (f'{arm}: converged {conv}/{len(ms)}, all criteria {crit}/{len(ms)}, max |qd|/lim '
-            f'{_f(worst("speed_ratio"), ".3g")}, closest limit {_f(worst("limit_margin_pct", min), ".4g")} %, '
-            f'max sat {100 * worst("saturated_fraction"):.1f} %, max ns speed {_f(worst("last_s_speed"), ".3g")} '
-            f'rad/s, max flips {worst("sign_flips")}, median step '
-            f'{_f(sorted(m.step_us for m in ok)[len(ok) // 2], ".1f")} us')
+    crit = sum(
+        m.converged
+        and m.finite
+        and m.speed_ratio <= 1.0
+        and m.limit_margin_pct >= 0.0
+        and m.effort_ratio <= 1.0 + 1e-9
+        and m.last_s_speed < 0.05
+        and m.sign_flips == 0
+        for m in ok
+    )
+    return (
+        f'{arm}: converged {conv}/{len(ms)}, all criteria {crit}/{len(ms)}, max |qd|/lim '
+        f'{_f(worst("speed_ratio"), ".3g")}, closest limit {_f(worst("limit_margin_pct", min), ".4g")} %, '
+        f'max sat {100 * worst("saturated_fraction"):.1f} %, max ns speed {_f(worst("last_s_speed"), ".3g")} '
+        f'rad/s, max flips {worst("sign_flips")}, median step '
+        f'{_f(sorted(m.step_us for m in ok)[len(ok) // 2], ".1f")} us'
+    )
 
 
 def main(argv=None):

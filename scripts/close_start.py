@@ -15,6 +15,7 @@ four-bar stretched straight) they choose the branch. Cassie's start in config/ex
 prints the residual of the closures, the joints outside their position limits and the ``initial_position``
 line for the YAML.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,10 +56,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('setup', help='robot name or setup YAML')
     parser.add_argument('--set', action='append', default=[], metavar='JOINT=VALUE', help='a joint and its value')
-    parser.add_argument('--keep', action='append', default=[], metavar='TEXT',
-                        help='joints whose name contains TEXT keep their start value')
-    parser.add_argument('--guess', action='append', default=[], metavar='JOINT=VALUE',
-                        help='a free joint moved toward VALUE as the first guess (chooses a branch)')
+    parser.add_argument(
+        '--keep',
+        action='append',
+        default=[],
+        metavar='TEXT',
+        help='joints whose name contains TEXT keep their start value',
+    )
+    parser.add_argument(
+        '--guess',
+        action='append',
+        default=[],
+        metavar='JOINT=VALUE',
+        help='a free joint moved toward VALUE as the first guess (chooses a branch)',
+    )
     parser.add_argument('--rcond', type=float, default=1e-8, help='rank cut of the Gauss-Newton steps')
     args = parser.parse_args(argv)
     setup = load_robot(args.setup)

@@ -13,6 +13,7 @@ which is what `rosdep install --from-paths src` reports as
 "Cannot locate rosdep definition for [key]". test/test_rosdep_keys.py checks
 package.xml against the file, so a new dependency needs this script run again.
 """
+
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -23,8 +24,15 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 DISTROS = ('jazzy', 'kilted', 'rolling')
 CONSIDERED = ('ament_python', 'forward_command_controller', 'plotjuggler_ros', 'python3-mujoco-pip')
-DEPEND_TAGS = ('depend', 'build_depend', 'exec_depend', 'test_depend', 'buildtool_depend',
-               'build_export_depend', 'buildtool_export_depend')
+DEPEND_TAGS = (
+    'depend',
+    'build_depend',
+    'exec_depend',
+    'test_depend',
+    'buildtool_depend',
+    'build_export_depend',
+    'buildtool_export_depend',
+)
 
 
 def package_keys():
@@ -43,14 +51,19 @@ def read(checkout, name):
     path = checkout / name
     if path.exists():
         return path.read_text()
-    return subprocess.run(['git', '-C', str(checkout), 'show', f'HEAD:{name}'], capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        ['git', '-C', str(checkout), 'show', f'HEAD:{name}'], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def main(checkout):
     checkout = Path(checkout)
-    commit = subprocess.run(['git', '-C', str(checkout), 'log', '-1', '--format=%H %cs'],
-                            capture_output=True, text=True).stdout.strip() or 'unknown'
+    commit = (
+        subprocess.run(
+            ['git', '-C', str(checkout), 'log', '-1', '--format=%H %cs'], capture_output=True, text=True
+        ).stdout.strip()
+        or 'unknown'
+    )
     rules = {}
     for name in ('rosdep/base.yaml', 'rosdep/python.yaml'):
         for key, entry in (yaml.safe_load(read(checkout, name)) or {}).items():

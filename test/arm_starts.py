@@ -3,7 +3,8 @@
 For an arm of the ``example-robot-data`` wheel (URDF unedited) this module writes the setup file a user
 would write from ``docs/config.md``: the arm at a start drawn uniformly inside its joint position limits
 (shrunk by :data:`MARGIN` of each range; a continuous joint or a range wider than 2 pi is drawn in
-[-pi, pi]; a ``<mimic>`` joint where its leader puts it: :func:`on_mimic`), and a task on the tool frame that holds still at a target:
+[-pi, pi]; a ``<mimic>`` joint where its leader puts it: :func:`on_mimic`), and a task on the tool frame that holds
+still at a target:
 
 - ``position``: ``frame_position`` (3 rows), ``hold`` at a target point;
 - ``pose``: ``frame_position`` + ``frame_orientation`` (``mode: so3``), both ``hold``.
@@ -25,11 +26,12 @@ largest attitude change among the next 200 draws (Metrics.angle_deg says which).
 zero or absent in the URDF (Pinocchio reads them as 0 or inf) are treated as no limit: that joint's
 ``|q'|/limit`` ratio is left out (and :attr:`Metrics.unlimited_speed` names it).
 """
+
 from __future__ import annotations
 
 import math
 import tempfile
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +60,6 @@ ARMS = {
 TASKS = ('position', 'pose')
 
 
-
 def available():
     """True when the example-robot-data wheel is installed."""
     return erd.robots_dir() is not None
@@ -67,6 +68,7 @@ def available():
 def pin_model(arm):
     """Pinocchio model of the arm's unedited URDF."""
     import pinocchio as pin
+
     return pin.buildModelFromUrdf(str(erd.description(ARMS[arm][0])))
 
 
@@ -88,6 +90,7 @@ def frame_id(model, name):
     """The frame `name` as the controller resolves it (the body frame first: a URDF may name a joint
     and a link alike, as the Z1's gripperStator)."""
     import pinocchio as pin
+
     if model.existFrame(name, pin.FrameType.BODY):
         return model.getFrameId(name, pin.FrameType.BODY)
     return model.getFrameId(name)
@@ -95,6 +98,7 @@ def frame_id(model, name):
 
 def tool_pose(model, q, tool):
     import pinocchio as pin
+
     data = model.createData()
     pin.framesForwardKinematics(model, data, np.asarray(q, dtype=float))
     pose = data.oMf[frame_id(model, tool)]
@@ -104,6 +108,7 @@ def tool_pose(model, q, tool):
 def _ik(model, tool, p_want, R_want, q_init, lo, hi, iters=400):
     """Damped least squares on the frame's local 6D error (Pinocchio log6), clipped to [lo, hi]."""
     import pinocchio as pin
+
     data = model.createData()
     fid = frame_id(model, tool)
     want = pin.SE3(R_want, p_want)
@@ -130,23 +135,30 @@ class Case:
     q0: np.ndarray
     p_target: np.ndarray
     R_target: np.ndarray
-    distance: float              # |p_target - p(q0)| [m]
-    angle: float                 # attitude change [rad]
-    q_target: np.ndarray         # a configuration inside the limits reaching the target
+    distance: float  # |p_target - p(q0)| [m]
+    angle: float  # attitude change [rad]
+    q_target: np.ndarray  # a configuration inside the limits reaching the target
 
 
 def mimic_joints(arm, model):
     """``[(follower index, leader index, multiplier, offset)]`` of the URDF's ``<mimic>`` joints (indices
     into q of the Pinocchio model)."""
     import xml.etree.ElementTree as ET
+
     out = []
     for joint in ET.parse(str(erd.description(ARMS[arm][0]))).getroot().iter('joint'):
         mimic = joint.find('mimic')
         if mimic is None:
             continue
-        index = lambda name: model.joints[model.getJointId(name)].idx_q      # noqa: E731
-        out.append((index(joint.get('name')), index(mimic.get('joint')), float(mimic.get('multiplier', 1.0)),
-                    float(mimic.get('offset', 0.0))))
+        index = lambda name: model.joints[model.getJointId(name)].idx_q  # noqa: E731
+        out.append(
+            (
+                index(joint.get('name')),
+                index(mimic.get('joint')),
+                float(mimic.get('multiplier', 1.0)),
+                float(mimic.get('offset', 0.0)),
+            )
+        )
     return out
 
 
@@ -163,6 +175,7 @@ def draw_case(arm, seed, task, *, margin=MARGIN, max_distance=MAX_DISTANCE):
     """The start and a reachable target for (arm, seed, task), from ``numpy.random.default_rng(seed)``
     (same start for both tasks of a seed)."""
     import pinocchio as pin
+
     model = pin_model(arm)
     tool = ARMS[arm][1]
     lo, hi = sampling_box(model, margin)
@@ -182,10 +195,10 @@ def draw_case(arm, seed, task, *, margin=MARGIN, max_distance=MAX_DISTANCE):
             axis /= np.linalg.norm(axis)
             Rpi = R0 @ pin.exp3(math.pi * axis)
             qpi, ok = _ik(model, tool, pt, Rpi, qt, lo, hi)
-            if ok:     # exact by construction (log3 of the product rounds to pi - 1e-8)
+            if ok:  # exact by construction (log3 of the product rounds to pi - 1e-8)
                 return Case(arm, seed, task, q0, pt, Rpi, float(np.linalg.norm(pt - p0)), math.pi, qpi)
             continue
-        if want_pi:    # no pi rotation reachable (a 5-DOF wrist): the largest of 200 drawn reachable poses
+        if want_pi:  # no pi rotation reachable (a 5-DOF wrist): the largest of 200 drawn reachable poses
             if best is None or angle > best.angle:
                 best = Case(arm, seed, task, q0, pt, Rt, float(np.linalg.norm(pt - p0)), angle, qt)
             if attempt < 500:
@@ -201,12 +214,19 @@ def setup_yaml(case, *, duration=4.0, name=None):
     """Text of the setup file (docs/config.md format) for `case`: one actuator per joint, the task held at
     the target, the repository's usual stabilization (critical, omega 20) and 1 kHz control."""
     import pinocchio as pin
+
     relative, tool = ARMS[case.arm]
     model = pin_model(case.arm)
     joints = [model.names[j] for j in range(1, model.njoints)]
     rows = erd.hold_rows(tool, case.p_target, pin.log3(case.R_target) if case.task == 'pose' else None)
-    return erd.arm_setup_yaml(name or f'{case.arm}_{case.task}_{case.seed}', relative, joints, case.q0, rows,
-                              simulation=f'duration: {duration!r}')
+    return erd.arm_setup_yaml(
+        name or f'{case.arm}_{case.task}_{case.seed}',
+        relative,
+        joints,
+        case.q0,
+        rows,
+        simulation=f'duration: {duration!r}',
+    )
 
 
 @dataclass
@@ -219,15 +239,15 @@ class Metrics:
     finite: bool
     failure: str
     converged: bool
-    t_converge: float              # first time after which |task error| < TOL stays (nan: never)
+    t_converge: float  # first time after which |task error| < TOL stays (nan: never)
     final_error: float
-    speed_ratio: float             # max over the run and joints of |q'_i| / velocity limit_i
-    limit_margin_pct: float        # closest approach to a position limit, % of the joint's range (<0: past it)
-    effort_ratio: float            # max |u_i| / effort limit_i (commanded, after the controller's clip)
+    speed_ratio: float  # max over the run and joints of |q'_i| / velocity limit_i
+    limit_margin_pct: float  # closest approach to a position limit, % of the joint's range (<0: past it)
+    effort_ratio: float  # max |u_i| / effort limit_i (commanded, after the controller's clip)
     saturated_fraction: float
-    last_s_speed: float            # max |q'_i| over the last second [rad/s]
-    sign_flips: int                # max over efforts of step-to-step sign flips while at the limit
-    step_us: float                 # median control step [us] (simulate's compute_time)
+    last_s_speed: float  # max |q'_i| over the last second [rad/s]
+    sign_flips: int  # max over efforts of step-to-step sign flips while at the limit
+    step_us: float  # median control step [us] (simulate's compute_time)
     steps: int
     unlimited_speed: list = field(default_factory=list)
 
@@ -253,6 +273,7 @@ def metrics_of(case, res, ctrl, model):
     t = res.t
     err = np.linalg.norm(res.task_error, axis=1) if res.task_error.size else np.zeros(t.size)
     from uk_controller.sim.closed_loop import settling_time
+
     ts = settling_time(t, err, TOL) if t.size else float('nan')
     planned = res.planned_steps or t.size
     converged = finite and t.size == planned and not math.isnan(ts)
@@ -275,13 +296,26 @@ def metrics_of(case, res, ctrl, model):
     last = t >= t[-1] - 1.0 if t.size else np.zeros(0, dtype=bool)
     last_speed = float(np.abs(qd[last]).max()) if t.size else float('nan')
     return Metrics(
-        arm=case.arm, seed=case.seed, task=case.task, distance=case.distance, angle_deg=math.degrees(case.angle),
-        finite=finite, failure=res.failure, converged=converged, t_converge=ts,
-        final_error=float(err[-1]) if t.size else float('nan'), speed_ratio=speed_ratio,
-        limit_margin_pct=limit_margin, effort_ratio=effort_ratio,
+        arm=case.arm,
+        seed=case.seed,
+        task=case.task,
+        distance=case.distance,
+        angle_deg=math.degrees(case.angle),
+        finite=finite,
+        failure=res.failure,
+        converged=converged,
+        t_converge=ts,
+        final_error=float(err[-1]) if t.size else float('nan'),
+        speed_ratio=speed_ratio,
+        limit_margin_pct=limit_margin,
+        effort_ratio=effort_ratio,
         saturated_fraction=float(res.saturated.mean()) if t.size else float('nan'),
-        last_s_speed=last_speed, sign_flips=sign_flips_at_limit(u, elim), steps=int(t.size),
-        step_us=float(np.median(res.compute_time) * 1e6) if t.size else float('nan'), unlimited_speed=unlimited)
+        last_s_speed=last_speed,
+        sign_flips=sign_flips_at_limit(u, elim),
+        steps=int(t.size),
+        step_us=float(np.median(res.compute_time) * 1e6) if t.size else float('nan'),
+        unlimited_speed=unlimited,
+    )
 
 
 def run_yaml(path, duration):
@@ -289,6 +323,7 @@ def run_yaml(path, duration):
     from uk_controller.control.controller import ControllerCore
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
+
     setup = load_robot(path)
     ctrl = ControllerCore(setup)
     res = simulate(setup, duration=duration)

@@ -15,6 +15,7 @@ never starts DDS.
 ``scripts/test.sh`` runs the suite in pytest-xdist workers: each worker has its own block of ROS
 domain ids and numba compiles each kernel once for all of them (test/parallel.py).
 """
+
 import os
 import signal
 import sys
@@ -25,7 +26,7 @@ import pytest
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
-from parallel import DEFAULT_DOMAIN, domain_id, serialize_numba_compiles, turn
+from parallel import DEFAULT_DOMAIN, domain_id, serialize_numba_compiles, turn  # noqa: E402
 
 # Tests send SIGINT to the commands they start, as a terminal or ``ros2 launch`` does. A runner started as a
 # background job of a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, its children
@@ -45,15 +46,16 @@ serialize_numba_compiles()
 #: stops at rcl's start-up check (exit 102, the message names this value).
 NOT_MARKED_ROS = 'uk_test_not_marked_ros'
 
-try:                     # loaded before any test changes RMW_IMPLEMENTATION (rcl checks it on load)
+try:  # loaded before any test changes RMW_IMPLEMENTATION (rcl checks it on load)
     import rclpy.context as _rclpy_context
-except ImportError:      # no ROS extra: nothing to guard
+except ImportError:  # no ROS extra: nothing to guard
     _rclpy_context = None
 
 
 def _refuse(marker, what):
     def refuse(*args, **kwargs):
         raise RuntimeError(f'this test {what} but is not marked @pytest.mark.{marker} (test/conftest.py)')
+
     return refuse
 
 
@@ -101,11 +103,12 @@ def robots():
             from uk_controller.sim.uk_plant import UKPlant
 
             setup = load_robot(name)
-            ControllerCore(setup)          # construction runs one warm-up step
+            ControllerCore(setup)  # construction runs one warm-up step
             UKPlant.from_setup(setup).step(np.zeros(setup.actuators.p), 1e-3)
-            simulate(load_robot(name), duration=0.003)    # the compiled closed loop (sim/compiled_loop.py)
+            simulate(load_robot(name), duration=0.003)  # the compiled closed loop (sim/compiled_loop.py)
             done.add(key)
         return name
+
     return compile_robot
 
 

@@ -2,10 +2,10 @@
 
 Used by test_ros_end_to_end.py (embedded plant) and test_ros_mujoco.py (MuJoCo plant).
 """
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
 
 from ros_nodes import NodeProcess
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
 
 CONTROLLER = 'uk_controller.ros.controller_node'
 SIM = 'uk_controller.ros.sim_node'
@@ -60,7 +60,7 @@ def run_plant_first(probe, tmp_path, domain_id, controller_params, sim_params, u
     controller = None
     try:
         assert probe.wait_for(lambda: probe.matched_publishers(STATES) >= 1, 60.0), sim.output()[-2000:]
-        assert not probe.snapshot(STATES)        # the plant waits for its second subscriber
+        assert not probe.snapshot(STATES)  # the plant waits for its second subscriber
         controller = NodeProcess(CONTROLLER, controller_params, domain_id, str(tmp_path))
         done = probe.wait_for(lambda: until(probe.snapshot(STATES), probe.snapshot(TASK_ERROR)), timeout)
     finally:

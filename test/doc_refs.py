@@ -1,4 +1,5 @@
 """Tests a documentation page names (``test/test_x.py::name``) checked against the test files."""
+
 import ast
 from pathlib import Path
 
@@ -12,8 +13,11 @@ def missing_tests(refs):
     for path, name in refs:
         if path not in defined:
             file = ROOT / path
-            defined[path] = {n.name for n in ast.parse(file.read_text()).body if isinstance(n, ast.FunctionDef)} \
-                if file.exists() else set()
+            defined[path] = (
+                {n.name for n in ast.parse(file.read_text()).body if isinstance(n, ast.FunctionDef)}
+                if file.exists()
+                else set()
+            )
         if name not in defined[path]:
             missing.append(f'{path}::{name}')
     return missing

@@ -2,6 +2,7 @@
 the CLI in this process with its output captured, setup files derived from the shipped planar 3R, a
 callable constraint that misbehaves on request, a full file system, and the checks every answer of a
 command must pass (docs/guarantees.md, last section)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -27,6 +28,7 @@ def run_cli(*args):
     """``uk-controller ARGS`` in this process: (exit code, stdout, stderr). An exception escaping
     ``main`` (a traceback for the user) fails the calling test."""
     from uk_controller.cli import main
+
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main([str(a) for a in args])
@@ -35,8 +37,13 @@ def run_cli(*args):
 
 def run_subprocess(*args, timeout=300, cwd=None):
     """``uk-controller ARGS`` as a user runs it (a traceback shows on stderr)."""
-    proc = subprocess.run([sys.executable, '-m', 'uk_controller.cli', *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+    proc = subprocess.run(
+        [sys.executable, '-m', 'uk_controller.cli', *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -92,9 +99,13 @@ def callable_setup(folder, mode='good', from_t=0.0, until_t=1e9, duration=0.2):
     folder = Path(folder)
     (folder / 'level_rows.py').write_text(CALLABLE_SOURCE)
     params = planar_params()
-    params['constraints']['tool_level'] = {'role': 'servo', 'type': 'callable', 'function': 'level_rows.py:level',
-                                           'rows': 1, 'params': {'mode': mode, 'from_t': float(from_t),
-                                                                 'until_t': float(until_t)}}
+    params['constraints']['tool_level'] = {
+        'role': 'servo',
+        'type': 'callable',
+        'function': 'level_rows.py:level',
+        'rows': 1,
+        'params': {'mode': mode, 'from_t': float(from_t), 'until_t': float(until_t)},
+    }
     params['simulation']['duration'] = duration
     return write_setup(folder / f'level_{mode}.yaml', params)
 
@@ -112,8 +123,10 @@ def check_answer(code, stdout, stderr, *, allowed=(0, 2)):
     if code == 2:
         assert 'error' in stderr, stderr
     if 'FAILED' in stdout:
-        assert 'task tracked' not in stdout and 'settles below' not in stdout.replace('does not settle below', ''), stdout
-    assert not re.search(r'\b(nan|inf)\b', stdout), stdout        # a figure that is not a number reads 'unknown'
+        assert 'task tracked' not in stdout and 'settles below' not in stdout.replace('does not settle below', ''), (
+            stdout
+        )
+    assert not re.search(r'\b(nan|inf)\b', stdout), stdout  # a figure that is not a number reads 'unknown'
 
 
 def check_summary(path):
@@ -143,12 +156,14 @@ def check_jsonl_lines(lines):
 
 # ------------------------------------------------------------------------- a full file system
 
+
 def mount_tmpfs(folder, size):
     """Mount a tmpfs of `size` bytes on `folder` (created); True when it worked (root), else False."""
     Path(folder).mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={int(size)}', 'tmpfs', str(folder)],
-                              capture_output=True, timeout=30)
+        proc = subprocess.run(
+            ['mount', '-t', 'tmpfs', '-o', f'size={int(size)}', 'tmpfs', str(folder)], capture_output=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0
@@ -166,8 +181,8 @@ class FullDisk:
         self._real, self._budget = real, budget
 
     def write(self, data):
-        if len(data) > self._budget[0]:           # what fits is written, as on a real disk
-            self._real.write(data[:self._budget[0]])
+        if len(data) > self._budget[0]:  # what fits is written, as on a real disk
+            self._real.write(data[: self._budget[0]])
             self._budget[0] = 0
             raise OSError(errno.ENOSPC, 'No space left on device')
         self._budget[0] -= len(data)
@@ -186,8 +201,10 @@ class FullDisk:
 def inject_full_disk(monkeypatch, folder, capacity):
     """Every file opened for writing under `folder` by the package's writers shares `capacity` bytes."""
     import builtins
+
     from uk_controller.files import io_safety
     from uk_controller.sweep import runner
+
     budget = [int(capacity)]
     real_open = builtins.open
     folder = str(Path(folder).resolve())
@@ -197,6 +214,7 @@ def inject_full_disk(monkeypatch, folder, capacity):
         if any(m in mode for m in 'wax') and str(Path(file).resolve()).startswith(folder):
             return FullDisk(handle, budget)
         return handle
+
     for module in (io_safety, runner):
         monkeypatch.setattr(module, 'open', fake_open, raising=False)
     return budget

@@ -13,6 +13,7 @@ resolves the settings one of them would start from, without ROS.
 When the real `launch`/`launch_ros` are importable, test_launch_files.py
 also builds each LaunchDescription with them.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -84,16 +85,22 @@ def get_package_share_directory(package):
 def stand_ins():
     names = {
         'launch': {'LaunchDescription': LaunchDescription},
-        'launch.actions': {'DeclareLaunchArgument': DeclareLaunchArgument, 'OpaqueFunction': OpaqueFunction,
-                           'IncludeLaunchDescription': IncludeLaunchDescription,
-                           'RegisterEventHandler': RegisterEventHandler},
+        'launch.actions': {
+            'DeclareLaunchArgument': DeclareLaunchArgument,
+            'OpaqueFunction': OpaqueFunction,
+            'IncludeLaunchDescription': IncludeLaunchDescription,
+            'RegisterEventHandler': RegisterEventHandler,
+        },
         'launch.substitutions': {'LaunchConfiguration': LaunchConfiguration},
         'launch.event_handlers': {'OnProcessExit': OnProcessExit},
         'launch.launch_description_sources': {'PythonLaunchDescriptionSource': PythonLaunchDescriptionSource},
-        'launch_ros': {}, 'launch_ros.actions': {'Node': Node},
-        'ament_index_python': {}, 'ament_index_python.packages': {
+        'launch_ros': {},
+        'launch_ros.actions': {'Node': Node},
+        'ament_index_python': {},
+        'ament_index_python.packages': {
             'get_package_share_directory': get_package_share_directory,
-            'PackageNotFoundError': PackageNotFoundError},
+            'PackageNotFoundError': PackageNotFoundError,
+        },
     }
     saved = {name: sys.modules.get(name) for name in names}
     for name, attrs in names.items():
@@ -112,8 +119,13 @@ def stand_ins():
 
 def _node_dict(node):
     kw = node.kwargs
-    return {'package': kw.get('package'), 'executable': kw.get('executable'), 'name': kw.get('name'),
-            'parameters': list(kw.get('parameters') or []), 'arguments': list(kw.get('arguments') or [])}
+    return {
+        'package': kw.get('package'),
+        'executable': kw.get('executable'),
+        'name': kw.get('name'),
+        'parameters': list(kw.get('parameters') or []),
+        'arguments': list(kw.get('arguments') or []),
+    }
 
 
 def _flatten_actions(actions):
@@ -156,10 +168,12 @@ def launch_nodes(path, **arguments):
     return _flatten_actions(actions)
 
 
-EXECUTABLES = {'uk_controller_node': 'uk_controller.ros.controller_node',
-               'uk_sim_node': 'uk_controller.ros.sim_node',
-               'serial_bridge_node': 'uk_controller.ros.serial_bridge_node',
-               'uk_wait_for_topics': 'uk_controller.ros.wait_for_topics'}
+EXECUTABLES = {
+    'uk_controller_node': 'uk_controller.ros.controller_node',
+    'uk_sim_node': 'uk_controller.ros.sim_node',
+    'serial_bridge_node': 'uk_controller.ros.serial_bridge_node',
+    'uk_wait_for_topics': 'uk_controller.ros.wait_for_topics',
+}
 
 
 def start_node(node, domain_id, directory):
@@ -172,8 +186,14 @@ def start_node(node, domain_id, directory):
         extra += ['--params-file', path]
     if node.get('name'):
         extra += ['-r', f"__node:={node['name']}"]
-    return NodeProcess(EXECUTABLES[node['executable']], files[0] if files else None, domain_id, directory,
-                       extra_args=extra, arguments=node['arguments'])
+    return NodeProcess(
+        EXECUTABLES[node['executable']],
+        files[0] if files else None,
+        domain_id,
+        directory,
+        extra_args=extra,
+        arguments=node['arguments'],
+    )
 
 
 def node_settings(node):

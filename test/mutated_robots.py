@@ -3,6 +3,7 @@
 :func:`write_setup` writes a URDF text and a setup YAML (the planar_3r task: the tool on a circle and
 level) into a folder and returns the YAML's path; :func:`urdf` is the shipped URDF with edits applied.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,13 +23,15 @@ def urdf(masses=None, inertias=None, joint_types=None):
     ``joint_types[joint]`` replaced (a float is written with repr: nan, inf and -0.0 as they are)."""
     text = SHIPPED_URDF.read_text()
     for link, mass in (masses or {}).items():
-        text = re.sub(rf'(<link name="{link}">.*?<mass value=")[^"]*(")', rf'\g<1>{mass!r}\g<2>', text,
-                      count=1, flags=re.S)
+        text = re.sub(
+            rf'(<link name="{link}">.*?<mass value=")[^"]*(")', rf'\g<1>{mass!r}\g<2>', text, count=1, flags=re.S
+        )
     for link, values in (inertias or {}).items():
         keys = ('ixx', 'iyy', 'izz', 'ixy', 'ixz', 'iyz')
         element = '<inertia ' + ' '.join(f'{k}="{v!r}"' for k, v in zip(keys, values)) + '/>'
-        text = re.sub(rf'(<link name="{link}">.*?)<inertia [^>]*/>', lambda m: m.group(1) + element, text,
-                      count=1, flags=re.S)
+        text = re.sub(
+            rf'(<link name="{link}">.*?)<inertia [^>]*/>', lambda m: m.group(1) + element, text, count=1, flags=re.S
+        )
     for joint, kind in (joint_types or {}).items():
         text = re.sub(rf'<joint name="{joint}" type="[^"]*">', f'<joint name="{joint}" type="{kind}">', text, count=1)
     return text

@@ -10,6 +10,7 @@ A plain run and xdist worker ``gw0`` are worker 0, ``gwK`` is worker K (xdist se
 - :func:`turn`: a test that must run alone (device emulators on wall-clock timeouts) waits until the
   other workers' tests end, and they start none while it runs.
 """
+
 import contextlib
 import fcntl
 import os
@@ -40,8 +41,10 @@ def domain_id(base, index=None):
     index = worker() if index is None else index
     shifted = base if index == 0 else base - len(BLOCK) if index == 1 else base + len(BLOCK) * (index - 1)
     if not 0 <= shifted <= 232:
-        raise RuntimeError(f'xdist worker {index} has no ROS domain block left (ids go up to 232): '
-                           'run at most 5 workers (test/parallel.py)')
+        raise RuntimeError(
+            f'xdist worker {index} has no ROS domain block left (ids go up to 232): '
+            'run at most 5 workers (test/parallel.py)'
+        )
     return shifted
 
 
@@ -59,7 +62,7 @@ def serialize_numba_compiles():
     ``NUMBA_CACHE_DIR``). Returns that folder, or None (no numba, or no writable cache folder).
     """
     try:
-        from uk_controller.kernels import jit        # its import drops the caches of edited kernels
+        from uk_controller.kernels import jit  # its import drops the caches of edited kernels
     except ImportError:
         return None
     if not jit.AVAILABLE:
@@ -78,7 +81,7 @@ def serialize_numba_compiles():
     original = Dispatcher.compile
     if getattr(original, 'serialized_across_processes', False):
         return folder
-    held = {}          # kernel -> [file descriptor, depth]; changed only under numba's lock
+    held = {}  # kernel -> [file descriptor, depth]; changed only under numba's lock
 
     def compile(self, sig):
         function = getattr(self, 'py_func', None)
@@ -99,7 +102,7 @@ def serialize_numba_compiles():
                 entry[1] -= 1
                 if entry[1] == 0:
                     del held[key]
-                    os.close(entry[0])          # closing the file releases the lock
+                    os.close(entry[0])  # closing the file releases the lock
 
     compile.serialized_across_processes = True
     Dispatcher.compile = compile
@@ -129,5 +132,5 @@ def turn(config, alone):
             fcntl.flock(gate, fcntl.LOCK_UN)
         yield
     finally:
-        os.close(room)           # closing releases the locks
+        os.close(room)  # closing releases the locks
         os.close(gate)

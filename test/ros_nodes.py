@@ -7,6 +7,7 @@
 - :class:`Probe`: an rclpy node in its own Context, spun in a thread, that
   records topics and publishes test input.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ import time
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
-from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from uk_controller.files import rcl_yaml
 
@@ -36,15 +37,14 @@ def params_file(params, directory):
     """Write nested `params` as a ROS parameter file for every node; returns its path."""
     fd, path = tempfile.mkstemp(prefix='params_', suffix='.yaml', dir=directory)
     with os.fdopen(fd, 'w') as handle:
-        rcl_yaml.dump({'/**': {'ros__parameters': params}}, handle)     # a bare y would be a bool to rcl
+        rcl_yaml.dump({'/**': {'ros__parameters': params}}, handle)  # a bare y would be a bool to rcl
     return path
 
 
 class NodeProcess:
     """One of our nodes as a subprocess (`module` e.g. 'uk_controller.ros.sim_node')."""
 
-    def __init__(self, module, params, domain_id, directory, executable=None, extra_args=(), env=None,
-                 arguments=()):
+    def __init__(self, module, params, domain_id, directory, executable=None, extra_args=(), env=None, arguments=()):
         """`params`: a dict (written as a parameter file for every node), or the path of a parameter
         file handed to the node as it is (e.g. a shipped config/<robot>.yaml), or None (no file).
         `arguments` go before ``--ros-args`` (a launch Node's ``arguments=``)."""
@@ -56,8 +56,9 @@ class NodeProcess:
             path = params if isinstance(params, (str, os.PathLike)) else params_file(params, directory)
             args += ['--params-file', str(path)]
         args += [*extra_args]
-        self.proc = subprocess.Popen(args, env=ros_env(domain_id, **(env or {})), stdout=self._log,
-                                     stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            args, env=ros_env(domain_id, **(env or {})), stdout=self._log, stderr=subprocess.STDOUT
+        )
 
     def stop(self, timeout=60.0):
         """SIGINT, wait; returns the exit code (kills after `timeout`)."""
@@ -66,7 +67,7 @@ class NodeProcess:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.send_signal(signal.SIGUSR1)     # stack dump into the log, then kill
+                self.proc.send_signal(signal.SIGUSR1)  # stack dump into the log, then kill
                 time.sleep(0.5)
                 self.proc.kill()
                 self.proc.wait()
@@ -128,7 +129,7 @@ class Probe:
         while not self._stop and self.context.ok():
             try:
                 self.executor.spin_once(timeout_sec=0.05)
-            except Exception:      # context shutting down
+            except Exception:  # context shutting down
                 if self._stop:
                     return
                 raise
@@ -143,6 +144,7 @@ class Probe:
             item = (time.monotonic(), convert(msg) if convert else msg)
             with self.lock:
                 store.append(item)
+
         self.subscriptions[topic] = self.node.create_subscription(msg_type, topic, callback, qos or reliable())
         return store
 

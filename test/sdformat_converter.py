@@ -9,6 +9,7 @@ in CI (``CI=true``) they fail instead: the converter is the judge of what Gazebo
 Every report :func:`convert` produces is kept in :data:`REPORTS` and printed at the end of the
 session by ``conftest.pytest_terminal_summary``, so the run shows what the converter said.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,19 +25,20 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parent / 'sdformat' / 'urdf_report.cc'
 INSTALL = 'apt-get install -y libsdformat-dev g++ pkg-config'
-REPORTS: list[tuple[str, str]] = []      # (label, converter output) of every conversion this session
+REPORTS: list[tuple[str, str]] = []  # (label, converter output) of every conversion this session
 
 
 @dataclass
 class SdfReport:
     """What libsdformat made of one URDF: the converted model, fact by fact."""
+
     returncode: int
     text: str
     errors: list[str] = field(default_factory=list)
     model: str | None = None
-    links: dict[str, float] = field(default_factory=dict)                 # name -> mass
+    links: dict[str, float] = field(default_factory=dict)  # name -> mass
     joints: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # name -> (type, parent, child)
-    plugins: list[dict[str, str]] = field(default_factory=list)           # filename, name, parameters
+    plugins: list[dict[str, str]] = field(default_factory=list)  # filename, name, parameters
 
 
 def _unavailable(why):
@@ -67,15 +69,20 @@ def converter() -> Path:
     binary = cache / f'urdf_report-{digest}-{package}'
     if not binary.is_file():
         cache.mkdir(parents=True, exist_ok=True)
-        flags = subprocess.run(['pkg-config', '--cflags', '--libs', package], capture_output=True,
-                               text=True, check=True).stdout.split()
+        flags = subprocess.run(
+            ['pkg-config', '--cflags', '--libs', package], capture_output=True, text=True, check=True
+        ).stdout.split()
         with tempfile.TemporaryDirectory(dir=cache) as scratch:
             built = Path(scratch) / binary.name
-            result = subprocess.run([compiler, '-std=c++17', '-O1', '-o', str(built), str(SOURCE), *flags],
-                                    capture_output=True, text=True, timeout=300)
+            result = subprocess.run(
+                [compiler, '-std=c++17', '-O1', '-o', str(built), str(SOURCE), *flags],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if result.returncode != 0:
                 pytest.fail(f'compiling {SOURCE.name} against {package} failed:\n{result.stderr[-2000:]}')
-            os.replace(built, binary)     # atomic: a concurrent session sees the old or the whole file
+            os.replace(built, binary)  # atomic: a concurrent session sees the old or the whole file
     return binary
 
 

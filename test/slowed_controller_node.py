@@ -1,6 +1,7 @@
 """The controller node with chosen control steps deliberately slowed, for the overrun-policy tests:
 ``SLOWED_STEPS="first,count,seconds"`` makes steps first .. first+count-1 sleep `seconds` after they are
 computed. Run as ``python -m slowed_controller_node --ros-args ...`` with this folder on PYTHONPATH."""
+
 import os
 import time
 
@@ -21,6 +22,7 @@ def slow_down(spec):
         if first <= k < first + count:
             time.sleep(seconds)
         return result
+
     ControllerCore.step_view = slowed_step_view
 
 

@@ -1,6 +1,7 @@
 """docs/architecture.md stays true to the code: the paths it names exist, every compiled twin's test
 exists, every module of the package is on its map, and every "seed 00N" the code cites resolves to a
 full citation there."""
+
 import ast
 import re
 from pathlib import Path
@@ -19,7 +20,7 @@ def section(title):
     """The text of the ``## title`` section."""
     start = TEXT.index(f'\n## {title}')
     end = TEXT.find('\n## ', start + 1)
-    return TEXT[start:end if end >= 0 else len(TEXT)]
+    return TEXT[start : end if end >= 0 else len(TEXT)]
 
 
 def test_every_path_the_doc_names_exists():
@@ -35,15 +36,18 @@ def test_every_test_the_doc_names_exists():
 
 
 def test_every_twin_has_a_test():
-    rows = [line for line in section('Compiled twins and the tests that keep them equal').splitlines()
-            if line.startswith('| ') and not line.startswith('| reference')]
+    rows = [
+        line
+        for line in section('Compiled twins and the tests that keep them equal').splitlines()
+        if line.startswith('| ') and not line.startswith('| reference')
+    ]
     assert len(rows) >= 10
     untested = [row for row in rows if not TEST_REF.search(row.rsplit('|', 2)[-2])]
     assert not untested, f'twins without the test that keeps them equal: {untested}'
 
 
 def test_every_twin_the_table_names_is_defined_where_it_says():
-    """"`name`, `other` (`uk_controller/x.py`)" in the compiled-twin column: each name is defined in x.py."""
+    """ "`name`, `other` (`uk_controller/x.py`)" in the compiled-twin column: each name is defined in x.py."""
     rows = section('Compiled twins and the tests that keep them equal').splitlines()
     named = []
     for row in rows:
@@ -61,10 +65,12 @@ def test_every_twin_the_table_names_is_defined_where_it_says():
 def test_every_module_of_the_package_is_on_the_map():
     layers = section('Module map by layer')
     package = ROOT / 'uk_controller'
-    entries = [p for p in sorted(package.iterdir())
-               if (p.suffix == '.py' and p.name != '__init__.py') or (p / '__init__.py').exists()]
-    unlisted = [p.name for p in entries
-                if f'`uk_controller/{p.name}{"/" if p.is_dir() else ""}`' not in layers]
+    entries = [
+        p
+        for p in sorted(package.iterdir())
+        if (p.suffix == '.py' and p.name != '__init__.py') or (p / '__init__.py').exists()
+    ]
+    unlisted = [p.name for p in entries if f'`uk_controller/{p.name}{"/" if p.is_dir() else ""}`' not in layers]
     assert not unlisted, f'modules missing from the module map of docs/architecture.md: {unlisted}'
 
 
@@ -79,5 +85,7 @@ def test_every_seed_cited_in_the_code_has_a_full_citation():
     assert cited <= set(entries), f'seeds cited in uk_controller/ without a citation: {sorted(cited - set(entries))}'
     for key, entry in entries.items():
         # authors, a quoted title, a venue in italics and a year
-        assert re.match(r'[^"]+, "[^"]+".*\*[^*]+\*', entry, re.S) and re.search(r'\b(19|20)\d\d\b', entry), \
-            (key, entry)
+        assert re.match(r'[^"]+, "[^"]+".*\*[^*]+\*', entry, re.S) and re.search(r'\b(19|20)\d\d\b', entry), (
+            key,
+            entry,
+        )

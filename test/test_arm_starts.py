@@ -11,10 +11,12 @@ one step to the next (bang-bang). The figures are computed from the logged state
 limits as Pinocchio reads them, independently of the controller's own bookkeeping.
 
 The setup files of test/data/arm_cases/ are the failures a new user meets: a pose flip of 180 deg
-(Panda and xArm7 from their tool-down postures), an SO-101 circle from a far start, a Z1 pose change of 115 deg; each must meet the same criteria
+(Panda and xArm7 from their tool-down postures), an SO-101 circle from a far start, a Z1 pose change of 115 deg; each
+must meet the same criteria
 (the circle: tracked, at rest in its null space is not asked because the task moves; its joint speeds
 stay below the limits and its posture error bounded).
 """
+
 import math
 import sys
 from pathlib import Path
@@ -25,8 +27,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import arm_starts  # noqa: E402
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not arm_starts.available(), reason='example-robot-data not installed')]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not arm_starts.available(), reason='example-robot-data not installed'),
+]
 
 SEEDS = range(5)
 DURATION = 8.0
@@ -37,9 +41,9 @@ SLOW_ARMS = {'xarm7': range(2), 'z1': range(2)}
 #: runs that do not meet every criterion yet, and why (strict: a run that starts to pass must be moved out)
 KNOWN = {
     ('ur5', 2, 'pose'): 'an effort flips from one limit to the other once where the wrist crosses its '
-                        'singularity (wrist 2 at 0) while the joint-limit stage is active',
+    'singularity (wrist 2 at 0) while the joint-limit stage is active',
     ('ur5', 3, 'pose'): 'stuck at the stretched-elbow singularity short of the target: efforts alternate at '
-                        'their limits',
+    'their limits',
     ('ur5', 4, 'pose'): 'efforts flip between their limits a few times while the joint-limit stage is active',
     ('ur10', 3, 'pose'): 'efforts flip between their limits while braking is beyond the effort limits',
     ('panda', 0, 'pose'): 'the half turn ends against a joint limit (6e-2 left after 8 s)',
@@ -60,7 +64,9 @@ def _runs():
                 reason = KNOWN.get((arm, seed, task))
                 marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
                 yield pytest.param(arm, seed, task, marks=marks, id=f'{arm}-{seed}-{task}')
-REST_SPEED = 0.05        # rad/s (or m/s for a prismatic finger) over the last second
+
+
+REST_SPEED = 0.05  # rad/s (or m/s for a prismatic finger) over the last second
 CASES = Path(__file__).resolve().parent / 'data' / 'arm_cases'
 
 
@@ -80,6 +86,7 @@ def test_targets_are_reachable_and_within_reach():
     inside the limits (Pinocchio forward kinematics), within 0.3 m and at most pi; an exact pi per arm
     where the tool has 6 degrees of freedom."""
     import pinocchio as pin
+
     for arm in arm_starts.ARMS:
         model = arm_starts.pin_model(arm)
         lo, hi = arm_starts.sampling_box(model)
@@ -94,7 +101,7 @@ def test_targets_are_reachable_and_within_reach():
                 assert c.distance <= arm_starts.MAX_DISTANCE
                 if task == 'pose' and seed == arm_starts.PI_SEED and arm != 'so101':
                     _, R0 = arm_starts.tool_pose(model, c.q0, arm_starts.ARMS[arm][1])
-                    assert abs(np.trace(R0.T @ c.R_target) + 1.0) < 1e-9      # a rotation by pi
+                    assert abs(np.trace(R0.T @ c.R_target) + 1.0) < 1e-9  # a rotation by pi
 
 
 @pytest.mark.parametrize('arm, seed, task', list(_runs()))
@@ -105,21 +112,28 @@ def test_arm_from_random_start(arm, seed, task):
 def _case(name, duration):
     path = CASES / f'{name}.yaml'
     res, ctrl, model = arm_starts.run_yaml(path, duration)
-    case = arm_starts.Case(name.rsplit('_', 2)[0], -1, 'case', res.q[0] if res.q.size else None,
-                           None, None, math.nan, math.nan, None)
+    case = arm_starts.Case(
+        name.rsplit('_', 2)[0], -1, 'case', res.q[0] if res.q.size else None, None, None, math.nan, math.nan, None
+    )
     return arm_starts.metrics_of(case, res, ctrl, model), res
 
 
-@pytest.mark.xfail(strict=True, reason='converges, within every limit; the posture, a half turn from its '
-                   'reference, still moves at 0.1 rad/s in the last second of 8 s')
+@pytest.mark.xfail(
+    strict=True,
+    reason='converges, within every limit; the posture, a half turn from its '
+    'reference, still moves at 0.1 rad/s in the last second of 8 s',
+)
 def test_panda_pose_flip():
     """Tool-down home, attitude target the identity: an so3 error of exactly pi at the start."""
     m, _ = _case('panda_pose_flip', DURATION)
     _check(m)
 
 
-@pytest.mark.xfail(strict=True, reason='converges, within every limit; joints still at 0.055 rad/s in the '
-                   'last second of 8 s against the dry friction')
+@pytest.mark.xfail(
+    strict=True,
+    reason='converges, within every limit; joints still at 0.055 rad/s in the '
+    'last second of 8 s against the dry friction',
+)
 def test_xarm7_pose_flip():
     """The same flip on the xArm7 from its tool-down zero posture."""
     m, _ = _case('xarm7_pose_flip', DURATION)

@@ -6,6 +6,7 @@ decreasing as ``-kd phi'^2``). The null-space term in the identity metric is the
 squares of ``|N B du - (a_p - q''_task)|`` over the efforts that leave the task rows alone, computed here
 independently from a basis of null(G) and numpy's lstsq.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,7 @@ needs_numba = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed'
 def test_inside_the_cap_the_term_is_the_linear_one_bit_for_bit():
     rng = np.random.default_rng(3)
     kd, kp = 40.0, 400.0
-    phi = rng.uniform(-0.09, 0.09, 200)           # |kp phi| <= kd * 1.0
+    phi = rng.uniform(-0.09, 0.09, 200)  # |kp phi| <= kd * 1.0
     phid = rng.normal(size=200)
     assert np.array_equal(correction(kd, kp, phi, phid, 1.0), kd * phid + kp * phi)
     # no cap: any error
@@ -45,6 +46,7 @@ def test_first_order_rows_and_zero_damping_are_not_capped():
 @needs_numba
 def test_kernel_twin_equals_the_numpy_term():
     from uk_controller.kernels.servo import correction as kcorrection
+
     rng = np.random.default_rng(5)
     for _ in range(300):
         kd, kp = rng.uniform(0.0, 50.0), rng.uniform(0.0, 900.0)
@@ -61,7 +63,7 @@ def test_saturated_error_dynamics_converge_at_bounded_speed_with_a_decreasing_ly
     w, v = 15.0, 0.5
     kd, kp = 2.0 * w, w * w
 
-    def sat_integral(x):          # kd * int_0^x sat(kp s / kd) ds
+    def sat_integral(x):  # kd * int_0^x sat(kp s / kd) ds
         knee = kd * v / kp
         ax = abs(x)
         inner = 0.5 * kp * min(ax, knee) ** 2
@@ -90,7 +92,7 @@ def test_saturated_error_dynamics_converge_at_bounded_speed_with_a_decreasing_ly
 def _random_problem(rng, n=7, p=7, ms=3):
     A = rng.normal(size=(n, n))
     M = A @ A.T + n * np.eye(n)
-    M[-1, :] *= 1e-3                     # a light last joint
+    M[-1, :] *= 1e-3  # a light last joint
     M[:, -1] *= 1e-3
     M[-1, -1] += 1e-3
     NB = np.linalg.solve(M, np.eye(n)[:, :p])
@@ -107,10 +109,10 @@ def test_joint_metric_du_is_the_minimum_norm_least_squares_in_the_null_space(see
     du, motion, internal = uk.redundancy_effort(M, NB, G, qt, ap, metric='joint')
     # independent: Z = basis of null(G) (scipy-free: SVD of G), z = lstsq(NB Z, ap - qt), du = Z z
     _, s, Vt = np.linalg.svd(G)
-    Z = Vt[np.sum(s > 1e-10 * s[0]):].T
+    Z = Vt[np.sum(s > 1e-10 * s[0]) :].T
     z, *_ = np.linalg.lstsq(NB @ Z, ap - qt, rcond=None)
     assert np.allclose(du, Z @ z, rtol=0, atol=1e-9 * np.linalg.norm(du))
-    assert np.linalg.norm(G @ du) <= 1e-10 * np.linalg.norm(G) * np.linalg.norm(du)   # the task rows never feel it
+    assert np.linalg.norm(G @ du) <= 1e-10 * np.linalg.norm(G) * np.linalg.norm(du)  # the task rows never feel it
     assert motion == 4 and internal == 0
 
 
@@ -121,7 +123,7 @@ def test_joint_metric_asks_more_of_a_light_joint_than_the_mass_metric():
     G = As @ NB
     qt = np.zeros(7)
     ap = np.zeros(7)
-    ap[-1] = -5.0                              # brake the light joint
+    ap[-1] = -5.0  # brake the light joint
     err = {}
     for metric in ('mass', 'joint'):
         du, *_ = uk.redundancy_effort(M, NB, G, qt, ap, metric=metric)
@@ -144,9 +146,31 @@ def test_compiled_servo_solve_with_speeds_and_metric_equals_the_numpy_backend(jo
         h = rng.normal(size=n)
         out = []
         for backend in ('numba', 'numpy'):
-            s = uk.ServoSolver(n, p, 0, ms + sec, backend=backend, secondary=sec, task_speed=0.3,
-                               posture_speed=0.2, joint_metric=joint_metric)
-            s.solve_rows(np.tril(M), np.zeros(n), h, B, As, bs, phis, phids, np.zeros((0, n)), np.zeros(0),
-                         np.zeros(0), np.zeros(0), gains)
+            s = uk.ServoSolver(
+                n,
+                p,
+                0,
+                ms + sec,
+                backend=backend,
+                secondary=sec,
+                task_speed=0.3,
+                posture_speed=0.2,
+                joint_metric=joint_metric,
+            )
+            s.solve_rows(
+                np.tril(M),
+                np.zeros(n),
+                h,
+                B,
+                As,
+                bs,
+                phis,
+                phids,
+                np.zeros((0, n)),
+                np.zeros(0),
+                np.zeros(0),
+                np.zeros(0),
+                gains,
+            )
             out.append(s.u.copy())
         assert np.allclose(out[0], out[1], rtol=1e-9, atol=1e-9 * np.abs(out[1]).max())

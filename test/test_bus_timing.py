@@ -4,6 +4,7 @@ timer, the latency timer read from a fake sysfs, CAN frame bits against the clos
 al. 2007, and the prediction against the loop period measured on the emulator (never shorter than the
 predicted minimum; within a generous factor of it: no wall-clock margin a busy machine could break).
 """
+
 import math
 import os
 import struct
@@ -28,8 +29,9 @@ def test_uk_binary_sizes_are_the_encoded_frames(p):
     cost = registry.get('uk_binary').cycle_cost(p)
     (ex,) = cost.exchanges
     cmd = ukb.encode_frame(ukb.COMMAND, 7, p, ukb.command_payload(rng.normal(size=p)))
-    fb = ukb.encode_frame(ukb.FEEDBACK, 7, p, ukb.feedback_payload(1, 0, 0, 123, *rng.normal(size=(3, p)),
-                                                                    np.zeros(p, int)))
+    fb = ukb.encode_frame(
+        ukb.FEEDBACK, 7, p, ukb.feedback_payload(1, 0, 0, 123, *rng.normal(size=(3, p)), np.zeros(p, int))
+    )
     assert (ex.request_bytes, ex.reply_bytes) == (len(cmd), len(fb))
 
 
@@ -40,10 +42,12 @@ def test_dynamixel_sizes_are_the_protocol_2_packets(p):
     cost = registry.get('dynamixel').cycle_cost(p, facts={'return_delay': [0.0] * p})
     write, read = cost.exchanges
     ids = list(range(1, p + 1))
-    sync_write = packet(T.BROADCAST, T.INST_SYNC_WRITE,
-                        struct.pack('<HH', T.ADDR_GOAL_CURRENT, 2) + b''.join(bytes([i, 5, 0]) for i in ids))
-    sync_read = packet(T.BROADCAST, T.INST_SYNC_READ, struct.pack('<HH', T.FEEDBACK_START, T.FEEDBACK_LEN)
-                       + bytes(ids))
+    sync_write = packet(
+        T.BROADCAST,
+        T.INST_SYNC_WRITE,
+        struct.pack('<HH', T.ADDR_GOAL_CURRENT, 2) + b''.join(bytes([i, 5, 0]) for i in ids),
+    )
+    sync_read = packet(T.BROADCAST, T.INST_SYNC_READ, struct.pack('<HH', T.FEEDBACK_START, T.FEEDBACK_LEN) + bytes(ids))
     status = packet(1, T.INST_STATUS, bytes([0]) + bytes(range(1, 1 + T.FEEDBACK_LEN)))
     assert write.request_bytes == len(sync_write) and not write.awaited
     assert (read.request_bytes, read.reply_bytes, read.replies) == (len(sync_read), p * len(status), p)
@@ -61,8 +65,9 @@ def _hand_dynamixel(p, baud, rdt_units, latency_ms):
 
 
 @pytest.mark.parametrize('latency_ms', [16, 1, 0])
-@pytest.mark.parametrize('p, baud, rdt', [(4, 1_000_000, 250), (6, 1_000_000, 0), (4, 4_000_000, 250),
-                                          (2, 57_600, 250)])
+@pytest.mark.parametrize(
+    'p, baud, rdt', [(4, 1_000_000, 250), (6, 1_000_000, 0), (4, 4_000_000, 250), (2, 57_600, 250)]
+)
 def test_dynamixel_budget_is_the_hand_formula(p, baud, rdt, latency_ms):
     entry = registry.get('dynamixel')
     cost = entry.cycle_cost(p, facts={'return_delay': [rdt * 2e-6] * p})
@@ -74,7 +79,7 @@ def test_dynamixel_budget_is_the_hand_formula(p, baud, rdt, latency_ms):
     msg = b.check_rate(1.01 / T_hand)
     assert msg is not None and f'{1 / T_hand:.0f} Hz' in msg and f'--rate {math.floor(1 / T_hand)}' in msg
     wire = _hand_dynamixel(p, baud, rdt, 0)
-    assert ('latency_timer' in msg) == (latency_ms * 1e-3 > wire)     # named only when it is the bound
+    assert ('latency_timer' in msg) == (latency_ms * 1e-3 > wire)  # named only when it is the bound
     assert ('--set-return-delay-zero' in msg) == (rdt > 0)
 
 
@@ -140,6 +145,7 @@ def test_can_frame_bits_refuses_more_than_eight_bytes():
 
 # ---- against the emulator ----------------------------------------------------------------------------
 
+
 @pytest.mark.serial
 @pytest.mark.parametrize('latency_ms', [0, 4])
 def test_prediction_bounds_the_loop_period_measured_on_the_emulator(tmp_path, robots, latency_ms):
@@ -148,12 +154,12 @@ def test_prediction_bounds_the_loop_period_measured_on_the_emulator(tmp_path, ro
     sysfs: the loop, asked for more than the bus carries, runs at most at the predicted rate, and not
     twenty times slower."""
     from uk_controller.control.controller import ControllerCore
+    from uk_controller.control.loop_timing import TIMING_FIELDS
     from uk_controller.hardware.calibration import HardwareConfig
     from uk_controller.hardware.emulator import JointLimitedPlant
     from uk_controller.hardware.joint_state_assembler import JointStateAssembler
     from uk_controller.hardware.safety import SafeBus
     from uk_controller.hardware.serial_loop import run_loop
-    from uk_controller.control.loop_timing import TIMING_FIELDS
     from uk_controller.robots import load_robot
     from uk_controller.sim.uk_plant import UKPlant
 
@@ -167,9 +173,10 @@ def test_prediction_bounds_the_loop_period_measured_on_the_emulator(tmp_path, ro
     root = str(tmp_path / 'sys')
     if latency_ms:
         fake_usb_serial(root, emu.port, latency_ms)
-    emu.start(process=True)               # its own process: its waits do not share our GIL
-    safe = SafeBus(hw, lambda: registry.make_bus(hw, port=emu.port, protocol='dynamixel', baud=baud, timeout=0.2),
-                   watchdog=1.0)
+    emu.start(process=True)  # its own process: its waits do not share our GIL
+    safe = SafeBus(
+        hw, lambda: registry.make_bus(hw, port=emu.port, protocol='dynamixel', baud=baud, timeout=0.2), watchdog=1.0
+    )
     try:
         safe.connect(raise_errors=True)
         b = budget(registry.get('dynamixel'), hw.p, baud, facts=safe.bus.timing_facts(), port=emu.port, sysfs=root)
@@ -185,13 +192,14 @@ def test_prediction_bounds_the_loop_period_measured_on_the_emulator(tmp_path, ro
     achieved = [w[rate] for w in res.windows]
     print('achieved rate per window:', achieved, 'predicted at most', b.max_rate, 'timeouts', diag['timeouts'])
     assert len(achieved) >= 2
-    assert max(achieved) <= b.max_rate * 1.02           # the bus cannot be beaten (2 %: window edges)
-    assert float(np.median(achieved)) >= b.max_rate / 20.0       # a generous factor: a busy machine is slow
+    assert max(achieved) <= b.max_rate * 1.02  # the bus cannot be beaten (2 %: window edges)
+    assert float(np.median(achieved)) >= b.max_rate / 20.0  # a generous factor: a busy machine is slow
 
 
 def _cli(args, env=None, timeout=240):
-    return subprocess.run(CMD + args, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        CMD + args, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
 
 
 @pytest.mark.serial
@@ -210,21 +218,36 @@ def test_check_reports_the_budget_with_a_16_and_a_1_ms_latency_timer(tmp_path, r
         for ms in (16, 1):
             root = str(tmp_path / f'sys{ms}')
             fake_usb_serial(root, emu.port, ms)
-            r = _cli(['run', 'scara', '--port', emu.port, '--protocol', 'dynamixel', '--rate', '200', '--check'],
-                     env={bus_timing.SYSFS_ENV: root})
+            r = _cli(
+                ['run', 'scara', '--port', emu.port, '--protocol', 'dynamixel', '--rate', '200', '--check'],
+                env={bus_timing.SYSFS_ENV: root},
+            )
             out[ms] = r
             print(r.stdout, r.stderr)
             assert r.returncode == 2 and 'Traceback' not in r.stderr
             T_hand = _hand_dynamixel(4, 1_000_000, 250, ms)
             assert f'the bus carries at most {1 / T_hand:.0f} Hz' in r.stdout
-            assert 'motor4' in r.stdout and 'EXCEEDED' in r.stdout    # and the static load (test_static_load)
+            assert 'motor4' in r.stdout and 'EXCEEDED' in r.stdout  # and the static load (test_static_load)
         assert f'echo 1 | sudo tee {tmp_path}/sys16/bus/usb-serial/devices/ttyUSB0/latency_timer' in out[16].stdout
         assert 'USB latency timer: 1 ms' in out[1].stdout and 'echo 1 |' not in out[1].stdout
         assert 'the requested rate 200 Hz is above the 62 Hz' in out[16].stdout
-        assert 'the requested rate 200 Hz' not in out[1].stdout      # 1 ms: 305 Hz carried
-        assert not emu.enabled and not np.any(emu.max_abs_effort)      # torque never on
-        r = _cli(['run', 'scara', '--port', emu.port, '--protocol', 'dynamixel', '--rate', '200', '--check',
-                  '--set-return-delay-zero'], env={bus_timing.SYSFS_ENV: str(tmp_path / 'sys1')})
+        assert 'the requested rate 200 Hz' not in out[1].stdout  # 1 ms: 305 Hz carried
+        assert not emu.enabled and not np.any(emu.max_abs_effort)  # torque never on
+        r = _cli(
+            [
+                'run',
+                'scara',
+                '--port',
+                emu.port,
+                '--protocol',
+                'dynamixel',
+                '--rate',
+                '200',
+                '--check',
+                '--set-return-delay-zero',
+            ],
+            env={bus_timing.SYSFS_ENV: str(tmp_path / 'sys1')},
+        )
         print(r.stdout)
         assert 'Return Delay Time set to 0' in r.stdout
         assert all(t[T.ADDR_RETURN_DELAY_TIME] == 0 for t in emu.tables.values())
@@ -232,11 +255,14 @@ def test_check_reports_the_budget_with_a_16_and_a_1_ms_latency_timer(tmp_path, r
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('args, message', [
-    (['--usb-latency', '300'], '--usb-latency: must be in [0, 255] ms'),
-    (['--return-delay', '255', '--protocol', 'dynamixel'], '--return-delay: must be in [0, 254] units of 2 us'),
-    (['--return-delay', '0', '--protocol', 'uk_binary'], '--return-delay: a Dynamixel register'),
-])
+@pytest.mark.parametrize(
+    'args, message',
+    [
+        (['--usb-latency', '300'], '--usb-latency: must be in [0, 255] ms'),
+        (['--return-delay', '255', '--protocol', 'dynamixel'], '--return-delay: must be in [0, 254] units of 2 us'),
+        (['--return-delay', '0', '--protocol', 'uk_binary'], '--return-delay: a Dynamixel register'),
+    ],
+)
 def test_emulate_rejects_bad_timing_arguments_with_exit_2(args, message):
     done = subprocess.run(CMD + ['emulate', 'scara', *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and message in done.stderr and 'Traceback' not in done.stderr
@@ -247,8 +273,8 @@ def test_run_set_return_delay_zero_is_refused_for_a_protocol_without_it():
     preflight says so; here through its helper with a bus stand-in)."""
     from types import SimpleNamespace
 
-    from uk_controller.hardware.run_command import _preflight
     from uk_controller.hardware.calibration import HardwareConfig
+    from uk_controller.hardware.run_command import _preflight
     from uk_controller.robots import load_robot
 
     setup = load_robot('scara')
@@ -266,13 +292,16 @@ def test_run_set_return_delay_zero_is_refused_for_a_protocol_without_it():
 
 def test_a_protocol_without_cycle_cost_bounds_nothing_and_says_so():
     from uk_controller.hardware.bus_timing import CycleCost
+
     b = CycleBudget('mine', 2, 1_000_000, CycleCost(exchanges=()), None, 'test')
     assert b.min_period == 0 and b.max_rate == math.inf and b.check_rate(1e6) is None
     assert 'no bound on the rate' in b.report()
 
 
-@pytest.mark.parametrize('models, reply_bits', [(['mini-cheetah'] * 4, 47 + 8 * 6), (['dm-j4310'] * 6, 47 + 8 * 8),
-                                                (['ak60-6', 'dm-j4310'], None)])
+@pytest.mark.parametrize(
+    'models, reply_bits',
+    [(['mini-cheetah'] * 4, 47 + 8 * 6), (['dm-j4310'] * 6, 47 + 8 * 8), (['ak60-6', 'dm-j4310'], None)],
+)
 @pytest.mark.parametrize('bitrate', [1_000_000, 500_000])
 def test_can_mit_cycle_is_its_frames_on_the_can_bus(models, reply_bits, bitrate):
     """p command frames (8 bytes: 111 bits) and p replies (cubemars 6 bytes: 95 bits, damiao 8: 111), counted
@@ -280,6 +309,7 @@ def test_can_mit_cycle_is_its_frames_on_the_can_bus(models, reply_bits, bitrate)
     from types import SimpleNamespace
 
     from uk_controller.hardware.protocols.can_mit.codec import PRESETS
+
     p = len(models)
     motors = [SimpleNamespace(sections={'mit': {'model': m}}) for m in models]
     cost = registry.get('can_mit').cycle_cost(p, {'bitrate': bitrate}, motors=motors)

@@ -12,6 +12,7 @@
 - the SCARA helix over can_mit against the in-process simulation, within the bound that the reply's
   quantisation implies for Baumgarte rows (derived in the test's docstring).
 """
+
 import random
 import signal
 import subprocess
@@ -33,11 +34,11 @@ CMD = [sys.executable, '-c', 'import sys; from uk_controller.cli import main; sy
 
 def linear(x, lo, hi, bits):
     """The documented map, independently: the integer nearest to (x - lo) / (hi - lo) of 2^b - 1."""
-    return int(np.clip(np.floor((x - lo) / (hi - lo) * (2 ** bits - 1) + 0.5), 0, 2 ** bits - 1))
+    return int(np.clip(np.floor((x - lo) / (hi - lo) * (2**bits - 1) + 0.5), 0, 2**bits - 1))
 
 
 def step(lo, hi, bits):
-    return (hi - lo) / (2 ** bits - 1)
+    return (hi - lo) / (2**bits - 1)
 
 
 @pytest.mark.parametrize('model', sorted(mit.PRESETS))
@@ -47,19 +48,29 @@ def test_command_packing_is_the_documented_bit_layout_and_linear_maps(model):
     for _ in range(300):
         p, v = rng.uniform(-r.p_max, r.p_max), rng.uniform(-r.v_max, r.v_max)
         kp, kd, tau = rng.uniform(0, r.kp_max), rng.uniform(0, r.kd_max), rng.uniform(-r.t_max, r.t_max)
-        word = (linear(p, -r.p_max, r.p_max, 16) << 48 | linear(v, -r.v_max, r.v_max, 12) << 36
-                | linear(kp, 0, r.kp_max, 12) << 24 | linear(kd, 0, r.kd_max, 12) << 12
-                | linear(tau, -r.t_max, r.t_max, 12))
+        word = (
+            linear(p, -r.p_max, r.p_max, 16) << 48
+            | linear(v, -r.v_max, r.v_max, 12) << 36
+            | linear(kp, 0, r.kp_max, 12) << 24
+            | linear(kd, 0, r.kd_max, 12) << 12
+            | linear(tau, -r.t_max, r.t_max, 12)
+        )
         data = mit.pack_command(p, v, kp, kd, tau, r)
         assert data == word.to_bytes(8, 'big')
         back = mit.unpack_command(data, r)
-        bounds = [step(-r.p_max, r.p_max, 16), step(-r.v_max, r.v_max, 12), step(0, r.kp_max, 12),
-                  step(0, r.kd_max, 12), step(-r.t_max, r.t_max, 12)]
+        bounds = [
+            step(-r.p_max, r.p_max, 16),
+            step(-r.v_max, r.v_max, 12),
+            step(0, r.kp_max, 12),
+            step(0, r.kd_max, 12),
+            step(-r.t_max, r.t_max, 12),
+        ]
         for x, y, b in zip((p, v, kp, kd, tau), back, bounds):
             assert abs(x - y) <= b / 2 * (1 + 1e-9)
     # values beyond the range are clamped to it
-    assert mit.unpack_command(mit.pack_command(1e9, -1e9, 1e9, -1, 1e9, r), r) == \
-        pytest.approx((r.p_max, -r.v_max, r.kp_max, 0.0, r.t_max))
+    assert mit.unpack_command(mit.pack_command(1e9, -1e9, 1e9, -1, 1e9, r), r) == pytest.approx(
+        (r.p_max, -r.v_max, r.kp_max, 0.0, r.t_max)
+    )
 
 
 @pytest.mark.parametrize('model', ['mini-cheetah', 'ak80-9', 'dm-j4310', 'dm-j8009'])
@@ -112,8 +123,12 @@ def test_damiao_error_codes_have_names():
 
 
 def _hw(n=2, model='dm-j4310', watchdog=0.1):
-    motors = [MotorCalibration(f'm{k + 1}', k + 1, torque_limit=1.0, joint=f'joint{k + 1}',
-                               sections={'mit': {'model': model}}) for k in range(n)]
+    motors = [
+        MotorCalibration(
+            f'm{k + 1}', k + 1, torque_limit=1.0, joint=f'joint{k + 1}', sections={'mit': {'model': model}}
+        )
+        for k in range(n)
+    ]
     return HardwareConfig(motors=motors, protocol='can_mit', watchdog=watchdog)
 
 
@@ -122,6 +137,7 @@ def test_python_can_slcan_driver_talks_to_the_emulated_adapter():
     """python-can's own slcan interface opens the emulated adapter (C, S8, O), sends MIT frames as
     t-lines and parses the motors' replies; shutting down closes the channel (C)."""
     import can
+
     hw = _hw(model='ak80-9')
     plant = IndependentJointsPlant([0.05, 0.05], 0.1)
     plant.reset([0.25, -0.5], [0.0, 0.0])
@@ -129,7 +145,7 @@ def test_python_can_slcan_driver_talks_to_the_emulated_adapter():
     with make_emulator('can_mit', plant, hw, dt=0.002) as emu:
         bus = can.Bus(interface='slcan', channel=emu.port, bitrate=1000000, sleep_after_open=0)
         try:
-            end = time.monotonic() + 5                      # (the emulator thread reads O\r soon)
+            end = time.monotonic() + 5  # (the emulator thread reads O\r soon)
             while not emu.channel_open and time.monotonic() < end:
                 time.sleep(0.002)
             assert emu.bitrate == 1000000 and emu.channel_open
@@ -151,8 +167,9 @@ def test_python_can_slcan_driver_talks_to_the_emulated_adapter():
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize('code, name', [(0xA, 'over-current'), (0xB, 'MOS over-temperature'),
-                                        (0xD, 'lost communication')])
+@pytest.mark.parametrize(
+    'code, name', [(0xA, 'over-current'), (0xB, 'MOS over-temperature'), (0xD, 'lost communication')]
+)
 def test_damiao_error_code_is_a_named_fault_and_torque_off(code, name):
     hw = _hw()
     plant = IndependentJointsPlant([0.05, 0.05], 0.5)
@@ -167,8 +184,8 @@ def test_damiao_error_code_is_a_named_fault_and_torque_off(code, name):
         safe.cycle(np.array([0.3, -0.3]), clock())
         assert safe.state != ARMED
         assert name in safe.reason and 'motor id 2' in safe.reason, safe.reason
-        assert not emu.motor_mode.any() and not np.any(emu.tau_m)      # the host sent exit to the other one
-        emu.inject_error(1, 0)                                          # the cause is gone: re-arms
+        assert not emu.motor_mode.any() and not np.any(emu.tau_m)  # the host sent exit to the other one
+        emu.inject_error(1, 0)  # the cause is gone: re-arms
         for _ in range(20):
             clock.advance(0.004)
             safe.cycle(np.array([0.3, -0.3]), clock())
@@ -193,7 +210,7 @@ def test_damiao_motor_timeout_is_set_by_the_host_and_trips():
             safe.cycle(np.array([0.3, -0.3]), clock())
             clock.advance(0.004)
         assert safe.state == ARMED
-        clock.advance(0.2)                                 # the host is silent for 0.2 s
+        clock.advance(0.2)  # the host is silent for 0.2 s
         end = time.monotonic() + 5
         while emu.motor_mode.any() and time.monotonic() < end:
             time.sleep(0.005)
@@ -211,11 +228,16 @@ def test_run_command_ends_with_the_exit_frame_on_every_motor(tmp_path, robots):
     and the emulator saw the exit motor mode frame of every motor last."""
     from uk_controller.robots import load_robot
     from uk_controller.sim.uk_plant import UKPlant
+
     setup = load_robot(robots('scara'))
     hw = HardwareConfig.from_setup(setup)
     with make_emulator('can_mit', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
-        proc = subprocess.Popen(CMD + ['scara', '--port', emu.port, '--protocol', 'can_mit', '--rate', '100',
-                                       '--quiet'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            CMD + ['scara', '--port', emu.port, '--protocol', 'can_mit', '--rate', '100', '--quiet'],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             end = time.monotonic() + 120
             while not (emu.enabled and emu.counters['steps'] > 30) and time.monotonic() < end:
@@ -247,6 +269,7 @@ def test_scara_helix_over_can_mit_tracks_within_the_quantisation_bound(robot):
     task Jacobian, here by finite differences of the controller's own task error.
     """
     from test_hardware_hil import RATE, hil
+
     from uk_controller.control.controller import ControllerCore
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
@@ -265,22 +288,26 @@ def test_scara_helix_over_can_mit_tracks_within_the_quantisation_bound(robot):
     zero = np.zeros_like(qf)
     e0 = core.step(qf, zero, t_end).task_error.copy()
     h = 1e-6
-    A = np.array([(core.step(qf + h * np.eye(len(qf))[j], zero, t_end).task_error - e0) / h
-                  for j in range(len(qf))]).T
+    A = np.array([(core.step(qf + h * np.eye(len(qf))[j], zero, t_end).task_error - e0) / h for j in range(len(qf))]).T
     bound = np.abs(A) @ np.full(len(qf), s_p / 2 + (2 / w) * s_v / 2)
-    settled = k / RATE >= 5.0 / w + 0.5                    # after the start transient (5 time constants)
+    settled = k / RATE >= 5.0 / w + 0.5  # after the start transient (5 time constants)
     assert np.all(np.abs(e[settled] - sim.task_error[k[settled]]) <= bound), (
-        np.max(np.abs(e[settled] - sim.task_error[k[settled]]), axis=0), bound)
+        np.max(np.abs(e[settled] - sim.task_error[k[settled]]), axis=0),
+        bound,
+    )
 
 
 def test_ids_a_damiao_reply_cannot_tell_apart_are_an_error_before_the_port_opens(tmp_path):
     """Damiao replies carry the low 4 bits of the id: ids 1 and 17 on one bus are refused with exit 2."""
     import yaml
     from hostile import planar_params, run_cli
+
     params = planar_params()
-    params['hardware'] = {'protocol': 'can_mit', 'port': str(tmp_path / 'ttyACM9'),
-                          **{name: {'id': i, 'mit': {'model': 'dm-j4310'}}
-                             for name, i in zip(params['actuators']['names'], (1, 17, 2))}}
+    params['hardware'] = {
+        'protocol': 'can_mit',
+        'port': str(tmp_path / 'ttyACM9'),
+        **{name: {'id': i, 'mit': {'model': 'dm-j4310'}} for name, i in zip(params['actuators']['names'], (1, 17, 2))},
+    }
     path = tmp_path / 'planar_dm.yaml'
     path.write_text(yaml.safe_dump({'/**': {'ros__parameters': params}}))
     code, _, err = run_cli('run', path)

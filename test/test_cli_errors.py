@@ -2,6 +2,7 @@
 range, never a traceback, and nothing is written; Ctrl-C keeps what ran; summaries say when the task
 was not tracked and why. Every case here failed (traceback, silent default, or a result that looked
 fine) before the settings schema."""
+
 import copy
 import csv
 import json
@@ -29,32 +30,40 @@ def _scara_kernels(robots):
 
 
 def cli(*args, cwd=None, timeout=120):
-    return subprocess.run([sys.executable, '-m', 'uk_controller.cli', *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, '-m', 'uk_controller.cli', *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
 
 
 def _no_traceback(proc):
     assert 'Traceback' not in proc.stderr and 'Traceback' not in proc.stdout, proc.stderr
 
 
-@pytest.mark.parametrize('flags, names', [
-    (['--duration', '0'], ['--duration', 'simulation.duration', '(0, 3600] s']),
-    (['--duration', '-1'], ['--duration', '(0, 3600] s']),
-    (['--rate', '0'], ['--rate', 'control.rate', '(0, 20000] Hz']),
-    (['--rate', '-100'], ['--rate', '(0, 20000] Hz']),
-    (['--rate', '1e9', '--duration', '0.01'], ['--rate', '(0, 20000] Hz']),
-    (['--substeps', '0'], ['--substeps', '[1, 1000]']),
-    (['--mass-scale', '0'], ['--mass-scale', '(0, 1000]']),
-    (['--delay', '-3'], ['--delay', '[0, 10000] periods']),
-    (['--noise', '-1'], ['--noise', '[0, 10] rad or m']),
-    (['--omega', '-15'], ['--omega', 'stabilization.omega', '(0, 1000] rad/s']),
-    (['--omega', 'nan'], ['--omega', 'finite']),
-    (['--alpha', '-1', '--beta', '4'], ['--alpha', '(0, 2000]']),
-    (['--alpha', '3'], ['--alpha and --beta']),
-    (['--transient', '5', '--duration', '2'], ['--transient', 'simulation.transient', '[0, 2) s']),
-    (['--rate', '20000', '--duration', '3000'], ['--duration', 'control periods']),
-    (['--omega', '400', '--rate', '1000'], ['--omega', 'rate/4']),
-])
+@pytest.mark.parametrize(
+    'flags, names',
+    [
+        (['--duration', '0'], ['--duration', 'simulation.duration', '(0, 3600] s']),
+        (['--duration', '-1'], ['--duration', '(0, 3600] s']),
+        (['--rate', '0'], ['--rate', 'control.rate', '(0, 20000] Hz']),
+        (['--rate', '-100'], ['--rate', '(0, 20000] Hz']),
+        (['--rate', '1e9', '--duration', '0.01'], ['--rate', '(0, 20000] Hz']),
+        (['--substeps', '0'], ['--substeps', '[1, 1000]']),
+        (['--mass-scale', '0'], ['--mass-scale', '(0, 1000]']),
+        (['--delay', '-3'], ['--delay', '[0, 10000] periods']),
+        (['--noise', '-1'], ['--noise', '[0, 10] rad or m']),
+        (['--omega', '-15'], ['--omega', 'stabilization.omega', '(0, 1000] rad/s']),
+        (['--omega', 'nan'], ['--omega', 'finite']),
+        (['--alpha', '-1', '--beta', '4'], ['--alpha', '(0, 2000]']),
+        (['--alpha', '3'], ['--alpha and --beta']),
+        (['--transient', '5', '--duration', '2'], ['--transient', 'simulation.transient', '[0, 2) s']),
+        (['--rate', '20000', '--duration', '3000'], ['--duration', 'control periods']),
+        (['--omega', '400', '--rate', '1000'], ['--omega', 'rate/4']),
+    ],
+)
 def test_bad_simulate_flags_exit_2_naming_flag_and_range(tmp_path, flags, names):
     out = tmp_path / 'out'
     proc = cli('simulate', 'scara', '--no-plots', '--out', out, *flags)
@@ -62,7 +71,7 @@ def test_bad_simulate_flags_exit_2_naming_flag_and_range(tmp_path, flags, names)
     _no_traceback(proc)
     for name in names:
         assert name in proc.stderr, proc.stderr
-    assert not out.exists() or not any(out.iterdir())          # nothing written
+    assert not out.exists() or not any(out.iterdir())  # nothing written
 
 
 def _yaml_with(tmp_path, edit, name='robot.yaml'):
@@ -75,12 +84,18 @@ def _yaml_with(tmp_path, edit, name='robot.yaml'):
     return path
 
 
-@pytest.mark.parametrize('edit, names', [
-    (lambda p: p.__setitem__('stabilisation', {'omega': 20.0}), ['stabilisation', "did you mean 'stabilization'"]),
-    (lambda p: p['control'].__setitem__('rte', 5.0), ['control.rte', "did you mean 'rate'"]),
-    (lambda p: p['control'].__setitem__('safe_efort', 'hold'), ['control.safe_efort', "did you mean 'safe_effort'"]),
-    (lambda p: p['simulation'].__setitem__('substeps', 0), ['simulation.substeps', '[1, 1000]']),
-])
+@pytest.mark.parametrize(
+    'edit, names',
+    [
+        (lambda p: p.__setitem__('stabilisation', {'omega': 20.0}), ['stabilisation', "did you mean 'stabilization'"]),
+        (lambda p: p['control'].__setitem__('rte', 5.0), ['control.rte', "did you mean 'rate'"]),
+        (
+            lambda p: p['control'].__setitem__('safe_efort', 'hold'),
+            ['control.safe_efort', "did you mean 'safe_effort'"],
+        ),
+        (lambda p: p['simulation'].__setitem__('substeps', 0), ['simulation.substeps', '[1, 1000]']),
+    ],
+)
 def test_bad_yaml_exit_2_naming_file_and_key(tmp_path, edit, names):
     path = _yaml_with(tmp_path, edit)
     out = tmp_path / 'out'
@@ -100,7 +115,7 @@ def test_out_on_a_file_or_read_only_folder(tmp_path):
     assert proc.returncode == 2 and '--out' in proc.stderr and 'not a folder' in proc.stderr
     _no_traceback(proc)
     assert existing.read_text() == 'keep me'
-    if os.geteuid() != 0:                  # root may write anywhere
+    if os.geteuid() != 0:  # root may write anywhere
         ro = tmp_path / 'ro'
         ro.mkdir()
         ro.chmod(0o555)
@@ -119,8 +134,9 @@ def _summary(out):
 
 @pytest.mark.slow
 def test_out_of_reach_task_is_reported_as_not_tracked(tmp_path):
-    path = _yaml_with(tmp_path, lambda p: p['constraints']['tool_path']['trajectory'].__setitem__(
-        'centre', [5.0, 0.35, 0.0]))
+    path = _yaml_with(
+        tmp_path, lambda p: p['constraints']['tool_path']['trajectory'].__setitem__('centre', [5.0, 0.35, 0.0])
+    )
     out = tmp_path / 'out'
     proc = cli('simulate', path, '--duration', '1', '--no-plots', '--out', out)
     assert proc.returncode == 0, proc.stderr
@@ -141,6 +157,7 @@ def test_out_of_reach_task_is_reported_as_not_tracked(tmp_path):
 def test_under_actuated_task_is_reported_with_the_reason(tmp_path):
     def two_motors(p):
         p['actuators'] = {'names': ['motor1', 'motor2'], 'motor1': {'joint': 'joint1'}, 'motor2': {'joint': 'joint2'}}
+
     path = _yaml_with(tmp_path, two_motors)
     out = tmp_path / 'out'
     proc = cli('simulate', path, '--duration', '0.5', '--no-plots', '--out', out)
@@ -170,9 +187,27 @@ def test_tracked_run_says_so_and_summary_is_strict_json(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
     out = tmp_path / 'out'
-    proc = subprocess.Popen([sys.executable, '-m', 'uk_controller.cli', 'simulate', 'scara', '--duration', '300', '--noise', '1e-6',
-                             '--rate', '1000', '--no-plots', '--out', str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            '-m',
+            'uk_controller.cli',
+            'simulate',
+            'scara',
+            '--duration',
+            '300',
+            '--noise',
+            '1e-6',
+            '--rate',
+            '1000',
+            '--no-plots',
+            '--out',
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # the progress line is printed from inside the control loop, after the handler is installed
     line = proc.stderr.readline()
     assert 'simulating scara' in line, line
@@ -190,15 +225,19 @@ def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
     assert not list(out.glob('*.part'))
 
 
-@pytest.mark.parametrize('flags, names', [
-    (['--watchdog', '-1'], ['--watchdog', 'hardware.watchdog', '(0, 10] s']),
-    (['--watchdog', '1e-6'], ['--watchdog', 'control period']),
-    (['--watchdog', '0'], ['--watchdog', '(0, 10] s']),
-    (['--rate', '0'], ['--rate', 'control.rate', '(0, 20000] Hz']),
-    (['--rate', '-5'], ['--rate', '(0, 20000] Hz']),
-    pytest.param(['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv'],
-                 marks=pytest.mark.slow),          # gets as far as the log file: 1.5 s
-])
+@pytest.mark.parametrize(
+    'flags, names',
+    [
+        (['--watchdog', '-1'], ['--watchdog', 'hardware.watchdog', '(0, 10] s']),
+        (['--watchdog', '1e-6'], ['--watchdog', 'control period']),
+        (['--watchdog', '0'], ['--watchdog', '(0, 10] s']),
+        (['--rate', '0'], ['--rate', 'control.rate', '(0, 20000] Hz']),
+        (['--rate', '-5'], ['--rate', '(0, 20000] Hz']),
+        pytest.param(
+            ['--log', '/proc/no_such_dir/run.csv'], ['--log', '/proc/no_such_dir/run.csv'], marks=pytest.mark.slow
+        ),  # gets as far as the log file: 1.5 s
+    ],
+)
 def test_bad_run_flags_exit_2_naming_flag_and_range(flags, names):
     proc = cli('run', 'scara', '--port', '/dev/null/not_a_port', *flags)
     assert proc.returncode == 2, proc.stderr
@@ -224,7 +263,7 @@ def test_run_rate_is_the_control_rate_and_refused_like_simulate(tmp_path):
     words = 'natural frequency 15 rad/s is too fast for --rate (control.rate) 30 Hz'
     assert words in run.stderr and words in sim.stderr, (run.stderr, sim.stderr)
     assert _sampling_error(run) == _sampling_error(sim)
-    assert 'not_a_port' not in run.stderr                 # refused at the settings, not at the port
+    assert 'not_a_port' not in run.stderr  # refused at the settings, not at the port
 
 
 def test_run_refuses_a_rate_the_bus_would_not_run_at(tmp_path):

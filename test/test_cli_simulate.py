@@ -1,4 +1,5 @@
 """`uk-controller simulate` as a user runs it: files written, numbers consistent, errors readable."""
+
 import csv
 import json
 import subprocess
@@ -12,8 +13,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, '-m', 'uk_controller.cli', *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, '-m', 'uk_controller.cli', *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.slow
@@ -21,8 +23,7 @@ def test_simulate_writes_log_figures_and_summary(tmp_path):
     out = tmp_path / 'run'
     proc = run_cli('simulate', 'scara', '--duration', '0.6', '--out', str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    for name in ('log.csv', 'summary.json', 'task_error.png', 'joint_error.png', 'efforts.png',
-                 'path_tool_path.png'):
+    for name in ('log.csv', 'summary.json', 'task_error.png', 'joint_error.png', 'efforts.png', 'path_tool_path.png'):
         assert (out / name).stat().st_size > 0, name
     with open(out / 'log.csv') as fh:
         rows = list(csv.reader(fh))

@@ -6,6 +6,7 @@ them; the installed `uk_controller_node` console script starts from
 install/, finds its config through the ament index, publishes /diagnostics
 and exits cleanly on SIGINT.
 """
+
 import os
 import shutil
 import signal
@@ -21,7 +22,17 @@ os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 ROOT = Path(__file__).resolve().parents[1]
 COLCON = Path(sys.executable).parent / 'colcon'
-PACKAGE_FILES = ['setup.py', 'setup.cfg', 'package.xml', 'resource', 'uk_controller', 'launch', 'config', 'urdf', 'mjcf']
+PACKAGE_FILES = [
+    'setup.py',
+    'setup.cfg',
+    'package.xml',
+    'resource',
+    'uk_controller',
+    'launch',
+    'config',
+    'urdf',
+    'mjcf',
+]
 
 
 @pytest.fixture(scope='module')
@@ -41,9 +52,25 @@ def workspace(tmp_path_factory):
         else:
             shutil.copy2(path, src / name)
     env = dict(os.environ, PATH=f'{Path(sys.executable).parent}{os.pathsep}{os.environ.get("PATH", "")}')
-    proc = subprocess.run([str(COLCON if COLCON.exists() else 'colcon'), 'build', '--base-paths', 'src',
-                           '--build-base', 'build', '--install-base', 'install', '--event-handlers', 'console_cohesion+'],
-                          cwd=ws, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            str(COLCON if COLCON.exists() else 'colcon'),
+            'build',
+            '--base-paths',
+            'src',
+            '--build-base',
+            'build',
+            '--install-base',
+            'install',
+            '--event-handlers',
+            'console_cohesion+',
+        ],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return ws
 
@@ -51,9 +78,14 @@ def workspace(tmp_path_factory):
 def _installed_env(ws):
     prefix = ws / 'install' / 'uk_controller'
     site = next((prefix / 'lib').glob('python3*/site-packages'))
-    return dict(os.environ, PYTHONPATH=f'{site}{os.pathsep}{os.environ.get("PYTHONPATH", "")}',
-                AMENT_PREFIX_PATH=str(prefix), ROS_DOMAIN_ID=str(DOMAIN_ID),
-                ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST', PYTHONUNBUFFERED='1')
+    return dict(
+        os.environ,
+        PYTHONPATH=f'{site}{os.pathsep}{os.environ.get("PYTHONPATH", "")}',
+        AMENT_PREFIX_PATH=str(prefix),
+        ROS_DOMAIN_ID=str(DOMAIN_ID),
+        ROS_AUTOMATIC_DISCOVERY_RANGE='LOCALHOST',
+        PYTHONUNBUFFERED='1',
+    )
 
 
 @pytest.mark.slow
@@ -62,9 +94,13 @@ def test_colcon_installs_executables_share_files_and_ament_index(workspace):
     for exe in ('uk_controller_node', 'uk_sim_node', 'serial_bridge_node', 'uk-controller'):
         assert (prefix / 'lib' / 'uk_controller' / exe).is_file(), exe
     share = prefix / 'share' / 'uk_controller'
-    for rel in ['package.xml', 'config/controllers.yaml', *[f'config/{p.name}' for p in (ROOT / 'config').glob('*.yaml')],
-                *[f'launch/{p.name}' for p in (ROOT / 'launch').glob('*.py')],
-                *[f'urdf/{p.name}' for p in (ROOT / 'urdf').glob('*.urdf')]]:
+    for rel in [
+        'package.xml',
+        'config/controllers.yaml',
+        *[f'config/{p.name}' for p in (ROOT / 'config').glob('*.yaml')],
+        *[f'launch/{p.name}' for p in (ROOT / 'launch').glob('*.py')],
+        *[f'urdf/{p.name}' for p in (ROOT / 'urdf').glob('*.urdf')],
+    ]:
         assert (share / rel).is_file(), rel
     assert (prefix / 'share' / 'ament_index' / 'resource_index' / 'packages' / 'uk_controller').is_file()
 
@@ -72,9 +108,19 @@ def test_colcon_installs_executables_share_files_and_ament_index(workspace):
 @pytest.mark.slow
 def test_installed_package_resolves_to_the_install_space(workspace):
     env = _installed_env(workspace)
-    out = subprocess.run([sys.executable, '-c', 'import uk_controller, uk_controller.paths as p;'
-                          'print(uk_controller.__file__); print(p.resolve_config("scara"))'],
-                         env=env, capture_output=True, text=True, timeout=60, cwd=workspace)
+    out = subprocess.run(
+        [
+            sys.executable,
+            '-c',
+            'import uk_controller, uk_controller.paths as p;'
+            'print(uk_controller.__file__); print(p.resolve_config("scara"))',
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=workspace,
+    )
     assert out.returncode == 0, out.stderr
     module, config = out.stdout.split()
     install = str(workspace / 'install')
@@ -88,18 +134,28 @@ def test_installed_node_starts_publishes_diagnostics_and_exits_cleanly(workspace
 
     probe = Probe(DOMAIN_ID)
     try:
-        diags = probe.record(DiagnosticArray, '/diagnostics',
-                             convert=lambda m: [(s.name, s.message) for s in m.status])
+        diags = probe.record(DiagnosticArray, '/diagnostics', convert=lambda m: [(s.name, s.message) for s in m.status])
         exe = workspace / 'install' / 'uk_controller' / 'lib' / 'uk_controller' / 'uk_controller_node'
         # the installed copy has its own (cold) numba cache: compiling it would take 20-60 s on a
         # busy machine and is not what this test is about (the layout); the NumPy path starts at once
         env = dict(_installed_env(workspace), UK_CONTROLLER_NUMBA='0')
-        proc = subprocess.Popen([str(exe), '--ros-args', '-p', 'config:=scara', '-p', 'ros.diagnostics_period:=0.2'],
-                                env=env, cwd=workspace, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [str(exe), '--ros-args', '-p', 'config:=scara', '-p', 'ros.diagnostics_period:=0.2'],
+            env=env,
+            cwd=workspace,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
-            seen = probe.wait_for(lambda: any(name.startswith('uk_controller_node') and 'waiting for joint states'
-                                              in msg for _, status in diags for name, msg in status), 40.0)
+            seen = probe.wait_for(
+                lambda: any(
+                    name.startswith('uk_controller_node') and 'waiting for joint states' in msg
+                    for _, status in diags
+                    for name, msg in status
+                ),
+                40.0,
+            )
         finally:
             proc.send_signal(signal.SIGINT)
             try:

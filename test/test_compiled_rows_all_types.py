@@ -11,28 +11,52 @@
   and its steps equal the ``reference`` backend's. A new type or mode in the schema without an entry here, or
   without a compiled form, fails.
 """
+
 import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller.settings import schema as settings
-from uk_controller.constraints import (CompiledRows, ConstraintStack, FrameOrientation, FramePosition, JointLinear,
-                                      JointPolynomial, LoopClosure)
+from uk_controller.constraints import (
+    CompiledRows,
+    ConstraintStack,
+    FrameOrientation,
+    FramePosition,
+    JointLinear,
+    JointPolynomial,
+    LoopClosure,
+)
+from uk_controller.constraints.trajectories import trajectory
 from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
-from uk_controller.robots import load_robot
 from uk_controller.robots import example_robot_data as erd
+from uk_controller.robots import load_robot
 from uk_controller.robots.setup import setup_from_settings
+from uk_controller.settings import schema as settings
 from uk_controller.settings.resolve import resolve
-from uk_controller.constraints.trajectories import trajectory
 
 pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 
 
 def _rotation_vectors(rng):
     """Random axes with angles from 0 to just below pi, including the branch points of log3/exp3."""
-    angles = [0.0, 1e-12, 1e-9, 1e-6, 1e-4, 1.2e-4, 0.05, 0.1, 0.5, 1.0, 2.0, 3.0, np.pi - 1e-2 - 1e-9,
-              np.pi - 1e-2 + 1e-9, np.pi - 1e-3, np.pi - 1e-6]
+    angles = [
+        0.0,
+        1e-12,
+        1e-9,
+        1e-6,
+        1e-4,
+        1.2e-4,
+        0.05,
+        0.1,
+        0.5,
+        1.0,
+        2.0,
+        3.0,
+        np.pi - 1e-2 - 1e-9,
+        np.pi - 1e-2 + 1e-9,
+        np.pi - 1e-3,
+        np.pi - 1e-6,
+    ]
     angles += list(rng.uniform(0.0, np.pi - 1e-3, 30))
     for angle in angles:
         axis = rng.standard_normal(3)
@@ -45,6 +69,7 @@ def test_so3_exp_log_equal_pinocchio():
     loses up to ~1e-11 just below pi - 1e-2, the atan2 form of ours does not)."""
     from uk_controller.constraints.so3 import log3 as log3_numpy
     from uk_controller.kernels.so3 import exp3, log3
+
     rng = np.random.default_rng(19)
     R, e = np.zeros((3, 3)), np.zeros(3)
     for r in _rotation_vectors(rng):
@@ -66,25 +91,47 @@ def _traj(kind, dim, base=None):
 
     def at(v):
         return [float(x) for x in np.asarray(v, float)[:dim] + base]
+
     if kind == 'hold':
         return {'type': 'hold', 'value': at([0.2, -0.1, 0.3])}
-    if kind == 'helix':                 # 3 components: take the ones needed
-        cfg = {'type': 'helix', 'radius': 0.05, 'omega': 1.3, 'centre': [0.1, 0.2, 0.3], 'rate': 0.02,
-               'components': list(range(dim))}
+    if kind == 'helix':  # 3 components: take the ones needed
+        cfg = {
+            'type': 'helix',
+            'radius': 0.05,
+            'omega': 1.3,
+            'centre': [0.1, 0.2, 0.3],
+            'rate': 0.02,
+            'components': list(range(dim)),
+        }
         cfg['centre'] = [float(c) for c in np.asarray(cfg['centre']) + np.pad(base, (0, 3 - dim))]
         return cfg
     if kind == 'line':
-        return {'type': 'line', 'centre': at([0.3, -0.2, 0.25]), 'amplitude': 0.1, 'omega': 2.0,
-                'direction': [1.0, 2.0, 0.5][:dim]}
+        return {
+            'type': 'line',
+            'centre': at([0.3, -0.2, 0.25]),
+            'amplitude': 0.1,
+            'omega': 2.0,
+            'direction': [1.0, 2.0, 0.5][:dim],
+        }
     if kind == 'object_motion':
         off = np.array([1.2, 0.0, 0.0])
         off[[1, 0, 2][:dim]] += base
-        return {'type': 'object_motion', 'length': 0.8, 'omega': 1.5, 'offset': [float(x) for x in off],
-                'components': [1, 0, 2][:dim]}
+        return {
+            'type': 'object_motion',
+            'length': 0.8,
+            'omega': 1.5,
+            'offset': [float(x) for x in off],
+            'components': [1, 0, 2][:dim],
+        }
     if kind == 'circle':
         if dim == 1:
-            return {'type': 'circle', 'centre': [0.2, 0.1 + float(base[0])], 'radius': 0.3, 'omega': 0.9,
-                    'components': [1]}
+            return {
+                'type': 'circle',
+                'centre': [0.2, 0.1 + float(base[0])],
+                'radius': 0.3,
+                'omega': 0.9,
+                'components': [1],
+            }
         return {'type': 'circle', 'centre': at([0.3, -0.2, 0.25]), 'radius': 0.1, 'omega': 0.9}
     times = [0.0, 1.0, 2.5, 4.0]
     points = np.array([[0.0, 0.1, 0.2], [0.3, -0.2, 0.4], [0.1, 0.5, -0.3], [0.2, 0.2, 0.2]])[:, :dim] + base
@@ -149,8 +196,14 @@ def test_every_compiled_row_type_equals_the_reference_terms(kind):
 
 # ----------------------------------------------------------------------------- the schema, enumerated
 
-UR5_JOINTS = ['shoulder_pan_joint', 'shoulder_lift_joint', 'elbow_joint', 'wrist_1_joint', 'wrist_2_joint',
-              'wrist_3_joint']
+UR5_JOINTS = [
+    'shoulder_pan_joint',
+    'shoulder_lift_joint',
+    'elbow_joint',
+    'wrist_1_joint',
+    'wrist_2_joint',
+    'wrist_3_joint',
+]
 
 
 def _ur5_setup(constraints, names=None, order=None):
@@ -182,24 +235,65 @@ def _callable_rows(model, q, qd, t, params):
 
 #: one setup per constraint type x mode of the schema: (type, mode) -> constraints map
 CONSTRAINT_CASES = {
-    ('frame_position', None): {'c': {'type': 'frame_position', 'frame': 'tool0', 'axes': ['x', 'z'],
-                                     'trajectory': {'type': 'circle', 'centre': [0.4, 0.4], 'radius': 0.05,
-                                                    'omega': 1.0}}},
-    ('frame_orientation', 'planar'): {'c': {'type': 'frame_orientation', 'mode': 'planar', 'frame': 'tool0',
-                                            'axis': [0.0, 0.0, 1.0], 'trajectory': {'type': 'hold', 'value': [0.3]}}},
-    ('frame_orientation', 'so3'): {'c': {'type': 'frame_orientation', 'mode': 'so3', 'frame': 'tool0',
-                                         'trajectory': {'type': 'line', 'centre': [-2.2, 2.2, 0.0], 'amplitude': 0.2,
-                                                        'direction': [0.0, 0.0, 1.0]}}},
-    ('joint_linear', None): {'c': {'type': 'joint_linear', 'joints': ['elbow_joint', 'wrist_1_joint'],
-                                   'coefficients': [1.0, 1.0], 'value': 0.1}},
-    ('joint_polynomial', None): {'c': {'type': 'joint_polynomial', 'joints': ['wrist_1_joint', 'wrist_2_joint'],
-                                       'polycoef': [0.05, 0.5, 0.2, -0.1], 'reference': [-1.5, -1.5]},
-                                 'p': {'type': 'frame_position', 'frame': 'tool0', 'axes': ['z'],
-                                       'trajectory': {'type': 'hold', 'value': [0.45]}}},
-    ('loop_closure', 'position'): {'c': {'type': 'loop_closure', 'role': 'servo', 'frames': ['tool0', 'world'],
-                                         'axes': ['z'], 'angle_axis': [0.0, 0.0, 1.0]}},
-    ('loop_closure', 'weld'): {'c': {'type': 'loop_closure', 'role': 'servo', 'mode': 'weld',
-                                     'frames': ['tool0', 'forearm_link']}},
+    ('frame_position', None): {
+        'c': {
+            'type': 'frame_position',
+            'frame': 'tool0',
+            'axes': ['x', 'z'],
+            'trajectory': {'type': 'circle', 'centre': [0.4, 0.4], 'radius': 0.05, 'omega': 1.0},
+        }
+    },
+    ('frame_orientation', 'planar'): {
+        'c': {
+            'type': 'frame_orientation',
+            'mode': 'planar',
+            'frame': 'tool0',
+            'axis': [0.0, 0.0, 1.0],
+            'trajectory': {'type': 'hold', 'value': [0.3]},
+        }
+    },
+    ('frame_orientation', 'so3'): {
+        'c': {
+            'type': 'frame_orientation',
+            'mode': 'so3',
+            'frame': 'tool0',
+            'trajectory': {'type': 'line', 'centre': [-2.2, 2.2, 0.0], 'amplitude': 0.2, 'direction': [0.0, 0.0, 1.0]},
+        }
+    },
+    ('joint_linear', None): {
+        'c': {
+            'type': 'joint_linear',
+            'joints': ['elbow_joint', 'wrist_1_joint'],
+            'coefficients': [1.0, 1.0],
+            'value': 0.1,
+        }
+    },
+    ('joint_polynomial', None): {
+        'c': {
+            'type': 'joint_polynomial',
+            'joints': ['wrist_1_joint', 'wrist_2_joint'],
+            'polycoef': [0.05, 0.5, 0.2, -0.1],
+            'reference': [-1.5, -1.5],
+        },
+        'p': {
+            'type': 'frame_position',
+            'frame': 'tool0',
+            'axes': ['z'],
+            'trajectory': {'type': 'hold', 'value': [0.45]},
+        },
+    },
+    ('loop_closure', 'position'): {
+        'c': {
+            'type': 'loop_closure',
+            'role': 'servo',
+            'frames': ['tool0', 'world'],
+            'axes': ['z'],
+            'angle_axis': [0.0, 0.0, 1.0],
+        }
+    },
+    ('loop_closure', 'weld'): {
+        'c': {'type': 'loop_closure', 'role': 'servo', 'mode': 'weld', 'frames': ['tool0', 'forearm_link']}
+    },
     ('callable', None): {'c': {'type': 'callable', 'function': f'{__file__}:_callable_rows', 'rows': 1}},
 }
 #: types whose rows are user Python: filled in Python after Pinocchio's pass, before the compiled call
@@ -234,7 +328,7 @@ def _compare_steps(fast, ref, rng):
         program.run(q, qd, 0.37 * k)
         np.testing.assert_allclose(program.effort, a.effort, rtol=1e-9, atol=1e-9 * scale)
         # the program keeps the posture rows (DESIGN.md "Redundancy") after the reported ones
-        np.testing.assert_allclose(program.phi[:a.phi.size], a.phi, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(program.phi[: a.phi.size], a.phi, rtol=0, atol=1e-12)
     # a non-finite state: the same safe answer (a callable's function is not called with it)
     q = fast.setup.q0.copy()
     q[1] = np.nan
@@ -258,10 +352,20 @@ def test_every_trajectory_type_runs_compiled(kind):
     home = _ur5_setup({})
     home.model.compute(home.q0, np.zeros(home.model.n))
     tool = home.model.frame_position(erd.UR5_TOOL) - np.array([0.3, -0.2, 0.25])
-    cons = {'pos': {'type': 'frame_position', 'frame': 'tool0', 'axes': ['x', 'y', 'z'],
-                    'trajectory': _traj(kind, 3, tool)},
-            'att': {'type': 'frame_orientation', 'mode': 'so3', 'frame': 'tool0',
-                    'trajectory': _traj(kind, 3, _ur5_attitude(home))}}
+    cons = {
+        'pos': {
+            'type': 'frame_position',
+            'frame': 'tool0',
+            'axes': ['x', 'y', 'z'],
+            'trajectory': _traj(kind, 3, tool),
+        },
+        'att': {
+            'type': 'frame_orientation',
+            'mode': 'so3',
+            'frame': 'tool0',
+            'trajectory': _traj(kind, 3, _ur5_attitude(home)),
+        },
+    }
     setup = _ur5_setup(cons)
     fast = ControllerCore(setup)
     assert fast.backend.name == 'compiled'
@@ -273,10 +377,18 @@ def test_a_permuted_joint_order_runs_compiled():
     """robot.joints in another order than the URDF's: compiled (Pinocchio's pass, M and h in our order), equal
     to the reference backend, and the same efforts as the URDF order at the same state, permuted."""
     cons = dict(CONSTRAINT_CASES[('frame_orientation', 'so3')])
-    cons['p'] = {'type': 'frame_position', 'frame': 'tool0', 'axes': ['x', 'z'],
-                 'trajectory': {'type': 'circle', 'centre': [0.4, 0.4], 'radius': 0.05, 'omega': 1.0}}
-    cons['sum'] = {'type': 'joint_linear', 'joints': ['wrist_3_joint', 'shoulder_pan_joint'],
-                   'coefficients': [1.0, 0.5], 'value': 0.1}
+    cons['p'] = {
+        'type': 'frame_position',
+        'frame': 'tool0',
+        'axes': ['x', 'z'],
+        'trajectory': {'type': 'circle', 'centre': [0.4, 0.4], 'radius': 0.05, 'omega': 1.0},
+    }
+    cons['sum'] = {
+        'type': 'joint_linear',
+        'joints': ['wrist_3_joint', 'shoulder_pan_joint'],
+        'coefficients': [1.0, 0.5],
+        'value': 0.1,
+    }
     order = [3, 0, 5, 1, 4, 2]
     permuted, plain = _ur5_setup(cons, order=order), _ur5_setup(cons)
     assert permuted.model.order_permuted and not plain.model.order_permuted

@@ -9,18 +9,26 @@ i.e. ``A q'' = b`` holds exactly when phi'' = 0, which is what the UK
 equation imposes. The robot is a deliberately irregular two-branch tree
 (unaligned axes, rotated frames) so that nothing planar hides errors.
 """
+
 import zlib
 
 import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller.files.parameter_file import ConfigError
-from uk_controller.constraints import (ConstraintStack, FrameOrientation, build_stacks, build_term, jl, jl_dot,
-                                       jr_inv, jr_inv_dot)
-from uk_controller.files.parameter_file import ConfigView
-from uk_controller.model.robot_model import RobotModel
+from uk_controller.constraints import (
+    ConstraintStack,
+    FrameOrientation,
+    build_stacks,
+    build_term,
+    jl,
+    jl_dot,
+    jr_inv,
+    jr_inv_dot,
+)
 from uk_controller.constraints.trajectories import trajectory
+from uk_controller.files.parameter_file import ConfigError, ConfigView
+from uk_controller.model.robot_model import RobotModel
 
 TREE = """<robot name="tree">
  <link name="base"/>
@@ -66,31 +74,77 @@ def sphere(model, q, qd, t, params):
 '''
 
 TERMS = {
-    'position_xyz': {'type': 'frame_position', 'frame': 'tip_a', 'axes': ['x', 'y', 'z'],
-                     'trajectory': {'type': 'helix', 'radius': 0.05, 'omega': 1.3, 'centre': [0.1, 0.3, 0.0],
-                                    'rate': 0.02}},
-    'position_zx': {'type': 'frame_position', 'frame': 'b2', 'axes': ['z', 'x'],
-                    'trajectory': {'type': 'circle', 'centre': [0.2, 0.1], 'radius': 0.1, 'omega': 0.8}},
-    'planar_z': {'type': 'frame_orientation', 'frame': 'tip_a', 'mode': 'planar', 'axis': [0.0, 0.0, 1.0],
-                 'trajectory': {'type': 'line', 'centre': [0.3], 'amplitude': 0.2, 'omega': 1.1}},
-    'planar_skew': {'type': 'frame_orientation', 'frame': 'tip_b', 'mode': 'planar', 'axis': [0.3, 0.5, 0.8],
-                    'reference': [0.0, 1.0, 0.0], 'zero_direction': [1.0, 0.0, 0.0],
-                    'trajectory': {'type': 'hold', 'value': [0.1]}},
-    'so3_hold': {'type': 'frame_orientation', 'frame': 'tip_a', 'mode': 'so3',
-                 'trajectory': {'type': 'hold', 'value': [0.2, -0.1, 0.4]}},
-    'so3_moving': {'type': 'frame_orientation', 'frame': 'tip_b', 'mode': 'so3',
-                   'trajectory': {'type': 'circle', 'centre': [0.3, 0.2, -0.1], 'radius': 0.5, 'omega': 0.9,
-                                  'u': [1.0, 0.0, 0.0], 'v': [0.0, 0.6, 0.8]}},
-    'joint_linear': {'type': 'joint_linear', 'coefficients': [1.0, -2.0, 0.5, 0.0, 3.0],
-                     'trajectory': {'type': 'polynomial', 'times': [0.0, 2.0], 'waypoints': [0.0, 1.0]}},
-    'joint_linear_named': {'type': 'joint_linear', 'joints': ['ja1', 'ja2', 'jb1'], 'coefficients': [1.0, 1.0, 1.0],
-                           'value': 0.25},
+    'position_xyz': {
+        'type': 'frame_position',
+        'frame': 'tip_a',
+        'axes': ['x', 'y', 'z'],
+        'trajectory': {'type': 'helix', 'radius': 0.05, 'omega': 1.3, 'centre': [0.1, 0.3, 0.0], 'rate': 0.02},
+    },
+    'position_zx': {
+        'type': 'frame_position',
+        'frame': 'b2',
+        'axes': ['z', 'x'],
+        'trajectory': {'type': 'circle', 'centre': [0.2, 0.1], 'radius': 0.1, 'omega': 0.8},
+    },
+    'planar_z': {
+        'type': 'frame_orientation',
+        'frame': 'tip_a',
+        'mode': 'planar',
+        'axis': [0.0, 0.0, 1.0],
+        'trajectory': {'type': 'line', 'centre': [0.3], 'amplitude': 0.2, 'omega': 1.1},
+    },
+    'planar_skew': {
+        'type': 'frame_orientation',
+        'frame': 'tip_b',
+        'mode': 'planar',
+        'axis': [0.3, 0.5, 0.8],
+        'reference': [0.0, 1.0, 0.0],
+        'zero_direction': [1.0, 0.0, 0.0],
+        'trajectory': {'type': 'hold', 'value': [0.1]},
+    },
+    'so3_hold': {
+        'type': 'frame_orientation',
+        'frame': 'tip_a',
+        'mode': 'so3',
+        'trajectory': {'type': 'hold', 'value': [0.2, -0.1, 0.4]},
+    },
+    'so3_moving': {
+        'type': 'frame_orientation',
+        'frame': 'tip_b',
+        'mode': 'so3',
+        'trajectory': {
+            'type': 'circle',
+            'centre': [0.3, 0.2, -0.1],
+            'radius': 0.5,
+            'omega': 0.9,
+            'u': [1.0, 0.0, 0.0],
+            'v': [0.0, 0.6, 0.8],
+        },
+    },
+    'joint_linear': {
+        'type': 'joint_linear',
+        'coefficients': [1.0, -2.0, 0.5, 0.0, 3.0],
+        'trajectory': {'type': 'polynomial', 'times': [0.0, 2.0], 'waypoints': [0.0, 1.0]},
+    },
+    'joint_linear_named': {
+        'type': 'joint_linear',
+        'joints': ['ja1', 'ja2', 'jb1'],
+        'coefficients': [1.0, 1.0, 1.0],
+        'value': 0.25,
+    },
     'closure_xy': {'type': 'loop_closure', 'frames': ['tip_a', 'tip_b'], 'axes': ['x', 'y']},
-    'closure_angle': {'type': 'loop_closure', 'frames': ['tip_a', 'b2'], 'axes': ['x', 'z'],
-                      'angle_axis': [0.0, 1.0, 0.0]},
+    'closure_angle': {
+        'type': 'loop_closure',
+        'frames': ['tip_a', 'b2'],
+        'axes': ['x', 'z'],
+        'angle_axis': [0.0, 1.0, 0.0],
+    },
     'weld': {'type': 'loop_closure', 'frames': ['tip_a', 'tip_b'], 'mode': 'weld'},
-    'user': {'type': 'callable', 'function': 'user_constraint.py:sphere',
-             'params': {'centre': [0.2, 0.0, 0.1], 'radius': 0.3}},
+    'user': {
+        'type': 'callable',
+        'function': 'user_constraint.py:sphere',
+        'params': {'centre': [0.2, 0.0, 0.1], 'radius': 0.3},
+    },
 }
 
 
@@ -113,7 +167,7 @@ def _rows(term, model, q, qd, t):
 @pytest.mark.parametrize('name', sorted(TERMS))
 def test_rows_against_finite_differences(name, model, user_dir):
     term = build_term(name, ConfigView(TERMS[name], 'test.yaml', f'constraints.{name}'), model, user_dir)
-    rng = np.random.default_rng(zlib.crc32(name.encode()))   # same states every run
+    rng = np.random.default_rng(zlib.crc32(name.encode()))  # same states every run
     h = 1e-6
     angle_rows = np.zeros(term.m, dtype=bool)
     if name.startswith('planar') or name == 'closure_angle':
@@ -175,9 +229,10 @@ def test_so3_helpers_against_pinocchio_and_fd():
             r *= scale / np.linalg.norm(r)
             rd = rng.normal(size=3)
             np.testing.assert_allclose(jr_inv(r), pin.Jlog3(pin.exp3(r)), atol=1e-10)
-            np.testing.assert_allclose(jl(r), pin.Jexp3(-r), atol=1e-12)   # Jl(r) = Jr(-r)
-            np.testing.assert_allclose(jr_inv_dot(r, rd), (jr_inv(r + h * rd) - jr_inv(r - h * rd)) / (2 * h),
-                                       atol=1e-7)
+            np.testing.assert_allclose(jl(r), pin.Jexp3(-r), atol=1e-12)  # Jl(r) = Jr(-r)
+            np.testing.assert_allclose(
+                jr_inv_dot(r, rd), (jr_inv(r + h * rd) - jr_inv(r - h * rd)) / (2 * h), atol=1e-7
+            )
             np.testing.assert_allclose(jl_dot(r, rd), (jl(r + h * rd) - jl(r - h * rd)) / (2 * h), atol=1e-7)
 
 
@@ -192,7 +247,7 @@ def test_stack_is_the_concatenation_of_its_terms(model, user_dir):
     q, qd, t = rng.uniform(-1, 1, model.n), rng.normal(size=model.n), 0.7
     model.compute(q, qd)
     rows = stack.evaluate(model, q, qd, t)
-    assert rows is stack.rows                      # preallocated, filled in place
+    assert rows is stack.rows  # preallocated, filled in place
     for term in terms:
         s = stack.slices[term.name]
         single = term.evaluate(model, q, qd, t)
@@ -205,9 +260,12 @@ def test_stack_is_the_concatenation_of_its_terms(model, user_dir):
 
 
 def test_roles_split_passive_and_servo(model, user_dir):
-    cfg = {'names': ['closure_xy', 'position_zx', 'joint_linear_named'],
-           'closure_xy': TERMS['closure_xy'], 'position_zx': TERMS['position_zx'],
-           'joint_linear_named': {**TERMS['joint_linear_named'], 'role': 'passive'}}
+    cfg = {
+        'names': ['closure_xy', 'position_zx', 'joint_linear_named'],
+        'closure_xy': TERMS['closure_xy'],
+        'position_zx': TERMS['position_zx'],
+        'joint_linear_named': {**TERMS['joint_linear_named'], 'role': 'passive'},
+    }
     passive, servo = build_stacks(ConfigView(cfg, 'x.yaml', 'constraints'), model, user_dir)
     assert passive.names == ['closure_xy', 'joint_linear_named']
     assert servo.names == ['position_zx']
@@ -224,22 +282,55 @@ def test_joint_linear_named_maps_to_q_order(model):
     assert rows.phi[0] == pytest.approx(expected @ q - 0.25)
 
 
-@pytest.mark.parametrize('cfg, key, match', [
-    ({'type': 'frame_position', 'frame': 'nowhere', 'trajectory': {'type': 'hold', 'value': [0.0, 0.0, 0.0]}},
-     'constraints.c.frame', 'unknown frame'),
-    ({'type': 'frame_position', 'frame': 'tip_a', 'axes': ['x', 'y'],
-      'trajectory': {'type': 'hold', 'value': [0.0, 0.0, 0.0]}}, 'constraints.c', '3 components'),
-    ({'type': 'frame_position', 'frame': 'tip_a', 'axes': ['x', 'w'],
-      'trajectory': {'type': 'hold', 'value': [0.0, 0.0]}}, 'constraints.c', "'w'"),
-    ({'type': 'joint_linear', 'coefficients': [1.0, 1.0]}, 'constraints.c.coefficients', '5 entries'),
-    ({'type': 'loop_closure', 'frames': ['tip_a']}, 'constraints.c.frames', '2 entries'),
-    ({'type': 'callable', 'function': 'no_such_module_xyz:f'}, 'constraints.c.function', 'cannot import'),
-    ({'type': 'teleport'}, 'constraints.c.type', 'not one of'),
-    ({'type': 'frame_orientation', 'frame': 'tip_a', 'role': 'boss',
-      'trajectory': {'type': 'hold', 'value': [0.0]}}, 'constraints.c.role', 'not one of'),
-    ({'type': 'frame_position', 'frame': 'tip_a', 'trajectory': {'type': 'helix', 'omega': 1.0}},
-     'constraints.c.trajectory.radius', 'missing'),
-])
+@pytest.mark.parametrize(
+    'cfg, key, match',
+    [
+        (
+            {'type': 'frame_position', 'frame': 'nowhere', 'trajectory': {'type': 'hold', 'value': [0.0, 0.0, 0.0]}},
+            'constraints.c.frame',
+            'unknown frame',
+        ),
+        (
+            {
+                'type': 'frame_position',
+                'frame': 'tip_a',
+                'axes': ['x', 'y'],
+                'trajectory': {'type': 'hold', 'value': [0.0, 0.0, 0.0]},
+            },
+            'constraints.c',
+            '3 components',
+        ),
+        (
+            {
+                'type': 'frame_position',
+                'frame': 'tip_a',
+                'axes': ['x', 'w'],
+                'trajectory': {'type': 'hold', 'value': [0.0, 0.0]},
+            },
+            'constraints.c',
+            "'w'",
+        ),
+        ({'type': 'joint_linear', 'coefficients': [1.0, 1.0]}, 'constraints.c.coefficients', '5 entries'),
+        ({'type': 'loop_closure', 'frames': ['tip_a']}, 'constraints.c.frames', '2 entries'),
+        ({'type': 'callable', 'function': 'no_such_module_xyz:f'}, 'constraints.c.function', 'cannot import'),
+        ({'type': 'teleport'}, 'constraints.c.type', 'not one of'),
+        (
+            {
+                'type': 'frame_orientation',
+                'frame': 'tip_a',
+                'role': 'boss',
+                'trajectory': {'type': 'hold', 'value': [0.0]},
+            },
+            'constraints.c.role',
+            'not one of',
+        ),
+        (
+            {'type': 'frame_position', 'frame': 'tip_a', 'trajectory': {'type': 'helix', 'omega': 1.0}},
+            'constraints.c.trajectory.radius',
+            'missing',
+        ),
+    ],
+)
 def test_bad_constraint_config_names_file_and_key(model, cfg, key, match):
     with pytest.raises(ConfigError, match=match) as err:
         build_term('c', ConfigView(cfg, 'robot.yaml', 'constraints.c'), model)

@@ -1,6 +1,7 @@
 """URDF 'continuous' joints: one unwrapped angle per joint in our q, (cos, sin) only inside
 Pinocchio. The same arm written with 'revolute' joints (limits far out of reach) is the independent
 reference: model terms, frames and whole closed-loop runs over several turns must agree to round-off."""
+
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,8 @@ constraints:
     joints: [wrist]
     coefficients: [1.0]
     trajectory: {{type: line, centre: [0.0], amplitude: 4.71238898038469, omega: 2.0}}
-stabilization: {{convention: critical, omega: 20.0, max_speed: 0.0}}   # the linear law: the 4.7 rad start error closes in 1.5 s
+stabilization: {{convention: critical, omega: 20.0, max_speed: 0.0}}
+# the linear law above: the 4.7 rad start error closes in 1.5 s
 control: {{rate: 1000.0}}
 simulation: {{duration: 1.5}}
 """
@@ -96,9 +98,13 @@ def write_arm(folder, kind, actuators=False):
     (folder / 'arm.urdf').write_text(ARM.format(kind=kind, limit=limit))
     body = SETUP.format(urdf='arm.urdf').strip('\n')
     if actuators:
-        body += ('\nactuators:\n  names: [m_crank, m_slider, m_wrist]\n  m_crank: {joint: crank}\n'
-                 '  m_slider: {joint: slider}\n  m_wrist: {joint: wrist}')
-    (folder / 'arm.yaml').write_text('/**:\n  ros__parameters:\n' + '\n'.join('    ' + line for line in body.splitlines()))
+        body += (
+            '\nactuators:\n  names: [m_crank, m_slider, m_wrist]\n  m_crank: {joint: crank}\n'
+            '  m_slider: {joint: slider}\n  m_wrist: {joint: wrist}'
+        )
+    (folder / 'arm.yaml').write_text(
+        '/**:\n  ros__parameters:\n' + '\n'.join('    ' + line for line in body.splitlines())
+    )
     return folder / 'arm.yaml'
 
 
@@ -115,7 +121,7 @@ def test_continuous_model_matches_revolute(arms):
     lower, upper = cont.position_limits
     assert np.isinf(lower[[0, 2]]).all() and np.isinf(upper[[0, 2]]).all() and upper[1] == 100.0
     rng = np.random.default_rng(3)
-    for q_turns in (0.0, 1.0, -2.0, 5.0):          # angles far outside (-pi, pi]: several turns
+    for q_turns in (0.0, 1.0, -2.0, 5.0):  # angles far outside (-pi, pi]: several turns
         q = rng.normal(size=3) + np.array([2 * np.pi * q_turns, 0.0, -2 * np.pi * q_turns])
         qd, qdd = rng.normal(size=3), rng.normal(size=3)
         cont.compute(q, qd)
@@ -125,10 +131,8 @@ def test_continuous_model_matches_revolute(arms):
         np.testing.assert_allclose(cont.frame_position('tool'), rev.frame_position('tool'), atol=1e-12)
         np.testing.assert_allclose(cont.frame_jacobian('tool'), rev.frame_jacobian('tool'), atol=1e-12)
         np.testing.assert_allclose(cont.frame_drift('tool'), rev.frame_drift('tool'), atol=1e-12)
-        np.testing.assert_allclose(cont.inverse_dynamics(q, qd, qdd), rev.inverse_dynamics(q, qd, qdd),
-                                   atol=1e-12)
-        np.testing.assert_allclose(cont.forward_dynamics(q, qd, qdd), rev.forward_dynamics(q, qd, qdd),
-                                   atol=1e-10)
+        np.testing.assert_allclose(cont.inverse_dynamics(q, qd, qdd), rev.inverse_dynamics(q, qd, qdd), atol=1e-12)
+        np.testing.assert_allclose(cont.forward_dynamics(q, qd, qdd), rev.forward_dynamics(q, qd, qdd), atol=1e-10)
         # Pinocchio's own configuration of the continuous joints is (cos, sin) of our angle
         qp = cont.to_pinocchio_q(q)
         np.testing.assert_allclose(qp, [np.cos(q[0]), np.sin(q[0]), q[1], np.cos(q[2]), np.sin(q[2])])
@@ -147,13 +151,13 @@ def test_continuous_tracks_like_revolute_over_several_turns(arms, plant, compile
     cont, rev = runs['continuous'], runs['revolute']
     assert cont.settings['loop'] == rev.settings['loop']
     if plant == 'uk':
-        assert cont.q[-1, 0] > 0.2 + 2 * np.pi * 2.9          # the crank angle is unwrapped: ~3 turns
+        assert cont.q[-1, 0] > 0.2 + 2 * np.pi * 2.9  # the crank angle is unwrapped: ~3 turns
     scale = np.abs(rev.effort).max()
     tol = 1e-9 if plant == 'uk' else 1e-6
     np.testing.assert_allclose(cont.effort, rev.effort, rtol=0, atol=tol * scale)
     np.testing.assert_allclose(cont.q, rev.q, rtol=0, atol=tol * 10)
     # tracked: the 4.7 rad initial wrist error is down to the 1 kHz zero-order-hold lag (~1e-3 rad)
-    final = 5e-3 if plant == 'uk' else 0.05                 # the MuJoCo run is shorter (0.5 s)
+    final = 5e-3 if plant == 'uk' else 0.05  # the MuJoCo run is shorter (0.5 s)
     assert np.abs(cont.task_error[-100:]).max() < final < np.abs(cont.task_error[0]).max()
 
 
@@ -164,6 +168,7 @@ def test_continuous_arm_over_serial_matches_in_process(tmp_path, robots):
     angle per continuous joint: the hardware loop reproduces the in-process run past two crank turns
     (float32 on the wire: 1e-5 rad, as for the shipped robots)."""
     from test_hardware_hil import RATE, hil
+
     config = robots(str(write_arm(tmp_path / 'arm', 'continuous', actuators=True)))
     duration = 1.1
     sim = simulate(load_robot(config), duration=duration, rate=RATE)

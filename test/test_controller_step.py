@@ -6,18 +6,18 @@ answers: the same state as a plain float64 vector (every other form of the input
 be refused with its shape), the reference backend's result (every field present, of the same type), and
 copies taken before later steps (the arrays of a result are its own).
 """
+
 import dataclasses
 
 import numpy as np
 import pytest
+from test_redundancy import _planar_hold_params
 
 from uk_controller.control.controller import ControllerCore, StepResult
 from uk_controller.control.status import Status, reason
 from uk_controller.kernels import jit
 from uk_controller.robots.setup import setup_from_settings
 from uk_controller.settings.resolve import resolve
-
-from test_redundancy import _planar_hold_params
 
 BACKENDS = ('compiled', 'reference', 'general')
 ARRAYS = ('effort', 'phi', 'phidot', 'task_error', 'saturated')
@@ -50,21 +50,30 @@ def test_every_form_of_the_state_gives_the_same_step_or_is_refused(backend):
     n = ctrl.n
     rng = np.random.default_rng(3)
     q = (ctrl.setup.q0 + 0.05 * rng.normal(size=n)).astype(np.float32).astype(float)
-    qd = np.round(rng.normal(size=n) * 8) / 8                      # small integers / 8: exact everywhere
+    qd = np.round(rng.normal(size=n) * 8) / 8  # small integers / 8: exact everywhere
     want = ctrl.step(q, qd, 0.25)
     assert want.ok
     wide = np.zeros(2 * n)
     wide[::2], wide[1::2] = q, -1.0
-    forms = [(list(q), tuple(qd)), (q.astype(np.float32), qd.astype(np.float32)), (wide[::2], qd),
-             (q.astype('>f8'), qd.astype('>f8')), (q.view(type('Sub', (np.ndarray,), {})), qd)]
+    forms = [
+        (list(q), tuple(qd)),
+        (q.astype(np.float32), qd.astype(np.float32)),
+        (wide[::2], qd),
+        (q.astype('>f8'), qd.astype('>f8')),
+        (q.view(type('Sub', (np.ndarray,), {})), qd),
+    ]
     for fq, fqd in forms:
         _same(ctrl.step(fq, fqd, 0.25), want)
     ints = ctrl.step(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int32), 0.25)
     _same(ints, ctrl.step(np.zeros(n), np.ones(n), 0.25))
-    for t in (np.float32(0.25), 1, np.int64(1)):                    # t exact in float32: same bits
+    for t in (np.float32(0.25), 1, np.int64(1)):  # t exact in float32: same bits
         _same(ctrl.step(q, qd, t), ctrl.step(q, qd, float(t)))
-    for fq, fqd, shapes in ((q[:-1], qd, ((n - 1,), (n,))), (q, qd[:, None], ((n,), (n, 1))),
-                            (q[None, :], qd, ((1, n), (n,))), (q[0], qd, ((1,), (n,)))):   # a scalar: (1,)
+    for fq, fqd, shapes in (
+        (q[:-1], qd, ((n - 1,), (n,))),
+        (q, qd[:, None], ((n,), (n, 1))),
+        (q[None, :], qd, ((1, n), (n,))),
+        (q[0], qd, ((1,), (n,))),
+    ):  # a scalar: (1,)
         res = ctrl.step(fq, fqd, 0.25)
         assert res.status is Status.BAD_STATE_SHAPE and not res.ok
         assert res.reason == reason(Status.BAD_STATE_SHAPE, q=shapes[0], qd=shapes[1], n=n)
@@ -77,8 +86,11 @@ def test_compiled_step_result_sets_every_field_like_the_reference(robot):
     type, with its value (round-off apart: the packed step's own RNEA/CRBA); with and without passive rows
     and with the posture term."""
     setup = _posture_setup() if robot == 'posture' else None
-    make = (lambda b: ControllerCore(setup, backend=b)) if setup else (
-        lambda b: ControllerCore.from_config(robot, backend=b))
+    make = (
+        (lambda b: ControllerCore(setup, backend=b))
+        if setup
+        else (lambda b: ControllerCore.from_config(robot, backend=b))
+    )
     fast, ref = make('compiled'), make('reference')
     assert fast.backend.packed is not None
     rng = np.random.default_rng(11)
@@ -88,7 +100,7 @@ def test_compiled_step_result_sets_every_field_like_the_reference(robot):
         a, b = fast.step(q, qd, 0.01 * k), ref.step(q, qd, 0.01 * k)
         assert type(a) is StepResult
         for f in dataclasses.fields(StepResult):
-            x, y = getattr(a, f.name), getattr(b, f.name)         # AttributeError: a slot left empty
+            x, y = getattr(a, f.name), getattr(b, f.name)  # AttributeError: a slot left empty
             assert type(x) is type(y), f.name
             if isinstance(x, np.ndarray):
                 assert x.dtype == y.dtype and x.shape == y.shape, f.name
@@ -100,7 +112,7 @@ def test_compiled_step_result_sets_every_field_like_the_reference(robot):
             else:
                 assert x == y, f.name
         assert a.ok and a.reason == b.reason
-        np.testing.assert_array_equal(a.task_error, a.phi[fast.passive.m:])
+        np.testing.assert_array_equal(a.task_error, a.phi[fast.passive.m :])
         if robot == 'posture':
             assert np.isfinite(a.posture_error) and a.null_motion == 1
         else:
@@ -121,13 +133,13 @@ def test_a_results_arrays_stay_its_own_after_later_steps(robot, backend):
     later = [ctrl.step(q0 + 0.3 * (k + 1), qd0 + k + 1, 0.1 * (k + 1)) for k in range(3)]
     for name in ARRAYS:
         assert np.array_equal(getattr(first, name), kept[name]), name
-        if name != 'saturated':                 # (no effort saturates at the start)
+        if name != 'saturated':  # (no effort saturates at the start)
             assert not np.array_equal(getattr(later[0], name), kept[name]), name
         for other in later:
             assert not np.shares_memory(getattr(first, name), getattr(other, name)), name
-    assert ctrl.step(q0 + 9.0, qd0 + 20.0, 0.5).saturated.any()     # the flags are copied too
+    assert ctrl.step(q0 + 9.0, qd0 + 20.0, 0.5).saturated.any()  # the flags are copied too
     assert np.array_equal(first.saturated, kept['saturated'])
-    for name in ARRAYS:                         # scribbling on a result changes no later step
+    for name in ARRAYS:  # scribbling on a result changes no later step
         getattr(first, name)[:] = 1
     _same(ctrl.step(q0 + 0.1, qd0, 0.2), twin.step(q0 + 0.1, qd0, 0.2))
 
@@ -140,9 +152,13 @@ def test_step_view_reads_what_step_returns(robot, backend):
     random states, a saturated one among them; view.copy() is that StepResult and keeps it through later steps,
     while the view itself shows the next step's numbers."""
     from uk_controller.control.controller import StepView
+
     setup = _posture_setup() if robot == 'posture' else None
-    make = (lambda: ControllerCore(setup, backend=backend)) if setup else (
-        lambda: ControllerCore.from_config(robot, backend=backend))
+    make = (
+        (lambda: ControllerCore(setup, backend=backend))
+        if setup
+        else (lambda: ControllerCore.from_config(robot, backend=backend))
+    )
     viewer, stepper = make(), make()
     rng = np.random.default_rng(23)
     kept = []
@@ -150,7 +166,7 @@ def test_step_view_reads_what_step_returns(robot, backend):
         q = viewer.setup.q0 + rng.normal(size=viewer.n) * (0.05 if k < 4 else 0.5)
         qd = rng.normal(size=viewer.n) * (0.3 if k != 6 else 40.0)
         view, want = viewer.step_view(q, qd, 0.01 * k), stepper.step(q, qd, 0.01 * k)
-        assert type(view) is StepView and view is viewer.step_view(q, qd, 0.01 * k)   # one object, reused
+        assert type(view) is StepView and view is viewer.step_view(q, qd, 0.01 * k)  # one object, reused
         assert 0.0 < view.compute_time < 1.0
         _same(view, want)
         copy = view.copy()
@@ -188,6 +204,7 @@ def test_step_view_allocates_no_array(robot):
     """Per call, step_view leaves no memory behind and allocates none of step()'s arrays: tracemalloc's peak
     over 200 calls stays below one array of the result, while 200 steps of step() kept alive need them all."""
     import tracemalloc
+
     setup = _posture_setup() if robot == 'posture' else None
     ctrl = ControllerCore(setup) if setup else ControllerCore.from_config(robot)
     q, qd = ctrl.setup.q0 + 0.01, ctrl.setup.qd0 + 0.1

@@ -1,6 +1,7 @@
 """Robot descriptions a user already has: MJCF with its loop closures, xacro, and paths
 relative to the setup file. References are independent: the shipped URDF + YAML setups, Pinocchio's
 own MJCF constraint parser, the xacro package's expansion compared with the hand-written URDF."""
+
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -119,7 +120,7 @@ def test_every_mjcf_body_must_reach_the_model(monkeypatch, tmp_path):
         (tmp_path / 'plain.xml').write_text(text)
         model = pin.buildModelFromMJCF(str(tmp_path / 'plain.xml'))
         dropped = not model.existFrame('link_b2', pin.FrameType.BODY)
-    except Exception:       # a parser that cannot handle the file at all is an error too
+    except Exception:  # a parser that cannot handle the file at all is an error too
         dropped = True
     if not dropped:
         pytest.skip('this Pinocchio keeps every top-level body; nothing to detect')
@@ -137,8 +138,13 @@ def test_yaml_closures_merge_with_file_closures(tmp_path):
     assert setup.passive.names == ['closure_12'] and setup.passive.m == 3
     # a YAML closure is added to the file's
     params['constraints']['names'] = ['pin_b1', 'end_effector']
-    params['constraints']['pin_b1'] = {'role': 'passive', 'type': 'joint_linear', 'joints': ['joint_b1'],
-                                       'coefficients': [1.0], 'value': -2.1752}
+    params['constraints']['pin_b1'] = {
+        'role': 'passive',
+        'type': 'joint_linear',
+        'joints': ['joint_b1'],
+        'coefficients': [1.0],
+        'value': -2.1752,
+    }
     setup = load_robot(write_setup(tmp_path / 'added.yaml', params))
     assert setup.passive.names == ['closure_12', 'pin_b1']
     # the YAML may not redirect a file closure
@@ -160,9 +166,14 @@ def test_unsupported_equality_and_unknown_site_are_errors(tmp_path):
 def test_weld_from_qpos0_closes_at_the_reference_pose(tmp_path):
     """A body weld without relpose keeps body2's pose in body1 at qpos0 (MuJoCo): at q = 0 the two
     frames coincide, away from it they do not."""
-    text = (ROOT / 'mjcf' / 'five_bar.xml').read_text().replace(
-        '<connect name="closure_12" site1="branch1_tip" site2="branch2_tip"/>',
-        '<weld name="glue" body1="link_b1" body2="link_b2"/>')
+    text = (
+        (ROOT / 'mjcf' / 'five_bar.xml')
+        .read_text()
+        .replace(
+            '<connect name="closure_12" site1="branch1_tip" site2="branch2_tip"/>',
+            '<weld name="glue" body1="link_b1" body2="link_b2"/>',
+        )
+    )
     (tmp_path / 'weld.xml').write_text(text)
     model, closures = description.load_mjcf(tmp_path / 'weld.xml')
     assert closures['glue']['mode'] == 'weld'
@@ -176,6 +187,7 @@ def test_weld_from_qpos0_closes_at_the_reference_pose(tmp_path):
 
 # ----------------------------------------------------------------------------- xacro
 
+
 def test_xacro_robot_equals_its_urdf(tmp_path):
     """A .xacro that builds the shipped planar_3r from macro + args gives the same model and efforts."""
     urdf = ET.parse(share_dir() / 'urdf' / 'planar_3r.urdf').getroot()
@@ -183,13 +195,16 @@ def test_xacro_robot_equals_its_urdf(tmp_path):
     # the gz_ros2_control path: xacro would resolve $(find uk_controller) through the ament index
     body = body.replace('$(find uk_controller)', str(share_dir()))
     # a macro with a parameter the args set: the arm's link masses are scaled by `scale` (1 here)
-    macro = ('<robot xmlns:xacro="http://www.ros.org/wiki/xacro">'
-             '<xacro:macro name="arm" params="scale">' + body + '</xacro:macro>'
-             '<xacro:arm scale="$(arg scale)"/></robot>')
+    macro = (
+        '<robot xmlns:xacro="http://www.ros.org/wiki/xacro">'
+        '<xacro:macro name="arm" params="scale">' + body + '</xacro:macro>'
+        '<xacro:arm scale="$(arg scale)"/></robot>'
+    )
     (tmp_path / 'urdf').mkdir()
     (tmp_path / 'urdf' / 'arm.xacro').write_text(
         '<?xml version="1.0"?>\n<robot name="planar_3r" xmlns:xacro="http://www.ros.org/wiki/xacro">'
-        '<xacro:arg name="scale" default="2"/>' + macro[macro.index('<xacro:macro'):])
+        '<xacro:arg name="scale" default="2"/>' + macro[macro.index('<xacro:macro') :]
+    )
     params = shipped_params('planar_3r')
     params['robot']['urdf'] = 'urdf/arm.xacro'
     params['robot']['xacro_args'] = {'scale': 1}
@@ -210,8 +225,9 @@ def test_xacro_robot_equals_its_urdf(tmp_path):
 
 
 def test_xacro_errors_name_the_key(tmp_path):
-    (tmp_path / 'broken.xacro').write_text('<robot xmlns:xacro="http://www.ros.org/wiki/xacro">'
-                                          '<xacro:undefined_macro/></robot>')
+    (tmp_path / 'broken.xacro').write_text(
+        '<robot xmlns:xacro="http://www.ros.org/wiki/xacro"><xacro:undefined_macro/></robot>'
+    )
     params = shipped_params('planar_3r')
     params['robot']['urdf'] = 'broken.xacro'
     with pytest.raises(ConfigError, match=r'robot\.urdf.*xacro could not expand'):
@@ -223,6 +239,7 @@ def test_xacro_errors_name_the_key(tmp_path):
 
 
 # ----------------------------------------------------------------------------- paths
+
 
 def test_relative_paths_are_relative_to_the_setup_file(tmp_path):
     """A user's own urdf/planar_3r.urdf next to the YAML is loaded, never the shipped file of that name;
@@ -256,11 +273,15 @@ def test_one_description_key(tmp_path):
 
 
 def test_sdf_errors_name_the_problem(tmp_path):
-    cases = [('<model name="m"><link name="a"/><link name="b"/></model>', r"links \['a', 'b'\] are each a root"),
-             ('<model name="m"><link name="a"><pose relative_to="b">0 0 0 0 0 0</pose></link></model>',
-              'relative_to'),
-             ('<model name="m"><link name="a"/><joint name="j" type="ball"><parent>world</parent>'
-              '<child>a</child></joint></model>', "ball joint in the kinematic tree is not supported")]
+    cases = [
+        ('<model name="m"><link name="a"/><link name="b"/></model>', r"links \['a', 'b'\] are each a root"),
+        ('<model name="m"><link name="a"><pose relative_to="b">0 0 0 0 0 0</pose></link></model>', 'relative_to'),
+        (
+            '<model name="m"><link name="a"/><joint name="j" type="ball"><parent>world</parent>'
+            '<child>a</child></joint></model>',
+            "ball joint in the kinematic tree is not supported",
+        ),
+    ]
     for i, (body, match) in enumerate(cases):
         (tmp_path / f'm{i}.sdf').write_text(f'<sdf version="1.9">{body}</sdf>')
         with pytest.raises(description.DescriptionError, match=match):
@@ -269,6 +290,7 @@ def test_sdf_errors_name_the_problem(tmp_path):
 
 def test_robot_name_that_is_also_a_local_file_is_ambiguous(tmp_path, monkeypatch):
     from uk_controller.files.parameter_file import ConfigNotFoundError
+
     monkeypatch.chdir(tmp_path)
     assert resolve_config('scara') == (share_dir() / 'config' / 'scara.yaml').resolve()
     (tmp_path / 'scara').write_text('not a setup')
@@ -282,13 +304,15 @@ def test_robot_name_that_is_also_a_local_file_is_ambiguous(tmp_path, monkeypatch
 def test_launch_robot_description_expands_xacro(tmp_path):
     """robot_state_publisher gets the expanded URDF of a xacro setup (paths.robot_description)."""
     from uk_controller.paths import robot_description
+
     (tmp_path / 'arm.urdf.xacro').write_text(
         '<?xml version="1.0"?><robot name="two" xmlns:xacro="http://www.ros.org/wiki/xacro">'
         '<xacro:arg name="len" default="0.5"/><link name="world"/>'
         '<joint name="j" type="continuous"><parent link="world"/><child link="l"/>'
         '<origin xyz="0 0 $(arg len)"/><axis xyz="0 0 1"/></joint>'
         '<link name="l"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>'
-        '</inertial></link></robot>')
+        '</inertial></link></robot>'
+    )
     path = write_setup(tmp_path / 'arm.yaml', {'robot': {'urdf': 'arm.urdf.xacro', 'xacro_args': {'len': 0.75}}})
     _, text = robot_description(str(path))
     origin = ET.fromstring(text).find('joint').find('origin')
@@ -300,18 +324,24 @@ def test_launch_robot_description_expands_xacro(tmp_path):
 def test_body_connect_to_the_world(tmp_path):
     """body2 omitted: MuJoCo connects to the world; the second frame hangs on the universe, at the
     anchor's world position at qpos0."""
-    text = (ROOT / 'mjcf' / 'five_bar.xml').read_text().replace(
-        '<connect name="closure_12" site1="branch1_tip" site2="branch2_tip"/>',
-        '<connect name="pin_tip" body1="link_b1" anchor="0.244 0 0"/>')
+    text = (
+        (ROOT / 'mjcf' / 'five_bar.xml')
+        .read_text()
+        .replace(
+            '<connect name="closure_12" site1="branch1_tip" site2="branch2_tip"/>',
+            '<connect name="pin_tip" body1="link_b1" anchor="0.244 0 0"/>',
+        )
+    )
     (tmp_path / 'pinned.xml').write_text(text)
     model, closures = description.load_mjcf(tmp_path / 'pinned.xml')
     f1, f2 = (model.frames[model.getFrameId(f)] for f in closures['pin_tip']['frames'])
     assert f2.parentJoint == 0
-    np.testing.assert_allclose(f2.placement.translation, [0.488, 0.25, 0.0], atol=1e-14)   # A1 + 2 L along x
+    np.testing.assert_allclose(f2.placement.translation, [0.488, 0.25, 0.0], atol=1e-14)  # A1 + 2 L along x
     assert model.names[f1.parentJoint] == 'joint_b1'
 
 
 # ----------------------------------------------------------------------------- SDF
+
 
 def _five_bar_sdf(tmp_path):
     """The five-bar of urdf/five_bar.urdf as SDF, posed (its zero configuration) at five_bar.yaml's
@@ -330,33 +360,41 @@ def _five_bar_sdf(tmp_path):
             continue
         pose = data.oMf[ref.getFrameId(name, pin.FrameType.BODY)]
         xyz, rpy = pose.translation, pin.rpy.matrixToRpy(pose.rotation)
-        out.append(f'<link name="{name}"><pose>{" ".join("%.17g" % v for v in [*xyz, *rpy])}</pose>')
+        out.append(f'<link name="{name}"><pose>{" ".join(f"{v:.17g}" for v in [*xyz, *rpy])}</pose>')
         inertial = link.find('inertial')
         if inertial is not None:
             i = inertial.find('inertia').attrib
-            out.append(f'<inertial><pose>{inertial.find("origin").get("xyz")} 0 0 0</pose>'
-                       f'<mass>{inertial.find("mass").get("value")}</mass><inertia>'
-                       + ''.join(f'<{k}>{i[k]}</{k}>' for k in ('ixx', 'ixy', 'ixz', 'iyy', 'iyz', 'izz'))
-                       + '</inertia></inertial>')
+            out.append(
+                f'<inertial><pose>{inertial.find("origin").get("xyz")} 0 0 0</pose>'
+                f'<mass>{inertial.find("mass").get("value")}</mass><inertia>'
+                + ''.join(f'<{k}>{i[k]}</{k}>' for k in ('ixx', 'ixy', 'ixz', 'iyy', 'iyz', 'izz'))
+                + '</inertia></inertial>'
+            )
         out.append('</link>')
     for joint in urdf.findall('joint'):
         kind = joint.get('type')
-        out.append(f'<joint name="{joint.get("name")}" type="{kind}"><parent>{joint.find("parent").get("link")}'
-                   f'</parent><child>{joint.find("child").get("link")}</child>')
+        out.append(
+            f'<joint name="{joint.get("name")}" type="{kind}"><parent>{joint.find("parent").get("link")}'
+            f'</parent><child>{joint.find("child").get("link")}</child>'
+        )
         if kind != 'fixed':
             limit = joint.find('limit').attrib
-            out.append(f'<axis><xyz>{joint.find("axis").get("xyz")}</xyz><limit><lower>{limit["lower"]}</lower>'
-                       f'<upper>{limit["upper"]}</upper><effort>{limit["effort"]}</effort></limit></axis>')
+            out.append(
+                f'<axis><xyz>{joint.find("axis").get("xyz")}</xyz><limit><lower>{limit["lower"]}</lower>'
+                f'<upper>{limit["upper"]}</upper><effort>{limit["effort"]}</effort></limit></axis>'
+            )
         out.append('</joint>')
-    out.append('<joint name="closure_12" type="revolute"><pose>0.244 0 0 0 0 0</pose><parent>link_b1</parent>'
-               '<child>link_b2</child><axis><xyz>0 0 1</xyz></axis></joint>')
+    out.append(
+        '<joint name="closure_12" type="revolute"><pose>0.244 0 0 0 0 0</pose><parent>link_b1</parent>'
+        '<child>link_b2</child><axis><xyz>0 0 1</xyz></axis></joint>'
+    )
     out += ['</model>', '</sdf>']
     (tmp_path / 'five_bar.sdf').write_text('\n'.join(out))
     params = shipped_params('five_bar')
     del params['robot']['urdf']
     params['robot']['sdf'] = 'five_bar.sdf'
     params['robot']['initial_position'] = [0.0] * 4
-    params['constraints']['names'] = ['end_effector']          # closure_12 comes from the file ...
+    params['constraints']['names'] = ['end_effector']  # closure_12 comes from the file ...
     params['constraints']['closure_12'] = {'axes': ['x', 'y']}  # ... refined to the plane, as in the YAML
     return write_setup(tmp_path / 'five_bar_sdf.yaml', params), q0
 
@@ -372,7 +410,7 @@ def test_sdf_five_bar_matches_urdf_and_yaml(tmp_path):
         q, qd = q0 + 0.2 * rng.normal(size=4), rng.normal(size=4)
         rows_a = [(r.phi.copy(), r.A.copy(), r.b.copy()) for r in a.evaluate(q, qd, 0.3)[:2]]
         Ma, ha = a.model.M.copy(), a.model.h.copy()
-        rows_b = [(r.phi.copy(), r.A.copy(), r.b.copy()) for r in b.evaluate(q - q0, qd, 0.3)[:2]]   # SDF zero = q0
+        rows_b = [(r.phi.copy(), r.A.copy(), r.b.copy()) for r in b.evaluate(q - q0, qd, 0.3)[:2]]  # SDF zero = q0
         np.testing.assert_allclose(b.model.M, Ma, atol=1e-14)
         np.testing.assert_allclose(b.model.h, ha, atol=1e-13)
         for xa, xb in zip(rows_a, rows_b):

@@ -12,6 +12,7 @@ here stops at a named absent upstream package (gz sim, robot_state_publisher,
 rqt_plot, PlotJuggler) or is listed in NOT_RUN with the reason; a new command
 in the docs fails test_every_command_is_classified until it is one or the other.
 """
+
 import os
 import re
 import shlex
@@ -21,7 +22,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from launch_stub import PackageNotFoundError, launch_nodes, start_node
 from parallel import domain_id
 
@@ -30,8 +30,12 @@ DOMAIN_ID = domain_id(77)
 DOCS = ('README.md', 'docs/ros.md')
 OUR_PACKAGE = 'uk_controller'
 ABSENT = {'robot_state_publisher', 'rqt_plot', 'plotjuggler', 'ros_gz_sim', 'ros_gz_bridge', 'controller_manager'}
-STARTED = {'uk_controller_node': ' joints ', 'uk_sim_node': ' plant with ', 'serial_bridge_node': ' on ',
-           'uk_wait_for_topics': 'waiting for publishers'}
+STARTED = {
+    'uk_controller_node': ' joints ',
+    'uk_sim_node': ' plant with ',
+    'serial_bridge_node': ' on ',
+    'uk_wait_for_topics': 'waiting for publishers',
+}
 NOT_RUN = {
     './scripts/demo.sh': 'the full SCARA demo (minutes); its parts run in test_cli_simulate.py',
     './scripts/test.sh': 'this test suite itself',
@@ -39,26 +43,26 @@ NOT_RUN = {
     './scripts/test.sh -k scara': 'a part of this test suite',
     'python3 -m venv .venv && .venv/bin/pip install -e ".[mujoco,serial]"': 'needs the package index (network)',
     'cd ~/ws/src && git clone <this repo> uk_controller && cd ~/ws': 'placeholder URL; the colcon build of '
-                                                                     'this checkout is test_colcon_build.py',
+    'this checkout is test_colcon_build.py',
     'rosdep install --from-paths src -y && colcon build --packages-select uk_controller && '
     'source install/setup.bash': 'rosdep needs apt and the network; its keys: test_rosdep_keys.py; colcon '
-                                 'build: test_colcon_build.py',
+    'build: test_colcon_build.py',
     '.venv/bin/uk-controller bench --quick': 'benchmark tables, not a test (bench/)',
     '.venv/bin/uk-controller simulate dual_arm --plant mujoco': 'full-length MuJoCo run; the same plant and '
-                                                                'controller: test_sim_mujoco.py, test_ros_mujoco.py',
+    'controller: test_sim_mujoco.py, test_ros_mujoco.py',
     '.venv/bin/pip install -e ".[sweep]"': 'needs the package index (network)',
     '.venv/bin/uk-controller sweep scara --grid stabilization.omega=5:40:4 --grid control.rate=500,1000 '
     '--grid simulation.mass_scale=0.8,1,1.2 --duration 5 --out results/sweep24': 'a 48-run sweep (minutes); '
-                                                                                 'the sweep has its own tests',
+    'the sweep has its own tests',
     '.venv/bin/uk-controller sweep scara ... --out results/sweep24_ray --ray local': 'elided arguments (...)',
     'uk-controller sweep scara --set stabilization.convention=seed000 --grid stabilization.alpha=0.5,2,8,32,128,512 '
     '--grid stabilization.beta=50,200,800,3200,12800,51200 --grid control.rate=250,1000 '
     '--grid simulation.mass_scale=0.8,1.2 --duration 5 --best task_error_rms --best-by '
     'stabilization.alpha,stabilization.beta --max-saturation 0.01 --heatmap '
     'stabilization.alpha,stabilization.beta,task_error_rms --mark "seed 000=0.5,200"': 'a 144-run sweep (minutes); '
-                                                                                      'the sweep has its own tests',
+    'the sweep has its own tests',
     '.venv/bin/uk-controller simulate scara --alpha 0.5 --beta 200': 'full-length run with plots; the gains: '
-                                                                     'test_cli_simulate.py',
+    'test_cli_simulate.py',
 }
 
 
@@ -72,7 +76,7 @@ def doc_commands():
                 continue
             if block and line.strip():
                 command = re.sub(r'\s+#.*$', '', line).strip()
-                if command.endswith('\\'):              # continued on the next line
+                if command.endswith('\\'):  # continued on the next line
                     pending += command[:-1].strip() + ' '
                     continue
                 command, pending = pending + command, ''
@@ -127,6 +131,7 @@ def test_every_command_is_classified():
 
 def env():
     from ros_nodes import ros_env
+
     e = ros_env(DOMAIN_ID)
     e['PATH'] = f'{Path(sys.executable).parent}{os.pathsep}{e.get("PATH", "")}'
     return e
@@ -143,17 +148,21 @@ def interrupt_twice(proc, timeout=30.0):
         proc.wait()
         return None
 
+
 #: commands that take more than a second or two (measured on the 2-core VM)
-SLOW = {'.venv/bin/uk-controller simulate scara --mcap results/scara.mcap',
-        '.venv/bin/uk-controller simulate config/examples/cassie_hung.yaml --out results/cassie',
-        '.venv/bin/uk-controller simulate five_bar_redundant --duration 6.3 --out results/fb3',
-        '.venv/bin/uk-controller run scara --port /dev/ttyUSB0 --protocol uk_binary',
-        'ros2 launch uk_controller sim.launch.py robot:=five_bar',
-        'ros2 launch uk_controller sim.launch.py robot:=dual_arm plant:=mujoco'}
+SLOW = {
+    '.venv/bin/uk-controller simulate scara --mcap results/scara.mcap',
+    '.venv/bin/uk-controller simulate config/examples/cassie_hung.yaml --out results/cassie',
+    '.venv/bin/uk-controller simulate five_bar_redundant --duration 6.3 --out results/fb3',
+    '.venv/bin/uk-controller run scara --port /dev/ttyUSB0 --protocol uk_binary',
+    'ros2 launch uk_controller sim.launch.py robot:=five_bar',
+    'ros2 launch uk_controller sim.launch.py robot:=dual_arm plant:=mujoco',
+}
 
 
 def wait_for(proc, path, text, timeout=120.0):
     import time
+
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if text in Path(path).read_text():
@@ -169,8 +178,13 @@ def run_ros2_run(command, tmp_path):
     executable, args = tokens[3], tokens[4:]
     log = tmp_path / f'{executable}.log'
     with open(log, 'w') as out:
-        proc = subprocess.Popen([str(Path(sys.executable).parent / executable), *args], cwd=ROOT, env=env(),
-                                stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / executable), *args],
+            cwd=ROOT,
+            env=env(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         started = wait_for(proc, log, STARTED[executable])
         code = interrupt_twice(proc)
     text = log.read_text()
@@ -188,7 +202,7 @@ def run_launch(command, tmp_path):
     except PackageNotFoundError as exc:
         assert exc.args[0].split("'")[1] in ABSENT, exc
         return f'stops at {exc.args[0]}'
-    except Exception as exc:          # what launch prints: "Caught exception in launch: ..."
+    except Exception as exc:  # what launch prints: "Caught exception in launch: ..."
         return f'refused: {exc}'
     ours = [n for n in nodes if n.get('package') == OUR_PACKAGE]
     absent = sorted({n['package'] for n in nodes if n.get('package') not in (None, OUR_PACKAGE)})
@@ -205,16 +219,24 @@ def run_launch(command, tmp_path):
         out = proc.output()
         assert code == 0 and 'Traceback' not in out, (node['executable'], out)
     outputs = {n['executable']: p.output() for n, p in zip(ours, procs)}
-    return ('ran: ' + ', '.join(n['executable'] for n in ours)
-            + (f'; absent here: {", ".join(absent)}' if absent else ''), outputs)
+    return (
+        'ran: ' + ', '.join(n['executable'] for n in ours) + (f'; absent here: {", ".join(absent)}' if absent else ''),
+        outputs,
+    )
 
 
 def run_cli(command, tmp_path):
     if ' emulate ' in command:
-        proc = subprocess.Popen(['/bin/sh', '-c', 'exec ' + command], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            ['/bin/sh', '-c', 'exec ' + command],
+            cwd=ROOT,
+            env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         first = proc.stdout.readline()
-        proc.send_signal(signal.SIGINT)      # Ctrl-C
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
         rest = proc.communicate(timeout=60)[0]
         assert proc.returncode == 0 and first.startswith('emulating '), first + rest
         return f'ran: {first.strip()}'
@@ -237,8 +259,10 @@ def test_documented_command_runs_as_written(command, robot, tmp_path):
     if isinstance(result, tuple):
         result, outputs = result
     if 'hardware.launch.py' in command and 'port:=/dev/ttyUSB0' in command:
-        assert 'port:=/dev/ttyUSB0' in outputs['serial_bridge_node'] and 'uk-controller emulate' in \
-            outputs['serial_bridge_node'], outputs['serial_bridge_node']
+        assert (
+            'port:=/dev/ttyUSB0' in outputs['serial_bridge_node']
+            and 'uk-controller emulate' in outputs['serial_bridge_node']
+        ), outputs['serial_bridge_node']
         result += '; serial_bridge_node: no /dev/ttyUSB0, says port:= and uk-controller emulate'
     if 'gazebo.launch.py' in command:
         assert 'ros_gz_sim' in result
@@ -272,8 +296,14 @@ def test_readme_python_example_runs_and_tracks(tmp_path):
     for i, code in enumerate(examples):
         script = tmp_path / f'example_{i}.py'
         script.write_text(code)
-        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
-                              timeout=600, env={**os.environ, 'OPENBLAS_NUM_THREADS': '1'})
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, 'OPENBLAS_NUM_THREADS': '1'},
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         found = re.search(r'task error ([0-9.e+-]+), status (\w+)', done.stdout)
         assert found and float(found.group(1)) < 1e-5 and found.group(2) == 'OK', done.stdout

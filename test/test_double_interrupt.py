@@ -8,6 +8,7 @@ building the controller, running), and must exit with its documented status (nod
 130 when interrupted, 0 if it had finished) and print no traceback. Without the guard two SIGINTs
 20 ms apart during start-up ended ``uk_controller_node`` with ``KeyboardInterrupt`` and -2.
 """
+
 import importlib
 import re
 import signal
@@ -17,17 +18,20 @@ import time
 from pathlib import Path
 
 import pytest
-
 from parallel import domain_id
 from ros_nodes import ros_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAIN_ID = domain_id(81)
-GAPS = (0.0, 0.02, 0.25)                     # seconds between the two SIGINTs
-MOMENTS = (0.0, 0.3, 1.0, 3.0)               # seconds after our first line: imports, building, running
+GAPS = (0.0, 0.02, 0.25)  # seconds between the two SIGINTs
+MOMENTS = (0.0, 0.3, 1.0, 3.0)  # seconds after our first line: imports, building, running
 
 COMMANDS = {
-    'uk_controller_node': ('controller_node', ['--ros-args', '--params-file', str(ROOT / 'config' / 'scara.yaml')], {0}),
+    'uk_controller_node': (
+        'controller_node',
+        ['--ros-args', '--params-file', str(ROOT / 'config' / 'scara.yaml')],
+        {0},
+    ),
     'uk_sim_node': ('sim_node', ['--ros-args', '--params-file', str(ROOT / 'config' / 'scara.yaml')], {0}),
     'uk-controller simulate': ('uk_controller', ['simulate', 'scara', '--duration', '30'], {130, 0}),
 }
@@ -44,10 +48,19 @@ def start(entry, args, tmp_path):
     """The process a console script of setup.py is (``uk_controller.entry_points.<entry>``), returned
     once it runs our first guarded line: a SIGINT inside the interpreter's own start-up (site-packages,
     before any line of the package runs) ends it with Python's own message, which no package can change."""
-    code = (f'import sys; sys.argv[1:] = {args!r}; from uk_controller import entry_points as e; '
-            f'sys.exit(e.start(*e.ENTRY_POINTS[{entry!r}], announce=lambda: print("started", flush=True)))')
-    proc = subprocess.Popen([sys.executable, '-c', code], cwd=tmp_path, env=ros_env(DOMAIN_ID),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=sigint_default)
+    code = (
+        f'import sys; sys.argv[1:] = {args!r}; from uk_controller import entry_points as e; '
+        f'sys.exit(e.start(*e.ENTRY_POINTS[{entry!r}], announce=lambda: print("started", flush=True)))'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, '-c', code],
+        cwd=tmp_path,
+        env=ros_env(DOMAIN_ID),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=sigint_default,
+    )
     assert proc.stdout.readline().strip() == 'started'
     return proc
 
@@ -57,9 +70,10 @@ def test_console_scripts_go_through_the_guarded_entry_points():
     scripts = dict(re.findall(r"'([\w-]+)\s*=\s*(uk_controller[\w.]*:\w+)'", source))
     assert scripts and all(target.startswith('uk_controller.entry_points:') for target in scripts.values()), scripts
     import uk_controller.entry_points as entry_points
+
     functions = {target.split(':')[1] for target in scripts.values()}
     assert functions == set(entry_points.ENTRY_POINTS)
-    for function in functions:        # each console script runs the main() its table row names
+    for function in functions:  # each console script runs the main() its table row names
         module, _ = entry_points.ENTRY_POINTS[function]
         assert callable(getattr(importlib.import_module(module), 'main'))
 
@@ -68,7 +82,7 @@ def test_console_scripts_go_through_the_guarded_entry_points():
 @pytest.mark.slow
 @pytest.mark.parametrize('command', COMMANDS)
 def test_two_sigints_at_any_moment_of_start_up_end_cleanly(command, tmp_path, robots):
-    robots('scara')                      # kernels cached: the nodes start in seconds, not minutes
+    robots('scara')  # kernels cached: the nodes start in seconds, not minutes
     entry, args, allowed = COMMANDS[command]
     failures = []
     for moment in MOMENTS:
@@ -112,26 +126,45 @@ def test_an_interrupt_inside_a_finalizer_is_recorded_and_prints_no_traceback():
     ``uk-controller simulate`` plots) raises a KeyboardInterrupt Python cannot propagate: without the
     guard's unraisable hook it prints "Exception ignored ... KeyboardInterrupt" with a traceback and
     the command runs on as if nothing had happened (a failure seen in CI)."""
-    run = subprocess.run([sys.executable, '-c', DEL_INTERRUPT], capture_output=True, text=True, timeout=60,
-                         cwd=ROOT, preexec_fn=sigint_default)
+    run = subprocess.run(
+        [sys.executable, '-c', DEL_INTERRUPT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        preexec_fn=sigint_default,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == 'requested True'
     assert 'KeyboardInterrupt' not in run.stderr and 'Exception ignored' not in run.stderr, run.stderr
-    plain = subprocess.run(      # the same without the guard: Python does print it (the test can fail)
-        [sys.executable, '-c', DEL_INTERRUPT.replace('guard_interrupts()', 'signal.signal(signal.SIGINT, '
-                                                     'lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))')],
-        capture_output=True, text=True, timeout=60, cwd=ROOT, preexec_fn=sigint_default)
+    plain = subprocess.run(  # the same without the guard: Python does print it (the test can fail)
+        [
+            sys.executable,
+            '-c',
+            DEL_INTERRUPT.replace(
+                'guard_interrupts()',
+                'signal.signal(signal.SIGINT, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))',
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        preexec_fn=sigint_default,
+    )
     assert 'Exception ignored' in plain.stderr and "KeyboardInterrupt" in plain.stderr
 
 
 def test_the_cli_reports_an_interrupt_it_could_only_record():
     """``main`` returns 130, not 0, when the interrupt was recorded but swallowed during the command."""
-    code = ('import sys; from uk_controller import cli, interrupts; interrupts.guard_interrupts(); '
-            'interrupts._Interrupt.requested = False; '
-            'p = cli.build_parser(); a = p.parse_args(["simulate", "scara"]); '
-            'a.func = lambda args: (setattr(interrupts._Interrupt, "requested", True), 0)[1]; '
-            'cli.build_parser = lambda: type("P", (), {"parse_args": lambda self, argv: a})(); '
-            'sys.exit(cli.main([]))')
+    code = (
+        'import sys; from uk_controller import cli, interrupts; interrupts.guard_interrupts(); '
+        'interrupts._Interrupt.requested = False; '
+        'p = cli.build_parser(); a = p.parse_args(["simulate", "scara"]); '
+        'a.func = lambda args: (setattr(interrupts._Interrupt, "requested", True), 0)[1]; '
+        'cli.build_parser = lambda: type("P", (), {"parse_args": lambda self, argv: a})(); '
+        'sys.exit(cli.main([]))'
+    )
     run = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode == 130, run.stderr
     assert 'interrupted' in run.stderr and 'Traceback' not in run.stderr
@@ -160,8 +193,14 @@ def test_the_sigint_race_of_two_interrupts_0_ms_apart_prints_nothing():
     and CPython then writes "OSError: Signal 2 ignored due to race condition" as an unraisable error with a
     traceback (signalmodule.c, bpo-43406; seen in CI on uk_sim_node). The guard's hook keeps quiet about
     exactly that message and passes any other unraisable error on (the test can fail both ways)."""
-    run = subprocess.run([sys.executable, '-c', RACE_UNRAISABLE], capture_output=True, text=True, timeout=60,
-                         cwd=ROOT, preexec_fn=sigint_default)
+    run = subprocess.run(
+        [sys.executable, '-c', RACE_UNRAISABLE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        preexec_fn=sigint_default,
+    )
     assert run.returncode == 0 and run.stdout.strip() == 'ran on', run.stderr
     assert 'race condition' not in run.stderr, run.stderr
     assert 'some other failure' in run.stderr
@@ -188,8 +227,14 @@ def test_an_interrupt_an_extension_turned_into_an_import_error_ends_like_ctrl_c(
     failed" (seen in CI: uk_sim_node importing scipy.optimize's HiGHS wrapper at the first Ctrl-C
     exited 1 with a traceback). After the first Ctrl-C, that error is the interrupt: the node's 0, the
     CLI's 130 with "interrupted", no traceback."""
-    run = subprocess.run([sys.executable, '-c', EXTENSION_INIT_INTERRUPT, str(interrupted)], capture_output=True,
-                         text=True, timeout=60, cwd=ROOT, preexec_fn=sigint_default)
+    run = subprocess.run(
+        [sys.executable, '-c', EXTENSION_INIT_INTERRUPT, str(interrupted)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        preexec_fn=sigint_default,
+    )
     assert run.returncode == interrupted, run.stderr
     assert 'Traceback' not in run.stderr and 'ran on' not in run.stdout, run.stderr
     assert run.stderr.strip() == ('interrupted' if interrupted else '')
@@ -198,8 +243,14 @@ def test_an_interrupt_an_extension_turned_into_an_import_error_ends_like_ctrl_c(
 def test_an_error_without_an_interrupt_still_fails_the_command():
     """The rule above is only for errors after a Ctrl-C: the same ImportError without one is raised."""
     code = EXTENSION_INIT_INTERRUPT.replace('os.kill(os.getpid(), signal.SIGINT)', 'raise KeyboardInterrupt')
-    run = subprocess.run([sys.executable, '-c', code, '0'], capture_output=True, text=True, timeout=60, cwd=ROOT,
-                         preexec_fn=sigint_default)
+    run = subprocess.run(
+        [sys.executable, '-c', code, '0'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        preexec_fn=sigint_default,
+    )
     assert run.returncode == 1 and 'ImportError: initialization failed' in run.stderr, run.stderr
 
 
@@ -221,6 +272,12 @@ def test_a_context_shut_down_between_build_and_spin_is_a_stop_not_a_failure():
     create guard_condition: the given context is not valid"). That is the stop: exit 0, the error not
     raised. (rclpy's own Executor.__del__ may still note the half-made executor on stderr.)"""
     pytest.importorskip('rclpy')
-    run = subprocess.run([sys.executable, '-c', CONTEXT_SHUT_AFTER_BUILD], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT, env=ros_env(DOMAIN_ID))
+    run = subprocess.run(
+        [sys.executable, '-c', CONTEXT_SHUT_AFTER_BUILD],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=ros_env(DOMAIN_ID),
+    )
     assert run.returncode == 0 and 'RCLError' not in run.stderr, run.stderr

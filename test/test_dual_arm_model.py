@@ -12,6 +12,7 @@ work tau_abs . dtheta = (T^T tau_abs) . dq. Because T is constant, thetadd = T q
 Plane: the paper's (x, y) is the world (x, z) plane of the URDF, joints turn about -y so that a
 positive angle lifts the link, gravity (0, 0, -g).
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ I_LINK = np.ones(5)
 L_LINK = np.ones(5)
 G_ACC = 9.8
 L_BASE = 3.0
-T = np.tril(np.ones((5, 5)))          # theta = T q
+T = np.tril(np.ones((5, 5)))  # theta = T q
 
 
 def _coefficients(m, l):
@@ -46,9 +47,9 @@ def _coefficients(m, l):
         for j in range(n):
             k = max(i, j)
             if i == j:
-                a[i, i] = (m[i] / 4 + m[i + 1:].sum()) * l[i] ** 2
+                a[i, i] = (m[i] / 4 + m[i + 1 :].sum()) * l[i] ** 2
             else:
-                a[i, j] = (m[k] / 2 + m[k + 1:].sum()) * l[i] * l[j]
+                a[i, j] = (m[k] / 2 + m[k + 1 :].sum()) * l[i] * l[j]
     return a
 
 
@@ -70,7 +71,7 @@ def paper_C(theta, thetad, m=M_LINK, l=L_LINK):
 
 def paper_G(theta, m=M_LINK, l=L_LINK, g=G_ACC):
     """Seed 004 eq A4: G_i = (m_i/2 + sum_{k>i} m_k) g l_i cos(theta_i)."""
-    coeff = np.array([m[i] / 2 + m[i + 1:].sum() for i in range(len(m))])
+    coeff = np.array([m[i] / 2 + m[i + 1 :].sum() for i in range(len(m))])
     return coeff * g * l * np.cos(theta)
 
 
@@ -81,13 +82,13 @@ def a2_entries_as_printed(theta):
     I1, I3, I5 = I_LINK[0], I_LINK[2], I_LINK[4]
     t1, t2, t3, t4, t5 = theta
     return {
-        (0, 0): (m1 / 4 + m2 + m3 + m4 + m5) * l1 ** 2 + I1,
+        (0, 0): (m1 / 4 + m2 + m3 + m4 + m5) * l1**2 + I1,
         (0, 2): (m3 / 2 + m4 + m5) * l1 * l3 * np.cos(t1 - t3),
         (0, 4): m5 / 2 * l1 * l5 * np.cos(t1 - t5),
         (1, 3): (m4 / 2 + m5) * l2 * l4 * np.cos(t2 - t4),
-        (2, 2): (m3 / 4 + m4 + m5) * l3 ** 2 + I3,
+        (2, 2): (m3 / 4 + m4 + m5) * l3**2 + I3,
         (3, 4): m5 / 2 * l4 * l5 * np.cos(t4 - t5),
-        (4, 4): m5 / 4 * l5 ** 2 + I5,
+        (4, 4): m5 / 4 * l5**2 + I5,
     }
 
 
@@ -190,11 +191,15 @@ def test_closure_and_task_jacobians_match_eqs_62_and_68(model):
         th = T @ q
         pin.computeJointJacobians(model, data, q)
         pin.updateFramePlacements(model, data)
-        A_hat = np.vstack([-L_LINK * np.sin(th), L_LINK * np.cos(th)])                   # eq 62
+        A_hat = np.vstack([-L_LINK * np.sin(th), L_LINK * np.cos(th)])  # eq 62
         np.testing.assert_allclose(_planar_jacobian(model, data, "link5_tip")[:2], A_hat @ T, atol=1e-12)
-        A = np.array([[-l1 * np.sin(th[0]), -l2 * np.sin(th[1]), -l3 / 2 * np.sin(th[2]), 0, 0],
-                      [l1 * np.cos(th[0]), l2 * np.cos(th[1]), l3 / 2 * np.cos(th[2]), 0, 0],
-                      [0, 0, 1, 0, 0]])                                                  # eq 68
+        A = np.array(
+            [
+                [-l1 * np.sin(th[0]), -l2 * np.sin(th[1]), -l3 / 2 * np.sin(th[2]), 0, 0],
+                [l1 * np.cos(th[0]), l2 * np.cos(th[1]), l3 / 2 * np.cos(th[2]), 0, 0],
+                [0, 0, 1, 0, 0],
+            ]
+        )  # eq 68
         np.testing.assert_allclose(_planar_jacobian(model, data, "object"), A @ T, atol=1e-12)
         # eq 65: object centre
         p = _frame(model, data, "object").translation
@@ -210,11 +215,10 @@ def test_actuator_map_matches_eq_70(model):
     oriented from the object towards arm 2's base, the paper's u4, u5 the other way round:
     u_paper = diag(1, 1, 1, -1, -1, 1) u_ours."""
     data = model.createData()
-    B_abs = np.array([[1, -1, 0, 0, 0, 0],
-                      [0, 1, -1, 0, 0, 0],
-                      [0, 0, 1, 1, 0, 0],
-                      [0, 0, 0, -1, 1, 0],
-                      [0, 0, 0, 0, -1, 1]], dtype=float)
+    B_abs = np.array(
+        [[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]],
+        dtype=float,
+    )
     q = np.array([0.4, -0.9, 1.3, 0.2, -2.2])
     pin.computeJointJacobians(model, data, q)
     J5 = pin.getFrameJacobian(model, data, model.getFrameId("link5"), pin.LOCAL_WORLD_ALIGNED)
@@ -231,11 +235,15 @@ def test_initial_configuration_derivation(config):
     theta5 = -pi/3. Joint angles q = T^-1 theta = (pi/3, -2pi/3, pi/3, pi/3, -2pi/3); eq 64 at t = 0
     has zero object velocity, so qd0 = 0."""
     elbow = np.array([0.5, np.sqrt(3) / 2])
-    theta = np.array([np.arctan2(elbow[1], elbow[0]),
-                      np.arctan2(0 - elbow[1], 1 - elbow[0]),
-                      0.0,
-                      np.arctan2(elbow[1], 2.5 - 2.0),
-                      np.arctan2(0 - elbow[1], 3.0 - 2.5)])
+    theta = np.array(
+        [
+            np.arctan2(elbow[1], elbow[0]),
+            np.arctan2(0 - elbow[1], 1 - elbow[0]),
+            0.0,
+            np.arctan2(elbow[1], 2.5 - 2.0),
+            np.arctan2(0 - elbow[1], 3.0 - 2.5),
+        ]
+    )
     q0 = np.linalg.solve(T, theta)
     np.testing.assert_allclose(config["robot"]["initial_position"], q0, atol=1e-12)
     np.testing.assert_allclose(config["robot"]["initial_velocity"], np.zeros(5), atol=0)
@@ -255,7 +263,7 @@ def test_initial_configuration_closes_in_pinocchio(model, config):
     np.testing.assert_allclose(base2, [L_BASE, 0.0, 0.0], atol=0)
     obj = _frame(model, data, "object")
     np.testing.assert_allclose(obj.translation, [1.5, 0.0, 0.0], atol=1e-12)
-    np.testing.assert_allclose(obj.rotation, np.eye(3), atol=1e-12)       # theta3 = 0
+    np.testing.assert_allclose(obj.rotation, np.eye(3), atol=1e-12)  # theta3 = 0
     # joint limits hold the initial state and the top of the motion of seed 004 (Figs. 4-8)
     q_top = np.linalg.solve(T, [np.pi / 2, 0.0, 0.0, 0.0, -np.pi / 2])
     for q in (q0, q_top):
@@ -277,7 +285,7 @@ def test_task_trajectory_is_eq64_and_starts_at_the_initial_object_pose(model, co
     data = model.createData()
     pin.framesForwardKinematics(model, data, np.array(config["robot"]["initial_position"]))
     obj = _frame(model, data, "object")
-    angle = np.arctan2(obj.rotation[2, 0], obj.rotation[0, 0])      # x axis of the object in the x-z plane
+    angle = np.arctan2(obj.rotation[2, 0], obj.rotation[0, 0])  # x axis of the object in the x-z plane
     np.testing.assert_allclose([obj.translation[0], obj.translation[2], angle], [1.5, 0.0, 0.0], atol=1e-12)
     assert cons["arm2_ground_hinge"]["frames"] == ["link5_tip", "arm2_base"]
 
@@ -304,12 +312,13 @@ def test_mujoco_reads_the_urdf_the_same_way(config):
 
 # ------------------------------------------------------------------ through the generic loader
 
+
 def eq62_closure_rows(theta, thetad):
     """Seed 004 eqs 60, 62, 63 in absolute angles: phi = tip of link 5 - (L, 0), A_hat, b_hat."""
     l = L_LINK
     phi = np.array([np.sum(l * np.cos(theta)) - L_BASE, np.sum(l * np.sin(theta))])
     A = np.vstack([-l * np.sin(theta), l * np.cos(theta)])
-    b = np.array([np.sum(l * np.cos(theta) * thetad ** 2), np.sum(l * np.sin(theta) * thetad ** 2)])
+    b = np.array([np.sum(l * np.cos(theta) * thetad**2), np.sum(l * np.sin(theta) * thetad**2)])
     return phi, A, b
 
 
@@ -320,14 +329,23 @@ def eq68_servo_rows(theta, thetad, t):
     x3 = l1 * np.cos(th[0]) + l2 * np.cos(th[1]) + l3 / 2 * np.cos(th[2])
     y3 = l1 * np.sin(th[0]) + l2 * np.sin(th[1]) + l3 / 2 * np.sin(th[2])
     phi = np.array([x3 - 1.5 * l, y3 - l / 2 * (1 - np.cos(t)), np.arctan2(np.sin(th[2]), np.cos(th[2]))])
-    A = np.array([[-l1 * np.sin(th[0]), -l2 * np.sin(th[1]), -l3 / 2 * np.sin(th[2]), 0, 0],
-                  [l1 * np.cos(th[0]), l2 * np.cos(th[1]), l3 / 2 * np.cos(th[2]), 0, 0],
-                  [0, 0, 1, 0, 0]])
-    b = np.array([l1 * np.cos(th[0]) * thd[0] ** 2 + l2 * np.cos(th[1]) * thd[1] ** 2
-                  + l3 / 2 * np.cos(th[2]) * thd[2] ** 2,
-                  l1 * np.sin(th[0]) * thd[0] ** 2 + l2 * np.sin(th[1]) * thd[1] ** 2
-                  + l3 / 2 * np.sin(th[2]) * thd[2] ** 2 + l / 2 * np.cos(t),
-                  0.0])
+    A = np.array(
+        [
+            [-l1 * np.sin(th[0]), -l2 * np.sin(th[1]), -l3 / 2 * np.sin(th[2]), 0, 0],
+            [l1 * np.cos(th[0]), l2 * np.cos(th[1]), l3 / 2 * np.cos(th[2]), 0, 0],
+            [0, 0, 1, 0, 0],
+        ]
+    )
+    b = np.array(
+        [
+            l1 * np.cos(th[0]) * thd[0] ** 2 + l2 * np.cos(th[1]) * thd[1] ** 2 + l3 / 2 * np.cos(th[2]) * thd[2] ** 2,
+            l1 * np.sin(th[0]) * thd[0] ** 2
+            + l2 * np.sin(th[1]) * thd[1] ** 2
+            + l3 / 2 * np.sin(th[2]) * thd[2] ** 2
+            + l / 2 * np.cos(t),
+            0.0,
+        ]
+    )
     return phi, A, b
 
 
@@ -361,8 +379,10 @@ def test_loader_rows_and_actuators_match_eqs_60_to_70(loaded):
     m = setup.model
     rng = np.random.default_rng(64)
     flip = np.diag([1.0, 1.0, 1.0, -1.0, -1.0, 1.0])
-    B_abs = np.array([[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0],
-                      [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]], dtype=float)
+    B_abs = np.array(
+        [[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]],
+        dtype=float,
+    )
     for _ in range(20):
         q = np.asarray(setup.q0) + rng.uniform(-0.5, 0.5, 5)
         qd = rng.uniform(-2.0, 2.0, 5)
@@ -395,8 +415,10 @@ def test_controller_effort_realises_eq64_at_q0(loaded):
     res = core.step(q0, np.zeros(5), 0.0)
     assert res.ok and not res.saturated.any()
     th = T @ q0
-    B_abs = np.array([[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0],
-                      [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]], dtype=float)
+    B_abs = np.array(
+        [[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]],
+        dtype=float,
+    )
     u_paper = np.diag([1.0, 1.0, 1.0, -1.0, -1.0, 1.0]) @ res.effort
     # absolute-angle equations of motion (eq 56 with tau = B u, eq 69-70), closure eq 62
     M, G = paper_M(th), paper_G(th)

@@ -8,6 +8,7 @@ the paper's q0 only closes under the relative reading, which a test below shows)
 gives each branch's mass matrix in (q_ai, q_bi, x_ai, y_ai), the base A_i free; with the base
 fixed (x_ai, y_ai constant) the branch's M is its upper-left 2x2 block, and C likewise.
 """
+
 from pathlib import Path
 
 import numpy as np
@@ -29,8 +30,8 @@ TABLE2 = {
 }
 # seed 003 sec. 4.1 initial state q0 = [q_a1, q_b1, x_a1, y_a1, q_a2, ..., y_a3]
 PAPER_Q0 = np.array([1.3015, -2.1752, 0, 0.25, 2.9105, -1.4593, 0.43, 0, 2.981, 1.8776, 0.4269, 0.5005])
-PAPER_BASES = {i: PAPER_Q0[4 * (i - 1) + 2: 4 * (i - 1) + 4] for i in (1, 2, 3)}
-PAPER_ANGLES = {i: PAPER_Q0[4 * (i - 1): 4 * (i - 1) + 2] for i in (1, 2, 3)}
+PAPER_BASES = {i: PAPER_Q0[4 * (i - 1) + 2 : 4 * (i - 1) + 4] for i in (1, 2, 3)}
+PAPER_ANGLES = {i: PAPER_Q0[4 * (i - 1) : 4 * (i - 1) + 2] for i in (1, 2, 3)}
 
 SETUPS = {"five_bar": (1, 2), "five_bar_redundant": (1, 2, 3)}
 
@@ -39,11 +40,11 @@ def eq14_full(qa, qb, params):
     """Seed 003 eq 14: branch mass matrix M_i in (q_ai, q_bi, x_ai, y_ai), base free."""
     (L, ra, ma, Ia), (_, rb, mb, Ib) = params["a"], params["b"]
     M = np.empty((4, 4))
-    M[0, 0] = Ia + Ib + ma * ra ** 2 + mb * (L ** 2 + rb ** 2 + 2 * L * rb * np.cos(qb))
-    M[0, 1] = M[1, 0] = Ib + mb * (rb ** 2 + L * rb * np.cos(qb))
+    M[0, 0] = Ia + Ib + ma * ra**2 + mb * (L**2 + rb**2 + 2 * L * rb * np.cos(qb))
+    M[0, 1] = M[1, 0] = Ib + mb * (rb**2 + L * rb * np.cos(qb))
     M[0, 2] = M[2, 0] = -((ma * ra + mb * L) * np.sin(qa) + mb * rb * np.sin(qa + qb))
     M[0, 3] = M[3, 0] = (ma * ra + mb * L) * np.cos(qa) + mb * rb * np.cos(qa + qb)
-    M[1, 1] = Ib + mb * rb ** 2
+    M[1, 1] = Ib + mb * rb**2
     M[1, 2] = M[2, 1] = -mb * rb * np.sin(qa + qb)
     M[1, 3] = M[3, 1] = mb * rb * np.cos(qa + qb)
     M[2, 2] = M[3, 3] = ma + mb
@@ -108,7 +109,7 @@ def test_joint_order_and_urdf_parameters(setup):
             L, D, m, I = TABLE2[i][key]
             assert model.inertias[j].mass == m
             np.testing.assert_allclose(model.inertias[j].lever, [D, 0, 0], atol=0)
-            assert model.inertias[j].inertia[2, 2] == pytest.approx(I, abs=1e-15)   # centroidal, about z
+            assert model.inertias[j].inertia[2, 2] == pytest.approx(I, abs=1e-15)  # centroidal, about z
         tip = model.frames[model.getFrameId(f"branch{i}_tip")]
         np.testing.assert_allclose(tip.placement.translation, [TABLE2[i]["b"][0], 0, 0], atol=0)
 
@@ -122,7 +123,7 @@ def test_branch_mass_matrices_match_eq14(setup):
         q = rng.uniform(-np.pi, np.pi, model.nq)
         M = pin.crba(model, data, q).copy()
         M = np.triu(M) + np.triu(M, 1).T
-        expected = np.zeros_like(M)          # branches are independent tree chains: block diagonal
+        expected = np.zeros_like(M)  # branches are independent tree chains: block diagonal
         for i in branches:
             ia, ib = _idx(model, i)
             expected[np.ix_([ia, ib], [ia, ib])] = eq14_fixed_base(q[ia], q[ib], TABLE2[i])
@@ -145,7 +146,7 @@ def test_branch_coriolis_matches_eq14(setup):
         for i in branches:
             ia, ib = _idx(model, i)
             expected[np.ix_([ia, ib], [ia, ib])] = eq14_C_full(q[ia], q[ib], qd[ia], qd[ib], TABLE2[i])[:2, :2]
-        np.testing.assert_allclose(h, expected @ qd, rtol=0, atol=1e-13)   # G = 0: horizontal plane
+        np.testing.assert_allclose(h, expected @ qd, rtol=0, atol=1e-13)  # G = 0: horizontal plane
         np.testing.assert_allclose(C, expected, rtol=0, atol=1e-13)
         worst_vec = max(worst_vec, np.abs(h - expected @ qd).max())
         worst_mat = max(worst_mat, np.abs(C - expected).max())
@@ -177,7 +178,7 @@ def test_eq14_with_free_base_matches_pinocchio():
         j2 = m.addJoint(j1, pin.JointModelRZ(), urdf.jointPlacements[jb], "q_b")
         m.appendBodyToJoint(j2, urdf.inertias[jb], pin.SE3.Identity())
         d = m.createData()
-        perm = [2, 3, 0, 1]                     # pinocchio order (x, y, qa, qb) -> paper (qa, qb, x, y)
+        perm = [2, 3, 0, 1]  # pinocchio order (x, y, qa, qb) -> paper (qa, qb, x, y)
         for _ in range(20):
             qp = rng.uniform(-np.pi, np.pi, 4)  # paper order
             qdp = rng.uniform(-4.0, 4.0, 4)
@@ -189,8 +190,7 @@ def test_eq14_with_free_base_matches_pinocchio():
             M = np.triu(M) + np.triu(M, 1).T
             h = pin.rnea(m, d, q, qd, np.zeros(4))
             np.testing.assert_allclose(M[np.ix_(perm, perm)], eq14_full(qp[0], qp[1], TABLE2[i]), atol=1e-14)
-            np.testing.assert_allclose(h[perm], eq14_C_full(qp[0], qp[1], qdp[0], qdp[1], TABLE2[i]) @ qdp,
-                                       atol=1e-13)
+            np.testing.assert_allclose(h[perm], eq14_C_full(qp[0], qp[1], qdp[0], qdp[1], TABLE2[i]) @ qdp, atol=1e-13)
 
 
 def test_paper_q0_closes_only_with_relative_elbow_angles():
@@ -198,8 +198,11 @@ def test_paper_q0_closes_only_with_relative_elbow_angles():
     tips_rel = [rr_tip(*PAPER_ANGLES[i], PAPER_BASES[i]) for i in (1, 2, 3)]
     spread_rel = max(np.linalg.norm(tips_rel[k] - tips_rel[0]) for k in (1, 2))
     assert 1e-6 < spread_rel < 1e-4
-    tips_abs = [PAPER_BASES[i] + 0.244 * np.array([np.cos(qa) + np.cos(qb), np.sin(qa) + np.sin(qb)])
-                for i in (1, 2, 3) for qa, qb in [PAPER_ANGLES[i]]]
+    tips_abs = [
+        PAPER_BASES[i] + 0.244 * np.array([np.cos(qa) + np.cos(qb), np.sin(qa) + np.sin(qb)])
+        for i in (1, 2, 3)
+        for qa, qb in [PAPER_ANGLES[i]]
+    ]
     spread_abs = max(np.linalg.norm(tips_abs[k] - tips_abs[0]) for k in (1, 2))
     assert spread_abs > 1e-2
 
@@ -232,14 +235,16 @@ def test_initial_configuration_is_not_singular(setup):
     q0 = np.array(cfg["robot"]["initial_position"])
     pin.computeJointJacobians(model, data, q0)
     pin.updateFramePlacements(model, data)
-    J = {i: pin.getFrameJacobian(model, data, model.getFrameId(f"branch{i}_tip"),
-                                 pin.LOCAL_WORLD_ALIGNED)[:2] for i in branches}
+    J = {
+        i: pin.getFrameJacobian(model, data, model.getFrameId(f"branch{i}_tip"), pin.LOCAL_WORLD_ALIGNED)[:2]
+        for i in branches
+    }
     A_closure = np.vstack([J[1] - J[i] for i in branches[1:]])
     s = np.linalg.svd(A_closure, compute_uv=False)
     assert len(s) == 2 * (len(branches) - 1) and s.min() > 1e-2 * s.max()
     A_all = np.vstack([A_closure, J[1]])
     assert np.linalg.matrix_rank(A_all, tol=1e-8) == A_closure.shape[0] + 2
-    if len(branches) == 2:                       # square: the classic five-bar is fully determined
+    if len(branches) == 2:  # square: the classic five-bar is fully determined
         assert abs(np.linalg.det(A_all)) > 1e-6
 
 
@@ -289,6 +294,7 @@ def test_mujoco_reads_the_urdf_the_same_way(setup):
 
 # ------------------------------------------------------------------ through the generic loader
 
+
 def eq19_closure_rows(q, qd, branches, L=0.244):
     """Seed 003 eq 19 (A2, b2) restricted to the joint coordinates (the x_ai, y_ai columns are zero
     there), rows E1 - E_k (x, y) for k = 2 (, 3), columns in the order (q_a1, q_b1, q_a2, ...)."""
@@ -297,17 +303,25 @@ def eq19_closure_rows(q, qd, branches, L=0.244):
     b = np.zeros(A.shape[0])
 
     def block(qa, qb):
-        return np.array([[-L * np.sin(qa) - L * np.sin(qa + qb), -L * np.sin(qa + qb)],
-                         [L * np.cos(qa) + L * np.cos(qa + qb), L * np.cos(qa + qb)]])
+        return np.array(
+            [
+                [-L * np.sin(qa) - L * np.sin(qa + qb), -L * np.sin(qa + qb)],
+                [L * np.cos(qa) + L * np.cos(qa + qb), L * np.cos(qa + qb)],
+            ]
+        )
 
     def quad(qa, qb, qad, qbd):
-        return np.array([L * qad ** 2 * np.cos(qa) + L * (qad + qbd) ** 2 * np.cos(qa + qb),
-                         L * qad ** 2 * np.sin(qa) + L * (qad + qbd) ** 2 * np.sin(qa + qb)])
+        return np.array(
+            [
+                L * qad**2 * np.cos(qa) + L * (qad + qbd) ** 2 * np.cos(qa + qb),
+                L * qad**2 * np.sin(qa) + L * (qad + qbd) ** 2 * np.sin(qa + qb),
+            ]
+        )
 
     for r, k in enumerate(range(1, len(branches))):
         rows = slice(2 * r, 2 * r + 2)
-        A[rows, 0:2] = block(q[0], q[1])                       # A21
-        A[rows, 2 * k:2 * k + 2] = -block(q[2 * k], q[2 * k + 1])  # A22 / A23
+        A[rows, 0:2] = block(q[0], q[1])  # A21
+        A[rows, 2 * k : 2 * k + 2] = -block(q[2 * k], q[2 * k + 1])  # A22 / A23
         b[rows] = quad(q[0], q[1], qd[0], qd[1]) - quad(q[2 * k], q[2 * k + 1], qd[2 * k], qd[2 * k + 1])
     return A, b
 
@@ -316,10 +330,16 @@ def eq27_servo_rows(q, qd, t, n, L=0.244):
     """Seed 003 eq 27: A3 (branch-1 columns), b3 with the line of eq 26 (x'' = -0.01 cos t)."""
     qa, qb, qad, qbd = q[0], q[1], qd[0], qd[1]
     A = np.zeros((2, n))
-    A[:, :2] = [[-L * np.sin(qa) - L * np.sin(qa + qb), -L * np.sin(qa + qb)],
-                [L * np.cos(qa) + L * np.cos(qa + qb), L * np.cos(qa + qb)]]
-    b = np.array([L * qad ** 2 * np.cos(qa) + L * (qad + qbd) ** 2 * np.cos(qa + qb) - 0.01 * np.cos(t),
-                  L * qad ** 2 * np.sin(qa) + L * (qad + qbd) ** 2 * np.sin(qa + qb)])
+    A[:, :2] = [
+        [-L * np.sin(qa) - L * np.sin(qa + qb), -L * np.sin(qa + qb)],
+        [L * np.cos(qa) + L * np.cos(qa + qb), L * np.cos(qa + qb)],
+    ]
+    b = np.array(
+        [
+            L * qad**2 * np.cos(qa) + L * (qad + qbd) ** 2 * np.cos(qa + qb) - 0.01 * np.cos(t),
+            L * qad**2 * np.sin(qa) + L * (qad + qbd) ** 2 * np.sin(qa + qb),
+        ]
+    )
     return A, b
 
 
@@ -340,11 +360,11 @@ def test_loader_initial_state_has_zero_residuals(loaded):
     assert passive.phi.shape == (2 * (len(branches) - 1),)
     np.testing.assert_allclose(passive.phi, 0.0, atol=1e-12)
     np.testing.assert_allclose(passive.phidot, 0.0, atol=1e-12)
-    np.testing.assert_allclose(servo.phi, 0.0, atol=1e-12)      # the line starts at E(q0)
-    np.testing.assert_allclose(servo.phidot, 0.0, atol=1e-12)   # x' = -0.01 sin 0 = 0
+    np.testing.assert_allclose(servo.phi, 0.0, atol=1e-12)  # the line starts at E(q0)
+    np.testing.assert_allclose(servo.phidot, 0.0, atol=1e-12)  # x' = -0.01 sin 0 = 0
     B = setup.actuators.matrix(m)
     expected_B = np.zeros((2 * len(branches), len(branches)))
-    expected_B[0::2, :] = np.eye(len(branches))                  # motors on the base joints a_i
+    expected_B[0::2, :] = np.eye(len(branches))  # motors on the base joints a_i
     np.testing.assert_array_equal(B, expected_B)
 
 
@@ -385,13 +405,13 @@ def test_controller_effort_realises_the_line_at_q0(loaded):
     assert res.ok and not res.saturated.any()
     M = np.zeros((n, n))
     for k, i in enumerate(branches):
-        M[2 * k:2 * k + 2, 2 * k:2 * k + 2] = eq14_fixed_base(q0[2 * k], q0[2 * k + 1], TABLE2[i])
+        M[2 * k : 2 * k + 2, 2 * k : 2 * k + 2] = eq14_fixed_base(q0[2 * k], q0[2 * k + 1], TABLE2[i])
     tau = np.zeros(n)
-    tau[0::2] = res.effort                                       # h = 0 at rest, no gravity
+    tau[0::2] = res.effort  # h = 0 at rest, no gravity
     Ap, bp = eq19_closure_rows(q0, np.zeros(n), branches)
     mp = Ap.shape[0]
     K = np.block([[M, -Ap.T], [Ap, np.zeros((mp, mp))]])
     qdd = np.linalg.solve(K, np.concatenate([tau, bp]))[:n]
     As, bs = eq27_servo_rows(q0, np.zeros(n), 0.0, n)
     np.testing.assert_allclose(As @ qdd, bs, atol=1e-10)
-    assert np.abs(bs).max() > 1e-3                               # the task does ask for motion
+    assert np.abs(bs).max() > 1e-3  # the task does ask for motion

@@ -8,20 +8,21 @@
   safe-effort answers to bad input; the plant's fused right-hand side equals the unfused one;
 - row types without a compiled form make build() return None (the reference path is kept).
 """
+
 import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller.core import uk
-from uk_controller.kernels import dynamics, jit
-from uk_controller.kernels.rows import frame_kinematics
-from uk_controller.kernels.trajectory import trajectory_eval
 from uk_controller.constraints import CallableTerm, CompiledRows, ConstraintStack
+from uk_controller.constraints.trajectories import trajectory
 from uk_controller.control.controller import ControllerCore
 from uk_controller.control.status import Status
+from uk_controller.core import uk
+from uk_controller.kernels import dynamics, jit
 from uk_controller.kernels.codes import INFO_LIMIT_ITERATIONS
+from uk_controller.kernels.rows import frame_kinematics
+from uk_controller.kernels.trajectory import trajectory_eval
 from uk_controller.robots import load_robot
-from uk_controller.constraints.trajectories import trajectory
 
 pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']
@@ -30,8 +31,11 @@ LWA = pin.ReferenceFrame.LOCAL_WORLD_ALIGNED
 
 def _states(setup, rng, count):
     for k in range(count):
-        yield (setup.q0 + 0.3 * rng.standard_normal(setup.q0.size), 2.0 * rng.standard_normal(setup.q0.size),
-               0.37 * k + 0.11)
+        yield (
+            setup.q0 + 0.3 * rng.standard_normal(setup.q0.size),
+            2.0 * rng.standard_normal(setup.q0.size),
+            0.37 * k + 0.11,
+        )
 
 
 @pytest.mark.parametrize('robot', ROBOTS)
@@ -55,26 +59,53 @@ def test_frame_kinematics_equal_pinocchio(robot):
 
 TRAJS = [
     {'type': 'hold', 'value': [0.3, -1.0]},
-    {'type': 'helix', 'radius': 0.05, 'omega': 1.3, 'centre': [0.1, 0.35, 0.2], 'rate': 0.02, 'phase': 0.4,
-     'start_time': 0.5},
+    {
+        'type': 'helix',
+        'radius': 0.05,
+        'omega': 1.3,
+        'centre': [0.1, 0.35, 0.2],
+        'rate': 0.02,
+        'phase': 0.4,
+        'start_time': 0.5,
+    },
     {'type': 'line', 'centre': [0.2, 0.3, 0.1], 'amplitude': 0.01, 'omega': 2.0, 'direction': [1.0, 2.0, 0.5]},
     {'type': 'object_motion', 'length': 0.8, 'omega': 1.5, 'phase': 0.2, 'components': [2, 0]},
-    {'type': 'circle', 'centre': [0.5, 0.0, 0.7], 'radius': 0.1, 'omega': 0.9, 'u': [1.0, 0.0, 0.0],
-     'v': [0.0, 0.6, 0.8], 'start_time': -1.0},
-    {'type': 'polynomial', 'times': [-0.5, 1.0, 2.5, 6.0], 'waypoints': [0.0, 1.0, 0.4, -0.2, 0.3, 0.3, 1.0, 0.0],
-     'start_time': 0.25},
-    {'type': 'spline', 'times': [0.0, 1.0, 3.0, 4.5, 5.0], 'waypoints': [0.1, 0.2, 0.3, 0.5, 0.1, 0.0, -0.2, 0.4, 0.3,
-                                                                         0.2, 0.0, 0.1, 0.0, 0.0, 0.0],
-     'components': [2, 0]},
+    {
+        'type': 'circle',
+        'centre': [0.5, 0.0, 0.7],
+        'radius': 0.1,
+        'omega': 0.9,
+        'u': [1.0, 0.0, 0.0],
+        'v': [0.0, 0.6, 0.8],
+        'start_time': -1.0,
+    },
+    {
+        'type': 'polynomial',
+        'times': [-0.5, 1.0, 2.5, 6.0],
+        'waypoints': [0.0, 1.0, 0.4, -0.2, 0.3, 0.3, 1.0, 0.0],
+        'start_time': 0.25,
+    },
+    {
+        'type': 'spline',
+        'times': [0.0, 1.0, 3.0, 4.5, 5.0],
+        'waypoints': [0.1, 0.2, 0.3, 0.5, 0.1, 0.0, -0.2, 0.4, 0.3, 0.2, 0.0, 0.1, 0.0, 0.0, 0.0],
+        'components': [2, 0],
+    },
     {'type': 'spline', 'times': [0.0, 2.0, 3.0, 7.0], 'waypoints': [0.0, 1.0, -1.0, 0.5], 'bc_type': 'natural'},
-    {'type': 'spline', 'times': [0.0, 1.0, 2.0, 3.0, 4.0], 'waypoints': [0.0, 1.0, 0.0, 2.0, 1.0],
-     'bc_type': 'not-a-knot', 'start_time': -0.5},
+    {
+        'type': 'spline',
+        'times': [0.0, 1.0, 2.0, 3.0, 4.0],
+        'waypoints': [0.0, 1.0, 0.0, 2.0, 1.0],
+        'bc_type': 'not-a-knot',
+        'start_time': -0.5,
+    },
 ]
 
 
 @pytest.mark.parametrize('cfg', TRAJS, ids=[f"{c['type']}-{k}" for k, c in enumerate(TRAJS)])
 def test_compiled_trajectories_equal_python(cfg):
     from uk_controller.constraints.compiled import _traj_spec
+
     traj = trajectory(cfg)
     kind, dim, floats, comps = _traj_spec(traj)
     P, V, A = np.zeros(dim), np.zeros(dim), np.zeros(dim)
@@ -92,8 +123,9 @@ def test_compiled_trajectories_equal_python(cfg):
 def _compiled(setup):
     B, between = setup.actuators.compiled_form()
     gains = uk.row_gains(setup.stabilization, setup.passive.rows.order, setup.servo.rows.order)
-    return CompiledRows.build(setup.model, setup.passive, setup.servo, p=setup.actuators.p, B=B,
-                              between=between, gains=gains), gains
+    return CompiledRows.build(
+        setup.model, setup.passive, setup.servo, p=setup.actuators.p, B=B, between=between, gains=gains
+    ), gains
 
 
 @pytest.mark.parametrize('robot', ROBOTS)
@@ -155,7 +187,8 @@ def test_fused_controller_bad_input_and_hold():
     for c in (fused, plain):
         c.safe_effort = 'hold'
     good = fused.step(q, qd, 0.2).effort
-    # round-off: the fused step's dynamics come from kernels.dynamics.tree_terms (kernels.packed), the plain one's from Pinocchio
+    # round-off: the fused step's dynamics come from kernels.dynamics.tree_terms (kernels.packed), the plain one's from
+    # Pinocchio
     np.testing.assert_allclose(plain.step(q, qd, 0.2).effort, good, rtol=1e-12, atol=1e-12)
     held = fused.step(q + np.nan, qd, 0.3)
     assert not held.ok and np.array_equal(held.effort, good)
@@ -166,14 +199,16 @@ def test_fused_controller_bad_input_and_hold():
 @pytest.mark.parametrize('robot', ['five_bar', 'five_bar_redundant'])
 def test_fused_plant_rhs_equals_unfused(robot):
     from uk_controller.sim.uk_plant import UKPlant
+
     fused = UKPlant.from_setup(load_robot(robot))
     plain = UKPlant.from_setup(load_robot(robot), backend='numpy')
     assert fused.dynamics == 'compiled_rows' and plain.dynamics == 'reference'
     rng = np.random.default_rng(8)
     for q, qd, t in _states(fused.setup, rng, 5):
         u = rng.standard_normal(fused.setup.actuators.p)
-        np.testing.assert_allclose(fused.acceleration(q, qd, u, t), plain.acceleration(q, qd, u, t),
-                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            fused.acceleration(q, qd, u, t), plain.acceleration(q, qd, u, t), rtol=1e-12, atol=1e-12
+        )
 
 
 def test_build_declines_rows_without_compiled_form():
@@ -184,6 +219,7 @@ def test_build_declines_rows_without_compiled_form():
 
     def rows(model, q, qd, t, params):
         return q[:1] - 0.1, qd[:1], np.eye(1, model.n), np.zeros(1)
+
     stack = ConstraintStack([CallableTerm('c', rows, rows=1)], model.n)
     assert CompiledRows.build(model, ConstraintStack([], model.n), stack, p=3, B=np.eye(3)) is None
     program = CompiledRows.build(model, ConstraintStack([], model.n), stack, p=3, B=np.eye(3), external_rows=True)
@@ -219,6 +255,7 @@ def test_compiled_tree_dynamics_equal_pinocchio(robot):
 def test_compiled_plant_period_equals_reference_rk4(robot):
     """UKPlant's one-call RK4 period (kernels.plant.plant_rk4) equals its stage-by-stage RK4 on Pinocchio."""
     from uk_controller.sim.uk_plant import UKPlant
+
     fast = UKPlant.from_setup(load_robot(robot), substeps=2)
     ref = UKPlant.from_setup(load_robot(robot), substeps=2, backend='compiled_stages')
     assert fast.backend.name == 'compiled' and ref.backend.name == 'compiled_stages'

@@ -13,17 +13,33 @@ Hypothesis drives the mutations with fixed seeds of examples per test (``max_exa
 deadline), so the harness stays within about a minute; the subprocess variant (stderr of a real
 process) is ``slow``.
 """
+
 import codecs
 import csv
 import itertools
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hostile import (
+    CALLABLE_SOURCE,
+    PLANAR,
+    callable_setup,
+    check_answer,
+    check_jsonl,
+    check_jsonl_lines,
+    check_summary,
+    digests,
+    inject_full_disk,
+    mount_tmpfs,
+    planar_params,
+    run_cli,
+    run_subprocess,
+    unmount,
+    write_setup,
+)
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
-from hostile import (CALLABLE_SOURCE, PLANAR, callable_setup, check_answer, check_jsonl, check_jsonl_lines,
-                     check_summary, digests,
-                     inject_full_disk, mount_tmpfs, planar_params, run_cli, run_subprocess, unmount, write_setup)
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.robots import load_robot
 
@@ -56,11 +72,34 @@ def _fresh(scratch):
 
 # ----------------------------------------------------------------------------- mutated YAML
 
+
 def _scalar():
-    return st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                     st.text(max_size=12), st.sampled_from(['.nan', '-.inf', '!!binary aGVsbG8=', '~', "'y'", 'y',
-                                                            '0x1F', '1e400', '[]', '{}', '*undefined', '&a x',
-                                                            '!!python/object:os.system', '|', '- a']))
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True),
+        st.text(max_size=12),
+        st.sampled_from(
+            [
+                '.nan',
+                '-.inf',
+                '!!binary aGVsbG8=',
+                '~',
+                "'y'",
+                'y',
+                '0x1F',
+                '1e400',
+                '[]',
+                '{}',
+                '*undefined',
+                '&a x',
+                '!!python/object:os.system',
+                '|',
+                '- a',
+            ]
+        ),
+    )
 
 
 @st.composite
@@ -69,9 +108,29 @@ def mutated_yaml(draw):
     byte, a NUL, a BOM, another Unicode encoding, truncation, a duplicated key line or section, a
     value replaced by a YAML scalar of another type, an alias bomb, a long list, deep nesting."""
     lines = list(LINES)
-    kinds = draw(st.lists(st.sampled_from(['latin1', 'byte', 'nul', 'bom', 'utf16', 'truncate', 'dup_line',
-                                           'dup_section', 'value', 'bomb', 'long_list', 'deep', 'tab']),
-                          min_size=1, max_size=3))
+    kinds = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    'latin1',
+                    'byte',
+                    'nul',
+                    'bom',
+                    'utf16',
+                    'truncate',
+                    'dup_line',
+                    'dup_section',
+                    'value',
+                    'bomb',
+                    'long_list',
+                    'deep',
+                    'tab',
+                ]
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
     encoding = 'utf-8'
     for kind in kinds:
         if kind == 'dup_line':
@@ -105,7 +164,7 @@ def mutated_yaml(draw):
         if kind == 'latin1':
             data = data[:at] + 'é'.encode('latin-1') + data[at:]
         elif kind == 'byte':
-            data = data[:at] + bytes([draw(st.integers(0x80, 0xff))]) + data[at:]
+            data = data[:at] + bytes([draw(st.integers(0x80, 0xFF))]) + data[at:]
         elif kind == 'nul':
             data = data[:at] + b'\0' + data[at:]
         elif kind == 'bom':
@@ -132,7 +191,7 @@ def test_mutated_yaml_loads_or_names_the_file(scratch, case):
         event('loaded')
         assert setup.model.n == 3
         assert data.count(b'\n    control:\n') < 2, 'a duplicated control: section was accepted'
-        if 'dup_line' in kinds:        # accepted only if the duplicated line is a list item or a comment
+        if 'dup_line' in kinds:  # accepted only if the duplicated line is a list item or a comment
             assert yaml.safe_load(data.decode('utf-8-sig'))
     assert path.read_bytes() == data
 
@@ -159,12 +218,18 @@ def test_mutated_yaml_through_simulate(scratch, case):
 # ----------------------------------------------------------------------------- user callables
 
 GARBAGE = st.one_of(
-    st.none(), st.integers(), st.floats(), st.text(max_size=5),
+    st.none(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=5),
     st.lists(st.one_of(st.floats(), st.integers(-3, 3), st.none(), st.text(max_size=2)), max_size=5),
     st.lists(st.lists(st.floats(), max_size=4), min_size=4, max_size=4),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
-GARBAGE_SOURCE = CALLABLE_SOURCE + '''
+GARBAGE_SOURCE = (
+    CALLABLE_SOURCE
+    + '''
 
 def garbage(model, q, qd, t, params):
     if t >= params['from_t']:
@@ -172,12 +237,17 @@ def garbage(model, q, qd, t, params):
         return tuple(value) if params.get('as_tuple') and isinstance(value, list) else value
     return level(model, q, qd, t, {'mode': 'good'})
 '''
+)
 
 
 @settings(FUZZ, max_examples=25)
-@given(mode=st.sampled_from(['raise', 'none', 'short', 'text', 'wrong_shape', 'nan_A', 'inf_phi', 'nan_b',
-                             'inf_phidot', 'good']),
-       from_t=st.sampled_from([0.0, 0.0105, 0.0305]), until_t=st.sampled_from([0.0205, 0.0405, 1e9]))
+@given(
+    mode=st.sampled_from(
+        ['raise', 'none', 'short', 'text', 'wrong_shape', 'nan_A', 'inf_phi', 'nan_b', 'inf_phidot', 'good']
+    ),
+    from_t=st.sampled_from([0.0, 0.0105, 0.0305]),
+    until_t=st.sampled_from([0.0205, 0.0405, 1e9]),
+)
 def test_callable_modes(scratch, mode, from_t, until_t):
     """Every step whose function misbehaves returns the safe effort (status safe_effort), every other
     step is the controller's solution; the run is written; exit 0."""
@@ -194,7 +264,7 @@ def test_callable_modes(scratch, mode, from_t, until_t):
     assert len(rows) == summary['steps'] == 50
     for row in rows:
         t = float(row[0])
-        faulty = mode != 'good' and from_t <= t < until_t       # bounds halfway between steps
+        faulty = mode != 'good' and from_t <= t < until_t  # bounds halfway between steps
         assert (row[-1] == 'safe_effort') == faulty, (t, row[-1])
 
 
@@ -207,17 +277,21 @@ def test_callable_returning_garbage(scratch, value, as_tuple, from_t):
     (folder / 'level_rows.py').write_text(GARBAGE_SOURCE)
     params = planar_params()
     params['constraints']['tool_level'] = {
-        'role': 'servo', 'type': 'callable', 'function': 'level_rows.py:garbage', 'rows': 1,
-        'params': {'from_t': from_t, 'value': value, 'as_tuple': as_tuple}}
+        'role': 'servo',
+        'type': 'callable',
+        'function': 'level_rows.py:garbage',
+        'rows': 1,
+        'params': {'from_t': from_t, 'value': value, 'as_tuple': as_tuple},
+    }
     params['simulation']['duration'] = 0.04
     try:
         config = write_setup(folder / 'g.yaml', params)
     except (yaml.YAMLError, ValueError):
-        return                         # a value YAML cannot hold as a parameter
+        return  # a value YAML cannot hold as a parameter
     code, stdout, stderr = run_cli('simulate', config, '--no-plots', '--out', folder / 'out')
     check_answer(code, stdout, stderr)
     event(f'exit {code}')
-    if code == 2:                      # the file could not hold the value (e.g. a None or a dict in params)
+    if code == 2:  # the file could not hold the value (e.g. a None or a dict in params)
         assert 'params' in stderr or 'tool_level' in stderr, stderr
         return
     summary = check_summary(folder / 'out' / 'summary.json')
@@ -225,6 +299,7 @@ def test_callable_returning_garbage(scratch, value, as_tuple, from_t):
 
 
 # ----------------------------------------------------------------------------- failing file systems
+
 
 @pytest.fixture(scope='module')
 def disks(tmp_path_factory):
@@ -241,6 +316,7 @@ def disks(tmp_path_factory):
         else:
             inject_full_disk(patch, folder, capacity)
         return folder
+
     yield make
     patch.undo()
     for folder in mounted:
@@ -248,9 +324,12 @@ def disks(tmp_path_factory):
 
 
 @settings(FUZZ, max_examples=16)
-@given(capacity=st.sampled_from([4096, 8192, 20000, 65536, 200_000, 1 << 20]),
-       where=st.sampled_from(['out', 'mcap', 'both']), duration=st.sampled_from([0.05, 0.3, 1.0]),
-       log_every=st.sampled_from([1, 7]))
+@given(
+    capacity=st.sampled_from([4096, 8192, 20000, 65536, 200_000, 1 << 20]),
+    where=st.sampled_from(['out', 'mcap', 'both']),
+    duration=st.sampled_from([0.05, 0.3, 1.0]),
+    log_every=st.sampled_from([1, 7]),
+)
 def test_simulate_on_a_small_disk(scratch, disks, capacity, where, duration, log_every):
     """simulate with --out and/or --mcap on a file system of `capacity` bytes: exit 0 with every file
     complete, or exit 2 naming what could not be written; a file under its final name is always
@@ -281,6 +360,7 @@ def test_simulate_on_a_small_disk(scratch, disks, capacity, where, duration, log
         assert 'No space left on device' in stderr, stderr
     if mcap is not None and mcap.exists():
         from mcap.reader import make_reader
+
         with open(mcap, 'rb') as fh:
             assert sum(1 for _ in make_reader(fh).iter_messages()) > steps
 
@@ -288,6 +368,7 @@ def test_simulate_on_a_small_disk(scratch, disks, capacity, where, duration, log
 def _has_mcap():
     try:
         import mcap_ros2  # noqa: F401
+
         return True
     except ImportError:
         return False
@@ -298,15 +379,29 @@ def test_a_folder_where_a_file_is_expected(tmp_path, what):
     """A folder in the place of an output file: refused before anything runs (exit 2, the flag and the
     path named), the folder left as it was."""
     out = tmp_path / 'out'
-    blocker = {'mcap': tmp_path / 'rec.mcap', 'sweep_out': tmp_path / 'sw' / 'runs.jsonl',
-               'run_log': tmp_path / 'run.csv'}.get(what, out / what)
+    blocker = {
+        'mcap': tmp_path / 'rec.mcap',
+        'sweep_out': tmp_path / 'sw' / 'runs.jsonl',
+        'run_log': tmp_path / 'run.csv',
+    }.get(what, out / what)
     blocker.mkdir(parents=True)
     (blocker / 'inside.txt').write_text('keep')
     if what == 'mcap':
         args = ['simulate', 'planar_3r', '--duration', '0.02', '--no-plots', '--out', out, '--mcap', blocker]
     elif what == 'sweep_out':
-        args = ['sweep', 'planar_3r', '--grid', 'stabilization.omega=10,20', '--duration', '0.02', '--jobs', '1',
-                '--no-plots', '--out', tmp_path / 'sw']
+        args = [
+            'sweep',
+            'planar_3r',
+            '--grid',
+            'stabilization.omega=10,20',
+            '--duration',
+            '0.02',
+            '--jobs',
+            '1',
+            '--no-plots',
+            '--out',
+            tmp_path / 'sw',
+        ]
     elif what == 'run_log':
         args = ['run', 'scara', '--port', tmp_path / 'ttyUSB9', '--protocol', 'uk_binary', '--log', blocker]
     else:
@@ -324,8 +419,19 @@ def test_sweep_on_a_small_disk(scratch, disks, capacity, runs):
     table.csv complete whenever it exists."""
     disk = disks(capacity)
     omegas = ','.join(str(10 + 2 * i) for i in range(runs))
-    code, stdout, stderr = run_cli('sweep', 'planar_3r', '--grid', f'stabilization.omega={omegas}', '--duration',
-                                   '0.02', '--jobs', '1', '--no-plots', '--out', disk)
+    code, stdout, stderr = run_cli(
+        'sweep',
+        'planar_3r',
+        '--grid',
+        f'stabilization.omega={omegas}',
+        '--duration',
+        '0.02',
+        '--jobs',
+        '1',
+        '--no-plots',
+        '--out',
+        disk,
+    )
     check_answer(code, stdout, stderr)
     event(f'exit {code}')
     journal = disk / 'runs.jsonl'
@@ -343,6 +449,7 @@ def test_sweep_on_a_small_disk(scratch, disks, capacity, runs):
 
 # ----------------------------------------------------------------------------- as a user runs it
 
+
 @pytest.mark.slow
 @settings(FUZZ, max_examples=6)
 @given(case=mutated_yaml())
@@ -352,7 +459,6 @@ def test_mutated_yaml_in_a_subprocess(scratch, case):
     folder = _fresh(scratch)
     path = folder / 'arm.yaml'
     path.write_bytes(data)
-    code, stdout, stderr = run_subprocess('simulate', path, '--duration', '0.02', '--no-plots', '--out',
-                                          folder / 'out')
+    code, stdout, stderr = run_subprocess('simulate', path, '--duration', '0.02', '--no-plots', '--out', folder / 'out')
     check_answer(code, stdout, stderr)
     assert path.read_bytes() == data

@@ -14,27 +14,28 @@ Properties:
 
 Bounded: Hypothesis ``max_examples`` small, ``deadline=None``; the subprocess part is marked slow.
 """
+
 import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import mutated_robots as M
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.robots import load_robot
 from uk_controller.ros.joint_state_merger import JointStateMerger
 
-import mutated_robots as M
-
 ROOT = Path(__file__).resolve().parents[1]
 LINK_NAMES = ('world', 'base_link', *M.LINKS, 'tool', 'no_such_link')
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic', 'fixed', 'floating', 'planar', 'spherical')
 odd = st.sampled_from([0.0, -0.0, -1.0, 1e-300, 1e300, math.nan, math.inf, -math.inf])
-mass = st.one_of(st.floats(0.05, 5.0), st.floats(-2.0, 5.0), odd)        # a third physical
+mass = st.one_of(st.floats(0.05, 5.0), st.floats(-2.0, 5.0), odd)  # a third physical
 moment = st.one_of(st.floats(-0.05, 0.05), odd)
 
 
@@ -56,8 +57,11 @@ def mutated_text(edits, reparent):
         joint, parent = reparent
         start = text.index(f'<joint name="{joint}"')
         head, tail = text[:start], text[start:]
-        tail = tail.replace(tail[tail.index('<parent link="'):tail.index('/>', tail.index('<parent link="')) + 2],
-                            f'<parent link="{parent}"/>', 1)
+        tail = tail.replace(
+            tail[tail.index('<parent link="') : tail.index('/>', tail.index('<parent link="')) + 2],
+            f'<parent link="{parent}"/>',
+            1,
+        )
         text = head + tail
     return text
 
@@ -65,8 +69,7 @@ def mutated_text(edits, reparent):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=mutations(), allow=st.booleans())
 def test_mutated_urdf_loads_or_is_an_error_naming_the_file(tmp_path, case, allow):
-    path = M.write_setup(tmp_path, mutated_text(*case), joints=False,
-                         extra='allow_nonphysical: true' if allow else '')
+    path = M.write_setup(tmp_path, mutated_text(*case), joints=False, extra='allow_nonphysical: true' if allow else '')
     try:
         setup = load_robot(path)
     except ConfigError as exc:
@@ -76,27 +79,33 @@ def test_mutated_urdf_loads_or_is_an_error_naming_the_file(tmp_path, case, allow
     assert model.n >= 1
     if not allow:
         model.compute(setup.q0, setup.qd0)
-        np.linalg.cholesky(model.M)        # raises if the accepted model's M(q0) is not positive definite
+        np.linalg.cholesky(model.M)  # raises if the accepted model's M(q0) is not positive definite
 
 
 def _cli(args, cwd):
-    env = dict(os.environ, UK_CONTROLLER_NUMBA='0',
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')]))
-    return subprocess.run([sys.executable, '-m', 'uk_controller.cli', *map(str, args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = dict(
+        os.environ, UK_CONTROLLER_NUMBA='0', PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')])
+    )
+    return subprocess.run(
+        [sys.executable, '-m', 'uk_controller.cli', *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=mutations(), allow=st.booleans())
 def test_cli_on_mutated_urdf_exits_0_or_2_without_traceback(tmp_path, case, allow):
-    path = M.write_setup(tmp_path, mutated_text(*case), joints=False,
-                         extra='allow_nonphysical: true' if allow else '')
+    path = M.write_setup(tmp_path, mutated_text(*case), joints=False, extra='allow_nonphysical: true' if allow else '')
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     proc = _cli(['simulate', path, '--duration', '0.02', '--no-plots', '--out', tmp_path / 'out'], tmp_path)
     assert proc.returncode in (0, 2), (proc.returncode, proc.stderr[-3000:])
     assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
-    if proc.returncode == 2 and 'FAILED' not in proc.stdout + proc.stderr:     # a run that failed says FAILED
+    if proc.returncode == 2 and 'FAILED' not in proc.stdout + proc.stderr:  # a run that failed says FAILED
         assert str(path) in proc.stderr, proc.stderr[-3000:]
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file() and p.name in before} == before
 
@@ -160,6 +169,7 @@ class _Bus:
 @given(size=st.integers(0, 6), vsize=st.integers(0, 6))
 def test_assembler_never_turns_a_reading_of_the_wrong_size_into_a_state(size, vsize):
     from uk_controller.hardware.joint_state_assembler import JointStateAssembler
+
     setup = load_robot('planar_3r')
     assembler = JointStateAssembler(setup, _Bus())
     q, qd = assembler(np.full(size, 0.1), np.zeros(vsize))
@@ -175,5 +185,6 @@ def test_assembler_refuses_two_motors_on_one_joint():
 
     class Twice:
         joints = ['shoulder', 'shoulder', 'wrist']
+
     with pytest.raises(ValueError, match="'shoulder' is measured by two motors"):
         JointStateAssembler(load_robot('planar_3r'), Twice())

@@ -12,13 +12,13 @@ that model, so each of them must be a movable joint there, with an effort comman
 Massless links hung on a fixed joint (the SCARA's ``tool``) are lumped away by the converter;
 they carry nothing Gazebo simulates, and the test checks that nothing with mass goes with them.
 """
+
 import ast
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import yaml
-
 from sdformat_converter import convert
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,6 +38,7 @@ def launch_constant(name):
 def launch_description(robot, tmp_path):
     """The URDF text gazebo.launch.py gives robot_state_publisher (and so Gazebo), written to a file."""
     from uk_controller.paths import gazebo_robot_description
+
     _, text = gazebo_robot_description(robot)
     path = tmp_path / f'{robot}.urdf'
     path.write_text(text)
@@ -50,8 +51,10 @@ def urdf_facts(urdf):
     for link in urdf.findall('link'):
         mass = link.find('inertial/mass')
         masses[link.get('name')] = float(mass.get('value')) if mass is not None else 0.0
-    joints = {j.get('name'): (j.get('type'), j.find('parent').get('link'), j.find('child').get('link'))
-              for j in urdf.findall('joint')}
+    joints = {
+        j.get('name'): (j.get('type'), j.find('parent').get('link'), j.find('child').get('link'))
+        for j in urdf.findall('joint')
+    }
     return masses, joints
 
 
@@ -73,6 +76,7 @@ def test_libsdformat_converts_the_launch_description_whole(robot, tmp_path):
 
     def subtree_mass(link):
         return masses[link] + sum(subtree_mass(c) for c in children[link])
+
     for name in set(masses) - set(report.links) - {'world'}:
         assert subtree_mass(name) == 0.0, f'{name} dropped with mass below it'
 
@@ -121,5 +125,5 @@ def test_closed_chains_are_not_offered_and_the_launch_names_the_alternative():
     refused = launch_constant('CLOSED_CHAINS')
     assert offered == {'scara', 'planar_3r'} and set(refused) == CLOSED
     assert all('sim.launch.py' in why and 'plant:=mujoco' in why for why in refused.values())
-    limits = (ROOT / 'docs' / 'limits.md').read_text()          # the known limits a user reads
+    limits = (ROOT / 'docs' / 'limits.md').read_text()  # the known limits a user reads
     assert 'gz-physics#25' in limits and 'plant:=mujoco' in limits

@@ -6,24 +6,42 @@ import pytest
 
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.hardware.bus import BusTimeout, MotorFeedback, PortError
-from uk_controller.settings.resolve import resolve
 from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.safety import ARMED, DISCONNECTED, SAFE, EffortLimiter, SafeBus
+from uk_controller.settings.resolve import resolve
 
 
 def params(**hw):
-    base = {'actuators': {'names': ['motor1', 'motor2'], 'motor1': {'joint': 'j1', 'effort_limit': 50.0},
-                          'motor2': {'joint': 'j2'}}}
+    base = {
+        'actuators': {
+            'names': ['motor1', 'motor2'],
+            'motor1': {'joint': 'j1', 'effort_limit': 50.0},
+            'motor2': {'joint': 'j2'},
+        }
+    }
     if hw is not None:
         base['hardware'] = hw
     return base
 
 
-HW = {'protocol': 'dynamixel', 'port': '/dev/ttyX', 'baud': 57600, 'watchdog': 0.02,
-      'motors': ['motor2', 'motor1'],
-      'motor1': {'id': 7, 'gear_ratio': 10.0, 'torque_constant': 0.5, 'direction': -1.0, 'zero_offset': 0.3,
-                 'position_limit': [-1.0, 2.0], 'velocity_limit': 4.0, 'torque_limit': 2.0},
-      'motor2': {'id': 3, 'gear_ratio': 2.0, 'torque_constant': 0.1, 'torque_limit': 1.0}}
+HW = {
+    'protocol': 'dynamixel',
+    'port': '/dev/ttyX',
+    'baud': 57600,
+    'watchdog': 0.02,
+    'motors': ['motor2', 'motor1'],
+    'motor1': {
+        'id': 7,
+        'gear_ratio': 10.0,
+        'torque_constant': 0.5,
+        'direction': -1.0,
+        'zero_offset': 0.3,
+        'position_limit': [-1.0, 2.0],
+        'velocity_limit': 4.0,
+        'torque_limit': 2.0,
+    },
+    'motor2': {'id': 3, 'gear_ratio': 2.0, 'torque_constant': 0.1, 'torque_limit': 1.0},
+}
 
 
 def test_section_is_read_in_actuator_order():
@@ -35,16 +53,19 @@ def test_section_is_read_in_actuator_order():
     assert hw.joints == ['j1', 'j2']
 
 
-@pytest.mark.parametrize('key, bad, dotted', [
-    ('protocol', 'can', 'hardware.protocol'),
-    ('motors', ['motor1'], 'hardware.motors'),
-    ('motors', ['motor1', 'motor2', 'motor9'], 'hardware.motors'),
-    ('watchdog', -1.0, 'hardware.watchdog'),
-    ('motor1', {'direction': 2.0}, 'hardware.motor1.direction'),
-    ('motor1', {'gear_ratio': 0.0}, 'hardware.motor1.gear_ratio'),
-    ('motor1', {'position_limit': [1.0, -1.0]}, 'hardware.motor1.position_limit'),
-    ('motor2', {'id': 7}, 'hardware.motors'),
-])
+@pytest.mark.parametrize(
+    'key, bad, dotted',
+    [
+        ('protocol', 'can', 'hardware.protocol'),
+        ('motors', ['motor1'], 'hardware.motors'),
+        ('motors', ['motor1', 'motor2', 'motor9'], 'hardware.motors'),
+        ('watchdog', -1.0, 'hardware.watchdog'),
+        ('motor1', {'direction': 2.0}, 'hardware.motor1.direction'),
+        ('motor1', {'gear_ratio': 0.0}, 'hardware.motor1.gear_ratio'),
+        ('motor1', {'position_limit': [1.0, -1.0]}, 'hardware.motor1.position_limit'),
+        ('motor2', {'id': 7}, 'hardware.motors'),
+    ],
+)
 def test_bad_values_name_file_and_key(key, bad, dotted):
     cfg = dict(HW)
     cfg[key] = bad
@@ -99,6 +120,7 @@ class FakeBus:
         self.fail = None
         self.port = 'fake'
         from uk_controller.hardware.bus import BusStats
+
         self.stats = BusStats()
 
     def open(self):
@@ -143,14 +165,14 @@ def test_safebus_arms_trips_and_reconnects_by_the_clock():
     safe = SafeBus(hw, lambda: bus, watchdog=0.05, arm_after=3, reconnect_interval=0.1, clock=clock)
     assert safe.connect()
     u = np.array([100.0, 0.5])
-    for k in range(3):                       # three valid feedbacks before arming
+    for k in range(3):  # three valid feedbacks before arming
         safe.cycle(u, clock.t)
         assert safe.state == SAFE and not bus.enabled
         clock.t += 0.01
     safe.cycle(u, clock.t)
     assert safe.state == ARMED and bus.enabled
     enabled, tau = bus.sent[-1]
-    np.testing.assert_allclose(hw.motor_torque_to_effort(tau), [20.0, 0.5])   # limited before sending
+    np.testing.assert_allclose(hw.motor_torque_to_effort(tau), [20.0, 0.5])  # limited before sending
     # stale effort: the command is 0.05 s + 1 ms old => torque off, nothing sent
     stamp = clock.t
     clock.t += 0.051
@@ -168,7 +190,7 @@ def test_safebus_arms_trips_and_reconnects_by_the_clock():
     while safe.state == ARMED:
         clock.t += 0.01
         safe.cycle(u, clock.t)
-    assert clock.t - t_last <= 0.05 + 0.01 + 1e-9      # within the watchdog (+ one period)
+    assert clock.t - t_last <= 0.05 + 0.01 + 1e-9  # within the watchdog (+ one period)
     assert not bus.enabled
     # torque is never sent with feedback or effort older than the watchdog
     assert all(r[1] <= 0.05 + 1e-12 and r[2] <= 0.05 + 1e-12 for r in safe.sent_log)
@@ -177,7 +199,7 @@ def test_safebus_arms_trips_and_reconnects_by_the_clock():
     clock.t += 0.01
     assert safe.cycle(u, clock.t) is None and safe.state == DISCONNECTED
     clock.t += 0.05
-    assert safe.cycle(u, clock.t) is None            # too early to retry
+    assert safe.cycle(u, clock.t) is None  # too early to retry
     bus.fail = None
     clock.t += 0.06
     safe.cycle(u, clock.t)
@@ -216,18 +238,19 @@ def test_safebus_sends_nothing_on_inputs_that_aged_while_enabling():
     for _ in range(3):
         safe.cycle(u, clock.t)
         clock.t += 0.01
-    safe.cycle(u, clock.t)                   # arms; enabling ages feedback and command by 80 ms
+    safe.cycle(u, clock.t)  # arms; enabling ages feedback and command by 80 ms
     assert safe.state == ARMED and bus.sent == [] and safe.counters['stale_skips'] == 1
     clock.t += 0.01
-    safe.cycle(u, clock.t)                   # fresh feedback from the skipped cycle, fresh command
+    safe.cycle(u, clock.t)  # fresh feedback from the skipped cycle, fresh command
     assert safe.state == ARMED and len(bus.sent) == 1 and safe.counters['watchdog_trips'] == 0
     assert all(age <= 0.05 for _, fb_age, cmd_age, _r in safe.sent_log for age in (fb_age, cmd_age))
 
 
 def test_five_bar_passive_joints_from_closure():
-    from uk_controller.robots import load_robot
     from uk_controller.hardware.joint_state_assembler import JointStateAssembler
+    from uk_controller.robots import load_robot
     from uk_controller.sim.uk_plant import UKPlant
+
     setup = load_robot('five_bar')
     hw = HardwareConfig.from_setup(setup)
     asm = JointStateAssembler(setup, hw)
@@ -236,7 +259,7 @@ def test_five_bar_passive_joints_from_closure():
     # (~2e-8 with 1 substep) stays well below the 1e-8 asked of the reconstruction
     plant = UKPlant.from_setup(setup, substeps=4)
     err = 0.0
-    for k in range(40):                      # the plant integrates the true closed chain
+    for k in range(40):  # the plant integrates the true closed chain
         plant.step(np.array([0.03, -0.02]), 0.005)
         q, qd = asm(plant.q[asm.measured], plant.qd[asm.measured])
         err = max(err, np.abs(q - plant.q).max(), np.abs(qd - plant.qd).max())

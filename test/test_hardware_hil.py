@@ -38,25 +38,32 @@ def hardware(setup, protocol):
     names = setup.actuators.names
     overrides = {'hardware.protocol': 'dynamixel', 'hardware.motors': list(names)}
     for k, name in enumerate(names):
-        overrides.update({f'hardware.{name}.id': k + 1, f'hardware.{name}.gear_ratio': 100.0,
-                          f'hardware.{name}.torque_constant': 1.0,
-                          f'hardware.{name}.torque_limit': float(setup.actuators.effort_limits[k]) / 100.0})
+        overrides.update(
+            {
+                f'hardware.{name}.id': k + 1,
+                f'hardware.{name}.gear_ratio': 100.0,
+                f'hardware.{name}.torque_constant': 1.0,
+                f'hardware.{name}.torque_limit': float(setup.actuators.effort_limits[k]) / 100.0,
+            }
+        )
     acts = setup.actuators.actuators
-    return HardwareConfig.from_settings(resolve(setup.config_path, overrides), effort_limits=setup.actuators.effort_limits,
-                                        joints=[setup.joint_names[a.joint] for a in acts])
+    return HardwareConfig.from_settings(
+        resolve(setup.config_path, overrides),
+        effort_limits=setup.actuators.effort_limits,
+        joints=[setup.joint_names[a.joint] for a in acts],
+    )
 
 
 def hil(robot, protocol, duration):
     setup = load_robot(robot)
     hw = hardware(setup, protocol)
-    plant = UKPlant.from_setup(load_robot(robot))       # the device's own physics
+    plant = UKPlant.from_setup(load_robot(robot))  # the device's own physics
     core = ControllerCore(setup, rate=RATE)
     emu = make_emulator(protocol, plant, hw, dt=core.dt).start()
     safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=0.5), watchdog=2.0)
     try:
         safe.connect(raise_errors=True)
-        res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=duration, realtime=False,
-                       record=True)
+        res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=duration, realtime=False, record=True)
         diag = safe.diagnostics()
     finally:
         safe.shutdown()
@@ -67,17 +74,21 @@ def hil(robot, protocol, duration):
     return k, np.array([rows[i][0] for i in k]), np.array([rows[i][1] for i in k]), diag
 
 
-@pytest.mark.parametrize('robot, protocol, duration', [
-    ('scara', 'uk_binary', 1.0),
-    ('scara', 'odrive', 0.5),
-    ('five_bar', 'uk_binary', 0.5),
-    ('five_bar', 'dynamixel', 0.5),
-], indirect=['robot'])
+@pytest.mark.parametrize(
+    'robot, protocol, duration',
+    [
+        ('scara', 'uk_binary', 1.0),
+        ('scara', 'odrive', 0.5),
+        ('five_bar', 'uk_binary', 0.5),
+        ('five_bar', 'dynamixel', 0.5),
+    ],
+    indirect=['robot'],
+)
 def test_hil_matches_in_process_simulation(robot, protocol, duration):
     sim = simulate(load_robot(robot), duration=duration, rate=RATE)
     k, q, e, diag = hil(robot, protocol, duration)
     steps = int(round(duration * RATE))
-    np.testing.assert_array_equal(k, np.arange(steps))          # every period ran, in order
+    np.testing.assert_array_equal(k, np.arange(steps))  # every period ran, in order
     assert diag['timeouts'] == 0 and diag['crc_errors'] == 0 and diag['watchdog_trips'] == 0
     tol_q, tol_e = TOL[protocol]
     assert np.max(np.abs(q - sim.q[k])) < tol_q

@@ -5,20 +5,21 @@ their defaults), the CLI ``--protocol`` choices, the calibration and the factori
 with it; and the recipe of its docstring (one subpackage plus one registry line) is enough for
 a new protocol to run a SafeBus against its emulator.
 """
-from pathlib import Path
+
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from uk_controller.settings import schema as S
 from uk_controller.cli import build_parser
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.hardware import registry
 from uk_controller.hardware.bus import MotorBus
-from uk_controller.settings.resolve import resolve
 from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.emulator import DeviceEmulator, IndependentJointsPlant
+from uk_controller.settings import schema as S
+from uk_controller.settings.resolve import resolve
 
 NAMES = registry.names()
 
@@ -33,7 +34,7 @@ def test_settings_schema_lists_the_registry_protocols():
 def test_settings_schema_option_keys_and_defaults_are_the_registry_calibration_defaults(name):
     defaults = registry.get(name).defaults()
     prefix = f'hardware.{registry.get(name).section_name}.'
-    schema = {s.key[len(prefix):]: s for s in S.SETTINGS if s.key.startswith(prefix)}
+    schema = {s.key[len(prefix) :]: s for s in S.SETTINGS if s.key.startswith(prefix)}
     assert set(schema) == set(defaults), name
     for key, setting in schema.items():
         if setting.default is not S.NONE:
@@ -96,14 +97,17 @@ def test_a_registered_protocol_brings_its_option_settings(tmp_path, monkeypatch)
     pkg = tmp_path / 'gain_protocol'
     pkg.mkdir()
     (pkg / '__init__.py').write_text('')
-    (pkg / 'codec.py').write_text(textwrap.dedent('''
+    (pkg / 'codec.py').write_text(
+        textwrap.dedent('''
         from uk_controller.settings.setting import Setting
         OPTIONS = {'gain': 1.0}
         SETTINGS = (Setting('hardware.gain.gain', 'float', 1.0, '', 'a gain', low=0.0),)
-        '''))
+        ''')
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(registry.PROTOCOLS, 'gain', registry.Protocol('gain', bus='B', device='D',
-                                                                       package='gain_protocol'))
+    monkeypatch.setitem(
+        registry.PROTOCOLS, 'gain', registry.Protocol('gain', bus='B', device='D', package='gain_protocol')
+    )
     keys = [s.key for s in S._protocol_settings()]
     assert keys[-1] == 'hardware.gain.gain' and keys.count('hardware.gain.gain') == 1
 
@@ -131,10 +135,12 @@ def test_cli_protocol_choices_are_the_registry(command, capsys):
 @pytest.mark.serial
 def test_factories_give_the_section_over_the_registry_defaults():
     """hardware.dynamixel.current_unit from the config wins; the other units keep the defaults."""
-    params = {'actuators': {'names': ['m1'], 'm1': {'effort_limit': 1.0}},
-              'hardware': {'protocol': 'dynamixel', 'dynamixel': {'current_unit': 1e-3}}}
+    params = {
+        'actuators': {'names': ['m1'], 'm1': {'effort_limit': 1.0}},
+        'hardware': {'protocol': 'dynamixel', 'dynamixel': {'current_unit': 1e-3}},
+    }
     hw = HardwareConfig.from_settings(resolve('robot.yaml', params=params))
-    bus = registry.make_bus(hw, port='/nonexistent')        # not opened
+    bus = registry.make_bus(hw, port='/nonexistent')  # not opened
     defaults = registry.get('dynamixel').defaults()
     assert bus.options == {**defaults, 'current_unit': 1e-3}
     emu = registry.make_emulator('dynamixel', IndependentJointsPlant([1.0]), hw)
@@ -155,26 +161,35 @@ def test_a_new_protocol_is_one_subpackage_and_one_registry_line(tmp_path, monkey
     pkg.mkdir()
     (pkg / '__init__.py').write_text('"""A test protocol: uk_binary framing under another name."""\n')
     (pkg / 'codec.py').write_text("OPTIONS = {'gain': 1.0}\n")
-    (pkg / 'bus.py').write_text(textwrap.dedent('''
+    (pkg / 'bus.py').write_text(
+        textwrap.dedent('''
         from uk_controller.hardware.protocols.uk_binary.bus import UKBinaryBus
 
         class EchoBus(UKBinaryBus):
             protocol = 'echo'
-        '''))
-    (pkg / 'device.py').write_text(textwrap.dedent('''
+        ''')
+    )
+    (pkg / 'device.py').write_text(
+        textwrap.dedent('''
         from uk_controller.hardware.protocols.uk_binary.device import UKBinaryDevice
 
         class EchoDevice(UKBinaryDevice):
             protocol = 'echo'
-        '''))
+        ''')
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(registry.PROTOCOLS, 'echo',
-                        registry.Protocol('echo', bus='EchoBus', device='EchoDevice', package='echo_protocol'))
+    monkeypatch.setitem(
+        registry.PROTOCOLS,
+        'echo',
+        registry.Protocol('echo', bus='EchoBus', device='EchoDevice', package='echo_protocol'),
+    )
 
     assert 'echo' in registry.names()
     assert 'echo' in build_parser().parse_args(['emulate', 'scara', '--protocol', 'echo']).protocol
-    params = {'actuators': {'names': ['m1', 'm2'], 'm1': {'effort_limit': 2.0}, 'm2': {'effort_limit': 2.0}},
-              'hardware': {'protocol': 'echo', 'echo': {'gain': 3.0}}}
+    params = {
+        'actuators': {'names': ['m1', 'm2'], 'm1': {'effort_limit': 2.0}, 'm2': {'effort_limit': 2.0}},
+        'hardware': {'protocol': 'echo', 'echo': {'gain': 3.0}},
+    }
     hw = HardwareConfig.from_settings(resolve('robot.yaml', params=params))
     assert hw.protocol == 'echo' and hw.options == {'echo': {'gain': 3.0}}
     plant = IndependentJointsPlant(np.full(2, 0.05), 0.5)
@@ -187,7 +202,7 @@ def test_a_new_protocol_is_one_subpackage_and_one_registry_line(tmp_path, monkey
             safe.cycle(effort, clock())
             clock.advance(0.004)
         assert safe.state == ARMED and type(safe.bus).__name__ == 'EchoBus'
-        np.testing.assert_allclose(emu.joint_effort(), effort, rtol=1e-6)   # float32 currents on the wire
+        np.testing.assert_allclose(emu.joint_effort(), effort, rtol=1e-6)  # float32 currents on the wire
     finally:
         safe.shutdown()
         emu.close()

@@ -7,6 +7,7 @@ multiplier of 0 runs, a joint mimicking itself or a mimic cycle is refused.
 The fuzz applies structured mutations to the shipped planar 3R URDF, the shipped five-bar MJCF files, a
 four-bar SDF and (when example-robot-data is installed) Cassie's SDF, and loads each mutant in a child
 process, several per process, so that a native crash fails one test instead of the suite."""
+
 import json
 import subprocess
 import sys
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 URDF = ROOT / 'urdf' / 'planar_3r.urdf'
@@ -31,23 +33,38 @@ def _setup(tmp_path, urdf_bytes, name='case'):
 
 
 def _simulate(folder):
-    return subprocess.run([sys.executable, '-m', 'uk_controller.cli', 'simulate', 'planar_3r.yaml',
-                           '--duration', '0.05'], cwd=folder, capture_output=True, text=True, timeout=300,
-                          env={'PYTHONPATH': str(ROOT), 'OPENBLAS_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin'})
+    return subprocess.run(
+        [sys.executable, '-m', 'uk_controller.cli', 'simulate', 'planar_3r.yaml', '--duration', '0.05'],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={'PYTHONPATH': str(ROOT), 'OPENBLAS_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin'},
+    )
 
 
 ORIGINAL = URDF.read_text(encoding='utf-8')
 CASES = {
     # a joint whose child is an ancestor of its parent: link1 <- link3 <- link2 <- link1
-    'cycle': (ORIGINAL.replace('<parent link="base_link"/>\n    <child link="link1"/>',
-                               '<parent link="link3"/>\n    <child link="link1"/>').encode(), ['cycle', 'shoulder']),
-    'two parents': (ORIGINAL.replace('<child link="tool"/>', '<child link="link1"/>').encode(),
-                    ['link1', 'one parent']),
+    'cycle': (
+        ORIGINAL.replace(
+            '<parent link="base_link"/>\n    <child link="link1"/>', '<parent link="link3"/>\n    <child link="link1"/>'
+        ).encode(),
+        ['cycle', 'shoulder'],
+    ),
+    'two parents': (
+        ORIGINAL.replace('<child link="tool"/>', '<child link="link1"/>').encode(),
+        ['link1', 'one parent'],
+    ),
     'latin-1': (ORIGINAL.replace('link3', 'link3\u00e9').encode('latin-1'), ['not UTF-8', '0xe9']),
-    'nan inertial origin': (ORIGINAL.replace('<origin xyz="0.2 0 0"/>', '<origin xyz="nan 0 0"/>', 1).encode(),
-                            ["link 'link1' <inertial> <origin>", 'finite']),
-    'inverted limits': (ORIGINAL.replace('lower="-3.1" upper="3.1"', 'lower="3.1" upper="-3.1"', 1).encode(),
-                        ["joint 'shoulder' <limit>", 'swap']),
+    'nan inertial origin': (
+        ORIGINAL.replace('<origin xyz="0.2 0 0"/>', '<origin xyz="nan 0 0"/>', 1).encode(),
+        ["link 'link1' <inertial> <origin>", 'finite'],
+    ),
+    'inverted limits': (
+        ORIGINAL.replace('lower="-3.1" upper="3.1"', 'lower="3.1" upper="-3.1"', 1).encode(),
+        ["joint 'shoulder' <limit>", 'swap'],
+    ),
 }
 
 
@@ -66,6 +83,7 @@ def test_hostile_urdf_exits_2_naming_file_and_element(tmp_path, case):
 
 def test_shipped_urdfs_pass_the_check():
     from uk_controller.files.description import check_urdf_text, urdf_text
+
     files = sorted(ROOT.glob('urdf/**/*.urdf')) + sorted(ROOT.glob('urdf/**/*.xacro'))
     assert files
     for file in files:
@@ -73,17 +91,33 @@ def test_shipped_urdfs_pass_the_check():
 
 
 # ----------------------------------------------------------------------------- fuzz
-NUMERIC = [('joint', 'origin', 'xyz'), ('joint', 'origin', 'rpy'), ('joint', 'axis', 'xyz'),
-           ('joint', 'limit', 'lower'), ('joint', 'limit', 'upper'), ('joint', 'limit', 'effort'),
-           ('link', 'inertial/origin', 'xyz'), ('link', 'inertial/mass', 'value'),
-           ('link', 'inertial/inertia', 'ixx'), ('link', 'inertial/inertia', 'ixy')]
+NUMERIC = [
+    ('joint', 'origin', 'xyz'),
+    ('joint', 'origin', 'rpy'),
+    ('joint', 'axis', 'xyz'),
+    ('joint', 'limit', 'lower'),
+    ('joint', 'limit', 'upper'),
+    ('joint', 'limit', 'effort'),
+    ('link', 'inertial/origin', 'xyz'),
+    ('link', 'inertial/mass', 'value'),
+    ('link', 'inertial/inertia', 'ixx'),
+    ('link', 'inertial/inertia', 'ixy'),
+]
 VALUES = ['nan', 'inf', '-inf', '1e308', '-1e308', '', 'x', '0 0 0', '1 2', '0', '-1', '3.1 0 0']
 mutation = st.one_of(
     st.tuples(st.just('number'), st.sampled_from(NUMERIC), st.integers(0, 5), st.sampled_from(VALUES)),
-    st.tuples(st.just('relink'), st.sampled_from(['parent', 'child']), st.integers(0, 5),
-              st.sampled_from(['world', 'base_link', 'link1', 'link2', 'link3', 'tool', 'ghost'])),
-    st.tuples(st.just('type'), st.just(''), st.integers(0, 5),
-              st.sampled_from(['fixed', 'continuous', 'prismatic', 'floating', 'planar', 'bogus'])),
+    st.tuples(
+        st.just('relink'),
+        st.sampled_from(['parent', 'child']),
+        st.integers(0, 5),
+        st.sampled_from(['world', 'base_link', 'link1', 'link2', 'link3', 'tool', 'ghost']),
+    ),
+    st.tuples(
+        st.just('type'),
+        st.just(''),
+        st.integers(0, 5),
+        st.sampled_from(['fixed', 'continuous', 'prismatic', 'floating', 'planar', 'bogus']),
+    ),
 )
 
 CHILD = r'''
@@ -103,6 +137,7 @@ for path in sys.argv[1:]:
 
 def _mutate(text, mutations):
     import xml.etree.ElementTree as ET
+
     root = ET.fromstring(text)
     for kind, what, index, value in mutations:
         if kind == 'number':
@@ -130,8 +165,13 @@ def test_fuzzed_urdf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch
     for i, mutations in enumerate(batch):
         folder = _setup(tmp, _mutate(ORIGINAL, mutations).encode(), name=f'm{i}')
         paths.append(str(folder / 'planar_3r.yaml'))
-    proc = subprocess.run([sys.executable, '-c', CHILD, *paths], capture_output=True, text=True, timeout=300,
-                          env={'PYTHONPATH': str(ROOT), 'OPENBLAS_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin'})
+    proc = subprocess.run(
+        [sys.executable, '-c', CHILD, *paths],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={'PYTHONPATH': str(ROOT), 'OPENBLAS_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin'},
+    )
     assert proc.returncode == 0, f'child died ({proc.returncode}) on {batch}: {proc.stderr[-2000:]}'
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('[')]
     assert len(results) == len(paths)
@@ -139,10 +179,13 @@ def test_fuzzed_urdf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch
         assert outcome in ('ok', 'refused'), f'{mutations}: {detail}'
 
 
-@pytest.mark.parametrize('name, safe', [('../evil/x', '_evil_x'), ('a/b', 'a_b'), ('..', 'robot'),
-                                        ('planar_3r', 'planar_3r'), ('arm 1:é', 'arm_1_')])
+@pytest.mark.parametrize(
+    'name, safe',
+    [('../evil/x', '_evil_x'), ('a/b', 'a_b'), ('..', 'robot'), ('planar_3r', 'planar_3r'), ('arm 1:é', 'arm_1_')],
+)
 def test_robot_name_is_one_path_component(name, safe):
     from uk_controller.cli import file_safe
+
     assert file_safe(name) == safe
     assert '/' not in file_safe(name) and not file_safe(name).startswith('.')
 
@@ -173,20 +216,38 @@ def _mjcf_setup(folder, files, base='five_bar'):
 
 def _cli(setup, *extra, timeout=600):
     """``uk-controller simulate <setup>`` in a child process, as a user runs it."""
-    return subprocess.run([sys.executable, '-m', 'uk_controller.cli', 'simulate', str(setup), '--duration', '0.05',
-                           '--no-plots', '--out', str(Path(setup).parent / 'out'), *extra], cwd=Path(setup).parent,
-                          capture_output=True, text=True, timeout=timeout, env=ENV)
+    return subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'uk_controller.cli',
+            'simulate',
+            str(setup),
+            '--duration',
+            '0.05',
+            '--no-plots',
+            '--out',
+            str(Path(setup).parent / 'out'),
+            *extra,
+        ],
+        cwd=Path(setup).parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+    )
 
 
 def _in_process_cli(setup):
     """``uk-controller simulate <setup>`` in this process: (exit code, stderr); a refusal costs no child."""
     from hostile import run_cli
+
     code, _, err = run_cli('simulate', setup, '--duration', '0.05', '--no-plots', '--out', Path(setup).parent / 'out')
     return code, err
 
 
 FIVE_BAR = MJCF.read_text(encoding='utf-8')
-_WORLDBODY = FIVE_BAR[FIVE_BAR.index('<worldbody>'):FIVE_BAR.index('</worldbody>') + len('</worldbody>')]
+_WORLDBODY = FIVE_BAR[FIVE_BAR.index('<worldbody>') : FIVE_BAR.index('</worldbody>') + len('</worldbody>')]
 _CONNECT = '<connect name="closure_12" site1="branch1_tip" site2="branch2_tip"/>'
 
 
@@ -198,59 +259,101 @@ def _five_bar(*edits):
     return text.encode()
 
 
-_BRANCHES = _WORLDBODY[len('<worldbody>'):-len('</worldbody>')]
+_BRANCHES = _WORLDBODY[len('<worldbody>') : -len('</worldbody>')]
 _JOINT_B1 = '<joint name="joint_b1" type="hinge" axis="0 0 1" range="-3 3"/>'
 _NO_BODY = b'<mujoco><default/></mujoco>'
 MJCF_CASES = {
     # the main file's <worldbody> is an <include> of a file without a body (an include with the wrong content)
     'include brings no body': (
-        {'robot.xml': _five_bar((_WORLDBODY, '<worldbody><include file="parts.xml"/></worldbody>'), (_CONNECT, '')),
-         'parts.xml': _NO_BODY}, ['robot.xml', 'parts.xml', 'no <body>']),
+        {
+            'robot.xml': _five_bar((_WORLDBODY, '<worldbody><include file="parts.xml"/></worldbody>'), (_CONNECT, '')),
+            'parts.xml': _NO_BODY,
+        },
+        ['robot.xml', 'parts.xml', 'no <body>'],
+    ),
     # the same with the include at the top level (Pinocchio's "no body found in parsed tree" before)
     'include brings no body (top level)': (
         {'robot.xml': _five_bar((_WORLDBODY, '<include file="parts.xml"/>'), (_CONNECT, '')), 'parts.xml': _NO_BODY},
-        ['robot.xml', 'parts.xml', 'no <worldbody>']),
+        ['robot.xml', 'parts.xml', 'no <worldbody>'],
+    ),
     # the whole model in an include that is not there
     'include missing': (
         {'robot.xml': _five_bar((_WORLDBODY, '<worldbody><include file="branches.xml"/></worldbody>'))},
-        ['robot.xml', '<include file="branches.xml">', 'no such file']),
+        ['robot.xml', '<include file="branches.xml">', 'no such file'],
+    ),
     # an include of the main file: a cycle MuJoCo refuses ("already included")
-    'include cycle': ({'robot.xml': _five_bar(('<worldbody>', '<worldbody><include file="robot.xml"/>'))},
-                      ['<include file="robot.xml">', 'already included']),
-    'nan body pos': ({'robot.xml': _five_bar(('<body name="link_b1" pos="0.244 0 0">',
-                                              '<body name="link_b1" pos="nan 0 0">'))},
-                     ['<body name="link_b1">', 'pos="nan 0 0"', 'finite']),
+    'include cycle': (
+        {'robot.xml': _five_bar(('<worldbody>', '<worldbody><include file="robot.xml"/>'))},
+        ['<include file="robot.xml">', 'already included'],
+    ),
+    'nan body pos': (
+        {'robot.xml': _five_bar(('<body name="link_b1" pos="0.244 0 0">', '<body name="link_b1" pos="nan 0 0">'))},
+        ['<body name="link_b1">', 'pos="nan 0 0"', 'finite'],
+    ),
     'inf mass': ({'robot.xml': _five_bar(('mass="1.0771"', 'mass="inf"'))}, ['<inertial>', 'mass="inf"', 'finite']),
-    'inverted range': ({'robot.xml': _five_bar(('range="-3 3"', 'range="3 -3"'))},
-                       ['<joint name="joint_b1">', 'range="3 -3"', 'swap']),
-    'zero axis': ({'robot.xml': _five_bar((_JOINT_B1, _JOINT_B1.replace('axis="0 0 1"', 'axis="0 0 0"')))},
-                  ['<joint name="joint_b1">', 'axis="0 0 0"', 'direction']),
-    'short pos': ({'robot.xml': _five_bar(('<site name="branch1_tip" pos="0.244 0 0"/>',
-                                           '<site name="branch1_tip" pos="0.244 0"/>'))},
-                  ['<site name="branch1_tip">', '3 finite numbers']),
-    'nan polycoef': ({'robot.xml': _five_bar((_CONNECT, _CONNECT + '<joint name="couple" joint1="joint_b1" '
-                                                         'joint2="joint_b2" polycoef="0 nan 0 0 0"/>'))},
-                     ['<joint name="couple">', 'polycoef', 'finite']),
-    'joint equality with itself': ({'robot.xml': _five_bar((_CONNECT, _CONNECT + '<joint name="couple" '
-                                                                       'joint1="joint_b1" joint2="joint_b1"/>'))},
-                                   ['<joint name="couple">', 'itself']),
+    'inverted range': (
+        {'robot.xml': _five_bar(('range="-3 3"', 'range="3 -3"'))},
+        ['<joint name="joint_b1">', 'range="3 -3"', 'swap'],
+    ),
+    'zero axis': (
+        {'robot.xml': _five_bar((_JOINT_B1, _JOINT_B1.replace('axis="0 0 1"', 'axis="0 0 0"')))},
+        ['<joint name="joint_b1">', 'axis="0 0 0"', 'direction'],
+    ),
+    'short pos': (
+        {
+            'robot.xml': _five_bar(
+                ('<site name="branch1_tip" pos="0.244 0 0"/>', '<site name="branch1_tip" pos="0.244 0"/>')
+            )
+        },
+        ['<site name="branch1_tip">', '3 finite numbers'],
+    ),
+    'nan polycoef': (
+        {
+            'robot.xml': _five_bar(
+                (
+                    _CONNECT,
+                    _CONNECT + '<joint name="couple" joint1="joint_b1" joint2="joint_b2" polycoef="0 nan 0 0 0"/>',
+                )
+            )
+        },
+        ['<joint name="couple">', 'polycoef', 'finite'],
+    ),
+    'joint equality with itself': (
+        {'robot.xml': _five_bar((_CONNECT, _CONNECT + '<joint name="couple" joint1="joint_b1" joint2="joint_b1"/>'))},
+        ['<joint name="couple">', 'itself'],
+    ),
     # two bodies with one name: which one a closure or a frame task means is unknowable
-    'two bodies named link_b1': ({'robot.xml': _five_bar(('<body name="link_b2"', '<body name="link_b1"'))},
-                                 ["a second <body> named 'link_b1'", 'rename']),
-    'latin-1': ({'robot.xml': FIVE_BAR.replace('five_bar"', 'five_bar\u00e9"').encode('latin-1')},
-                ['not UTF-8', '0xe9']),
+    'two bodies named link_b1': (
+        {'robot.xml': _five_bar(('<body name="link_b2"', '<body name="link_b1"'))},
+        ["a second <body> named 'link_b1'", 'rename'],
+    ),
+    'latin-1': (
+        {'robot.xml': FIVE_BAR.replace('five_bar"', 'five_bar\u00e9"').encode('latin-1')},
+        ['not UTF-8', '0xe9'],
+    ),
     # MuJoCo's joint types are hinge, slide, ball and free (Pinocchio's message named no element)
-    'bogus joint type': ({'robot.xml': _five_bar((_JOINT_B1, _JOINT_B1.replace('hinge', 'screw')))},
-                         ['<joint name="joint_b1">', 'type="screw"', 'hinge, slide, ball, free']),
+    'bogus joint type': (
+        {'robot.xml': _five_bar((_JOINT_B1, _JOINT_B1.replace('hinge', 'screw')))},
+        ['<joint name="joint_b1">', 'type="screw"', 'hinge, slide, ball, free'],
+    ),
     # MuJoCo keeps sites and bodies apart; Pinocchio makes both frames of one name
-    'site named like a body': ({'robot.xml': _five_bar(('<site name="branch1_tip"', '<site name="link_a2"'),
-                                                       ('site1="branch1_tip"', 'site1="link_a2"'))},
-                               ['<body name="link_a2">', "named 'link_a2' like a <site>", 'rename one']),
+    'site named like a body': (
+        {
+            'robot.xml': _five_bar(
+                ('<site name="branch1_tip"', '<site name="link_a2"'), ('site1="branch1_tip"', 'site1="link_a2"')
+            )
+        },
+        ['<body name="link_a2">', "named 'link_a2' like a <site>", 'rename one'],
+    ),
     # a negative damping reaches the joint dynamics: named with the file, and how to leave it out
-    'negative damping': ({'robot.xml': _five_bar((_JOINT_B1, _JOINT_B1.replace('/>', ' damping="-1"/>')))},
-                         ["joint 'joint_b1'", 'damping must be >= 0', 'robot.joint_dynamics: none']),
-    'body under a frame': ({'robot.xml': _five_bar((_WORLDBODY, '<worldbody><frame pos="0 0 0">' + _BRANCHES
-                                                    + '</frame></worldbody>'))}, ['<frame>', 'not read']),
+    'negative damping': (
+        {'robot.xml': _five_bar((_JOINT_B1, _JOINT_B1.replace('/>', ' damping="-1"/>')))},
+        ["joint 'joint_b1'", 'damping must be >= 0', 'robot.joint_dynamics: none'],
+    ),
+    'body under a frame': (
+        {'robot.xml': _five_bar((_WORLDBODY, '<worldbody><frame pos="0 0 0">' + _BRANCHES + '</frame></worldbody>'))},
+        ['<frame>', 'not read'],
+    ),
 }
 
 
@@ -278,11 +381,18 @@ def test_mjcf_split_over_includes_is_the_shipped_model(tmp_path):
     """The five-bar with its branches in two included files (one in a subfolder, found from the main file's
     folder as MuJoCo looks) is the same model as the shipped file, with the same closure and joint order."""
     from uk_controller.robots import load_robot
+
     branches = _BRANCHES.split('<!-- branch 2')
-    files = {'robot.xml': _five_bar((_WORLDBODY, '<worldbody><include file="parts/branch1.xml"/>'
-                                                 '<include file="parts/branch2.xml"/></worldbody>')),
-             'parts/branch1.xml': ('<mujoco>' + branches[0] + '</mujoco>').encode(),
-             'parts/branch2.xml': ('<mujoco><!-- branch 2' + branches[1] + '</mujoco>').encode()}
+    files = {
+        'robot.xml': _five_bar(
+            (
+                _WORLDBODY,
+                '<worldbody><include file="parts/branch1.xml"/><include file="parts/branch2.xml"/></worldbody>',
+            )
+        ),
+        'parts/branch1.xml': ('<mujoco>' + branches[0] + '</mujoco>').encode(),
+        'parts/branch2.xml': ('<mujoco><!-- branch 2' + branches[1] + '</mujoco>').encode(),
+    }
     (tmp_path / 'parts').mkdir()
     split, shipped = load_robot(_mjcf_setup(tmp_path, files)), load_robot(str(MJCF_YAML))
     assert split.joint_names == shipped.joint_names and split.passive.names == shipped.passive.names
@@ -290,16 +400,23 @@ def test_mjcf_split_over_includes_is_the_shipped_model(tmp_path):
     for setup in (split, shipped):
         setup.model.compute(q, np.zeros(setup.n))
     np.testing.assert_array_equal(split.model.M, shipped.model.M)
-    np.testing.assert_array_equal(split.passive.evaluate(split.model, q, np.zeros(4), 0.0).phi,
-                                  shipped.passive.evaluate(shipped.model, q, np.zeros(4), 0.0).phi)
+    np.testing.assert_array_equal(
+        split.passive.evaluate(split.model, q, np.zeros(4), 0.0).phi,
+        shipped.passive.evaluate(shipped.model, q, np.zeros(4), 0.0).phi,
+    )
 
 
 def test_class_main_without_a_default_loads(tmp_path):
     """``class="main"`` names MuJoCo's top-level default class, written or not; Pinocchio 4.1 stopped at
     "unordered_map::at" unless a <default class="main"> was written."""
     from uk_controller.robots import load_robot
-    files = {'robot.xml': _five_bar((_JOINT_B1, _JOINT_B1.replace('type=', 'class="main" type=')),
-                                    ('<body name="link_a2"', '<body name="link_a2" childclass="main"'))}
+
+    files = {
+        'robot.xml': _five_bar(
+            (_JOINT_B1, _JOINT_B1.replace('type=', 'class="main" type=')),
+            ('<body name="link_a2"', '<body name="link_a2" childclass="main"'),
+        )
+    }
     setup, shipped = load_robot(_mjcf_setup(tmp_path, files)), load_robot(str(MJCF_YAML))
     assert setup.joint_names == shipped.joint_names
     setup.model.compute(setup.q0, setup.qd0)
@@ -309,6 +426,7 @@ def test_class_main_without_a_default_loads(tmp_path):
 
 def test_shipped_mjcfs_pass_the_check():
     from uk_controller.files.mjcf_check import checked_mjcf
+
     files = sorted(ROOT.glob('mjcf/**/*.xml'))
     assert files
     for file in files:
@@ -381,42 +499,68 @@ def _four_bar(*edits):
 
 _LOOP_AXIS = '<child>rocker</child><pose>-0.05 0.12 0 0 0 0</pose>\n      <axis><xyz>0 0 1</xyz>'
 SDF_CASES = {
-    'inf mass': (_four_bar(('<mass>0.8</mass>', '<mass>inf</mass>')),
-                 ['<link name="coupler"><inertial> <mass>', 'finite']),
+    'inf mass': (
+        _four_bar(('<mass>0.8</mass>', '<mass>inf</mass>')),
+        ['<link name="coupler"><inertial> <mass>', 'finite'],
+    ),
     'nan inertia': (_four_bar(('<iyy>0.006</iyy>', '<iyy>nan</iyy>')), ['<link name="coupler">', '<iyy>', 'finite']),
-    'inf damping': (_four_bar(('<damping>0.01</damping>', '<damping>inf</damping>')),
-                    ['<joint name="crank_joint"> <axis><dynamics> <damping>', 'finite']),
-    'explicit inf limit': (_four_bar(('<upper>3</upper>', '<upper>inf</upper>')),
-                           ['<joint name="crank_joint"> <axis><limit> <upper>', 'leave the element out']),
-    'inverted limits': (_four_bar(('<lower>-3</lower><upper>3</upper>', '<lower>3</lower><upper>-3</upper>')),
-                        ['<joint name="crank_joint"> <limit>', 'swap']),
+    'inf damping': (
+        _four_bar(('<damping>0.01</damping>', '<damping>inf</damping>')),
+        ['<joint name="crank_joint"> <axis><dynamics> <damping>', 'finite'],
+    ),
+    'explicit inf limit': (
+        _four_bar(('<upper>3</upper>', '<upper>inf</upper>')),
+        ['<joint name="crank_joint"> <axis><limit> <upper>', 'leave the element out'],
+    ),
+    'inverted limits': (
+        _four_bar(('<lower>-3</lower><upper>3</upper>', '<lower>3</lower><upper>-3</upper>')),
+        ['<joint name="crank_joint"> <limit>', 'swap'],
+    ),
     # the loop joint's axis is never used as an axis (a point closure), but a NaN in the file is still refused
-    'nan loop axis': (_four_bar((_LOOP_AXIS, _LOOP_AXIS.replace('0 0 1', '0 nan 1'))),
-                      ['<joint name="loop"> <axis><xyz>', 'finite']),
-    'nan link pose': (_four_bar(('<pose>0.35 0 0 0 0 0</pose>', '<pose>0.35 nan 0 0 0 0</pose>')),
-                      ['<link name="rocker"> <pose>', 'finite']),
+    'nan loop axis': (
+        _four_bar((_LOOP_AXIS, _LOOP_AXIS.replace('0 0 1', '0 nan 1'))),
+        ['<joint name="loop"> <axis><xyz>', 'finite'],
+    ),
+    'nan link pose': (
+        _four_bar(('<pose>0.35 0 0 0 0 0</pose>', '<pose>0.35 nan 0 0 0 0</pose>')),
+        ['<link name="rocker"> <pose>', 'finite'],
+    ),
     # rocker and coupler joined to each other only: a cycle no joint connects to the world
-    'cycle off the root': (_four_bar(('<parent>world</parent><child>rocker</child>',
-                                      '<parent>coupler</parent><child>rocker</child>'),
-                                     ('<parent>crank</parent><child>coupler</child>',
-                                      '<parent>rocker</parent><child>coupler</child>')),
-                           ["['coupler', 'rocker']", 'not connected to the root', "'coupler_joint'"]),
+    'cycle off the root': (
+        _four_bar(
+            ('<parent>world</parent><child>rocker</child>', '<parent>coupler</parent><child>rocker</child>'),
+            ('<parent>crank</parent><child>coupler</child>', '<parent>rocker</parent><child>coupler</child>'),
+        ),
+        ["['coupler', 'rocker']", 'not connected to the root', "'coupler_joint'"],
+    ),
     'latin-1': (FOUR_BAR_SDF.replace('four_bar"', 'four_bar\u00e9"').encode('latin-1'), ['not UTF-8', '0xe9']),
     # finite, but no rigid body's: Pinocchio's Inertia refused it with a RuntimeError (a traceback)
-    'huge negative inertia': (_four_bar(('<iyy>0.006</iyy>', '<iyy>-1e308</iyy>')),
-                              ['<link name="coupler"><inertial>', 'not a rigid body', 'positive definite']),
-    'include': (_four_bar(('</model>', '<include><uri>model://gripper</uri></include></model>')),
-                ['<include>', 'not supported']),
-    'mimic': (_four_bar((f'{_LIMIT}</axis></joint>\n    <joint name="rocker_joint"',
-                         '<mimic joint="crank_joint"><multiplier>1</multiplier></mimic></axis></joint>'
-                         '\n    <joint name="rocker_joint"')),
-              ['<joint name="coupler_joint"> <axis><mimic>', 'joint_linear']),
+    'huge negative inertia': (
+        _four_bar(('<iyy>0.006</iyy>', '<iyy>-1e308</iyy>')),
+        ['<link name="coupler"><inertial>', 'not a rigid body', 'positive definite'],
+    ),
+    'include': (
+        _four_bar(('</model>', '<include><uri>model://gripper</uri></include></model>')),
+        ['<include>', 'not supported'],
+    ),
+    'mimic': (
+        _four_bar(
+            (
+                f'{_LIMIT}</axis></joint>\n    <joint name="rocker_joint"',
+                '<mimic joint="crank_joint"><multiplier>1</multiplier></mimic></axis></joint>'
+                '\n    <joint name="rocker_joint"',
+            )
+        ),
+        ['<joint name="coupler_joint"> <axis><mimic>', 'joint_linear'],
+    ),
 }
 
 
 def test_four_bar_sdf_loads_with_its_loop():
-    from uk_controller.robots import load_robot
     import tempfile
+
+    from uk_controller.robots import load_robot
+
     with tempfile.TemporaryDirectory() as tmp:
         setup = load_robot(_sdf_setup(Path(tmp), FOUR_BAR_SDF.encode()))
     assert setup.joint_names == ['crank_joint', 'coupler_joint', 'rocker_joint']
@@ -461,12 +605,17 @@ def test_mimic_multiplier_zero_runs_cleanly_in_a_child_with_a_time_limit(tmp_pat
     assert summary['closure_residual_max'] < 1e-12, summary
 
 
-@pytest.mark.parametrize('mimic, words', [
-    # the joint follows itself: its row q - m q = o is zero (m = 1, o = 0), a contradiction, or q held
-    ('<mimic joint="right_finger_joint" multiplier="0" offset="0"/>', ['<joint name="right_finger_joint">',
-                                                                      'cannot mimic itself']),
-    ('<mimic joint="right_finger_joint" multiplier="1" offset="0"/>', ['cannot mimic itself']),
-])
+@pytest.mark.parametrize(
+    'mimic, words',
+    [
+        # the joint follows itself: its row q - m q = o is zero (m = 1, o = 0), a contradiction, or q held
+        (
+            '<mimic joint="right_finger_joint" multiplier="0" offset="0"/>',
+            ['<joint name="right_finger_joint">', 'cannot mimic itself'],
+        ),
+        ('<mimic joint="right_finger_joint" multiplier="1" offset="0"/>', ['cannot mimic itself']),
+    ],
+)
 def test_self_mimic_exits_2_naming_the_joint(tmp_path, mimic, words):
     code, err = _in_process_cli(_mimic_setup(tmp_path, MIMIC_URDF.replace(_MIMIC, mimic)))
     assert code == 2, err
@@ -523,8 +672,13 @@ for path in sys.argv[2:]:
 
 
 def _run_checked_child(paths, descriptions, batch, plant='uk'):
-    proc = subprocess.run([sys.executable, '-c', CHECKED_CHILD, plant, *map(str, paths)], capture_output=True,
-                          text=True, timeout=600, env=ENV)
+    proc = subprocess.run(
+        [sys.executable, '-c', CHECKED_CHILD, plant, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=ENV,
+    )
     assert proc.returncode == 0, f'child died ({proc.returncode}) on {batch}: {proc.stderr[-3000:]}'
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('[')]
     assert len(results) == len(paths), proc.stdout[-3000:]
@@ -541,29 +695,87 @@ def _run_checked_child(paths, descriptions, batch, plant='uk'):
     return outcomes
 
 
-NUMBER_VALUES = ['nan', 'inf', '-inf', '1e308', '-1e308', '', 'x', '0 0 0', '0 0 0 0', '1 2', '0', '-1', '3.1 0 0',
-                 '1 -1', '-1 1', '1 0 0 0', '1e-300']
+NUMBER_VALUES = [
+    'nan',
+    'inf',
+    '-inf',
+    '1e308',
+    '-1e308',
+    '',
+    'x',
+    '0 0 0',
+    '0 0 0 0',
+    '1 2',
+    '0',
+    '-1',
+    '3.1 0 0',
+    '1 -1',
+    '-1 1',
+    '1 0 0 0',
+    '1e-300',
+]
 
-MJCF_NUMERIC = [('body', 'pos'), ('body', 'quat'), ('body', 'euler'), ('joint', 'axis'), ('joint', 'range'),
-                ('joint', 'pos'), ('joint', 'damping'), ('joint', 'ref'), ('joint', 'armature'), ('inertial', 'mass'),
-                ('inertial', 'pos'), ('inertial', 'diaginertia'), ('inertial', 'fullinertia'), ('inertial', 'quat'),
-                ('site', 'pos'), ('geom', 'size'), ('connect', 'anchor'), ('joint', 'actuatorfrcrange')]
-MJCF_NAMES = ['link_a1', 'link_b1', 'link_a2', 'link_b2', 'branch1_tip', 'branch2_tip', 'joint_a1', 'joint_b2', 'world',
-              'ghost']
+MJCF_NUMERIC = [
+    ('body', 'pos'),
+    ('body', 'quat'),
+    ('body', 'euler'),
+    ('joint', 'axis'),
+    ('joint', 'range'),
+    ('joint', 'pos'),
+    ('joint', 'damping'),
+    ('joint', 'ref'),
+    ('joint', 'armature'),
+    ('inertial', 'mass'),
+    ('inertial', 'pos'),
+    ('inertial', 'diaginertia'),
+    ('inertial', 'fullinertia'),
+    ('inertial', 'quat'),
+    ('site', 'pos'),
+    ('geom', 'size'),
+    ('connect', 'anchor'),
+    ('joint', 'actuatorfrcrange'),
+]
+MJCF_NAMES = [
+    'link_a1',
+    'link_b1',
+    'link_a2',
+    'link_b2',
+    'branch1_tip',
+    'branch2_tip',
+    'joint_a1',
+    'joint_b2',
+    'world',
+    'ghost',
+]
 mjcf_mutation = st.one_of(
     st.tuples(st.just('number'), st.sampled_from(MJCF_NUMERIC), st.integers(0, 7), st.sampled_from(NUMBER_VALUES)),
-    st.tuples(st.just('type'), st.just('joint'), st.integers(0, 7),
-              st.sampled_from(['hinge', 'slide', 'ball', 'free', 'bogus'])),
-    st.tuples(st.just('rename'), st.sampled_from(['body', 'joint', 'site']), st.integers(0, 7),
-              st.sampled_from(MJCF_NAMES)),
-    st.tuples(st.just('move'), st.sampled_from(['body', 'joint', 'site', 'inertial']), st.integers(0, 7),
-              st.integers(0, 7)),
-    st.tuples(st.just('delete'), st.sampled_from(['body', 'joint', 'inertial', 'site', 'connect']), st.integers(0, 7),
-              st.just('')),
-    st.tuples(st.just('equality'), st.sampled_from(['site1', 'site2', 'body1', 'polycoef', 'joint']),
-              st.integers(0, 7), st.sampled_from(MJCF_NAMES + ['0 1 0 0 0', '0 nan', '0 0 1', '1 2 3 4 5 6'])),
-    st.tuples(st.just('class'), st.sampled_from(['joint', 'body']), st.integers(0, 7),
-              st.sampled_from(['ghost', 'main'])),
+    st.tuples(
+        st.just('type'),
+        st.just('joint'),
+        st.integers(0, 7),
+        st.sampled_from(['hinge', 'slide', 'ball', 'free', 'bogus']),
+    ),
+    st.tuples(
+        st.just('rename'), st.sampled_from(['body', 'joint', 'site']), st.integers(0, 7), st.sampled_from(MJCF_NAMES)
+    ),
+    st.tuples(
+        st.just('move'), st.sampled_from(['body', 'joint', 'site', 'inertial']), st.integers(0, 7), st.integers(0, 7)
+    ),
+    st.tuples(
+        st.just('delete'),
+        st.sampled_from(['body', 'joint', 'inertial', 'site', 'connect']),
+        st.integers(0, 7),
+        st.just(''),
+    ),
+    st.tuples(
+        st.just('equality'),
+        st.sampled_from(['site1', 'site2', 'body1', 'polycoef', 'joint']),
+        st.integers(0, 7),
+        st.sampled_from(MJCF_NAMES + ['0 1 0 0 0', '0 nan', '0 0 1', '1 2 3 4 5 6']),
+    ),
+    st.tuples(
+        st.just('class'), st.sampled_from(['joint', 'body']), st.integers(0, 7), st.sampled_from(['ghost', 'main'])
+    ),
 )
 mjcf_include = st.sampled_from(['none', 'none', 'split', 'missing', 'self', 'empty', 'not mujoco', 'latin-1'])
 
@@ -571,13 +783,14 @@ mjcf_include = st.sampled_from(['none', 'none', 'split', 'missing', 'self', 'emp
 def _mutate_mjcf(text, mutations):
     """`text` with `mutations` applied (each on the index-th matching element, modulo their count)."""
     import xml.etree.ElementTree as ET
+
     root = ET.fromstring(text)
 
     def pick(tag, index):
         found = [e for e in root.iter(tag)]
         return found[index % len(found)] if found else None
 
-    parents = lambda: {c: p for p in root.iter() for c in p}       # noqa: E731
+    parents = lambda: {c: p for p in root.iter() for c in p}  # noqa: E731
     for kind, what, index, value in mutations:
         if kind == 'number':
             element = pick(what[0], index)
@@ -608,8 +821,13 @@ def _mutate_mjcf(text, mutations):
                 section = ET.SubElement(root, 'equality')
             if what == 'joint':
                 other = value if value.startswith('joint') else 'joint_b2'
-                ET.SubElement(section, 'joint', joint1='joint_b1', joint2=other,
-                              polycoef=value if value[0].isdigit() else '0 1 0 0 0')
+                ET.SubElement(
+                    section,
+                    'joint',
+                    joint1='joint_b1',
+                    joint2=other,
+                    polycoef=value if value[0].isdigit() else '0 1 0 0 0',
+                )
             elif what == 'polycoef':
                 ET.SubElement(section, 'joint', joint1='joint_a1', joint2='joint_a2', polycoef=value)
             else:
@@ -626,6 +844,7 @@ def _mutate_mjcf(text, mutations):
 def _mjcf_files(text, include):
     """{file name: bytes} of the mutated main file `text`, its worldbody moved into an include as `include` says."""
     import xml.etree.ElementTree as ET
+
     if include == 'latin-1':
         return {'robot.xml': text.replace('<mujoco', '<!-- caf\u00e9 --><mujoco', 1).encode('latin-1')}
     if include == 'none':
@@ -638,8 +857,13 @@ def _mjcf_files(text, include):
     for child in list(wb):
         wb.remove(child)
         part.append(child)
-    name = {'split': 'part.xml', 'missing': 'absent.xml', 'self': 'robot.xml', 'empty': 'part.xml',
-            'not mujoco': 'part.xml'}[include]
+    name = {
+        'split': 'part.xml',
+        'missing': 'absent.xml',
+        'self': 'robot.xml',
+        'empty': 'part.xml',
+        'not mujoco': 'part.xml',
+    }[include]
     ET.SubElement(wb, 'include', file=name)
     files = {'robot.xml': ET.tostring(root, encoding='unicode').encode()}
     if include == 'split':
@@ -654,8 +878,17 @@ def _mjcf_files(text, include):
 
 @pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batch=st.lists(st.tuples(st.sampled_from(['five_bar', 'five_bar_redundant']),
-                                st.lists(mjcf_mutation, min_size=1, max_size=3), mjcf_include), min_size=4, max_size=4))
+@given(
+    batch=st.lists(
+        st.tuples(
+            st.sampled_from(['five_bar', 'five_bar_redundant']),
+            st.lists(mjcf_mutation, min_size=1, max_size=3),
+            mjcf_include,
+        ),
+        min_size=4,
+        max_size=4,
+    )
+)
 def test_fuzzed_mjcf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch):
     """Each mutant of a shipped MJCF loads, or is refused with exit 2 naming the file; no traceback, no
     native crash, no hang (the child's time limit)."""
@@ -669,29 +902,48 @@ def test_fuzzed_mjcf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch
     _run_checked_child(paths, descriptions, batch, plant='mujoco')
 
 
-SDF_NUMERIC = [('link', 'pose'), ('link', 'inertial/pose'), ('link', 'inertial/mass'),
-               ('link', 'inertial/inertia/ixx'), ('link', 'inertial/inertia/ixy'), ('joint', 'pose'),
-               ('joint', 'axis/xyz'), ('joint', 'axis/limit/lower'), ('joint', 'axis/limit/upper'),
-               ('joint', 'axis/limit/effort'), ('joint', 'axis/dynamics/damping'),
-               ('joint', 'axis/dynamics/spring_stiffness')]
+SDF_NUMERIC = [
+    ('link', 'pose'),
+    ('link', 'inertial/pose'),
+    ('link', 'inertial/mass'),
+    ('link', 'inertial/inertia/ixx'),
+    ('link', 'inertial/inertia/ixy'),
+    ('joint', 'pose'),
+    ('joint', 'axis/xyz'),
+    ('joint', 'axis/limit/lower'),
+    ('joint', 'axis/limit/upper'),
+    ('joint', 'axis/limit/effort'),
+    ('joint', 'axis/dynamics/damping'),
+    ('joint', 'axis/dynamics/spring_stiffness'),
+]
 #: a link name for relink and rename: the index-th link of the file, the world, or no link of the file
 sdf_link = st.one_of(st.integers(0, 40), st.sampled_from(['world', 'ghost']))
 sdf_mutation = st.one_of(
-    st.tuples(st.just('number'), st.sampled_from(SDF_NUMERIC), st.integers(0, 40),
-              st.sampled_from(NUMBER_VALUES + ['0 0 0 0 0 0', '1 2 3 4 5 6 7', 'nan 0 0 0 0 0'])),
+    st.tuples(
+        st.just('number'),
+        st.sampled_from(SDF_NUMERIC),
+        st.integers(0, 40),
+        st.sampled_from(NUMBER_VALUES + ['0 0 0 0 0 0', '1 2 3 4 5 6 7', 'nan 0 0 0 0 0']),
+    ),
     st.tuples(st.just('relink'), st.sampled_from(['parent', 'child']), st.integers(0, 40), sdf_link),
-    st.tuples(st.just('type'), st.just(''), st.integers(0, 40),
-              st.sampled_from(['revolute', 'continuous', 'prismatic', 'fixed', 'ball', 'universal', 'screw', 'bogus'])),
+    st.tuples(
+        st.just('type'),
+        st.just(''),
+        st.integers(0, 40),
+        st.sampled_from(['revolute', 'continuous', 'prismatic', 'fixed', 'ball', 'universal', 'screw', 'bogus']),
+    ),
     st.tuples(st.just('delete'), st.sampled_from(['link', 'joint']), st.integers(0, 40), st.just('')),
     st.tuples(st.just('rename'), st.sampled_from(['link', 'joint']), st.integers(0, 40), sdf_link),
-    st.tuples(st.just('add'), st.sampled_from(['include', 'mimic', 'axis2', 'nested model']), st.integers(0, 40),
-              st.just('')),
+    st.tuples(
+        st.just('add'), st.sampled_from(['include', 'mimic', 'axis2', 'nested model']), st.integers(0, 40), st.just('')
+    ),
 )
 
 
 def _mutate_sdf(text, mutations):
     """`text` (an SDF) with `mutations` applied (each on the index-th matching element, modulo their count)."""
     import xml.etree.ElementTree as ET
+
     root = ET.fromstring(text)
     model = root.find('model')
     for kind, what, index, value in mutations:
@@ -746,8 +998,11 @@ def _fuzz_sdf(tmp, batch, source, setup_text, name):
 
 
 #: a batch: four mutants, one in eight written in Latin-1
-sdf_batch = st.lists(st.tuples(st.lists(sdf_mutation, min_size=1, max_size=3), st.integers(0, 7).map(lambda k: k == 0)),
-                     min_size=4, max_size=4)
+sdf_batch = st.lists(
+    st.tuples(st.lists(sdf_mutation, min_size=1, max_size=3), st.integers(0, 7).map(lambda k: k == 0)),
+    min_size=4,
+    max_size=4,
+)
 
 
 @pytest.mark.slow
@@ -761,6 +1016,7 @@ def test_fuzzed_sdf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch)
 
 def _cassie():
     from uk_controller.robots.example_robot_data import description
+
     return description('cassie_description/robots/cassie_v2.sdf')
 
 
@@ -771,8 +1027,12 @@ def _cassie():
 def test_fuzzed_cassie_sdf_loads_or_is_refused_without_a_crash(tmp_path_factory, batch):
     """The same for Agility's Cassie (example-robot-data's cassie_v2.sdf: 22 joints, ball joints closing four
     loops, leaf springs), on the setup of config/examples/cassie_hung.yaml."""
-    setup = (ROOT / 'config' / 'examples' / 'cassie_hung.yaml').read_text().replace(
-        'package://example-robot-data/robots/cassie_description/robots/cassie_v2.sdf', 'cassie_v2.sdf')
+    setup = (
+        (ROOT / 'config' / 'examples' / 'cassie_hung.yaml')
+        .read_text()
+        .replace('package://example-robot-data/robots/cassie_description/robots/cassie_v2.sdf', 'cassie_v2.sdf')
+    )
     assert 'sdf: cassie_v2.sdf' in setup
-    _fuzz_sdf(tmp_path_factory.mktemp('fuzz_cassie'), batch, _cassie().read_text(encoding='utf-8'), setup,
-              'cassie_v2.sdf')
+    _fuzz_sdf(
+        tmp_path_factory.mktemp('fuzz_cassie'), batch, _cassie().read_text(encoding='utf-8'), setup, 'cassie_v2.sdf'
+    )

@@ -17,6 +17,7 @@
 
 The answers are checked with the properties of docs/guarantees.md (hostile.check_answer / check_summary).
 """
+
 import csv
 import dataclasses
 import math
@@ -26,13 +27,26 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile import (
+    PLANAR,
+    callable_setup,
+    check_answer,
+    check_jsonl,
+    check_jsonl_lines,
+    check_summary,
+    digests,
+    inject_full_disk,
+    mount_tmpfs,
+    planar_params,
+    run_cli,
+    unmount,
+    write_setup,
+)
 
-from hostile import (PLANAR, callable_setup, check_answer, check_jsonl, check_jsonl_lines, check_summary, digests, inject_full_disk,
-                     mount_tmpfs, planar_params, run_cli, unmount, write_setup)
+from uk_controller.control.status import StepClass
 from uk_controller.files.parameter_file import ConfigError, load_config
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import CHUNK_STEPS, simulate
-from uk_controller.control.status import StepClass
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -47,6 +61,7 @@ def _rows(path):
 
 # ----------------------------------------------------------------------------- defect 1
 
+
 @pytest.mark.parametrize('target', ['config', 'urdf', 'config_as_log'])
 def test_output_onto_an_input_is_refused(tmp_path, target, monkeypatch):
     """`simulate ./arm.yaml --mcap ./arm.yaml` wrote a 111 kB MCAP over the robot file (exit 0)."""
@@ -55,14 +70,24 @@ def test_output_onto_an_input_is_refused(tmp_path, target, monkeypatch):
     params = planar_params()
     params['robot']['urdf'] = 'arm.urdf'
     out = tmp_path / 'out'
-    if target == 'config_as_log':           # the setup file is named log.csv and --out is its folder
+    if target == 'config_as_log':  # the setup file is named log.csv and --out is its folder
         config = write_setup(tmp_path / 'log.csv', params)
         args = ['simulate', config, '--out', tmp_path, '--duration', '0.05', '--no-plots']
     else:
         config = write_setup(tmp_path / 'arm.yaml', params)
         victim = config if target == 'config' else urdf
         monkeypatch.chdir(tmp_path)
-        args = ['simulate', './arm.yaml', '--out', out, '--duration', '0.05', '--no-plots', '--mcap', f'./{victim.name}']
+        args = [
+            'simulate',
+            './arm.yaml',
+            '--out',
+            out,
+            '--duration',
+            '0.05',
+            '--no-plots',
+            '--mcap',
+            f'./{victim.name}',
+        ]
     before = digests([config, urdf])
     code, stdout, stderr = run_cli(*args)
     check_answer(code, stdout, stderr)
@@ -73,20 +98,23 @@ def test_output_onto_an_input_is_refused(tmp_path, target, monkeypatch):
 
 # ----------------------------------------------------------------------------- defect 4
 
+
 def test_failed_run_exits_2_and_never_says_tracked(tmp_path):
     """`--mass-scale 1e-300`: "FAILED: plant state not finite ...; task tracked ...", exit 0."""
     out = tmp_path / 'out'
-    code, stdout, stderr = run_cli('simulate', 'planar_3r', '--mass-scale', '1e-300', '--duration', '0.2',
-                                   '--no-plots', '--out', out)
+    code, stdout, stderr = run_cli(
+        'simulate', 'planar_3r', '--mass-scale', '1e-300', '--duration', '0.2', '--no-plots', '--out', out
+    )
     check_answer(code, stdout, stderr)
     assert code == 2 and 'FAILED' in stdout and 'FAILED' in stderr
     summary = check_summary(out / 'summary.json')
     assert summary['failure'] and summary['verdict'].startswith('FAILED') and 'NOT tracked' in summary['verdict']
-    rows = _rows(out / 'log.csv')                    # the log of the steps before the failure is kept
+    rows = _rows(out / 'log.csv')  # the log of the steps before the failure is kept
     assert len(rows) - 1 == summary['steps'] < 200
 
 
 # ----------------------------------------------------------------------------- defect 6
+
 
 @pytest.mark.parametrize('mode', ['raise', 'none', 'short', 'text', 'wrong_shape', 'nan_A', 'inf_phi', 'nan_b'])
 def test_callable_constraint_misbehaving_gives_safe_effort_and_a_run(tmp_path, mode):
@@ -114,7 +142,7 @@ def test_callable_constraint_misbehaving_gives_safe_effort_and_a_run(tmp_path, m
     # the steps before the fault are those of the well-behaved function, value for value
     run_cli('simulate', good, '--no-plots', '--out', tmp_path / 'o_good')
     good_rows = _rows(tmp_path / 'o_good' / 'log.csv')
-    assert rows[:1 + int((~faulty).sum())] == good_rows[:1 + int((~faulty).sum())]
+    assert rows[: 1 + int((~faulty).sum())] == good_rows[: 1 + int((~faulty).sum())]
     assert check_summary(tmp_path / 'o_good' / 'summary.json')['verdict'].startswith('task tracked')
 
 
@@ -123,6 +151,7 @@ def test_callable_nan_in_A_is_safe_effort_not_rank_lost(tmp_path):
     NUMERICAL_ERROR (safe effort), and its reason names the constraint and the array."""
     from uk_controller.control.controller import ControllerCore
     from uk_controller.control.status import Status, step_class
+
     setup = load_robot(callable_setup(tmp_path, 'nan_A'))
     core = ControllerCore(setup)
     res = core.step(setup.q0, setup.qd0, 0.0)
@@ -137,8 +166,12 @@ def test_callable_module_failing_at_import_names_the_file(tmp_path):
     the key and the module."""
     (tmp_path / 'bad_rows.py').write_text('raise RuntimeError("boom at import")\n')
     params = planar_params()
-    params['constraints']['tool_level'] = {'role': 'servo', 'type': 'callable', 'function': 'bad_rows.py:level',
-                                           'rows': 1}
+    params['constraints']['tool_level'] = {
+        'role': 'servo',
+        'type': 'callable',
+        'function': 'bad_rows.py:level',
+        'rows': 1,
+    }
     config = write_setup(tmp_path / 'imp.yaml', params)
     code, stdout, stderr = run_cli('simulate', config, '--no-plots', '--out', tmp_path / 'o')
     check_answer(code, stdout, stderr)
@@ -160,6 +193,7 @@ def test_unknown_error_never_reads_as_settled(tmp_path, mode):
 
 # ----------------------------------------------------------------------------- defect 8
 
+
 @pytest.fixture
 def small_disk(tmp_path, monkeypatch):
     """``small_disk(capacity)``: a folder whose file system holds `capacity` bytes: a tmpfs when it can
@@ -174,6 +208,7 @@ def small_disk(tmp_path, monkeypatch):
         else:
             inject_full_disk(monkeypatch, folder, capacity)
         return folder
+
     yield make
     for folder in mounted:
         unmount(folder)
@@ -188,40 +223,62 @@ def test_simulate_out_on_a_full_disk(tmp_path, small_disk, injected):
     code, stdout, stderr = run_cli('simulate', 'planar_3r', '--duration', '1', '--no-plots', '--out', disk)
     check_answer(code, stdout, stderr)
     assert code == 2 and 'log.csv' in stderr and 'No space left on device' in stderr and 'lost' in stderr
-    assert 'task tracked' in stdout or 'task NOT tracked' in stdout        # the summary of the run is printed
+    assert 'task tracked' in stdout or 'task NOT tracked' in stdout  # the summary of the run is printed
     assert not (disk / 'log.csv').exists()
     kept = _rows(disk / 'log.csv.part')
     code, _, _ = run_cli('simulate', 'planar_3r', '--duration', '1', '--no-plots', '--out', tmp_path / 'ref')
     full = _rows(tmp_path / 'ref' / 'log.csv')
-    complete = [r for r in kept if len(r) == len(full[0])][:-1]            # the last row may be cut
-    assert 10 < len(complete) < len(full) and complete == full[:len(complete)]
+    complete = [r for r in kept if len(r) == len(full[0])][:-1]  # the last row may be cut
+    assert 10 < len(complete) < len(full) and complete == full[: len(complete)]
 
 
 def test_mcap_on_a_full_disk(tmp_path, small_disk):
     pytest.importorskip('mcap_ros2')
     disk = small_disk(32 * 1024)
     out = tmp_path / 'out'
-    code, stdout, stderr = run_cli('simulate', 'planar_3r', '--duration', '0.5', '--no-plots', '--out', out,
-                                   '--mcap', disk / 'run.mcap')
+    code, stdout, stderr = run_cli(
+        'simulate', 'planar_3r', '--duration', '0.5', '--no-plots', '--out', out, '--mcap', disk / 'run.mcap'
+    )
     check_answer(code, stdout, stderr)
     assert code == 2 and 'run.mcap' in stderr and 'No space left on device' in stderr
     assert not (disk / 'run.mcap').exists() and (disk / 'run.mcap.part').exists()
-    assert len(_rows(out / 'log.csv')) == 501                                # the other outputs are complete
+    assert len(_rows(out / 'log.csv')) == 501  # the other outputs are complete
     check_summary(out / 'summary.json')
 
 
 def test_mcap_onto_a_folder_is_refused(tmp_path):
     (tmp_path / 'rec').mkdir()
-    code, stdout, stderr = run_cli('simulate', 'planar_3r', '--duration', '0.05', '--no-plots', '--out',
-                                   tmp_path / 'out', '--mcap', tmp_path / 'rec')
+    code, stdout, stderr = run_cli(
+        'simulate',
+        'planar_3r',
+        '--duration',
+        '0.05',
+        '--no-plots',
+        '--out',
+        tmp_path / 'out',
+        '--mcap',
+        tmp_path / 'rec',
+    )
     check_answer(code, stdout, stderr)
     assert code == 2 and '--mcap' in stderr and 'is a folder' in stderr
     assert not any((tmp_path / 'rec').iterdir())
 
 
 def _sweep(out, *extra):
-    return run_cli('sweep', 'planar_3r', '--grid', 'stabilization.omega=10,20,30', '--duration', '0.05',
-                   '--jobs', '1', '--no-plots', '--out', out, *extra)
+    return run_cli(
+        'sweep',
+        'planar_3r',
+        '--grid',
+        'stabilization.omega=10,20,30',
+        '--duration',
+        '0.05',
+        '--jobs',
+        '1',
+        '--no-plots',
+        '--out',
+        out,
+        *extra,
+    )
 
 
 def test_sweep_out_an_existing_file(tmp_path):
@@ -235,14 +292,15 @@ def test_sweep_out_an_existing_file(tmp_path):
 
 def test_sweep_out_on_a_full_disk(tmp_path, small_disk):
     """runs.jsonl keeps the finished runs (strict JSON); the table never appears half-written."""
-    disk = small_disk(4 * 1024)                         # about 6 of the 12 rows of runs.jsonl fit
+    disk = small_disk(4 * 1024)  # about 6 of the 12 rows of runs.jsonl fit
     code, stdout, stderr = _sweep(disk, '--grid', 'control.rate=250,500,1000,2000')
     check_answer(code, stdout, stderr)
     assert code == 2 and 'No space left on device' in stderr and 'runs.jsonl' in stderr and '--resume' in stderr
     assert not (disk / 'table.csv').exists()
     text = (disk / 'runs.jsonl').read_text()
-    rows = check_jsonl(disk / 'runs.jsonl') if text.endswith('\n') else \
-        check_jsonl_lines(text.splitlines()[:-1])     # the last line may be cut: resume skips it
+    rows = (
+        check_jsonl(disk / 'runs.jsonl') if text.endswith('\n') else check_jsonl_lines(text.splitlines()[:-1])
+    )  # the last line may be cut: resume skips it
     assert 0 < len(rows) < 12 and all(r['status'] == 'ok' for r in rows)
 
 
@@ -261,6 +319,7 @@ def test_sweep_table_on_a_full_disk(tmp_path, small_disk):
 
 # ----------------------------------------------------------------------------- defect 9
 
+
 def test_streamed_run_equals_the_whole_run():
     """simulate(sink=...) hands over the run in chunks of CHUNK_STEPS rows, forgets them, and keeps
     every keep_every-th row: the chunks put together are the whole (unstreamed) run bit for bit and
@@ -270,9 +329,11 @@ def test_streamed_run_equals_the_whole_run():
     whole = simulate(setup, duration=duration)
     chunks = []
 
-    def keep(chunk):             # the chunk's arrays are views of a buffer the next chunk reuses
-        chunks.append(dataclasses.replace(chunk, **{k: v.copy() for k, v in vars(chunk).items()
-                                                    if isinstance(v, np.ndarray)}))
+    def keep(chunk):  # the chunk's arrays are views of a buffer the next chunk reuses
+        chunks.append(
+            dataclasses.replace(chunk, **{k: v.copy() for k, v in vars(chunk).items() if isinstance(v, np.ndarray)})
+        )
+
     streamed = simulate(load_robot('planar_3r'), duration=duration, sink=keep, keep_every=7)
     assert all(c.t.size <= CHUNK_STEPS for c in chunks) and len(chunks) == 3
     assert [c.first_step for c in chunks] == [0, CHUNK_STEPS, 2 * CHUNK_STEPS]
@@ -291,17 +352,18 @@ def test_streamed_memory_does_not_grow_with_the_log():
     while they are joined at the end) and the kept rows, not by the log (173 B/step for the planar 3R,
     and the text of log.csv on top before): 9 chunks vs 3."""
     setup = load_robot('planar_3r')
-    simulate(setup, duration=0.01)                 # kernels loaded before measuring
+    simulate(setup, duration=0.01)  # kernels loaded before measuring
 
     def peak(chunks):
         tracemalloc.start()
-        simulate(load_robot('planar_3r'), duration=chunks * CHUNK_STEPS / 1000.0, sink=lambda c: None,
-                 keep_every=1000)
+        simulate(load_robot('planar_3r'), duration=chunks * CHUNK_STEPS / 1000.0, sink=lambda c: None, keep_every=1000)
         size = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         return size
-    log_bytes_per_step = sum(v.nbytes for v in vars(simulate(setup, duration=0.001)).values()
-                             if isinstance(v, np.ndarray))
+
+    log_bytes_per_step = sum(
+        v.nbytes for v in vars(simulate(setup, duration=0.001)).values() if isinstance(v, np.ndarray)
+    )
     extra = (peak(9) - peak(3)) / (6 * CHUNK_STEPS)
     assert log_bytes_per_step > 150
     assert extra < log_bytes_per_step / 2, (extra, log_bytes_per_step)
@@ -318,7 +380,7 @@ def test_yaml_alias_bomb_and_huge_file_are_refused(tmp_path):
     huge.write_text('/**:\n  ros__parameters:\n    robot:\n      initial_position: [' + '0.0, ' * 400_000 + '0.0]\n')
     with pytest.raises(ConfigError, match='larger than'):
         load_config(huge)
-    many = tmp_path / 'many.yaml'                  # under the size limit, over the node limit
+    many = tmp_path / 'many.yaml'  # under the size limit, over the node limit
     many.write_text('/**:\n  ros__parameters:\n    robot:\n      initial_position: [' + '0,' * 150_000 + '0]\n')
     with pytest.raises(ConfigError, match='YAML nodes'):
         load_config(many)
@@ -330,6 +392,7 @@ def test_yaml_alias_bomb_and_huge_file_are_refused(tmp_path):
 
 # ----------------------------------------------------------------------------- defect 10
 
+
 def test_unreadable_setup_files_exit_2_naming_the_file(tmp_path):
     latin1 = tmp_path / 'latin1.yaml'
     latin1.write_bytes(PLANAR.read_bytes().replace(b'# The "any URDF"', b'# caf\xe9: the "any URDF"'))
@@ -339,8 +402,12 @@ def test_unreadable_setup_files_exit_2_naming_the_file(tmp_path):
     (tmp_path / 'loop_b.yaml').symlink_to(tmp_path / 'loop_a.yaml')
     folder = tmp_path / 'folder.yaml'
     folder.mkdir()
-    cases = {latin1: ['not UTF-8', 'byte 0xe9 at line 1'], binary: ['binary file'],
-             tmp_path / 'loop_a.yaml': ['symlink loop'], folder: ['not a file']}
+    cases = {
+        latin1: ['not UTF-8', 'byte 0xe9 at line 1'],
+        binary: ['binary file'],
+        tmp_path / 'loop_a.yaml': ['symlink loop'],
+        folder: ['not a file'],
+    }
     for path, words in cases.items():
         code, stdout, stderr = run_cli('simulate', path, '--no-plots', '--out', tmp_path / 'out')
         check_answer(code, stdout, stderr)
@@ -363,15 +430,17 @@ def test_duplicate_keys_name_the_key_and_both_lines(tmp_path):
         load_config(dup_section)
     first = next(i for i, line in enumerate(lines) if line == '    control:') + 1
     assert err.value.key == 'control' and f'lines {first} and {len(lines) + 1}' in str(err.value)
-    load_config(PLANAR)                     # the shipped files have none
+    load_config(PLANAR)  # the shipped files have none
 
 
 # ----------------------------------------------------------------------------- defect 12
 
+
 def test_delay_not_shorter_than_the_run_is_refused(tmp_path):
     """--delay 10000 on a 2000-step run marked 1330 steps ok while acting on the frozen initial sample."""
-    code, stdout, stderr = run_cli('simulate', 'planar_3r', '--duration', '0.2', '--delay', '10000', '--no-plots',
-                                   '--out', tmp_path / 'o')
+    code, stdout, stderr = run_cli(
+        'simulate', 'planar_3r', '--duration', '0.2', '--delay', '10000', '--no-plots', '--out', tmp_path / 'o'
+    )
     check_answer(code, stdout, stderr)
     assert code == 2 and '--delay' in stderr and 'accepted: [0, 199] periods' in stderr
     assert not (tmp_path / 'o').exists()
@@ -387,10 +456,11 @@ def test_delay_steps_without_a_measurement_are_safe_effort():
     assert not np.any(res.effort[:delay])
     assert res.ok[delay:].all()
     from uk_controller.control.controller import ControllerCore
+
     core = ControllerCore(load_robot('planar_3r'))
     core.reset(res.t[0])
-    k = delay + 17                     # the effort at step k is the controller's answer to the state at k - delay
-    expected = core.step(res.q[k - delay], res.qd[k - delay], res.t[k])     # old state, the time of now
+    k = delay + 17  # the effort at step k is the controller's answer to the state at k - delay
+    expected = core.step(res.q[k - delay], res.qd[k - delay], res.t[k])  # old state, the time of now
     assert np.array_equal(res.effort[k], expected.effort)
 
 
@@ -398,9 +468,9 @@ def test_runs_jsonl_is_strict_json(tmp_path):
     """10,694 bare NaN in runs.jsonl (not JSON). Rows with NaN metrics are written as null and read
     back as NaN (resume), and the file parses with NaN refused."""
     from uk_controller.sweep.runner import METRICS, Journal
+
     journal = Journal(tmp_path / 'runs.jsonl')
-    row = {'run_id': 'a', 'index': 0, 'status': 'failed', **{m: math.nan for m in METRICS},
-           'wall_time_s': float('inf')}
+    row = {'run_id': 'a', 'index': 0, 'status': 'failed', **{m: math.nan for m in METRICS}, 'wall_time_s': float('inf')}
     journal.append(row)
     journal.append({**row, 'run_id': 'b', 'task_error_max': 0.5})
     lines = check_jsonl(journal.path)
@@ -418,11 +488,12 @@ def test_guarantees_doc_names_tests_that_exist():
     import re
 
     from doc_refs import missing_tests
+
     root = Path(__file__).resolve().parents[1]
     text = (root / 'docs' / 'guarantees.md').read_text()
     assert 'docs/guarantees.md' in (root / 'README.md').read_text()
     refs, last = [], None
-    for path, name in re.findall(r'`(test/test_\w+\.py)?(?:::(\w+))?`', text):   # `file::name`, `file`, `::name`
+    for path, name in re.findall(r'`(test/test_\w+\.py)?(?:::(\w+))?`', text):  # `file::name`, `file`, `::name`
         last = path or last
         if name:
             refs.append((last, name))

@@ -22,11 +22,12 @@ The isolation test imports each ``uk_controller.hardware`` module in a fresh int
 thing: a module that only works when something else was imported before it (the symptom of a
 cycle broken by import order) fails there.
 """
+
 import ast
-from pathlib import Path
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,7 +50,8 @@ def _type_checking_block(node):
     test = getattr(node, 'test', None)
     return isinstance(node, ast.If) and (
         (isinstance(test, ast.Name) and test.id == 'TYPE_CHECKING')
-        or (isinstance(test, ast.Attribute) and test.attr == 'TYPE_CHECKING'))
+        or (isinstance(test, ast.Attribute) and test.attr == 'TYPE_CHECKING')
+    )
 
 
 def _imports(tree):
@@ -84,11 +86,14 @@ def _string_imports(tree, module, package):
             continue
         text = first.value
         if text.startswith('.'):
-            anchor = node.args[1] if len(node.args) > 1 else next(
-                (k.value for k in node.keywords if k.arg == 'package'), None)
+            anchor = (
+                node.args[1]
+                if len(node.args) > 1
+                else next((k.value for k in node.keywords if k.arg == 'package'), None)
+            )
             anchor = module if isinstance(anchor, ast.Name) and anchor.id == '__name__' else package
             level = len(text) - len(text.lstrip('.'))
-            base = anchor[:len(anchor) - (level - 1)]
+            base = anchor[: len(anchor) - (level - 1)]
             text = '.'.join(base + ([text.lstrip('.')] if text.lstrip('.') else []))
         yield text
 
@@ -114,7 +119,7 @@ def import_graph(named_by_string=True):
                 candidates = [alias.name for alias in node.names]
             else:
                 if node.level:
-                    base = here[:len(here) - (node.level - 1)]
+                    base = here[: len(here) - (node.level - 1)]
                     prefix = '.'.join(base + ([node.module] if node.module else []))
                 else:
                     prefix = node.module
@@ -122,13 +127,19 @@ def import_graph(named_by_string=True):
             for target in candidates:
                 if target in files:
                     parts = target.split('.')
-                    targets.update(parent for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
-                                   if parent in files and not _contains(parent, name))
+                    targets.update(
+                        parent
+                        for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
+                        if parent in files and not _contains(parent, name)
+                    )
         for target in _string_imports(tree, name.split('.'), here) if named_by_string else ():
             if target in files:
                 parts = target.split('.')
-                targets.update(parent for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
-                               if parent in files and not _contains(parent, name))
+                targets.update(
+                    parent
+                    for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
+                    if parent in files and not _contains(parent, name)
+                )
         graph[name] = targets
     return graph
 
@@ -174,7 +185,7 @@ def layer_table(text=None):
     start = text.index('\n## Module map by layer')
     end = text.find('\n## ', start + 1)
     rows = []
-    for line in text[start:end if end >= 0 else len(text)].splitlines():
+    for line in text[start : end if end >= 0 else len(text)].splitlines():
         cells = [c.strip() for c in line.split('|')]
         if len(cells) < 4 or not line.startswith('| ') or cells[1] == 'layer':
             continue
@@ -216,30 +227,37 @@ def test_graph_sees_function_level_and_relative_imports():
     graph = import_graph()
     assert 'uk_controller.hardware.bus' in graph['uk_controller.hardware.protocols.uk_binary.bus']
     assert 'uk_controller.hardware.protocols.uk_binary.codec' in graph['uk_controller.hardware.protocols.uk_binary.bus']
-    assert 'uk_controller.control.controller' in graph['uk_controller.hardware.run_command']      # inside run()
-    assert 'uk_controller.hardware' in graph['uk_controller.ros.serial_bridge_node']     # parent package
-    assert 'uk_controller.hardware' not in graph['uk_controller.hardware.bus']           # its own package
+    assert 'uk_controller.control.controller' in graph['uk_controller.hardware.run_command']  # inside run()
+    assert 'uk_controller.hardware' in graph['uk_controller.ros.serial_bridge_node']  # parent package
+    assert 'uk_controller.hardware' not in graph['uk_controller.hardware.bus']  # its own package
 
 
 def test_graph_reads_modules_named_by_a_string():
     """A literal module name handed to import_module (absolute, or relative to __package__ / __name__) or
     to RegistryNames is an edge; an f-string is not (nothing to read), nor a call of another name."""
-    tree = ast.parse("import importlib\n"
-                     "from importlib import import_module\n"
-                     "importlib.import_module('uk_controller.a')\n"
-                     "import_module('.b', __package__)\n"
-                     "import_module('..c', package=__package__)\n"
-                     "import_module('.d', __name__)\n"
-                     "RegistryNames('uk_controller.e', 'TABLE')\n"
-                     "import_module(f'uk_controller.{name}')\n"
-                     "load('uk_controller.f')\n")
+    tree = ast.parse(
+        "import importlib\n"
+        "from importlib import import_module\n"
+        "importlib.import_module('uk_controller.a')\n"
+        "import_module('.b', __package__)\n"
+        "import_module('..c', package=__package__)\n"
+        "import_module('.d', __name__)\n"
+        "RegistryNames('uk_controller.e', 'TABLE')\n"
+        "import_module(f'uk_controller.{name}')\n"
+        "load('uk_controller.f')\n"
+    )
     found = list(_string_imports(tree, ['uk_controller', 'p', 'm'], ['uk_controller', 'p']))
-    assert found == ['uk_controller.a', 'uk_controller.p.b', 'uk_controller.c', 'uk_controller.p.m.d',
-                     'uk_controller.e']
+    assert found == [
+        'uk_controller.a',
+        'uk_controller.p.b',
+        'uk_controller.c',
+        'uk_controller.p.m.d',
+        'uk_controller.e',
+    ]
     graph = import_graph()
-    assert 'uk_controller.hardware.registry' in graph['uk_controller.settings.schema']          # import_module
-    assert 'uk_controller.core.pinv.reference' in graph['uk_controller.settings.schema']       # RegistryNames
-    assert 'uk_controller.sim.plants' in graph['uk_controller.settings.schema']                # RegistryNames
+    assert 'uk_controller.hardware.registry' in graph['uk_controller.settings.schema']  # import_module
+    assert 'uk_controller.core.pinv.reference' in graph['uk_controller.settings.schema']  # RegistryNames
+    assert 'uk_controller.sim.plants' in graph['uk_controller.settings.schema']  # RegistryNames
     assert 'uk_controller.hardware.registry' not in import_graph(False)['uk_controller.settings.schema']
 
 
@@ -251,16 +269,22 @@ def test_no_import_cycles_in_the_package():
 def test_layer_checker_finds_a_planted_upward_import():
     """The checker can fail: with a three-row table, an import of a higher row is reported, imports of
     the own row and of lower rows are not, and the longest prefix decides the row."""
-    text = ('\n## Module map by layer\n\n| layer | modules |\n|---|---|\n'
-            '| low | `uk_controller/a.py`, `uk_controller/p/` |\n'
-            '| middle | `uk_controller/p/q.py` (note `x`) |\n'
-            '| high | `uk_controller/h/` |\n\n## Next\n')
+    text = (
+        '\n## Module map by layer\n\n| layer | modules |\n|---|---|\n'
+        '| low | `uk_controller/a.py`, `uk_controller/p/` |\n'
+        '| middle | `uk_controller/p/q.py` (note `x`) |\n'
+        '| high | `uk_controller/h/` |\n\n## Next\n'
+    )
     table = layer_table(text)
     assert [name for name, _ in table] == ['low', 'middle', 'high']
     assert layer_of('uk_controller.p.q', table) == 1 and layer_of('uk_controller.p.r', table) == 0
-    graph = {'uk_controller.a': {'uk_controller.p.r'}, 'uk_controller.p.q': {'uk_controller.a'},
-             'uk_controller.h.x': {'uk_controller.p.q', 'uk_controller.a'},
-             'uk_controller.p.r': {'uk_controller.p.q'}, 'uk_controller.a2': set()}
+    graph = {
+        'uk_controller.a': {'uk_controller.p.r'},
+        'uk_controller.p.q': {'uk_controller.a'},
+        'uk_controller.h.x': {'uk_controller.p.q', 'uk_controller.a'},
+        'uk_controller.p.r': {'uk_controller.p.q'},
+        'uk_controller.a2': set(),
+    }
     assert upward_imports(graph, table) == ['uk_controller.p.r (low) -> uk_controller.p.q (middle)']
 
 
@@ -275,12 +299,16 @@ def test_every_module_has_a_layer():
 #: with its reason; docs/architecture.md, "Tables read by name", says the same. The schema declares every
 #: key once, and the names a key accepts come from the table that implements them, where that table lives.
 READ_BY_NAME = {
-    ('uk_controller.settings.schema', 'uk_controller.hardware.registry'):
-        "the motor protocols: hardware.protocol's choices, and each protocol's hardware.<section>.* keys "
-        "from its codec, read when the schema is imported (plain Python: no pyserial, no dynamixel_sdk)",
-    ('uk_controller.settings.schema', 'uk_controller.sim.plants'):
-        "the plant and integrator names (simulation.plant, simulation.integrator), read on first use "
-        "(RegistryNames): the table never imports MuJoCo or numba",
+    (
+        'uk_controller.settings.schema',
+        'uk_controller.hardware.registry',
+    ): "the motor protocols: hardware.protocol's choices, and each protocol's hardware.<section>.* keys "
+    "from its codec, read when the schema is imported (plain Python: no pyserial, no dynamixel_sdk)",
+    (
+        'uk_controller.settings.schema',
+        'uk_controller.sim.plants',
+    ): "the plant and integrator names (simulation.plant, simulation.integrator), read on first use "
+    "(RegistryNames): the table never imports MuJoCo or numba",
 }
 
 
@@ -291,8 +319,10 @@ def _read_by_name_edges():
     for source, target in READ_BY_NAME:
         parts = target.split('.')
         edges.setdefault(source, set()).update(
-            parent for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
-            if parent in files and not _contains(parent, source))
+            parent
+            for parent in ('.'.join(parts[:k]) for k in range(1, len(parts) + 1))
+            if parent in files and not _contains(parent, source)
+        )
     return edges
 
 
@@ -344,12 +374,14 @@ HARDWARE = sorted(m for m in module_files() if m.startswith('uk_controller.hardw
 def test_hardware_module_imports_alone_without_pyserial_or_dynamixel_sdk(module):
     """Each module imports first thing in a fresh interpreter in which `serial` and `dynamixel_sdk`
     cannot be imported (pyserial and the SDK are optional: imported where a port is opened)."""
-    code = ('import sys\n'
-            'class Block:\n'
-            '    def find_spec(self, name, path=None, target=None):\n'
-            '        if name.split(".")[0] in ("serial", "dynamixel_sdk"):\n'
-            '            raise ImportError(f"{name} blocked by the test")\n'
-            'sys.meta_path.insert(0, Block())\n'
-            f'import {module}\n')
+    code = (
+        'import sys\n'
+        'class Block:\n'
+        '    def find_spec(self, name, path=None, target=None):\n'
+        '        if name.split(".")[0] in ("serial", "dynamixel_sdk"):\n'
+        '            raise ImportError(f"{name} blocked by the test")\n'
+        'sys.meta_path.insert(0, Block())\n'
+        f'import {module}\n'
+    )
     proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

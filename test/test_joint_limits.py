@@ -4,6 +4,7 @@ Independent checks: a joint driven as hard as the bounds allow (a double integra
 lower bound every period) never leaves its range by more than the braking lag and never exceeds its speed
 limit; the bounds are continuous in the state; the compiled twin equals the NumPy reference.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +19,7 @@ needs_numba = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed'
 def _table():
     lower = np.array([-1.0, -2.9, -np.inf, 0.0])
     upper = np.array([1.5, 2.9, np.inf, 0.4])
-    velocity = np.array([2.0, 3.0, 4.0, 0.0])          # 0: no speed limit
+    velocity = np.array([2.0, 3.0, 4.0, 0.0])  # 0: no speed limit
     return limit_table(lower, upper, velocity, margin=0.02, velocity_scale=0.9)
 
 
@@ -81,15 +82,16 @@ def test_bounds_are_continuous_in_the_state():
 
 def test_a_start_past_a_limit_is_pulled_back():
     t = _table()
-    q = np.array([1.6, 0.0, 0.0, 0.2])           # joint 0 past its upper limit 1.45
+    q = np.array([1.6, 0.0, 0.0, 0.2])  # joint 0 past its upper limit 1.45
     lo, hi = acceleration_bounds(q, np.zeros(4), t, 10.0, 0.02)
-    assert hi[0] < 0.0                            # must accelerate back inside
+    assert hi[0] < 0.0  # must accelerate back inside
     assert lo[0] <= hi[0]
 
 
 @needs_numba
 def test_compiled_bounds_equal_the_numpy_reference():
     from uk_controller.kernels.limits import acceleration_bounds as compiled
+
     t = _table()
     rng = np.random.default_rng(4)
     lo_c, hi_c = np.empty(4), np.empty(4)
@@ -130,8 +132,8 @@ def _kkt_residual(C, d, D, dlo, dhi, w, lo, hi, eps, u0, u):
     at_lo, at_hi = u <= lo + tol, u >= hi - tol
     worst = 0.0
     worst = max(worst, np.abs(g[~at_lo & ~at_hi]).max(initial=0.0))
-    worst = max(worst, np.maximum(-g[at_lo], 0.0).max(initial=0.0))     # at lo: g >= 0
-    worst = max(worst, np.maximum(g[at_hi], 0.0).max(initial=0.0))      # at hi: g <= 0
+    worst = max(worst, np.maximum(-g[at_lo], 0.0).max(initial=0.0))  # at lo: g >= 0
+    worst = max(worst, np.maximum(g[at_hi], 0.0).max(initial=0.0))  # at hi: g <= 0
     assert np.all(u >= lo - 1e-15) and np.all(u <= hi + 1e-15)
     return worst
 
@@ -139,6 +141,7 @@ def _kkt_residual(C, d, D, dlo, dhi, w, lo, hi, eps, u0, u):
 @pytest.mark.parametrize('seed', range(12))
 def test_bounded_lsq_meets_its_kkt_conditions(seed):
     from uk_controller.core.joint_limits import bounded_lsq
+
     rng = np.random.default_rng(seed)
     C, d, D, dlo, dhi, lo, hi, u0 = _problem(rng, rank_c=1 if seed % 3 == 0 else None)
     w, eps = 1e3, 1e-6
@@ -151,7 +154,9 @@ def test_bounded_lsq_meets_its_kkt_conditions(seed):
 
 def test_box_only_problem_equals_scipy_bvls():
     from scipy.optimize import lsq_linear
+
     from uk_controller.core.joint_limits import bounded_lsq
+
     rng = np.random.default_rng(7)
     for _ in range(20):
         C, d, D, _, _, lo, hi, u0 = _problem(rng)
@@ -169,6 +174,7 @@ def test_feasible_exact_u0_is_returned_unchanged():
     its piece (the same solve from any start; this task has rank 3 of 7, so the tie-break eps = 1e-9 sets
     that system's condition number, about 1e9)."""
     from uk_controller.core.joint_limits import bounded_lsq
+
     rng = np.random.default_rng(9)
     C, _, D, _, _, lo, hi, _ = _problem(rng)
     u0 = rng.uniform(lo * 0.5, hi * 0.5)
@@ -184,6 +190,7 @@ def test_feasible_exact_u0_is_returned_unchanged():
 def test_bounded_lsq_is_lipschitz_in_its_data():
     """No bang-bang: a small change of the task or of u0 moves the solution by a comparable amount."""
     from uk_controller.core.joint_limits import bounded_lsq
+
     rng = np.random.default_rng(13)
     C, d, D, dlo, dhi, lo, hi, u0 = _problem(rng)
     w, eps = 1e3, 1e-3
@@ -195,7 +202,7 @@ def test_bounded_lsq_is_lipschitz_in_its_data():
         bounded_lsq(C, dk, D, dlo, dhi, w, lo, hi, eps, u0, u)
         bounded_lsq(C, dk + 1e-6 * direction, D, dlo, dhi, w, lo, hi, eps, u0, u2)
         ratios.append(np.linalg.norm(u2 - u) / (1e-6 * np.linalg.norm(direction)))
-    assert max(ratios) < 1e3 / eps ** 0.5
+    assert max(ratios) < 1e3 / eps**0.5
 
 
 @needs_numba
@@ -203,6 +210,7 @@ def test_bounded_lsq_is_lipschitz_in_its_data():
 def test_compiled_bounded_lsq_equals_the_numpy_reference(seed):
     from uk_controller.core.joint_limits import bounded_lsq
     from uk_controller.kernels.limits import bounded_lsq as compiled
+
     rng = np.random.default_rng(100 + seed)
     C, d, D, dlo, dhi, lo, hi, u0 = _problem(rng, rank_c=2 if seed % 2 else None)
     w, eps = 1e3, 1e-6
@@ -221,6 +229,7 @@ def test_warm_start_reaches_the_same_minimizer_in_fewer_iterations(seed):
     most as many iterations as from the unbounded u; both meet the KKT conditions; the compiled twin
     likewise."""
     from uk_controller.core.joint_limits import bounded_lsq
+
     rng = np.random.default_rng(300 + seed)
     C, d, D, dlo, dhi, lo, hi, u0 = _problem(rng)
     w, eps = 1e3, 1e-6
@@ -233,6 +242,7 @@ def test_warm_start_reaches_the_same_minimizer_in_fewer_iterations(seed):
     assert it_warm <= it_cold
     if jit.AVAILABLE:
         from uk_controller.kernels.limits import bounded_lsq as compiled
+
         sc = np.full((3 * 7 + 14, 7), np.nan)
         out_cold, out_warm = np.empty(7), np.empty(7)
         compiled(C, d2, D, dlo2, dhi2, w, lo, hi, eps, u0, u0, out_cold, sc, 0)
@@ -247,7 +257,9 @@ def test_bounded_lsq_equals_a_generic_convex_solver():
     """The whole objective (task rows, penalized intervals, tie-break) against scipy's trust-region
     constrained minimizer with the box as bounds: an independent method on the same convex problem."""
     from scipy.optimize import Bounds, minimize
+
     from uk_controller.core.joint_limits import bounded_lsq
+
     rng = np.random.default_rng(21)
     for _ in range(5):
         C, d, D, dlo, dhi, lo, hi, u0 = _problem(rng)
@@ -259,10 +271,18 @@ def test_bounded_lsq_equals_a_generic_convex_solver():
             r = D @ x
             v = np.minimum(r - dlo, 0.0) + np.maximum(r - dhi, 0.0)
             e = C @ x - d
-            return 0.5 * e @ e + 0.5 * w * v @ v + 0.5 * eps * (x - u0) @ (x - u0), \
-                C.T @ e + w * D.T @ v + eps * (x - u0)
-        ref = minimize(f, np.clip(u0, lo, hi), jac=True, method='L-BFGS-B', bounds=Bounds(lo, hi),
-                       options={'ftol': 1e-15, 'gtol': 1e-12, 'maxiter': 20000}).x
+            return 0.5 * e @ e + 0.5 * w * v @ v + 0.5 * eps * (x - u0) @ (x - u0), C.T @ e + w * D.T @ v + eps * (
+                x - u0
+            )
+
+        ref = minimize(
+            f,
+            np.clip(u0, lo, hi),
+            jac=True,
+            method='L-BFGS-B',
+            bounds=Bounds(lo, hi),
+            options={'ftol': 1e-15, 'gtol': 1e-12, 'maxiter': 20000},
+        ).x
         assert f(u)[0] <= f(ref)[0] + 1e-9 * max(1.0, abs(f(ref)[0]))
         assert np.allclose(u, ref, atol=1e-4 * max(1.0, np.abs(ref).max()))
 
@@ -272,7 +292,9 @@ def test_bounded_lsq_equals_a_generic_convex_solver():
 def test_compiled_stage_equals_the_numpy_reference(seed):
     """The compiled bounded_stage (Gram form, warm start) equals the NumPy stage on the same data."""
     from uk_controller.core.joint_limits import bounded_stage
-    from uk_controller.kernels.limits import bounded_stage as compiled, bounded_stage_rows
+    from uk_controller.kernels.limits import bounded_stage as compiled
+    from uk_controller.kernels.limits import bounded_stage_rows
+
     rng = np.random.default_rng(400 + seed)
     p, n, m = 7, 7, 3 + seed % 4
     CB, NB = rng.normal(size=(m, p)), rng.normal(size=(n, p))

@@ -8,6 +8,7 @@
   and equal each robot's ros.effort_joints; package.xml declares every ROS
   package that our nodes import and our launch files use.
 """
+
 import ast
 import importlib
 import importlib.util
@@ -18,12 +19,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from launch_stub import launch_nodes, node_settings
+
 from uk_controller.files import rcl_yaml
-from uk_controller.settings import schema as S
 from uk_controller.paths import resolve_data_file
 from uk_controller.ros import params as P
+from uk_controller.settings import schema as S
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_FILES = sorted((ROOT / 'launch').glob('*.launch.py'))
@@ -32,8 +33,11 @@ PACKAGE = 'uk_controller'
 
 def _package_xml_depends():
     tree = ET.parse(ROOT / 'package.xml')
-    return {e.text.strip() for e in tree.getroot()
-            if e.tag in ('depend', 'exec_depend', 'build_depend', 'test_depend', 'buildtool_depend')}
+    return {
+        e.text.strip()
+        for e in tree.getroot()
+        if e.tag in ('depend', 'exec_depend', 'build_depend', 'test_depend', 'buildtool_depend')
+    }
 
 
 def _console_scripts():
@@ -71,8 +75,10 @@ class LaunchSource:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) == name for t in node.targets):
                 if isinstance(node.value, ast.Dict):
-                    return {k.value: (v.elts[0].value if isinstance(v, ast.Tuple) else ast.literal_eval(v))
-                            for k, v in zip(node.value.keys, node.value.values)}
+                    return {
+                        k.value: (v.elts[0].value if isinstance(v, ast.Tuple) else ast.literal_eval(v))
+                        for k, v in zip(node.value.keys, node.value.values)
+                    }
                 return ast.literal_eval(node.value)
         return None
 
@@ -106,7 +112,7 @@ class LaunchSource:
                 names |= {k.value for k in n.keys if isinstance(k, ast.Constant)}
             if isinstance(n, ast.Call) and self.name(n) == 'dict':
                 names |= {k.arg for k in n.keywords if k.arg}
-            if isinstance(n, ast.Name):      # a dict built in the function: follow its assignments
+            if isinstance(n, ast.Name):  # a dict built in the function: follow its assignments
                 names |= self.dict_keys_of(n.id)
         return names
 
@@ -119,9 +125,12 @@ class LaunchSource:
                         keys |= {k.value for k in n.keys if isinstance(k, ast.Constant)}
                     if isinstance(n, ast.Call) and self.name(n) == 'dict':
                         keys |= {k.arg for k in n.keywords if k.arg}
-            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Subscript) \
-                    and getattr(node.targets[0].value, 'id', None) == var \
-                    and isinstance(node.targets[0].slice, ast.Constant):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.targets[0], ast.Subscript)
+                and getattr(node.targets[0].value, 'id', None) == var
+                and isinstance(node.targets[0].slice, ast.Constant)
+            ):
                 keys.add(node.targets[0].slice.value)
         return keys
 
@@ -142,8 +151,12 @@ def _real_launch_available():
 
 
 def test_there_are_the_four_launch_files():
-    assert {p.name for p in LAUNCH_FILES} >= {'sim.launch.py', 'gazebo.launch.py', 'hardware.launch.py',
-                                              'plot.launch.py'}
+    assert {p.name for p in LAUNCH_FILES} >= {
+        'sim.launch.py',
+        'gazebo.launch.py',
+        'hardware.launch.py',
+        'plot.launch.py',
+    }
 
 
 @pytest.mark.parametrize('path', LAUNCH_FILES, ids=lambda p: p.name)
@@ -151,6 +164,7 @@ def test_launch_file_returns_a_launch_description(path, monkeypatch):
     if not _real_launch_available():
         pytest.skip('ROS 2 launch/launch_ros are not installed')
     import launch
+
     spec = importlib.util.spec_from_file_location(path.stem.replace('.', '_'), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -170,8 +184,11 @@ def test_every_package_executable_and_argument_exists(path):
         else:
             assert package in depends, f'{path.name}: package {package} is not in package.xml'
     declared = {c.args[0].value for c in src.calls if src.name(c) == 'DeclareLaunchArgument'}
-    used = {c.args[0].value for c in src.calls
-            if src.name(c) == 'LaunchConfiguration' and isinstance(c.args[0], ast.Constant)}
+    used = {
+        c.args[0].value
+        for c in src.calls
+        if src.name(c) == 'LaunchConfiguration' and isinstance(c.args[0], ast.Constant)
+    }
     # LaunchConfiguration(argument) in a loop over a table of arguments
     used |= set(src.constant('BRIDGE_ARGUMENTS') or ()) | set(src.constant('SIM_ARGUMENTS') or ())
     assert used <= declared, f'{path.name}: undeclared launch arguments {used - declared}'
@@ -197,11 +214,22 @@ def test_every_share_file_a_launch_file_names_exists(path):
 
 def _our_node_parameters():
     """Parameters uk_controller_node / uk_sim_node understand: config keys of docs/config.md + node-only ones."""
-    return ({'config', 'robot_description', 'use_sim_time'} | {s.key for s in S.SETTINGS if s.key.startswith('ros.') and s.key.count('.') == 1}
-            | {'ros.effort_joints', 'control.rate', 'control.state_timeout',
-               'simulation.publish_clock', 'simulation.lockstep', 'simulation.real_time_factor',
-               'simulation.rate', 'simulation.clock_start', 'simulation.max_command_lag',
-               'simulation.plant'})
+    return (
+        {'config', 'robot_description', 'use_sim_time'}
+        | {s.key for s in S.SETTINGS if s.key.startswith('ros.') and s.key.count('.') == 1}
+        | {
+            'ros.effort_joints',
+            'control.rate',
+            'control.state_timeout',
+            'simulation.publish_clock',
+            'simulation.lockstep',
+            'simulation.real_time_factor',
+            'simulation.rate',
+            'simulation.clock_start',
+            'simulation.max_command_lag',
+            'simulation.plant',
+        }
+    )
 
 
 def _is_bridge_parameter(name):
@@ -245,11 +273,12 @@ def test_launch_arguments_default_to_the_setup_file(path):
     for call in src.calls:
         if src.name(call) == 'DeclareLaunchArgument' and call.args[0].value not in NOT_SETTINGS:
             default = src.kw(call, 'default_value')
-            assert default is not None and default.value == '', \
+            assert default is not None and default.value == '', (
                 f'{path.name}: {call.args[0].value} has the default {ast.unparse(default)}, not the setup file\'s'
+            )
     try:
         nodes = launch_nodes(path)
-    except KeyError:        # PackageNotFoundError: gazebo.launch.py includes ros_gz_sim's, not installed here
+    except KeyError:  # PackageNotFoundError: gazebo.launch.py includes ros_gz_sim's, not installed here
         nodes = []
     for node in nodes:
         for item in node.get('parameters', ()):
@@ -265,24 +294,27 @@ def _setup_file(tmp_path, robot, **sections):
     for section, values in sections.items():
         params.setdefault(section, {}).update(values)
     path = tmp_path / f'my_{robot}.yaml'
-    path.write_text(rcl_yaml.dump(tree))            # names such as y quoted, as ROS needs them
+    path.write_text(rcl_yaml.dump(tree))  # names such as y quoted, as ROS needs them
     return path
 
 
 def test_sim_launch_keeps_the_simulation_settings_of_the_file(tmp_path):
     """config:=my.yaml with no other argument: the nodes run the file's plant, real-time factor, command
     lag and rate; the arguments that are given still win."""
-    path = _setup_file(tmp_path, 'five_bar', control={'rate': 500.0},
-                       simulation={'plant': 'mujoco', 'real_time_factor': 0.5, 'max_command_lag': 2,
-                                   'publish_clock': True})
+    path = _setup_file(
+        tmp_path,
+        'five_bar',
+        control={'rate': 500.0},
+        simulation={'plant': 'mujoco', 'real_time_factor': 0.5, 'max_command_lag': 2, 'publish_clock': True},
+    )
     launch = ROOT / 'launch' / 'sim.launch.py'
-    nodes = {n['executable']: node_settings(n) for n in launch_nodes(launch, config=str(path))
-             if n['package'] == PACKAGE}
+    nodes = {
+        n['executable']: node_settings(n) for n in launch_nodes(launch, config=str(path)) if n['package'] == PACKAGE
+    }
     sim = nodes['uk_sim_node'].simulation
     assert (sim.plant, sim.real_time_factor, sim.max_command_lag, sim.publish_clock) == ('mujoco', 0.5, 2, True)
     assert nodes['uk_sim_node'].control.rate == nodes['uk_controller_node'].control.rate == 500.0
-    given = launch_nodes(launch, config=str(path), plant='uk', rate='250', real_time_factor='2.0',
-                         max_command_lag='1')
+    given = launch_nodes(launch, config=str(path), plant='uk', rate='250', real_time_factor='2.0', max_command_lag='1')
     nodes = {n['executable']: node_settings(n) for n in given if n['package'] == PACKAGE}
     sim = nodes['uk_sim_node'].simulation
     assert (sim.plant, sim.real_time_factor, sim.max_command_lag) == ('uk', 2.0, 1)
@@ -310,14 +342,15 @@ def test_controllers_yaml_joints_are_actuated_urdf_joints_in_effort_joint_order(
     gazebo = LaunchSource(ROOT / 'launch' / 'gazebo.launch.py').constant('ROBOTS')
     assert {f'{r}_effort_controller' for r in gazebo} <= set(effort)
     for name, spec in effort.items():
-        robot = name[:-len('_effort_controller')]
+        robot = name[: -len('_effort_controller')]
         assert spec['type'] == 'effort_controllers/JointGroupEffortController'
         joints = _urdf_joints(robot)
         for j in spec['joints']:
             assert joints.get(j) in ('revolute', 'continuous', 'prismatic'), f'{name}: {j} not a URDF joint'
         params = _robot_params(robot)
         expected = (params.get('ros') or {}).get('effort_joints') or [
-            P.actuator_joint(params, a) or a for a in params['actuators']['names']]
+            P.actuator_joint(params, a) or a for a in params['actuators']['names']
+        ]
         assert spec['joints'] == expected, f'{name}: joints differ from {robot}.yaml ros.effort_joints'
 
 
@@ -326,9 +359,21 @@ ROS_PACKAGES_OF_LAUNCH = {'launch', 'launch_ros', 'ament_index_python'}
 
 def _imported_ros_packages():
     """Top-level ROS packages imported by uk_controller/ros/*.py and launch/*.py."""
-    known = {'rclpy', 'sensor_msgs', 'std_msgs', 'std_srvs', 'diagnostic_msgs', 'trajectory_msgs',
-             'rcl_interfaces', 'rosgraph_msgs', 'builtin_interfaces', 'geometry_msgs', 'launch', 'launch_ros',
-             'ament_index_python'}
+    known = {
+        'rclpy',
+        'sensor_msgs',
+        'std_msgs',
+        'std_srvs',
+        'diagnostic_msgs',
+        'trajectory_msgs',
+        'rcl_interfaces',
+        'rosgraph_msgs',
+        'builtin_interfaces',
+        'geometry_msgs',
+        'launch',
+        'launch_ros',
+        'ament_index_python',
+    }
     found = {}
     for path in [*(ROOT / 'uk_controller' / 'ros').glob('*.py'), *LAUNCH_FILES]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -361,8 +406,11 @@ def test_package_xml_lists_every_ros_package_used():
 
 
 # every setup described by a URDF (the *_mjcf setups have none: no Gazebo/ros2_control blocks)
-ALL_ROBOTS = sorted(p.stem for p in (ROOT / 'config').glob('*.yaml')
-                    if not p.stem.startswith('controllers') and 'urdf' in _robot_params(p.stem)['robot'])
+ALL_ROBOTS = sorted(
+    p.stem
+    for p in (ROOT / 'config').glob('*.yaml')
+    if not p.stem.startswith('controllers') and 'urdf' in _robot_params(p.stem)['robot']
+)
 
 
 @pytest.mark.parametrize('robot', ALL_ROBOTS)
@@ -377,7 +425,9 @@ def test_urdf_ros2_control_and_gazebo_blocks_match_the_setup(robot):
     for name, joint in declared.items():
         states = [s.get('name') for s in joint.findall('state_interface')]
         assert states == ['position', 'velocity'], name
-    commanded = [n for n, j in declared.items() if [c.get('name') for c in j.findall('command_interface')] == ['effort']]
+    commanded = [
+        n for n, j in declared.items() if [c.get('name') for c in j.findall('command_interface')] == ['effort']
+    ]
     controllers = yaml.safe_load((ROOT / 'config' / 'controllers.yaml').read_text())
     spec = controllers.get(f'{robot}_effort_controller')
     if spec is not None:
@@ -386,8 +436,9 @@ def test_urdf_ros2_control_and_gazebo_blocks_match_the_setup(robot):
     for name in commanded:
         limit = float(next(j for j in urdf.iter('joint') if j.get('name') == name).find('limit').get('effort'))
         cmd = declared[name].find('command_interface')
-        assert float(cmd.find("param[@name='max']").text) == limit and float(
-            cmd.find("param[@name='min']").text) == -limit
+        assert (
+            float(cmd.find("param[@name='max']").text) == limit and float(cmd.find("param[@name='min']").text) == -limit
+        )
         assert tree_joints[name] != 'fixed'
     plugins = [p for g in urdf.findall('gazebo') for p in g.findall('plugin')]
     assert [p.get('filename') for p in plugins] == ['gz_ros2_control-system']
@@ -395,9 +446,11 @@ def test_urdf_ros2_control_and_gazebo_blocks_match_the_setup(robot):
     assert parameters == '$(find uk_controller)/config/controllers.yaml'
     assert (ROOT / 'config' / 'controllers.yaml').is_file()
     links = {link.get('name') for link in urdf.iter('link')} | {'world'}
-    closures = [n for n in (params.get('constraints') or {}).get('names', [])
-                if params['constraints'][n].get('role') == 'passive'
-                and params['constraints'][n].get('type') == 'loop_closure']
+    closures = [
+        n
+        for n in (params.get('constraints') or {}).get('names', [])
+        if params['constraints'][n].get('role') == 'passive' and params['constraints'][n].get('type') == 'loop_closure'
+    ]
     sdf_joints = {j.get('name'): j for g in urdf.findall('gazebo') for j in g.findall('joint')}
     assert set(sdf_joints) == set(closures), 'one SDF joint per loop closure'
     for name, joint in sdf_joints.items():

@@ -9,6 +9,7 @@
 - frame Jacobians against finite differences of frame placements, and the
   drift ``J' q'`` against finite differences of ``J q'`` along q(t) = q + t q'.
 """
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -40,7 +41,7 @@ IRREGULAR = """<robot name="irregular">
 </robot>
 """
 
-ORDER = ['j3', 'j1', 'j4', 'j2']     # a message order different from the URDF order
+ORDER = ['j3', 'j1', 'j4', 'j2']  # a message order different from the URDF order
 
 
 @pytest.fixture(params=['urdf_order', 'permuted'])

@@ -6,29 +6,32 @@ mass about the centre of mass, ``Sigma = int r r^T dm = (tr(I)/2) 1 - I``, is po
 (Wensing, Kim, Slotine 2017: the pseudo-inertia is positive semi-definite); ``Sigma`` psd and ``I``
 positive definite is the triangle inequality of the principal moments.
 """
+
 import os
 import subprocess
 import sys
 
+import mutated_robots as M
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.model.validity import inertia_problem
 from uk_controller.robots import load_robot
-
-import mutated_robots as M
 
 CLI = [sys.executable, '-m', 'uk_controller.cli']
 
 
 def _cli(args, cwd, **env):
     environment = dict(os.environ, **env)
-    environment['PYTHONPATH'] = os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
-                                                 environment.get('PYTHONPATH', '')])
-    return subprocess.run(CLI + [str(a) for a in args], cwd=cwd, env=environment, capture_output=True, text=True,
-                          timeout=300)
+    environment['PYTHONPATH'] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(__file__)), environment.get('PYTHONPATH', '')]
+    )
+    return subprocess.run(
+        CLI + [str(a) for a in args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=300
+    )
 
 
 def _rotation(angles):
@@ -44,8 +47,11 @@ angle = st.floats(-3.2, 3.2, allow_nan=False)
 
 
 @settings(max_examples=300, deadline=None)
-@given(mass=st.floats(-1.0, 5.0, allow_nan=False), moments=st.tuples(moment, moment, moment),
-       angles=st.tuples(angle, angle, angle))
+@given(
+    mass=st.floats(-1.0, 5.0, allow_nan=False),
+    moments=st.tuples(moment, moment, moment),
+    angles=st.tuples(angle, angle, angle),
+)
 def test_verdict_equals_the_second_moment_criterion(mass, moments, angles):
     R = _rotation(angles)
     inertia = R @ np.diag(moments) @ R.T
@@ -58,8 +64,11 @@ def test_verdict_equals_the_second_moment_criterion(mass, moments, angles):
 
 
 @settings(max_examples=100, deadline=None)
-@given(points=st.lists(st.tuples(st.floats(0.01, 3.0), st.floats(-1, 1), st.floats(-1, 1), st.floats(-1, 1)),
-                       min_size=4, max_size=12))
+@given(
+    points=st.lists(
+        st.tuples(st.floats(0.01, 3.0), st.floats(-1, 1), st.floats(-1, 1), st.floats(-1, 1)), min_size=4, max_size=12
+    )
+)
 def test_every_cloud_of_point_masses_is_physical(points):
     """Inertia of real point masses about their centre of mass: always accepted (no false alarm)."""
     m = np.array([p[0] for p in points])
@@ -67,16 +76,19 @@ def test_every_cloud_of_point_masses_is_physical(points):
     c = (m[:, None] * r).sum(0) / m.sum()
     d = r - c
     inertia = sum(mi * (di @ di * np.eye(3) - np.outer(di, di)) for mi, di in zip(m, d))
-    assume(np.linalg.eigvalsh(inertia).min() > 1e-6 * np.abs(inertia).max())    # not all on one line
+    assume(np.linalg.eigvalsh(inertia).min() > 1e-6 * np.abs(inertia).max())  # not all on one line
     assert inertia_problem(m.sum(), inertia) is None
 
 
-@pytest.mark.parametrize('edit, expect', [
-    ({'masses': {'link2': -1.5}}, "link 'link2': mass -1.5 kg is negative"),
-    ({'masses': {'link2': 0.0}}, "link 'link2': mass 0 kg with a rotational inertia"),
-    ({'inertias': {'link2': (-0.0003, 0.0114, 0.0114, 0, 0, 0)}}, 'not positive semi-definite'),
-    ({'inertias': {'link2': (0.05, 0.0114, 0.0114, 0, 0, 0)}}, 'triangle inequality'),
-])
+@pytest.mark.parametrize(
+    'edit, expect',
+    [
+        ({'masses': {'link2': -1.5}}, "link 'link2': mass -1.5 kg is negative"),
+        ({'masses': {'link2': 0.0}}, "link 'link2': mass 0 kg with a rotational inertia"),
+        ({'inertias': {'link2': (-0.0003, 0.0114, 0.0114, 0, 0, 0)}}, 'not positive semi-definite'),
+        ({'inertias': {'link2': (0.05, 0.0114, 0.0114, 0, 0, 0)}}, 'triangle inequality'),
+    ],
+)
 def test_nonphysical_body_is_an_error_naming_the_files(tmp_path, edit, expect):
     """Defect 7: negative mass crashed simulate; zero mass, a negative principal moment and moments that
     break the triangle inequality were accepted without a word."""
@@ -95,23 +107,30 @@ def test_allow_nonphysical_accepts_the_model_knowingly(tmp_path, caplog):
     with caplog.at_level('WARNING', logger='uk_controller.model.validity'):
         setup = load_robot(path)
     assert setup.model.model.inertias[2].mass == 0.0
-    assert any("link 'link2': mass 0 kg with a rotational inertia" in r.getMessage() for r in caplog.records), \
+    assert any("link 'link2': mass 0 kg with a rotational inertia" in r.getMessage() for r in caplog.records), (
         caplog.text
+    )
 
 
-@pytest.mark.parametrize('frame, accepted', [
-    ('<mass value="1e-9"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', True),   # SO-101's
-    ('<mass value="0"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', True),
-    ('<mass value="-0.1"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', False),
-    ('<mass value="0"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>', False),
-])
+@pytest.mark.parametrize(
+    'frame, accepted',
+    [
+        ('<mass value="1e-9"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', True),  # SO-101's
+        ('<mass value="0"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', True),
+        ('<mass value="-0.1"/><inertia ixx="0" iyy="0" izz="0" ixy="0" ixz="0" iyz="0"/>', False),
+        ('<mass value="0"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>', False),
+    ],
+)
 def test_a_point_mass_frame_welded_to_a_body_is_physical(tmp_path, frame, accepted):
     """Public descriptions weld dummy frame links to a body with a point mass (SO-101's gripper_frame_link:
     1e-9 kg, zero inertia): a real mass distribution, judged with the body it is welded to. A negative mass
     or a massless link with inertia stays an error."""
-    text = M.urdf().replace('</robot>', f'''  <link name="frame"><inertial>{frame}</inertial></link>
+    text = M.urdf().replace(
+        '</robot>',
+        f'''  <link name="frame"><inertial>{frame}</inertial></link>
   <joint name="frame_joint" type="fixed"><parent link="link2"/><child link="frame"/></joint>
-</robot>''')
+</robot>''',
+    )
     path = M.write_setup(tmp_path, text)
     if accepted:
         load_robot(path)
@@ -121,8 +140,15 @@ def test_a_point_mass_frame_welded_to_a_body_is_physical(tmp_path, frame, accept
 
 
 def test_shipped_robots_are_physical():
-    for name in ('scara', 'five_bar', 'five_bar_redundant', 'five_bar_mjcf', 'five_bar_redundant_mjcf',
-                 'dual_arm', 'planar_3r'):
+    for name in (
+        'scara',
+        'five_bar',
+        'five_bar_redundant',
+        'five_bar_mjcf',
+        'five_bar_redundant_mjcf',
+        'dual_arm',
+        'planar_3r',
+    ):
         load_robot(name)
 
 
@@ -144,10 +170,11 @@ def _assert_exit_2_naming(proc, path, what):
 def test_no_movable_joint_cli_exit_2(tmp_path):
     """Defect 2: simulate (NumPy path) and bench segfaulted (rc 139), sweep recorded failed runs."""
     path = M.fixed_only(tmp_path)
-    for args in (['simulate', path, '--no-plots', '--out', tmp_path / 'out'],
-                 ['bench', '--quick', '--tables', 'step', '--robots', path],
-                 ['sweep', path, '--grid', 'stabilization.omega=5,10', '--jobs', '1', '--no-plots',
-                  '--out', tmp_path / 'sweep']):
+    for args in (
+        ['simulate', path, '--no-plots', '--out', tmp_path / 'out'],
+        ['bench', '--quick', '--tables', 'step', '--robots', path],
+        ['sweep', path, '--grid', 'stabilization.omega=5,10', '--jobs', '1', '--no-plots', '--out', tmp_path / 'sweep'],
+    ):
         _assert_exit_2_naming(_cli(args, tmp_path, UK_CONTROLLER_NUMBA='0'), path, 'no movable joint')
 
 
@@ -156,6 +183,9 @@ def test_negative_mass_cli_exit_2(tmp_path):
     """Defect 7: simulate (uk and mujoco plants) crashed with a traceback and wrote nothing."""
     path = M.write_setup(tmp_path, M.urdf(masses={'link2': -1.5}))
     for plant in ('uk', 'mujoco'):
-        proc = _cli(['simulate', path, '--plant', plant, '--no-plots', '--out', tmp_path / plant], tmp_path,
-                    UK_CONTROLLER_NUMBA='0')
+        proc = _cli(
+            ['simulate', path, '--plant', plant, '--no-plots', '--out', tmp_path / plant],
+            tmp_path,
+            UK_CONTROLLER_NUMBA='0',
+        )
         _assert_exit_2_naming(proc, path, "link 'link2': mass -1.5 kg is negative")

@@ -1,14 +1,22 @@
 """What users and maintainers read says what and why, not when: no issue numbers, dated runs or session
 talk in the package, its docs, launch files and configs (history goes to CHANGELOG.md)."""
+
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = ('uk_controller', 'docs', 'launch', 'config')
 SUFFIXES = {'.py', '.md', '.yaml', '.yml', '.xml', '.urdf', '.xacro', '.sdf', '.txt'}
-PATTERNS = [re.compile(p, re.IGNORECASE) for p in (
-    r'\bissue\s*#?\d+', r'\b(before|until|since|after) issue\b', r'\b20\d\d-[01]\d-[0-3]\d\b',
-    r'\bthis session\b', r'\b(last|previous|next) session\b')]
+PATTERNS = [
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r'\bissue\s*#?\d+',
+        r'\b(before|until|since|after) issue\b',
+        r'\b20\d\d-[01]\d-[0-3]\d\b',
+        r'\bthis session\b',
+        r'\b(last|previous|next) session\b',
+    )
+]
 
 
 def test_no_history_talk_in_code_docs_launch_and_config():

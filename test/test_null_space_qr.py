@@ -7,6 +7,7 @@ minimum-norm solution; where the proof fails it must decline and the Jacobi path
 References computed here: numpy.linalg.svd of X P with the same rule, uk.redundancy_effort (the NumPy twin)
 and numpy.linalg.lstsq.
 """
+
 import numpy as np
 import pytest
 
@@ -34,7 +35,7 @@ def _problem(n, p, g, sy, *, small=(), big=1.0, scaled=False, L=None):
     U, W = _orthonormal(n, k), _orthonormal(k, k)
     D = big * RNG.normal(size=(n, g))
     small = np.asarray(small, dtype=float)
-    fro = np.sqrt((np.sum(np.square(sy)) + np.sum(D * D)) / (1.0 - NULL_RCOND ** 2 * np.sum(small * small)))
+    fro = np.sqrt((np.sum(np.square(sy)) + np.sum(D * D)) / (1.0 - NULL_RCOND**2 * np.sum(small * small)))
     s = np.concatenate((sy, small * NULL_RCOND * fro))
     X = U @ np.diag(s) @ W.T @ Z.T + D @ Vg.T
     L = np.eye(n) if L is None else L
@@ -42,13 +43,13 @@ def _problem(n, p, g, sy, *, small=(), big=1.0, scaled=False, L=None):
     sg = np.sort(RNG.uniform(0.5, 3.0, size=g))[::-1].copy()
     right = Vg * sg if scaled else Vg.copy()
     a_p, qt = RNG.normal(size=n), RNG.normal(size=n)
-    return dict(L=L, NB=NB, X=L.T @ NB, Vg=Vg, sg=sg, right=np.ascontiguousarray(right), scaled=scaled, a_p=a_p,
-                qt=qt)
+    return dict(L=L, NB=NB, X=L.T @ NB, Vg=Vg, sg=sg, right=np.ascontiguousarray(right), scaled=scaled, a_p=a_p, qt=qt)
 
 
 def _kernel(pb, *, fast_only=False):
     """(ok, du, dims): null_space_qr alone when fast_only (ok: it took the problem), else null_space_step."""
     from uk_controller.kernels import servo
+
     L, NB = pb['L'], pb['NB']
     n, p = NB.shape
     g = pb['sg'].size
@@ -60,11 +61,32 @@ def _kernel(pb, *, fast_only=False):
     if fast_only:
         ap = np.zeros(n)
         servo.posture_accel(As, bs, phis, phids, gains, 0, 0, np.inf, ap)
-        ok, r = servo.null_space_qr(L, NB, pb['qt'], ap, pb['right'], pb['sg'], g, pb['scaled'], NULL_RCOND, du,
-                                    sc, 0)
+        ok, r = servo.null_space_qr(L, NB, pb['qt'], ap, pb['right'], pb['sg'], g, pb['scaled'], NULL_RCOND, du, sc, 0)
         return ok, du, (r, p - g - r)
-    dims = servo.null_space_step(L, NB, pb["qt"], As, bs, phis, phids, gains, 0, 0, np.inf, pb['right'], pb['sg'], g,
-                                 pb['scaled'], NULL_RCOND, 60, False, np.zeros(p), du, sc, 0)
+    dims = servo.null_space_step(
+        L,
+        NB,
+        pb["qt"],
+        As,
+        bs,
+        phis,
+        phids,
+        gains,
+        0,
+        0,
+        np.inf,
+        pb['right'],
+        pb['sg'],
+        g,
+        pb['scaled'],
+        NULL_RCOND,
+        60,
+        False,
+        np.zeros(p),
+        du,
+        sc,
+        0,
+    )
     return True, du, dims
 
 
@@ -85,8 +107,10 @@ def _close(a, b, rtol):
 
 
 @pytest.mark.parametrize('scaled', [False, True])
-@pytest.mark.parametrize('n, p, g, deficient', [(9, 9, 3, 0), (9, 9, 3, 1), (6, 6, 3, 0), (7, 5, 1, 2), (4, 4, 0, 0),
-                                                (5, 3, 2, 1), (8, 6, 0, 2)])
+@pytest.mark.parametrize(
+    'n, p, g, deficient',
+    [(9, 9, 3, 0), (9, 9, 3, 1), (6, 6, 3, 0), (7, 5, 1, 2), (4, 4, 0, 0), (5, 3, 2, 1), (8, 6, 0, 2)],
+)
 def test_fast_path_is_the_svd_solution(n, p, g, deficient, scaled):
     """Full column rank and exactly rank-deficient Y (structural zeros, as the Panda's finger coupling gives):
     the QR path takes the problem and returns the SVD's dimensions and minimum-norm solution, also against
@@ -94,7 +118,7 @@ def test_fast_path_is_the_svd_solution(n, p, g, deficient, scaled):
     for trial in range(6):
         k = p - g
         sy = RNG.uniform(0.05, 2.0, size=k)
-        sy[k - deficient:] = 0.0
+        sy[k - deficient :] = 0.0
         Lr = np.linalg.cholesky(np.cov(RNG.normal(size=(n, 3 * n))) + np.eye(n)) if trial % 2 else None
         pb = _problem(n, p, g, sy, scaled=scaled, L=Lr)
         ok, du, dims = _kernel(pb, fast_only=True)
@@ -117,11 +141,14 @@ def test_fast_path_is_the_svd_solution(n, p, g, deficient, scaled):
             assert (m3, i3) == dims and _close(du, du3, 1e-9)
 
 
-@pytest.mark.parametrize('small, expected_rank', [
-    ((1.2, 1.2), 6),            # both above the cut, but 1 / |R11^-1|_F <= 1.2 / sqrt 2 cut < cut: no proof
-    ((0.9,), 5),                # just below the cut: dropped by the SVD, not provable either way by the QR
-    ((1e-3,), 5),               # between the QR's round-off margin and the cut
-])
+@pytest.mark.parametrize(
+    'small, expected_rank',
+    [
+        ((1.2, 1.2), 6),  # both above the cut, but 1 / |R11^-1|_F <= 1.2 / sqrt 2 cut < cut: no proof
+        ((0.9,), 5),  # just below the cut: dropped by the SVD, not provable either way by the QR
+        ((1e-3,), 5),  # between the QR's round-off margin and the cut
+    ],
+)
 def test_fast_path_declines_what_it_cannot_prove(small, expected_rank):
     """Singular values near the cut (in units of cut = null_rcond |X|_F): null_space_qr declines, and
     null_space_step (then the Jacobi SVD) gives the SVD rule's dimensions and solution."""
@@ -129,7 +156,7 @@ def test_fast_path_declines_what_it_cannot_prove(small, expected_rank):
         pb = _problem(9, 9, 3, RNG.uniform(0.5, 2.0, size=6 - len(small)), small=small)
         cut = NULL_RCOND * np.linalg.norm(pb['X'])
         s = np.linalg.svd(pb['X'] @ (np.eye(9) - pb['Vg'] @ pb['Vg'].T), compute_uv=False)[:6]
-        assert np.allclose(np.sort(s)[:len(small)] / cut, sorted(small), rtol=1e-6)
+        assert np.allclose(np.sort(s)[: len(small)] / cut, sorted(small), rtol=1e-6)
         ok, _, _ = _kernel(pb, fast_only=True)
         assert not ok
         _, du, dims = _kernel(pb)

@@ -3,11 +3,12 @@
 Same program, same workspace layout: only the dynamics source differs (kernels.dynamics.tree_terms vs
 pinocchio.computeAllTerms), so every output agrees to round-off; M and h are checked against Pinocchio's.
 """
+
 import numpy as np
 import pytest
 
-from uk_controller.core import uk
 from uk_controller.control.controller import ControllerCore
+from uk_controller.core import uk
 from uk_controller.kernels import codes
 from uk_controller.kernels.jit import AVAILABLE
 
@@ -20,7 +21,7 @@ def test_packed_step_matches_the_pinocchio_pass(robot):
     if ctrl.backend.dynamics != 'kernels':
         pytest.skip(f'{robot}: no compiled tree')
     fz, packed = ctrl.backend.program, ctrl.backend.packed
-    pinocchio_run = fz.make_runner()          # computeAllTerms + updateFramePlacements + fused_step
+    pinocchio_run = fz.make_runner()  # computeAllTerms + updateFramePlacements + fused_step
     packed_run = packed.make_runner()
     model = ctrl.model
     rng = np.random.default_rng(11)
@@ -29,7 +30,9 @@ def test_packed_step_matches_the_pinocchio_pass(robot):
         qd = 0.5 * rng.standard_normal(model.n)
         t = 0.1 * k
         pinocchio_run(q, qd, t)
-        ref = {key: getattr(fz, key).copy() for key in ('effort', 'phi', 'phidot', 'A', 'b', 'qdd', 'saturated', 'info')}
+        ref = {
+            key: getattr(fz, key).copy() for key in ('effort', 'phi', 'phidot', 'A', 'b', 'qdd', 'saturated', 'info')
+        }
         M_ref, h_ref = model.data.M.copy(), model.data.nle.copy()
         packed_run(q, qd, t)
         # the joint-limit stage starts from the previous call's effort (here the same state's solution), so
@@ -55,7 +58,9 @@ def test_packed_step_matches_the_pinocchio_pass(robot):
 def test_packed_step_with_continuous_joints_matches_the_pinocchio_pass(tmp_path):
     """A continuous joint: Pinocchio gets (cos q, sin q) through CompiledRows' runner, the packed step the angle."""
     from test_continuous_joints import write_arm
+
     from uk_controller.robots import load_robot
+
     ctrl = ControllerCore(load_robot(write_arm(tmp_path, 'continuous')))
     if ctrl.backend.dynamics != 'kernels':
         pytest.skip('no compiled tree for this arm')
@@ -63,7 +68,7 @@ def test_packed_step_with_continuous_joints_matches_the_pinocchio_pass(tmp_path)
     pinocchio_run, packed_run = fz.make_runner(), ctrl.backend.packed.make_runner()
     rng = np.random.default_rng(5)
     for k in range(6):
-        q = ctrl.setup.q0 + 4.0 * rng.standard_normal(ctrl.model.n)       # several turns
+        q = ctrl.setup.q0 + 4.0 * rng.standard_normal(ctrl.model.n)  # several turns
         qd = rng.standard_normal(ctrl.model.n)
         pinocchio_run(q, qd, 0.05 * k)
         ref = fz.effort.copy(), fz.phi.copy(), fz.phidot.copy()
@@ -76,6 +81,7 @@ def test_borrowed_views_read_and_write_the_callers_array():
     """kernels.jit.borrowed: same data, shape and strides, writes reach the caller's array, slices and calls on
     it work, and the caller's array keeps its own reference count (nothing leaked or freed by the kernel)."""
     import sys
+
     from uk_controller.kernels.jit import borrowed, njit
 
     @njit
@@ -90,7 +96,7 @@ def test_borrowed_views_read_and_write_the_callers_array():
         inner(col, o[1:])
         o[0] = b[2, 1] * 2.0
         b[0, 0] = -1.0
-        pair = borrowed((a, out))            # not an array: passed through
+        pair = borrowed((a, out))  # not an array: passed through
         o[2] = pair[0][1, 1] + pair[1].shape[0]
         return b.shape[0] * 10 + b.shape[1]
 

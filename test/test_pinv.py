@@ -8,11 +8,13 @@ on full-rank and rank-deficient, tall, wide and square matrices. Test
 matrices are built as ``U diag(s) V^T`` with known singular values so the
 round-off allowance can be stated in terms of the condition number.
 """
+
 import zlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from uk_controller.core.pinv import PINV_METHODS, compiled_pinv, get_pinv, pinv_damped, pinv_svd
 
@@ -37,18 +39,20 @@ def penrose_residuals(A, X):
     """The four Penrose residuals, each relative to the size of the term it checks."""
     nA, nX = np.linalg.norm(A, 2) or 1.0, np.linalg.norm(X, 2) or 1.0
     AX, XA = A @ X, X @ A
-    return (np.linalg.norm(AX - AX.T, 2),                 # eq 1a
-            np.linalg.norm(XA - XA.T, 2),                 # eq 1b
-            np.linalg.norm(A @ X @ A - A, 2) / nA,        # eq 1c
-            np.linalg.norm(X @ A @ X - X, 2) / nX)        # eq 1d
+    return (
+        np.linalg.norm(AX - AX.T, 2),  # eq 1a
+        np.linalg.norm(XA - XA.T, 2),  # eq 1b
+        np.linalg.norm(A @ X @ A - A, 2) / nA,  # eq 1c
+        np.linalg.norm(X @ A @ X - X, 2) / nX,
+    )  # eq 1d
 
 
 def assert_penrose(A, X, cond, label):
     res = penrose_residuals(A, X)
     if label.startswith('greville'):
-        tol = 1e2 * EPS * cond ** 2 * max(A.shape)   # the recursion is not backward stable: O(eps cond^2)
+        tol = 1e2 * EPS * cond**2 * max(A.shape)  # the recursion is not backward stable: O(eps cond^2)
     else:
-        tol = 1e3 * EPS * cond * max(A.shape)        # QR/SVD based: O(eps * cond)
+        tol = 1e3 * EPS * cond * max(A.shape)  # QR/SVD based: O(eps * cond)
     assert max(res) < tol, f'{label}: Penrose residuals {res} > {tol:.1e}'
 
 
@@ -59,7 +63,7 @@ SHAPES = [(8, 5), (5, 8), (6, 6), (12, 12), (1, 4), (4, 1), (3, 3)]
 @pytest.mark.parametrize('shape', SHAPES)
 @pytest.mark.parametrize('deficient', [False, True], ids=['full', 'deficient'])
 def test_penrose_conditions(name, shape, deficient):
-    rng = np.random.default_rng(zlib.crc32(repr((name, shape, deficient)).encode()))   # stable across runs
+    rng = np.random.default_rng(zlib.crc32(repr((name, shape, deficient)).encode()))  # stable across runs
     m, n = shape
     k = min(m, n)
     rank = max(k - 2, 0) if deficient else k
@@ -72,19 +76,24 @@ def test_penrose_conditions(name, shape, deficient):
     assert_penrose(A, X, cond, f'{name} {shape} rank {rank}')
     # the Moore–Penrose inverse is unique: every method equals the SVD one
     ref = np.linalg.pinv(A, rcond=1e-10)
-    growth = cond ** 2 if name == 'greville' else cond
+    growth = cond**2 if name == 'greville' else cond
     assert np.linalg.norm(X - ref, 2) <= 1e3 * EPS * growth * (np.linalg.norm(ref, 2) + 1) * max(m, n)
 
 
 @settings(max_examples=40, deadline=None)
-@given(m=st.integers(1, 9), n=st.integers(1, 9), drop=st.integers(0, 9),
-       seed=st.integers(0, 2**32 - 1), scale=st.floats(1e-3, 1e3),
-       name=st.sampled_from(MP_METHODS))
+@given(
+    m=st.integers(1, 9),
+    n=st.integers(1, 9),
+    drop=st.integers(0, 9),
+    seed=st.integers(0, 2**32 - 1),
+    scale=st.floats(1e-3, 1e3),
+    name=st.sampled_from(MP_METHODS),
+)
 def test_penrose_property(m, n, drop, seed, scale, name):
     rng = np.random.default_rng(seed)
     rank = max(min(m, n) - drop, 0)
     A, s = make_matrix(rng, m, n, rank, smin=0.05, smax=20.0)
-    A *= scale                                  # rcond is relative: scaling must not matter
+    A *= scale  # rcond is relative: scaling must not matter
     X = get_pinv(name)(A, 1e-9)
     cond = s[0] / s[rank - 1] if rank else 1.0
     assert_penrose(A, X, cond, f'{name} {m}x{n} rank {rank} scale {scale:g}')
@@ -125,7 +134,7 @@ def test_rank_tolerance_truncates(name):
     # row residuals truncate a nearby rank-3 matrix, not the SVD-optimal one, so
     # the agreement is O(dropped / kept singular value), not round-off.
     if name == 'greville':
-        return      # row-by-row residuals are not rank revealing (see pinv_greville docstring)
+        return  # row-by-row residuals are not rank revealing (see pinv_greville docstring)
     X = f(A, 1e-2)
     keep = s > 1e-2 * s[0]
     ref = V[:, keep] @ np.diag(1 / s[keep]) @ U[:, :5][:, keep].T
@@ -140,7 +149,7 @@ def test_zero_and_square_invertible(name):
     assert np.array_equal(f(np.zeros((3, 4)), 1e-10), np.zeros((4, 3)))
     rng = np.random.default_rng(3)
     A, _ = make_matrix(rng, 5, 5, 5, smin=0.5, smax=2.0)
-    tol = 1e-5 if name == 'damped' else 1e-12    # damping 1e-6 of s_max biases by ~(lam/s)^2
+    tol = 1e-5 if name == 'damped' else 1e-12  # damping 1e-6 of s_max biases by ~(lam/s)^2
     assert np.allclose(f(A, 1e-10) @ A, np.eye(5), atol=tol)
 
 
@@ -153,7 +162,7 @@ def test_damped_least_squares():
     # closed form (normal equations, fine at this conditioning)
     ref = A.T @ np.linalg.solve(A @ A.T + lam**2 * np.eye(4), np.eye(4))
     assert np.allclose(X, ref, atol=1e-9)
-    assert np.linalg.norm(X, 2) <= 1.0 / (2 * lam) * (1 + 1e-12)   # max of s/(s^2+lam^2)
+    assert np.linalg.norm(X, 2) <= 1.0 / (2 * lam) * (1 + 1e-12)  # max of s/(s^2+lam^2)
     B, _ = make_matrix(rng, 4, 6, 4, smin=0.5, smax=2.0)
     assert np.allclose(pinv_damped(B, 1e-10, damping=1e-9), pinv_svd(B, 1e-10), atol=1e-12)
 
@@ -171,8 +180,7 @@ def test_compiled_twins_equal_the_reference(name):
     full-rank and rank-deficient, tall, wide and square matrices and on exact dependences."""
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     fast, ref = compiled_pinv(name), get_pinv(name)
-    cases = [(12, 12, 11), (12, 12, 12), (8, 5, 5), (5, 8, 5), (9, 7, 4), (6, 9, 3), (1, 4, 1), (4, 1, 1),
-             (3, 3, 0)]
+    cases = [(12, 12, 11), (12, 12, 12), (8, 5, 5), (5, 8, 5), (9, 7, 4), (6, 9, 3), (1, 4, 1), (4, 1, 1), (3, 3, 0)]
     for m, n, rank in cases:
         for rcond in (1e-10, 1e-5):
             A, s = make_matrix(rng, m, n, rank)
@@ -180,9 +188,14 @@ def test_compiled_twins_equal_the_reference(name):
             X, Xr = fast(A, rcond), ref(A, rcond)
             assert X.shape == (n, m)
             cond = s[0] / s[rank - 1] if rank else 1.0
-            growth = cond ** 2 if name == 'greville' else cond
-            assert np.linalg.norm(X - Xr, 2) <= 1e3 * EPS * growth * (np.linalg.norm(Xr, 2) + 1) * max(m, n), \
-                (name, m, n, rank, rcond)
+            growth = cond**2 if name == 'greville' else cond
+            assert np.linalg.norm(X - Xr, 2) <= 1e3 * EPS * growth * (np.linalg.norm(Xr, 2) + 1) * max(m, n), (
+                name,
+                m,
+                n,
+                rank,
+                rcond,
+            )
             assert_penrose(A, X, cond, f'compiled {name} {m}x{n} rank {rank}')
     # an exact dependence (row 3 = row 1 + row 2) with tied column norms, as in seed 002's Jacobian
     B = np.array([[1.0, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.5], [1.0, 1.0, 0.5, 0.5]])
@@ -222,8 +235,7 @@ def test_svd_twin_equals_lapack_reference(shape):
         'full': np.sort(rng.uniform(0.5, 3.0, k))[::-1],
         'graded': np.logspace(0, -7, k),
         'deficient': np.concatenate([np.sort(rng.uniform(0.1, 5.0, (k + 1) // 2))[::-1], np.zeros(k // 2)]),
-        'below-threshold': np.concatenate([np.sort(rng.uniform(0.1, 5.0, (k + 1) // 2))[::-1],
-                                           np.full(k // 2, 1e-14)]),
+        'below-threshold': np.concatenate([np.sort(rng.uniform(0.1, 5.0, (k + 1) // 2))[::-1], np.full(k // 2, 1e-14)]),
     }
     for label, s in spectra.items():
         for scale in (1.0, 1e-150, 1e150):
@@ -232,7 +244,7 @@ def test_svd_twin_equals_lapack_reference(shape):
                 keep = s > rcond * s[0]
                 if label == 'graded':
                     if np.any(np.abs(s / s[0] / rcond - 1.0) < 0.5):
-                        continue              # a singular value near the threshold: no unique answer
+                        continue  # a singular value near the threshold: no unique answer
                 X, Xr = fast(A, rcond), pinv_svd(A, rcond)
                 assert X.shape == (n, m)
                 cond = s[0] / s[keep][-1]
@@ -251,6 +263,7 @@ def test_jacobi_kernel_is_an_svd():
     an orthogonal accumulated rotation V, and ``W V^T = B`` reproduced; tall and square (its callers rotate
     min(m, n) columns), full rank and rank deficient."""
     from uk_controller.kernels.linalg import jacobi_columns
+
     rng = np.random.default_rng(5)
     for r, c, rank in [(12, 12, 12), (12, 12, 11), (9, 5, 5), (7, 7, 3), (4, 1, 1), (30, 11, 6)]:
         B = make_matrix(rng, r, c, rank)[0]
@@ -260,7 +273,7 @@ def test_jacobi_kernel_is_an_svd():
         assert sweeps < 60
         s = np.linalg.norm(W, axis=0)
         ref = np.linalg.svd(B, compute_uv=False)
-        assert np.allclose(np.sort(s)[::-1][:ref.size], ref, rtol=0, atol=20 * EPS * s.max())
+        assert np.allclose(np.sort(s)[::-1][: ref.size], ref, rtol=0, atol=20 * EPS * s.max())
         assert np.allclose(V.T @ V, np.eye(c), rtol=0, atol=20 * EPS * c)
         assert np.allclose(W @ V.T, B, rtol=0, atol=20 * EPS * s.max() * c)
         off = np.abs(W.T @ W - np.diag(s * s))

@@ -7,13 +7,14 @@ the row counts are checked here against the robot YAML's constraint axes
 (counted independently of the loader) and, over DDS, against the messages the
 node really publishes (test_rcl_params.py).
 """
+
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import yaml
-
 from launch_stub import launch_nodes
+
 from uk_controller.ros.plot_layout import LOOP_TIMING_FIELDS, PlotRows, plotjuggler_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ def yaml_rows(robot):
 def test_shipped_layout_is_the_generated_one_for_the_robot_rows(robot):
     rows = PlotRows.load(robot)
     params = yaml.safe_load((ROOT / 'config' / f'{robot}.yaml').read_text())['/**']['ros__parameters']
-    if 'urdf' in params['robot']:          # *_mjcf setups take their closures from the MJCF file
+    if 'urdf' in params['robot']:  # *_mjcf setups take their closures from the MJCF file
         assert (rows.task, rows.closure, rows.efforts) == yaml_rows(robot)
     shipped = (ROOT / 'config' / 'plotjuggler' / f'{robot}.xml').read_text()
     assert shipped == plotjuggler_layout(rows), 'regenerate: python -m uk_controller.ros.plot_layout --write ...'
@@ -60,10 +61,11 @@ def test_shipped_layout_is_the_generated_one_for_the_robot_rows(robot):
 def test_plot_launch_rows_come_from_the_robot_and_wait_for_the_topics(robot):
     task, closure, _ = yaml_rows(robot)
     nodes = launch_nodes(ROOT / 'launch' / 'plot.launch.py', robot=robot)
-    assert [n['executable'] for n in nodes] == ['uk_wait_for_topics', 'rqt_plot']     # rqt_plot after the wait
+    assert [n['executable'] for n in nodes] == ['uk_wait_for_topics', 'rqt_plot']  # rqt_plot after the wait
     fields = nodes[1]['arguments']
     assert fields == [f'/uk_controller_node/task_error/data[{i}]' for i in range(task)] + [
-        f'/uk_controller_node/constraint_residual/data[{i}]' for i in range(closure)]
+        f'/uk_controller_node/constraint_residual/data[{i}]' for i in range(closure)
+    ]
     assert '/uk_controller_node/task_error' in nodes[0]['arguments']
     pj = launch_nodes(ROOT / 'launch' / 'plot.launch.py', robot=robot, tool='plotjuggler')
     assert pj[1]['executable'] == 'plotjuggler'

@@ -1,5 +1,6 @@
 """rclpy_access: the internals where rclpy has them, the public API where it does not (stand-in objects
 without the attributes a future rclpy might drop), and the internals present in the installed rclpy."""
+
 import pytest
 
 from uk_controller.ros import rclpy_access
@@ -18,13 +19,14 @@ def test_raw_publisher_falls_back_to_publish_bytes():
     publish = rclpy_access.raw_publisher(publisher)
     buffer = bytearray(b'\x00\x01\x02')
     publish(buffer)
-    buffer[0] = 9                          # the fall-back copies: later writes do not reach the message
+    buffer[0] = 9  # the fall-back copies: later writes do not reach the message
     assert publisher.sent == [b'\x00\x01\x02'] and isinstance(publisher.sent[0], bytes)
 
 
 def test_take_and_wait_are_none_without_the_handles():
     class Subscription:
         msg_type = object
+
     assert rclpy_access.taker(Subscription(), raw=True) is None
     assert rclpy_access.subscription_waiter(object(), Subscription()) is None
 

@@ -5,13 +5,14 @@ Before the posture term the Panda circle saturated in ~30 % of the steps with th
 seconds and the SO-101 diverged (plant state not finite) within a second: the free directions fell under
 gravity. Each run is compared with the same setup with ``posture.enabled: false``.
 """
+
 import copy
 
 import numpy as np
 import pytest
 
-from uk_controller.files.parameter_file import load_config
 from uk_controller.control.controller import ControllerCore
+from uk_controller.files.parameter_file import load_config
 from uk_controller.kernels import jit
 from uk_controller.paths import python_prefix_share, resolve_config, share_dir
 from uk_controller.robots.setup import setup_from_settings
@@ -48,9 +49,9 @@ def test_redundant_arm_tracks_with_posture(name):
     res = simulate(setup, duration=6.0)
     s = res.summary()
     assert not s['failure'], s['verdict']
-    assert s['task_error_max'] < 1e-3, s['verdict']             # tracked after the transient
-    assert s['saturated_fraction'] < 0.01                        # no saturation storm
-    assert np.abs(res.qd).max() < speed_bound                    # joint speeds bounded
+    assert s['task_error_max'] < 1e-3, s['verdict']  # tracked after the transient
+    assert s['saturated_fraction'] < 0.01  # no saturation storm
+    assert np.abs(res.qd).max() < speed_bound  # joint speeds bounded
     assert (s['null_space_motion'], s['null_space_internal']) == (motion, internal)
     assert np.isfinite(res.posture_error).all() and res.posture_error.max() < 1.5
     # the same arm and task with Chen's minimum-norm effort alone (z = 0): the free directions fall
@@ -58,5 +59,6 @@ def test_redundant_arm_tracks_with_posture(name):
     off = simulate(setup_from_settings(resolve(path, params=params)), duration=6.0).summary()
     # (the joint-limit stage then catches the falling arm at its limits: the task gives way there)
     limited = off['steps_by_status'].get('limited', 0) / max(off['steps'], 1)
-    assert off['failure'] or off['saturated_fraction'] > 0.05 or off['task_error_max'] > 1e-2 or limited > 0.05, \
-        off['verdict']
+    assert off['failure'] or off['saturated_fraction'] > 0.05 or off['task_error_max'] > 1e-2 or limited > 0.05, off[
+        'verdict'
+    ]

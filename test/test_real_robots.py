@@ -6,23 +6,27 @@ the task (closed loop on the embedded UK plant), stays bounded (no saturated ste
 and its compiled steps equal the reference backend's on the states of that run. Independent checks: the
 tool's pose from Pinocchio's forward kinematics on the logged q against the circle and the held attitude.
 """
+
 import numpy as np
 import pinocchio as pin
 import pytest
 
 from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
-from uk_controller.robots import load_robot
 from uk_controller.robots import example_robot_data as erd
+from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate
 
-pytestmark = [pytest.mark.skipif(erd.description(erd.UR5) is None, reason='example-robot-data not installed'),
-              pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')]
+pytestmark = [
+    pytest.mark.skipif(erd.description(erd.UR5) is None, reason='example-robot-data not installed'),
+    pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed'),
+]
 
 
 def test_robots_dir_is_found_from_the_distribution():
     """The helper finds the wheel's files where pip installed them, as package:// does (no path assumed)."""
     from importlib import metadata
+
     root = erd.robots_dir()
     assert root.is_dir() and (root / erd.UR5).is_file() and (root / erd.PANDA).is_file()
     assert str(root).startswith(str(metadata.distribution(erd.DISTRIBUTION).locate_file('')))

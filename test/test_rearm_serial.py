@@ -8,6 +8,7 @@ peak effort in the first second after re-arming is no larger than the steady-sta
 same run before the outage. Before the fix the trajectory clock ran on during the outage and the
 first command after re-arming was the full-gain correction of the error it had made.
 """
+
 import numpy as np
 import pytest
 
@@ -44,8 +45,17 @@ def outage_run(robot='scara', *, soft_start=1.0, pre=2.0, outage=0.5, post=1.5):
 
     try:
         safe.connect(raise_errors=True)
-        res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=pre + post, realtime=True,
-                       record=True, soft_start=soft_start, clock=clock, after_cycle=after_cycle)
+        res = run_loop(
+            core,
+            safe,
+            JointStateAssembler(setup, hw),
+            duration=pre + post,
+            realtime=True,
+            record=True,
+            soft_start=soft_start,
+            clock=clock,
+            after_cycle=after_cycle,
+        )
         diag = safe.diagnostics()
     finally:
         safe.shutdown()
@@ -54,13 +64,18 @@ def outage_run(robot='scara', *, soft_start=1.0, pre=2.0, outage=0.5, post=1.5):
     armed = np.array(res.armed)
     t = np.array(res.t)
     # steady state: armed steps from 0.5 s (after the start transient) until the outage
-    lost = int(np.argmin(armed[10:])) + 10                     # first step not armed after the start
+    lost = int(np.argmin(armed[10:])) + 10  # first step not armed after the start
     steady = effort[(t >= 0.5) & (np.arange(t.size) < lost) & armed]
-    back = lost + int(np.argmax(armed[lost:]))                 # first armed step after the outage
-    first_second = effort[back:back + int(RATE)]
-    return {'steady_peak': float(steady.max()), 'rearm_peak': float(first_second.max()),
-            'first_command': float(effort[back]), 'reconnects': diag['reconnects'], 'rearms': res.rearms,
-            'held': float(t[back] - t[lost - 1])}
+    back = lost + int(np.argmax(armed[lost:]))  # first armed step after the outage
+    first_second = effort[back : back + int(RATE)]
+    return {
+        'steady_peak': float(steady.max()),
+        'rearm_peak': float(first_second.max()),
+        'first_command': float(effort[back]),
+        'reconnects': diag['reconnects'],
+        'rearms': res.rearms,
+        'held': float(t[back] - t[lost - 1]),
+    }
 
 
 def test_reconnect_rearms_without_a_jolt(robots):
@@ -69,4 +84,4 @@ def test_reconnect_rearms_without_a_jolt(robots):
     assert r['reconnects'] >= 1 and r['rearms'] >= 1
     # the trajectory clock stood still during the outage (a few periods for detection and arming)
     assert r['held'] < 0.1
-    assert r['rearm_peak'] <= r['steady_peak'] * (1.0 + 1e-6)        # float32 on the wire
+    assert r['rearm_peak'] <= r['steady_peak'] * (1.0 + 1e-6)  # float32 on the wire

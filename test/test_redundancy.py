@@ -3,15 +3,16 @@
 Independent references: an equality-constrained least-squares (KKT) solve of the whole problem, SVDs of
 N B computed here, the plant's own constrained dynamics, and the controller without the term.
 """
+
 import copy
 
 import numpy as np
 import pytest
 import scipy.linalg
 
+from uk_controller.control.controller import ControllerCore
 from uk_controller.core import uk
 from uk_controller.files.parameter_file import ConfigError, load_config
-from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import jit
 from uk_controller.paths import resolve_config
 from uk_controller.robots import load_robot
@@ -26,8 +27,15 @@ RNG = np.random.default_rng(19)
 def _system(n, p, mp, ms):
     X = RNG.normal(size=(n, n))
     M = X @ X.T + n * np.eye(n)
-    return (M, RNG.normal(size=n), RNG.normal(size=(n, p)), RNG.normal(size=(ms, n)), RNG.normal(size=ms),
-            RNG.normal(size=(mp, n)), RNG.normal(size=mp))
+    return (
+        M,
+        RNG.normal(size=n),
+        RNG.normal(size=(n, p)),
+        RNG.normal(size=(ms, n)),
+        RNG.normal(size=ms),
+        RNG.normal(size=(mp, n)),
+        RNG.normal(size=mp),
+    )
 
 
 def _kkt_motion(M, Q, B, As, bs, Ap, bp, a_p):
@@ -55,13 +63,13 @@ def test_null_space_term_keeps_task_and_closures_and_is_the_kkt_optimum(shape):
     plain = uk.servo_control(M, Q, B, As, bs, **kw)
     res = uk.servo_control(M, Q, B, As, bs, posture_accel=a_p, **kw)
     scale = max(1.0, np.abs(As @ plain.qdd).max())
-    assert np.abs(As @ res.qdd - As @ plain.qdd).max() < 1e-12 * scale * 10       # the task rows: round-off
+    assert np.abs(As @ res.qdd - As @ plain.qdd).max() < 1e-12 * scale * 10  # the task rows: round-off
     if mp:
         assert np.abs(Ap @ res.qdd - Ap @ plain.qdd).max() < 1e-11 * max(1.0, np.abs(bp).max())
     # the motion is the M-norm optimum over everything the dynamics, closures and task allow
     best = _kkt_motion(M, Q, B, As, bs, Ap, bp, a_p)
     assert np.abs(res.qdd - best).max() < 1e-8 * max(1.0, np.abs(best).max())
-    assert np.abs(res.qdd - plain.qdd).max() > 1e-3                 # and the term did move something
+    assert np.abs(res.qdd - plain.qdd).max() > 1e-3  # and the term did move something
     # dimensions against SVDs computed here: N B with N = M^-1 - M^-1 Ap^T (Ap M^-1 Ap^T)^+ Ap M^-1
     Mi = np.linalg.inv(M)
     N = Mi - (Mi @ Ap.T @ np.linalg.pinv(Ap @ Mi @ Ap.T) @ Ap @ Mi if mp else 0.0)
@@ -79,24 +87,44 @@ def test_servo_solver_redundancy_equals_reference(shape, backend):
         pytest.skip('numba not installed')
     n, p, mp, ms, nos = shape
     M, Q, B, As, bs, Ap, bp = _system(n, p, mp, ms)
-    rows = np.vstack([np.eye(n)] + [np.eye(n)[j:j + 1] * (1.0 if j % 2 else -1.0) for j in range(nos)])
+    rows = np.vstack([np.eye(n)] + [np.eye(n)[j : j + 1] * (1.0 if j % 2 else -1.0) for j in range(nos)])
     nsec = rows.shape[0]
     phis, phids = RNG.normal(size=nsec), RNG.normal(size=nsec)
     kd, kp = 3.0, 7.0
     gains = np.zeros((2, mp + ms + nsec))
-    gains[:, mp + ms:] = [[kd], [kp]]
+    gains[:, mp + ms :] = [[kd], [kp]]
     target = RNG.normal(size=p)
-    solver = uk.ServoSolver(n, p, mp, ms + nsec, backend=backend, secondary=nsec, one_sided=nos,
-                            internal_effort=target)
-    solver.solve_rows(np.tril(M), Q, np.zeros(n), B, np.vstack((As, rows)), np.concatenate((bs, np.zeros(nsec))),
-                      np.concatenate((np.zeros(ms), phis)), np.concatenate((np.zeros(ms), phids)), Ap, bp,
-                      np.zeros(mp), np.zeros(mp), gains)
+    solver = uk.ServoSolver(n, p, mp, ms + nsec, backend=backend, secondary=nsec, one_sided=nos, internal_effort=target)
+    solver.solve_rows(
+        np.tril(M),
+        Q,
+        np.zeros(n),
+        B,
+        np.vstack((As, rows)),
+        np.concatenate((bs, np.zeros(nsec))),
+        np.concatenate((np.zeros(ms), phis)),
+        np.concatenate((np.zeros(ms), phids)),
+        Ap,
+        bp,
+        np.zeros(mp),
+        np.zeros(mp),
+        gains,
+    )
     rhs = -(kd * phids + kp * phis)
     active = np.ones(nsec, dtype=bool)
-    active[nsec - nos:] = phis[nsec - nos:] < 0.0
-    ref = uk.servo_control(M, Q, B, As, bs, A_passive=Ap if mp else None, b_passive=bp if mp else None,
-                           posture_accel=rows[active].T @ rhs[active], internal_effort=target,
-                           on_infeasible='report')
+    active[nsec - nos :] = phis[nsec - nos :] < 0.0
+    ref = uk.servo_control(
+        M,
+        Q,
+        B,
+        As,
+        bs,
+        A_passive=Ap if mp else None,
+        b_passive=bp if mp else None,
+        posture_accel=rows[active].T @ rhs[active],
+        internal_effort=target,
+        on_infeasible='report',
+    )
     scale = max(1.0, np.abs(ref.u).max())
     assert np.abs(solver.u - ref.u).max() < 1e-9 * scale
     assert np.abs(solver.qdd - ref.qdd).max() < 1e-9 * max(1.0, np.abs(ref.qdd).max())
@@ -111,8 +139,13 @@ def _params(name):
 def test_no_freedom_no_posture_rows():
     """Where the task uses every degree of freedom nothing is added (the shipped robots' numbers stay
     bit-identical: bench/fingerprint.py); dimensions against an SVD of N B at the initial state."""
-    for name, expected in (('scara', (0, 0)), ('five_bar', (0, 0)), ('five_bar_redundant', (0, 1)),
-                           ('dual_arm', (0, 3)), ('planar_3r', (0, 0))):
+    for name, expected in (
+        ('scara', (0, 0)),
+        ('five_bar', (0, 0)),
+        ('five_bar_redundant', (0, 1)),
+        ('dual_arm', (0, 3)),
+        ('planar_3r', (0, 0)),
+    ):
         setup = load_robot(name)
         ctrl = ControllerCore(setup, backend='reference')
         red = ctrl.redundancy
@@ -152,7 +185,7 @@ def test_internal_force_target_changes_efforts_not_motion():
         Ap = passive.A
         NB = (Mi - Mi @ Ap.T @ np.linalg.pinv(Ap @ Mi @ Ap.T) @ Ap @ Mi) @ B
         _, sv, Vt = np.linalg.svd(NB)
-        Z = Vt[np.count_nonzero(sv > 1e-9 * sv[0]):].T
+        Z = Vt[np.count_nonzero(sv > 1e-9 * sv[0]) :].T
         assert Z.shape[1] == 1
         assert np.allclose(r1.effort - r0.effort, Z @ (Z.T @ target), atol=1e-9)
         assert np.abs(r1.effort - r0.effort).max() > 0.1
@@ -177,9 +210,16 @@ def _planar_hold_params(posture):
     model = setup.model
     model.compute(setup.q0, np.zeros(3))
     tool = np.asarray(model.frame_position('tool'), dtype=float)
-    params['constraints'] = {'names': ['tool_hold'], 'tool_hold': {
-        'role': 'servo', 'type': 'frame_position', 'frame': 'tool', 'axes': ['x', 'z'],
-        'trajectory': {'type': 'hold', 'value': [float(tool[0]), float(tool[2])]}}}
+    params['constraints'] = {
+        'names': ['tool_hold'],
+        'tool_hold': {
+            'role': 'servo',
+            'type': 'frame_position',
+            'frame': 'tool',
+            'axes': ['x', 'z'],
+            'trajectory': {'type': 'hold', 'value': [float(tool[0]), float(tool[2])]},
+        },
+    }
     params['robot']['initial_velocity'] = [0.0, 0.0, 0.0]
     params['posture'] = posture
     return params, path, setup, tool
@@ -188,11 +228,13 @@ def _planar_hold_params(posture):
 def _same_tool(setup, tool, q3):
     """(q1, q2) putting the tool at `tool` (x, z) with the wrist at q3: a point of the self-motion manifold."""
     from scipy.optimize import least_squares
+
     model = setup.model
 
     def residual(x):
         model.compute(np.array([x[0], x[1], q3]), np.zeros(3))
         return np.asarray(model.frame_position('tool'))[[0, 2]] - tool[[0, 2]]
+
     sol = least_squares(residual, setup.q0[:2], xtol=1e-15, ftol=1e-15, gtol=1e-15)
     return np.array([sol.x[0], sol.x[1], q3])
 
@@ -209,8 +251,8 @@ def test_posture_converges_where_the_task_leaves_freedom(tmp_path):
     res = simulate(loaded, duration=4.0)
     start = np.linalg.norm(setup.q0 - q_ref)
     assert res.posture_error[0] == pytest.approx(start)
-    assert res.posture_error[-1] < 1e-3 * start                     # the free direction reached q_ref
-    assert np.abs(res.task_error).max() < 1e-5                      # while the tool stayed put (ZOH: ~2e-6 m)
+    assert res.posture_error[-1] < 1e-3 * start  # the free direction reached q_ref
+    assert np.abs(res.task_error).max() < 1e-5  # while the tool stayed put (ZOH: ~2e-6 m)
     assert res.summary()['null_space_motion'] == 1
     # the CSV carries the posture error |q - q_ref| and the dimensions
     write_csv(res, tmp_path / 'log.csv')
@@ -235,7 +277,7 @@ def test_posture_on_every_backend_agrees():
     rng = np.random.default_rng(5)
     for k in range(6):
         q = loaded.q0 + rng.normal(size=3) * 0.2
-        q[2] = loaded.model.position_limits[1][2] - 0.01 if k == 5 else q[2]   # inside a limit margin
+        q[2] = loaded.model.position_limits[1][2] - 0.01 if k == 5 else q[2]  # inside a limit margin
         qd = rng.normal(size=3) * 0.3
         out = {b: c.step(q, qd, 0.01 * k) for b, c in ctrls.items()}
         ref = out['reference']
@@ -253,7 +295,7 @@ def test_compiled_posture_error_is_the_subtracted_norm():
     params, path, setup, tool = _planar_hold_params({'omega': 5.0})
     loaded = setup_from_settings(resolve(path, params=params))
     fast, ref = ControllerCore(loaded, backend='compiled'), ControllerCore(loaded, backend='reference')
-    assert fast._view._posture is not None and ref._view._posture is None    # the fast path runs, not the other
+    assert fast._view._posture is not None and ref._view._posture is None  # the fast path runs, not the other
     q_ref = fast.redundancy.q_ref
     rng = np.random.default_rng(19)
     for k in range(12):

@@ -1,4 +1,5 @@
 """load_robot for the shipped setups, actuator maps, and errors that name file and key."""
+
 import copy
 import math
 
@@ -7,13 +8,11 @@ import pytest
 import yaml
 
 from uk_controller.files import rcl_yaml
-
 from uk_controller.files.parameter_file import ConfigError, ConfigNotFoundError, load_config
 from uk_controller.paths import available_configs, resolve_config, resolve_data_file, share_dir
 from uk_controller.robots import load_robot, setup_from_settings
-from uk_controller.settings.resolve import resolve
-
 from uk_controller.settings import schema as S
+from uk_controller.settings.resolve import resolve
 
 DEFAULT_OMEGA = S.default('stabilization.omega')
 
@@ -33,13 +32,17 @@ def test_share_dir_and_config_resolution():
     assert resolve_config('scara') == (share_dir() / 'config' / 'scara.yaml').resolve()
     assert resolve_config(str(share_dir() / 'config' / 'scara.yaml')).name == 'scara.yaml'
     assert {'scara', 'planar_3r'} <= set(available_configs())
-    with pytest.raises(ConfigNotFoundError, match='scara'):     # lists what exists
+    with pytest.raises(ConfigNotFoundError, match='scara'):  # lists what exists
         resolve_config('no_such_robot')
     # a relative path is relative to the setup file's folder only, never the share dir by accident
     assert resolve_data_file('urdf/scara.urdf', share_dir() / 'config' / 'scara.yaml') is None
-    assert resolve_data_file('../urdf/scara.urdf', share_dir() / 'config' / 'scara.yaml') == \
-        (share_dir() / 'urdf' / 'scara.urdf').resolve()
-    assert resolve_data_file('package://uk_controller/urdf/scara.urdf') == (share_dir() / 'urdf' / 'scara.urdf').resolve()
+    assert (
+        resolve_data_file('../urdf/scara.urdf', share_dir() / 'config' / 'scara.yaml')
+        == (share_dir() / 'urdf' / 'scara.urdf').resolve()
+    )
+    assert (
+        resolve_data_file('package://uk_controller/urdf/scara.urdf') == (share_dir() / 'urdf' / 'scara.urdf').resolve()
+    )
     assert resolve_data_file('package://uk_controller/urdf/nothing.urdf') is None
 
 
@@ -55,6 +58,7 @@ def test_scara_setup(scara):
 
 def test_scara_restored_start_matches_printed_velocities(scara):
     """Why the signs: only the restored q0 makes the printed q'(0) move the tool along the helix."""
+
     def velocity_residual(setup):
         model = setup.model
         model.compute(setup.q0, setup.qd0)
@@ -98,8 +102,7 @@ def test_planar_3r_start_is_compatible_and_rows_match_planar_kinematics(planar):
         # positive angles about +y turn +x towards -z
         x = 0.4 * math.cos(a1) + 0.3 * math.cos(a12) + 0.2 * math.cos(a123)
         z = -(0.4 * math.sin(a1) + 0.3 * math.sin(a12) + 0.2 * math.sin(a123))
-        phi = [x - 0.45 - 0.1 * math.cos(t), z - 0.25 - 0.1 * math.sin(t),
-               (a123 + math.pi) % (2 * math.pi) - math.pi]
+        phi = [x - 0.45 - 0.1 * math.cos(t), z - 0.25 - 0.1 * math.sin(t), (a123 + math.pi) % (2 * math.pi) - math.pi]
         np.testing.assert_allclose(rows.phi, phi, atol=1e-12)
         np.testing.assert_allclose(rows.A[2], [1.0, 1.0, 1.0], atol=1e-12)
         if k == 0:
@@ -151,7 +154,7 @@ def test_defaults_when_sections_are_absent():
     setup = setup_from_settings(resolve(path, params=params))
     assert setup.actuators.names == setup.joint_names == ['shoulder', 'elbow', 'wrist']
     np.testing.assert_array_equal(setup.actuators.effort_limits, [60.0, 30.0, 10.0])
-    assert float(setup.stabilization.kp) == DEFAULT_OMEGA ** 2
+    assert float(setup.stabilization.kp) == DEFAULT_OMEGA**2
     assert setup.passive.m == 0 and setup.servo.m == 0
 
 
@@ -165,10 +168,14 @@ def test_mass_scale_reaches_the_model(scara):
 
 def test_load_config_node_sections(tmp_path):
     path = tmp_path / 'nodes.yaml'
-    path.write_text(yaml.safe_dump({
-        '/**': {'ros__parameters': {'robot': {'name': 'a', 'urdf': 'x'}, 'control': {'rate': 100.0}}},
-        'uk_controller_node': {'ros__parameters': {'control': {'rate': 500.0}}},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                '/**': {'ros__parameters': {'robot': {'name': 'a', 'urdf': 'x'}, 'control': {'rate': 100.0}}},
+                'uk_controller_node': {'ros__parameters': {'control': {'rate': 500.0}}},
+            }
+        )
+    )
     params, resolved = load_config(path)
     assert resolved == path.resolve() and params['control']['rate'] == 100.0
     params, _ = load_config(path, node='uk_controller_node')
@@ -180,7 +187,7 @@ def test_load_config_node_sections(tmp_path):
 
 def _write(tmp_path, params, name='robot.yaml'):
     path = tmp_path / name
-    path.write_text(rcl_yaml.dump({'/**': {'ros__parameters': params}}))    # quotes y as ROS needs
+    path.write_text(rcl_yaml.dump({'/**': {'ros__parameters': params}}))  # quotes y as ROS needs
     return path
 
 
@@ -200,6 +207,7 @@ def _edit(path_in_params, value):
             del node[keys[-1]]
         else:
             node[keys[-1]] = value
+
     return apply
 
 
@@ -213,12 +221,14 @@ BAD = [
     (_edit('robot.gravity', [0.0, 'down', 0.0]), 'robot.gravity', 'numbers'),
     (_edit('actuators.motor2', {'joint': 'joint9'}), 'actuators.motor2.joint', 'joint9'),
     (_edit('actuators.motor3', {'joint': 'joint3', 'effort_limit': -1.0}), 'actuators.motor3.effort_limit', '> 0'),
-    (_edit('actuators.motor4', {'between': ['link4', 'nowhere'], 'axis': [0.0, 0.0, 1.0]}),
-     'actuators.motor4.between', 'nowhere'),
+    (
+        _edit('actuators.motor4', {'between': ['link4', 'nowhere'], 'axis': [0.0, 0.0, 1.0]}),
+        'actuators.motor4.between',
+        'nowhere',
+    ),
     (_edit('actuators.motor9', {'joint': 'joint1'}), 'actuators.motor9', 'not listed'),
     (_edit('constraints.tool_path.frame', 'flange'), 'constraints.tool_path.frame', 'flange'),
-    (_edit('constraints.tool_path.trajectory.radius', _DELETE), 'constraints.tool_path.trajectory.radius',
-     'missing'),
+    (_edit('constraints.tool_path.trajectory.radius', _DELETE), 'constraints.tool_path.trajectory.radius', 'missing'),
     (_edit('constraints.names', ['tool_path', 'tool_orientation', 'ghost']), 'constraints.ghost', 'missing'),
     (_edit('stabilization.convention', 'magic'), 'stabilization.convention', 'magic'),
     (_edit('stabilization.omega', _DELETE), 'stabilization.omega', 'missing'),
@@ -237,11 +247,14 @@ def test_bad_config_names_file_and_key(tmp_path, edit, key, match):
     assert str(err.value).startswith(f'{path.resolve()}: {key}: ')
 
 
-@pytest.mark.parametrize('text, match', [
-    ('robot: {name: x}\n', 'ros__parameters'),
-    ('/**: {ros__parameters: {robot: [1, 2}\n', 'YAML'),
-    ('- just\n- a list\n', 'top level'),
-])
+@pytest.mark.parametrize(
+    'text, match',
+    [
+        ('robot: {name: x}\n', 'ros__parameters'),
+        ('/**: {ros__parameters: {robot: [1, 2}\n', 'YAML'),
+        ('- just\n- a list\n', 'top level'),
+    ],
+)
 def test_malformed_files(tmp_path, text, match):
     path = tmp_path / 'bad.yaml'
     path.write_text(text)
@@ -257,11 +270,11 @@ def test_urdf_relative_to_the_config_file(tmp_path):
     (tmp_path / 'urdf' / 'my_arm.urdf').write_text(urdf)
     (tmp_path / 'config').mkdir()
     params, _ = _params('planar_3r')
-    params['robot']['urdf'] = '../urdf/my_arm.urdf'   # relative to the config file's folder
+    params['robot']['urdf'] = '../urdf/my_arm.urdf'  # relative to the config file's folder
     path = _write(tmp_path / 'config', params, 'my_arm.yaml')
     setup = load_robot(path)
     assert setup.urdf_path == (tmp_path / 'urdf' / 'my_arm.urdf').resolve()
-    params['robot']['urdf'] = 'my_arm.urdf'           # next to the config file
+    params['robot']['urdf'] = 'my_arm.urdf'  # next to the config file
     (tmp_path / 'config' / 'my_arm.urdf').write_text(urdf)
     assert load_robot(_write(tmp_path / 'config', params, 'b.yaml')).urdf_path.parent == tmp_path / 'config'
 
@@ -272,11 +285,14 @@ def test_callable_constraint_from_config(tmp_path):
         'def elbow_at(model, q, qd, t, params):\n'
         '    i = model.joint_index("elbow")\n'
         '    A = np.zeros((1, model.n)); A[0, i] = 1.0\n'
-        '    return np.array([q[i] - params["angle"]]), A @ qd, A, np.zeros(1)\n')
+        '    return np.array([q[i] - params["angle"]]), A @ qd, A, np.zeros(1)\n'
+    )
     params, _ = _params('planar_3r')
     params['robot']['urdf'] = str(share_dir() / 'urdf' / 'planar_3r.urdf')
-    params['constraints'] = {'names': ['elbow'], 'elbow': {'type': 'callable', 'function': 'my_constraints.py:elbow_at',
-                                                           'params': {'angle': 0.5}}}
+    params['constraints'] = {
+        'names': ['elbow'],
+        'elbow': {'type': 'callable', 'function': 'my_constraints.py:elbow_at', 'params': {'angle': 0.5}},
+    }
     setup = load_robot(_write(tmp_path, params))
     q = np.array([0.1, 0.9, -0.2])
     _, rows, _ = setup.evaluate(q, np.array([0.0, 2.0, 0.0]), 0.0)

@@ -5,6 +5,7 @@ rmw_fastrtps) are the independent reference: every JointState they write our dec
 bit for bit, every message our encoders write they read back bit for bit. No rclpy Context is
 started (serialization needs none), so these run in the quick suite.
 """
+
 import math
 import struct
 
@@ -36,7 +37,7 @@ def random_name(rng):
 def random_joint_state(rng):
     n = int(rng.integers(0, 9))
     msg = JointState()
-    msg.header.stamp.sec = int(rng.integers(-2**31, 2**31))
+    msg.header.stamp.sec = int(rng.integers(-(2**31), 2**31))
     msg.header.stamp.nanosec = int(rng.integers(0, 10**9))
     msg.header.frame_id = random_name(rng) if rng.random() < 0.5 else ''
     msg.name = [random_name(rng) for _ in range(n)]
@@ -90,7 +91,7 @@ def test_rclpy_reads_our_effort_buffer_and_writes_the_same_layout():
         reference = serialization.serialize_message(Float64MultiArray(data=values.tolist()))
         assert len(reference) >= len(encoder.buffer)
         at = len(encoder.buffer) - 8 * n
-        assert reference[at:at + 8 * n] == bytes(encoder.buffer[at:])
+        assert reference[at : at + 8 * n] == bytes(encoder.buffer[at:])
         assert reference[:16] == bytes(encoder.buffer[:16])
 
 
@@ -124,7 +125,7 @@ def test_corrupted_bytes_give_a_cdr_error_or_arrays_inside_the_message():
         data = bytearray(serialization.serialize_message(random_joint_state(rng)))
         for _ in range(int(rng.integers(1, 4))):
             data[int(rng.integers(4, len(data)))] = int(rng.integers(0, 256))
-        if rng.random() < 0.3:          # a huge count somewhere
+        if rng.random() < 0.3:  # a huge count somewhere
             at = int(rng.integers(4, len(data) - 4))
             struct.pack_into('<I', data, at, int(rng.integers(2**20, 2**32)))
         try:

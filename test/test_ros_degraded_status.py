@@ -6,27 +6,27 @@ equation is inconsistent (seed 004 eq 35 gives the least-squares effort). The no
 they must say WARN with the controller's own reason, while the published efforts are that solution
 (finite, not the safe effort), as ``ControllerCore.step`` computes it for the same setup.
 """
+
 import os
 import re
 import time
 
 import numpy as np
 import pytest
-
 from parallel import domain_id
+
 DOMAIN_ID = domain_id(83)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 rclpy = pytest.importorskip('rclpy')
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
+from test_status import _two_motor_scara  # noqa: E402
 
 from uk_controller.control.controller import ControllerCore  # noqa: E402
 from uk_controller.control.status import Status, reason  # noqa: E402
-from ros_nodes import NodeProcess, Probe  # noqa: E402
-
-from test_status import _two_motor_scara  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -48,13 +48,15 @@ def test_a_solved_but_inconsistent_step_is_a_warning_with_its_reason(tmp_path):
 
     def tick():
         msg = JointState(name=names, position=q0, velocity=[0.0] * len(q0))
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(probe.node.get_clock().now().nanoseconds,
-                                                                1_000_000_000)
+        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(probe.node.get_clock().now().nanoseconds, 1_000_000_000)
         pub.publish(msg)
+
     probe.node.create_timer(1.0 / RATE, tick)
-    params = {'config': str(tmp_path / 'two_motors.yaml'),       # written by _two_motor_scara
-              'control': {'rate': RATE, 'state_timeout': 0.2},
-              'ros': {'diagnostics_period': 0.25, 'effort_joints': ['joint1', 'joint2']}}
+    params = {
+        'config': str(tmp_path / 'two_motors.yaml'),  # written by _two_motor_scara
+        'control': {'rate': RATE, 'state_timeout': 0.2},
+        'ros': {'diagnostics_period': 0.25, 'effort_joints': ['joint1', 'joint2']},
+    }
     node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path))
     try:
         # readiness, not a speed requirement: a loaded 2-core machine may take minutes to start the node

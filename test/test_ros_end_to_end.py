@@ -18,33 +18,33 @@ Two loops per robot (SCARA, five-bar):
   mis-wired (joint order, effort order, units, time base) fails that by orders
   of magnitude.
 """
+
 import os
 import time
 
 import numpy as np
 import pytest
-
 from parallel import domain_id
+
 DOMAIN_ID = domain_id(70)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
 rclpy = pytest.importorskip('rclpy')
+from dds_loops import SIM, run_controller_first, run_plant_first, stamp  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
-from dds_loops import SIM, run_controller_first, run_plant_first, stamp  # noqa: E402
-
 from uk_controller.robots import load_robot  # noqa: E402
-from ros_nodes import NodeProcess, Probe  # noqa: E402
 from uk_controller.sim.closed_loop import simulate  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
 RATE = 200.0
-FREE_RUN_FLOOR = 0.05      # m: stable tracking whatever the scheduling (start errors are ~0.02 m; a
-                           # mis-wired or unstable loop diverges to metres or NaN)
+FREE_RUN_FLOOR = 0.05  # m: stable tracking whatever the scheduling (start errors are ~0.02 m; a
+# mis-wired or unstable loop diverges to metres or NaN)
 SUBSTEPS = 2
-CLOCK_START = 1.0           # uk_sim_node's default simulation.clock_start
+CLOCK_START = 1.0  # uk_sim_node's default simulation.clock_start
 
 
 @pytest.fixture(scope='module')
@@ -58,11 +58,19 @@ def probe():
 def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_path, robot, duration):
     steps = int(round(duration * RATE))
     ctl = {'config': robot, 'use_sim_time': True, 'control': {'rate': RATE}, 'ros': {'trigger': 'state'}}
-    sim = {'config': robot, 'control': {'rate': RATE}, 'simulation': {'lockstep': True, 'substeps': SUBSTEPS,
-                                                                'wait_for_subscribers': 2}}
-    states, errors, _ = run_plant_first(probe, tmp_path, DOMAIN_ID, ctl, sim,
-                                        lambda s, e: len(e) >= 3 and s and max(round((t - CLOCK_START) * RATE)
-                                                                               for _, (t, _q) in s) >= steps)
+    sim = {
+        'config': robot,
+        'control': {'rate': RATE},
+        'simulation': {'lockstep': True, 'substeps': SUBSTEPS, 'wait_for_subscribers': 2},
+    }
+    states, errors, _ = run_plant_first(
+        probe,
+        tmp_path,
+        DOMAIN_ID,
+        ctl,
+        sim,
+        lambda s, e: len(e) >= 3 and s and max(round((t - CLOCK_START) * RATE) for _, (t, _q) in s) >= steps,
+    )
     by_step = {int(round((t - CLOCK_START) * RATE)): q for _, (t, q) in states}
     # the in-process run covers every step the probe saw (and a few more: a task error may arrive
     # before the state it was computed from): under load the probe may match the controller's
@@ -78,9 +86,11 @@ def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_
     dds_error = np.array([e for _, e in errors])
     k, matched = -1, 0
     for j, e in enumerate(dds_error):
-        later = np.flatnonzero(np.abs(ref.task_error[k + 1:] - e).max(axis=1) < 1e-9)
-        assert later.size, (f'task error {j} ({e}) matches no step after {k} of the in-process run '
-                            f'({len(ref.task_error)} steps; {len(dds_error)} errors received)')
+        later = np.flatnonzero(np.abs(ref.task_error[k + 1 :] - e).max(axis=1) < 1e-9)
+        assert later.size, (
+            f'task error {j} ({e}) matches no step after {k} of the in-process run '
+            f'({len(ref.task_error)} steps; {len(dds_error)} errors received)'
+        )
         k += 1 + int(later[0])
         matched += 1
     assert matched >= 3, matched
@@ -94,18 +104,31 @@ def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, 
     # the plant waits once `lag` periods pass without a command (as gz_ros2_control steps its
     # controllers in sync): however busy the machine, the controller acts on a state at most
     # `lag` periods old, and the in-process loop with that measurement delay bounds the error
-    sim = dict(common, simulation={'substeps': 1, 'publish_clock': True, 'real_time_factor': 0.5,
-                                   'max_command_lag': lag, 'wait_for_subscribers': 2})   # probe + controller
+    sim = dict(
+        common,
+        simulation={
+            'substeps': 1,
+            'publish_clock': True,
+            'real_time_factor': 0.5,
+            'max_command_lag': lag,
+            'wait_for_subscribers': 2,
+        },
+    )  # probe + controller
     ctl = dict(common, use_sim_time=True)
-    _states, errors, _ = run_controller_first(probe, tmp_path, DOMAIN_ID, ctl, sim,
-                                              lambda s, e: len(e) >= duration * rate, timeout=60.0)
+    _states, errors, _ = run_controller_first(
+        probe, tmp_path, DOMAIN_ID, ctl, sim, lambda s, e: len(e) >= duration * rate, timeout=60.0
+    )
     # one task error per control period at most (fewer when the controller fell behind), so
     # skipping the first transient * rate messages skips at least the transient
-    after = np.array([e for _, e in errors])[int(transient * rate):]
+    after = np.array([e for _, e in errors])[int(transient * rate) :]
     dds_max = np.linalg.norm(after, axis=1).max()
     setup = load_robot(robot)
-    bound = np.linalg.norm(simulate(setup, duration=duration, rate=rate, substeps=1, measurement_delay=lag)
-                           .task_error[int(transient * rate):], axis=1).max()
+    bound = np.linalg.norm(
+        simulate(setup, duration=duration, rate=rate, substeps=1, measurement_delay=lag).task_error[
+            int(transient * rate) :
+        ],
+        axis=1,
+    ).max()
     assert np.isfinite(dds_max) and dds_max <= max(1.5 * bound, FREE_RUN_FLOOR), (dds_max, bound)
 
 
@@ -113,6 +136,7 @@ def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, 
 def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(probe, tmp_path, robots):
     from uk_controller.files.parameter_file import ConfigError
     from uk_controller.settings.resolve import resolve
+
     with pytest.raises(ConfigError, match='simulation.max_command_lag: needs simulation.publish_clock'):
         resolve(None, {'simulation.max_command_lag': 2})
     for bad in (-1, 1.5, True):
@@ -123,9 +147,18 @@ def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(pro
     probe.record(JointState, '/joint_states', convert=lambda m: (stamp(m), list(m.position)))
     probe.clear('/joint_states')
     command = probe.node.create_publisher(Float64MultiArray, '/effort_controller/commands', 10)
-    sim = NodeProcess(SIM, {'config': 'five_bar', 'control': {'rate': rate},
-                            'simulation': {'publish_clock': True, 'max_command_lag': lag}}, DOMAIN_ID, str(tmp_path))
+    sim = NodeProcess(
+        SIM,
+        {
+            'config': 'five_bar',
+            'control': {'rate': rate},
+            'simulation': {'publish_clock': True, 'max_command_lag': lag},
+        },
+        DOMAIN_ID,
+        str(tmp_path),
+    )
     try:
+
         def stamps():
             return sorted({round((t - CLOCK_START) * rate) for _, (t, _q) in probe.snapshot('/joint_states')})
 
@@ -138,6 +171,7 @@ def test_plant_on_its_clock_waits_for_commands_after_max_command_lag_periods(pro
                 if now and now == last:
                     return now[-1]
                 last = now
+
         # before the first command it runs freely
         assert probe.wait_for(lambda: len(stamps()) >= 20, 30.0), stamps()
         assert probe.wait_for(lambda: command.get_subscription_count() > 0, 10.0)

@@ -6,6 +6,7 @@ names, a silent publisher, and a burst of late messages. Every effort command
 the controller sends is recorded and checked; /diagnostics must name the fault
 while it lasts and report "controlling" after it.
 """
+
 import math
 import os
 import signal
@@ -15,8 +16,8 @@ import time
 
 import numpy as np
 import pytest
-
 from parallel import domain_id
+
 DOMAIN_ID = domain_id(71)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 
@@ -24,13 +25,13 @@ rclpy = pytest.importorskip('rclpy')
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rcl_interfaces.srv import SetParameters  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from ros_nodes import NodeProcess, Probe, params_file, ros_env  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from uk_controller.paths import share_dir  # noqa: E402
 from uk_controller.robots import load_robot  # noqa: E402
-from ros_nodes import NodeProcess, Probe, ros_env, params_file  # noqa: E402
 
 pytestmark = pytest.mark.ros
 
@@ -67,9 +68,9 @@ class Feeder:
             names, q = names[:-1], q[:-1]
         elif mode == 'wrong_names':
             names = [f'other_{n}' for n in names]
-        elif mode == 'duplicate':                # the first joint twice: 3.0, then its true value
+        elif mode == 'duplicate':  # the first joint twice: 3.0, then its true value
             names, q = [names[0]] + names, [3.0] + q
-        elif mode == 'future':                   # a publisher whose clock is 5 s ahead
+        elif mode == 'future':  # a publisher whose clock is 5 s ahead
             self.pub.publish(self.message(names, q, age=-5.0))
             return
         self.pub.publish(self.message(names, q))
@@ -94,8 +95,12 @@ def loop(tmp_path_factory, robots):
     # the feeder holds the robot still while the helix moves on: within seconds the task would give way to the
     # joint and effort limits (status 'limited', a warning in /diagnostics); this module
     # tests input faults on an otherwise healthy loop, so the joint-limit stage is off here
-    params = {'config': 'scara', 'control': {'rate': RATE, 'state_timeout': TIMEOUT},
-              'ros': {'diagnostics_period': 0.25}, 'limits': {'enabled': False}}
+    params = {
+        'config': 'scara',
+        'control': {'rate': RATE, 'state_timeout': TIMEOUT},
+        'ros': {'diagnostics_period': 0.25},
+        'limits': {'enabled': False},
+    }
     node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path_factory.mktemp('faults')))
     # readiness, not a speed requirement: a loaded 2-core machine may take minutes to start the node
     assert probe.wait_for(lambda: len(efforts) > 10, 300.0), node.output()
@@ -122,8 +127,9 @@ def _fault_and_recover(loop, mode, expect_in_message, counter=None):
     assert _wait_diag(probe, diags, time.monotonic(), lambda d: d[0] == 0 and d[1] == 'controlling')
     before = time.monotonic()
     feeder.mode = mode
-    assert _wait_diag(probe, diags, before, lambda d: d[0] == 2 and expect_in_message in d[1]), \
-        [d[:2] for d in _latest(diags, before)]
+    assert _wait_diag(probe, diags, before, lambda d: d[0] == 2 and expect_in_message in d[1]), [
+        d[:2] for d in _latest(diags, before)
+    ]
     time.sleep(2 * TIMEOUT)
     during = time.monotonic()
     # (counts of arrivals, not wall-clock windows: a loaded machine may deliver them late, never fewer)
@@ -131,8 +137,9 @@ def _fault_and_recover(loop, mode, expect_in_message, counter=None):
     held = _efforts_since(efforts, during)
     feeder.mode = 'good'
     after = time.monotonic()
-    assert _wait_diag(probe, diags, after, lambda d: d[0] == 0 and d[1] == 'controlling'), \
-        [d[:2] for d in _latest(diags, after)]
+    assert _wait_diag(probe, diags, after, lambda d: d[0] == 0 and d[1] == 'controlling'), [
+        d[:2] for d in _latest(diags, after)
+    ]
     controlling = time.monotonic()
     probe.wait_for(lambda: len(_efforts_since(efforts, controlling)) > 5, 15.0)
     every = np.array([e for _, e in efforts])
@@ -176,7 +183,7 @@ def test_burst_of_late_messages_is_rejected_without_disturbing_control(loop):
     time.sleep(0.3)
     start = time.monotonic()
     before = max(np.linalg.norm(e) for t, e in errors if t >= start - 0.3)
-    feeder.burst(60, age=1.0)                 # 1 s old stamps, every joint at 100 (rad or m)
+    feeder.burst(60, age=1.0)  # 1 s old stamps, every joint at 100 (rad or m)
     time.sleep(0.5)
     during = _efforts_since(efforts, start)
     assert np.isfinite(during).all() and len(during) > 10
@@ -213,13 +220,19 @@ def _parameter_setter(probe):
     def set_(name, value):
         req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
         return client.call(req, timeout_sec=5.0).results[0]
+
     return set_
 
 
 def _start(module, *ros_args):
     """`module` started with ``--ros-args`` `ros_args`, expected to stop at its start-up checks."""
-    return subprocess.run([sys.executable, '-m', module, '--ros-args', *ros_args], env=ros_env(DOMAIN_ID),
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, '-m', module, '--ros-args', *ros_args],
+        env=ros_env(DOMAIN_ID),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_live_parameters_accepted_others_rejected_with_reason(loop):
@@ -238,11 +251,12 @@ def test_live_parameter_of_the_wrong_type_is_refused_naming_key_and_type(loop):
     """rclpy refused it first with "Wrong parameter type, expected '3' got '4'"."""
     set_ = _parameter_setter(loop[0])
     r = set_('stabilization.omega', 'fast')
-    assert not r.successful and 'stabilization.omega' in r.reason and 'numbers' in r.reason \
-        and "'fast'" in r.reason, r.reason
+    assert not r.successful and 'stabilization.omega' in r.reason and 'numbers' in r.reason and "'fast'" in r.reason, (
+        r.reason
+    )
     r = set_('control.safe_effort', 2.0)
     assert not r.successful and 'control.safe_effort' in r.reason and 'string' in r.reason, r.reason
-    assert set_('stabilization.omega', 15).successful           # an integer is a number of rad/s
+    assert set_('stabilization.omega', 15).successful  # an integer is a number of rad/s
     assert set_('stabilization.omega', 20.0).successful
 
 
@@ -257,9 +271,11 @@ def test_robot_without_movable_joints_or_with_negative_mass_exits_2(tmp_path):
     """With a fixed-only URDF the controller node waited forever; a negative mass
     crashed uk_sim_node with a traceback."""
     import mutated_robots as M
+
     fixed = M.fixed_only(tmp_path)
-    _assert_exit_2_naming(_start('uk_controller.ros.controller_node', '-p', f'config:={fixed}'),
-                          str(fixed), 'no movable joint')
+    _assert_exit_2_naming(
+        _start('uk_controller.ros.controller_node', '-p', f'config:={fixed}'), str(fixed), 'no movable joint'
+    )
     heavy = M.write_setup(tmp_path, M.urdf(masses={'link2': -1.5}), 'negative')
     for module in ('uk_controller.ros.sim_node', 'uk_controller.ros.controller_node'):
         _assert_exit_2_naming(_start(module, '-p', f'config:={heavy}'), str(heavy), 'mass -1.5 kg is negative')
@@ -297,9 +313,10 @@ def test_one_glitched_future_stamp_does_not_freeze_control(loop):
     assert _wait_diag(probe, diags, time.monotonic(), lambda d: d[0] == 0 and d[1] == 'controlling')
     start = time.monotonic()
     used0 = int(_latest(diags, start - 1.0)[-1][2]['messages_used'])
-    feeder.pub.publish(feeder.message(feeder.names, feeder.q0, age=-60.0))     # one stamp 60 s ahead
-    assert _wait_diag(probe, diags, start, lambda d: int(d[2]['rejected_clock_skew']) >= 1
-                      and int(d[2]['messages_used']) > used0 + 20)
+    feeder.pub.publish(feeder.message(feeder.names, feeder.q0, age=-60.0))  # one stamp 60 s ahead
+    assert _wait_diag(
+        probe, diags, start, lambda d: int(d[2]['rejected_clock_skew']) >= 1 and int(d[2]['messages_used']) > used0 + 20
+    )
     after = time.monotonic()
     assert _wait_diag(probe, diags, after, lambda d: d[0] == 0 and d[1] == 'controlling')
     assert all(float(d[2]['state_age_ms']) >= 0.0 for d in _latest(diags, start))
@@ -311,7 +328,7 @@ def test_live_parameters_get_the_start_up_checks(loop):
     for bad in (-15.0, math.nan, math.inf, 1e9):
         r = set_('stabilization.omega', bad)
         assert not r.successful and 'stabilization.omega' in r.reason and '(0, 1000] rad/s' in r.reason, r.reason
-    r = set_('stabilization.omega', 60.0)          # in range, but too fast for 100 Hz
+    r = set_('stabilization.omega', 60.0)  # in range, but too fast for 100 Hz
     assert not r.successful and 'rate/4' in r.reason, r.reason
     r = set_('control.soft_start', -1.0)
     assert not r.successful and 'control.soft_start' in r.reason
@@ -330,6 +347,7 @@ def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
     """serial_bridge_node -p protocol:=canopen was a traceback (the parameter is
     hardware.protocol since the bridge reads its parameters as the other nodes do)."""
     from uk_controller.hardware import registry
+
     proc = _start('uk_controller.ros.serial_bridge_node', '-p', 'config:=scara', '-p', 'hardware.protocol:=canopen')
     assert proc.returncode == 2, proc.stderr
     assert 'hardware.protocol' in proc.stderr and 'canopen' in proc.stderr
@@ -344,11 +362,15 @@ def test_robot_description_file_is_removed_at_exit(tmp_path):
     tmp.mkdir()
     env = dict(ros_env(DOMAIN_ID), TMPDIR=str(tmp))
     path = params_file({'config': 'scara', 'robot_description': urdf}, str(tmp_path))
-    proc = subprocess.Popen([sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args',
-                             '--params-file', path], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'uk_controller.ros.controller_node', '--ros-args', '--params-file', path],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
-    for line in proc.stdout:                   # wait until the node has built its setup
+    for line in proc.stdout:  # wait until the node has built its setup
         lines.append(line)
         if 'joints' in line and 'efforts on' in line:
             break

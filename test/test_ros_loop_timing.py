@@ -10,6 +10,7 @@ test/slowed_controller_node.py: a sleep of 2.5 periods) misses at least 2 deadli
 machine is, and the telemetry is compared with the probe's own counts with tolerances that a loaded
 machine keeps (counts over seconds, not instants).
 """
+
 import math
 import os
 import threading
@@ -18,13 +19,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from parallel import domain_id
 
 from uk_controller.files.parameter_file import ConfigError
+from uk_controller.ros.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
 from uk_controller.settings.resolve import resolve
-
-from uk_controller.ros.loop_timing import (TIMING_FIELDS, LoopTiming, OverrunPolicy,
-                                           loop_settings)
-from parallel import domain_id
 
 DOMAIN_ID = domain_id(78)
 
@@ -82,10 +81,10 @@ def test_a_handed_off_window_is_the_window_and_recording_goes_on_meanwhile():
         if k in cuts:
             end = int(starts[k] + 1_000_000)
             assert handed.hand_off(end)
-            assert not handed.hand_off(end + 1)       # not summarized yet: the window goes on, nothing lost
+            assert not handed.hand_off(end + 1)  # not summarized yet: the window goes on, nothing lost
             expected = reference.window(end)
             cuts[k] = (expected, reference.last_latency)
-        if k in (349, 649):                           # the summary comes 50 periods later
+        if k in (349, 649):  # the summary comes 50 periods later
             values = handed.summarize_handed_off()
             expected, latency_q = cuts[k - 50]
             assert values == expected and handed.last_latency == latency_q
@@ -111,18 +110,21 @@ def test_overrun_policy_warns_goes_safe_and_recovers():
     assert all(off.update(10) is None for _ in range(5)) and off.state == 'ok'
 
 
-@pytest.mark.parametrize('ros, key', [
-    ({'loop': {'mode': 'fast'}}, 'ros.loop.mode'),
-    ({'loop': {'priority': 120}}, 'ros.loop.priority'),
-    ({'loop': {'cpus': [-1]}}, 'ros.loop.cpus'),
-    ({'loop': {'window': 0.0}}, 'ros.loop.window'),
-    ({'loop': {'spin_us': 'x'}}, 'ros.loop.spin_us'),
-    ({'loop': {'mlockall': 'yes'}}, 'ros.loop.mlockall'),
-    ({'loop': {'rate': 3}}, 'ros.loop.rate'),
-    ({'overrun': {'safe_after': -1}}, 'ros.overrun.safe_after'),
-    ({'overrun': {'recover_after': 0}}, 'ros.overrun.recover_after'),
-    ({'overrun': 5}, 'ros.overrun'),
-])
+@pytest.mark.parametrize(
+    'ros, key',
+    [
+        ({'loop': {'mode': 'fast'}}, 'ros.loop.mode'),
+        ({'loop': {'priority': 120}}, 'ros.loop.priority'),
+        ({'loop': {'cpus': [-1]}}, 'ros.loop.cpus'),
+        ({'loop': {'window': 0.0}}, 'ros.loop.window'),
+        ({'loop': {'spin_us': 'x'}}, 'ros.loop.spin_us'),
+        ({'loop': {'mlockall': 'yes'}}, 'ros.loop.mlockall'),
+        ({'loop': {'rate': 3}}, 'ros.loop.rate'),
+        ({'overrun': {'safe_after': -1}}, 'ros.overrun.safe_after'),
+        ({'overrun': {'recover_after': 0}}, 'ros.overrun.recover_after'),
+        ({'overrun': 5}, 'ros.overrun'),
+    ],
+)
 def test_bad_loop_settings_name_the_key(ros, key):
     with pytest.raises(ConfigError) as info:
         loop_settings(resolve(params={'ros': ros}))
@@ -138,11 +140,11 @@ def test_loop_settings_defaults():
 
 rclpy = pytest.importorskip('rclpy')
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from ros_nodes import NodeProcess, Probe  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
 from uk_controller.robots import load_robot  # noqa: E402
-from ros_nodes import NodeProcess, Probe  # noqa: E402
 
 EFFORTS = '/effort_controller/commands'
 TIMING = '/uk_controller_node/loop_timing'
@@ -194,11 +196,17 @@ def dds(tmp_path, robots):
             node = NodeProcess('uk_controller.ros.controller_node', params, DOMAIN_ID, str(tmp_path))
         else:
             path = os.pathsep.join([str(Path(__file__).parent), os.environ.get('PYTHONPATH', '')])
-            node = NodeProcess('slowed_controller_node', params, DOMAIN_ID, str(tmp_path),
-                               env={'SLOWED_STEPS': slowed_steps, 'PYTHONPATH': path})
+            node = NodeProcess(
+                'slowed_controller_node',
+                params,
+                DOMAIN_ID,
+                str(tmp_path),
+                env={'SLOWED_STEPS': slowed_steps, 'PYTHONPATH': path},
+            )
         started.append((feeder, node))
         assert probe.wait_for(lambda: len(efforts) > 20, 60.0), node.output()
         return node
+
     yield probe, efforts, timing, diags, start
     for feeder, node in started:
         feeder.close()
@@ -212,9 +220,15 @@ def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
     probe, efforts, timing, diags, start = dds
     rate = 100.0
     first, count = 60, 6
-    params = {'config': 'scara', 'control': {'rate': rate, 'state_timeout': 1.0, 'safe_effort': 'zero'},
-              'ros': {'diagnostics_period': 0.2, 'loop': {'mode': 'thread'},
-                      'overrun': {'warn_after': 2, 'safe_after': 4, 'recover_after': 5}}}
+    params = {
+        'config': 'scara',
+        'control': {'rate': rate, 'state_timeout': 1.0, 'safe_effort': 'zero'},
+        'ros': {
+            'diagnostics_period': 0.2,
+            'loop': {'mode': 'thread'},
+            'overrun': {'warn_after': 2, 'safe_after': 4, 'recover_after': 5},
+        },
+    }
     # steps first..first+5 sleep 2.5 periods: each misses >= 2 deadlines, two in a row reach safe_after
     node = start(params, rate, slowed_steps=f'{first},{count},{2.5 / rate}')
 
@@ -223,8 +237,9 @@ def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
         return d[-1][2] if d else {}
 
     # wait until the slowed steps are over and the loop has been on time for a while
-    assert probe.wait_for(lambda: int(final().get('steps', 0)) > first + count + 50
-                          and final().get('overrun_state') == 'ok', 60.0), (final(), node.output())
+    assert probe.wait_for(
+        lambda: int(final().get('steps', 0)) > first + count + 50 and final().get('overrun_state') == 'ok', 60.0
+    ), (final(), node.output())
     d = final()
     assert int(d['overrun_safe_entries']) >= 1 and int(d['overrun_warnings']) >= 1, d
     assert int(d['overrun_consecutive_max']) >= 4, d
@@ -248,15 +263,19 @@ def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
 def test_telemetry_matches_an_independent_probe(dds):
     probe, efforts, timing, diags, start = dds
     rate = 200.0
-    params = {'config': 'five_bar', 'control': {'rate': rate, 'state_timeout': 1.0},
-              'ros': {'diagnostics_period': 0.5, 'loop': {'mode': 'thread', 'window': 0.5}}}
+    params = {
+        'config': 'five_bar',
+        'control': {'rate': rate, 'state_timeout': 1.0},
+        'ros': {'diagnostics_period': 0.5, 'loop': {'mode': 'thread', 'window': 0.5}},
+    }
     node = start(params, rate)
     assert probe.wait_for(lambda: len(timing) >= 2, 30.0), node.output()
     probe.clear(TIMING)
     probe.clear(EFFORTS)
     probe.clear('/diagnostics')
-    assert probe.wait_for(lambda: len(probe.snapshot(TIMING)) >= 7 and len(probe.snapshot('/diagnostics')) >= 6,
-                          60.0), node.output()
+    assert probe.wait_for(
+        lambda: len(probe.snapshot(TIMING)) >= 7 and len(probe.snapshot('/diagnostics')) >= 6, 60.0
+    ), node.output()
     windows = probe.snapshot(TIMING)
     got = probe.snapshot(EFFORTS)
     diag = [(t, v) for t, (_l, _m, v) in probe.snapshot('/diagnostics') if 'loop_periods' in v]

@@ -14,12 +14,14 @@ the bound, 300, leaves room for the allocator's and rclpy's own bookkeeping and 
 time. Temporaries freed within the period are not counted here: small NumPy arrays cost less than
 writing into preallocated ones (docs/ros.md, "Raw transport").
 """
+
 import gc
 import os
 import sys
 
 from parallel import domain_id
-os.environ['ROS_DOMAIN_ID'] = str(domain_id(64))   # this module's id from the range 60-69 (test/parallel.py)
+
+os.environ['ROS_DOMAIN_ID'] = str(domain_id(64))  # this module's id from the range 60-69 (test/parallel.py)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 os.environ.pop('ROS_STATIC_PEERS', None)
 
@@ -38,22 +40,30 @@ pytestmark = pytest.mark.ros
 def test_a_raw_period_keeps_no_allocation(robot, robots):
     robots(robot)
     from uk_controller.ros.controller_node import ControllerNode
+
     rclpy.init()
     node = None
     try:
-        node = ControllerNode(parameter_overrides=[
-            Parameter('config', value=robot), Parameter('ros.transport', value='raw'),
-            Parameter('ros.trigger', value='state'), Parameter('ros.loop.mode', value='thread'),
-            Parameter('ros.loop.window', value=0.2)])
+        node = ControllerNode(
+            parameter_overrides=[
+                Parameter('config', value=robot),
+                Parameter('ros.transport', value='raw'),
+                Parameter('ros.trigger', value='state'),
+                Parameter('ros.loop.mode', value='thread'),
+                Parameter('ros.loop.window', value=0.2),
+            ]
+        )
         loop = node.loop
-        loop.stop()                                   # the test runs the thread's period itself
+        loop.stop()  # the test runs the thread's period itself
         assert loop.threaded and node.raw_effort is not None
         names, q0 = list(node.core.joint_names), np.asarray(node.setup.q0, dtype=float)
         period_ns = loop.timing.period_ns
         t0 = node.now_ns()
         count = 4000
-        states = [encode_joint_state(t0 + k * period_ns, names, q0 + 1e-3 * np.sin(0.01 * k), np.zeros(len(names)))
-                  for k in range(count)]
+        states = [
+            encode_joint_state(t0 + k * period_ns, names, q0 + 1e-3 * np.sin(0.01 * k), np.zeros(len(names)))
+            for k in range(count)
+        ]
         decoder, merger = JointStateDecoder(), node.merger
         seen = [None, None]
 
@@ -77,10 +87,10 @@ def test_a_raw_period_keeps_no_allocation(robot, robots):
             period(k)
             grown += sys.getallocatedblocks() - before
             if k % 50 == 0:
-                loop.telemetry()          # the executor's part, outside the count (module docstring)
+                loop.telemetry()  # the executor's part, outside the count (module docstring)
         print(f'\n{robot}: {grown} blocks more after {count - 1000} raw periods')
         assert node.running and not node.fault and node.stats.steps >= count - 1
-        assert loop.timing.last[0] > 0               # windows were summarized (telemetry)
+        assert loop.timing.last[0] > 0  # windows were summarized (telemetry)
         assert grown < 300
     finally:
         if node is not None:

@@ -1,12 +1,13 @@
 """Joint-state merging and parameter handling of the ROS layer (plain Python, no DDS)."""
+
 import math
 
 import pytest
 
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.ros import params as P
-from uk_controller.settings.resolve import resolve
 from uk_controller.ros.joint_state_merger import JointStateMerger
+from uk_controller.settings.resolve import resolve
 
 MS = 1_000_000
 JOINTS = ['a', 'b', 'c']
@@ -48,8 +49,8 @@ def test_late_and_out_of_order_stamps_are_rejected():
     m = JointStateMerger(JOINTS, 0.1)
     now = 10_000 * MS
     assert m.update(JOINTS, [1.0, 1.0, 1.0], [0.0] * 3, now - 5 * MS, now)
-    assert not m.update(JOINTS, [2.0, 2.0, 2.0], [0.0] * 3, now - 500 * MS, now)   # older than the timeout
-    assert not m.update(['a'], [3.0], [0.0], now - 8 * MS, now)                     # older than held sample
+    assert not m.update(JOINTS, [2.0, 2.0, 2.0], [0.0] * 3, now - 500 * MS, now)  # older than the timeout
+    assert not m.update(['a'], [3.0], [0.0], now - 8 * MS, now)  # older than held sample
     assert m.counts['late'] == 2 and list(m.q) == [1.0, 1.0, 1.0]
 
 
@@ -68,8 +69,10 @@ def test_missing_velocity_is_the_backward_difference_of_stamped_positions():
 
 
 def test_flatten_unflatten_round_trip_as_ros_does():
-    tree = {'robot': {'joints': ['j1', 'j2'], 'gravity': [0.0, 0.0, -9.81]},
-            'constraints': {'names': ['tool'], 'tool': {'frame': 'tcp', 'trajectory': {'radius': 0.1}}}}
+    tree = {
+        'robot': {'joints': ['j1', 'j2'], 'gravity': [0.0, 0.0, -9.81]},
+        'constraints': {'names': ['tool'], 'tool': {'frame': 'tcp', 'trajectory': {'radius': 0.1}}},
+    }
     flat = P.flatten(tree)
     assert flat['constraints.tool.trajectory.radius'] == 0.1
     assert P.unflatten(flat) == tree
@@ -88,8 +91,16 @@ def test_ros_settings_name_the_bad_key():
 
 
 def test_effort_order_maps_controller_joints_to_actuators():
-    params = resolve(params={'actuators': {'names': ['m1', 'm2', 'm3'], 'm1': {'joint': 'j1'},
-                                           'm2': {'joint': 'j3'}, 'm3': {'between': ['l5', 'world']}}})
+    params = resolve(
+        params={
+            'actuators': {
+                'names': ['m1', 'm2', 'm3'],
+                'm1': {'joint': 'j1'},
+                'm2': {'joint': 'j3'},
+                'm3': {'between': ['l5', 'world']},
+            }
+        }
+    )
     perm, names = P.effort_order(params, ['m1', 'm2', 'm3'], ['j3', 'm3', 'j1'])
     u = [10.0, 30.0, 60.0]
     assert [u[k] for k in perm] == [30.0, 60.0, 10.0] and names == ['j3', 'm3', 'j1']
@@ -124,8 +135,8 @@ def test_age_is_judged_by_arrival_too():
     """A sample stamped (slightly) in the future is never held longer than the timeout by arrival."""
     m = JointStateMerger(JOINTS, 0.1, clock_skew=0.05)
     now = 10_000 * MS
-    assert m.update(JOINTS, [1.0] * 3, [0.0] * 3, now + 40 * MS, now)      # within the tolerance: used
-    later = now + 150 * MS                                                  # stamp age 110 ms, arrival 150 ms
+    assert m.update(JOINTS, [1.0] * 3, [0.0] * 3, now + 40 * MS, now)  # within the tolerance: used
+    later = now + 150 * MS  # stamp age 110 ms, arrival 150 ms
     assert m.age(later) == pytest.approx(0.150)
     assert m.age(later) > m.state_timeout
 
@@ -139,6 +150,7 @@ def test_stamps_far_in_the_past_are_rejected_with_the_offset():
 
 def test_live_parameters_use_the_schema():
     from uk_controller.settings import schema as S
+
     assert P.is_live('control.soft_start') and P.is_live('control.clock_skew')
     for bad in (-15.0, float('nan'), float('inf'), 1e9):
         with pytest.raises(ValueError, match=r'stabilization\.omega.*\(0, 1000\] rad/s'):
@@ -153,18 +165,25 @@ def test_output_types_are_one_table(monkeypatch):
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
     from trajectory_msgs.msg import JointTrajectory
-    from uk_controller.settings import ros_section, schema as S
+
+    from uk_controller.settings import ros_section
+    from uk_controller.settings import schema as S
     from uk_controller.sim.mcap_log import MSGDEFS
-    documented = {'float64_multi_array': Float64MultiArray, 'joint_state': JointState,
-                  'joint_trajectory': JointTrajectory}
+
+    documented = {
+        'float64_multi_array': Float64MultiArray,
+        'joint_state': JointState,
+        'joint_trajectory': JointTrajectory,
+    }
     assert set(ros_section.OUTPUT_TYPES) == set(documented)
     setting = S.lookup('ros.output_type')
     for kind, cls in documented.items():
         assert P.message_class(kind) is cls
-        assert ros_section.OUTPUT_TYPES[kind] in MSGDEFS       # the MCAP log can write it
+        assert ros_section.OUTPUT_TYPES[kind] in MSGDEFS  # the MCAP log can write it
         assert S.check_value(setting, kind) == kind
         assert P.ros_settings(resolve(None, {'ros.output_type': kind}))['output_type'] == kind
     from geometry_msgs.msg import Wrench
+
     monkeypatch.setitem(ros_section.OUTPUT_TYPES, 'wrench', 'geometry_msgs/msg/Wrench')
     assert P.message_class('wrench') is Wrench
     assert P.ros_settings(resolve(None, {'ros.output_type': 'wrench'}))['output_type'] == 'wrench'

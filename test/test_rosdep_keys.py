@@ -5,6 +5,7 @@ ros/rosdistro (rosdep/base.yaml, rosdep/python.yaml, <distro>/distribution.yaml)
 a key with no source for a distro is what `rosdep install --from-paths src`
 rejects with "Cannot locate rosdep definition for [key]".
 """
+
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,8 +14,15 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = yaml.safe_load((ROOT / 'test' / 'data' / 'rosdep_keys.yaml').read_text())
-TAGS = ('depend', 'build_depend', 'exec_depend', 'test_depend', 'buildtool_depend',
-        'build_export_depend', 'buildtool_export_depend')
+TAGS = (
+    'depend',
+    'build_depend',
+    'exec_depend',
+    'test_depend',
+    'buildtool_depend',
+    'build_export_depend',
+    'buildtool_export_depend',
+)
 
 
 def package_keys():
@@ -24,8 +32,7 @@ def package_keys():
 
 @pytest.mark.parametrize('distro', ['jazzy', 'kilted'])
 def test_every_package_xml_key_resolves(distro):
-    missing = [f'<{tag}>{key}' for tag, key in package_keys()
-               if key not in DATA['keys']]
+    missing = [f'<{tag}>{key}' for tag, key in package_keys() if key not in DATA['keys']]
     assert not missing, f'keys not in test/data/rosdep_keys.yaml (run scripts/rosdep_keys.py): {missing}'
     unresolved = [f'<{tag}>{key}' for tag, key in package_keys() if not DATA['keys'][key][distro]]
     assert not unresolved, f'rosdep cannot locate a definition on {distro} for {unresolved}'
@@ -34,7 +41,7 @@ def test_every_package_xml_key_resolves(distro):
 def test_ament_python_is_the_build_type_not_a_dependency():
     root = ET.parse(ROOT / 'package.xml').getroot()
     assert root.find('export/build_type').text == 'ament_python'
-    assert DATA['keys']['ament_python']['jazzy'] is None      # rosdep has no ament_python key
+    assert DATA['keys']['ament_python']['jazzy'] is None  # rosdep has no ament_python key
 
 
 def test_rolling_alternative_to_effort_controllers_uses_a_rolling_package():

@@ -16,6 +16,7 @@ Frame conventions that make the two comparable (see the URDF header):
 The closed forms below are typed in from the paper, not derived from our code.
 The largest deviations are printed (run pytest with -s) and asserted tiny.
 """
+
 import numpy as np
 import pytest
 
@@ -29,8 +30,8 @@ Iz1, Iz2, Iz3, Iz4 = 0.27, 0.31, 0.02, 0.0001
 g = 9.81
 
 # Seed 000 eq 34 coefficients
-ALPHA = Iz1 + r1 ** 2 * m1 + l1 ** 2 * m2 + l1 ** 2 * m3 + l1 ** 2 * m4
-BETA = Iz2 + Iz3 + Iz4 + l2 ** 2 * m3 + l2 ** 2 * m4 + m2 * r2 ** 2
+ALPHA = Iz1 + r1**2 * m1 + l1**2 * m2 + l1**2 * m3 + l1**2 * m4
+BETA = Iz2 + Iz3 + Iz4 + l2**2 * m3 + l2**2 * m4 + m2 * r2**2
 GAMMA = l1 * l2 * m3 + l1 * l2 * m4 + l1 * m2 * r2
 DELTA = Iz3 + Iz4
 
@@ -38,23 +39,27 @@ DELTA = Iz3 + Iz4
 def paper_M(q):
     """Seed 000 eq 34."""
     c2 = np.cos(q[1])
-    return np.array([
-        [ALPHA + BETA + 2 * GAMMA * c2, BETA + GAMMA * c2, DELTA, 0.0],
-        [BETA + GAMMA * c2, BETA, DELTA, 0.0],
-        [DELTA, DELTA, DELTA, 0.0],
-        [0.0, 0.0, 0.0, m4],
-    ])
+    return np.array(
+        [
+            [ALPHA + BETA + 2 * GAMMA * c2, BETA + GAMMA * c2, DELTA, 0.0],
+            [BETA + GAMMA * c2, BETA, DELTA, 0.0],
+            [DELTA, DELTA, DELTA, 0.0],
+            [0.0, 0.0, 0.0, m4],
+        ]
+    )
 
 
 def paper_C(q, qd):
     """Seed 000 eq 35."""
     s2 = np.sin(q[1])
-    return np.array([
-        [-GAMMA * s2 * qd[1], -GAMMA * s2 * (qd[0] + qd[1]), 0.0, 0.0],
-        [GAMMA * s2 * qd[0], 0.0, 0.0, 0.0],
-        [0.0, 0.0, 0.0, 0.0],
-        [0.0, 0.0, 0.0, 0.0],
-    ])
+    return np.array(
+        [
+            [-GAMMA * s2 * qd[1], -GAMMA * s2 * (qd[0] + qd[1]), 0.0, 0.0],
+            [GAMMA * s2 * qd[0], 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+        ]
+    )
 
 
 def paper_G():
@@ -95,8 +100,10 @@ def test_mass_coriolis_gravity_match_seed000(scara):
         dev['C'] = max(dev['C'], np.abs(C - paper_C(q, qd)).max())
         dev['G'] = max(dev['G'], np.abs(model.g - paper_G()).max())
         dev['h'] = max(dev['h'], np.abs(model.h - paper_C(q, qd) @ qd - paper_G()).max())
-    print('\nseed 000 eqs 34-36, largest |Pinocchio - paper| over 200 random states:',
-          ', '.join(f'{k} {v:.2e}' for k, v in dev.items()))
+    print(
+        '\nseed 000 eqs 34-36, largest |Pinocchio - paper| over 200 random states:',
+        ', '.join(f'{k} {v:.2e}' for k, v in dev.items()),
+    )
     # entries are O(1) (M11 up to ~3.5 kg m^2, G4 = 4.9 N): machine precision
     assert dev['M'] < 1e-12
     assert dev['C'] < 1e-12
@@ -110,8 +117,9 @@ def test_tool_kinematics_match_seed000(scara):
     for q, qd in random_states(50, seed=1):
         model.compute(q, qd)
         p, R = paper_tool(q)
-        worst = max(worst, np.abs(model.frame_position('tool') - p).max(),
-                    np.abs(model.frame_rotation('tool') - R).max())
+        worst = max(
+            worst, np.abs(model.frame_position('tool') - p).max(), np.abs(model.frame_rotation('tool') - R).max()
+        )
     assert worst < 1e-13
 
 
@@ -131,18 +139,25 @@ def test_seed000_constraint_rows_match_eq49(scara):
         rows = scara.servo.evaluate(scara.model, q, qd, t)
         s1, c1 = np.sin(q[0]), np.cos(q[0])
         s12, c12 = np.sin(q[0] + q[1]), np.cos(q[0] + q[1])
-        phi = np.array([-l1 * s1 - l2 * s12 - 0.05 * np.sin(w * t),
-                        l1 * c1 + l2 * c12 - 0.35 - 0.05 * np.cos(w * t),
-                        q[3] + l0 - 0.02 * t,
-                        q[:3].sum()])
-        A = np.array([[-l1 * c1 - l2 * c12, -l2 * c12, 0, 0],
-                      [-l1 * s1 - l2 * s12, -l2 * s12, 0, 0],
-                      [0, 0, 0, 1],
-                      [1, 1, 1, 0]])
-        b = np.array([  # eq 49 as printed
-            -qd[0] ** 2 * l1 * s1 - (qd[0] + qd[1]) ** 2 * l2 * s12 - 0.05 * w ** 2 * np.sin(w * t),
-            qd[0] ** 2 * l1 * c1 + (qd[0] + qd[1]) ** 2 * l2 * c12 - 0.05 * w ** 2 * np.cos(w * t),
-            0.0, 0.0])
+        phi = np.array(
+            [
+                -l1 * s1 - l2 * s12 - 0.05 * np.sin(w * t),
+                l1 * c1 + l2 * c12 - 0.35 - 0.05 * np.cos(w * t),
+                q[3] + l0 - 0.02 * t,
+                q[:3].sum(),
+            ]
+        )
+        A = np.array(
+            [[-l1 * c1 - l2 * c12, -l2 * c12, 0, 0], [-l1 * s1 - l2 * s12, -l2 * s12, 0, 0], [0, 0, 0, 1], [1, 1, 1, 0]]
+        )
+        b = np.array(
+            [  # eq 49 as printed
+                -(qd[0] ** 2) * l1 * s1 - (qd[0] + qd[1]) ** 2 * l2 * s12 - 0.05 * w**2 * np.sin(w * t),
+                qd[0] ** 2 * l1 * c1 + (qd[0] + qd[1]) ** 2 * l2 * c12 - 0.05 * w**2 * np.cos(w * t),
+                0.0,
+                0.0,
+            ]
+        )
         np.testing.assert_allclose(rows.phi, phi, atol=1e-13)
         np.testing.assert_allclose(rows.A, A, atol=1e-13)
         np.testing.assert_allclose(rows.b, b, atol=1e-12)

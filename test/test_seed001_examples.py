@@ -8,6 +8,7 @@ Where the paper leaves something open (8.2's Table 1 is not in the text; 8.3's g
 link angles) the choice is stated next to it. The checks are closed forms of the
 constraint error dynamics, not outputs of our own code.
 """
+
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -28,13 +29,13 @@ def spiral_rows(t, r, th, rd, thd):
     phi = np.array([r - e, th + t - 30.0])
     phidot = np.array([rd - 0.1 * e * thd, thd + 1.0])
     A = np.array([[1.0, -0.1 * e], [0.0, 1.0]])
-    b = np.array([0.01 * e * thd ** 2, 0.0])
+    b = np.array([0.01 * e * thd**2, 0.0])
     return ConstraintRows(phi, phidot, A, b, np.array([2, 2], dtype=np.int8))
 
 
 def spiral_a0(r, th, rd, thd):
     """Eq 52, the unconstrained acceleration (unit mass, polar coordinates, eq 9)."""
-    return np.array([r * thd ** 2 - G * np.sin(th), (-2 * rd * thd - G * np.cos(th)) / r])
+    return np.array([r * thd**2 - G * np.sin(th), (-2 * rd * thd - G * np.cos(th)) / r])
 
 
 def test_spiral_particle_0_to_30s():
@@ -44,7 +45,7 @@ def test_spiral_particle_0_to_30s():
         qdd = uk.constrained_acceleration(np.eye(2), spiral_a0(r, th, rd, thd), rows.A, rows.b)  # eq 57
         return [rd, thd, qdd[0], qdd[1]]
 
-    s0 = [np.exp(3.0), 30.0, -0.1 * np.exp(3.0), -1.0]          # initial condition of section 8.1
+    s0 = [np.exp(3.0), 30.0, -0.1 * np.exp(3.0), -1.0]  # initial condition of section 8.1
     t = np.linspace(0.0, 30.0, 301)
     sol = solve_ivp(rhs, (0.0, 30.0), s0, t_eval=t, method='DOP853', rtol=1e-10, atol=1e-12)
     assert sol.success
@@ -52,14 +53,16 @@ def test_spiral_particle_0_to_30s():
     eps2 = np.empty(t.size)
     for k in range(t.size):
         rows = spiral_rows(t[k], *sol.y[:, k])
-        eps1[k], eps2[k] = np.linalg.norm(rows.phi), np.linalg.norm(rows.phidot)   # eqs 58, 59
-    print(f'\nseed 001 8.1: max eps1 {eps1.max():.2e}, max eps2 {eps2.max():.2e} over 0-30 s; '
-          f'r(30) = {sol.y[0, -1]:.6f} (constraint: 1)')
+        eps1[k], eps2[k] = np.linalg.norm(rows.phi), np.linalg.norm(rows.phidot)  # eqs 58, 59
+    print(
+        f'\nseed 001 8.1: max eps1 {eps1.max():.2e}, max eps2 {eps2.max():.2e} over 0-30 s; '
+        f'r(30) = {sol.y[0, -1]:.6f} (constraint: 1)'
+    )
     # The paper's Figure 5 shows errors at integration round-off; eq 57 is integrated without
     # stabilization, so errors are bounded by the integrator tolerance times the growth of
     # r ~ e^3: 1e-6 is far above what rtol 1e-10 leaves and far below any modelling error.
     assert eps1.max() < 1e-6 and eps2.max() < 1e-6
-    assert sol.y[0, -1] == pytest.approx(1.0, abs=1e-6)     # r = e^{0.1 (30 - 30)}
+    assert sol.y[0, -1] == pytest.approx(1.0, abs=1e-6)  # r = e^{0.1 (30 - 30)}
 
 
 def test_spiral_force_independent_of_mass_model():
@@ -102,9 +105,9 @@ def swarm_rows(q, qd):
     np.fill_diagonal(dist, 1.0)
     w = 1.0 - 0.5 / dist
     np.fill_diagonal(w, 0.0)
-    proj = np.einsum('ijk,ijk->ij', d, dv) * 0.5 / dist ** 3
+    proj = np.einsum('ijk,ijk->ij', d, dv) * 0.5 / dist**3
     np.fill_diagonal(proj, 0.0)
-    phi_acc = -(np.einsum('ij,ijk->ik', w, dv) + np.einsum('ij,ijk->ik', proj, d))    # eq 63
+    phi_acc = -(np.einsum('ij,ijk->ik', w, dv) + np.einsum('ij,ijk->ik', proj, d))  # eq 63
     beta = (qd + swarm_grad(q)).ravel()
     n = 2 * N_ROBOTS
     return ConstraintRows(beta, np.zeros(n), np.eye(n), phi_acc.ravel(), np.ones(n, dtype=np.int8))
@@ -112,20 +115,19 @@ def swarm_rows(q, qd):
 
 def simulate_swarm(gains, T):
     M = ROBOT_MASS * np.eye(2 * N_ROBOTS)
-    F = np.zeros(2 * N_ROBOTS)                                  # F_i = 0 (section 8.2)
+    F = np.zeros(2 * N_ROBOTS)  # F_i = 0 (section 8.2)
 
     def rhs(t, s):
         q, qd = s[:10].reshape(5, 2), s[10:].reshape(5, 2)
         rows = swarm_rows(q, qd)
-        qdd = uk.constrained_acceleration(M, F, rows.A, gains.stabilized_rhs(rows))    # eq 64
+        qdd = uk.constrained_acceleration(M, F, rows.A, gains.stabilized_rhs(rows))  # eq 64
         return np.concatenate((s[10:], qdd))
 
     s0 = np.concatenate((SWARM_Q0.ravel(), np.zeros(10)))
     t = np.linspace(0, T, 201)
     sol = solve_ivp(rhs, (0, T), s0, t_eval=t, method='DOP853', rtol=1e-9, atol=1e-11)
     assert sol.success
-    beta = np.array([swarm_rows(sol.y[:10, k].reshape(5, 2), sol.y[10:, k].reshape(5, 2)).phi
-                     for k in range(t.size)])
+    beta = np.array([swarm_rows(sol.y[:10, k].reshape(5, 2), sol.y[10:, k].reshape(5, 2)).phi for k in range(t.size)])
     return t, sol, beta
 
 
@@ -134,9 +136,11 @@ def test_swarm_beta_falls_below_0_01():
     k1 = 2.0
     t, sol, beta = simulate_swarm(Baumgarte.critical(k1), 10.0)
     norm = np.linalg.norm(beta, axis=1)
-    print(f'\nseed 001 8.2: ||beta(0)|| = {norm[0]:.3f}, ||beta(10 s)|| = {norm[-1]:.2e}, '
-          f'below 0.01 from t = {t[np.argmax(norm < 0.01)]:.2f} s')
-    assert norm[0] > 1.0                                       # starts far from eq 61
+    print(
+        f'\nseed 001 8.2: ||beta(0)|| = {norm[0]:.3f}, ||beta(10 s)|| = {norm[-1]:.2e}, '
+        f'below 0.01 from t = {t[np.argmax(norm < 0.01)]:.2f} s'
+    )
+    assert norm[0] > 1.0  # starts far from eq 61
     assert np.allclose(beta, beta[0] * np.exp(-k1 * t)[:, None], atol=1e-6)
     assert norm[-1] < 0.01
     # swarm behaviour (Figure 7): no collisions, and the swarm contracts towards its centre
@@ -162,19 +166,23 @@ L1, LC1, LC2 = 1.0, 0.5, 0.5
 I1 = I2 = 1.0
 K_SPRING = np.diag([1.0, 1.0])
 J_MOTOR = np.diag([1.0, 1.0])
-A_FLEX = np.array([[1.0, 1.0]])                    # eq 70: q(2)' + q(4)' = 0
+A_FLEX = np.array([[1.0, 1.0]])  # eq 70: q(2)' + q(4)' = 0
 
 
 def link_dynamics(q1, q1d):
     """Eqs 67–68 (c11 printed with m1; the standard 2-link term, identical here as m1 = m2)."""
     c4, s4 = np.cos(q1[1]), np.sin(q1[1])
-    d11 = M2 * (L1 ** 2 + LC2 ** 2 + 2 * L1 * LC2 * c4) + M1 * LC1 ** 2 + I1 + I2
-    d12 = M2 * (LC2 ** 2 + L1 * LC2 * c4) + I2
-    D = np.array([[d11, d12], [d12, M2 * LC2 ** 2 + I2]])
+    d11 = M2 * (L1**2 + LC2**2 + 2 * L1 * LC2 * c4) + M1 * LC1**2 + I1 + I2
+    d12 = M2 * (LC2**2 + L1 * LC2 * c4) + I2
+    D = np.array([[d11, d12], [d12, M2 * LC2**2 + I2]])
     h = M2 * L1 * LC2 * s4
     C = np.array([[-h * q1d[1], -h * (q1d[0] + q1d[1])], [h * q1d[0], 0.0]])
-    Gv = np.array([(M1 * LC1 + M2 * L1) * G * np.sin(q1[0]) + M2 * LC2 * G * np.sin(q1[0] + q1[1]),
-                   M2 * LC2 * G * np.sin(q1[0] + q1[1])])
+    Gv = np.array(
+        [
+            (M1 * LC1 + M2 * L1) * G * np.sin(q1[0]) + M2 * LC2 * G * np.sin(q1[0] + q1[1]),
+            M2 * LC2 * G * np.sin(q1[0] + q1[1]),
+        ]
+    )
     return D, C, Gv
 
 
@@ -183,8 +191,8 @@ def eq72_control(q1, q2, q1d, P_inv):
     equation with given force -(C q1' + G + K (q1 - q2)) and b = 0 (eq 70)."""
     D, C, Gv = link_dynamics(q1, q1d)
     Q = -(C @ q1d + Gv + K_SPRING @ (q1 - q2))
-    beta = A_FLEX @ q1d                                   # beta = A q1' - c, c = 0
-    Fc = uk.constraint_force_reference(D, Q, A_FLEX, np.zeros(1))        # eq 71
+    beta = A_FLEX @ q1d  # beta = A q1' - c, c = 0
+    Fc = uk.constraint_force_reference(D, Q, A_FLEX, np.zeros(1))  # eq 71
     return Fc - D @ A_FLEX.T @ np.linalg.solve(A_FLEX @ A_FLEX.T, P_inv * beta), D, Q
 
 

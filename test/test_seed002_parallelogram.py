@@ -10,15 +10,17 @@ over the full 20 s of seed 002 against the reduced model for every method. The t
 the table against seed 002's Tables 7–12 are the benchmark's job
 (``python -m bench.parallelogram_paper``).
 """
+
 import numpy as np
 import pytest
 
-from uk_controller.core import uk
-from bench import bdf, parallelogram_model as pm
+from bench import bdf
+from bench import parallelogram_model as pm
 from bench.parallelogram import NEWTON_TOL, simulate
+from uk_controller.core import uk
 from uk_controller.core.pinv import get_pinv
 
-pm.limit_blas_threads(1)      # 12 x 12 factorizations: BLAS threads only cost time here
+pm.limit_blas_threads(1)  # 12 x 12 factorizations: BLAS threads only cost time here
 
 METHODS = ['svd', 'varga', 'greville', 'householder', 'mgs']
 
@@ -33,14 +35,15 @@ def test_model_jacobian_gamma_and_rank():
         Psi, J, gamma = model.constraints(q, qd)
         assert np.abs(Psi).max() < 1e-14 and np.abs(J @ qd).max() < 1e-14
         sv = np.linalg.svd(J, compute_uv=False)
-        assert np.sum(sv > 1e-10 * sv[0]) == 11                      # seed 002: rank 11, F = 1
+        assert np.sum(sv > 1e-10 * sv[0]) == 11  # seed 002: rank 11, F = 1
         # off the constraint manifold too: J = dPsi/dq, gamma = -(d/dt J) q'
         q = q + rng.normal(size=12) * 0.05
         qd = rng.normal(size=12)
         Psi, J, gamma = model.constraints(q, qd)
         h = 1e-6
-        J_fd = np.column_stack([(model.constraints(q + h * e, qd)[0] - model.constraints(q - h * e, qd)[0]) / (2 * h)
-                                for e in np.eye(12)])
+        J_fd = np.column_stack(
+            [(model.constraints(q + h * e, qd)[0] - model.constraints(q - h * e, qd)[0]) / (2 * h) for e in np.eye(12)]
+        )
         Jdot = (model.constraints(q + h * qd, qd)[1] - model.constraints(q - h * qd, qd)[1]) / (2 * h)
         assert np.allclose(J, J_fd, atol=1e-8)
         assert np.allclose(gamma, -Jdot @ qd, atol=1e-7)
@@ -61,7 +64,7 @@ def test_benchmark_eq32_is_the_uk_equation(method):
         alpha, beta = (1000.0, 100.0) if k < 3 else (0.0, 0.0)
         qdd, Psi = model.acceleration(q, qd, pinv, 1e-8, alpha, beta)
         _, J, gamma = model.constraints(q, qd)
-        b = gamma - 2 * alpha * (J @ qd) - beta ** 2 * Psi
+        b = gamma - 2 * alpha * (J @ qd) - beta**2 * Psi
         Qc = uk.constraint_force_reference(model.M, model.F, J, b, pinv=pinv, rcond=1e-8)
         ref = np.linalg.solve(model.M, model.F + Qc)
         assert np.allclose(qdd, ref, atol=1e-9 * max(1.0, np.abs(ref).max()))
@@ -91,10 +94,11 @@ def test_acceleration_matches_reduced_model(method):
 def test_simulation_with_paper_baumgarte_gains(method):
     """alpha = 1000, beta = 100 (eq 32) make the system stiff (a root near -2000 s^-1): the
     explicit and Adams steps stay small, so only 0.25 s here; TOL 1e-8, rank threshold 1e-5."""
-    r = simulate(method, baumgarte=True, tol=1e-8, rcond=1e-5, tf=0.25, n_out=26, max_wall=120.0,
-                       integrator='LSODA')
-    print(f'\nparallelogram {method}, alpha 1000 beta 100: completed {r.completed}, sum Psi^2 {r.residual:.2e}, '
-          f'nfev {r.nfev}, max |theta - theta_ref| {r.angle_error:.1e}')
+    r = simulate(method, baumgarte=True, tol=1e-8, rcond=1e-5, tf=0.25, n_out=26, max_wall=120.0, integrator='LSODA')
+    print(
+        f'\nparallelogram {method}, alpha 1000 beta 100: completed {r.completed}, sum Psi^2 {r.residual:.2e}, '
+        f'nfev {r.nfev}, max |theta - theta_ref| {r.angle_error:.1e}'
+    )
     assert r.completed, r.message
     assert r.residual < 1e-12
     assert r.angle_error < 1e-5
@@ -103,10 +107,11 @@ def test_simulation_with_paper_baumgarte_gains(method):
 @pytest.mark.parametrize('method', METHODS)
 def test_simulation_with_moderate_baumgarte_gains(method):
     """alpha = beta = 10 (critically damped, not stiff): 3 s through the bottom of the swing."""
-    r = simulate(method, gains=(10.0, 10.0), tol=1e-8, rcond=1e-5, tf=3.0, n_out=61, max_wall=120.0,
-                       integrator='LSODA')
-    print(f'\nparallelogram {method}, alpha = beta = 10: completed {r.completed}, sum Psi^2 {r.residual:.2e}, '
-          f'nfev {r.nfev}, max |theta - theta_ref| {r.angle_error:.1e}')
+    r = simulate(method, gains=(10.0, 10.0), tol=1e-8, rcond=1e-5, tf=3.0, n_out=61, max_wall=120.0, integrator='LSODA')
+    print(
+        f'\nparallelogram {method}, alpha = beta = 10: completed {r.completed}, sum Psi^2 {r.residual:.2e}, '
+        f'nfev {r.nfev}, max |theta - theta_ref| {r.angle_error:.1e}'
+    )
     assert r.completed, r.message
     assert r.residual < 1e-12
     assert r.angle_error < 1e-5
@@ -133,7 +138,7 @@ def test_compiled_rhs_is_eq32(method):
         _, J, _ = model.constraints(s[:12], s[12:])
         PJ = model.m_inv_half[:, None] * (ref(J * model.m_inv_half, 1e-8) @ J)
         assert np.array_equal(jac[:12, :12], np.zeros((12, 12))) and np.array_equal(jac[:12, 12:], np.eye(12))
-        assert np.allclose(jac[12:, :12], -beta ** 2 * PJ, atol=1e-9 * max(1.0, beta ** 2))
+        assert np.allclose(jac[12:, :12], -(beta**2) * PJ, atol=1e-9 * max(1.0, beta**2))
         assert np.allclose(jac[12:, 12:], -2 * alpha * PJ, atol=1e-9 * max(1.0, alpha))
 
 
@@ -141,6 +146,7 @@ def test_compiled_bdf_matches_scipy_bdf():
     """The written-out Gear/BDF integrator and scipy's BDF (NumPy right-hand side, the same
     Jacobian) integrate the same eq 32 with the paper's gains to the same trajectory."""
     from scipy.integrate import solve_ivp
+
     model = pm.Parallelogram()
     tol, tf, alpha, beta = 1e-10, 0.2, 1000.0, 100.0
     ref = get_pinv('householder')
@@ -152,18 +158,34 @@ def test_compiled_bdf_matches_scipy_bdf():
     def jac(t, s):
         _, J, _ = model.constraints(s[:12], s[12:])
         PJ = mih[:, None] * (ref(J * mih, tol) @ J)
-        return np.block([[np.zeros((12, 12)), np.eye(12)], [-beta ** 2 * PJ, -2 * alpha * PJ]])
+        return np.block([[np.zeros((12, 12)), np.eye(12)], [-(beta**2) * PJ, -2 * alpha * PJ]])
 
     t_out = np.linspace(0.0, tf, 11)
     s0 = model.state(-0.3, 0.5)
     sol = solve_ivp(rhs, (0.0, tf), s0, method='BDF', jac=jac, rtol=tol, atol=tol, t_eval=t_out)
     assert sol.success
     y_out, y_last, stats = np.zeros((24, 11)), np.zeros(24), np.zeros(6)
-    status = bdf.bdf_k(s0, tf, pm.METHOD_CODE['householder'], tol, alpha, beta, mih, model.qdd_free, tol, tol,
-                          NEWTON_TOL, t_out, y_out, y_last, stats, 10 ** 6)
+    status = bdf.bdf_k(
+        s0,
+        tf,
+        pm.METHOD_CODE['householder'],
+        tol,
+        alpha,
+        beta,
+        mih,
+        model.qdd_free,
+        tol,
+        tol,
+        NEWTON_TOL,
+        t_out,
+        y_out,
+        y_last,
+        stats,
+        10**6,
+    )
     assert status == 0 and stats[5] == tf
     assert np.allclose(y_last, y_out[:, -1], rtol=0, atol=1e-13)
-    assert np.abs(y_out - sol.y).max() < 1e-7            # two tolerance-1e-10 solutions of one ODE
+    assert np.abs(y_out - sol.y).max() < 1e-7  # two tolerance-1e-10 solutions of one ODE
     assert np.abs(y_out[:, 0] - s0).max() == 0.0
 
 
@@ -173,8 +195,10 @@ def test_compiled_full_run_follows_reduced_model(method):
     on the compiled path: completes, stays on the constraints (sum Psi^2 <= 1e-10, the issue's
     criterion; the paper's Table 10 has 2e-7 to 5e-5) and follows the 1-DOF pendulum."""
     r = simulate(method, baumgarte=True, tol=1e-10, tf=20.0)
-    print(f'\nparallelogram {method} 20 s compiled BDF: sum Psi^2 {r.residual:.1e}, nfev {r.nfev}, '
-          f'max |theta - theta_ref| {r.angle_error:.1e}, {r.message}')
+    print(
+        f'\nparallelogram {method} 20 s compiled BDF: sum Psi^2 {r.residual:.1e}, nfev {r.nfev}, '
+        f'max |theta - theta_ref| {r.angle_error:.1e}, {r.message}'
+    )
     assert r.completed, r.message
     assert r.residual <= 1e-10
     assert r.correct_until == 20.0 and r.angle_error < 1e-6

@@ -5,6 +5,7 @@ The closed form of the servo control is eq 47, F = -(1 + m1/m2) k (x2 - x1 - l).
 constraint the spring is stretched by l, so both masses move with the constant acceleration
 -k l / m2: x_i(t) = x_i(0) + v(0) t - k l t^2 / (2 m2).
 """
+
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -12,8 +13,8 @@ from scipy.integrate import solve_ivp
 from uk_controller.core import uk
 from uk_controller.core.baumgarte import Baumgarte
 
-B = np.array([[1.0], [0.0]])                 # eq 41: Q_s^c = [1, 0]^T F
-A = np.array([[-1.0, 1.0]])                  # eq 45
+B = np.array([[1.0], [0.0]])  # eq 41: Q_s^c = [1, 0]^T F
+A = np.array([[-1.0, 1.0]])  # eq 45
 
 
 def two_mass(x, m1, m2, k, l):
@@ -61,13 +62,13 @@ def simulate(m1, m2, k, l, s0, T, gains=Baumgarte.none()):
 def test_simulation_keeps_x2_minus_x1_equal_2l():
     m1, m2, k, l = 1.0, 2.0, 10.0, 0.5
     v0 = 0.3
-    s0 = np.array([0.0, 2 * l, v0, v0])                 # started on the constraint
+    s0 = np.array([0.0, 2 * l, v0, v0])  # started on the constraint
     t, sol = simulate(m1, m2, k, l, s0, 5.0)
     gap = sol.y[1] - sol.y[0] - 2 * l
     print(f'\nseed 004 two-mass: max |x2 - x1 - 2l| over 5 s {np.abs(gap).max():.2e}')
     assert np.max(np.abs(gap)) < 1e-9
     # closed-form motion on the constraint (uniform acceleration -k l / m2)
-    x1 = v0 * t - k * l * t ** 2 / (2 * m2)
+    x1 = v0 * t - k * l * t**2 / (2 * m2)
     assert np.allclose(sol.y[0], x1, atol=1e-8) and np.allclose(sol.y[1], x1 + 2 * l, atol=1e-8)
     # and the control along it is eq 47's constant value -(1 + m1/m2) k l
     x = sol.y[:2, -1]
@@ -79,7 +80,7 @@ def test_simulation_off_the_constraint_converges_with_baumgarte():
     """Started with x2 - x1 = 2l + 0.1, the stabilized servo constraint (seed 004 III.B,
     phi'' + 2 a phi' + b^2 phi = 0) brings the gap back along the closed form."""
     m1, m2, k, l = 1.0, 2.0, 10.0, 0.5
-    gains = Baumgarte.squared(2.0, 2.0)                 # critically damped, roots -2, -2
+    gains = Baumgarte.squared(2.0, 2.0)  # critically damped, roots -2, -2
     s0 = np.array([0.0, 2 * l + 0.1, 0.0, 0.0])
     t, sol = simulate(m1, m2, k, l, s0, 5.0, gains)
     gap = sol.y[1] - sol.y[0] - 2 * l

@@ -3,11 +3,13 @@
 The robot YAML is scara.yaml with ros.effort_joints reversed, so efforts must be matched to
 motors by joint name, not by position.
 """
+
 import contextlib
 import os
 
 from parallel import domain_id
-os.environ['ROS_DOMAIN_ID'] = str(domain_id(63))         # this module's id from the range 60-69 (test/parallel.py)
+
+os.environ['ROS_DOMAIN_ID'] = str(domain_id(63))  # this module's id from the range 60-69 (test/parallel.py)
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 os.environ.pop('ROS_STATIC_PEERS', None)
 
@@ -21,9 +23,9 @@ import yaml  # noqa: E402
 from uk_controller.files import rcl_yaml  # noqa: E402
 
 rclpy = pytest.importorskip('rclpy')
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray  # noqa: E402
 
@@ -53,7 +55,7 @@ def config(tmp_path):
     params['robot']['urdf'] = str(resolve_data_file(params['robot']['urdf'], src))
     params['ros']['effort_joints'] = list(reversed(params['ros']['effort_joints']))
     path = tmp_path / 'scara_reversed.yaml'
-    path.write_text(rcl_yaml.dump(data))      # quotes 'y' as ROS needs
+    path.write_text(rcl_yaml.dump(data))  # quotes 'y' as ROS needs
     return path
 
 
@@ -70,10 +72,16 @@ def _emulated_arm(config):
 def _bridge(config, emu):
     """The bridge node on `emu`'s port at 100 Hz with a 0.2 s watchdog."""
     from uk_controller.ros.serial_bridge_node import SerialBridgeNode
-    return SerialBridgeNode(parameter_overrides=[
-        Parameter('config', value=str(config)), Parameter('hardware.port', value=emu.port),
-        Parameter('hardware.protocol', value='uk_binary'), Parameter('hardware.rate', value=100.0),
-        Parameter('hardware.watchdog', value=0.2)])
+
+    return SerialBridgeNode(
+        parameter_overrides=[
+            Parameter('config', value=str(config)),
+            Parameter('hardware.port', value=emu.port),
+            Parameter('hardware.protocol', value='uk_binary'),
+            Parameter('hardware.rate', value=100.0),
+            Parameter('hardware.watchdog', value=0.2),
+        ]
+    )
 
 
 @contextlib.contextmanager
@@ -136,7 +144,7 @@ def test_bridge_topics_watchdog_and_diagnostics(config):
         feeder.start()
         assert wait_until(lambda: emu.enabled, 10)
         assert wait_until(lambda: np.allclose(emu.joint_effort(), [1.5, -2.0, 0.5, 0.25], atol=1e-6), 5)
-        pub.publish(Float64MultiArray(data=[1.0, 2.0]))       # wrong length: rejected, counted
+        pub.publish(Float64MultiArray(data=[1.0, 2.0]))  # wrong length: rejected, counted
         moved = wait_until(lambda: states[-1].position[0] > 0.1 + 1e-3, 5)
         assert moved
 
@@ -151,8 +159,12 @@ def test_bridge_topics_watchdog_and_diagnostics(config):
                 return {}
             return {kv.key: kv.value for kv in diags[-1].status[0].values}
 
-        assert wait_until(lambda: int(diag_values().get('watchdog_trips', 0)) >= 1
-                          and int(diag_values().get('effort_rejected', 0)) >= 1, 5)
+        assert wait_until(
+            lambda: (
+                int(diag_values().get('watchdog_trips', 0)) >= 1 and int(diag_values().get('effort_rejected', 0)) >= 1
+            ),
+            5,
+        )
         d = diag_values()
         assert float(d['bus_rate']) > 0 and d['crc_errors'] == '0' and float(d['rtt_p50_ms']) > 0
         assert diags[-1].status[0].name == 'serial_bridge_node: motor bus'
@@ -168,26 +180,33 @@ def test_bridge_loop_timing_matches_probe(config):
     are the probe's (same executor), and a busy machine shifts a few messages between windows.
     """
     from uk_controller.control.loop_timing import TIMING_FIELDS
+
     data = yaml.safe_load(config.read_text())
     data['/**']['ros__parameters']['ros']['loop'] = {'window': 0.5}
     config.write_text(rcl_yaml.dump(data))
     with _bridge_and_probe(config, 'bridge_timing_probe') as (setup, emu, bridge, probe, spin):
-        events, timings, diags = [], [], []        # (kind, index) in reception order
+        events, timings, diags = [], [], []  # (kind, index) in reception order
         probe.create_subscription(JointState, '/joint_states', lambda m: events.append('state'), 200)
-        probe.create_subscription(Float64MultiArray, '/serial_bridge_node/loop_timing',
-                                  lambda m: (timings.append(list(m.data)), events.append('timing')), 20)
+        probe.create_subscription(
+            Float64MultiArray,
+            '/serial_bridge_node/loop_timing',
+            lambda m: (timings.append(list(m.data)), events.append('timing')),
+            20,
+        )
         probe.create_subscription(DiagnosticArray, '/diagnostics', diags.append, 20)
         spin()
         assert wait_until(lambda: len(timings) >= 6, 30)
         assert wait_until(lambda: bool(diags), 5)
     assert all(len(v) == len(TIMING_FIELDS) for v in timings)
     marks = [i for i, e in enumerate(events) if e == 'timing']
-    first, last = marks[1], marks[5]                   # windows 3..6: the probe was listening throughout
+    first, last = marks[1], marks[5]  # windows 3..6: the probe was listening throughout
     counted = events[first:last].count('state')
     rate = TIMING_FIELDS.index('achieved_rate_hz')
     expected = sum(v[rate] * 0.5 for v in timings[2:6])
-    print(f'\nbridge ~/loop_timing: {[round(v[rate], 1) for v in timings]} Hz; probe counted {counted} '
-          f'JointState in windows 3-6, loop_timing says {expected:.1f}')
+    print(
+        f'\nbridge ~/loop_timing: {[round(v[rate], 1) for v in timings]} Hz; probe counted {counted} '
+        f'JointState in windows 3-6, loop_timing says {expected:.1f}'
+    )
     assert counted == pytest.approx(expected, rel=0.25, abs=5)
     assert all(v[rate] > 0 for v in timings[2:6])
     d = {kv.key: kv.value for kv in diags[-1].status[0].values}
@@ -206,31 +225,46 @@ def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(
     import sys
 
     import pinocchio as pin
+    from ros_nodes import ros_env
 
     from uk_controller.hardware import bus_timing, registry
-    from ros_nodes import ros_env
     from uk_controller.sim.uk_plant import UKPlant
 
     setup = load_robot(robots('scara'))
     hw = HardwareConfig.from_setup(setup)
     model = setup.model.model
     need = abs(pin.computeGeneralizedGravity(model, model.createData(), np.asarray(setup.q0, float))[3])
-    limit = 1193 * 2.69e-3                  # XM430-W350 Current Limit x 2.69 mA, k_t = 1 N m/A
+    limit = 1193 * 2.69e-3  # XM430-W350 Current Limit x 2.69 mA, k_t = 1 N m/A
     with registry.make_emulator('dynamixel', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
         runs = {}
         for ms, rate in ((16, 200.0), (1, 100.0)):
             root = str(tmp_path / f'sys{ms}')
             bus_timing.fake_usb_serial(root, emu.port, ms)
-            args = ['--ros-args', '-p', 'config:=scara', '-p', f'hardware.port:={emu.port}',
-                    '-p', 'hardware.protocol:=dynamixel', '-p', f'hardware.rate:={rate}']
-            r = subprocess.run([sys.executable, '-m', 'uk_controller.ros.serial_bridge_node', *args],
-                               capture_output=True, text=True, timeout=240,
-                               env={**ros_env(domain_id(63)), bus_timing.SYSFS_ENV: root})
+            args = [
+                '--ros-args',
+                '-p',
+                'config:=scara',
+                '-p',
+                f'hardware.port:={emu.port}',
+                '-p',
+                'hardware.protocol:=dynamixel',
+                '-p',
+                f'hardware.rate:={rate}',
+            ]
+            r = subprocess.run(
+                [sys.executable, '-m', 'uk_controller.ros.serial_bridge_node', *args],
+                capture_output=True,
+                text=True,
+                timeout=240,
+                env={**ros_env(domain_id(63)), bus_timing.SYSFS_ENV: root},
+            )
             print(r.stdout, r.stderr)
             runs[ms] = r.stdout + r.stderr
             assert r.returncode == 2 and 'Traceback' not in runs[ms]
-            assert (f'motor motor4 (joint4) cannot hold the start pose: gravity needs {need:.4g} N, the motor '
-                    f'gives {limit:.4g} N') in runs[ms]
+            assert (
+                f'motor motor4 (joint4) cannot hold the start pose: gravity needs {need:.4g} N, the motor '
+                f'gives {limit:.4g} N'
+            ) in runs[ms]
             assert 'serial_bridge_node: set-up refused: torque never on' in runs[ms]
             assert not emu.enabled and not np.any(emu.max_abs_effort) and emu.counters['steps'] == 0
         assert 'the requested rate 200 Hz is above the 62 Hz' in runs[16]
@@ -255,10 +289,15 @@ def test_bridge_checks_at_the_first_connect_when_the_port_came_late(tmp_path, ro
         ex = SingleThreadedExecutor()
         bridge = probe = None
         try:
-            bridge = SerialBridgeNode(parameter_overrides=[
-                Parameter('config', value='scara'), Parameter('hardware.port', value=str(late)),
-                Parameter('hardware.protocol', value='dynamixel'), Parameter('hardware.rate', value=100.0),
-                Parameter('hardware.watchdog', value=0.2)])
+            bridge = SerialBridgeNode(
+                parameter_overrides=[
+                    Parameter('config', value='scara'),
+                    Parameter('hardware.port', value=str(late)),
+                    Parameter('hardware.protocol', value='dynamixel'),
+                    Parameter('hardware.rate', value=100.0),
+                    Parameter('hardware.watchdog', value=0.2),
+                ]
+            )
             assert not bridge.checked and bridge.refused is None
             probe = rclpy.create_node('late_probe')
             pub = probe.create_publisher(Float64MultiArray, '/effort_controller/commands', 10)
@@ -274,8 +313,8 @@ def test_bridge_checks_at_the_first_connect_when_the_port_came_late(tmp_path, ro
 
             threading.Thread(target=publish, daemon=True).start()
             time.sleep(0.5)
-            assert bridge.received > 0 and bridge.refused is None       # efforts came, nothing to send them to
-            os.symlink(os.path.realpath(emu.port), late)                 # the adapter appears
+            assert bridge.received > 0 and bridge.refused is None  # efforts came, nothing to send them to
+            os.symlink(os.path.realpath(emu.port), late)  # the adapter appears
             assert wait_until(lambda: bridge.refused is not None, 30)
             stop.set()
             assert 'motor motor4 (joint4) cannot hold the start pose' in bridge.refused

@@ -5,6 +5,7 @@ q(t) = (u/c) (t - tau (1 - exp(-t/tau))), tau = I/c, which the feedback must rep
 through the full calibration chain (gear, direction, torque constant, zero offset) and the
 protocol's wire units.
 """
+
 import errno
 import time
 
@@ -19,10 +20,14 @@ from uk_controller.hardware.registry import make_bus, make_emulator
 
 PROTOCOLS = registry.names()
 # quantisation of each protocol's wire units (relative tolerance on positions)
-RTOL = {'uk_binary': 1e-5, 'dynamixel': 2e-3, 'odrive': 1e-6,
-        # can_mit (Damiao DM-J4310 ranges, t_max 10 N m in 12 bits): the commanded motor torque of m1,
-        # 0.16 N m, is sent within half a step 10/4095 N m: 0.8 % of it, carried into the displacement
-        'can_mit': 0.5 * 2 * 10.0 / 4095 / 0.16}
+RTOL = {
+    'uk_binary': 1e-5,
+    'dynamixel': 2e-3,
+    'odrive': 1e-6,
+    # can_mit (Damiao DM-J4310 ranges, t_max 10 N m in 12 bits): the commanded motor torque of m1,
+    # 0.16 N m, is sent within half a step 10/4095 N m: 0.8 % of it, carried into the displacement
+    'can_mit': 0.5 * 2 * 10.0 / 4095 / 0.16,
+}
 
 
 def torque_atol(protocol, hw):
@@ -40,10 +45,30 @@ pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 def calibrated(protocol, watchdog=0.5):
     # can_mit: Damiao motors, whose motor-side timeout (TIMEOUT register) the host sets over CAN
     mit = {'mit': {'model': 'dm-j4310'}} if protocol == 'can_mit' else {}
-    motors = [MotorCalibration('m1', 1, gear_ratio=5.0, torque_constant=0.2, direction=-1.0, zero_offset=0.1,
-                               torque_limit=1.0, joint='joint1', sections=mit),
-              MotorCalibration('m2', 2, gear_ratio=2.0, torque_constant=0.5, direction=1.0, zero_offset=-0.2,
-                               torque_limit=1.0, joint='joint2', sections=mit)]
+    motors = [
+        MotorCalibration(
+            'm1',
+            1,
+            gear_ratio=5.0,
+            torque_constant=0.2,
+            direction=-1.0,
+            zero_offset=0.1,
+            torque_limit=1.0,
+            joint='joint1',
+            sections=mit,
+        ),
+        MotorCalibration(
+            'm2',
+            2,
+            gear_ratio=2.0,
+            torque_constant=0.5,
+            direction=1.0,
+            zero_offset=-0.2,
+            torque_limit=1.0,
+            joint='joint2',
+            sections=mit,
+        ),
+    ]
     return HardwareConfig(motors=motors, protocol=protocol, watchdog=watchdog)
 
 
@@ -76,7 +101,7 @@ def test_bus_against_emulated_plant(protocol):
             np.testing.assert_allclose(q, [0.3, -0.4], rtol=0, atol=2e-3 / 2)
             # disabled: commands do not move the joints
             bus.enable(False)
-            u = np.array([0.8, -1.5])                       # joint-side efforts
+            u = np.array([0.8, -1.5])  # joint-side efforts
             bus.write(hw.effort_to_motor_torque(u))
             fb = bus.read()
             assert wait_until(lambda: not np.any(emu.joint_effort()))
@@ -89,8 +114,9 @@ def test_bus_against_emulated_plant(protocol):
             np.testing.assert_allclose(q - [0.3, -0.4], dq_ref, rtol=RTOL[protocol], atol=2e-3 / 2)
             np.testing.assert_allclose(qd, v_ref, rtol=RTOL[protocol] * 10, atol=0.03 / 2)
             # torque feedback (joint side) equals the command where the protocol measures it
-            np.testing.assert_allclose(hw.motor_torque_to_effort(fb.torque), u, rtol=2e-3,
-                                       atol=torque_atol(protocol, hw))
+            np.testing.assert_allclose(
+                hw.motor_torque_to_effort(fb.torque), u, rtol=2e-3, atol=torque_atol(protocol, hw)
+            )
             bus.enable(False)
             assert wait_until(lambda: not np.any(emu.joint_effort()))
             assert bus.stats.timeouts == 0 and bus.stats.crc_errors == 0
@@ -106,7 +132,7 @@ def test_device_watchdog_zeroes_torque_when_commands_stop(protocol):
             bus.enable(True)
             bus.transact([0.5, 0.5])
             assert np.all(emu.joint_effort() != 0)
-            deadline = time.monotonic() + 2.0           # host goes quiet
+            deadline = time.monotonic() + 2.0  # host goes quiet
             while emu.counters['watchdog_trips'] == 0 and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert emu.counters['watchdog_trips'] >= 1
@@ -114,7 +140,7 @@ def test_device_watchdog_zeroes_torque_when_commands_stop(protocol):
             if protocol == 'uk_binary':
                 assert bus.read().device_watchdog
             if protocol == 'odrive':
-                assert np.all(bus.read_faults() == 0x800)   # AXIS_ERROR_WATCHDOG_TIMER_EXPIRED
+                assert np.all(bus.read_faults() == 0x800)  # AXIS_ERROR_WATCHDOG_TIMER_EXPIRED
 
 
 @pytest.mark.parametrize('protocol', PROTOCOLS)
@@ -123,9 +149,9 @@ def test_device_clamps_to_configured_limit(protocol):
     plant = IndependentJointsPlant([0.02, 0.05], 0.1)
     with make_emulator(protocol, plant, hw, dt=0.002) as emu:
         with make_bus(hw, port=emu.port, timeout=0.1) as bus:
-            bus.configure(0.5, [0.25, 0.25])       # motor-side N m
+            bus.configure(0.5, [0.25, 0.25])  # motor-side N m
             bus.enable(True)
-            bus.transact([5.0, -5.0])              # (the Dynamixel host also clips to the servo limit)
+            bus.transact([5.0, -5.0])  # (the Dynamixel host also clips to the servo limit)
             tau = hw.effort_to_motor_torque(emu.joint_effort())
             assert np.all(np.abs(tau) <= 0.25 + 3e-3)
 
@@ -172,7 +198,7 @@ def test_vanished_port_while_polling_is_a_port_error():
         def in_waiting(self):
             raise OSError(errno.EIO, 'Input/output error')
 
-    bus = ODriveBus.__new__(ODriveBus)          # no port to open: only the polling path is exercised
+    bus = ODriveBus.__new__(ODriveBus)  # no port to open: only the polling path is exercised
     bus.ser, bus.port, bus.stats, bus.buf = VanishedSerial(), '/dev/ttyGONE', BusStats(), bytearray()
     with pytest.raises(PortError, match='ttyGONE'):
         bus._query('f 0')
@@ -202,23 +228,25 @@ def test_set_up_waits_for_late_first_answers_and_cycles_keep_their_timeout(proto
     from uk_controller.hardware.bus import SETUP_TIMEOUT, BusError
     from uk_controller.hardware.emulator import Faults
     from uk_controller.hardware.safety import SafeBus
+
     hw = calibrated(protocol)
     plant = IndependentJointsPlant(np.array([0.02, 0.05]), np.array([0.1, 0.2]))
-    late = 0.08                                   # 4x the cycle timeout; can_mit answers motor by motor
-    assert SETUP_TIMEOUT >= 10 * late              # can_mit: the slcan adapter's acks come late too
+    late = 0.08  # 4x the cycle timeout; can_mit answers motor by motor
+    assert SETUP_TIMEOUT >= 10 * late  # can_mit: the slcan adapter's acks come late too
     with make_emulator(protocol, plant, hw, dt=0.002, faults=Faults(latency=late)) as emu:
         made = []
 
         def factory():
             made.append(make_bus(hw, port=emu.port, timeout=0.02))
             return made[-1]
+
         safe = SafeBus(hw, factory, watchdog=0.5)
         assert safe.connect(raise_errors=True)
-        assert made[-1].timeout == 0.02                  # back to the cycle's timeout after the set-up
-        with pytest.raises(BusError):                    # and a cycle does not wait for a late answer
+        assert made[-1].timeout == 0.02  # back to the cycle's timeout after the set-up
+        with pytest.raises(BusError):  # and a cycle does not wait for a late answer
             made[-1].read()
         made[-1].close()
-        bare = make_bus(hw, port=emu.port, timeout=0.02)   # the same set-up without the patience fails
+        bare = make_bus(hw, port=emu.port, timeout=0.02)  # the same set-up without the patience fails
         with pytest.raises(BusError):
             with bare:
                 bare.read()

@@ -12,16 +12,23 @@ from uk_controller.hardware.faults import FAULTS, run_fault_scenario
 
 # which host counter must move for each fault (Dynamixel's SDK swallows duplicates silently)
 EXPECT = {
-    'corrupt_tx': ('crc_errors',), 'corrupt_rx': ('timeouts',), 'drop': ('timeouts',),
-    'duplicate': ('seq_errors',), 'partial': (), 'truncate': ('timeouts', 'crc_errors', 'seq_errors'),
-    'latency': ('timeouts',), 'silent': ('timeouts',), 'unplug': ('reconnects',),
+    'corrupt_tx': ('crc_errors',),
+    'corrupt_rx': ('timeouts',),
+    'drop': ('timeouts',),
+    'duplicate': ('seq_errors',),
+    'partial': (),
+    'truncate': ('timeouts', 'crc_errors', 'seq_errors'),
+    'latency': ('timeouts',),
+    'silent': ('timeouts',),
+    'unplug': ('reconnects',),
 }
-LOST = ('latency', 'silent', 'unplug')      # no valid feedback for longer than the watchdog
+LOST = ('latency', 'silent', 'unplug')  # no valid feedback for longer than the watchdog
 
 # can_mit: MIT replies carry no sequence number; its bus trusts replies again only after complete
 # exchanges in a row (protocols/can_mit/bus.py), which is what makes 'latency' a lost link there too
-CASES = [(p, f) for p in ('uk_binary', 'odrive', 'can_mit') for f in FAULTS] + \
-        [('dynamixel', f) for f in ('corrupt_tx', 'drop', 'latency', 'silent', 'unplug')]
+CASES = [(p, f) for p in ('uk_binary', 'odrive', 'can_mit') for f in FAULTS] + [
+    ('dynamixel', f) for f in ('corrupt_tx', 'drop', 'latency', 'silent', 'unplug')
+]
 
 
 pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]

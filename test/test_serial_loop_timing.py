@@ -7,22 +7,23 @@ cycle is made to take 1 + EXTRA periods (the hook advances the clock EXTRA perio
 the deadline grid d_{k+1} = d_k + T then misses exactly EXTRA deadlines, and the window holding it
 ran EXTRA periods fewer than RATE * window.
 """
+
 import numpy as np
 import pytest
 
 from uk_controller.control.controller import ControllerCore
+from uk_controller.control.loop_timing import TIMING_FIELDS
 from uk_controller.hardware.calibration import HardwareConfig
 from uk_controller.hardware.faults import stepped_bus
 from uk_controller.hardware.joint_state_assembler import JointStateAssembler
 from uk_controller.hardware.serial_loop import run_loop
-from uk_controller.control.loop_timing import TIMING_FIELDS
 from uk_controller.robots import load_robot
 from uk_controller.sim.uk_plant import UKPlant
 
 RATE = 200.0
 WINDOW = 1.0
-EXTRA = 5            # periods the slow cycle overruns by (watchdog 0.05 s = 10 periods: no trip)
-SLOW_CYCLE = 300     # the slow cycle's number (1-based), in the second window
+EXTRA = 5  # periods the slow cycle overruns by (watchdog 0.05 s = 10 periods: no trip)
+SLOW_CYCLE = 300  # the slow cycle's number (1-based), in the second window
 OVERRUN = {'warn_after': 2, 'safe_after': 4, 'recover_after': 3}
 
 pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
@@ -46,8 +47,17 @@ def stepped_run(duration=2.5):
 
     try:
         safe.connect(raise_errors=True)
-        res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=duration, realtime=True,
-                       record=True, clock=clock, after_cycle=after_cycle, log=logged.append)
+        res = run_loop(
+            core,
+            safe,
+            JointStateAssembler(setup, hw),
+            duration=duration,
+            realtime=True,
+            record=True,
+            clock=clock,
+            after_cycle=after_cycle,
+            log=logged.append,
+        )
         diag = safe.diagnostics()
     finally:
         safe.shutdown()
@@ -61,7 +71,7 @@ def test_stepped_loop_rate_missed_deadlines_and_safe_effort(robots):
     windows = np.array(res.windows)
     print('\nserial loop windows (' + ', '.join(TIMING_FIELDS) + '):\n', windows)
     assert diag['watchdog_trips'] == 0 and diag['reconnects'] == 0
-    assert len(windows) == 2                       # 2.5 s of trajectory: two full windows
+    assert len(windows) == 2  # 2.5 s of trajectory: two full windows
     rate, missed = TIMING_FIELDS.index('achieved_rate_hz'), TIMING_FIELDS.index('missed_deadlines')
     # first window: one cycle per period of the stepped clock, nothing missed
     assert windows[0, rate] == pytest.approx(RATE, rel=1e-9)

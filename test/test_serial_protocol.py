@@ -4,11 +4,13 @@ Independent references: published CRC check values (CRC catalogue: CCITT-FALSE 0
 UMTS/BUYPASS 0xFEE8 for b"123456789"), the bitwise CRC definition, the official
 dynamixel_sdk's own CRC table and stuffing, and hand-computed COBS examples (Cheshire & Baker).
 """
+
 import struct
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from uk_controller.hardware.crc import crc16_bitwise, crc16_ccitt_false, crc16_umts
 from uk_controller.hardware.protocols.dynamixel.codec import packet, stuff, unstuff
@@ -31,17 +33,21 @@ def test_crc_tables_match_bitwise_definition(data):
 @given(st.binary(max_size=300))
 def test_umts_crc_equals_official_dynamixel_sdk(data):
     from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
+
     assert crc16_umts(data) == Protocol2PacketHandler().updateCRC(0, list(data), len(data))
 
 
-@pytest.mark.parametrize('raw, enc', [
-    (b'\x00', b'\x01\x01'),
-    (b'\x00\x00', b'\x01\x01\x01'),
-    (b'\x11\x22\x00\x33', b'\x03\x11\x22\x02\x33'),
-    (b'\x11\x22\x33\x44', b'\x05\x11\x22\x33\x44'),
-    (b'\x11\x00\x00\x00', b'\x02\x11\x01\x01\x01'),
-    (bytes(range(1, 255)), b'\xff' + bytes(range(1, 255)) + b'\x01'),
-])
+@pytest.mark.parametrize(
+    'raw, enc',
+    [
+        (b'\x00', b'\x01\x01'),
+        (b'\x00\x00', b'\x01\x01\x01'),
+        (b'\x11\x22\x00\x33', b'\x03\x11\x22\x02\x33'),
+        (b'\x11\x22\x33\x44', b'\x05\x11\x22\x33\x44'),
+        (b'\x11\x00\x00\x00', b'\x02\x11\x01\x01\x01'),
+        (bytes(range(1, 255)), b'\xff' + bytes(range(1, 255)) + b'\x01'),
+    ],
+)
 def test_cobs_published_examples(raw, enc):
     assert ukb.cobs_encode(raw) == enc
     assert ukb.cobs_decode(enc) == raw
@@ -104,14 +110,15 @@ def test_stream_decoder_resynchronises_and_reassembles():
     stream = garbage + f1 + f1[:3] + b'\x00' + f2
     dec = ukb.StreamDecoder()
     got = []
-    for k in range(0, len(stream), 3):           # arrives in small pieces
-        got += dec.feed(stream[k:k + 3])
+    for k in range(0, len(stream), 3):  # arrives in small pieces
+        got += dec.feed(stream[k : k + 3])
     assert [g[1] for g in got] == [1, 2]
-    assert dec.bad_frames == 2                   # the garbage and the truncated copy
+    assert dec.bad_frames == 2  # the garbage and the truncated copy
 
 
 def test_dynamixel_stuffing_matches_sdk():
     from dynamixel_sdk.protocol2_packet_handler import Protocol2PacketHandler
+
     params = bytes([0xFF, 0xFF, 0xFD, 0x01, 0xFF, 0xFF, 0xFD])
     pkt = packet(1, 0x03, params)
     h = Protocol2PacketHandler()
@@ -119,7 +126,7 @@ def test_dynamixel_stuffing_matches_sdk():
     tx = h.addStuffing(tx)
     total = tx[5] + (tx[6] << 8) + 7
     crc = h.updateCRC(0, tx, total - 2)
-    tx[total - 2:total] = [crc & 0xFF, crc >> 8]
+    tx[total - 2 : total] = [crc & 0xFF, crc >> 8]
     assert bytes(tx[:total]) == pkt
     assert unstuff(stuff(params)) == params
     assert stuff(params).count(b'\xff\xff\xfd\xfd') == 2
@@ -141,10 +148,11 @@ def test_odrive_checksum_and_parse():
 def test_worked_examples_in_the_specification():
     """The hex bytes printed in docs/serial_protocol.md section 2.6 are what the encoder emits."""
     from pathlib import Path
+
     doc = (Path(__file__).resolve().parents[1] / 'docs' / 'serial_protocol.md').read_text()
 
     def wire_after(marker):
-        part = doc[doc.index(marker):]
+        part = doc[doc.index(marker) :]
         start = part.index('wire') + 4
         lines = []
         for line in part[start:].splitlines():

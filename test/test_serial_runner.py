@@ -1,6 +1,7 @@
 """`uk-controller run` as a user runs it (a subprocess) against an emulated uk_binary driver:
 torque-off on SIGTERM and Ctrl-C (SIGINT), CSV rows written while running, clear message
 and exit code 2 for a missing port."""
+
 import csv
 import signal
 import subprocess
@@ -29,8 +30,12 @@ def wait_until(pred, timeout):
 
 @pytest.mark.slow
 def test_missing_port_message(tmp_path):
-    r = subprocess.run(CMD + ['scara', '--port', str(tmp_path / 'ttyUSB7'), '--protocol', 'uk_binary'],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        CMD + ['scara', '--port', str(tmp_path / 'ttyUSB7'), '--protocol', 'uk_binary'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2
     assert 'does not exist' in r.stderr and 'ttyUSB7' in r.stderr
 
@@ -42,15 +47,20 @@ def test_signal_stops_with_torque_off(tmp_path, sig, robots):
     hw = HardwareConfig.from_setup(setup)
     with make_emulator('uk_binary', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
         log = tmp_path / 'run.csv'
-        proc = subprocess.Popen(CMD + ['scara', '--port', emu.port, '--protocol', 'uk_binary', '--rate', '100',
-                                       '--log', str(log), '--quiet'],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            CMD
+            + ['scara', '--port', emu.port, '--protocol', 'uk_binary', '--rate', '100', '--log', str(log), '--quiet'],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             if not wait_until(lambda: emu.enabled and emu.counters['steps'] > 30, 60):
                 proc.kill()
                 out, err = proc.communicate(timeout=10)
-                pytest.fail(f'runner never armed the bus (exit {proc.returncode}, '
-                            f'device {dict(emu.counters)}):\n{err[-3000:]}')
+                pytest.fail(
+                    f'runner never armed the bus (exit {proc.returncode}, device {dict(emu.counters)}):\n{err[-3000:]}'
+                )
             # rows are on disk while the run goes on (in run.csv.part, renamed when the run ends)
             part = log.with_name(log.name + '.part')
             assert wait_until(lambda: part.exists() and len(part.read_text().splitlines()) > 20, 10)
@@ -60,7 +70,7 @@ def test_signal_stops_with_torque_off(tmp_path, sig, robots):
         finally:
             if proc.poll() is None:
                 proc.kill()
-        assert proc.returncode == 128 + sig, err          # 130 for Ctrl-C, 143 for SIGTERM, no traceback
+        assert proc.returncode == 128 + sig, err  # 130 for Ctrl-C, 143 for SIGTERM, no traceback
         assert 'torque off' in err and 'interrupted' in err and 'Traceback' not in err
         assert wait_until(lambda: not emu.enabled, 2)
         assert not np.any(emu.joint_effort())
@@ -79,6 +89,7 @@ def test_run_log_on_a_full_disk(tmp_path, robots, monkeypatch):
     the rows written before the disk filled kept in run.csv.part. A tmpfs of 16 kB where it can be
     mounted (root), else the log's writer fails after 16 kB (injected)."""
     from hostile import inject_full_disk, mount_tmpfs, run_cli, unmount
+
     setup = load_robot(robots('scara'))
     hw = HardwareConfig.from_setup(setup)
     disk = tmp_path / 'disk'
@@ -87,8 +98,21 @@ def test_run_log_on_a_full_disk(tmp_path, robots, monkeypatch):
         inject_full_disk(monkeypatch, disk, 16 * 1024)
     try:
         with make_emulator('uk_binary', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
-            code, stdout, stderr = run_cli('run', 'scara', '--port', emu.port, '--protocol', 'uk_binary', '--rate',
-                                           '100', '--log', disk / 'run.csv', '--quiet', '--duration', '30')
+            code, stdout, stderr = run_cli(
+                'run',
+                'scara',
+                '--port',
+                emu.port,
+                '--protocol',
+                'uk_binary',
+                '--rate',
+                '100',
+                '--log',
+                disk / 'run.csv',
+                '--quiet',
+                '--duration',
+                '30',
+            )
             assert wait_until(lambda: not emu.enabled, 2)
             assert not np.any(emu.joint_effort())
         assert code == 2, stderr
@@ -98,7 +122,7 @@ def test_run_log_on_a_full_disk(tmp_path, robots, monkeypatch):
         rows = list(csv.reader((disk / 'run.csv.part').open()))
         assert rows[0][0] == 't' and len(rows) > 20
         t = [float(r[0]) for r in rows[1:-1]]
-        assert np.all(np.diff(t) >= 0) and t[-1] < 25         # the run stopped when the disk filled
+        assert np.all(np.diff(t) >= 0) and t[-1] < 25  # the run stopped when the disk filled
     finally:
         if mounted:
             unmount(disk)

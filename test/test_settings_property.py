@@ -5,6 +5,7 @@ Perturbations of one key of a shipped setup: wrong type, sign flip, zero, NaN, h
 misspelt, an extra key. Flags: each simulate flag with zero, negative, NaN, Inf, huge or a valid
 value. Runs are kept short (a few control periods) so the whole test takes seconds.
 """
+
 import contextlib
 import copy
 import csv
@@ -14,7 +15,8 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from uk_controller import cli
 from uk_controller.files import rcl_yaml
@@ -42,19 +44,20 @@ def _run(argv):
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = cli.main(argv)
-        except SystemExit as exc:          # argparse errors
+        except SystemExit as exc:  # argparse errors
             code = exc.code
     return code, err.getvalue()
 
 
 def _outputs_are_finite(out):
-    summary = json.loads((out / 'summary.json').read_text(),
-                         parse_constant=lambda c: pytest.fail(f'summary.json holds {c}'))
+    summary = json.loads(
+        (out / 'summary.json').read_text(), parse_constant=lambda c: pytest.fail(f'summary.json holds {c}')
+    )
     assert summary['steps'] >= 1
     with open(out / 'log.csv') as fh:
         for row in csv.DictReader(fh):
             for key, value in row.items():
-                if key != 'status' and value != '':          # empty: unknown (safe-effort step)
+                if key != 'status' and value != '':  # empty: unknown (safe-effort step)
                     assert math.isfinite(float(value)), (key, value)
 
 
@@ -79,13 +82,17 @@ def _perturb(value, kind, key):
 KINDS = ('wrong_type', 'sign', 'zero', 'nan', 'huge', 'missing', 'misspelt', 'extra')
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(robot=st.sampled_from(ROBOTS), data=st.data(), kind=st.sampled_from(KINDS))
 def test_perturbed_setup_runs_or_is_refused_naming_the_key(tmp_path_factory, robot, data, kind):
     params = copy.deepcopy(PARAMS[robot])
     urdf = PARAMS[robot]['robot']['urdf']
-    if '://' not in urdf:                  # relative to the shipped YAML's folder
+    if '://' not in urdf:  # relative to the shipped YAML's folder
         params['robot']['urdf'] = str((ROOT / 'config' / urdf).resolve())
     path = data.draw(st.sampled_from(LEAVES[robot]), label='key')
     node = params
@@ -124,16 +131,21 @@ def test_perturbed_setup_runs_or_is_refused_naming_the_key(tmp_path_factory, rob
 FLAG_VALUES = ['0', '-1', 'nan', 'inf', '1e12', '-1e-9', 'abc', '0.5', '2', '1']
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(flag=st.sampled_from(sorted(cli.SIMULATE_FLAGS)), value=st.sampled_from(FLAG_VALUES),
-       robot=st.sampled_from(ROBOTS))
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    flag=st.sampled_from(sorted(cli.SIMULATE_FLAGS)), value=st.sampled_from(FLAG_VALUES), robot=st.sampled_from(ROBOTS)
+)
 def test_perturbed_flags_run_or_are_refused_naming_the_flag(tmp_path_factory, flag, value, robot):
     argv = ['simulate', robot, '--no-plots', '--out', str(tmp_path_factory.mktemp('f') / 'out')]
     if flag != '--duration':
         argv += ['--duration', '0.02']
     elif value not in ('0', '-1', 'nan', 'inf', '1e12', '-1e-9', 'abc'):
-        value = '0.01'                      # a valid duration: keep the run short
+        value = '0.01'  # a valid duration: keep the run short
     if flag in ('--alpha', '--beta'):
         argv += ['--alpha', value, '--beta', value]
     else:

@@ -4,10 +4,11 @@ ConfigError, every source of a value an override of the same resolution.
 The expected values are computed independently of resolve(): from the setup file as PyYAML reads it and
 from the schema's declarations (schema.SETTINGS), never from resolve's own output.
 """
+
 import argparse
 import dataclasses
-from pathlib import Path
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -53,6 +54,7 @@ def normal(value):
 
 # ----------------------------------------------------------------------------- values and defaults
 
+
 def test_every_key_is_the_file_value_or_the_schema_default():
     """Every type-free key of the schema, for scara: the file's value if it gives one, else the schema's
     default (scalars of list keys as one-entry tuples); the keys whose default is another key are
@@ -78,7 +80,7 @@ def test_every_key_is_the_file_value_or_the_schema_default():
         assert value == normal(expected), s.key
         assert type(value) is type(normal(expected)), s.key
         checked += 1
-    assert checked > 80                                  # the whole schema, not a handful of keys
+    assert checked > 80  # the whole schema, not a handful of keys
     assert settings.file == SCARA
 
 
@@ -104,11 +106,12 @@ def test_settings_are_immutable():
         settings.constraints.items.pop('tool_path')
     assert isinstance(settings.constraints.items['tool_path'], FrozenDict)
     assert isinstance(settings.stabilization.omega, tuple)
-    with pytest.raises(AttributeError):            # slots: no attribute appears by mistake
+    with pytest.raises(AttributeError):  # slots: no attribute appears by mistake
         object.__setattr__(settings.control, 'rte', 1.0)
 
 
 # ----------------------------------------------------------------------------- one source, one resolution
+
 
 def _count_checks(monkeypatch):
     calls = {'check': 0, 'load': 0}
@@ -121,6 +124,7 @@ def _count_checks(monkeypatch):
     def load(*args, **kwargs):
         calls['load'] += 1
         return real_load(*args, **kwargs)
+
     monkeypatch.setattr(S, 'check', check)
     monkeypatch.setattr(resolve_module, 'load_config', load)
     return calls
@@ -129,26 +133,29 @@ def _count_checks(monkeypatch):
 def test_cli_flag_reaches_the_settings_and_the_file_is_checked_once(monkeypatch):
     from uk_controller import cli
     from uk_controller.robots import load_robot
+
     calls = _count_checks(monkeypatch)
     args = cli.build_parser().parse_args(['simulate', 'scara', '--rate', '500', '--omega', '20'])
     overrides, labels = cli.simulate_overrides(args)
     setup = load_robot(args.robot, overrides, labels=labels)
     assert calls == {'check': 1, 'load': 1}
     assert setup.settings.control.rate == 500.0 and setup.settings.stabilization.omega == (20.0,)
-    assert float(setup.stabilization.kp) == 20.0 ** 2          # the gains built from the override
+    assert float(setup.stabilization.kp) == 20.0**2  # the gains built from the override
 
 
 def test_sweep_set_reaches_the_settings(monkeypatch):
     from uk_controller.sweep import cli as SC
     from uk_controller.sweep import runner as R
+
     parser = argparse.ArgumentParser()
     SC.add_sweep_parser(parser.add_subparsers())
-    args = parser.parse_args(['sweep', 'planar_3r', '--set', 'control.rate=500', '--grid',
-                              'stabilization.omega=5,10', '--duration', '0.1'])
+    args = parser.parse_args(
+        ['sweep', 'planar_3r', '--set', 'control.rate=500', '--grid', 'stabilization.omega=5,10', '--duration', '0.1']
+    )
     context, keys, specs = SC.prepare(args)
     calls = _count_checks(monkeypatch)
     setup = R.build_setup(context, specs[1]['overrides'])
-    assert calls['check'] == 1 and calls['load'] == 0           # the file was read once, by prepare
+    assert calls['check'] == 1 and calls['load'] == 0  # the file was read once, by prepare
     assert setup.settings.control.rate == 500.0 and setup.settings.stabilization.omega == (10.0,)
 
 
@@ -156,6 +163,7 @@ def test_run_flags_reach_the_serial_settings(monkeypatch):
     from uk_controller.hardware.calibration import HardwareConfig
     from uk_controller.hardware.run_command import add_run_arguments, run_overrides
     from uk_controller.robots import load_robot
+
     parser = add_run_arguments(argparse.ArgumentParser())
     args = parser.parse_args(['scara', '--port', '/dev/ttyTEST9', '--rate', '400'])
     overrides, labels = run_overrides(args)
@@ -184,6 +192,7 @@ class _Param:
     def __init__(self, value):
         self.value = value
         from rclpy.parameter import Parameter
+
         self.type_ = Parameter.Type.STRING if isinstance(value, str) else Parameter.Type.DOUBLE
 
 
@@ -209,6 +218,7 @@ class _FakeNode:
 def test_ros_parameter_reaches_the_same_field(monkeypatch):
     pytest.importorskip('rclpy')
     from uk_controller.ros.node_setup import read_settings, resolve_live
+
     calls = _count_checks(monkeypatch)
     node = _FakeNode(config='scara', **{'control.rate': 500.0, 'hardware.port': '/dev/ttyROS'})
     state = read_settings(node)
@@ -223,19 +233,24 @@ def test_ros_parameter_reaches_the_same_field(monkeypatch):
 
 # ----------------------------------------------------------------------------- one error type
 
-@pytest.mark.parametrize('overrides, key, words', [
-    ({'control.rat': 500.0}, 'control.rat', "did you mean 'rate'"),                 # unknown key + suggestion
-    ({'control.rate': -5.0}, 'control.rate', '(0, 20000] Hz'),                       # range
-    ({'control.pinv': 'svdd'}, 'control.pinv', "did you mean 'svd'"),               # choice + suggestion
-    ({'hardware.watchdog': 0.0001}, 'hardware.watchdog', 'longer than the control period'),   # cross-key
-    ({'ros.loop.priority': 120}, 'ros.loop.priority', '[0, 99]'),                    # was SettingsError
-    ({'ros.effort_joints': ['a', 'a']}, 'ros.effort_joints', 'duplicates'),          # was ParameterError
-    ({'simulation.max_command_lag': 3}, 'simulation.max_command_lag', 'publish_clock'),   # was ParameterError
-    ({'hardware.motor1.direction': 2.0}, 'hardware.motor1.direction', '1.0 or -1.0'),     # was HardwareConfigError
-])
+
+@pytest.mark.parametrize(
+    'overrides, key, words',
+    [
+        ({'control.rat': 500.0}, 'control.rat', "did you mean 'rate'"),  # unknown key + suggestion
+        ({'control.rate': -5.0}, 'control.rate', '(0, 20000] Hz'),  # range
+        ({'control.pinv': 'svdd'}, 'control.pinv', "did you mean 'svd'"),  # choice + suggestion
+        ({'hardware.watchdog': 0.0001}, 'hardware.watchdog', 'longer than the control period'),  # cross-key
+        ({'ros.loop.priority': 120}, 'ros.loop.priority', '[0, 99]'),  # was SettingsError
+        ({'ros.effort_joints': ['a', 'a']}, 'ros.effort_joints', 'duplicates'),  # was ParameterError
+        ({'simulation.max_command_lag': 3}, 'simulation.max_command_lag', 'publish_clock'),  # was ParameterError
+        ({'hardware.motor1.direction': 2.0}, 'hardware.motor1.direction', '1.0 or -1.0'),  # was HardwareConfigError
+    ],
+)
 def test_every_bad_input_is_one_config_error_naming_file_key_and_range(overrides, key, words):
     from uk_controller.hardware.calibration import HardwareConfig
     from uk_controller.robots import load_robot
+
     with pytest.raises(ConfigError) as err:
         HardwareConfig.from_setup(load_robot('scara', overrides))
     assert type(err.value) is ConfigError
@@ -244,6 +259,7 @@ def test_every_bad_input_is_one_config_error_naming_file_key_and_range(overrides
 
 def test_sweep_spec_errors_are_config_errors():
     from uk_controller.sweep import grid as G
+
     with pytest.raises(ConfigError, match=r"did you mean 'control.rate'"):
         G.key_type(file_tree(SCARA), 'control.rat')
 
@@ -258,11 +274,29 @@ def test_the_other_error_types_are_gone():
 
 # ----------------------------------------------------------------------------- readers
 
-CONSUMERS = ['robots/setup.py', 'control/controller.py', 'control/redundancy.py', 'sim/closed_loop.py',
-             'sim/uk_plant.py', 'sim/mujoco_plant.py', 'sim/report.py', 'sim/mcap_log.py', 'ros/params.py',
-             'ros/sim_node.py', 'ros/serial_bridge_node.py', 'ros/node_setup.py', 'ros/controller_node.py',
-             'ros/control_loop.py', 'hardware/run_command.py', 'hardware/emulate_command.py',
-             'hardware/serial_loop.py', 'sweep/runner.py', 'sweep/grid.py', 'sweep/cli.py', 'cli.py']
+CONSUMERS = [
+    'robots/setup.py',
+    'control/controller.py',
+    'control/redundancy.py',
+    'sim/closed_loop.py',
+    'sim/uk_plant.py',
+    'sim/mujoco_plant.py',
+    'sim/report.py',
+    'sim/mcap_log.py',
+    'ros/params.py',
+    'ros/sim_node.py',
+    'ros/serial_bridge_node.py',
+    'ros/node_setup.py',
+    'ros/controller_node.py',
+    'ros/control_loop.py',
+    'hardware/run_command.py',
+    'hardware/emulate_command.py',
+    'hardware/serial_loop.py',
+    'sweep/runner.py',
+    'sweep/grid.py',
+    'sweep/cli.py',
+    'cli.py',
+]
 
 
 @pytest.mark.parametrize('module', CONSUMERS)
@@ -270,24 +304,35 @@ def test_consumers_neither_check_nor_restate_defaults(module):
     """The schema runs in resolve() only: a consumer reads attributes of Settings, never the raw tree
     (``setup.config``), a default (``S.default``/``S.get``) or a second check (``check``/``check_cross``)."""
     text = (ROOT / 'uk_controller' / module).read_text()
-    for pattern in (r'\.config\.get\(', r'\bsetup\.config\b', r'\bS\.get\(', r'\.default\(\'',
-                    r'\bcheck_cross\(', r'\bS\.check\(', r'\bsettings\.check\(', r"get\('rate', 1000"):
+    for pattern in (
+        r'\.config\.get\(',
+        r'\bsetup\.config\b',
+        r'\bS\.get\(',
+        r'\.default\(\'',
+        r'\bcheck_cross\(',
+        r'\bS\.check\(',
+        r'\bsettings\.check\(',
+        r"get\('rate', 1000",
+    ):
         assert not re.search(pattern, text), (module, pattern)
 
 
 def test_robot_setup_carries_settings_not_a_dict():
     from uk_controller.robots import RobotSetup, load_robot
+
     fields = {f.name: f.type for f in dataclasses.fields(RobotSetup)}
     assert 'config' not in fields and fields['settings'] == 'Settings'
     setup = load_robot('scara')
     assert isinstance(setup.settings, Settings)
-    assert not any(isinstance(getattr(setup, f), dict) and not isinstance(getattr(setup, f), FrozenDict)
-                   for f in fields)
+    assert not any(
+        isinstance(getattr(setup, f), dict) and not isinstance(getattr(setup, f), FrozenDict) for f in fields
+    )
 
 
 def test_settings_survive_a_trip_to_a_worker_process():
     """Sweep workers and process pools receive what they run by pickle: the copy equals the original."""
     import pickle
+
     settings = resolve('scara', {'hardware.motor1.gear_ratio': 2.0})
     copy = pickle.loads(pickle.dumps(settings))
     assert copy == settings and copy is not settings
@@ -296,12 +341,13 @@ def test_settings_survive_a_trip_to_a_worker_process():
 
 # ----------------------------------------------------------------------------- Python defaults
 
+
 def _planar_with(tmp_path, **simulation):
     """config/planar_3r.yaml (its URDF named by package://) with `simulation` keys set."""
     tree = yaml.safe_load((ROOT / 'config' / 'planar_3r.yaml').read_text())
     tree['/**']['ros__parameters']['simulation'].update(simulation)
     path = tmp_path / 'planar_3r_edited.yaml'
-    path.write_text(rcl_yaml.dump(tree))            # names such as y quoted, as ROS needs them
+    path.write_text(rcl_yaml.dump(tree))  # names such as y quoted, as ROS needs them
     return path
 
 
@@ -313,6 +359,7 @@ def test_simulate_runs_the_plant_and_mass_scale_of_the_file(tmp_path):
     """simulate(setup) with no plant or mass_scale runs what the file says, as the CLI does."""
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
+
     setup = load_robot(_planar_with(tmp_path, mass_scale=1.3))
     result = simulate(setup, duration=0.02)
     assert result.settings['mass_scale'] == 1.3
@@ -329,6 +376,7 @@ def test_controller_from_config_and_plants_follow_the_file(tmp_path):
     from uk_controller.control.controller import ControllerCore
     from uk_controller.sim.closed_loop import make_plant
     from uk_controller.sim.uk_plant import UKPlant
+
     path = _planar_with(tmp_path, mass_scale=1.3)
     written = _mass(ControllerCore.from_config('planar_3r').model)
     ctrl = ControllerCore.from_config(path, mass_scale=None)
@@ -347,6 +395,7 @@ def test_plant_flags_default_to_the_file(tmp_path):
     from uk_controller import cli
     from uk_controller.sweep import cli as SC
     from uk_controller.sweep import grid as G
+
     parser = cli.build_parser()
     for argv in (['simulate', 'scara'], ['emulate', 'scara'], ['sweep', 'scara', '--grid', 'control.rate=500']):
         assert parser.parse_args(argv).plant is None, argv
@@ -358,5 +407,6 @@ def test_plant_flags_default_to_the_file(tmp_path):
         context, _, specs = SC.prepare(args)
         assert context['plant'] is None
         fixed = {'simulation.duration': 0.1}
-        assert [s['run_id'] for s in specs] == [G.run_id(context['robot'], plant, {**s['overrides'], **fixed})
-                                                for s in specs]
+        assert [s['run_id'] for s in specs] == [
+            G.run_id(context['robot'], plant, {**s['overrides'], **fixed}) for s in specs
+        ]

@@ -1,16 +1,17 @@
 """The one settings schema (uk_controller/settings/schema.py): unknown keys, ranges, defaults, docs table."""
+
 import copy
 import os
-from pathlib import Path
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from uk_controller.settings import schema as S
 from uk_controller.files.parameter_file import ConfigError, load_config
-from uk_controller.settings.resolve import resolve
 from uk_controller.robots import setup_from_settings
+from uk_controller.settings import schema as S
+from uk_controller.settings.resolve import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOTS = sorted(p.stem for p in (ROOT / 'config').glob('*.yaml') if not p.stem.startswith('controllers'))
@@ -20,8 +21,9 @@ def test_docs_config_table_is_the_schema():
     text = (ROOT / 'docs' / 'config.md').read_text()
     start = text.index(S.DOC_BEGIN) + len(S.DOC_BEGIN)
     end = text.index(S.DOC_END)
-    assert text[start:end].strip() == S.markdown_table().strip(), \
+    assert text[start:end].strip() == S.markdown_table().strip(), (
         'docs/config.md is out of date: python -m uk_controller.settings --write-docs'
+    )
 
 
 @pytest.mark.parametrize('robot', ROBOTS)
@@ -52,14 +54,17 @@ def test_every_shipped_key_is_in_the_docs_table(robot):
         assert f'`{generic}`' in text, key
 
 
-@pytest.mark.parametrize('path, value, fragment', [
-    (('stabilisation',), {'omega': 20.0}, "did you mean 'stabilization'"),
-    (('control', 'rte'), 5.0, "did you mean 'rate'"),
-    (('control', 'safe_efort'), 'hold', "did you mean 'safe_effort'"),
-    (('constraints', 'tool_path', 'trajectory', 'radus'), 0.05, "did you mean 'radius'"),
-    (('constraints', 'tool_path', 'coefficients'), [1.0], "not a key of type 'frame_position'"),
-    (('actuators', 'motr1'), {'joint': 'joint1'}, 'not listed in actuators.names'),
-])
+@pytest.mark.parametrize(
+    'path, value, fragment',
+    [
+        (('stabilisation',), {'omega': 20.0}, "did you mean 'stabilization'"),
+        (('control', 'rte'), 5.0, "did you mean 'rate'"),
+        (('control', 'safe_efort'), 'hold', "did you mean 'safe_effort'"),
+        (('constraints', 'tool_path', 'trajectory', 'radus'), 0.05, "did you mean 'radius'"),
+        (('constraints', 'tool_path', 'coefficients'), [1.0], "not a key of type 'frame_position'"),
+        (('actuators', 'motr1'), {'joint': 'joint1'}, 'not listed in actuators.names'),
+    ],
+)
 def test_misspelt_keys_are_errors_naming_file_key_and_suggestion(path, value, fragment):
     params, file = load_config(ROOT / 'config' / 'scara.yaml')
     params = copy.deepcopy(params)
@@ -73,18 +78,21 @@ def test_misspelt_keys_are_errors_naming_file_key_and_suggestion(path, value, fr
     assert str(file) in str(err.value) and fragment in str(err.value)
 
 
-@pytest.mark.parametrize('key, value, accepted', [
-    ('stabilization.omega', -15.0, '(0, 1000] rad/s'),
-    ('stabilization.omega', float('nan'), '(0, 1000] rad/s'),
-    ('stabilization.omega', 1e9, '(0, 1000] rad/s'),
-    ('control.rate', 0.0, '(0, 20000] Hz'),
-    ('control.rate', 1e9, '(0, 20000] Hz'),
-    ('simulation.substeps', 0, '[1, 1000]'),
-    ('simulation.mass_scale', 0.0, '(0, 1000]'),
-    ('simulation.measurement_delay', -3, '[0, 10000] periods'),
-    ('simulation.sensor_noise', -1.0, '[0, 10] rad or m'),
-    ('control.safe_effort', 'hodl', 'one of zero, hold'),
-])
+@pytest.mark.parametrize(
+    'key, value, accepted',
+    [
+        ('stabilization.omega', -15.0, '(0, 1000] rad/s'),
+        ('stabilization.omega', float('nan'), '(0, 1000] rad/s'),
+        ('stabilization.omega', 1e9, '(0, 1000] rad/s'),
+        ('control.rate', 0.0, '(0, 20000] Hz'),
+        ('control.rate', 1e9, '(0, 20000] Hz'),
+        ('simulation.substeps', 0, '[1, 1000]'),
+        ('simulation.mass_scale', 0.0, '(0, 1000]'),
+        ('simulation.measurement_delay', -3, '[0, 10000] periods'),
+        ('simulation.sensor_noise', -1.0, '[0, 10] rad or m'),
+        ('control.safe_effort', 'hodl', 'one of zero, hold'),
+    ],
+)
 def test_out_of_range_values_name_key_and_accepted_range(key, value, accepted):
     params, file = load_config(ROOT / 'config' / 'scara.yaml')
     params = copy.deepcopy(params)
@@ -116,8 +124,10 @@ def test_cross_key_rules():
 def test_one_default_per_key_everywhere():
     """control.rate: ControllerCore, the serial bridge and the sim node read the schema's default."""
     import inspect
+
     from uk_controller.control import controller
     from uk_controller.ros import params as P
+
     src = (ROOT / 'uk_controller' / 'ros' / 'serial_bridge_node.py').read_text()
     assert "get('rate', 100.0)" not in src
     assert "control.get('rate', 1000.0)" not in inspect.getsource(controller)
@@ -135,8 +145,11 @@ def test_a_key_is_one_entry(monkeypatch):
     params['control']['example_gain'] = 3.0
     with pytest.raises(ConfigError, match='example_gain'):
         S.check(params, file)
-    monkeypatch.setattr(S, 'SETTINGS', (*S.SETTINGS, S.Setting('control.example_gain', 'float', 2.0, '1/s',
-                                                                'an example', low=0.0, high=5.0)))
+    monkeypatch.setattr(
+        S,
+        'SETTINGS',
+        (*S.SETTINGS, S.Setting('control.example_gain', 'float', 2.0, '1/s', 'an example', low=0.0, high=5.0)),
+    )
     S.check(params, file)
     params['control']['example_gain'] = 9.0
     with pytest.raises(ConfigError, match=r'\[0, 5\] 1/s'):
@@ -154,18 +167,22 @@ def test_a_key_is_one_entry(monkeypatch):
 # removing one must make it invalid everywhere: a second copy of a list (in the schema or in an
 # argparse ``choices=``) fails one of these two tests.
 
+
 def _pinv_table():
     from uk_controller.core.pinv import reference
+
     return reference.PINV_METHODS, reference.pinv_svd
 
 
 def _plant_table():
     from uk_controller.sim import plants
+
     return plants.PLANTS, plants.PLANTS['uk']
 
 
 def _integrator_table(monkeypatch, add=None, remove=None):
     from uk_controller.sim import plants
+
     names = tuple(n for n in plants.INTEGRATORS if n != remove) + ((add,) if add else ())
     monkeypatch.setattr(plants, 'INTEGRATORS', names)
 
@@ -199,6 +216,7 @@ def _remove(monkeypatch, key, name):
 
 def _simulate_args(flag, value):
     from uk_controller.cli import build_parser
+
     return build_parser().parse_args(['simulate', 'scara', flag, value])
 
 
@@ -236,11 +254,18 @@ def test_a_name_missing_from_its_table_is_refused_by_schema_and_cli(key, flag, s
 
 def test_the_schema_and_its_choices_need_no_optional_package():
     """Reading the choices (and the docs table) imports the tables, not numba, MuJoCo or the serial stacks."""
-    code = ('import sys; from uk_controller.settings import schema as S; S.markdown_table(); '
-            '[S.check_value(S.lookup(k), S.default(k)) for k in ("control.pinv", "simulation.plant", '
-            '"simulation.integrator", "hardware.protocol")]; '
-            'print(sorted(m for m in ("numba", "mujoco", "serial", "dynamixel_sdk") if m in sys.modules))')
-    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, 'PYTHONPATH': str(ROOT)})
+    code = (
+        'import sys; from uk_controller.settings import schema as S; S.markdown_table(); '
+        '[S.check_value(S.lookup(k), S.default(k)) for k in ("control.pinv", "simulation.plant", '
+        '"simulation.integrator", "hardware.protocol")]; '
+        'print(sorted(m for m in ("numba", "mujoco", "serial", "dynamixel_sdk") if m in sys.modules))'
+    )
+    out = subprocess.run(
+        [sys.executable, '-c', code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, 'PYTHONPATH': str(ROOT)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == '[]'

@@ -11,6 +11,7 @@
 - Seed 004 §VI: the dual arms carrying the object along
   ``y3 = (l/2)(1 - cos t)`` with six motors on three DOF.
 """
+
 import numpy as np
 import pytest
 
@@ -30,10 +31,10 @@ def test_seed003_open_loop_closure_and_work_energy():
     work = 0.0
     residual = 0.0
     for _ in range(steps):
-        tau1 = 0.1 * np.cos(np.pi * plant.t)       # held over the step (zero-order hold)
+        tau1 = 0.1 * np.cos(np.pi * plant.t)  # held over the step (zero-order hold)
         q_before = plant.q[a1]
         plant.step(np.array([tau1, 0.0, 0.0]), dt)
-        work += tau1 * (plant.q[a1] - q_before)    # exact work of a constant torque over the step
+        work += tau1 * (plant.q[a1] - q_before)  # exact work of a constant torque over the step
         residual = max(residual, np.abs(plant.closure_residual()).max())
     delta_t = model.energy(plant.q, plant.qd)[0] - kinetic0
     print(f'seed 003 4.1: max closure residual {residual:.2e}; delta T {delta_t:.6e} J, motor work {work:.6e} J')
@@ -47,8 +48,10 @@ def test_seed003_line_tracking(robot):
     setup = load_robot(robot)
     result = simulate(setup, duration=1.5)
     s = result.summary(transient=0.3)
-    print(f"{robot}: task error max {s['task_error_max']:.2e} m, closure {s['closure_residual_max']:.2e} m, "
-          f"peak effort {s['effort_peak']:.3f} N m")
+    print(
+        f"{robot}: task error max {s['task_error_max']:.2e} m, closure {s['closure_residual_max']:.2e} m, "
+        f"peak effort {s['effort_peak']:.3f} N m"
+    )
     assert s['task_error_max'] < 1e-6
     assert s['closure_residual_max'] < 1e-9
     assert s['safe_effort_steps'] == 0
@@ -61,11 +64,16 @@ def test_seed004_dual_arm_tracking_and_redundancy():
     setup = load_robot('dual_arm')
     result = simulate(setup, duration=1.5)
     s = result.summary(transient=0.3)
-    ranges = [(name, result.effort[:, j].min(), result.effort[:, j].max())
-              for j, name in enumerate(result.actuator_names)]
-    print('dual arm: task error max {:.2e}, closure {:.2e}; effort ranges: {}'.format(
-        s['task_error_max'], s['closure_residual_max'],
-        ', '.join(f'{n} [{lo:.2f}, {hi:.2f}]' for n, lo, hi in ranges)))
+    ranges = [
+        (name, result.effort[:, j].min(), result.effort[:, j].max()) for j, name in enumerate(result.actuator_names)
+    ]
+    print(
+        'dual arm: task error max {:.2e}, closure {:.2e}; effort ranges: {}'.format(
+            s['task_error_max'],
+            s['closure_residual_max'],
+            ', '.join(f'{n} [{lo:.2f}, {hi:.2f}]' for n, lo, hi in ranges),
+        )
+    )
     assert s['task_error_max'] < 1e-5
     assert s['closure_residual_max'] < 1e-8
     # redundantly actuated: six efforts on three DOF, so no actuator is idle and the set is not unique

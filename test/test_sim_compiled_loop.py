@@ -9,33 +9,33 @@ pass instead, so the trajectories agree to round-off, not bit for bit; the Pytho
 (``compiled=False``) must agree as well. A run that starts from a non-finite state exercises the
 fall-back from the compiled loop to ControllerCore.step's safe effort and the plant's own NaN step.
 """
+
 import numpy as np
 import pytest
 
+from uk_controller.control.controller import ControllerCore
 from uk_controller.kernels import codes, jit
 from uk_controller.kernels.plant import plant_rk4
-from uk_controller.control.controller import ControllerCore
 from uk_controller.robots import load_robot
 from uk_controller.sim import compiled_loop
 from uk_controller.sim.closed_loop import simulate
 from uk_controller.sim.uk_plant import UKPlant
 
 DURATION = 1.0
-TOL = {'q': 1e-12, 'qd': 1e-11, 'effort': 1e-11, 'phi': 1e-12}   # measured: <= 3e-13 (effort, dual_arm)
+TOL = {'q': 1e-12, 'qd': 1e-11, 'effort': 1e-11, 'phi': 1e-12}  # measured: <= 3e-13 (effort, dual_arm)
 
 
 def reference_run(robot, duration):
     setup = load_robot(robot)
-    ctrl = ControllerCore(setup, backend='reference')   # rows by ConstraintStack, ServoSolver (reference step)
-    plant = UKPlant.from_setup(setup, backend='numpy')   # NumPy RK4 on Pinocchio + ServoSolver
+    ctrl = ControllerCore(setup, backend='reference')  # rows by ConstraintStack, ServoSolver (reference step)
+    plant = UKPlant.from_setup(setup, backend='numpy')  # NumPy RK4 on Pinocchio + ServoSolver
     ctrl.reset(plant.t)
     steps = int(round(duration * ctrl.rate))
     log = {key: [] for key in ('t', 'q', 'qd', 'effort', 'phi', 'ok')}
     for _ in range(steps):
         q, qd, t = plant.q.copy(), plant.qd.copy(), plant.t
         res = ctrl.step(q, qd, t)
-        for key, value in (('t', t), ('q', q), ('qd', qd), ('effort', res.effort), ('phi', res.phi),
-                           ('ok', res.ok)):
+        for key, value in (('t', t), ('q', q), ('qd', qd), ('effort', res.effort), ('phi', res.phi), ('ok', res.ok)):
             log[key].append(value)
         plant.step(res.effort, ctrl.dt)
     return {key: np.array(value) for key, value in log.items()}
@@ -104,7 +104,7 @@ def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
         assert loop.plant_period(x, u, t, 1e-3) == 0.0
         t += 1e-3
     np.testing.assert_array_equal(x, x_ref)
-    assert np.abs(x - np.concatenate((plant.q, plant.qd))).max() > 1e-3      # the state did move
+    assert np.abs(x - np.concatenate((plant.q, plant.qd))).max() > 1e-3  # the state did move
     x[0] = np.nan
     assert loop.plant_period(x, u, t, 1e-3) == codes.NOT_FINITE_STATE
 
@@ -124,8 +124,8 @@ def test_plant_period_with_q_dependent_actuators_equals_the_reference_plant():
         u = 0.5 * rng.standard_normal(setup.actuators.p)
         assert loop.plant_period(x, u, ref.t, 1e-3) == 0.0
         ref.step(u, 1e-3)
-    np.testing.assert_allclose(x[:ref.n], ref.q, rtol=0, atol=1e-13)
-    np.testing.assert_allclose(x[ref.n:], ref.qd, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(x[: ref.n], ref.q, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(x[ref.n :], ref.qd, rtol=0, atol=1e-12)
     assert np.abs(ref.q - setup.q0).max() > 1e-3
 
 
@@ -135,6 +135,7 @@ def test_model_mismatch_and_own_gains_equal_the_python_loop(robot):
     """Plant inertias x 1.3 (the controller's and the plant's trees differ: no shared tree pass), seed 000's
     Baumgarte gains and 500 Hz: the compiled loop follows the Python loop to round-off."""
     from uk_controller.core.baumgarte import Baumgarte
+
     options = dict(duration=0.6, rate=500.0, mass_scale=1.3, stabilization=Baumgarte.seed000(0.5, 200.0))
     fast = simulate(load_robot(robot), **options)
     plain = simulate(load_robot(robot), compiled=False, **options)
@@ -143,8 +144,7 @@ def test_model_mismatch_and_own_gains_equal_the_python_loop(robot):
     np.testing.assert_array_equal(fast.t, plain.t)
     for key, tol in TOL.items():
         ref = getattr(plain, key)
-        np.testing.assert_allclose(getattr(fast, key), ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()),
-                                   err_msg=key)
+        np.testing.assert_allclose(getattr(fast, key), ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()), err_msg=key)
     assert np.abs(fast.q - simulate(load_robot(robot), **{**options, 'mass_scale': 1.0}).q).max() > 1e-6
 
 
@@ -170,10 +170,17 @@ def test_hold_safe_effort_after_compiled_periods():
     plant = UKPlant.from_setup(setup)
     loop = compiled_loop.CompiledLoop.build(ctrl, plant)
     steps, n, p, m = 40, plant.n, ctrl.p, setup.passive.m + setup.servo.m
-    logs = {'t': np.zeros(steps), 'q': np.zeros((steps, n)), 'qd': np.zeros((steps, n)),
-            'effort': np.zeros((steps, p)), 'phi': np.zeros((steps, m)), 'phidot': np.zeros((steps, m)),
-            'saturated': np.zeros((steps, p), dtype=bool), 'ok': np.zeros(steps, dtype=bool),
-            'compute_time': np.zeros(steps)}
+    logs = {
+        't': np.zeros(steps),
+        'q': np.zeros((steps, n)),
+        'qd': np.zeros((steps, n)),
+        'effort': np.zeros((steps, p)),
+        'phi': np.zeros((steps, m)),
+        'phidot': np.zeros((steps, m)),
+        'saturated': np.zeros((steps, p), dtype=bool),
+        'ok': np.zeros(steps, dtype=bool),
+        'compute_time': np.zeros(steps),
+    }
     assert loop.run(0, steps, logs) == (steps, compiled_loop.DONE)
     assert logs['ok'].all() and np.abs(logs['effort'][-1]).max() > 0
     assert plant.t == pytest.approx(steps * ctrl.dt) and plant.rhs_evaluations == 4 * plant.substeps * steps

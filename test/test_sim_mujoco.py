@@ -5,6 +5,7 @@
    the URDF, soft equality constraints for the closures) must agree.
 2. Closed loop, the controller tracks on MuJoCo too.
 """
+
 import numpy as np
 import pytest
 
@@ -16,8 +17,9 @@ from uk_controller.sim.uk_plant import UKPlant
 pytest.importorskip('mujoco')
 
 
-@pytest.mark.parametrize('robot, tol', [
-    ('scara', 1e-6), ('five_bar', 1e-5), ('five_bar_redundant', 1e-5), ('dual_arm', 1e-5)])
+@pytest.mark.parametrize(
+    'robot, tol', [('scara', 1e-6), ('five_bar', 1e-5), ('five_bar_redundant', 1e-5), ('dual_arm', 1e-5)]
+)
 def test_open_loop_engines_agree(robot, tol):
     setup = load_robot(robot)
     ours = UKPlant.from_setup(setup, substeps=2)
@@ -39,7 +41,9 @@ def test_tracking_on_mujoco(robot, tol):
     setup = load_robot(robot)
     result = simulate(setup, duration=1.0, plant='mujoco')
     s = result.summary(transient=0.5)
-    print(f"{robot} on MuJoCo: task error max {s['task_error_max']:.2e}, RMS {s['task_error_rms']:.2e}, "
-          f"closure {s['closure_residual_max']:.2e}")
+    print(
+        f"{robot} on MuJoCo: task error max {s['task_error_max']:.2e}, RMS {s['task_error_rms']:.2e}, "
+        f"closure {s['closure_residual_max']:.2e}"
+    )
     assert s['safe_effort_steps'] == 0
     assert s['task_error_max'] < tol

@@ -11,6 +11,7 @@ error of an incompatible start never vanishes (seed 000 Figs 4-5); with the
 paper's alpha = 0.5, beta = 200 (seed 000 eq 52) and with our critically
 damped default it converges. Effort limits are lifted as in the paper.
 """
+
 import numpy as np
 import pytest
 from scipy.linalg import expm
@@ -36,8 +37,9 @@ def closed_form(t, phi0, phidot0, kd, kp):
 
 
 def run(scara, stabilization, duration):
-    return simulate(scara, duration=duration, rate=1000.0, stabilization=stabilization,
-                    controller_options={'effort_limits': np.inf})
+    return simulate(
+        scara, duration=duration, rate=1000.0, stabilization=stabilization, controller_options={'effort_limits': np.inf}
+    )
 
 
 def test_initial_state_is_incompatible(scara):
@@ -52,11 +54,14 @@ def test_initial_state_is_incompatible(scara):
 # deviate slightly from the continuous error equation (the deviation shrinks
 # in proportion to the control period); a wrong servo law deviates by the
 # size of the error itself (~2e-2).
-@pytest.mark.parametrize('label, stab, tol', [
-    ('none', Baumgarte.none(), 2e-4),
-    ('seed000 alpha=0.5 beta=200', Baumgarte.seed000(0.5, 200.0), 2.5e-3),
-    ('critical omega=15', Baumgarte.critical(15.0), 2e-4),
-])
+@pytest.mark.parametrize(
+    'label, stab, tol',
+    [
+        ('none', Baumgarte.none(), 2e-4),
+        ('seed000 alpha=0.5 beta=200', Baumgarte.seed000(0.5, 200.0), 2.5e-3),
+        ('critical omega=15', Baumgarte.critical(15.0), 2e-4),
+    ],
+)
 def test_task_error_follows_error_equation(scara, label, stab, tol):
     duration = 1.5
     result = run(scara, stab, duration)
@@ -79,10 +84,13 @@ def test_no_stabilization_error_does_not_vanish(scara):
     assert e_end > 0.9 * e0
 
 
-@pytest.mark.parametrize('stab, settle_max', [
-    (Baumgarte.seed000(0.5, 200.0), None),
-    (Baumgarte.critical(15.0), 1.5),
-])
+@pytest.mark.parametrize(
+    'stab, settle_max',
+    [
+        (Baumgarte.seed000(0.5, 200.0), None),
+        (Baumgarte.critical(15.0), 1.5),
+    ],
+)
 def test_stabilized_error_converges(scara, stab, settle_max):
     result = run(scara, stab, 6.0 if settle_max is None else 3.0)
     err = np.linalg.norm(result.task_error, axis=1)
@@ -108,10 +116,12 @@ def test_printed_start_converges_with_critical_gains():
     result = run(printed, stab, 1.5)
     t = result.t - result.t[0]
     phi0 = result.task_error[0]
-    expected = closed_form(t[::25], phi0, result.phidot[0, -phi0.size:], float(stab.kd), float(stab.kp))
+    expected = closed_form(t[::25], phi0, result.phidot[0, -phi0.size :], float(stab.kd), float(stab.kp))
     deviation = np.abs(result.task_error[::25] - expected).max()
-    print(f'printed start: |error| {np.linalg.norm(phi0):.3f} -> {np.linalg.norm(result.task_error[-1]):.2e}, '
-          f'deviation from closed form {deviation:.2e}, peak effort {np.abs(result.effort).max():.0f}')
+    print(
+        f'printed start: |error| {np.linalg.norm(phi0):.3f} -> {np.linalg.norm(result.task_error[-1]):.2e}, '
+        f'deviation from closed form {deviation:.2e}, peak effort {np.abs(result.effort).max():.0f}'
+    )
     assert np.linalg.norm(phi0) > 0.3
     assert deviation < 5e-3 * np.abs(phi0).max()
     assert np.linalg.norm(result.task_error[-1]) < 1e-4
@@ -122,14 +132,17 @@ def test_printed_start_with_the_default_speed_cap_converges_at_bounded_speed_and
     task row's speed stays near that bound (the trajectory's own speed added), the peak torque falls well
     below the linear law's, and the task still converges."""
     stab = Baumgarte.critical(15.0)
-    linear = run(load_robot('scara_printed_start', {'stabilization.max_speed': 0.0, 'limits.enabled': False}), stab,
-                 3.0)
+    linear = run(
+        load_robot('scara_printed_start', {'stabilization.max_speed': 0.0, 'limits.enabled': False}), stab, 3.0
+    )
     capped = run(load_robot('scara_printed_start'), stab, 3.0)
     m = capped.task_error.shape[1]
     rates = np.abs(capped.phidot[:, -m:]).max()
     peak_lin, peak_cap = np.abs(linear.effort).max(), np.abs(capped.effort).max()
-    print(f'printed start: row speed max {rates:.2f} (linear: {np.abs(linear.phidot[:, -m:]).max():.2f}), peak '
-          f'torque {peak_cap:.0f} vs {peak_lin:.0f}, final error {np.linalg.norm(capped.task_error[-1]):.1e}')
-    assert rates < 1.2                 # the cap (1.0) plus the helix's own rate of change of phi
+    print(
+        f'printed start: row speed max {rates:.2f} (linear: {np.abs(linear.phidot[:, -m:]).max():.2f}), peak '
+        f'torque {peak_cap:.0f} vs {peak_lin:.0f}, final error {np.linalg.norm(capped.task_error[-1]):.1e}'
+    )
+    assert rates < 1.2  # the cap (1.0) plus the helix's own rate of change of phi
     assert peak_cap < 0.5 * peak_lin
     assert np.linalg.norm(capped.task_error[-1]) < 1e-4

@@ -7,6 +7,7 @@ the plant is smooth between control instants and the zero-order-hold effort is t
 on the reference machine: |dq| <= 2e-12, |dq'| <= 2e-11. (dual_arm keeps 4 substeps: its 8-substep
 run is too slow for this file.)
 """
+
 import numpy as np
 import pytest
 

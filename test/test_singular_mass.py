@@ -5,6 +5,7 @@ acceleration and energy conservation), the non-singular bordered (KKT)
 system solved directly (seed 002 eq 23), the UK equation when M is positive
 definite, and the defining work property of non-ideal constraints.
 """
+
 import zlib
 
 import numpy as np
@@ -14,8 +15,11 @@ from scipy.integrate import solve_ivp
 from uk_controller.core import uk
 from uk_controller.core.pinv import get_pinv
 from uk_controller.core.singular_mass import (
-    acceleration_is_determined, acceleration_pseudoinverse_bordered, acceleration_udwadia_phohomsiri,
-    constraint_force_singular)
+    acceleration_is_determined,
+    acceleration_pseudoinverse_bordered,
+    acceleration_udwadia_phohomsiri,
+    constraint_force_singular,
+)
 
 FORMS = {'eq41': acceleration_pseudoinverse_bordered, 'eq43': acceleration_udwadia_phohomsiri}
 G, L, MASS = 9.81, 0.7, 1.3
@@ -47,19 +51,23 @@ def test_redundant_pendulum_closed_form(form):
         M, F, A, gamma = pendulum(pendulum_state(th, thd))
         assert np.linalg.matrix_rank(M) == 2 and acceleration_is_determined(M, A)
         qdd = FORMS[form](M, F, A, gamma, rcond=1e-12)
-        thdd = -(G / L) * np.sin(th)                          # simple pendulum
-        expected = [L * np.cos(th) * thdd - L * np.sin(th) * thd**2,
-                    L * np.sin(th) * thdd + L * np.cos(th) * thd**2, thdd]
+        thdd = -(G / L) * np.sin(th)  # simple pendulum
+        expected = [
+            L * np.cos(th) * thdd - L * np.sin(th) * thd**2,
+            L * np.sin(th) * thdd + L * np.cos(th) * thd**2,
+            thdd,
+        ]
         assert np.allclose(qdd, expected, atol=1e-10, rtol=1e-10)
         # the constraint force is the rod tension: along the rod, no work on v in null(A)
         Fc = constraint_force_singular(M, F, qdd)
-        v = np.array([L * np.cos(th), L * np.sin(th), 1.0])   # A v = 0
+        v = np.array([L * np.cos(th), L * np.sin(th), 1.0])  # A v = 0
         assert abs(v @ Fc) < 1e-9
 
 
 @pytest.mark.parametrize('form', FORMS)
 def test_redundant_pendulum_energy(form):
     """Simulated 3 s in redundant coordinates: energy and the constraints are kept."""
+
     def rhs(t, s):
         M, F, A, gamma = pendulum(s)
         return np.concatenate((s[3:], FORMS[form](M, F, A, gamma, rcond=1e-12)))
@@ -82,7 +90,7 @@ def random_psd(rng, n, rank):
 @pytest.mark.parametrize('pinv_name', ['svd', 'varga', 'greville', 'householder', 'mgs'])
 def test_singular_mass_matches_bordered_system(form, pinv_name):
     """Singular M, [M; A] of full rank: the KKT matrix of seed 002 eq 23 is invertible."""
-    rng = np.random.default_rng(zlib.crc32(repr((form, pinv_name)).encode()))   # stable across runs
+    rng = np.random.default_rng(zlib.crc32(repr((form, pinv_name)).encode()))  # stable across runs
     worst = 0.0
     for n, rank, m in [(6, 4, 3), (5, 2, 3), (8, 5, 4), (4, 1, 3)]:
         M = random_psd(rng, n, rank)
@@ -105,7 +113,7 @@ def test_positive_definite_mass_equals_uk(form):
         M = X @ X.T + n * np.eye(n)
         A = rng.standard_normal((m, r)) @ rng.standard_normal((r, n))
         F = rng.standard_normal(n)
-        gamma = A @ rng.standard_normal(n)                     # consistent
+        gamma = A @ rng.standard_normal(n)  # consistent
         qdd = FORMS[form](M, F, A, gamma, rcond=1e-10)
         ref = uk.constrained_acceleration(M, F, A, gamma)
         assert np.allclose(qdd, ref, atol=1e-10 * (1 + np.abs(ref).max()))
@@ -121,7 +129,7 @@ def test_udwadia_phohomsiri_nonideal_work():
     qdd = acceleration_udwadia_phohomsiri(M, F, A, gamma, C=C)
     assert np.allclose(A @ qdd, gamma, atol=1e-12)
     _, _, Vt = np.linalg.svd(A)
-    null = Vt[m:].T                                            # basis of null(A)
+    null = Vt[m:].T  # basis of null(A)
     assert np.allclose(null.T @ (M @ qdd - F - C), 0.0, atol=1e-10)
     # positive definite M: same as UK with seed 004 eq 12's non-ideal force
     M = M + np.eye(n)
@@ -133,7 +141,7 @@ def test_udwadia_phohomsiri_nonideal_work():
 def test_indeterminate_acceleration_and_eta():
     """If M vanishes on part of null(A), q'' is not unique: the check says so, eta moves it."""
     M = np.diag([1.0, 0.0, 0.0])
-    A = np.array([[0.0, 1.0, 0.0]])          # leaves q3 unconstrained and massless
+    A = np.array([[0.0, 1.0, 0.0]])  # leaves q3 unconstrained and massless
     F, gamma = np.array([2.0, 0.0, 0.0]), np.array([0.5])
     assert not acceleration_is_determined(M, A)
     base = acceleration_udwadia_phohomsiri(M, F, A, gamma)

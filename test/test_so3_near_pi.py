@@ -7,6 +7,7 @@
 - the three so3 rows (compiled ``so3_rows`` and the reference ``terms._so3_rows``) are finite, bounded and equal
   at an error of exactly pi, and phi' equals a finite difference of the log just below pi.
 """
+
 import numpy as np
 import pinocchio as pin
 import pytest
@@ -40,6 +41,7 @@ def test_log3_near_pi_is_a_log_of_the_rotation(gap):
     """exp(log3(R)) == R to round-off and |log3(R)| == th, compiled == NumPy; below pi the principal log
     is unique and equals pinocchio.log3 and the rotation vector itself; at pi it is +-th a."""
     from uk_controller.kernels.so3 import log3
+
     rng = np.random.default_rng(7)
     e = np.zeros(3)
     th = np.pi - gap
@@ -51,13 +53,14 @@ def test_log3_near_pi_is_a_log_of_the_rotation(gap):
         assert abs(np.linalg.norm(e) - th) < 1e-14
         # the axis: e parallel to a (|e x a| ~ 0) whatever the sign
         assert np.linalg.norm(np.cross(e, a)) < 1e-12
-        if gap >= 1e-6:          # v = 2 sin th a carries the sign: the principal log is th a
+        if gap >= 1e-6:  # v = 2 sin th a carries the sign: the principal log is th a
             np.testing.assert_allclose(e, th * a, rtol=0, atol=1e-9)
             np.testing.assert_allclose(e, pin.log3(R), rtol=0, atol=1e-9)
 
 
 def _rows_both(R, Rd, J, drift, qd, wd, wdd):
     from uk_controller.kernels.so3 import SO3_SCRATCH, so3_rows
+
     n = J.shape[1]
     out_k = [np.zeros(3), np.zeros(3), np.zeros((3, n)), np.zeros(3)]
     out_r = [np.zeros(3), np.zeros(3), np.zeros((3, n)), np.zeros(3)]
@@ -75,7 +78,7 @@ def test_so3_rows_finite_bounded_and_twins_at_pi():
     for gap in (0.0, 1e-9, 1e-6, 1e-3):
         for a in _axes(rng, 20):
             R = _rodrigues(rng.standard_normal(3))
-            Rd = R @ _rodrigues((np.pi - gap) * a).T           # R_d^T R = exp((pi - gap) a)
+            Rd = R @ _rodrigues((np.pi - gap) * a).T  # R_d^T R = exp((pi - gap) a)
             J = rng.standard_normal((6, n))
             drift, qd = rng.standard_normal(6), rng.standard_normal(n)
             wd, wdd = rng.standard_normal(3), rng.standard_normal(3)
@@ -86,12 +89,12 @@ def test_so3_rows_finite_bounded_and_twins_at_pi():
             phi, phid, A, b = k
             assert np.linalg.norm(A, 2) <= (np.pi / 2) * np.linalg.norm(R.T @ J[3:], 2) * (1 + 1e-12)
             e = phi
-            Jinv = np.eye(3) + 0.5 * pin.skew(e) + pin.skew(e) @ pin.skew(e) / np.pi ** 2
+            Jinv = np.eye(3) + 0.5 * pin.skew(e) + pin.skew(e) @ pin.skew(e) / np.pi**2
             assert np.linalg.svd(Jinv, compute_uv=False).max() <= np.pi / 2 + 1e-6
-            if gap >= 1e-3:          # the log is smooth there: phi' by a central difference
+            if gap >= 1e-3:  # the log is smooth there: phi' by a central difference
                 we = R.T @ (J[3:] @ qd - wd)
                 h = 1e-6
-                Ep = Rd.T @ R @ _rodrigues(h * we)          # d/dt (R_d^T R) = (R_d^T R) [omega_e]x
+                Ep = Rd.T @ R @ _rodrigues(h * we)  # d/dt (R_d^T R) = (R_d^T R) [omega_e]x
                 Em = Rd.T @ R @ _rodrigues(-h * we)
                 fd = (log3_numpy(Ep) - log3_numpy(Em)) / (2 * h)
                 np.testing.assert_allclose(phid, fd, rtol=0, atol=1e-5 * (1 + np.abs(fd).max()))

@@ -7,6 +7,7 @@
 - over the Dynamixel emulator, clipping by the motor is logged ``saturated`` (never ``armed`` with an
   effort the motor does not give), counted in the diagnostics, and the prismatic joint rests on its stop.
 """
+
 import csv
 import io
 
@@ -20,7 +21,7 @@ from uk_controller.hardware.emulator import JointLimitedPlant
 from uk_controller.robots import load_robot
 from uk_controller.sim.uk_plant import UKPlant
 
-DXL_LIMIT = 1193 * 2.69e-3          # XM430-W350 Current Limit x 2.69 mA, k_t = 1 N m/A: 3.209 N m
+DXL_LIMIT = 1193 * 2.69e-3  # XM430-W350 Current Limit x 2.69 mA, k_t = 1 N m/A: 3.209 N m
 
 
 def pinocchio_gravity(setup, q):
@@ -31,10 +32,10 @@ def pinocchio_gravity(setup, q):
 def test_static_effort_of_the_scara_is_pinocchio_gravity():
     setup = load_robot('scara')
     u = static_load.static_effort(setup)
-    G = pinocchio_gravity(setup, setup.q0)           # joint order = Pinocchio's, one motor per joint
+    G = pinocchio_gravity(setup, setup.q0)  # joint order = Pinocchio's, one motor per joint
     np.testing.assert_allclose(u, G, rtol=1e-12, atol=1e-12)
     m4 = setup.model.model.inertias[setup.model.model.getJointId('joint4')].mass
-    assert u[3] == pytest.approx(m4 * 9.81, rel=1e-12)      # the prismatic axis carries link 4: 0.5 kg
+    assert u[3] == pytest.approx(m4 * 9.81, rel=1e-12)  # the prismatic axis carries link 4: 0.5 kg
     assert [static_load.effort_unit(setup, j) for j in ('joint1', 'joint4')] == ['N m', 'N']
 
 
@@ -53,7 +54,7 @@ def test_static_effort_of_a_closed_chain_balances_pinocchio_gravity():
 def test_device_limits_become_the_limits_and_the_motor_that_cannot_hold_is_named():
     setup = load_robot('scara')
     hw = HardwareConfig.from_setup(setup)
-    assert np.all(hw.u_max == setup.actuators.effort_limits)          # 200, 100, 20 N m; 50 N
+    assert np.all(hw.u_max == setup.actuators.effort_limits)  # 200, 100, 20 N m; 50 N
     assert hw.apply_device_limits(np.full(4, DXL_LIMIT))
     np.testing.assert_allclose(hw.u_max, DXL_LIMIT)
     u = static_load.static_effort(setup)
@@ -113,18 +114,27 @@ def test_clipping_by_the_motor_is_logged_saturated_and_the_axis_rests_on_its_sto
     core = ControllerCore(setup, rate=200.0)
     plant = JointLimitedPlant.from_setup(UKPlant.from_setup(load_robot('scara')), setup)
     emu = registry.make_emulator('dynamixel', plant, hw, dt=core.dt, return_delay_time=0).start()
-    safe = SafeBus(hw, lambda: registry.make_bus(hw, port=emu.port, protocol='dynamixel', timeout=0.5),
-                   watchdog=2.0)
+    safe = SafeBus(hw, lambda: registry.make_bus(hw, port=emu.port, protocol='dynamixel', timeout=0.5), watchdog=2.0)
     log = io.StringIO()
     writer = csv.writer(log)
-    writer.writerow(['t', 'state', *[f'q_{j}' for j in core.joint_names], *[f'qd_{j}' for j in core.joint_names],
-                     *[f'u_{a}' for a in core.actuator_names], *[f'e{i}' for i in range(setup.servo.m)], 'rtt'])
+    writer.writerow(
+        [
+            't',
+            'state',
+            *[f'q_{j}' for j in core.joint_names],
+            *[f'qd_{j}' for j in core.joint_names],
+            *[f'u_{a}' for a in core.actuator_names],
+            *[f'e{i}' for i in range(setup.servo.m)],
+            'rtt',
+        ]
+    )
     try:
         safe.connect(raise_errors=True)
-        np.testing.assert_allclose(hw.u_max, DXL_LIMIT)          # read from the servos at connect
+        np.testing.assert_allclose(hw.u_max, DXL_LIMIT)  # read from the servos at connect
         core.set_effort_limits(hw.u_max)
-        res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=1.0, realtime=False, record=True,
-                       csv_writer=writer)
+        res = run_loop(
+            core, safe, JointStateAssembler(setup, hw), duration=1.0, realtime=False, record=True, csv_writer=writer
+        )
         diag = safe.diagnostics()
     finally:
         safe.shutdown()
@@ -133,8 +143,16 @@ def test_clipping_by_the_motor_is_logged_saturated_and_the_axis_rests_on_its_sto
     head, rows = rows[0], rows[1:]
     state = [r[head.index('state')] for r in rows]
     u4 = np.array([float(r[head.index('u_motor4')]) for r in rows])
-    print('\nstates:', {s: state.count(s) for s in set(state)}, 'max |u4|', np.abs(u4).max(),
-          'saturated_cycles', diag['saturated_cycles'], 'q4 end', plant.q[3])
+    print(
+        '\nstates:',
+        {s: state.count(s) for s in set(state)},
+        'max |u4|',
+        np.abs(u4).max(),
+        'saturated_cycles',
+        diag['saturated_cycles'],
+        'q4 end',
+        plant.q[3],
+    )
     assert np.abs(u4).max() <= DXL_LIMIT * (1 + 1e-9)
     at_limit = np.abs(u4) >= DXL_LIMIT * (1 - 1e-9)
     assert at_limit.sum() > 10
@@ -157,19 +175,30 @@ def test_run_refuses_the_scara_its_servos_cannot_hold(tmp_path, robots):
     cmd = [sys.executable, '-c', 'import sys; from uk_controller.cli import main; sys.exit(main())', 'run', 'scara']
     with registry.make_emulator('dynamixel', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
         log = tmp_path / 'run.csv'
-        r = subprocess.run(cmd + ['--port', emu.port, '--protocol', 'dynamixel', '--rate', '100', '--duration', '3',
-                                  '--log', str(log)], capture_output=True, text=True, timeout=240)
+        r = subprocess.run(
+            cmd
+            + ['--port', emu.port, '--protocol', 'dynamixel', '--rate', '100', '--duration', '3', '--log', str(log)],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         print(r.stderr)
         assert r.returncode == 2 and 'Traceback' not in r.stderr
         need = abs(pinocchio_gravity(setup, setup.q0)[3])
-        assert (f'motor motor4 (joint4) cannot hold the start pose: gravity needs {need:.4g} N, the motor gives '
-                f'{DXL_LIMIT:.4g} N') in r.stderr
+        assert (
+            f'motor motor4 (joint4) cannot hold the start pose: gravity needs {need:.4g} N, the motor gives '
+            f'{DXL_LIMIT:.4g} N'
+        ) in r.stderr
         assert 'Current Limit 1193 x 2.69 mA x torque constant 1 N m/A' in r.stderr
         assert 'running scara' not in r.stderr
         assert not log.exists() and not log.with_name('run.csv.part').exists()
         assert not np.any(emu.max_abs_effort) and emu.counters['steps'] == 0
     with registry.make_emulator('uk_binary', UKPlant.from_setup(setup), hw, dt=0.01) as emu:
-        r = subprocess.run(cmd + ['--port', emu.port, '--protocol', 'uk_binary', '--rate', '100', '--check'],
-                           capture_output=True, text=True, timeout=240)
+        r = subprocess.run(
+            cmd + ['--port', emu.port, '--protocol', 'uk_binary', '--rate', '100', '--check'],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         assert 'check passed' in r.stdout and 'motor4: gravity load +4.905 N, limit 50 N' in r.stdout

@@ -1,5 +1,6 @@
 """`uk-controller sweep`: grids, key validation, runs equal to direct `simulate` calls, local pool,
 Ray (a local head on 127.0.0.1), failures, resume, table, heat-map cells and the best settings."""
+
 import csv
 import json
 import math
@@ -10,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from uk_controller.core.baumgarte import Baumgarte
 from uk_controller.cli import main
+from uk_controller.core.baumgarte import Baumgarte
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate
 from uk_controller.sweep import grid as G
@@ -21,8 +22,16 @@ from uk_controller.sweep import table as T
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = set(R.MEASURED)
 # a small SCARA grid: 2 x 2 x 2 runs of 0.3 s at 250/500 Hz
-SMALL = ['--grid', 'stabilization.omega=10:30:2', '--grid', 'control.rate=250,500',
-         '--grid', 'simulation.mass_scale=1,1.2', '--duration', '0.3']
+SMALL = [
+    '--grid',
+    'stabilization.omega=10:30:2',
+    '--grid',
+    'control.rate=250,500',
+    '--grid',
+    'simulation.mass_scale=1,1.2',
+    '--duration',
+    '0.3',
+]
 
 
 def _rows(path):
@@ -42,16 +51,17 @@ def _sweep(tmp_path, name, *extra):
 
 # ----------------------------------------------------------------------------- specs and keys
 
+
 def test_ranges_lists_and_grid_order():
     key, values = G.parse_spec('stabilization.omega=5:50:10')
     assert key == 'stabilization.omega'
-    np.testing.assert_array_equal(values.values(), 5.0 + 5.0 * np.arange(10))   # count, stop included
+    np.testing.assert_array_equal(values.values(), 5.0 + 5.0 * np.arange(10))  # count, stop included
     _, geo = G.parse_spec('stabilization.omega=1:1000:4:log')
     np.testing.assert_allclose(geo.values(), [1, 10, 100, 1000], rtol=1e-12)
     _, listed = G.parse_spec('simulation.sensor_noise=0,1e-4')
     assert listed == [0, 1e-4]
     runs = G.expand({'a': [1, 2], 'b': ['x', 'y', 'z']})
-    assert runs == [{'a': a, 'b': b} for a in (1, 2) for b in 'xyz']               # last key fastest
+    assert runs == [{'a': a, 'b': b} for a in (1, 2) for b in 'xyz']  # last key fastest
     samples = G.expand({'a': G.Range(2.0, 3.0), 'b': [7, 8]}, random=50, sample_seed=3)
     assert len(samples) == 50 and all(2.0 <= s['a'] <= 3.0 and s['b'] in (7, 8) for s in samples)
     assert samples == G.expand({'a': G.Range(2.0, 3.0), 'b': [7, 8]}, random=50, sample_seed=3)
@@ -59,21 +69,24 @@ def test_ranges_lists_and_grid_order():
 
 def test_seed_depends_on_the_settings_only():
     a = G.run_seed('scara', 'uk', {'x': 1.0, 'y': 2})
-    assert a == G.run_seed('scara', 'uk', {'y': 2, 'x': 1.0})             # not on the order of the keys
+    assert a == G.run_seed('scara', 'uk', {'y': 2, 'x': 1.0})  # not on the order of the keys
     assert a != G.run_seed('scara', 'uk', {'x': 1.5, 'y': 2})
     assert a != G.run_seed('scara', 'mujoco', {'x': 1.0, 'y': 2})
-    assert 0 <= a < 2 ** 32
+    assert 0 <= a < 2**32
 
 
-@pytest.mark.parametrize('spec, words', [
-    ('stabilization.omgea=5,10', ["unknown setting 'stabilization.omgea'", "did you mean 'stabilization.omega'"]),
-    ('constraints.tool_path.trajectory.radiu=0.1', ["'constraints.tool_path.trajectory.radius'"]),
-    ('control.rate=fast,1000', ['control.rate', "'fast' is not a float"]),
-    ('simulation.measurement_delay=0.5', ['simulation.measurement_delay', 'not an int']),
-    ('control.pinv=svd,bogus', ['control.pinv', "'bogus' is not one of"]),      # the loader's own check
-    ('control.rate=-5,100', ['control.rate', 'must be in (0, 20000] Hz']),
-    ('robot=1', ['robot', 'is a section']),
-])
+@pytest.mark.parametrize(
+    'spec, words',
+    [
+        ('stabilization.omgea=5,10', ["unknown setting 'stabilization.omgea'", "did you mean 'stabilization.omega'"]),
+        ('constraints.tool_path.trajectory.radiu=0.1', ["'constraints.tool_path.trajectory.radius'"]),
+        ('control.rate=fast,1000', ['control.rate', "'fast' is not a float"]),
+        ('simulation.measurement_delay=0.5', ['simulation.measurement_delay', 'not an int']),
+        ('control.pinv=svd,bogus', ['control.pinv', "'bogus' is not one of"]),  # the loader's own check
+        ('control.rate=-5,100', ['control.rate', 'must be in (0, 20000] Hz']),
+        ('robot=1', ['robot', 'is a section']),
+    ],
+)
 def test_bad_grid_keys_and_values_exit_2_naming_the_key(spec, words, tmp_path, capsys):
     assert main(['sweep', 'scara', '--grid', spec, '--out', str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -85,6 +98,7 @@ def test_bad_grid_keys_and_values_exit_2_naming_the_key(spec, words, tmp_path, c
 
 # ----------------------------------------------------------------------------- runs
 
+
 @pytest.mark.slow
 def test_rows_equal_direct_simulate_calls_and_the_pool_equals_one_process(tmp_path):
     pooled = _rows(_sweep(tmp_path, 'pool', '--jobs', '2') / 'table.csv')
@@ -95,17 +109,26 @@ def test_rows_equal_direct_simulate_calls_and_the_pool_equals_one_process(tmp_pa
     # every row is what `uk-controller simulate` would compute with the same settings as arguments
     for row in pooled[::3]:
         setup = load_robot('scara')
-        result = simulate(setup, duration=0.3, rate=float(row['control.rate']),
-                          stabilization=Baumgarte.critical(float(row['stabilization.omega'])),
-                          mass_scale=float(row['simulation.mass_scale']), seed=int(row['seed']))
+        result = simulate(
+            setup,
+            duration=0.3,
+            rate=float(row['control.rate']),
+            stabilization=Baumgarte.critical(float(row['stabilization.omega'])),
+            mass_scale=float(row['simulation.mass_scale']),
+            seed=int(row['seed']),
+        )
         summary = result.summary()
         for metric in ('task_error_max', 'task_error_rms', 'settling_time_s', 'effort_peak', 'saturated_fraction'):
-            assert float(row[metric]) == summary[metric] or (math.isnan(summary[metric])
-                                                             and row[metric] == 'nan'), metric
+            assert float(row[metric]) == summary[metric] or (math.isnan(summary[metric]) and row[metric] == 'nan'), (
+                metric
+            )
         assert int(row['steps']) == result.t.size == round(0.3 * float(row['control.rate']))
     # the mass mismatch reaches the plant: same gains and rate, different errors
-    by_mass = {r['simulation.mass_scale']: r['task_error_rms'] for r in pooled
-               if r['stabilization.omega'] == '10.0' and r['control.rate'] == '250.0'}
+    by_mass = {
+        r['simulation.mass_scale']: r['task_error_rms']
+        for r in pooled
+        if r['stabilization.omega'] == '10.0' and r['control.rate'] == '250.0'
+    }
     assert by_mass['1.0'] != by_mass['1.2']
 
 
@@ -125,16 +148,35 @@ def test_parquet_holds_the_csv_table(tmp_path):
 
 def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
     import uk_controller.sim.closed_loop as closed_loop
+
     real = closed_loop.simulate
 
     def flaky(setup, **kwargs):
         if setup.settings.control.rate == 250.0 and setup.settings.stabilization.omega == (30.0,):
             raise FloatingPointError('plant blew up')
         return real(setup, **kwargs)
+
     monkeypatch.setattr(closed_loop, 'simulate', flaky)
     out = tmp_path / 'flaky'
-    assert main(['sweep', 'scara', *SMALL, '--out', str(out), '--no-plots', '--jobs', '1',
-                 '--diverge-at', '0.0163', '--mcap', '1']) == 0
+    assert (
+        main(
+            [
+                'sweep',
+                'scara',
+                *SMALL,
+                '--out',
+                str(out),
+                '--no-plots',
+                '--jobs',
+                '1',
+                '--diverge-at',
+                '0.0163',
+                '--mcap',
+                '1',
+            ]
+        )
+        == 0
+    )
     rows = T.read_csv(out / 'table.csv')
     # the chosen run re-run and recorded: one joint state per step of its row
     reader = pytest.importorskip('mcap_ros2.reader')
@@ -154,7 +196,7 @@ def test_resume_skips_done_runs(tmp_path, monkeypatch):
     out = _sweep(tmp_path, 'resume', '--jobs', '1')
     first = _rows(out / 'table.csv')
     lines = (out / 'runs.jsonl').read_text().splitlines()
-    (out / 'runs.jsonl').write_text('\n'.join(lines[:5]) + '\n{"run_id": "cut sho')   # interrupted after 5
+    (out / 'runs.jsonl').write_text('\n'.join(lines[:5]) + '\n{"run_id": "cut sho')  # interrupted after 5
     calls = []
     real = R.run_one
     monkeypatch.setattr(R, 'run_one', lambda context, spec: calls.append(spec['index']) or real(context, spec))
@@ -166,13 +208,24 @@ def test_resume_skips_done_runs(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- table, heat maps, best
 
+
 def _fake_rows():
     rows = []
     rng = np.random.default_rng(1)
     for i, (a, b, c) in enumerate((a, b, c) for a in (1.0, 2.0, 3.0) for b in (10, 20) for c in (0.5, 1.5)):
-        rows.append({'index': i, 'status': 'ok', 'a': a, 'b': b, 'c': c, 'settling_time_s': float(rng.uniform(1, 2)),
-                     'task_error_rms': float(rng.uniform()), 'safe_effort_steps': 0,
-                     'saturated_fraction': 0.0 if (a, c) != (3.0, 1.5) else 0.1})
+        rows.append(
+            {
+                'index': i,
+                'status': 'ok',
+                'a': a,
+                'b': b,
+                'c': c,
+                'settling_time_s': float(rng.uniform(1, 2)),
+                'task_error_rms': float(rng.uniform()),
+                'safe_effort_steps': 0,
+                'saturated_fraction': 0.0 if (a, c) != (3.0, 1.5) else 0.1,
+            }
+        )
     return rows
 
 
@@ -185,7 +238,7 @@ def test_best_is_the_worst_case_optimum_over_the_other_keys():
         if all(r['saturated_fraction'] == 0 for r in group):
             brute[a] = max(r['settling_time_s'] for r in group)
     assert settings == {'a': min(brute, key=brute.get)} and value == min(brute.values())
-    assert 3.0 not in brute                                  # a group with a saturated run never wins
+    assert 3.0 not in brute  # a group with a saturated run never wins
     single = T.best(rows, 'task_error_rms')
     assert single[1] == min(r['task_error_rms'] for r in rows if r['saturated_fraction'] == 0)
 
@@ -195,10 +248,11 @@ def test_heatmap_cells_are_the_worst_case_over_the_other_keys(tmp_path):
     rows = _fake_rows()
     rows[3]['status'] = 'failed'
     rows[3]['task_error_rms'] = math.nan
-    path, grids = T.heatmap(rows, 'a', 'b', 'task_error_rms', tmp_path / 'h.png', facet=None, reduce='max',
-                            marks=[('seed 000', 1.5, 15)])
+    path, grids = T.heatmap(
+        rows, 'a', 'b', 'task_error_rms', tmp_path / 'h.png', facet=None, reduce='max', marks=[('seed 000', 1.5, 15)]
+    )
     assert path.stat().st_size > 1000
-    (_, z, bad), = grids
+    ((_, z, bad),) = grids
     for i, b in enumerate((10, 20)):
         for j, a in enumerate((1.0, 2.0, 3.0)):
             cell = [r for r in rows if r['a'] == a and r['b'] == b]
@@ -213,15 +267,17 @@ def test_heatmap_cells_are_the_worst_case_over_the_other_keys(tmp_path):
 
 # ----------------------------------------------------------------------------- Ray
 
+
 @pytest.mark.slow
 def test_ray_on_a_local_head_gives_the_local_table(tmp_path, monkeypatch):
     ray = pytest.importorskip('ray')
     import ray._private.ray_constants as ray_constants
+
     # a head on loopback only: Ray otherwise replaces 127.0.0.1 by the machine's reachable address
     monkeypatch.setenv('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER', '0')
     monkeypatch.setattr(ray_constants, 'ENABLE_RAY_CLUSTER', False)
     monkeypatch.setenv('RAY_USAGE_STATS_ENABLED', '0')
-    noise = ['--grid', 'simulation.sensor_noise=0,1e-5']        # noisy runs: the seed derived from the settings
+    noise = ['--grid', 'simulation.sensor_noise=0,1e-5']  # noisy runs: the seed derived from the settings
     local = _rows(_sweep(tmp_path, 'local', '--jobs', '2', *noise) / 'table.csv')
     # a head on 127.0.0.1 (retried if its raylet misses Ray's 30 s start-up window on a loaded machine)
     R.start_ray('local', num_cpus=2, object_store_memory=80 * 1024 * 1024)
@@ -229,9 +285,26 @@ def test_ray_on_a_local_head_gives_the_local_table(tmp_path, monkeypatch):
         address = ray.get_runtime_context().gcs_address
         assert address.startswith('127.0.0.1:')
         out = tmp_path / 'ray'
-        proc = subprocess.run([sys.executable, '-m', 'uk_controller.cli', 'sweep', 'scara', *SMALL, '--out', str(out),
-                               '--no-plots', '--ray', address, *noise], cwd=ROOT, capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                '-m',
+                'uk_controller.cli',
+                'sweep',
+                'scara',
+                *SMALL,
+                '--out',
+                str(out),
+                '--no-plots',
+                '--ray',
+                address,
+                *noise,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     finally:
         ray.shutdown()
@@ -239,4 +312,4 @@ def test_ray_on_a_local_head_gives_the_local_table(tmp_path, monkeypatch):
     assert len(remote) == 16 and _settings_columns(remote) == _settings_columns(local)
     noisy = [r for r in remote if r['simulation.sensor_noise'] != '0.0']
     assert len({r['seed'] for r in noisy}) == 8 and all(r['task_error_rms'] != '' for r in noisy)
-    assert {r['worker'] for r in remote}.isdisjoint({r['worker'] for r in local})   # other processes ran them
+    assert {r['worker'] for r in remote}.isdisjoint({r['worker'] for r in local})  # other processes ran them

@@ -4,6 +4,7 @@ The bounds below are generous (a loaded 2-core machine): today's code missed eac
 (a 2,500-run grid ran to its end 43 s after Ctrl-C; SIGTERM left both workers and the tracker running;
 ``--ray 127.0.0.1:1`` ran 420 s), so none of them measures speed.
 """
+
 import argparse
 import csv
 import os
@@ -33,8 +34,14 @@ def _env(**extra):
 def _start(args, tmp_path, **env):
     """The CLI in its own process group (as a shell runs a command: Ctrl-C reaches the whole group)."""
     log = open(tmp_path / 'stderr.log', 'w')
-    proc = subprocess.Popen([sys.executable, '-m', 'uk_controller.cli', *map(str, args)], cwd=tmp_path,
-                            env=_env(**env), stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'uk_controller.cli', *map(str, args)],
+        cwd=tmp_path,
+        env=_env(**env),
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+    )
     proc.log = tmp_path / 'stderr.log'
     return proc
 
@@ -95,10 +102,27 @@ def test_sigterm_to_the_parent_leaves_no_worker_or_tracker(tmp_path):
 @pytest.mark.slow
 def test_unreachable_ray_address_fails_with_exit_2(tmp_path):
     pytest.importorskip('ray')
-    proc = subprocess.run([sys.executable, '-m', 'uk_controller.cli', 'sweep', 'planar_3r', '--grid',
-                           'stabilization.omega=5,10', '--no-plots', '--out', str(tmp_path / 'out'),
-                           '--ray', '127.0.0.1:1'], cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            '-m',
+            'uk_controller.cli',
+            'sweep',
+            'planar_3r',
+            '--grid',
+            'stabilization.omega=5,10',
+            '--no-plots',
+            '--out',
+            str(tmp_path / 'out'),
+            '--ray',
+            '127.0.0.1:1',
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert 'cannot connect to 127.0.0.1:1' in proc.stderr and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
 
@@ -111,29 +135,51 @@ def _args(*argv):
 
 def test_a_large_sweep_needs_yes(tmp_path):
     """Defect 9: 10^6 runs were started without a word (2.9 GB in the parent, 3.5 h)."""
-    million = ['planar_3r', '--grid', 'stabilization.omega=5:40:100', '--grid', 'simulation.mass_scale=0.5:2:100',
-               '--grid', 'simulation.sensor_noise=0:1e-4:100']
+    million = [
+        'planar_3r',
+        '--grid',
+        'stabilization.omega=5:40:100',
+        '--grid',
+        'simulation.mass_scale=0.5:2:100',
+        '--grid',
+        'simulation.sensor_noise=0:1e-4:100',
+    ]
     with pytest.raises(ConfigError) as err:
         SC.prepare(_args(*million))
     assert '1,000,000 runs' in str(err.value) and '--yes' in str(err.value)
     # the estimate is the grid's size: 10,000 runs pass, 11,000 do not; long runs count by their periods
-    grid = ['planar_3r', '--grid', 'stabilization.omega=5:40:10', '--grid', 'simulation.mass_scale=0.5:2:10',
-            '--grid', 'simulation.sensor_noise=0:1e-4:10', '--duration', '1']
+    grid = [
+        'planar_3r',
+        '--grid',
+        'stabilization.omega=5:40:10',
+        '--grid',
+        'simulation.mass_scale=0.5:2:10',
+        '--grid',
+        'simulation.sensor_noise=0:1e-4:10',
+        '--duration',
+        '1',
+    ]
     assert len(SC.prepare(_args(*grid, '--grid', 'control.rate=250:1000:10'))[2]) == 10_000
     with pytest.raises(ConfigError) as err:
         SC.prepare(_args(*grid, '--grid', 'control.rate=250:1000:11'))
     assert '11,000 runs' in str(err.value)
-    with pytest.raises(ConfigError) as err:        # 101 runs of 1000 s at 1 kHz: 1.01e8 periods
+    with pytest.raises(ConfigError) as err:  # 101 runs of 1000 s at 1 kHz: 1.01e8 periods
         SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:101', '--duration', '1000'))
     assert 'periods' in str(err.value)
-    assert SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:101', '--duration', '1000',
-                            '--yes'))[2][-1]['index'] == 100
+    assert (
+        SC.prepare(_args('planar_3r', '--grid', 'stabilization.omega=5:40:101', '--duration', '1000', '--yes'))[2][-1][
+            'index'
+        ]
+        == 100
+    )
 
 
 # ----------------------------------------------------------------------------- Ray token authentication
 
+
 def _settings_columns(out):
     from uk_controller.sweep.runner import MEASURED
+
     with open(out / 'table.csv', newline='') as fh:
         rows = [{k: v for k, v in r.items() if k not in MEASURED} for r in csv.DictReader(fh)]
     assert len(rows) == 2 and all(r['status'] == 'ok' for r in rows), rows
@@ -141,8 +187,9 @@ def _settings_columns(out):
 
 
 def _ray(args, env, timeout=180):
-    return subprocess.run([sys.executable, '-m', 'ray.scripts.scripts', *args], env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, '-m', 'ray.scripts.scripts', *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.mark.slow
@@ -154,31 +201,60 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
     pytest.importorskip('ray')
     home = tmp_path / 'home'
     home.mkdir()
-    temp = tempfile.mkdtemp(prefix='ukray', dir='/tmp')       # short: Ray's socket paths live under it
+    temp = tempfile.mkdtemp(prefix='ukray', dir='/tmp')  # short: Ray's socket paths live under it
     env = _env(HOME=str(home), RAY_TMPDIR=temp, RAY_USAGE_STATS_ENABLED='0')
     env.pop('RAY_AUTH_MODE', None)
     env.pop('RAY_ADDRESS', None)
     small = ['sweep', 'planar_3r', '--grid', 'stabilization.omega=5,10', '--duration', '0.05', '--no-plots']
-    local = subprocess.run([sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'local'),
-                            '--ray', 'local'], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    local = subprocess.run(
+        [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'local'), '--ray', 'local'],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert local.returncode == 0, local.stderr[-3000:]
-    assert (home / '.ray' / 'auth_token').is_file()          # what Ray leaves behind: the case of the issue
+    assert (home / '.ray' / 'auth_token').is_file()  # what Ray leaves behind: the case of the issue
     with __import__('socket').socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
-    head = subprocess.Popen([sys.executable, '-m', 'ray.scripts.scripts', 'start', '--head', '--block',
-                             f'--port={port}', '--node-ip-address=127.0.0.1', '--num-cpus=2',
-                             '--include-dashboard=false', '--disable-usage-stats'], env=env, cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / 'head.log', 'w'),
-                            start_new_session=True)
+    head = subprocess.Popen(
+        [
+            sys.executable,
+            '-m',
+            'ray.scripts.scripts',
+            'start',
+            '--head',
+            '--block',
+            f'--port={port}',
+            '--node-ip-address=127.0.0.1',
+            '--num-cpus=2',
+            '--include-dashboard=false',
+            '--disable-usage-stats',
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / 'head.log', 'w'),
+        start_new_session=True,
+    )
     try:
         client = dict(env, RAY_ADDRESS=f'127.0.0.1:{port}')
-        ready = lambda: _ray(['status', '--address', f'127.0.0.1:{port}'], dict(client, RAY_AUTH_MODE='token'),  # noqa: E731
-                             60).returncode == 0
+
+        def ready():
+            status = ['status', '--address', f'127.0.0.1:{port}']
+            return _ray(status, dict(client, RAY_AUTH_MODE='token'), 60).returncode == 0
+
         assert _wait_for(ready, 300), (tmp_path / 'head.log').read_text()[-3000:]
-        proc = subprocess.run([sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'auto'),
-                               '--ray', 'auto'], cwd=tmp_path, env=client, capture_output=True, text=True,
-                              timeout=900)
+        proc = subprocess.run(
+            [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'auto'), '--ray', 'auto'],
+            cwd=tmp_path,
+            env=client,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert 'InvalidAuthToken' not in proc.stderr
         # the same runs as the local sweep gave (every column that depends on the settings only)

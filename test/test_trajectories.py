@@ -1,29 +1,55 @@
 """Trajectories: analytic derivatives against finite differences, paper formulas, factory errors."""
+
 import numpy as np
 import pytest
 
-from uk_controller.files.parameter_file import ConfigError
 from uk_controller.constraints.trajectories import trajectory
+from uk_controller.files.parameter_file import ConfigError
 
 CONFIGS = {
-    'helix': {'type': 'helix', 'radius': 0.05, 'omega': 1.2566370614359172, 'centre': [0.0, 0.35, 0.0],
-              'rate': 0.02},
-    'helix_pitch': {'type': 'helix', 'radius': 0.1, 'omega': -2.0, 'centre': [0.1, 0.2, 0.3], 'pitch': 0.05,
-                    'phase': 0.3, 'start_time': 1.5},
+    'helix': {'type': 'helix', 'radius': 0.05, 'omega': 1.2566370614359172, 'centre': [0.0, 0.35, 0.0], 'rate': 0.02},
+    'helix_pitch': {
+        'type': 'helix',
+        'radius': 0.1,
+        'omega': -2.0,
+        'centre': [0.1, 0.2, 0.3],
+        'pitch': 0.05,
+        'phase': 0.3,
+        'start_time': 1.5,
+    },
     'line': {'type': 'line', 'centre': [0.1, 0.2], 'amplitude': 0.01},
-    'line3': {'type': 'line', 'centre': [0.1, 0.2, 0.0], 'amplitude': 0.03, 'omega': 2.5,
-              'direction': [1.0, 1.0, 0.5], 'phase': 0.2},
+    'line3': {
+        'type': 'line',
+        'centre': [0.1, 0.2, 0.0],
+        'amplitude': 0.03,
+        'omega': 2.5,
+        'direction': [1.0, 1.0, 0.5],
+        'phase': 0.2,
+    },
     'object_motion': {'type': 'object_motion'},
     'object_xy': {'type': 'object_motion', 'length': 0.8, 'omega': 1.5, 'components': [0, 1]},
     'circle': {'type': 'circle', 'centre': [0.5, 0.2], 'radius': 0.15, 'omega': 1.0},
-    'circle3': {'type': 'circle', 'centre': [0.5, 0.2, 0.1], 'radius': 0.15, 'omega': 0.7,
-                'u': [0.0, 1.0, 0.0], 'v': [0.0, 0.0, 1.0], 'start_time': -0.4},
-    'polynomial': {'type': 'polynomial', 'times': [0.0, 1.0, 2.5, 4.0],
-                   'waypoints': [0.0, 0.0, 1.0, 0.5, 0.2, -0.3, 0.4, 0.4]},
-    'spline': {'type': 'spline', 'times': [0.0, 1.0, 2.5, 4.0],
-               'waypoints': [0.0, 0.0, 1.0, 0.5, 0.2, -0.3, 0.4, 0.4]},
-    'spline_natural': {'type': 'spline', 'times': [0.0, 1.0, 2.5, 4.0], 'waypoints': [0.0, 1.0, 0.2, 0.4],
-                       'bc_type': 'natural'},
+    'circle3': {
+        'type': 'circle',
+        'centre': [0.5, 0.2, 0.1],
+        'radius': 0.15,
+        'omega': 0.7,
+        'u': [0.0, 1.0, 0.0],
+        'v': [0.0, 0.0, 1.0],
+        'start_time': -0.4,
+    },
+    'polynomial': {
+        'type': 'polynomial',
+        'times': [0.0, 1.0, 2.5, 4.0],
+        'waypoints': [0.0, 0.0, 1.0, 0.5, 0.2, -0.3, 0.4, 0.4],
+    },
+    'spline': {'type': 'spline', 'times': [0.0, 1.0, 2.5, 4.0], 'waypoints': [0.0, 0.0, 1.0, 0.5, 0.2, -0.3, 0.4, 0.4]},
+    'spline_natural': {
+        'type': 'spline',
+        'times': [0.0, 1.0, 2.5, 4.0],
+        'waypoints': [0.0, 1.0, 0.2, 0.4],
+        'bc_type': 'natural',
+    },
     'hold': {'type': 'hold', 'value': [0.3, -0.2]},
 }
 
@@ -46,8 +72,9 @@ def test_helix_is_seed000_eq40():
     traj = trajectory(CONFIGS['helix'])
     for t in np.linspace(0.0, 10.0, 11):
         p, _, _ = traj(t)
-        np.testing.assert_allclose(p, [0.05 * np.sin(0.4 * np.pi * t), 0.35 + 0.05 * np.cos(0.4 * np.pi * t),
-                                       0.02 * t], atol=1e-15)
+        np.testing.assert_allclose(
+            p, [0.05 * np.sin(0.4 * np.pi * t), 0.35 + 0.05 * np.cos(0.4 * np.pi * t), 0.02 * t], atol=1e-15
+        )
 
 
 def test_helix_pitch_means_rise_per_turn():
@@ -57,7 +84,7 @@ def test_helix_pitch_means_rise_per_turn():
     t0 = 2.0
     p0, _, _ = traj(t0)
     p1, _, _ = traj(t0 + period)
-    np.testing.assert_allclose(p1 - p0, [0.0, 0.0, -0.05], atol=1e-12)   # negative omega: z goes down
+    np.testing.assert_allclose(p1 - p0, [0.0, 0.0, -0.05], atol=1e-12)  # negative omega: z goes down
     with pytest.raises(ConfigError, match='pitch'):
         trajectory({**cfg, 'rate': 0.1})
 
@@ -112,19 +139,24 @@ def test_circle_geometry():
         assert d[0] == pytest.approx(0.0, abs=1e-15)
         assert np.linalg.norm(d) == pytest.approx(0.15)
         assert np.linalg.norm(v) == pytest.approx(0.15 * 0.7)
-        np.testing.assert_allclose(a, -0.7 ** 2 * d, atol=1e-14)
+        np.testing.assert_allclose(a, -(0.7**2) * d, atol=1e-14)
 
 
-@pytest.mark.parametrize('cfg, key', [
-    ({'type': 'spiral'}, 'trajectory.type'),
-    ({'type': 'helix', 'omega': 1.0}, 'trajectory.radius'),
-    ({'type': 'helix', 'radius': 'big', 'omega': 1.0}, 'trajectory.radius'),
-    ({'type': 'polynomial', 'times': [0.0, 1.0], 'waypoints': [0.0, 1.0, 2.0]}, 'trajectory.waypoints'),
-    ({'type': 'spline', 'times': [1.0, 0.0], 'waypoints': [0.0, 1.0]}, 'trajectory.times'),
-    ({'type': 'hold', 'value': [1.0], 'components': [3]}, 'trajectory'),
-    ({'type': 'line', 'centre': [0.0, 0.0], 'amplitude': 1.0, 'direction': [1.0, 0.0, 0.0]},
-     'trajectory.direction'),
-])
+@pytest.mark.parametrize(
+    'cfg, key',
+    [
+        ({'type': 'spiral'}, 'trajectory.type'),
+        ({'type': 'helix', 'omega': 1.0}, 'trajectory.radius'),
+        ({'type': 'helix', 'radius': 'big', 'omega': 1.0}, 'trajectory.radius'),
+        ({'type': 'polynomial', 'times': [0.0, 1.0], 'waypoints': [0.0, 1.0, 2.0]}, 'trajectory.waypoints'),
+        ({'type': 'spline', 'times': [1.0, 0.0], 'waypoints': [0.0, 1.0]}, 'trajectory.times'),
+        ({'type': 'hold', 'value': [1.0], 'components': [3]}, 'trajectory'),
+        (
+            {'type': 'line', 'centre': [0.0, 0.0], 'amplitude': 1.0, 'direction': [1.0, 0.0, 0.0]},
+            'trajectory.direction',
+        ),
+    ],
+)
 def test_bad_configs_name_the_key(cfg, key):
     with pytest.raises(ConfigError) as err:
         trajectory(cfg, file='robot.yaml')
@@ -148,8 +180,8 @@ def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
     from uk_controller.control.controller import ControllerCore
     from uk_controller.files.parameter_file import load_config
     from uk_controller.paths import resolve_config
-    from uk_controller.settings import schema as S
     from uk_controller.robots import load_robot
+    from uk_controller.settings import schema as S
     from uk_controller.sim.closed_loop import simulate
 
     class Ramp(T.Trajectory):
@@ -165,18 +197,24 @@ def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
 
     entry = T.TrajectoryType(
         lambda cv, t0: Ramp(cv.get_floats('origin', length=3), cv.get_floats('velocity', length=3), t0),
-        (T.Key('origin', 'floats', 'start point', 'm', (('length', 3),)),
-         T.Key('velocity', 'floats', 'constant velocity', 'm/s', (('length', 3),))))
+        (
+            T.Key('origin', 'floats', 'start point', 'm', (('length', 3),)),
+            T.Key('velocity', 'floats', 'constant velocity', 'm/s', (('length', 3),)),
+        ),
+    )
     ROOT = Path(__file__).resolve().parents[1]
     origin, velocity = np.array([0.0, 0.4, 0.0]), np.array([0.03, -0.02, 0.01])
     params, path = load_config(resolve_config('scara'))
     params = copy.deepcopy(params)
-    params['constraints']['tool_path']['trajectory'] = {'type': 'ramp', 'origin': origin.tolist(),
-                                                        'velocity': velocity.tolist()}
+    params['constraints']['tool_path']['trajectory'] = {
+        'type': 'ramp',
+        'origin': origin.tolist(),
+        'velocity': velocity.tolist(),
+    }
     with pytest.raises(ConfigError, match='trajectory.type'):
         S.check(params, path)
 
-    monkeypatch.setitem(T.TYPES, 'ramp', entry)               # the recipe's one entry
+    monkeypatch.setitem(T.TYPES, 'ramp', entry)  # the recipe's one entry
     S.check(params, path)
     wrong = copy.deepcopy(params)
     wrong['constraints']['tool_path']['trajectory']['radius'] = 0.1
@@ -188,18 +226,22 @@ def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
         S.check(short, path)
     table = S.markdown_table().splitlines()
     assert 'ramp' in next(line for line in table if line.startswith('| `constraints.<name>.trajectory.type` |'))
-    assert '(type ramp)' in next(line for line in table
-                                 if line.startswith('| `constraints.<name>.trajectory.velocity` |'))
+    assert '(type ramp)' in next(
+        line for line in table if line.startswith('| `constraints.<name>.trajectory.velocity` |')
+    )
 
-    text = (ROOT / 'config' / 'scara.yaml').read_text()          # the shipped file, its helix replaced
+    text = (ROOT / 'config' / 'scara.yaml').read_text()  # the shipped file, its helix replaced
     helix = re.search(r'\n( +)type: helix.*\n(\1\w+: .*\n)+', text)
     indent = helix.group(1)
     setup_file = tmp_path / 'scara_ramp.yaml'
-    setup_file.write_text(text[:helix.start()] + f'\n{indent}type: ramp\n{indent}origin: {origin.tolist()}\n'
-                          f'{indent}velocity: {velocity.tolist()}\n' + text[helix.end():])
+    setup_file.write_text(
+        text[: helix.start()] + f'\n{indent}type: ramp\n{indent}origin: {origin.tolist()}\n'
+        f'{indent}velocity: {velocity.tolist()}\n' + text[helix.end() :]
+    )
     assert load_config(setup_file)[0]['constraints']['tool_path'] == params['constraints']['tool_path']
-    assert cli.main(['simulate', str(setup_file), '--duration', '0.05', '--no-plots',
-                     '--out', str(tmp_path / 'out')]) == 0
+    assert (
+        cli.main(['simulate', str(setup_file), '--duration', '0.05', '--no-plots', '--out', str(tmp_path / 'out')]) == 0
+    )
 
     setup = load_robot(setup_file)
     assert ControllerCore(setup).backend.name == 'reference'

@@ -8,6 +8,7 @@
   the controllability and consistency checks, and a closed chain (seed 004 section V's two
   coordinated arms) where the cascade violates the servo constraint and servo_control does not.
 """
+
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -33,8 +34,9 @@ def random_system(rng, n, m, rank, consistent=True, cond=100.0):
     return M, Q, A, b
 
 
-CASES = [(n, m, r) for n in (2, 4, 7, 12) for m in (1, 3, n) for r in {m, max(m - 1, 1), max(m // 2, 1)}
-         if r <= min(m, n)]
+CASES = [
+    (n, m, r) for n in (2, 4, 7, 12) for m in (1, 3, n) for r in {m, max(m - 1, 1), max(m // 2, 1)} if r <= min(m, n)
+]
 
 
 # ----------------------------------------------------------------------- fast vs reference
@@ -68,8 +70,10 @@ def max_fast_vs_reference(seed, consistent, pinv_name='svd', cond=100.0):
 
 def test_fast_equals_reference_consistent():
     worst, ratio = max_fast_vs_reference(0, consistent=True)
-    print(f'\nfast vs reference, consistent b (incl. rank-deficient A): max rel. difference {worst:.2e}, '
-          f'max difference / (eps kappa^2) {ratio:.2f}')
+    print(
+        f'\nfast vs reference, consistent b (incl. rank-deficient A): max rel. difference {worst:.2e}, '
+        f'max difference / (eps kappa^2) {ratio:.2f}'
+    )
     assert ratio < 50.0
 
 
@@ -103,7 +107,7 @@ def test_constraints_realised_and_gauss_minimum():
         a = np.linalg.solve(M, Q)
         gauss = (qdd - a) @ M @ (qdd - a)
         _, s, Vt = np.linalg.svd(A)
-        null = Vt[int(np.sum(s > 1e-10 * s[0])):].T
+        null = Vt[int(np.sum(s > 1e-10 * s[0])) :].T
         for _ in range(5):
             other = qdd + null @ rng.standard_normal(null.shape[1])
             assert (other - a) @ M @ (other - a) >= gauss - 1e-9 * (1 + gauss)
@@ -119,7 +123,7 @@ def test_uk_matches_lagrange_multipliers():
     for n in (2, 3, 6, 10, 15):
         for m in range(1, n):
             M = random_spd(rng, n)
-            A = rng.standard_normal((m, n))                     # full row rank
+            A = rng.standard_normal((m, n))  # full row rank
             Q, b = rng.standard_normal(n) * 5, rng.standard_normal(m)
             K = np.block([[M, -A.T], [A, np.zeros((m, m))]])
             sol = np.linalg.solve(K, np.concatenate((Q, b)))
@@ -164,8 +168,8 @@ def test_nonideal_force_fast_vs_reference_and_work():
         ref = uk.nonideal_constraint_force_reference(M, A, c)
         worst = max(worst, np.max(np.abs(fast - ref)) / max(1, np.abs(ref).max()))
         _, s, Vt = np.linalg.svd(A)
-        null = Vt[int(np.sum(s > 1e-10 * s[0])):].T
-        assert np.allclose(null.T @ fast, null.T @ c, atol=1e-9)          # work property
+        null = Vt[int(np.sum(s > 1e-10 * s[0])) :].T
+        assert np.allclose(null.T @ fast, null.T @ c, atol=1e-9)  # work property
         assert np.allclose(A @ np.linalg.solve(M, fast), 0.0, atol=1e-9)  # no constraint acceleration
     print(f'\nnon-ideal force: max rel. |fast - reference| {worst:.2e}')
     assert worst < 1e-9
@@ -176,12 +180,12 @@ def test_nonideal_force_fast_vs_reference_and_work():
 
 def test_baumgarte_conventions_agree():
     a, b = 3.0, 7.0
-    sq = Baumgarte.squared(a, b)                    # phi'' + 2a phi' + b^2 phi
-    s0 = Baumgarte.seed000(2 * a, b * b)           # phi'' + alpha phi' + beta phi
+    sq = Baumgarte.squared(a, b)  # phi'' + 2a phi' + b^2 phi
+    s0 = Baumgarte.seed000(2 * a, b * b)  # phi'' + alpha phi' + beta phi
     assert np.isclose(sq.kd, s0.kd) and np.isclose(sq.kp, s0.kp)
     assert (sq.kd, sq.kp) == (6.0, 49.0)
     cr = Baumgarte.critical(4.0)
-    assert (cr.kd, cr.kp) == (8.0, 16.0) and cr.kd**2 == 4 * cr.kp      # critical damping
+    assert (cr.kd, cr.kp) == (8.0, 16.0) and cr.kd**2 == 4 * cr.kp  # critical damping
     assert Baumgarte.from_config({'convention': 'squared', 'alpha': a, 'beta': b}) == sq
     assert Baumgarte.from_config({'convention': 'seed000', 'alpha': 2 * a, 'beta': b * b}) == s0
     assert Baumgarte.from_config({'convention': 'critical', 'omega': 4.0}) == cr
@@ -191,8 +195,9 @@ def test_baumgarte_conventions_agree():
     with pytest.raises(ValueError, match='convention'):
         Baumgarte.from_config({'convention': 'fast'})
     # per-row gains (seed 000 writes diagonal gain matrices)
-    rows = ConstraintRows(np.array([1.0, 2.0]), np.array([0.5, 0.0]), np.eye(2), np.zeros(2),
-                          np.array([2, 1], dtype=np.int8))
+    rows = ConstraintRows(
+        np.array([1.0, 2.0]), np.array([0.5, 0.0]), np.eye(2), np.zeros(2), np.array([2, 1], dtype=np.int8)
+    )
     out = Baumgarte(kd=np.array([2.0, 9.0]), kp=np.array([3.0, 9.0]), k1=np.array([9.0, 5.0])).stabilized_rhs(rows)
     assert np.allclose(out, [-(2.0 * 0.5 + 3.0 * 1.0), -5.0 * 2.0])
 
@@ -218,16 +223,22 @@ def holonomic_rows(q, qd):
     """phi = a.q + 0.3 sin(q1) - 0.2 (a nonlinear holonomic constraint) in ConstraintRows form."""
     A = (AVEC + np.array([0.3 * np.cos(q[0]), 0.0, 0.0]))[None, :]
     phi = np.array([AVEC @ q + 0.3 * np.sin(q[0]) - 0.2])
-    b = np.array([0.3 * np.sin(q[0]) * qd[0] ** 2])          # phi'' = A q'' - b
+    b = np.array([0.3 * np.sin(q[0]) * qd[0] ** 2])  # phi'' = A q'' - b
     return ConstraintRows(phi, A @ qd, A, b, np.array([2], dtype=np.int8))
 
 
-@pytest.mark.parametrize('gains', [Baumgarte.seed000(4.0, 25.0),        # under-damped (zeta 0.4)
-                                   Baumgarte.critical(5.0),             # critical
-                                   Baumgarte.squared(5.0, 3.0)],        # over-damped (roots -1, -9)
-                         ids=['under', 'critical', 'over'])
+@pytest.mark.parametrize(
+    'gains',
+    [
+        Baumgarte.seed000(4.0, 25.0),  # under-damped (zeta 0.4)
+        Baumgarte.critical(5.0),  # critical
+        Baumgarte.squared(5.0, 3.0),
+    ],  # over-damped (roots -1, -9)
+    ids=['under', 'critical', 'over'],
+)
 def test_baumgarte_decay_matches_closed_form(gains):
     """Integrating the UK dynamics with the stabilized b makes phi obey the linear ODE exactly."""
+
     def rhs(t, s):
         q, qd = s[:3], s[3:]
         rows = holonomic_rows(q, qd)
@@ -242,7 +253,7 @@ def test_baumgarte_decay_matches_closed_form(gains):
     assert sol.success
     phi = np.array([holonomic_rows(sol.y[:3, k], sol.y[3:, k]).phi[0] for k in range(t.size)])
     expected = linear_ode_solution(float(gains.kd), float(gains.kp), rows0.phi[0], rows0.phidot[0], t)
-    assert abs(rows0.phi[0]) > 0.1                      # starts well off the constraint
+    assert abs(rows0.phi[0]) > 0.1  # starts well off the constraint
     assert np.max(np.abs(phi - expected)) < 1e-7
     assert abs(phi[-1]) < 0.05 * abs(rows0.phi[0])
 
@@ -255,7 +266,7 @@ def test_first_order_rows_decay_exponentially():
     def rows_at(q, qd):
         A = np.array([[1.0, q[0], 0.0]])
         phi = np.array([qd[0] + q[0] * qd[1]])
-        b = np.array([-qd[0] * qd[1]])                  # phi' = A q'' - b
+        b = np.array([-qd[0] * qd[1]])  # phi' = A q'' - b
         return ConstraintRows(phi, np.zeros(1), A, b, np.array([1], dtype=np.int8))
 
     def rhs(t, s):
@@ -330,7 +341,7 @@ def test_servo_underactuated_and_redundant():
     for res in (r0, rs):
         assert np.allclose(A @ res.qdd, b, atol=1e-10)
     assert np.allclose(CB @ (rs.u - r0.u), 0.0, atol=1e-10)
-    assert np.linalg.norm(r0.u) < np.linalg.norm(rs.u)          # s = 0 is the minimum-norm control
+    assert np.linalg.norm(r0.u) < np.linalg.norm(rs.u)  # s = 0 is the minimum-norm control
     assert np.allclose(r0.u, np.linalg.pinv(CB) @ (b - A @ np.linalg.solve(M, Q)), atol=1e-10)
 
 
@@ -379,30 +390,35 @@ class DualArm:
         self.m = np.full(k, m)
         self.I = np.full(k, inertia)
         self.g, self.base = g, base
-        tail = np.array([self.m[i + 1:].sum() for i in range(k)])
+        tail = np.array([self.m[i + 1 :].sum() for i in range(k)])
         a = np.empty((k, k))
         for i in range(k):
             for j in range(k):
                 lo, hi = min(i, j), max(i, j)
-                a[i, j] = (self.m[i] * (self.l[i] / 2) ** 2 + self.l[i] ** 2 * tail[i] if i == j
-                           else self.l[lo] * self.l[hi] * (self.m[hi] / 2 + tail[hi]))
+                a[i, j] = (
+                    self.m[i] * (self.l[i] / 2) ** 2 + self.l[i] ** 2 * tail[i]
+                    if i == j
+                    else self.l[lo] * self.l[hi] * (self.m[hi] / 2 + tail[hi])
+                )
         self.a = a
         self.gcoef = g * self.l * (self.m / 2 + tail)
         # eq 70: u1 base of arm 1, u2, u3 its joints, u4, u5 joints of arm 2, u6 its base
-        self.B = np.array([[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0],
-                           [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]], dtype=float)
+        self.B = np.array(
+            [[1, -1, 0, 0, 0, 0], [0, 1, -1, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, -1, 1, 0], [0, 0, 0, 0, -1, 1]],
+            dtype=float,
+        )
 
     def dynamics(self, th, thd):
         d = th[:, None] - th[None, :]
         M = self.a * np.cos(d) + np.diag(self.I)
-        h = (self.a * np.sin(d)) @ (thd ** 2)
-        return M, -h - self.gcoef * np.cos(th)              # Q = tau - C th' - G, tau = 0
+        h = (self.a * np.sin(d)) @ (thd**2)
+        return M, -h - self.gcoef * np.cos(th)  # Q = tau - C th' - G, tau = 0
 
     def closure(self, th, thd):
         """Eqs 60–63: A_p th'' = b_p, and the position residual."""
         l = self.l
         A = np.vstack((-l * np.sin(th), l * np.cos(th)))
-        b = np.array([l @ (np.cos(th) * thd ** 2), l @ (np.sin(th) * thd ** 2)])
+        b = np.array([l @ (np.cos(th) * thd**2), l @ (np.sin(th) * thd**2)])
         phi = np.array([l @ np.cos(th) - self.base, l @ np.sin(th)])
         return A, b, phi
 
@@ -411,7 +427,7 @@ class DualArm:
         l = self.l
         c = np.array([l[0], l[1], l[2] / 2, 0, 0])
         A = np.vstack((-c * np.sin(th), c * np.cos(th), [0, 0, 1, 0, 0]))
-        b = np.array([c @ (np.cos(th) * thd ** 2), c @ (np.sin(th) * thd ** 2) + length / 2 * np.cos(t), 0.0])
+        b = np.array([c @ (np.cos(th) * thd**2), c @ (np.sin(th) * thd**2) + length / 2 * np.cos(t), 0.0])
         return A, b
 
     def random_state(self, rng):
@@ -426,7 +442,7 @@ class DualArm:
             if not abs(l4 - l5) < r < l4 + l5:
                 continue
             base_angle = np.arctan2(d[1], d[0])
-            off = np.arccos((l4 ** 2 + r ** 2 - l5 ** 2) / (2 * l4 * r))
+            off = np.arccos((l4**2 + r**2 - l5**2) / (2 * l4 * r))
             th[3] = base_angle + off
             e = d - l4 * np.array([np.cos(th[3]), np.sin(th[3])])
             th[4] = np.arctan2(e[1], e[0])
@@ -463,7 +479,9 @@ def test_closed_chain_cascade_violates_servo_projected_does_not():
         _, s, Vt = np.linalg.svd(Ap)
         assert np.allclose(Vt[2:] @ res.passive_force, 0.0, atol=1e-8 * max(1, np.abs(res.passive_force).max()))
         assert res.rank == 3 and res.consistent and res.passive_rank == 2
-    print(f'\nclosed chain: servo residual cascade {cascade_worst:.2e}, servo_control {ours_worst:.2e}, '
-          f'closure residual {passive_worst:.2e}')
+    print(
+        f'\nclosed chain: servo residual cascade {cascade_worst:.2e}, servo_control {ours_worst:.2e}, '
+        f'closure residual {passive_worst:.2e}'
+    )
     assert cascade_worst > 1e-1
     assert ours_worst < 1e-10 and passive_worst < 1e-10

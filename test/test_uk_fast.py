@@ -11,16 +11,17 @@
   uk.constrained_acceleration, and vs Pinocchio's constraintDynamics-free KKT system;
 - a control step creates no new Pinocchio Data.
 """
+
 import numpy as np
 import pinocchio as pin
 import pytest
 
-from uk_controller.core import uk
-from uk_controller.kernels import jit, linalg
-from uk_controller.core.baumgarte import Baumgarte
 from uk_controller.control.controller import ControllerCore
-from uk_controller.robots import load_robot
+from uk_controller.core import uk
+from uk_controller.core.baumgarte import Baumgarte
 from uk_controller.core.rows import ConstraintRows
+from uk_controller.kernels import jit, linalg
+from uk_controller.robots import load_robot
 
 BACKENDS = ['numpy'] + (['numba'] if jit.AVAILABLE else [])
 ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']
@@ -45,9 +46,9 @@ def random_case(rng, deficient):
     bp = rng.standard_normal(mp) if mp else None
     if deficient:
         if ms > 1:
-            As[-1] = 2.0 * As[0]          # dependent servo rows, inconsistent right-hand side
+            As[-1] = 2.0 * As[0]  # dependent servo rows, inconsistent right-hand side
         if mp > 1:
-            Ap[-1] = -Ap[0]               # redundant closure (as seed 002's parallelogram)
+            Ap[-1] = -Ap[0]  # redundant closure (as seed 002's parallelogram)
             bp[-1] = -bp[0]
     return n, p, mp, ms, M, Q, B, As, bs, Ap, bp
 
@@ -69,7 +70,7 @@ def test_servo_solver_equals_servo_control(backend, deficient):
         assert sol.condition == pytest.approx(ref.condition, rel=1e-8)
         assert rel(sol.u, ref.u) < 1e-9
         assert rel(sol.qdd, ref.qdd) < 1e-9
-        scale = max(1.0, np.abs(B @ ref.u).max(), np.abs(Q).max())     # Qc_p is a difference of these
+        scale = max(1.0, np.abs(B @ ref.u).max(), np.abs(Q).max())  # Qc_p is a difference of these
         assert np.abs(sol.passive_force - ref.passive_force).max() < 1e-9 * scale
         assert sol.servo_residual == pytest.approx(ref.servo_residual, rel=1e-6, abs=1e-9)
 
@@ -85,8 +86,8 @@ def test_solver_without_servo_is_the_uk_acceleration(backend):
         Q = rng.standard_normal(n)
         A = rng.standard_normal((m, n))
         if trial % 2 and m > 1:
-            A[-1] = A[0] + A[1 % m] if m > 2 else 3.0 * A[0]     # rank deficient
-        b = A @ rng.standard_normal(n)                             # consistent
+            A[-1] = A[0] + A[1 % m] if m > 2 else 3.0 * A[0]  # rank deficient
+        b = A @ rng.standard_normal(n)  # consistent
         sol = uk.ServoSolver(n, 0, m, 0, backend=backend)
         sol.solve(M, Q, np.zeros((n, 0)), np.zeros((0, n)), np.zeros(0), A, b)
         fast = uk.constrained_acceleration(M, Q, A, b)
@@ -113,12 +114,11 @@ def test_jacobi_svd_matches_lapack():
         W = A.copy()
         V = np.empty((c, c))
         linalg.jacobi_columns(W, V, 60)
-        s = np.sort(np.linalg.norm(W, axis=0))[::-1][:min(r, c)]
+        s = np.sort(np.linalg.norm(W, axis=0))[::-1][: min(r, c)]
         ref = np.linalg.svd(A, compute_uv=False)
         np.testing.assert_allclose(s, ref, rtol=1e-12, atol=1e-14 * ref[0])
         np.testing.assert_allclose(W @ V.T, A, atol=1e-13 * np.abs(A).max())
         np.testing.assert_allclose(V.T @ V, np.eye(c), atol=1e-13)
-
 
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
@@ -130,15 +130,15 @@ def test_jacobi_rhs_is_an_svd_solve():
     rng = np.random.default_rng(23)
     for trial in range(80):
         c = int(rng.integers(1, 8))
-        r = int(rng.integers(c, 10))             # c <= r columns, as the servo solve rotates them
-        A = rng.standard_normal((c, r))          # the servo solve's C B (ms x p); W_in = A^T
+        r = int(rng.integers(c, 10))  # c <= r columns, as the servo solve rotates them
+        A = rng.standard_normal((c, r))  # the servo solve's C B (ms x p); W_in = A^T
         if trial % 4 == 1:
             A = A * np.geomspace(1, 1e-9, c)[:, None]
-        if trial % 4 == 2 and c > 1:             # rank deficient: repeated and combined rows
+        if trial % 4 == 2 and c > 1:  # rank deficient: repeated and combined rows
             A[-1] = A[0]
             if c > 2:
                 A[-2] = 2.0 * A[1] - A[0]
-        if trial % 4 == 3 and c > 1:             # a row 1e-140 smaller (the rotation's large-|zeta| branch)
+        if trial % 4 == 3 and c > 1:  # a row 1e-140 smaller (the rotation's large-|zeta| branch)
             A[-1] = 1e-140 * (A[0] + 1e-3 * A[-1])
         b = rng.standard_normal(c)
         W, y = np.ascontiguousarray(A.T), b.copy()
@@ -174,7 +174,7 @@ def test_jacobi_rows_and_blocked_solves_match_their_column_forms():
     for trial in range(60):
         r, c = rng.integers(1, 10, size=2)
         A = rng.standard_normal((r, c)) * np.geomspace(1, 1e-6, c)
-        if trial % 4 == 0 and c > 1:             # rank deficient: a repeated column
+        if trial % 4 == 0 and c > 1:  # rank deficient: a repeated column
             A[:, -1] = A[:, 0]
         W, V = A.copy(), np.empty((c, c))
         sweeps = linalg.jacobi_columns(W, V, 60)
@@ -186,7 +186,7 @@ def test_jacobi_rows_and_blocked_solves_match_their_column_forms():
         assert linalg.row_norms(WT, sr) == linalg.column_norms(W, s)
         np.testing.assert_array_equal(sr, s)
         ref = np.linalg.svd(A, compute_uv=False)
-        np.testing.assert_allclose(np.sort(sr)[::-1][:min(r, c)], ref, rtol=1e-12, atol=1e-14 * ref[0])
+        np.testing.assert_allclose(np.sort(sr)[::-1][: min(r, c)], ref, rtol=1e-12, atol=1e-14 * ref[0])
     for n, p in ((1, 1), (4, 2), (6, 6), (9, 9), (7, 3)):
         M = spd(rng, n)
         L = np.linalg.cholesky(M)
@@ -199,6 +199,7 @@ def test_jacobi_rows_and_blocked_solves_match_their_column_forms():
             np.testing.assert_array_equal(out[:, j], col)
         np.testing.assert_allclose(out, np.linalg.solve(M, X), rtol=1e-10, atol=1e-12)
 
+
 @pytest.mark.parametrize('backend', BACKENDS)
 def test_folded_baumgarte_equals_stabilized_rhs(backend):
     rng = np.random.default_rng(5)
@@ -206,18 +207,53 @@ def test_folded_baumgarte_equals_stabilized_rhs(backend):
     M = spd(rng, n)
     h = rng.standard_normal(n)
     B = rng.standard_normal((n, p))
-    rows_p = ConstraintRows(rng.standard_normal(mp), rng.standard_normal(mp), rng.standard_normal((mp, n)),
-                            rng.standard_normal(mp), np.array([2, 1], dtype=np.int8))
-    rows_s = ConstraintRows(rng.standard_normal(ms), rng.standard_normal(ms), rng.standard_normal((ms, n)),
-                            rng.standard_normal(ms), np.array([1, 2], dtype=np.int8))
-    for stab in (Baumgarte.critical(7.0), Baumgarte.seed000(np.array([1.0, 2.0]), np.array([3.0, 4.0])),
-                 Baumgarte.squared(2.0, 3.0), Baumgarte.none()):
+    rows_p = ConstraintRows(
+        rng.standard_normal(mp),
+        rng.standard_normal(mp),
+        rng.standard_normal((mp, n)),
+        rng.standard_normal(mp),
+        np.array([2, 1], dtype=np.int8),
+    )
+    rows_s = ConstraintRows(
+        rng.standard_normal(ms),
+        rng.standard_normal(ms),
+        rng.standard_normal((ms, n)),
+        rng.standard_normal(ms),
+        np.array([1, 2], dtype=np.int8),
+    )
+    for stab in (
+        Baumgarte.critical(7.0),
+        Baumgarte.seed000(np.array([1.0, 2.0]), np.array([3.0, 4.0])),
+        Baumgarte.squared(2.0, 3.0),
+        Baumgarte.none(),
+    ):
         gains = uk.row_gains(stab, rows_p, rows_s)
         sol = uk.ServoSolver(n, p, mp, ms, backend=backend)
-        sol.solve_rows(M, np.zeros(n), h, B, rows_s.A, rows_s.b, rows_s.phi, rows_s.phidot,
-                       rows_p.A, rows_p.b, rows_p.phi, rows_p.phidot, gains)
-        ref = uk.servo_control(M, -h, B, rows_s.A, stab.stabilized_rhs(rows_s), A_passive=rows_p.A,
-                               b_passive=stab.stabilized_rhs(rows_p), on_infeasible='report')
+        sol.solve_rows(
+            M,
+            np.zeros(n),
+            h,
+            B,
+            rows_s.A,
+            rows_s.b,
+            rows_s.phi,
+            rows_s.phidot,
+            rows_p.A,
+            rows_p.b,
+            rows_p.phi,
+            rows_p.phidot,
+            gains,
+        )
+        ref = uk.servo_control(
+            M,
+            -h,
+            B,
+            rows_s.A,
+            stab.stabilized_rhs(rows_s),
+            A_passive=rows_p.A,
+            b_passive=stab.stabilized_rhs(rows_p),
+            on_infeasible='report',
+        )
         assert rel(sol.u, ref.u) < 1e-10 and rel(sol.qdd, ref.qdd) < 1e-10
 
 
@@ -230,7 +266,7 @@ def _states(setup, rng, count):
 @pytest.mark.parametrize('robot', ROBOTS)
 def test_controller_fast_step_equals_general_step(robot):
     fast = ControllerCore.from_config(robot)
-    general = ControllerCore.from_config(robot, backend='general')     # the uk.servo_control path
+    general = ControllerCore.from_config(robot, backend='general')  # the uk.servo_control path
     assert fast.backend.name in ('compiled', 'reference') and general.backend.name == 'general'
     rng = np.random.default_rng(2)
     for q, qd, t in _states(fast.setup, rng, 8):
@@ -275,6 +311,7 @@ def test_plant_rhs_equals_uk_equation(robot):
     """UKPlant's right-hand side (pin.aba without closures, the kernel with them) is the UK equation
     M q'' = B u - h + Qc with the closure rows Baumgarte-stabilized by the plant's own gains."""
     from uk_controller.sim.uk_plant import UKPlant
+
     setup = load_robot(robot)
     plant = UKPlant.from_setup(setup)
     model = setup.model
@@ -295,18 +332,21 @@ def test_plant_rhs_equals_uk_equation(robot):
 def test_forward_dynamics_with_permuted_joint_order():
     setup = load_robot('scara')
     from uk_controller.model.robot_model import RobotModel
+
     names = list(reversed(setup.model.joint_names))
     model = RobotModel.from_urdf(setup.urdf_path, joint_names=names)
     rng = np.random.default_rng(9)
     q, qd, tau = rng.standard_normal(4), rng.standard_normal(4), rng.standard_normal(4)
     model.compute(q, qd)
-    np.testing.assert_allclose(model.forward_dynamics(q, qd, tau), np.linalg.solve(model.M, tau - model.h),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        model.forward_dynamics(q, qd, tau), np.linalg.solve(model.M, tau - model.h), rtol=1e-10, atol=1e-12
+    )
 
 
 def test_rk4_substeps_agree_on_scara():
     """One RK4 step per 1 ms control period already agrees with eight (the plant is smooth)."""
     from uk_controller.sim.uk_plant import UKPlant
+
     ctrl = ControllerCore.from_config('scara')
     plants = [UKPlant.from_setup(load_robot('scara'), substeps=s) for s in (1, 8)]
     for k in range(200):
@@ -339,6 +379,7 @@ def test_compiled_rows_equal_reference_rows(robot):
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'])
 def test_plant_rk4_kernel_equals_numpy_rk4(robot):
     from uk_controller.sim import uk_plant
+
     plants = [uk_plant.UKPlant.from_setup(load_robot(robot), substeps=2, backend=b) for b in ('compiled', 'numpy')]
     assert [p.backend.name for p in plants] == ['compiled', 'numpy']
     rng = np.random.default_rng(1)

@@ -1,4 +1,5 @@
 """The `uk-controller` command: simulate (and, where installed, run and bench)."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,14 +9,15 @@ import sys
 import threading
 from pathlib import Path
 
-from .settings import schema as S
 from .interrupts import interrupt_requested
+from .settings import schema as S
 
 
 def file_safe(name):
     """`name` as one path component: characters other than letters, digits, '.', '_', '-' become '_',
     leading dots are dropped (a robot name '../x' or 'a/b' must not leave results/ or make folders)."""
     import re
+
     return re.sub(r'[^A-Za-z0-9._-]+', '_', str(name)).lstrip('.') or 'robot'
 
 
@@ -36,15 +38,22 @@ def _progress_bar(label):
         elif pct % 25 == 0:
             sys.stderr.write(f'{label} {pct}%\n')
         sys.stderr.flush()
+
     return show
 
 
 #: simulate's flags and the setting each one sets: each given flag is an override of resolve()
 SIMULATE_FLAGS = {
-    '--duration': 'simulation.duration', '--rate': 'control.rate', '--omega': 'stabilization.omega',
-    '--alpha': 'stabilization.alpha', '--beta': 'stabilization.beta', '--mass-scale': 'simulation.mass_scale',
-    '--noise': 'simulation.sensor_noise', '--delay': 'simulation.measurement_delay',
-    '--substeps': 'simulation.substeps', '--transient': 'simulation.transient',
+    '--duration': 'simulation.duration',
+    '--rate': 'control.rate',
+    '--omega': 'stabilization.omega',
+    '--alpha': 'stabilization.alpha',
+    '--beta': 'stabilization.beta',
+    '--mass-scale': 'simulation.mass_scale',
+    '--noise': 'simulation.sensor_noise',
+    '--delay': 'simulation.measurement_delay',
+    '--substeps': 'simulation.substeps',
+    '--transient': 'simulation.transient',
     '--log-every': 'simulation.log_every',
 }
 
@@ -58,36 +67,55 @@ def _flag(flag):
 
 def add_simulate_parser(sub):
     p = sub.add_parser(
-        'simulate', help='closed-loop simulation with plots',
+        'simulate',
+        help='closed-loop simulation with plots',
         description='Run the UK controller at a fixed rate on a simulated plant (zero-order hold) and '
-                    'write a CSV log, PNG figures and a summary. Ctrl-C stops early and writes what ran.')
-    p.add_argument('robot', help="robot name (config/<name>.yaml: scara, five_bar, five_bar_redundant, "
-                                 "dual_arm, planar_3r) or a path to a robot YAML")
+        'write a CSV log, PNG figures and a summary. Ctrl-C stops early and writes what ran.',
+    )
+    p.add_argument(
+        'robot',
+        help="robot name (config/<name>.yaml: scara, five_bar, five_bar_redundant, "
+        "dual_arm, planar_3r) or a path to a robot YAML",
+    )
     p.add_argument('--duration', type=_flag('--duration'), help='simulated seconds (default: simulation.duration)')
     p.add_argument('--rate', type=_flag('--rate'), help='control rate in Hz (default: control.rate)')
-    p.add_argument('--plant', choices=S.PLANTS,
-                   help='uk: embedded UK forward dynamics; mujoco: MuJoCo physics engine (default: simulation.plant)')
+    p.add_argument(
+        '--plant',
+        choices=S.PLANTS,
+        help='uk: embedded UK forward dynamics; mujoco: MuJoCo physics engine (default: simulation.plant)',
+    )
     p.add_argument('--no-baumgarte', action='store_true', help='switch Baumgarte stabilization off')
-    p.add_argument('--omega', type=_flag('--omega'),
-                   help="critically damped stabilization with this natural frequency [rad/s]")
+    p.add_argument(
+        '--omega', type=_flag('--omega'), help="critically damped stabilization with this natural frequency [rad/s]"
+    )
     p.add_argument('--alpha', type=_flag('--alpha'), help='Baumgarte alpha (with --beta and --convention)')
     p.add_argument('--beta', type=_flag('--beta'), help='Baumgarte beta')
-    p.add_argument('--convention', choices=['seed000', 'squared'], default='seed000',
-                   help="seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0")
-    p.add_argument('--pinv', choices=S.PINV_METHODS,
-                   help='pseudo-inverse method (default: control.pinv)')
+    p.add_argument(
+        '--convention',
+        choices=['seed000', 'squared'],
+        default='seed000',
+        help="seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0",
+    )
+    p.add_argument('--pinv', choices=S.PINV_METHODS, help='pseudo-inverse method (default: control.pinv)')
     p.add_argument('--mass-scale', type=_flag('--mass-scale'), help='plant inertias x this factor (model mismatch)')
     p.add_argument('--noise', type=_flag('--noise'), help='std of position measurement noise')
     p.add_argument('--delay', type=_flag('--delay'), help='measurement delay in control periods')
     p.add_argument('--integrator', choices=S.INTEGRATORS, help='plant integrator')
     p.add_argument('--substeps', type=_flag('--substeps'), help='RK4 steps per control period')
     p.add_argument('--transient', type=_flag('--transient'), help='seconds excluded from the error statistics')
-    p.add_argument('--log-every', type=_flag('--log-every'),
-                   help='log.csv holds every Nth control step; the summary covers all (default: simulation.log_every)')
+    p.add_argument(
+        '--log-every',
+        type=_flag('--log-every'),
+        help='log.csv holds every Nth control step; the summary covers all (default: simulation.log_every)',
+    )
     p.add_argument('--out', default=None, help='output folder (default: results/<robot>)')
     p.add_argument('--no-plots', action='store_true', help='write the CSV and summary only')
-    p.add_argument('--mcap', metavar='PATH', help='also write the run as ROS 2 messages in an MCAP file '
-                                                  '(the nodes\' topics, simulated stamps; docs/sweep.md)')
+    p.add_argument(
+        '--mcap',
+        metavar='PATH',
+        help='also write the run as ROS 2 messages in an MCAP file '
+        '(the nodes\' topics, simulated stamps; docs/sweep.md)',
+    )
     p.set_defaults(func=cmd_simulate)
 
 
@@ -106,8 +134,11 @@ def simulate_overrides(args):
             labels[key] = f'{flag} ({key})'
             if not key.startswith('stabilization.'):
                 overrides[key] = value
-    for flag, key in (('--pinv', 'control.pinv'), ('--integrator', 'simulation.integrator'),
-                      ('--plant', 'simulation.plant')):
+    for flag, key in (
+        ('--pinv', 'control.pinv'),
+        ('--integrator', 'simulation.integrator'),
+        ('--plant', 'simulation.plant'),
+    ):
         value = getattr(args, flag[2:])
         if value is not None:
             overrides[key], labels[key] = value, f'{flag} ({key})'
@@ -128,16 +159,21 @@ def _closure_at_start(setup, tol=1e-6):
     """Why the initial state violates a passive (closure) constraint, or None. The plant starts from
     robot.initial_position / initial_velocity and integrates the closed chain from there."""
     import numpy as np
+
     if not setup.passive.m:
         return None
     setup.model.compute(setup.q0, setup.qd0)
     rows = setup.passive.evaluate(setup.model, setup.q0, setup.qd0, 0.0)
-    for values, key, what in ((rows.phi, 'robot.initial_position', 'phi'),
-                              (rows.phidot, 'robot.initial_velocity', "phi'")):
+    for values, key, what in (
+        (rows.phi, 'robot.initial_position', 'phi'),
+        (rows.phidot, 'robot.initial_velocity', "phi'"),
+    ):
         worst = float(np.max(np.abs(values))) if np.all(np.isfinite(values)) else float('inf')
         if worst > tol:
-            return (f'{setup.config_path}: {key}: violates the closure constraints ({", ".join(setup.passive.names)}): '
-                    f'max |{what}| = {worst:.3g} > {tol:g}; the initial state must close the chain')
+            return (
+                f'{setup.config_path}: {key}: violates the closure constraints ({", ".join(setup.passive.names)}): '
+                f'max |{what}| = {worst:.3g} > {tol:g}; the initial state must close the chain'
+            )
     return None
 
 
@@ -164,16 +200,19 @@ def _output_files(setup, out):
 
 def _check_outputs(setup, out, mcap):
     """Why the outputs cannot be written (an input, a folder, another output, no MCAP support), or None."""
-    from .files.parameter_file import ConfigError
     from .files.io_safety import refuse_inputs_as_outputs, setup_inputs
+    from .files.parameter_file import ConfigError
+
     files = _output_files(setup, out)
     try:
         refuse_inputs_as_outputs([('--out', f) for f in files] + [('--mcap', mcap)], setup_inputs(setup))
         if mcap is not None:
             if any(mcap.resolve() == f.resolve() for f in files):
-                raise ConfigError(f'{mcap} is also written by --out {out}; give the recording its own name',
-                                  file=mcap, key='--mcap')
+                raise ConfigError(
+                    f'{mcap} is also written by --out {out}; give the recording its own name', file=mcap, key='--mcap'
+                )
             from .sim.mcap_log import _writer_class
+
             _writer_class()
     except (ConfigError, RuntimeError) as exc:
         return str(exc)
@@ -184,11 +223,11 @@ def _check_outputs(setup, out, mcap):
 
 
 def cmd_simulate(args):
+    from .core.uk import NotPositiveDefiniteError
     from .files.parameter_file import ConfigError
     from .robots import load_robot
     from .sim.closed_loop import simulate
     from .sim.report import CsvLog, format_summary, plot_all, write_summary
-    from .core.uk import NotPositiveDefiniteError
 
     if (args.alpha is None) != (args.beta is None):
         return _fail('--alpha and --beta go together (both > 0)')
@@ -214,8 +253,16 @@ def cmd_simulate(args):
         sinks.append(csv_log)
         if mcap is not None:
             from .sim.mcap_log import McapLog
-            sinks.append(McapLog(setup, mcap, rate=rate, actuator_names=setup.actuators.names,
-                                 settings={'measurement_delay': sim.measurement_delay}))
+
+            sinks.append(
+                McapLog(
+                    setup,
+                    mcap,
+                    rate=rate,
+                    actuator_names=setup.actuators.names,
+                    settings={'measurement_delay': sim.measurement_delay},
+                )
+            )
     except ConfigError as exc:
         for sink in sinks:
             sink.abandon()
@@ -229,27 +276,36 @@ def cmd_simulate(args):
         for sink in sinks:
             sink(chunk)
 
-    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)} \
-        if threading.current_thread() is threading.main_thread() else {}
+    old = (
+        {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        if threading.current_thread() is threading.main_thread()
+        else {}
+    )
     try:
         # every setting from the resolved setup: the file with the flags given
-        result = simulate(setup, progress=_progress_bar(f'simulating {setup.name}'),
-                          should_stop=lambda: stop['signal'] is not None or interrupt_requested(),
-                          sink=stream, keep_every=max(1, -(-steps // PLOT_POINTS)))
-    except ConfigError as exc:          # e.g. a plant that cannot load this description (MuJoCo and SDF)
+        result = simulate(
+            setup,
+            progress=_progress_bar(f'simulating {setup.name}'),
+            should_stop=lambda: stop['signal'] is not None or interrupt_requested(),
+            sink=stream,
+            keep_every=max(1, -(-steps // PLOT_POINTS)),
+        )
+    except ConfigError as exc:  # e.g. a plant that cannot load this description (MuJoCo and SDF)
         for sink in sinks:
             sink.abandon()
         return _fail(exc)
-    except NotPositiveDefiniteError as exc:   # only a model accepted with robot.allow_nonphysical gets here
+    except NotPositiveDefiniteError as exc:  # only a model accepted with robot.allow_nonphysical gets here
         for sink in sinks:
             sink.abandon()
-        return _fail(f'{setup.config_path}: the plant cannot integrate this model: {exc} (robot.allow_nonphysical '
-                     'accepted a description whose mass matrix is not positive definite)')
+        return _fail(
+            f'{setup.config_path}: the plant cannot integrate this model: {exc} (robot.allow_nonphysical '
+            'accepted a description whose mass matrix is not positive definite)'
+        )
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
     summary = result.summary(sim.transient)
-    errors = []                          # write errors: what was kept and what was lost, said at the end
+    errors = []  # write errors: what was kept and what was lost, said at the end
     files = []
     for sink, path in zip(sinks, [out / 'log.csv', mcap]):
         try:
@@ -263,8 +319,12 @@ def cmd_simulate(args):
     except ConfigError as exc:
         errors.append(exc)
     if result.interrupted:
-        print(f'\ninterrupted ({stop["signal"]}) after {summary["steps"]} control steps: wrote '
-              + ', '.join(str(f) for f in files) + ' (partial, marked interrupted)', file=sys.stderr)
+        print(
+            f'\ninterrupted ({stop["signal"]}) after {summary["steps"]} control steps: wrote '
+            + ', '.join(str(f) for f in files)
+            + ' (partial, marked interrupted)',
+            file=sys.stderr,
+        )
         print(format_summary(summary))
         for exc in errors:
             print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
@@ -279,8 +339,9 @@ def cmd_simulate(args):
     for exc in errors:
         print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
     if result.failure:
-        print(f'uk-controller simulate: error: the run FAILED: {result.failure} (log and summary kept)',
-              file=sys.stderr)
+        print(
+            f'uk-controller simulate: error: the run FAILED: {result.failure} (log and summary kept)', file=sys.stderr
+        )
         return 2
     return 2 if errors else 0
 
@@ -288,29 +349,43 @@ def cmd_simulate(args):
 def build_parser():
     parser = argparse.ArgumentParser(
         prog='uk-controller',
-        description='Udwadia-Kalaba constrained-dynamics control: simulate, run on hardware, benchmark.')
+        description='Udwadia-Kalaba constrained-dynamics control: simulate, run on hardware, benchmark.',
+    )
     sub = parser.add_subparsers(dest='command', required=True)
     add_simulate_parser(sub)
     from .sweep.cli import add_sweep_parser
+
     add_sweep_parser(sub)
     from .hardware.run_command import add_run_arguments, run
-    p = sub.add_parser('run', help='run the controller on serial motor drivers',
-                       description='Run ControllerCore at a fixed rate directly on a serial motor bus.')
+
+    p = sub.add_parser(
+        'run',
+        help='run the controller on serial motor drivers',
+        description='Run ControllerCore at a fixed rate directly on a serial motor bus.',
+    )
     add_run_arguments(p)
     p.set_defaults(func=run)
     from .hardware.emulate_command import add_emulate_arguments, run_emulate
-    p = sub.add_parser('emulate', help='motor drivers on a pseudo-terminal, driven by a simulated robot',
-                       description='Emulate the serial motor drivers of a robot on a pty and print its path.')
+
+    p = sub.add_parser(
+        'emulate',
+        help='motor drivers on a pseudo-terminal, driven by a simulated robot',
+        description='Emulate the serial motor drivers of a robot on a pty and print its path.',
+    )
     add_emulate_arguments(p)
     p.set_defaults(func=run_emulate)
-    p = sub.add_parser('bench', help='benchmarks of a source checkout: control step, simulation, loop jitter',
-                       description='Print benchmark tables (medians and p99). The tables live in bench/ of a '
-                                   'source checkout, beside uk_controller/; they are not installed.')
+    p = sub.add_parser(
+        'bench',
+        help='benchmarks of a source checkout: control step, simulation, loop jitter',
+        description='Print benchmark tables (medians and p99). The tables live in bench/ of a '
+        'source checkout, beside uk_controller/; they are not installed.',
+    )
     folder = bench_folder()
     if folder is not None:
         if str(folder.parent) not in sys.path:
             sys.path.insert(0, str(folder.parent))
         from bench.bench_command import add_bench_arguments, run_bench
+
         add_bench_arguments(p)
         p.set_defaults(func=run_bench)
     else:
@@ -325,16 +400,18 @@ def bench_folder():
 
 
 def _no_bench(args):
-    print('uk-controller bench: the benchmarks are not installed; they run from a source checkout '
-          '(git clone the repository, pip install -e . there, and run uk-controller bench from it)',
-          file=sys.stderr)
+    print(
+        'uk-controller bench: the benchmarks are not installed; they run from a source checkout '
+        '(git clone the repository, pip install -e . there, and run uk-controller bench from it)',
+        file=sys.stderr,
+    )
     return 2
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        if interrupt_requested():         # Ctrl-C during the imports, swallowed where it landed
+        if interrupt_requested():  # Ctrl-C during the imports, swallowed where it landed
             raise KeyboardInterrupt
         status = args.func(args)
         if interrupt_requested() and status == 0:
@@ -343,7 +420,7 @@ def main(argv=None):
             print('\ninterrupted (after the command had finished: what it wrote is complete)', file=sys.stderr)
             return 130
         return status
-    except KeyboardInterrupt:             # Ctrl-C before or after the loop (loading, plotting)
+    except KeyboardInterrupt:  # Ctrl-C before or after the loop (loading, plotting)
         print('\ninterrupted', file=sys.stderr)
         return 130
     except BrokenPipeError:

@@ -15,6 +15,7 @@ process inherited as ignored (a background job of a non-interactive shell) stays
 Python itself does. ``test/test_double_interrupt.py`` sends two SIGINTs 0, 20 and 250 ms apart
 at several points of start-up and checks the exit status and that no traceback is printed.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,6 +32,7 @@ def _report_interrupt(interrupted):
     """The exit status of a command Ctrl-C ended; the CLI (non-zero status) says so on stderr."""
     if interrupted:
         import sys
+
         try:
             print('interrupted', file=sys.stderr, flush=True)
         except (OSError, ValueError):

@@ -6,6 +6,7 @@ interrupt was swallowed during its imports that it should stop. The commands (uk
 ROS nodes' spin loop (uk_controller.ros.node_runner) both read it, so it sits below both layers
 (docs/architecture.md, "Module map by layer"); uk_controller.entry_points installs it.
 """
+
 from __future__ import annotations
 
 import signal
@@ -16,6 +17,7 @@ class _Interrupt:
     """Whether a SIGINT has arrived. The KeyboardInterrupt it raised may have been swallowed where it
     landed (a bare ``except:`` or a ``__del__`` in some library's import): the command reads this to
     stop all the same, instead of running on with the interrupt lost."""
+
     requested = False
 
 
@@ -44,6 +46,7 @@ def _quiet_about_recorded_interrupts(previous_hook):
     with a traceback and running on. Quiet too about CPython's "Signal 2 ignored due to race condition":
     a second SIGINT that arrived while the first one's handler set SIGINT to ignored (two Ctrl-Cs 0 ms
     apart: a terminal's and ``ros2 launch``'s), which is what the handlers mean to do with it."""
+
     def hook(unraisable):
         exc = unraisable.exc_value
         if isinstance(exc, KeyboardInterrupt) and _Interrupt.requested:
@@ -51,6 +54,7 @@ def _quiet_about_recorded_interrupts(previous_hook):
         if isinstance(exc, OSError) and exc.args == (_SIGINT_RACE,):
             return
         previous_hook(unraisable)
+
     hook.uk_controller_guard = True
     return hook
 
@@ -72,5 +76,5 @@ def guard_interrupts():
         if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             signal.signal(signal.SIGINT, _first_interrupt_only)
             quiet_about_recorded_interrupts()
-    except ValueError:       # not the main thread: the caller's handlers stay
+    except ValueError:  # not the main thread: the caller's handlers stay
         pass

@@ -7,6 +7,7 @@ Three layouts are supported, tried in this order:
    ``uk_controller`` package (the repository root);
 3. a pip install: ``<sys.prefix>/share/uk_controller`` (setup.py data_files).
 """
+
 from __future__ import annotations
 
 import sys
@@ -61,7 +62,8 @@ def resolve_config(name_or_path) -> Path:
 
     A value that looks like a path (has a separator or a .yaml/.yml suffix) is
     taken as a path; a bare name is a shipped robot name, and an error if a file
-    of that name exists in the current directory too (ambiguous). Raises :class:`~uk_controller.files.parameter_file.ConfigNotFoundError`
+    of that name exists in the current directory too (ambiguous). Raises
+    :class:`~uk_controller.files.parameter_file.ConfigNotFoundError`
     listing the shipped setups if nothing matches.
     """
     text = str(name_or_path)
@@ -70,32 +72,35 @@ def resolve_config(name_or_path) -> Path:
     shipped = None if looks_like_path else share_dir() / 'config' / f'{text}.yaml'
     if shipped is not None and shipped.is_file():
         if candidate.is_file():
-            raise ConfigNotFoundError(f'{text!r} is ambiguous: both the file {candidate.resolve()} and the shipped '
-                                      f'setup {shipped} match; write ./{text} for the file', file=candidate)
+            raise ConfigNotFoundError(
+                f'{text!r} is ambiguous: both the file {candidate.resolve()} and the shipped '
+                f'setup {shipped} match; write ./{text} for the file',
+                file=candidate,
+            )
         return shipped.resolve()
     from .files.parameter_file import resolve_path
-    resolved = resolve_path(candidate)          # a symlink loop: ConfigError naming the file
+
+    resolved = resolve_path(candidate)  # a symlink loop: ConfigError naming the file
     if candidate.is_file():
         return resolved
     if candidate.exists():
         raise ConfigNotFoundError(f'{resolved} is not a file (a folder?); give a robot setup YAML', file=candidate)
     names = ', '.join(available_configs()) or '(none found)'
     looked = f'{resolved}' + ('' if shipped is None else f', {shipped}')
-    raise ConfigNotFoundError(f'no robot setup {text!r} (looked in: {looked}); shipped setups: {names}',
-                              file=candidate)
+    raise ConfigNotFoundError(f'no robot setup {text!r} (looked in: {looked}); shipped setups: {names}', file=candidate)
 
 
 def data_file_candidates(value, config_path=None):
     """The places :func:`resolve_data_file` looks for `value`, in order (see there)."""
     text = str(value)
     if text.startswith('package://'):
-        package, _, rest = text[len('package://'):].partition('/')
+        package, _, rest = text[len('package://') :].partition('/')
         if package == PACKAGE:
             return [share_dir() / rest, _REPO_ROOT / rest]
         share = other_package_share(package)
         return [] if share is None else [share / rest]
     if text.startswith('file://'):
-        return [Path(text[len('file://'):])]
+        return [Path(text[len('file://') :])]
     path = Path(text).expanduser()
     if path.is_absolute():
         return [path]
@@ -108,6 +113,7 @@ def other_package_share(package):
     else in a prefix that Python packages install into (:func:`python_prefix_share`)."""
     try:
         from ament_index_python.packages import get_package_share_directory
+
         return Path(get_package_share_directory(package))
     except Exception:  # not installed, not a ROS environment, broken AMENT_PREFIX_PATH
         return python_prefix_share(package)
@@ -151,15 +157,18 @@ def missing_file_message(value, config_path=None):
     text = str(value)
     looked = data_file_candidates(value, config_path)
     if text.startswith('package://') and not looked:
-        package = text[len('package://'):].partition('/')[0]
-        return (f'file {text!r} not found: ROS package {package!r} is neither in the ament index nor in a '
-                'Python prefix (source its workspace, pip-install the wheel that ships it, or give a path '
-                'relative to the setup file)')
+        package = text[len('package://') :].partition('/')[0]
+        return (
+            f'file {text!r} not found: ROS package {package!r} is neither in the ament index nor in a '
+            'Python prefix (source its workspace, pip-install the wheel that ships it, or give a path '
+            'relative to the setup file)'
+        )
     message = f'file {text!r} not found; looked in: ' + ', '.join(str(p) for p in dict.fromkeys(looked))
     if not text.startswith(('package://', 'file://')) and not Path(text).is_absolute():
         if (share_dir() / text).is_file():
-            message += (f'. The package ships {text}; to use that file write '
-                        f"'package://{PACKAGE}/{Path(text).as_posix()}'")
+            message += (
+                f'. The package ships {text}; to use that file write \'package://{PACKAGE}/{Path(text).as_posix()}\''
+            )
         elif config_path is not None:
             message += ' (a relative path is relative to the folder of the setup file)'
     return message
@@ -181,16 +190,21 @@ def robot_description(name_or_path):
     value = robot.get('urdf')
     if value is None:
         from .files.description import description_key
+
         key = description_key(robot, path)
         value = robot.get(key)
         if key != 'urdf':
-            raise ConfigError(f'robot_state_publisher needs a URDF; this setup describes the robot by '
-                              f'robot.{key} ({value}). Add robot.urdf (the same robot as URDF) for it',
-                              file=path, key=f'robot.{key}')
+            raise ConfigError(
+                f'robot_state_publisher needs a URDF; this setup describes the robot by '
+                f'robot.{key} ({value}). Add robot.urdf (the same robot as URDF) for it',
+                file=path,
+                key=f'robot.{key}',
+            )
     urdf = resolve_data_file(value, path) if value else None
     if urdf is None:
         raise ConfigError(missing_file_message(value, path), file=path, key='robot.urdf')
     from .files.description import urdf_text
+
     text = urdf_text(urdf, robot.get('xacro_args'), path)
     return path, text.replace('$(find uk_controller)', str(share_dir()))
 

@@ -34,6 +34,7 @@ them, the settings schema reads its choices here). Importing this package loads 
 the names below load their module on first use (PEP 562), so the settings schema can read
 :data:`TYPES` and :mod:`.trajectories` without numba or Pinocchio.
 """
+
 import importlib
 
 #: the constraint types, in the order of docs/config.md
@@ -42,12 +43,26 @@ TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomia
 #: exported name -> the module of this package that defines it
 _EXPORTS = {
     'CompiledRows': 'compiled',
-    'jl': 'so3', 'jl_dot': 'so3', 'jr_inv': 'so3', 'jr_inv_dot': 'so3', 'planar_angle': 'so3', 'skew': 'so3',
+    'jl': 'so3',
+    'jl_dot': 'so3',
+    'jr_inv': 'so3',
+    'jr_inv_dot': 'so3',
+    'planar_angle': 'so3',
+    'skew': 'so3',
     'wrap_angle': 'so3',
-    'ConstraintStack': 'stack', 'build_stacks': 'stack', 'build_term': 'stack',
-    'AXES': 'terms', 'ROLES': 'terms', 'CallableTerm': 'terms', 'FrameOrientation': 'terms',
-    'FramePosition': 'terms', 'JointLinear': 'terms', 'JointPolynomial': 'terms', 'LoopClosure': 'terms',
-    'Term': 'terms', 'load_function': 'terms',
+    'ConstraintStack': 'stack',
+    'build_stacks': 'stack',
+    'build_term': 'stack',
+    'AXES': 'terms',
+    'ROLES': 'terms',
+    'CallableTerm': 'terms',
+    'FrameOrientation': 'terms',
+    'FramePosition': 'terms',
+    'JointLinear': 'terms',
+    'JointPolynomial': 'terms',
+    'LoopClosure': 'terms',
+    'Term': 'terms',
+    'load_function': 'terms',
 }
 __all__ = sorted(['TYPES', *_EXPORTS])
 

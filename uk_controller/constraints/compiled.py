@@ -1,4 +1,5 @@
 """The compiled program of a passive and a servo ConstraintStack (:class:`CompiledRows`)."""
+
 from __future__ import annotations
 
 import math
@@ -10,9 +11,11 @@ from ..kernels import jit
 from ..kernels import rows as row_kernels
 from .terms import CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial, LoopClosure
 
+
 def _traj_spec(traj):
     """``(kind, dim, floats, components)`` of a trajectory's compiled form, or None."""
     from .trajectories import Components
+
     comps = None
     if isinstance(traj, Components):
         comps = [int(c) for c in traj.components]
@@ -53,7 +56,8 @@ class CompiledRows:
     After :meth:`run` (q, q', t): ``phi``, ``phidot``, ``A``, ``b`` (passive rows first),
     ``outputs`` (phi | phi' | effort: the three adjacent in one view),
     ``B`` (n, p), ``u``, ``effort``, ``saturated`` (bool, where clipped), ``qdd``, ``passive_force``,
-    ``info`` (``kernels.codes.INFO_*``; info[INFO_STATUS] a :class:`uk_controller.control.status.Status` code) are views of
+    ``info`` (``kernels.codes.INFO_*``; info[INFO_STATUS] a :class:`uk_controller.control.status.Status` code) are views
+    of
     one workspace, overwritten by the next call; ``tau`` (n,) is the applied generalized force
     input (zero for a controller; ``B u`` for a plant).
     """
@@ -62,13 +66,36 @@ class CompiledRows:
         raise TypeError('use CompiledRows.build(...)')
 
     @classmethod
-    def build(cls, model, passive, servo, *, p=0, B=None, between=(), gains=None, rcond=1e-10,
-              gram_floor=1e-14, consistency_tol=1e-8, max_sweeps=60, limits=None, secondary=0, one_sided=0,
-              internal_effort=None, null_rcond=None, external_rows=False, any_order=False, task_speed=np.inf,
-              posture_speed=np.inf, joint_metric=False, joint_limits=None):
+    def build(
+        cls,
+        model,
+        passive,
+        servo,
+        *,
+        p=0,
+        B=None,
+        between=(),
+        gains=None,
+        rcond=1e-10,
+        gram_floor=1e-14,
+        consistency_tol=1e-8,
+        max_sweeps=60,
+        limits=None,
+        secondary=0,
+        one_sided=0,
+        internal_effort=None,
+        null_rcond=None,
+        external_rows=False,
+        any_order=False,
+        task_speed=np.inf,
+        posture_speed=np.inf,
+        joint_metric=False,
+        joint_limits=None,
+    ):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.core.uk.row_gains`; `secondary`,
-        `one_sided`, `internal_effort`, `null_rcond`: the redundancy resolution (:class:`uk_controller.core.uk.ServoSolver`;
+        `one_sided`, `internal_effort`, `null_rcond`: the redundancy resolution
+        (:class:`uk_controller.core.uk.ServoSolver`;
         the last `secondary` servo rows are posture rows). None when the internal-force target is longer than
         the program holds (kernels.codes.MAX_INTERNAL_TARGET). `task_speed`, `posture_speed`, `joint_metric`:
         the saturated Baumgarte term and the null-space metric (:func:`uk_controller.core.uk.solver_params`);
@@ -77,6 +104,7 @@ class CompiledRows:
         `external_rows`: accept callable terms,
         `any_order`: a permuted joint order (class docstring)."""
         from ..core.uk import NULL_RCOND, solver_params
+
         if internal_effort is not None and p > C.MAX_INTERNAL_TARGET:
             return None
         # continuous joints are fine (their angle is q; make_runner hands Pinocchio (cos, sin)); a permuted
@@ -94,8 +122,8 @@ class CompiledRows:
                 frames.append(name)
             return frame_index[name]
 
-        terms, trajs, floats = [], [], [0.0]        # floats[0] unused: offsets are > 0
-        traj_dim = [1]                              # the largest trajectory dimension (scratch P, V, Acc)
+        terms, trajs, floats = [], [], [0.0]  # floats[0] unused: offsets are > 0
+        traj_dim = [1]  # the largest trajectory dimension (scratch P, V, Acc)
 
         def add_floats(values):
             start = len(floats)
@@ -117,7 +145,7 @@ class CompiledRows:
             return len(trajs) - 1
 
         row0 = 0
-        external = []                               # (term, first row) of callable terms
+        external = []  # (term, first row) of callable terms
         for term in list(passive.terms) + list(servo.terms):
             rec = [0] * C.TERM_WIDTH
             rec[C.TERM_ROW0], rec[C.TERM_M], rec[C.TERM_TRAJ] = row0, term.m, -1
@@ -126,8 +154,12 @@ class CompiledRows:
                 if tr is None:
                     return None
                 rec[C.TERM_OP], rec[C.TERM_FRAME_A], rec[C.TERM_TRAJ], rec[C.TERM_NAX] = (
-                    C.OP_FRAME_POSITION, frame_slot(term.frame), tr, term.m)
-                rec[C.TERM_AXES:C.TERM_AXES + term.m] = [int(i) for i in term.idx]
+                    C.OP_FRAME_POSITION,
+                    frame_slot(term.frame),
+                    tr,
+                    term.m,
+                )
+                rec[C.TERM_AXES : C.TERM_AXES + term.m] = [int(i) for i in term.idx]
             elif type(term) is FrameOrientation and term.mode == 'planar':
                 tr = add_traj(term.traj)
                 if tr is None:
@@ -144,7 +176,7 @@ class CompiledRows:
                 rec[C.TERM_OP] = C.OP_WELD
                 rec[C.TERM_FRAME_A], rec[C.TERM_FRAME_B] = frame_slot(term.frames[0]), frame_slot(term.frames[1])
                 rec[C.TERM_NAX] = 3
-                rec[C.TERM_AXES:C.TERM_AXES + 3] = [0, 1, 2]
+                rec[C.TERM_AXES : C.TERM_AXES + 3] = [0, 1, 2]
             elif type(term) is JointLinear:
                 tr = add_traj(term.traj)
                 if tr is None:
@@ -159,7 +191,7 @@ class CompiledRows:
                 rec[C.TERM_OP] = C.OP_CLOSURE
                 rec[C.TERM_FRAME_A], rec[C.TERM_FRAME_B] = frame_slot(term.frames[0]), frame_slot(term.frames[1])
                 rec[C.TERM_NAX] = term.idx.size
-                rec[C.TERM_AXES:C.TERM_AXES + term.idx.size] = [int(i) for i in term.idx]
+                rec[C.TERM_AXES : C.TERM_AXES + term.idx.size] = [int(i) for i in term.idx]
                 if term.planar is not None:
                     rec[C.TERM_PLANAR] = 1
                     rec[C.TERM_FOFS] = add_floats(np.concatenate(term.planar))
@@ -183,11 +215,23 @@ class CompiledRows:
         gains = np.zeros((2, m)) if gains is None else np.asarray(gains, dtype=float).reshape(2, m)
         limits = np.full(p, np.inf) if limits is None else np.broadcast_to(np.asarray(limits, float), (p,))
         g_ofs = add_floats(gains)
-        par_ofs = add_floats(solver_params(rcond, gram_floor, consistency_tol, max_sweeps, secondary=secondary,
-                                           one_sided=one_sided, internal_effort=internal_effort, p=p,
-                                           null_rcond=NULL_RCOND if null_rcond is None else null_rcond,
-                                           task_speed=task_speed, posture_speed=posture_speed,
-                                           joint_metric=joint_metric, limits=joint_limits))
+        par_ofs = add_floats(
+            solver_params(
+                rcond,
+                gram_floor,
+                consistency_tol,
+                max_sweeps,
+                secondary=secondary,
+                one_sided=one_sided,
+                internal_effort=internal_effort,
+                p=p,
+                null_rcond=NULL_RCOND if null_rcond is None else null_rcond,
+                task_speed=task_speed,
+                posture_speed=posture_speed,
+                joint_metric=joint_metric,
+                limits=joint_limits,
+            )
+        )
         table = np.full((3, n), np.inf) if joint_limits is None else np.asarray(joint_limits.table, dtype=float)
         if joint_limits is None:
             table[0] = -np.inf
@@ -195,9 +239,23 @@ class CompiledRows:
         nf = len(frames)
         # workspace layout
         # phi, phi', effort first and adjacent: ControllerCore.step copies the three in one go (`outputs`)
-        sizes = [('phi', m), ('phidot', m), ('effort', p), ('info', C.INFO_SIZE), ('A', m * n), ('b', m),
-                 ('FJ', nf * 6 * n), ('FD', nf * 6), ('B', n * p), ('tau', n), ('u', p), ('qdd', n), ('pforce', n),
-                 ('sat', p), ('scratch', 3 * traj_dim[0] + 2 * n + C.ROWS_SCRATCH)]
+        sizes = [
+            ('phi', m),
+            ('phidot', m),
+            ('effort', p),
+            ('info', C.INFO_SIZE),
+            ('A', m * n),
+            ('b', m),
+            ('FJ', nf * 6 * n),
+            ('FD', nf * 6),
+            ('B', n * p),
+            ('tau', n),
+            ('u', p),
+            ('qdd', n),
+            ('pforce', n),
+            ('sat', p),
+            ('scratch', 3 * traj_dim[0] + 2 * n + C.ROWS_SCRATCH),
+        ]
         offsets, total = {}, 0
         for key, size in sizes:
             offsets[key] = total
@@ -214,7 +272,7 @@ class CompiledRows:
         for rec in trajs:
             ip += rec
         ip[C.IH_CHAIN] = len(ip)
-        ours = np.argsort(model.pinocchio_columns)          # our index of each Pinocchio velocity index
+        ours = np.argsort(model.pinocchio_columns)  # our index of each Pinocchio velocity index
         for name in frames:
             joint = pm.frames[model.frame_id(name)].parentJoint
             cols = [int(ours[pm.idx_vs[j]]) for j in pm.supports[joint] if j > 0]
@@ -222,10 +280,23 @@ class CompiledRows:
         ip[C.IH_BETW] = len(ip)
         for rec in betw:
             ip += rec
-        for key, slot in (('phi', C.IH_PHI), ('phidot', C.IH_PHID), ('A', C.IH_A), ('b', C.IH_BV), ('FJ', C.IH_FJ),
-                          ('FD', C.IH_FD), ('B', C.IH_BMAT), ('tau', C.IH_TAU), ('u', C.IH_U), ('qdd', C.IH_QDD),
-                          ('pforce', C.IH_PF), ('effort', C.IH_EFF), ('sat', C.IH_SAT), ('info', C.IH_INFO),
-                          ('scratch', C.IH_SCR)):
+        for key, slot in (
+            ('phi', C.IH_PHI),
+            ('phidot', C.IH_PHID),
+            ('A', C.IH_A),
+            ('b', C.IH_BV),
+            ('FJ', C.IH_FJ),
+            ('FD', C.IH_FD),
+            ('B', C.IH_BMAT),
+            ('tau', C.IH_TAU),
+            ('u', C.IH_U),
+            ('qdd', C.IH_QDD),
+            ('pforce', C.IH_PF),
+            ('effort', C.IH_EFF),
+            ('sat', C.IH_SAT),
+            ('info', C.IH_INFO),
+            ('scratch', C.IH_SCR),
+        ):
             ip[slot] = offsets[key]
         ip[C.IH_GAINS], ip[C.IH_PARAMS], ip[C.IH_LIMITS] = g_ofs, par_ofs, lim_ofs
         ip[C.IH_TDIM] = traj_dim[0]
@@ -235,13 +306,13 @@ class CompiledRows:
 
         def view(key, shape=None):
             size = dict(sizes)[key]
-            v = ws[offsets[key]:offsets[key] + size]
+            v = ws[offsets[key] : offsets[key] + size]
             return v if shape is None else v.reshape(shape)
 
         self.phi, self.phidot, self.A, self.b = view('phi'), view('phidot'), view('A', (m, n)), view('b')
         self.B, self.tau, self.u, self.qdd = view('B', (n, p)), view('tau'), view('u'), view('qdd')
         self.passive_force, self.effort = view('pforce'), view('effort')
-        self.outputs = ws[:2 * m + p]                  # phi | phi' | effort, one block
+        self.outputs = ws[: 2 * m + p]  # phi | phi' | effort, one block
         self.saturated = np.zeros(p, dtype=bool)
         self.info = view('info')
         self.frame_jacobians, self.frame_drifts = view('FJ', (nf, 6, n)), view('FD', (nf, 6))
@@ -266,11 +337,23 @@ class CompiledRows:
         self._run = self.make_runner()
         q0, qd0 = model.neutral(), np.zeros(n)
         try:
-            self.run(q0, qd0, 0.0)          # compile or load the cache now
-        except ValueError:                  # a callable row failed here (its step will say so): load the kernel
-            model.compute(q0, qd0)          # on the rows as they are, so the first control period does not compile
-            self.kernel(self.M_lower, self.h, self.J, self.trans, self.rots, q0, qd0, 0.0, self.ip, self.fp, self.ws,
-                        self.saturated)
+            self.run(q0, qd0, 0.0)  # compile or load the cache now
+        except ValueError:  # a callable row failed here (its step will say so): load the kernel
+            model.compute(q0, qd0)  # on the rows as they are, so the first control period does not compile
+            self.kernel(
+                self.M_lower,
+                self.h,
+                self.J,
+                self.trans,
+                self.rots,
+                q0,
+                qd0,
+                0.0,
+                self.ip,
+                self.fp,
+                self.ws,
+                self.saturated,
+            )
         return self
 
     def relocate(self, fp, ws):
@@ -284,19 +367,19 @@ class CompiledRows:
         for name, value in list(vars(self).items()):
             off = _offset(value, old_ws)
             if off is not None and name != 'ws':
-                setattr(self, name, ws[off:off + value.size].reshape(value.shape))
+                setattr(self, name, ws[off : off + value.size].reshape(value.shape))
         self.fp, self.ws = fp, ws
         self._run = self.make_runner()
 
     def set_gains(self, gains):
         """Replace the per-row Baumgarte gains (2, mp + ms)."""
         o = int(self.ip[C.IH_GAINS])
-        self.fp[o:o + 2 * (self.mp + self.ms)] = np.asarray(gains, dtype=float).ravel()
+        self.fp[o : o + 2 * (self.mp + self.ms)] = np.asarray(gains, dtype=float).ravel()
 
     def set_limits(self, limits):
         """Replace the effort limits (p,) the kernel clips to (ControllerCore.set_effort_limits)."""
         o = int(self.ip[C.IH_LIMITS])
-        self.fp[o:o + self.p] = limits
+        self.fp[o : o + self.p] = limits
 
     def run(self, q, qd, t):
         """``pinocchio.computeAllTerms`` + ``updateFramePlacements`` and the fused kernel at (q, q', t).
@@ -308,15 +391,25 @@ class CompiledRows:
     def make_runner(self):
         """:meth:`run` as a closure over its arguments (no attribute look-ups per call; returns None)."""
         kernel = self.kernel
-        Ml, h, J, trans, rots, ip, fp, ws, sat = (self.M_lower, self.h, self.J, self.trans, self.rots, self.ip,
-                                                  self.fp, self.ws, self.saturated)
+        Ml, h, J, trans, rots, ip, fp, ws, sat = (
+            self.M_lower,
+            self.h,
+            self.J,
+            self.trans,
+            self.rots,
+            self.ip,
+            self.fp,
+            self.ws,
+            self.saturated,
+        )
         if self.external or self.permuted:
             return self._python_pass_runner(kernel, Ml, h, J, trans, rots, ip, fp, ws, sat)
-        pin_pass = self.model.pinocchio_pass()       # continuous joints: Pinocchio gets (cos q, sin q)
+        pin_pass = self.model.pinocchio_pass()  # continuous joints: Pinocchio gets (cos q, sin q)
 
         def run(q, qd, t):
             pin_pass(q, qd)
             kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
+
         return run
 
     def _python_pass_runner(self, kernel, Ml, h, J, trans, rots, ip, fp, ws, sat):
@@ -326,8 +419,16 @@ class CompiledRows:
         reports NOT_FINITE_STATE, as the reference backend does)."""
         model = self.model
         compute = model.compute
-        views = [(term, self.phi[r:r + term.m], self.phidot[r:r + term.m], self.A[r:r + term.m],
-                  self.b[r:r + term.m]) for term, r in self.external]
+        views = [
+            (
+                term,
+                self.phi[r : r + term.m],
+                self.phidot[r : r + term.m],
+                self.A[r : r + term.m],
+                self.b[r : r + term.m],
+            )
+            for term, r in self.external
+        ]
         isfinite, take = np.isfinite, np.take
         Jp, cols = model.data.J, model.pinocchio_columns
         permuted = self.permuted
@@ -340,12 +441,22 @@ class CompiledRows:
                 for term, phi, phidot, A, b in views:
                     term.fill(model, q, qd, t, phi, phidot, A, b, None)
             kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
+
         return run
 
     def rows(self, q, qd, t):
         """Only the rows (and B) at (q, q', t), for tests; ``model.compute`` must have been called."""
         if self.permuted:
             np.take(self.model.data.J, self.model.pinocchio_columns, axis=1, out=self.J)
-        self._rows_kernel(self.J, self.trans, self.rots, np.asarray(q, float), np.asarray(qd, float), float(t),
-                          self.ip, self.fp, self.ws)
+        self._rows_kernel(
+            self.J,
+            self.trans,
+            self.rots,
+            np.asarray(q, float),
+            np.asarray(qd, float),
+            float(t),
+            self.ip,
+            self.fp,
+            self.ws,
+        )
         return self

@@ -4,11 +4,13 @@ The NumPy references of the compiled twins :func:`uk_controller.kernels.rows.pla
 keeps them equal) and of :mod:`uk_controller.kernels.so3` (:func:`log3`, ``jr_inv``, ``jl`` and their
 derivatives; test/test_compiled_rows_all_types.py).
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
 
 def skew(x):
     """``[x]x`` with ``skew(x) @ y == cross(x, y)``."""
@@ -72,8 +74,8 @@ def _jr_inv_coeffs(theta):
         return 1.0 / 12.0 + t2 / 720.0 + t2 * t2 / 30240.0, 1.0 / 360.0 + t2 / 7560.0 + t2 * t2 / 201600.0
     half = 0.5 * theta
     cot = math.cos(half) / math.sin(half)
-    c = 1.0 / theta ** 2 - cot / (2.0 * theta)
-    dc = -2.0 / theta ** 3 + cot / (2.0 * theta ** 2) + 1.0 / (4.0 * theta * math.sin(half) ** 2)
+    c = 1.0 / theta**2 - cot / (2.0 * theta)
+    dc = -2.0 / theta**3 + cot / (2.0 * theta**2) + 1.0 / (4.0 * theta * math.sin(half) ** 2)
     return c, dc / theta
 
 
@@ -98,13 +100,17 @@ def _jl_coeffs(theta):
     """a, b, (da/dth)/th, (db/dth)/th of ``Jl = I + a S + b S^2``."""
     if theta < 0.1:
         t2 = theta * theta
-        return (0.5 - t2 / 24.0 + t2 * t2 / 720.0, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0,
-                -1.0 / 12.0 + t2 / 180.0 - t2 * t2 / 6720.0, -1.0 / 60.0 + t2 / 1260.0 - t2 * t2 / 60480.0)
+        return (
+            0.5 - t2 / 24.0 + t2 * t2 / 720.0,
+            1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0,
+            -1.0 / 12.0 + t2 / 180.0 - t2 * t2 / 6720.0,
+            -1.0 / 60.0 + t2 / 1260.0 - t2 * t2 / 60480.0,
+        )
     s, c = math.sin(theta), math.cos(theta)
-    a = (1.0 - c) / theta ** 2
-    b = (theta - s) / theta ** 3
-    da = (theta * s - 2.0 * (1.0 - c)) / theta ** 3
-    db = (1.0 - c) / theta ** 3 - 3.0 * (theta - s) / theta ** 4
+    a = (1.0 - c) / theta**2
+    b = (theta - s) / theta**3
+    da = (theta * s - 2.0 * (1.0 - c)) / theta**3
+    db = (1.0 - c) / theta**3 - 3.0 * (theta - s) / theta**4
     return a, b, da / theta, db / theta
 
 
@@ -148,7 +154,7 @@ def planar_angle(R, Jw, drift_w, qd, axis, e1, reference):
     omega_arr = Jw @ qd
     w0, w1, w2 = omega_arr.tolist()
     d0, d1, d2 = drift_w.tolist()
-    u0, u1, u2 = w1 * v2 - w2 * v1, w2 * v0 - w0 * v2, w0 * v1 - w1 * v0          # v' = omega x v
+    u0, u1, u2 = w1 * v2 - w2 * v1, w2 * v0 - w0 * v2, w0 * v1 - w1 * v0  # v' = omega x v
     vx = e1x * v0 + e1y * v1 + e1z * v2
     vy = e2x * v0 + e2y * v1 + e2z * v2
     vxd = e1x * u0 + e1y * u1 + e1z * u2
@@ -159,11 +165,10 @@ def planar_angle(R, Jw, drift_w, qd, axis, e1, reference):
     gd0 = (vxd * e2x - vyd * e1x) / rho2 - c * g0
     gd1 = (vxd * e2y - vyd * e1y) / rho2 - c * g1
     gd2 = (vxd * e2z - vyd * e1z) / rho2 - c * g2
-    k0, k1, k2 = v1 * g2 - v2 * g1, v2 * g0 - v0 * g2, v0 * g1 - v1 * g0          # k = v x g
-    kd0 = (u1 * g2 - u2 * g1) + (v1 * gd2 - v2 * gd1)                                # k' = v' x g + v x g'
+    k0, k1, k2 = v1 * g2 - v2 * g1, v2 * g0 - v0 * g2, v0 * g1 - v1 * g0  # k = v x g
+    kd0 = (u1 * g2 - u2 * g1) + (v1 * gd2 - v2 * gd1)  # k' = v' x g + v x g'
     kd1 = (u2 * g0 - u0 * g2) + (v2 * gd0 - v0 * gd2)
     kd2 = (u0 * g1 - u1 * g0) + (v0 * gd1 - v1 * gd0)
     theta = math.atan2(vy, vx)
     row = np.array((k0, k1, k2)) @ Jw
-    return (theta, k0 * w0 + k1 * w1 + k2 * w2, row,
-            k0 * d0 + k1 * d1 + k2 * d2 + kd0 * w0 + kd1 * w1 + kd2 * w2)
+    return (theta, k0 * w0 + k1 * w1 + k2 * w2, row, k0 * d0 + k1 * d1 + k2 * d2 + kd0 * w0 + kd1 * w1 + kd2 * w2)

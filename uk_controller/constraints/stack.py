@@ -1,14 +1,24 @@
 """ConstraintStack (terms stacked into one preallocated ConstraintRows) and the builders from the config."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from ..files.parameter_file import ConfigError, ConfigView
 from ..core.rows import ConstraintRows
-from .trajectories import trajectory as build_trajectory
+from ..files.parameter_file import ConfigError, ConfigView
 from . import TYPES
-from .terms import (ROLES, CallableTerm, FrameOrientation, FramePosition, JointLinear, JointPolynomial,
-                    LoopClosure, load_function, row_kernels)
+from .terms import (
+    ROLES,
+    CallableTerm,
+    FrameOrientation,
+    FramePosition,
+    JointLinear,
+    JointPolynomial,
+    LoopClosure,
+    load_function,
+    row_kernels,
+)
+from .trajectories import trajectory as build_trajectory
 
 
 class ConstraintStack:
@@ -50,8 +60,10 @@ class ConstraintStack:
         return rows
 
     def _make_views(self, rows):
-        return [(term, rows.phi[s], rows.phidot[s], rows.A[s], rows.b[s])
-                for term, s in ((term, self.slices[term.name]) for term in self.terms)]
+        return [
+            (term, rows.phi[s], rows.phidot[s], rows.A[s], rows.b[s])
+            for term, s in ((term, self.slices[term.name]) for term in self.terms)
+        ]
 
     def __len__(self):
         return len(self.terms)
@@ -73,9 +85,11 @@ class ConstraintStack:
 
     def create_data(self, model, servo=None, **options):
         """This stack's rows (passive, first) and `servo`'s as ONE compiled program for `model`:
-        :meth:`CompiledRows.build(model, self, servo, **options) <uk_controller.constraints.compiled.CompiledRows.build>`
+        :meth:`CompiledRows.build(model, self, servo, **options)
+        <uk_controller.constraints.compiled.CompiledRows.build>`
         (None when a row has no compiled form); `servo` None: no servo rows (a plant's closures)."""
         from .compiled import CompiledRows
+
         return CompiledRows.build(model, self, ConstraintStack([], self.n) if servo is None else servo, **options)
 
     def __repr__(self):
@@ -109,9 +123,10 @@ def build_term(name, cv, model=None, base_dir=None):
     def traj(key='trajectory', dim=None):
         section = cv.section(key)
         if dim is not None and section.raw('type', None) == 'hold' and 'value' not in section:
-            held_at_start.append(True)       # `hold` without a value: where the row is at the start
-            return build_trajectory({'type': 'hold', 'value': [0.0] * dim,
-                                     'start_time': section.get_float('start_time', 0.0)})
+            held_at_start.append(True)  # `hold` without a value: where the row is at the start
+            return build_trajectory(
+                {'type': 'hold', 'value': [0.0] * dim, 'start_time': section.get_float('start_time', 0.0)}
+            )
         return build_trajectory(section)
 
     def start_held(term):
@@ -124,11 +139,18 @@ def build_term(name, cv, model=None, base_dir=None):
             return start_held(FramePosition(name, _frame(cv, 'frame', model), axes, traj(dim=len(axes)), role))
         if kind == 'frame_orientation':
             mode = cv.get_str('mode', 'planar', choices=('planar', 'so3'))
-            return start_held(FrameOrientation(name, _frame(cv, 'frame', model),
-                                               traj(dim=3 if mode == 'so3' else 1), mode,
-                                               cv.get_floats('axis', [0.0, 0.0, 1.0], length=3),
-                                               cv.get_floats('reference', None, length=3),
-                                               cv.get_floats('zero_direction', None, length=3), role))
+            return start_held(
+                FrameOrientation(
+                    name,
+                    _frame(cv, 'frame', model),
+                    traj(dim=3 if mode == 'so3' else 1),
+                    mode,
+                    cv.get_floats('axis', [0.0, 0.0, 1.0], length=3),
+                    cv.get_floats('reference', None, length=3),
+                    cv.get_floats('zero_direction', None, length=3),
+                    role,
+                )
+            )
         if kind == 'joint_linear':
             coeffs = cv.get_floats('coefficients')
             if 'joints' in cv:
@@ -142,12 +164,17 @@ def build_term(name, cv, model=None, base_dir=None):
                     full[model.joint_index(jname)] = c
                 coeffs = full
             elif n is not None and coeffs.size != n:
-                raise cv.error('coefficients', f'needs {n} entries (one per joint in robot.joints order), '
-                               f'got {coeffs.size}; or add a joints list')
+                raise cv.error(
+                    'coefficients',
+                    f'needs {n} entries (one per joint in robot.joints order), got {coeffs.size}; or add a joints list',
+                )
             if 'value' in cv and 'trajectory' in cv:
                 raise cv.error('value', 'give value or trajectory, not both')
-            value = traj(dim=1) if 'trajectory' in cv else build_trajectory(
-                {'type': 'hold', 'value': [cv.get_float('value', 0.0)]})
+            value = (
+                traj(dim=1)
+                if 'trajectory' in cv
+                else build_trajectory({'type': 'hold', 'value': [cv.get_float('value', 0.0)]})
+            )
             return start_held(JointLinear(name, coeffs, value, role))
         if kind == 'joint_polynomial':
             joints = cv.get_strs('joints', length=2, unique=True)
@@ -156,8 +183,13 @@ def build_term(name, cv, model=None, base_dir=None):
             for jname in joints:
                 if jname not in model.joint_names:
                     raise cv.error('joints', f'unknown joint {jname!r}; joints: {model.joint_names}')
-            return JointPolynomial(name, [model.joint_index(j) for j in joints], cv.get_floats('polycoef'),
-                                   cv.get_floats('reference', [0.0, 0.0], length=2), role)
+            return JointPolynomial(
+                name,
+                [model.joint_index(j) for j in joints],
+                cv.get_floats('polycoef'),
+                cv.get_floats('reference', [0.0, 0.0], length=2),
+                role,
+            )
         if kind == 'loop_closure':
             frames = cv.get_strs('frames', length=2)
             if model is not None:
@@ -166,8 +198,15 @@ def build_term(name, cv, model=None, base_dir=None):
                         raise cv.error('frames', f'unknown frame {f!r}; frames: {", ".join(model.frame_names())}')
             mode = cv.get_str('mode', 'position', choices=('position', 'weld'))
             axes = cv.get_strs('axes', ['x', 'y', 'z'])
-            return LoopClosure(name, frames, axes, mode, cv.get_floats('angle_axis', None, length=3),
-                               cv.get_floats('reference', None, length=3), role)
+            return LoopClosure(
+                name,
+                frames,
+                axes,
+                mode,
+                cv.get_floats('angle_axis', None, length=3),
+                cv.get_floats('reference', None, length=3),
+                role,
+            )
         # callable
         try:
             func = load_function(cv.get_str('function'), base_dir)

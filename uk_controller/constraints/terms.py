@@ -4,6 +4,7 @@
 stack chose the compiled backend at construction (:class:`~uk_controller.constraints.stack.ConstraintStack`),
 else None (the NumPy/Python code here, the reference).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -13,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from ..core.rows import ConstraintRows
 from ..kernels import jit
 from ..kernels import rows as _row_kernels
-from ..core.rows import ConstraintRows
-from .trajectories import Hold
 from .so3 import cross3, jl, jl_dot, jr_inv, jr_inv_dot, log3, planar_angle, wrap_angle
+from .trajectories import Hold
 
 AXES = {'x': 0, 'y': 1, 'z': 2}
 ROLES = ('passive', 'servo')
@@ -30,6 +31,7 @@ def row_kernels(backend='auto'):
     if backend == 'compiled' and not jit.AVAILABLE:
         raise ValueError('backend compiled requested but numba is not installed')
     return _row_kernels if backend != 'numpy' and jit.AVAILABLE else None
+
 
 class Term:
     """One named block of constraint rows. Subclasses implement :meth:`fill`."""
@@ -51,8 +53,17 @@ class Term:
         """This term alone as :class:`ConstraintRows` (allocates; for tests and tools)."""
         rows = ConstraintRows.empty(self.m, model.n)
         rows.order[:] = self.order
-        self.fill(model, np.asarray(q, float), np.asarray(qd, float), float(t), rows.phi, rows.phidot, rows.A, rows.b,
-                  row_kernels(backend))
+        self.fill(
+            model,
+            np.asarray(q, float),
+            np.asarray(qd, float),
+            float(t),
+            rows.phi,
+            rows.phidot,
+            rows.A,
+            rows.b,
+            row_kernels(backend),
+        )
         return rows
 
     def __repr__(self):
@@ -100,8 +111,9 @@ class FramePosition(Term):
         p_d, v_d, a_d = self.traj(t)
         f = model.frame(self.frame)
         if K is not None:
-            K.frame_position_rows(f.jacobian(), f.translation, f.drift(), self.idx, p_d, v_d, a_d, qd, phi, phidot,
-                                   A, b)
+            K.frame_position_rows(
+                f.jacobian(), f.translation, f.drift(), self.idx, p_d, v_d, a_d, qd, phi, phidot, A, b
+            )
             return
         sel = self._sel
         A[...] = f.jacobian()[sel]
@@ -153,8 +165,9 @@ class FrameOrientation(Term):
 
     kind = 'frame_orientation'
 
-    def __init__(self, name, frame, traj, mode='planar', axis=(0.0, 0.0, 1.0), reference=None,
-                 zero_direction=None, role='servo'):
+    def __init__(
+        self, name, frame, traj, mode='planar', axis=(0.0, 0.0, 1.0), reference=None, zero_direction=None, role='servo'
+    ):
         if mode not in ('planar', 'so3'):
             raise ValueError(f"mode must be 'planar' or 'so3', got {mode!r}")
         m = 1 if mode == 'planar' else 3
@@ -173,8 +186,9 @@ class FrameOrientation(Term):
         dw = f.drift()[3:]
         if self.mode == 'planar':
             if K is not None:
-                theta, thetad, gamma = K.planar_angle(R, f.jacobian(), f.drift(), qd, self.axis, self.e1,
-                                                       self.reference, A[0])
+                theta, thetad, gamma = K.planar_angle(
+                    R, f.jacobian(), f.drift(), qd, self.axis, self.e1, self.reference, A[0]
+                )
             else:
                 theta, thetad, A[0], gamma = planar_angle(R, Jw, dw, qd, self.axis, self.e1, self.reference)
             phi[0] = wrap_angle(theta - p_d[0])
@@ -231,7 +245,7 @@ class JointLinear(Term):
         self.constant_value = float(traj.value[0]) if type(traj) is Hold else None
 
     def fill(self, model, q, qd, t, phi, phidot, A, b, K=None):
-        if self.constant_value is not None:                 # constant value: v' = v'' = 0
+        if self.constant_value is not None:  # constant value: v' = v'' = 0
             phi[0] = self.c @ q - self.constant_value
             phidot[0] = self.c @ qd
             A[0] = self.c
@@ -266,16 +280,18 @@ class JointPolynomial(Term):
         values = np.asarray(polycoef, dtype=float).ravel()
         if not 1 <= values.size <= 5:
             raise ValueError(f'polycoef takes 1 to 5 coefficients, got {values.size}')
-        c[:values.size] = values
+        c[: values.size] = values
         self.c = c
         self.reference = np.asarray(reference, dtype=float).reshape(2)
 
     def polynomial(self, d):
         """(P, P', P'') at d."""
         c = self.c
-        return (c[0] + d * (c[1] + d * (c[2] + d * (c[3] + d * c[4]))),
-                c[1] + d * (2.0 * c[2] + d * (3.0 * c[3] + d * 4.0 * c[4])),
-                2.0 * c[2] + d * (6.0 * c[3] + d * 12.0 * c[4]))
+        return (
+            c[0] + d * (c[1] + d * (c[2] + d * (c[3] + d * c[4]))),
+            c[1] + d * (2.0 * c[2] + d * (3.0 * c[3] + d * 4.0 * c[4])),
+            2.0 * c[2] + d * (6.0 * c[3] + d * 12.0 * c[4]),
+        )
 
     def fill(self, model, q, qd, t, phi, phidot, A, b, K=None):
         i1, i2 = self.index
@@ -303,8 +319,9 @@ class LoopClosure(Term):
 
     kind = 'loop_closure'
 
-    def __init__(self, name, frames, axes=('x', 'y', 'z'), mode='position', angle_axis=None,
-                 reference=None, role='passive'):
+    def __init__(
+        self, name, frames, axes=('x', 'y', 'z'), mode='position', angle_axis=None, reference=None, role='passive'
+    ):
         if mode not in ('position', 'weld'):
             raise ValueError(f"mode must be 'position' or 'weld', got {mode!r}")
         if len(frames) != 2 or frames[0] == frames[1]:
@@ -324,7 +341,7 @@ class LoopClosure(Term):
         super().__init__(name, m, role)
         self.frames = tuple(frames)
         self._sel = _selector(self.idx)
-        self._rows = (np.zeros(0), np.zeros(0))      # planar-angle rows of the two frames (sized on use)
+        self._rows = (np.zeros(0), np.zeros(0))  # planar-angle rows of the two frames (sized on use)
 
     def fill(self, model, q, qd, t, phi, phidot, A, b, K=None):
         fa, fb = self.frames
@@ -333,8 +350,9 @@ class LoopClosure(Term):
         dA, dB = FA.drift(), FB.drift()
         k = self.idx.size
         if k and K is not None:
-            K.closure_position_rows(JA, JB, FA.translation, FB.translation, dA, dB, self.idx, qd, phi[:k],
-                                     phidot[:k], A[:k], b[:k])
+            K.closure_position_rows(
+                JA, JB, FA.translation, FB.translation, dA, dB, self.idx, qd, phi[:k], phidot[:k], A[:k], b[:k]
+            )
         elif k:
             sel = self._sel
             Ak = A[:k]
@@ -345,8 +363,21 @@ class LoopClosure(Term):
         if self.mode == 'weld':
             RB = FB.rotation.copy()
             omega_B = JB[3:] @ qd
-            _so3_rows(FA.rotation, JA[3:], dA[3:], qd, RB, omega_B, np.zeros(3), JB[3:], dB[3:],
-                      phi[k:k + 3], phidot[k:k + 3], A[k:k + 3], b[k:k + 3])
+            _so3_rows(
+                FA.rotation,
+                JA[3:],
+                dA[3:],
+                qd,
+                RB,
+                omega_B,
+                np.zeros(3),
+                JB[3:],
+                dB[3:],
+                phi[k : k + 3],
+                phidot[k : k + 3],
+                A[k : k + 3],
+                b[k : k + 3],
+            )
         if self.planar is not None:
             axis, e1, ref = self.planar
             if K is not None:
@@ -433,8 +464,10 @@ class CallableTerm(Term):
             A[:] = np.reshape(np.asarray(f_A, dtype=float), A.shape)
             b[:] = f_b
         except (TypeError, ValueError):
-            raise ValueError(f'callable constraint {self.name!r} returned {type(out).__name__} {_short(out)}; '
-                             f'expected (phi, phidot, A, b) with {self.m} rows and A of shape {A.shape}') from None
+            raise ValueError(
+                f'callable constraint {self.name!r} returned {type(out).__name__} {_short(out)}; '
+                f'expected (phi, phidot, A, b) with {self.m} rows and A of shape {A.shape}'
+            ) from None
         for what, values in (('phi', phi), ('phidot', phidot), ('A', A), ('b', b)):
             if not np.isfinite(values).all():
                 raise ValueError(f'callable constraint {self.name!r} returned non-finite values in {what}')

@@ -23,6 +23,7 @@ hold            constant value
 Any trajectory map may add ``components: [i, j, ...]`` to keep only those
 output components (e.g. x and y of the three-component object motion).
 """
+
 from __future__ import annotations
 
 import math
@@ -33,7 +34,14 @@ import numpy as np
 
 from ..files.parameter_file import ConfigError, ConfigView
 from ..kernels.codes import (
-    TRAJ_CIRCLE, TRAJ_COSINE_RISE, TRAJ_CUBIC_PIECES, TRAJ_HELIX, TRAJ_HOLD, TRAJ_LINE, TRAJ_QUINTIC)
+    TRAJ_CIRCLE,
+    TRAJ_COSINE_RISE,
+    TRAJ_CUBIC_PIECES,
+    TRAJ_HELIX,
+    TRAJ_HOLD,
+    TRAJ_LINE,
+    TRAJ_QUINTIC,
+)
 
 
 class Trajectory:
@@ -51,7 +59,8 @@ class Trajectory:
         raise NotImplementedError
 
     def spec(self):
-        """``(kind, dim, params)`` for the compiled evaluator (:func:`uk_controller.kernels.trajectory.trajectory_eval`),
+        """``(kind, dim, params)`` for the compiled evaluator
+        (:func:`uk_controller.kernels.trajectory.trajectory_eval`),
         or None when this trajectory has no compiled form. ``params`` starts with ``start_time``."""
         return None
 
@@ -97,8 +106,11 @@ class Helix(Trajectory):
         return p, v, a
 
     def spec(self):
-        return TRAJ_HELIX, 3, np.concatenate(([self.start_time, self.radius, self.omega, self.phase, self.rate],
-                                              self.centre))
+        return (
+            TRAJ_HELIX,
+            3,
+            np.concatenate(([self.start_time, self.radius, self.omega, self.phase, self.rate], self.centre)),
+        )
 
 
 class Line(Trajectory):
@@ -122,12 +134,14 @@ class Line(Trajectory):
     def _eval(self, tau):
         A, w = self.amplitude, self.omega
         c, s = math.cos(w * tau + self.phase), math.sin(w * tau + self.phase)
-        return (self.centre + A * c * self.direction, -A * w * s * self.direction,
-                -A * w * w * c * self.direction)
+        return (self.centre + A * c * self.direction, -A * w * s * self.direction, -A * w * w * c * self.direction)
 
     def spec(self):
-        return TRAJ_LINE, self.dim, np.concatenate(([self.start_time, self.amplitude, self.omega, self.phase],
-                                                    self.centre, self.direction))
+        return (
+            TRAJ_LINE,
+            self.dim,
+            np.concatenate(([self.start_time, self.amplitude, self.omega, self.phase], self.centre, self.direction)),
+        )
 
 
 class CosineRise(Trajectory):
@@ -154,8 +168,11 @@ class CosineRise(Trajectory):
         return self.offset + self.amplitude * (1.0 - c), self.amplitude * w * s, self.amplitude * w * w * c
 
     def spec(self):
-        return TRAJ_COSINE_RISE, self.dim, np.concatenate(([self.start_time, 0.0, self.omega, self.phase],
-                                                           self.offset, self.amplitude))
+        return (
+            TRAJ_COSINE_RISE,
+            self.dim,
+            np.concatenate(([self.start_time, 0.0, self.omega, self.phase], self.offset, self.amplitude)),
+        )
 
 
 def object_motion(length=1.0, omega=1.0, offset=None, amplitude=None, phase=0.0, start_time=0.0):
@@ -189,8 +206,11 @@ class Circle(Trajectory):
         return p, vel, acc
 
     def spec(self):
-        return TRAJ_CIRCLE, self.dim, np.concatenate(([self.start_time, self.radius, self.omega, self.phase],
-                                                      self.centre, self.u, self.v))
+        return (
+            TRAJ_CIRCLE,
+            self.dim,
+            np.concatenate(([self.start_time, self.radius, self.omega, self.phase], self.centre, self.u, self.v)),
+        )
 
 
 def _check_knots(times, points):
@@ -229,15 +249,18 @@ class Quintic(Trajectory):
         T = t[k + 1] - t[k]
         s = (tau - t[k]) / T
         d = P[k + 1] - P[k]
-        f = s ** 3 * (10.0 - 15.0 * s + 6.0 * s * s)
+        f = s**3 * (10.0 - 15.0 * s + 6.0 * s * s)
         df = 30.0 * s * s * (1.0 - s) ** 2 / T
         ddf = 60.0 * s * (1.0 - s) * (1.0 - 2.0 * s) / (T * T)
         return P[k] + f * d, df * d, ddf * d
 
     def spec(self):
         """Floats: start time, knot count K, the K times, the K points (row by row)."""
-        return TRAJ_QUINTIC, self.dim, np.concatenate(([self.start_time, self.times.size], self.times,
-                                                       self.points.ravel()))
+        return (
+            TRAJ_QUINTIC,
+            self.dim,
+            np.concatenate(([self.start_time, self.times.size], self.times, self.points.ravel())),
+        )
 
 
 class Spline(Trajectory):
@@ -264,10 +287,20 @@ class Spline(Trajectory):
         """Floats: start time, knot count K, the K times, the first and last points, then per segment k and
         component i the cubic's coefficients ``c[0..3, k, i]`` of scipy's PPoly (``p = c0 x^3 + c1 x^2 + c2 x
         + c3``, x = tau - t_k): the compiled evaluator uses the coefficients scipy solved for."""
-        c = np.asarray(self._spline.c, dtype=float)               # (4, K - 1, dim)
-        return TRAJ_CUBIC_PIECES, self.dim, np.concatenate(([self.start_time, self.times.size], self.times,
-                                                            self.points[0], self.points[-1],
-                                                            np.transpose(c, (1, 2, 0)).ravel()))
+        c = np.asarray(self._spline.c, dtype=float)  # (4, K - 1, dim)
+        return (
+            TRAJ_CUBIC_PIECES,
+            self.dim,
+            np.concatenate(
+                (
+                    [self.start_time, self.times.size],
+                    self.times,
+                    self.points[0],
+                    self.points[-1],
+                    np.transpose(c, (1, 2, 0)).ravel(),
+                )
+            ),
+        )
 
 
 class Components(Trajectory):
@@ -319,8 +352,10 @@ class TrajectoryType:
 
 
 #: keys of every trajectory map (``type`` itself lists the names of :data:`TYPES`)
-COMMON_KEYS = (Key('start_time', 'float', 'trajectory time of t = 0', 's'),
-               Key('components', 'floats', 'indices of the components used'))
+COMMON_KEYS = (
+    Key('start_time', 'float', 'trajectory time of t = 0', 's'),
+    Key('components', 'floats', 'indices of the components used'),
+)
 PHASE = Key('phase', 'float', 'phase', 'rad')
 RADIUS = Key('radius', 'float', 'radius', 'm', (('low', 0.0),))
 OMEGA = Key('omega', 'float', 'angular frequency', 'rad/s')
@@ -336,8 +371,11 @@ def _waypoints(cv):
     times = cv.get_floats('times', min_length=2)
     flat = cv.get_floats('waypoints')
     if flat.size % times.size:
-        raise cv.error('waypoints', f'{flat.size} numbers do not split into {times.size} waypoints '
-                       '(write them flat: p0 components, p1 components, ...)')
+        raise cv.error(
+            'waypoints',
+            f'{flat.size} numbers do not split into {times.size} waypoints '
+            '(write them flat: p0 components, p1 components, ...)',
+        )
     dim = flat.size // times.size
     if 'dim' in cv and cv.get_int('dim') != dim:
         raise cv.error('dim', f'waypoints give {dim} components per point')
@@ -354,27 +392,50 @@ def _helix(cv, t0):
         rate = cv.get_float('pitch') * omega / (2.0 * np.pi)
     else:
         rate = cv.get_float('rate', 0.0)
-    return Helix(cv.get_float('radius'), omega, cv.get_floats('centre', [0.0, 0.0, 0.0], length=3), rate,
-                 cv.get_float('phase', 0.0), t0)
+    return Helix(
+        cv.get_float('radius'),
+        omega,
+        cv.get_floats('centre', [0.0, 0.0, 0.0], length=3),
+        rate,
+        cv.get_float('phase', 0.0),
+        t0,
+    )
 
 
 def _line(cv, t0):
     centre = cv.get_floats('centre')
-    return Line(centre, cv.get_float('amplitude'), cv.get_float('omega', 1.0),
-                cv.get_floats('direction', None, length=centre.size), cv.get_float('phase', 0.0), t0)
+    return Line(
+        centre,
+        cv.get_float('amplitude'),
+        cv.get_float('omega', 1.0),
+        cv.get_floats('direction', None, length=centre.size),
+        cv.get_float('phase', 0.0),
+        t0,
+    )
 
 
 def _object_motion(cv, t0):
-    return object_motion(cv.get_float('length', 1.0, positive=True), cv.get_float('omega', 1.0),
-                         cv.get_floats('offset', None, length=3), cv.get_floats('amplitude', None, length=3),
-                         cv.get_float('phase', 0.0), t0)
+    return object_motion(
+        cv.get_float('length', 1.0, positive=True),
+        cv.get_float('omega', 1.0),
+        cv.get_floats('offset', None, length=3),
+        cv.get_floats('amplitude', None, length=3),
+        cv.get_float('phase', 0.0),
+        t0,
+    )
 
 
 def _circle(cv, t0):
     centre = cv.get_floats('centre', min_length=2)
-    return Circle(centre, cv.get_float('radius', nonnegative=True), cv.get_float('omega'),
-                  cv.get_floats('u', None, length=centre.size), cv.get_floats('v', None, length=centre.size),
-                  cv.get_float('phase', 0.0), t0)
+    return Circle(
+        centre,
+        cv.get_float('radius', nonnegative=True),
+        cv.get_float('omega'),
+        cv.get_floats('u', None, length=centre.size),
+        cv.get_floats('v', None, length=centre.size),
+        cv.get_float('phase', 0.0),
+        t0,
+    )
 
 
 def _polynomial(cv, t0):
@@ -392,20 +453,41 @@ def _hold(cv, t0):
 
 #: name -> TrajectoryType: the one table of trajectory types (its order is the order of docs/config.md)
 TYPES = {
-    'helix': TrajectoryType(_helix, (PHASE, RADIUS, OMEGA, CENTRE, Key('rate', 'float', 'axial speed', 'm/s'),
-                                     Key('pitch', 'float', 'axial advance per turn (instead of rate)', 'm'))),
-    'line': TrajectoryType(_line, (PHASE, OMEGA, CENTRE, Key('direction', 'floats', 'direction of the line'),
-                                   AMPLITUDE)),
-    'object_motion': TrajectoryType(_object_motion, (
-        PHASE, OMEGA, AMPLITUDE, Key('length', 'float', 'object length', 'm', (('low', 0.0), ('low_open', True))),
-        Key('offset', 'floats', 'object offset', 'm', (('length', 3),)))),
-    'circle': TrajectoryType(_circle, (PHASE, RADIUS, OMEGA, CENTRE, Key('u', 'floats', 'first plane axis'),
-                                       Key('v', 'floats', 'second plane axis'))),
+    'helix': TrajectoryType(
+        _helix,
+        (
+            PHASE,
+            RADIUS,
+            OMEGA,
+            CENTRE,
+            Key('rate', 'float', 'axial speed', 'm/s'),
+            Key('pitch', 'float', 'axial advance per turn (instead of rate)', 'm'),
+        ),
+    ),
+    'line': TrajectoryType(
+        _line, (PHASE, OMEGA, CENTRE, Key('direction', 'floats', 'direction of the line'), AMPLITUDE)
+    ),
+    'object_motion': TrajectoryType(
+        _object_motion,
+        (
+            PHASE,
+            OMEGA,
+            AMPLITUDE,
+            Key('length', 'float', 'object length', 'm', (('low', 0.0), ('low_open', True))),
+            Key('offset', 'floats', 'object offset', 'm', (('length', 3),)),
+        ),
+    ),
+    'circle': TrajectoryType(
+        _circle,
+        (PHASE, RADIUS, OMEGA, CENTRE, Key('u', 'floats', 'first plane axis'), Key('v', 'floats', 'second plane axis')),
+    ),
     'polynomial': TrajectoryType(_polynomial, (TIMES, WAYPOINTS, DIM)),
-    'spline': TrajectoryType(_spline, (TIMES, WAYPOINTS, DIM, Key('bc_type', 'str', 'boundary condition', '',
-                                                                  (('choices', SPLINE_BC),)))),
-    'hold': TrajectoryType(_hold, (Key('value', 'floats', 'held value (frame and joint rows: default where the row '
-                                                 'is at the start)'),)),
+    'spline': TrajectoryType(
+        _spline, (TIMES, WAYPOINTS, DIM, Key('bc_type', 'str', 'boundary condition', '', (('choices', SPLINE_BC),)))
+    ),
+    'hold': TrajectoryType(
+        _hold, (Key('value', 'floats', 'held value (frame and joint rows: default where the row is at the start)'),)
+    ),
 }
 
 

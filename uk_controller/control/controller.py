@@ -27,7 +27,8 @@ Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``
   (``dynamics == 'kernels'``) the call also computes M and h by the kernels' own RNEA/CRBA
   (``uk_controller.kernels.packed``); otherwise Pinocchio's pass runs first (``dynamics == 'pinocchio'``)
   and the kernel reads its Data (also when a ``callable`` row's user function fills its rows in Python
-  first, and with a ``robot.joints`` order that permutes Pinocchio's: ``model.compute``'s M and h). The program is the stacks' :class:`~uk_controller.constraints.CompiledRows`.
+  first, and with a ``robot.joints`` order that permutes Pinocchio's: ``model.compute``'s M and h). The program is the
+  stacks' :class:`~uk_controller.constraints.CompiledRows`.
 - :class:`ReferenceBackend` ``'reference'``: Pinocchio's pass (:meth:`RobotModel.compute`),
   :meth:`ConstraintStack.evaluate` and the preallocated :class:`uk_controller.core.uk.ServoSolver`: the
   reference of the compiled backend (used when numba is missing).
@@ -41,6 +42,7 @@ packed compiled backend the compiled entry point itself, its arrays bound once) 
 and builds the :class:`StepResult` in one place with the reason from
 :mod:`uk_controller.control.status`.
 """
+
 from __future__ import annotations
 
 import math
@@ -49,17 +51,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import redundancy as _redundancy
-from .limits import joint_limit_stage
+from ..constraints import ConstraintStack
 from ..core import uk
 from ..core.baumgarte import correction
-from ..constraints import ConstraintStack
+from ..core.pinv import get_pinv
 from ..kernels import codes
 from ..kernels.codes import (
-    INFO_CONDITION, INFO_CONSISTENT, INFO_LIMITED, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS)
+    INFO_CONDITION,
+    INFO_CONSISTENT,
+    INFO_LIMITED,
+    INFO_PASSIVE_RANK,
+    INFO_RANK,
+    INFO_RESIDUAL,
+    INFO_STATUS,
+)
 from ..kernels.packed import PackedStep
-from ..core.pinv import get_pinv
-from .status import Status, reason as status_reason
+from . import redundancy as _redundancy
+from .limits import joint_limit_stage
+from .status import Status
+from .status import reason as status_reason
 
 SAFE_EFFORTS = ('zero', 'hold')
 # step() unpacks info[:_INFO_READ] in this order, and with the null-space term info[_INFO_NULL] (one tolist() each)
@@ -69,10 +79,14 @@ _INFO_NULL = slice(codes.INFO_NULL_MOTION, codes.INFO_NULL_INTERNAL + 1)
 assert codes.INFO_NULL_INTERNAL == codes.INFO_NULL_MOTION + 1
 _clock = time.perf_counter
 _new = object.__new__
-_ndarray, _F64, _C1 = np.ndarray, np.dtype(np.float64), (8,)      # a C-contiguous float64 vector's strides
+_ndarray, _F64, _C1 = np.ndarray, np.dtype(np.float64), (8,)  # a C-contiguous float64 vector's strides
 BACKENDS = ('auto', 'compiled', 'reference', 'general')
-_OK, _NOT_CONTROLLABLE, _INCONSISTENT, _LIMITED = (Status.OK, Status.NOT_CONTROLLABLE, Status.SERVO_INCONSISTENT,
-                                                   Status.LIMITED)
+_OK, _NOT_CONTROLLABLE, _INCONSISTENT, _LIMITED = (
+    Status.OK,
+    Status.NOT_CONTROLLABLE,
+    Status.SERVO_INCONSISTENT,
+    Status.LIMITED,
+)
 _NOT_CONTROLLABLE_REASON = status_reason(Status.NOT_CONTROLLABLE)
 
 
@@ -148,7 +162,7 @@ class ControllerBackend:
         self.outputs = np.zeros(2 * m + p) if outputs is None else outputs
         # rows per part of the block: a compiled program's posture rows follow the task's (not reported)
         self.rows = mb = (self.outputs.size - p) // 2
-        self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[mb:mb + m], self.outputs[2 * mb:]
+        self.phi, self.phidot, self.effort = self.outputs[:m], self.outputs[mb : mb + m], self.outputs[2 * mb :]
         self.saturated = np.zeros(core.p, dtype=bool)
         self.info = np.zeros(codes.INFO_SIZE)
 
@@ -169,7 +183,8 @@ class ControllerBackend:
         """True (and the status written) when q, q' or t is not finite; one dot product decides for
         finite states, the exact test only runs when it overflows."""
         if not math.isfinite(q @ q + qd @ qd + t) and not (
-                np.isfinite(q).all() and np.isfinite(qd).all() and math.isfinite(t)):
+            np.isfinite(q).all() and np.isfinite(qd).all() and math.isfinite(t)
+        ):
             self.info[INFO_STATUS] = Status.NON_FINITE_STATE
             return True
         return False
@@ -180,7 +195,7 @@ class ControllerBackend:
         if mp:
             self.phi[:mp] = passive.phi
             self.phidot[:mp] = passive.phidot
-        ms = self.core.servo.m                  # the task rows (posture rows follow them in servo_all)
+        ms = self.core.servo.m  # the task rows (posture rows follow them in servo_all)
         self.phi[mp:] = servo.phi[:ms]
         self.phidot[mp:] = servo.phidot[:ms]
 
@@ -200,8 +215,8 @@ class CompiledBackend(ControllerBackend):
 
     def __init__(self, core, program):
         self.program = program
-        self.packed = PackedStep.build(core.model, program)     # re-points the program's arrays
-        super().__init__(core, program.outputs)                  # views of the (packed) workspace
+        self.packed = PackedStep.build(core.model, program)  # re-points the program's arrays
+        super().__init__(core, program.outputs)  # views of the (packed) workspace
         self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
         self.run = (program if self.packed is None else self.packed).make_runner()
         self.saturated, self.info = program.saturated, program.info
@@ -211,18 +226,30 @@ class CompiledBackend(ControllerBackend):
         """The compiled backend of `core`, or None when a row type has no compiled form (or no numba)."""
         B, between = core.setup.actuators.compiled_form()
         red = core.redundancy
-        program = core.passive.create_data(core.model, core.servo_all, p=core.p, B=B, between=between, gains=gains,
-                                           rcond=core.rcond, consistency_tol=uk.CONSISTENCY_TOL,
-                                           limits=core.effort_limits, secondary=red.secondary,
-                                           one_sided=red.one_sided, internal_effort=red.internal_effort,
-                                           external_rows=True, any_order=True, **core.solver_options)
+        program = core.passive.create_data(
+            core.model,
+            core.servo_all,
+            p=core.p,
+            B=B,
+            between=between,
+            gains=gains,
+            rcond=core.rcond,
+            consistency_tol=uk.CONSISTENCY_TOL,
+            limits=core.effort_limits,
+            secondary=red.secondary,
+            one_sided=red.one_sided,
+            internal_effort=red.internal_effort,
+            external_rows=True,
+            any_order=True,
+            **core.solver_options,
+        )
         return None if program is None else cls(core, program)
 
     @property
     def call(self):
         if self.packed is None:
             return super().call
-        packed = self.packed        # the arguments of make_runner's closure, without the closure
+        packed = self.packed  # the arguments of make_runner's closure, without the closure
         return packed.entry, packed.I, packed.F, packed.fz.saturated
 
     def set_gains(self, gains):
@@ -243,9 +270,17 @@ class ReferenceBackend(ControllerBackend):
         super().__init__(core)
         n, p, mp, ms = core.n, core.p, core.passive.m, core.servo_all.m
         red = core.redundancy
-        self.solver = uk.ServoSolver(n, p, mp, ms, rcond=core.rcond, secondary=red.secondary,
-                                     one_sided=red.one_sided, internal_effort=red.internal_effort,
-                                     **core.solver_options)
+        self.solver = uk.ServoSolver(
+            n,
+            p,
+            mp,
+            ms,
+            rcond=core.rcond,
+            secondary=red.secondary,
+            one_sided=red.one_sided,
+            internal_effort=red.internal_effort,
+            **core.solver_options,
+        )
         self.saturated, self.info = self.solver.saturated, self.solver.info
         actuators = core.setup.actuators
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
@@ -269,11 +304,25 @@ class ReferenceBackend(ControllerBackend):
         if bounds is not None:
             core.joint_limits.bounds(q, qd, *bounds)
         try:
-            self.solver.solve_rows(model.M_lower, self._zero_n, model.h, B, servo.A, servo.b, servo.phi,
-                                   servo.phidot, passive.A, passive.b, passive.phi, passive.phidot, self.gains,
-                                   core.effort_limits, bounds)
+            self.solver.solve_rows(
+                model.M_lower,
+                self._zero_n,
+                model.h,
+                B,
+                servo.A,
+                servo.b,
+                servo.phi,
+                servo.phidot,
+                passive.A,
+                passive.b,
+                passive.phi,
+                passive.phidot,
+                self.gains,
+                core.effort_limits,
+                bounds,
+            )
         except uk.NotPositiveDefiniteError:
-            return                                     # info[INFO_STATUS] says so
+            return  # info[INFO_STATUS] says so
         self.effort[:] = self.solver.effort
         self._gather_rows(passive, servo)
 
@@ -297,7 +346,7 @@ class GeneralBackend(ControllerBackend):
         red = core.redundancy
         self._posture_speeds = np.full(red.secondary, core.solver_options['posture_speed'])
         if red.one_sided:
-            self._posture_speeds[red.secondary - red.one_sided:] = np.inf
+            self._posture_speeds[red.secondary - red.one_sided :] = np.inf
 
     def run(self, q, qd, t):
         if self._non_finite_state(q, qd, t):
@@ -318,28 +367,54 @@ class GeneralBackend(ControllerBackend):
             lo, hi = stage.bounds(q, qd, *self._bounds)
             extra['bounded'] = (core.effort_limits, lo, hi, stage.weight, stage.eps)
         if red.active:
-            extra.update(posture_accel=self._posture_accel(model, q, qd, t) if red.secondary else None,
-                         internal_effort=red.internal_effort)
+            extra.update(
+                posture_accel=self._posture_accel(model, q, qd, t) if red.secondary else None,
+                internal_effort=red.internal_effort,
+            )
         if passive is not None:
             bp = stab.stabilized_rhs(passive, out=self._bp)
-            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, A_passive=passive.A, b_passive=bp,
-                                   rcond=core.rcond, pinv=self.pinv, on_infeasible='report', metric=self.metric,
-                                   **extra)
+            res = uk.servo_control(
+                model.M,
+                self._Q,
+                B,
+                servo.A,
+                bs,
+                A_passive=passive.A,
+                b_passive=bp,
+                rcond=core.rcond,
+                pinv=self.pinv,
+                on_infeasible='report',
+                metric=self.metric,
+                **extra,
+            )
         else:
-            res = uk.servo_control(model.M, self._Q, B, servo.A, bs, rcond=core.rcond, pinv=self.pinv,
-                                   on_infeasible='report', metric=self.metric, **extra)
+            res = uk.servo_control(
+                model.M,
+                self._Q,
+                B,
+                servo.A,
+                bs,
+                rcond=core.rcond,
+                pinv=self.pinv,
+                on_infeasible='report',
+                metric=self.metric,
+                **extra,
+            )
         info_null = (res.null_motion, res.null_internal)
         limits = core.effort_limits
         np.greater(np.abs(res.u), limits, out=self.saturated)
-        if stage is not None:                   # held at its limit by the bounded stage
+        if stage is not None:  # held at its limit by the bounded stage
             self.saturated |= np.abs(res.u) >= limits * (1.0 - 1e-12)
         if self.saturated.any():
             np.clip(res.u, -limits, limits, out=self.effort)
         else:
             self.effort[:] = res.u
         info = self.info
-        info[INFO_STATUS] = Status.OK if math.isfinite(self.effort @ self.effort) or np.isfinite(self.effort).all() \
+        info[INFO_STATUS] = (
+            Status.OK
+            if math.isfinite(self.effort @ self.effort) or np.isfinite(self.effort).all()
             else Status.NON_FINITE_EFFORT
+        )
         info[INFO_RANK], info[INFO_CONDITION], info[INFO_PASSIVE_RANK] = res.rank, res.condition, res.passive_rank
         info[INFO_RESIDUAL], info[INFO_CONSISTENT] = res.servo_residual, 1.0 if res.consistent else 0.0
         if red.active:
@@ -357,8 +432,8 @@ class GeneralBackend(ControllerBackend):
         rows = self.core.posture_rows.evaluate(model, q, qd, t)
         rhs = rows.b - correction(red.gains[0], red.gains[1], rows.phi, rows.phidot, self._posture_speeds)
         if red.one_sided:
-            tail = rhs[red.secondary - red.one_sided:]
-            tail[rows.phi[red.secondary - red.one_sided:] >= 0.0] = 0.0
+            tail = rhs[red.secondary - red.one_sided :]
+            tail[rows.phi[red.secondary - red.one_sided :] >= 0.0] = 0.0
         return rows.A.T @ rhs
 
 
@@ -392,11 +467,21 @@ class ControllerCore:
     general whenever ``pinv`` is not 'svd'. The chosen object is :attr:`backend` (``backend.name``).
     """
 
-    def __init__(self, setup, *, stabilization=None, pinv=None, rcond=None, safe_effort=None, rate=None,
-                 effort_limits=None, backend='auto'):
-        control = setup.settings.control        # resolved once (uk_controller.settings.resolve); keywords win
+    def __init__(
+        self,
+        setup,
+        *,
+        stabilization=None,
+        pinv=None,
+        rcond=None,
+        safe_effort=None,
+        rate=None,
+        effort_limits=None,
+        backend='auto',
+    ):
+        control = setup.settings.control  # resolved once (uk_controller.settings.resolve); keywords win
         self.setup = setup
-        self.model = setup.controller_model()       # setup.model, without friction if not compensated
+        self.model = setup.controller_model()  # setup.model, without friction if not compensated
         self.joint_names = list(setup.joint_names)
         self.actuator_names = list(setup.actuators.names)
         self.n = self.model.n
@@ -407,8 +492,9 @@ class ControllerCore:
         self.redundancy = _redundancy.build(setup, self.rcond)
         red = self.redundancy
         self.posture_rows = ConstraintStack(red.terms, self.model.n)
-        self.servo_all = ConstraintStack(list(setup.servo.terms) + red.terms, self.model.n) if red.terms \
-            else setup.servo
+        self.servo_all = (
+            ConstraintStack(list(setup.servo.terms) + red.terms, self.model.n) if red.terms else setup.servo
+        )
         self._q_ref = red.q_ref.copy()
         self.rate = float(rate if rate is not None else control.rate)
         if not self.rate > 0:
@@ -435,7 +521,8 @@ class ControllerCore:
             'task_speed': correction_speed(settings.stabilization.max_speed, self.stabilization),
             'posture_speed': settings.posture.max_speed or math.inf,
             'joint_metric': settings.posture.metric == 'joint',
-            'joint_limits': joint_limit_stage(setup, self.rate)}
+            'joint_limits': joint_limit_stage(setup, self.rate),
+        }
         self.joint_limits = self.solver_options['joint_limits']
         self.backend = self._choose_backend(backend, method, pinv_fn)
         b = self.backend
@@ -446,15 +533,20 @@ class ControllerCore:
         # it is phi itself)
         m, mb = self._m, b.rows
         self._call = (*b.call, b.info[:_INFO_READ].tolist)
-        self._hot = (b.outputs.copy, b.saturated.copy,
-                     slice(2 * mb, 2 * mb + self.p), slice(0, m), slice(mb, mb + m),
-                     slice(self._mp, m) if self._mp else None)
+        self._hot = (
+            b.outputs.copy,
+            b.saturated.copy,
+            slice(2 * mb, 2 * mb + self.p),
+            slice(0, m),
+            slice(mb, mb + m),
+            slice(self._mp, m) if self._mp else None,
+        )
         # With the null-space term the posture error |q - q_ref|: a compiled program's first n posture rows are
         # phi_j = q_j - q_ref_j (unit rows, redundancy.build), the same floats as np.subtract(q, q_ref): the view
         # reads them from the live block instead of subtracting again; the NumPy backends subtract in
         # _solved (into a scratch: the step allocates no vector). _null_hot: info[_INFO_NULL]'s tolist (the
         # null-space dimensions), None without the term (the dimensions at the initial state hold)
-        posture = b.outputs[m:m + self.n] if red.terms and b.name == 'compiled' and mb >= m + self.n else None
+        posture = b.outputs[m : m + self.n] if red.terms and b.name == 'compiled' and mb >= m + self.n else None
         self._subtract_posture = bool(red.active and red.terms and posture is None)
         self._posture_scratch = np.empty(self.n)
         self._null_hot = b.info[_INFO_NULL].tolist if red.active else None
@@ -474,8 +566,10 @@ class ControllerCore:
             raise ValueError(f'backend must be one of {BACKENDS}, got {backend!r}')
         if method != 'svd':
             if backend not in ('auto', 'general'):
-                raise ValueError(f"backend {backend!r} needs control.pinv 'svd' (got {method!r}); "
-                                 "other pseudo-inverses run on backend 'general'")
+                raise ValueError(
+                    f"backend {backend!r} needs control.pinv 'svd' (got {method!r}); "
+                    "other pseudo-inverses run on backend 'general'"
+                )
             return GeneralBackend(self, pinv_fn)
         if backend == 'general':
             return GeneralBackend(self, pinv_fn)
@@ -484,8 +578,10 @@ class ControllerCore:
             if compiled is not None:
                 return compiled
             if backend == 'compiled':
-                raise ValueError('backend compiled not available: numba missing, or a constraint or trajectory '
-                                 'without a compiled form')
+                raise ValueError(
+                    'backend compiled not available: numba missing, or a constraint or trajectory '
+                    'without a compiled form'
+                )
         return ReferenceBackend(self, self._gains)
 
     def _warm_up(self):
@@ -544,6 +640,7 @@ class ControllerCore:
         `mass_scale` given builds the controller of a scaled model instead (a deliberately wrong model).
         """
         from ..robots import load_robot
+
         return cls(load_robot(name_or_path, mass_scale=1.0 if mass_scale is None else mass_scale), **overrides)
 
     # ------------------------------------------------------------------ control
@@ -567,9 +664,20 @@ class ControllerCore:
         """The safe-effort StepResult of `status` (its reason from uk_controller.control.status)."""
         effort = self._last_effort.copy() if self._hold else np.zeros(self.p)
         nan = np.full(self._m, np.nan)
-        return StepResult(effort, False, status_reason(status, **details), nan, nan.copy(), np.full(self._ms, np.nan),
-                          0, float('nan'), np.zeros(self.p, dtype=bool),
-                          0.0 if start is None else time.perf_counter() - start, 0, status)
+        return StepResult(
+            effort,
+            False,
+            status_reason(status, **details),
+            nan,
+            nan.copy(),
+            np.full(self._ms, np.nan),
+            0,
+            float('nan'),
+            np.zeros(self.p, dtype=bool),
+            0.0 if start is None else time.perf_counter() - start,
+            0,
+            status,
+        )
 
     def _solved(self, q, qd, t, start):
         """Check the state, run the backend; when it solved, ``info[:6]`` as a list (status, rank, condition,
@@ -580,22 +688,30 @@ class ControllerCore:
         compiled entry trusts the types it was compiled for); strides == (8,) already means 1-D, so len()
         checks the shape without building its tuple."""
         n = self.n
-        if (type(q) is not _ndarray or type(qd) is not _ndarray or q.dtype is not _F64 or qd.dtype is not _F64
-                or q.strides != _C1 or qd.strides != _C1 or len(q) != n or len(qd) != n):
+        if (
+            type(q) is not _ndarray
+            or type(qd) is not _ndarray
+            or q.dtype is not _F64
+            or qd.dtype is not _F64
+            or q.strides != _C1
+            or qd.strides != _C1
+            or len(q) != n
+            or len(qd) != n
+        ):
             q, qd = np.ascontiguousarray(q, dtype=float), np.ascontiguousarray(qd, dtype=float)
             if q.shape != self._shape or qd.shape != self._shape:
                 return self._refuse(Status.BAD_STATE_SHAPE, start, q=q.shape, qd=qd.shape, n=n)
         call, a1, a2, a3, info_list = self._call
         try:
-            call(q, qd, float(t) - self.t0, a1, a2, a3)   # a non-finite q, q' or t gives NON_FINITE_STATE
+            call(q, qd, float(t) - self.t0, a1, a2, a3)  # a non-finite q, q' or t gives NON_FINITE_STATE
         except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
             return self._refuse(Status.NUMERICAL_ERROR, start, error=exc)
         head = info_list()
-        if head[0]:                               # not Status.OK (0)
+        if head[0]:  # not Status.OK (0)
             return self._refuse(Status(int(head[0])), start)
         if self._hold:
             self._last_effort[:] = self._view.effort
-        if self._subtract_posture:                # NumPy backends with the posture term: |q - q_ref| now
+        if self._subtract_posture:  # NumPy backends with the posture term: |q - q_ref| now
             d = np.subtract(q, self._q_ref, out=self._posture_scratch)
             self._view.posture_value = math.sqrt(d.dot(d))
         return head
@@ -609,16 +725,16 @@ class ControllerCore:
         start = _clock()
         head = self._solved(q, qd, t, start)
         if type(head) is not list:
-            return head                           # refused
+            return head  # refused
         copy_outputs, copy_saturated, effort_part, phi_part, phidot_part, task_part = self._hot
         code, rank, condition, passive_rank, residual, consistent = head
-        outputs = copy_outputs()                  # one copy; the result's arrays are views of it
-        if rank >= 1 and consistent:              # _status's last case, without the call on the common path
+        outputs = copy_outputs()  # one copy; the result's arrays are views of it
+        if rank >= 1 and consistent:  # _status's last case, without the call on the common path
             status, reason = _OK, ''
         else:
             status, reason = _status(rank, consistent, residual, self._view._info[INFO_LIMITED])
         null = self._null_hot
-        if null is None:                          # no null-space term: the dimensions at the initial state
+        if null is None:  # no null-space term: the dimensions at the initial state
             posture_error = math.nan
             null_motion, null_internal = self._null_initial
         else:
@@ -634,7 +750,7 @@ class ControllerCore:
         r.reason = reason
         r.phi = phi
         r.phidot = outputs[phidot_part]
-        r.task_error = phi if task_part is None else outputs[task_part]    # no passive rows: phi is the task's
+        r.task_error = phi if task_part is None else outputs[task_part]  # no passive rows: phi is the task's
         r.rank = int(rank)
         r.condition = condition
         r.saturated = copy_saturated()
@@ -658,7 +774,7 @@ class ControllerCore:
         start = _clock()
         head = self._solved(q, qd, t, start)
         if type(head) is not list:
-            return head                           # refused
+            return head  # refused
         view = self._view
         view.compute_time = _clock() - start
         return view
@@ -682,17 +798,27 @@ class StepView:
     backend's block; the scalars are computed from its info when read. Valid until the controller's next
     step; :meth:`copy` keeps them. ``ok`` is True (a refused step returns a StepResult instead)."""
 
-    __slots__ = ('effort', 'phi', 'phidot', 'task_error', 'saturated', 'compute_time', 'posture_value',
-                 '_info', '_posture', '_null_initial')
+    __slots__ = (
+        'effort',
+        'phi',
+        'phidot',
+        'task_error',
+        'saturated',
+        'compute_time',
+        'posture_value',
+        '_info',
+        '_posture',
+        '_null_initial',
+    )
     ok = True
 
     def __init__(self, backend, m, mp, p, posture, null_initial):
         out, mb = backend.outputs, backend.rows
-        self.effort, self.phi, self.phidot = out[2 * mb:2 * mb + p], out[:m], out[mb:mb + m]
+        self.effort, self.phi, self.phidot = out[2 * mb : 2 * mb + p], out[:m], out[mb : mb + m]
         self.task_error = out[mp:m]
         self.saturated = backend.saturated
         self.compute_time = 0.0
-        self.posture_value = math.nan       # |q - q_ref| when no posture block can be read (NumPy backends)
+        self.posture_value = math.nan  # |q - q_ref| when no posture block can be read (NumPy backends)
         self._info, self._posture, self._null_initial = backend.info, posture, null_initial
 
     rank = property(lambda self: int(self._info[INFO_RANK]), doc='rank of C B_bar')
@@ -726,15 +852,40 @@ class StepView:
     def copy(self):
         """The numbers as a :class:`StepResult` that owns its arrays."""
         phi = self.phi.copy()
-        return StepResult(self.effort.copy(), True, self.reason, phi, self.phidot.copy(),
-                          self.task_error.copy() if self.task_error.size != phi.size else phi, self.rank,
-                          self.condition, self.saturated.copy(), self.compute_time, self.passive_rank,
-                          self.status, self.residual, self.posture_error, self.null_motion, self.null_internal)
+        return StepResult(
+            self.effort.copy(),
+            True,
+            self.reason,
+            phi,
+            self.phidot.copy(),
+            self.task_error.copy() if self.task_error.size != phi.size else phi,
+            self.rank,
+            self.condition,
+            self.saturated.copy(),
+            self.compute_time,
+            self.passive_rank,
+            self.status,
+            self.residual,
+            self.posture_error,
+            self.null_motion,
+            self.null_internal,
+        )
 
     def __repr__(self):
-        return (f'StepView(effort={self.effort!r}, status={self.status.name}, rank={self.rank}, '
-                f'condition={self.condition:.3g})')
+        return (
+            f'StepView(effort={self.effort!r}, status={self.status.name}, rank={self.rank}, '
+            f'condition={self.condition:.3g})'
+        )
 
 
-__all__ = ['ControllerCore', 'StepResult', 'StepView', 'ControllerBackend', 'CompiledBackend', 'ReferenceBackend',
-           'GeneralBackend', 'SAFE_EFFORTS', 'BACKENDS']
+__all__ = [
+    'ControllerCore',
+    'StepResult',
+    'StepView',
+    'ControllerBackend',
+    'CompiledBackend',
+    'ReferenceBackend',
+    'GeneralBackend',
+    'SAFE_EFFORTS',
+    'BACKENDS',
+]

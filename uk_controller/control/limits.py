@@ -5,6 +5,7 @@ joints) and, where tighter, from the ``hardware.<motor>`` section of a joint's a
 (``position_limit``, ``velocity_limit``: what the drive itself trips on). The ``limits`` section says how
 they are held (:mod:`uk_controller.core.joint_limits`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,7 +39,10 @@ def joint_limit_stage(setup, rate):
     except ValueError as exc:
         names = model.joint_names
         k = int(str(exc).split()[1].rstrip(':'))
-        raise ValueError(f'joint {names[k]!r}: position limits [{lower[k]}, {upper[k]}] (description and '
-                         f'hardware.<motor>.position_limit) leave no range') from None
-    return JointLimitStage(table, float(limits.deceleration), max(float(limits.time_constant), 2.0 / rate),
-                           float(limits.weight))
+        raise ValueError(
+            f'joint {names[k]!r}: position limits [{lower[k]}, {upper[k]}] (description and '
+            f'hardware.<motor>.position_limit) leave no range'
+        ) from None
+    return JointLimitStage(
+        table, float(limits.deceleration), max(float(limits.time_constant), 2.0 / rate), float(limits.weight)
+    )

@@ -19,6 +19,7 @@ its deadline is d_{k+1} = d_k + T. Period jitter = |(s_k - s_{k-1}) - T|; comput
 period's work (efforts published) - s_k; a deadline is missed when the work ends after d_{k+1} (the
 lost deadlines are skipped, each counts); achieved rate = periods run in the window / window length.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -29,19 +30,25 @@ import time
 
 import numpy as np
 
-
 LOOP_MODES = ('thread', 'timer')
 #: order of std_msgs/Float64MultiArray ``~/loop_timing`` (contract with the PlotJuggler layouts)
-TIMING_FIELDS = ('achieved_rate_hz', 'period_jitter_p50_us', 'period_jitter_p99_us', 'period_jitter_max_us',
-                 'compute_p50_us', 'compute_p99_us', 'state_age_p50_us', 'missed_deadlines')
-
+TIMING_FIELDS = (
+    'achieved_rate_hz',
+    'period_jitter_p50_us',
+    'period_jitter_p99_us',
+    'period_jitter_max_us',
+    'compute_p50_us',
+    'compute_p99_us',
+    'state_age_p50_us',
+    'missed_deadlines',
+)
 
 
 def loop_settings(settings):
     """``(loop, overrun)`` dictionaries of resolved settings (``settings.ros.loop``, ``settings.ros.overrun``:
     checked and defaults filled by uk_controller.settings.resolve); ``cpus`` as whole CPU numbers."""
     loop, overrun = settings.ros.loop.as_dict(), settings.ros.overrun.as_dict()
-    loop['cpus'] = [int(c) for c in loop['cpus'] or ()]       # whole numbers (schema.check_cross)
+    loop['cpus'] = [int(c) for c in loop['cpus'] or ()]  # whole numbers (schema.check_cross)
     return loop, overrun
 
 
@@ -64,17 +71,17 @@ class LoopTiming:
         self._sets = [tuple(np.zeros(size) for _ in range(4)) for _ in range(2)]
         self._active = 0
         self.jitter, self.compute, self.age, self.latency = self._sets[0]
-        self._handed = None         # the closed window waiting for summarize_handed_off (or None)
+        self._handed = None  # the closed window waiting for summarize_handed_off (or None)
         self.size = size
-        self.count = 0              # periods in the window
+        self.count = 0  # periods in the window
         self.jitter_count = 0
-        self.missed = 0             # deadlines missed in the window
+        self.missed = 0  # deadlines missed in the window
         self.total_periods = 0
         self.total_missed = 0
         self.window_start_ns = None
         self.last_start_ns = None
-        self.last = (0.0,) * len(TIMING_FIELDS)     # the last closed window (TIMING_FIELDS order)
-        self.last_latency = (math.nan, math.nan)    # p50, p99 [us] of the last closed window
+        self.last = (0.0,) * len(TIMING_FIELDS)  # the last closed window (TIMING_FIELDS order)
+        self.last_latency = (math.nan, math.nan)  # p50, p99 [us] of the last closed window
 
     def record(self, start_ns, compute_ns, age_ns=-1, latency_ns=-1):
         """One period that started at `start_ns` and took `compute_ns`; ages < 0 are unknown."""
@@ -109,8 +116,7 @@ class LoopTiming:
     def _close(self, now_ns):
         """The window up to `now_ns` as ``(arrays, count, jitter_count, missed, span_s)``; a new one starts."""
         span = (now_ns - self.window_start_ns) * 1e-9 if self.window_start_ns is not None else 0.0
-        closed = ((self.jitter, self.compute, self.age, self.latency), self.count, self.jitter_count,
-                  self.missed, span)
+        closed = ((self.jitter, self.compute, self.age, self.latency), self.count, self.jitter_count, self.missed, span)
         self.count = self.jitter_count = self.missed = 0
         self.window_start_ns = now_ns
         return closed
@@ -140,7 +146,7 @@ class LoopTiming:
         closed = self._close(now_ns)
         self._active ^= 1
         self.jitter, self.compute, self.age, self.latency = self._sets[self._active]
-        self._handed = closed       # one reference assignment: the summarizing thread sees all or nothing
+        self._handed = closed  # one reference assignment: the summarizing thread sees all or nothing
         return True
 
     def summarize_handed_off(self):
@@ -241,7 +247,7 @@ class DeadlineSleeper:
         if self._call is not None:
             ts = self._ts
             ts.tv_sec, ts.tv_nsec = divmod(wake, 1_000_000_000)
-            while self._call(CLOCK_MONOTONIC, TIMER_ABSTIME, self._ref, None) != 0:   # EINTR: sleep again
+            while self._call(CLOCK_MONOTONIC, TIMER_ABSTIME, self._ref, None) != 0:  # EINTR: sleep again
                 pass
         else:
             remaining = wake - clock()
@@ -283,8 +289,10 @@ def realtime_setup(priority=0, cpus=(), mlockall=False):
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
             notes.append(f'SCHED_FIFO priority {priority}')
         except (OSError, AttributeError) as exc:
-            notes.append(f'SCHED_FIFO {priority} refused ({getattr(exc, "strerror", None) or exc}; needs '
-                         f'CAP_SYS_NICE or an rtprio limit, e.g. /etc/security/limits.conf); running SCHED_OTHER')
+            notes.append(
+                f'SCHED_FIFO {priority} refused ({getattr(exc, "strerror", None) or exc}; needs '
+                f'CAP_SYS_NICE or an rtprio limit, e.g. /etc/security/limits.conf); running SCHED_OTHER'
+            )
     else:
         notes.append('SCHED_OTHER (ros.loop.priority 0)')
     if cpus:
@@ -299,6 +307,8 @@ def realtime_setup(priority=0, cpus=(), mlockall=False):
         elif libc.mlockall(MCL_CURRENT | MCL_FUTURE) == 0:
             notes.append('memory locked (mlockall)')
         else:
-            notes.append(f'mlockall refused ({os.strerror(ctypes.get_errno())}; needs CAP_IPC_LOCK or a '
-                         f'memlock limit above the process size)')
+            notes.append(
+                f'mlockall refused ({os.strerror(ctypes.get_errno())}; needs CAP_IPC_LOCK or a '
+                f'memlock limit above the process size)'
+            )
     return notes

@@ -27,6 +27,7 @@ undisturbed control before the interruption (:meth:`limit`): re-arming never pus
 whatever the arm drifted meanwhile; the full limits return after
 ``soft_start`` seconds.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,11 @@ from ..core.baumgarte import Baumgarte
 
 def scaled(stab, s):
     """The Baumgarte gains with natural frequency scaled by `s` (kd s, kp s^2, k1 s)."""
-    return Baumgarte(kd=np.asarray(stab.kd, dtype=float) * s, kp=np.asarray(stab.kp, dtype=float) * (s * s),
-                     k1=np.asarray(stab.k1, dtype=float) * s)
+    return Baumgarte(
+        kd=np.asarray(stab.kd, dtype=float) * s,
+        kp=np.asarray(stab.kp, dtype=float) * (s * s),
+        k1=np.asarray(stab.k1, dtype=float) * s,
+    )
 
 
 class ReArm:
@@ -47,12 +51,12 @@ class ReArm:
         self.core = core
         self.soft_start = float(soft_start)
         self.base = core.stabilization
-        self.paused = 0.0           # seconds of outage removed from the trajectory clock
-        self.paused_at = None       # raw time the current outage began (None: running)
-        self.ramp_from = None       # raw time of the last re-arm while the soft start runs
+        self.paused = 0.0  # seconds of outage removed from the trajectory clock
+        self.paused_at = None  # raw time the current outage began (None: running)
+        self.ramp_from = None  # raw time of the last re-arm while the soft start runs
         self.rearms = 0
         self._window = np.zeros((max(1, int(round(max(self.soft_start, 0.5) * core.rate))), core.p))
-        self._row = 0                          # ring buffer of |effort| of the undisturbed steps
+        self._row = 0  # ring buffer of |effort| of the undisturbed steps
         self._filled = 0
         self._cap = None
 
@@ -90,7 +94,7 @@ class ReArm:
             self.rearms += 1
             if self.soft_start > 0.0:
                 self.ramp_from = float(t_raw)
-                self._cap = self._window[:self._filled].max(axis=0) if self._filled else None
+                self._cap = self._window[: self._filled].max(axis=0) if self._filled else None
             else:
                 self.core.stabilization = self.base
         if self.ramp_from is not None:

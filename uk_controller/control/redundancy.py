@@ -23,16 +23,17 @@ robot (``rank N B P``) is evaluated at the initial state; robots whose task uses
 With redundant actuation (``p - rank G - motion > 0`` efforts that move nothing) the minimum-norm
 distribution stays the default; ``internal_force.effort`` sets a preload / squeeze target instead.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import uk
-from ..files.parameter_file import ConfigError
 from ..constraints.terms import JointLinear
 from ..constraints.trajectories import Hold
+from ..core import uk
+from ..files.parameter_file import ConfigError
 
 
 @dataclass
@@ -73,10 +74,18 @@ def null_space_dimensions(setup, q, qd, rcond=uk.DEFAULT_RCOND):
     qd = np.asarray(qd, dtype=float)
     passive, servo, B = setup.evaluate(q, qd, 0.0)
     model = setup.model
-    res = uk.servo_control(model.M, -model.h, B, servo.A, servo.b,
-                           A_passive=passive.A if setup.passive.m else None,
-                           b_passive=passive.b if setup.passive.m else None, rcond=rcond,
-                           posture_accel=np.zeros(model.n), on_infeasible='report')
+    res = uk.servo_control(
+        model.M,
+        -model.h,
+        B,
+        servo.A,
+        servo.b,
+        A_passive=passive.A if setup.passive.m else None,
+        b_passive=passive.b if setup.passive.m else None,
+        rcond=rcond,
+        posture_accel=np.zeros(model.n),
+        on_infeasible='report',
+    )
     return res.null_motion, res.null_internal
 
 

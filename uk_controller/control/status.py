@@ -30,6 +30,7 @@ returned; "no" means the efforts are a solution (NOT_CONTROLLABLE: u = 0 because
 SERVO_INCONSISTENT: the least-squares u of Chen's servo equation, seed 004 eq 35, under-actuated task;
 LIMITED: the bounded least squares of the joint-limit stage, core/joint_limits.py, the task not met).
 """
+
 from __future__ import annotations
 
 from enum import IntEnum
@@ -63,8 +64,11 @@ TABLE = {
     Status.NUMERICAL_ERROR: (True, 'error', 'numerical failure: {error}'),
     Status.SAFE_REQUESTED: (True, 'error', '{reason}'),
     Status.NOT_CONTROLLABLE: (False, 'warn', 'servo constraint not controllable (rank C B_bar = 0)'),
-    Status.SERVO_INCONSISTENT: (False, 'warn',
-                                'servo constraint inconsistent: least-squares effort (residual {residual:.2e})'),
+    Status.SERVO_INCONSISTENT: (
+        False,
+        'warn',
+        'servo constraint inconsistent: least-squares effort (residual {residual:.2e})',
+    ),
     Status.LIMITED: (False, 'warn', 'task gave way to joint or effort limits (residual {residual:.2e})'),
 }
 assert set(TABLE) == set(Status), 'every status needs its row'
@@ -93,12 +97,12 @@ class StepClass(IntEnum):
     print; its value is the int8 code of ``SimulationResult.status``.
     """
 
-    OK = 0                  # a solution, no effort clipped
-    SATURATED = 1           # at least one effort clipped to its limit
+    OK = 0  # a solution, no effort clipped
+    SATURATED = 1  # at least one effort clipped to its limit
     SERVO_INCONSISTENT = 2  # Status.SERVO_INCONSISTENT: least-squares effort
-    RANK_LOST = 3           # rank of C B_bar below min(task rows, actuators) (Status.NOT_CONTROLLABLE included)
-    SAFE_EFFORT = 4         # a status of SAFE: the safe effort was returned
-    LIMITED = 5             # Status.LIMITED: the task gave way to joint or effort limits
+    RANK_LOST = 3  # rank of C B_bar below min(task rows, actuators) (Status.NOT_CONTROLLABLE included)
+    SAFE_EFFORT = 4  # a status of SAFE: the safe effort was returned
+    LIMITED = 5  # Status.LIMITED: the task gave way to joint or effort limits
 
 
 #: names of the step classes in code order ('ok', 'saturated', ...)

@@ -19,6 +19,7 @@ The seeds write the gains in two conventions; both are supported explicitly:
 Gains may be scalars or per-row arrays (seed 000 writes them as diagonal
 matrices alpha = diag(alpha_i)).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -23,6 +23,7 @@ bounds by the bounded least squares of :mod:`uk_controller.core.bounded_lsq` (th
 ``limits.weight`` against the task rows). The compiled twin is
 :func:`uk_controller.kernels.limits.acceleration_bounds`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -131,8 +132,12 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, start=None):
     finite_lo, finite_hi = np.where(np.isfinite(dlo), dlo, 0.0), np.where(np.isfinite(dhi), dhi, 0.0)
     Cd = C.T @ d
     G = C.T @ C
-    gscale = max(np.abs(Cd).max(initial=0.0), weight * np.abs(D.T @ finite_lo).max(initial=0.0),
-                 weight * np.abs(D.T @ finite_hi).max(initial=0.0), 1e-300)
+    gscale = max(
+        np.abs(Cd).max(initial=0.0),
+        weight * np.abs(D.T @ finite_lo).max(initial=0.0),
+        weight * np.abs(D.T @ finite_hi).max(initial=0.0),
+        1e-300,
+    )
     iterations = 0
     for iterations in range(1, MAX_ITERATIONS + 1):
         r = D @ u
@@ -160,7 +165,7 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, u, start=None):
             break
         alpha, blocking = _exact_step(G, Gu - Cd, D, r, dlo, dhi, weight, eps, u - u0, u, step, lo, hi)
         u += alpha * step
-        if blocking >= 0:                          # exactly on the bound it reached
+        if blocking >= 0:  # exactly on the bound it reached
             u[blocking] = hi[blocking] if step[blocking] > 0.0 else lo[blocking]
         np.clip(u, lo, hi, out=u)
     r = D @ u
@@ -240,5 +245,4 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start=None):
     p = u.shape[0]
     scale = (np.sum(CB * CB) + weight * np.sum(NB * NB)) / max(p, 1)
     u0 = u.copy()
-    return bounded_lsq(CB, bbar, NB, lo - a0, hi - a0, weight, -limits, limits, eps * max(scale, 1e-300), u0, u,
-                       start)
+    return bounded_lsq(CB, bbar, NB, lo - a0, hi - a0, weight, -limits, limits, eps * max(scale, 1e-300), u0, u, start)

@@ -11,6 +11,7 @@ A set of m constraint rows carries, at one (q, q', t):
 Baumgarte stabilization (:mod:`uk_controller.core.baumgarte`) replaces b by a
 stabilized right-hand side using phi and phidot.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,6 +42,10 @@ class ConstraintRows:
         parts = list(parts)
         if not parts:
             return cls.empty(0, n)
-        return cls(np.concatenate([p.phi for p in parts]), np.concatenate([p.phidot for p in parts]),
-                   np.vstack([p.A for p in parts]), np.concatenate([p.b for p in parts]),
-                   np.concatenate([p.order for p in parts]).astype(np.int8))
+        return cls(
+            np.concatenate([p.phi for p in parts]),
+            np.concatenate([p.phidot for p in parts]),
+            np.vstack([p.A for p in parts]),
+            np.concatenate([p.b for p in parts]),
+            np.concatenate([p.order for p in parts]).astype(np.int8),
+        )

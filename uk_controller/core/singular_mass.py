@@ -29,6 +29,7 @@ both forms give it and it coincides with the UK acceleration whenever M is
 positive definite. Plain NumPy; every pseudo-inverse takes an explicit
 ``rcond`` (relative to the largest singular value, see :mod:`uk_controller.core.pinv`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -70,9 +71,9 @@ def acceleration_pseudoinverse_bordered(M, F, A, gamma, *, rcond=DEFAULT_RCOND, 
     pinv = pinv or _pinv.pinv_svd
     n = M.shape[0]
     A_pinv = pinv(A, rcond)
-    E = np.eye(n) - A_pinv @ A                       # eq 37
+    E = np.eye(n) - A_pinv @ A  # eq 37
     EME = E @ M @ E
-    EME = 0.5 * (EME + EME.T)                        # symmetrised against round-off
+    EME = 0.5 * (EME + EME.T)  # symmetrised against round-off
     # eq 38. The rank of E M E must be judged against the scale of M, not of
     # E M E itself: when null(A) is (numerically) empty, E and E M E are pure
     # round-off and a relative test would invert it.
@@ -81,8 +82,8 @@ def acceleration_pseudoinverse_bordered(M, F, A, gamma, *, rcond=DEFAULT_RCOND, 
         Q = np.zeros_like(M)
     else:
         Q = pinv(EME, rcond * scale_M / scale_EME)
-    R = M @ A_pinv                                   # eq 39
-    return Q @ F + (A_pinv - Q @ R) @ gamma          # eq 41
+    R = M @ A_pinv  # eq 39
+    return Q @ F + (A_pinv - Q @ R) @ gamma  # eq 41
 
 
 def acceleration_udwadia_phohomsiri(M, F, A, gamma, *, C=None, eta=None, rcond=DEFAULT_RCOND, pinv=None):
@@ -106,9 +107,9 @@ def acceleration_udwadia_phohomsiri(M, F, A, gamma, *, C=None, eta=None, rcond=D
     n = M.shape[0]
     force = F if C is None else F + np.asarray(C, dtype=float)
     A_pinv = pinv(A, rcond)
-    M_bar = np.vstack(((np.eye(n) - A_pinv @ A) @ M, A))          # eq 42
+    M_bar = np.vstack(((np.eye(n) - A_pinv @ A) @ M, A))  # eq 42
     M_bar_pinv = pinv(M_bar, rcond)
-    qdd = M_bar_pinv @ np.concatenate((force, gamma))             # eq 43
+    qdd = M_bar_pinv @ np.concatenate((force, gamma))  # eq 43
     if eta is not None:
         eta = np.asarray(eta, dtype=float)
         qdd = qdd + eta - M_bar_pinv @ (M_bar @ eta)

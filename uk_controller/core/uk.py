@@ -25,6 +25,7 @@ it therefore separates rank only down to about ``sqrt(GRAM_FLOOR) = 1e-7`` of
 ``sigma_max(B)``. Constraint sets whose meaningful singular values lie below
 that (badly scaled rows) should use the reference form or rescale rows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,11 +33,26 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import get_lapack_funcs
 
+from ..kernels.codes import (
+    INFO_BBAR_NORM,
+    INFO_CONDITION,
+    INFO_CONSISTENT,
+    INFO_LIMIT_ITERATIONS,
+    INFO_LIMIT_VIOLATION,
+    INFO_LIMITED,
+    INFO_N_SATURATED,
+    INFO_NULL_INTERNAL,
+    INFO_NULL_MOTION,
+    INFO_PASSIVE_RANK,
+    INFO_RANK,
+    INFO_RESIDUAL,
+    INFO_STATUS,
+    NOT_FINITE,
+    NOT_PD,
+    OK,
+)
 from . import pinv as _pinv
 from .baumgarte import correction
-from ..kernels.codes import (
-    INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_LIMIT_ITERATIONS, INFO_LIMIT_VIOLATION, INFO_LIMITED,
-    INFO_N_SATURATED, INFO_NULL_INTERNAL, INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK)
 
 DEFAULT_RCOND = 1e-10
 #: Smallest relative eigenvalue of the Gram matrix treated as non-zero.
@@ -61,8 +77,9 @@ class ServoInfeasibleError(RuntimeError):
 
 # LAPACK routines fetched once (scipy's cho_factor/eigh wrappers validate and copy on every call,
 # which costs more than the factorisation of a robot-sized matrix).
-_SYEVD, _POTRF, _POTRS, _POSV, _GESDD = get_lapack_funcs(('syevd', 'potrf', 'potrs', 'posv', 'gesdd'),
-                                                         (np.zeros((1, 1)),))
+_SYEVD, _POTRF, _POTRS, _POSV, _GESDD = get_lapack_funcs(
+    ('syevd', 'potrf', 'potrs', 'posv', 'gesdd'), (np.zeros((1, 1)),)
+)
 
 
 def _eig_spd(M):
@@ -259,7 +276,8 @@ def _check(result, on_infeasible, tol_msg):
             raise ServoInfeasibleError('servo constraint not controllable: rank(C B_bar) = 0 (seed 004 Theorem 1)')
         if not result.consistent:
             raise ServoInfeasibleError(
-                f'servo constraint inconsistent (seed 004 Assumption 3): residual {result.servo_residual:.3e} {tol_msg}')
+                f'servo constraint inconsistent (seed 004 Assumption 3): residual {result.servo_residual:.3e} {tol_msg}'
+            )
     elif on_infeasible != 'report':
         raise ValueError("on_infeasible must be 'raise' or 'report'")
     return result
@@ -276,8 +294,18 @@ def _right_rows(G, rcond):
     return Vt[sv > rcond * sv[0]].T
 
 
-def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=None, *, rcond=DEFAULT_RCOND,
-                      null_rcond=NULL_RCOND, metric='mass'):
+def redundancy_effort(
+    M,
+    NB,
+    G,
+    qdd_task,
+    posture_accel=None,
+    internal_effort=None,
+    *,
+    rcond=DEFAULT_RCOND,
+    null_rcond=NULL_RCOND,
+    metric='mass',
+):
     """The null-space term of Chen's servo control (seed 004 eq 35) on the closure-projected dynamics.
 
     DESIGN.md "Redundancy": with ``q'' = N (Q + B u) + r_p`` and ``G = A_s N B``, every effort meeting the
@@ -329,9 +357,28 @@ def redundancy_effort(M, NB, G, qdd_task, posture_accel=None, internal_effort=No
     return du, motion, p - Vg.shape[1] - motion
 
 
-def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT_RCOND, pinv=None, s=None,
-                posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, work=None, metric='mass',
-                bounded=None):
+def servo_solve(
+    M,
+    Q,
+    B,
+    As,
+    bs,
+    Ap,
+    bp,
+    u,
+    qdd,
+    passive_force,
+    *,
+    rcond=DEFAULT_RCOND,
+    pinv=None,
+    s=None,
+    posture_accel=None,
+    internal_effort=None,
+    null_rcond=NULL_RCOND,
+    work=None,
+    metric='mass',
+    bounded=None,
+):
     """The NumPy servo solve of :func:`servo_control` and of :class:`ServoSolver`'s NumPy backend (one
     implementation; its compiled twin is :func:`uk_controller.kernels.servo.servo_solve`).
 
@@ -362,16 +409,16 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
     mp, ms = Ap.shape[0], As.shape[0]
     W = np.empty((n, 1 + p + mp), order='F') if work is None else work
     W[:, 0] = Q
-    W[:, 1:1 + p] = B
+    W[:, 1 : 1 + p] = B
     if mp:
-        W[:, 1 + p:] = Ap.T
+        W[:, 1 + p :] = Ap.T
     _, X, status = _POSV(M, W, lower=1, overwrite_a=0, overwrite_b=0)
     if status != 0:
         raise NotPositiveDefiniteError(f'mass matrix not positive definite (posv info {status})')
-    a0, NB = X[:, 0], X[:, 1:1 + p]
+    a0, NB = X[:, 0], X[:, 1 : 1 + p]
     passive_rank = 0
     if mp:
-        MApT = X[:, 1 + p:]
+        MApT = X[:, 1 + p :]
         w, V, status = _SYEVD(Ap @ MApT, compute_v=1, lower=0)
         wmax = w[-1]
         if wmax > 0.0:
@@ -383,7 +430,7 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
             NB = NB - K @ (Ap @ NB)
     bbar = bs - As @ a0
     rank, cond = 0, float('inf')
-    start = u.copy() if bounded is not None else None      # the previous step's effort: the stage's warm start
+    start = u.copy() if bounded is not None else None  # the previous step's effort: the stage's warm start
     u[:] = 0.0
     Vr = None
     if ms and p:
@@ -404,16 +451,25 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
             u += np.asarray(s, dtype=float) - (Vr.T @ (Vr @ s) if Vr is not None else 0.0)
     elif s is not None:
         u += np.asarray(s, dtype=float)
-    Ms = np.tril(M) + np.tril(M, -1).T              # only the lower triangle of M is read
+    Ms = np.tril(M) + np.tril(M, -1).T  # only the lower triangle of M is read
     null_motion = null_internal = -1
     if posture_accel is not None or internal_effort is not None:
-        du, null_motion, null_internal = redundancy_effort(Ms, NB, As @ NB, a0 + NB @ u, posture_accel,
-                                                           internal_effort, rcond=rcond, null_rcond=null_rcond,
-                                                           metric=metric)
+        du, null_motion, null_internal = redundancy_effort(
+            Ms,
+            NB,
+            As @ NB,
+            a0 + NB @ u,
+            posture_accel,
+            internal_effort,
+            rcond=rcond,
+            null_rcond=null_rcond,
+            metric=metric,
+        )
         u += du
     limited = None
     if bounded is not None:
-        from .joint_limits import bounded_stage, beyond_limits
+        from .joint_limits import beyond_limits, bounded_stage
+
         limits, alo, ahi, weight, eps = bounded
         qdd_free = a0 + NB @ u
         if beyond_limits(u, limits, qdd_free, alo, ahi):
@@ -430,9 +486,26 @@ def servo_solve(M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, *, rcond=DEFAULT
     return rank, cond, passive_rank, residual, bnorm, null_motion, null_internal
 
 
-def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, s=None,
-                  rcond=DEFAULT_RCOND, pinv=None, consistency_tol=CONSISTENCY_TOL, on_infeasible='raise',
-                  posture_accel=None, internal_effort=None, null_rcond=NULL_RCOND, metric='mass', bounded=None):
+def servo_control(
+    M,
+    Q,
+    B,
+    A_servo,
+    b_servo,
+    *,
+    A_passive=None,
+    b_passive=None,
+    s=None,
+    rcond=DEFAULT_RCOND,
+    pinv=None,
+    consistency_tol=CONSISTENCY_TOL,
+    on_infeasible='raise',
+    posture_accel=None,
+    internal_effort=None,
+    null_rcond=NULL_RCOND,
+    metric='mass',
+    bounded=None,
+):
     """Chen's constraint-following servo control with passive closures accounted for.
 
     System ``M q'' = Q + B u + Qc_p`` with passive constraints
@@ -475,7 +548,7 @@ def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, 
     As = np.atleast_2d(np.asarray(A_servo, dtype=float))
     bs = np.atleast_1d(np.asarray(b_servo, dtype=float))
     n, p = B.shape
-    if pinv is _pinv.pinv_svd:         # the SVD method is the solve's own SVD (same rank rule)
+    if pinv is _pinv.pinv_svd:  # the SVD method is the solve's own SVD (same rank rule)
         pinv = None
     if A_passive is not None and np.size(A_passive) > 0:
         Ap = np.atleast_2d(np.asarray(A_passive, dtype=float))
@@ -484,17 +557,43 @@ def servo_control(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, 
         Ap, bp = np.zeros((0, n)), np.zeros(0)
     u, qdd, passive_force = np.zeros(p), np.zeros(n), np.zeros(n)
     rank, cond, passive_rank, residual, bnorm, null_motion, null_internal, *limited = servo_solve(
-        M, Q, B, As, bs, Ap, bp, u, qdd, passive_force, rcond=rcond, pinv=pinv, s=s,
-        posture_accel=posture_accel, internal_effort=internal_effort, null_rcond=null_rcond, metric=metric,
-        bounded=bounded)
+        M,
+        Q,
+        B,
+        As,
+        bs,
+        Ap,
+        bp,
+        u,
+        qdd,
+        passive_force,
+        rcond=rcond,
+        pinv=pinv,
+        s=s,
+        posture_accel=posture_accel,
+        internal_effort=internal_effort,
+        null_rcond=null_rcond,
+        metric=metric,
+        bounded=bounded,
+    )
     consistent = residual <= consistency_tol * max(1.0, bnorm)
-    result = ServoResult(u, qdd, passive_force, rank, consistent, residual, passive_rank, cond, null_motion,
-                         null_internal, limited[0] if limited else None)
+    result = ServoResult(
+        u,
+        qdd,
+        passive_force,
+        rank,
+        consistent,
+        residual,
+        passive_rank,
+        cond,
+        null_motion,
+        null_internal,
+        limited[0] if limited else None,
+    )
     return _check(result, on_infeasible, f'> {consistency_tol:g} * max(1, ||b_bar||)')
 
 
-def servo_control_cascade(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None,
-                          rcond=DEFAULT_RCOND, pinv=None):
+def servo_control_cascade(M, Q, B, A_servo, b_servo, *, A_passive=None, b_passive=None, rcond=DEFAULT_RCOND, pinv=None):
     """The cascade as seed 004 section V writes it, kept for comparison only.
 
     First the passive UK force from Q alone, ``Qc = constraint_force(M, Q, A_p, b_p)``,
@@ -546,9 +645,22 @@ def row_gains(stabilization, *stacks_or_orders):
     return np.hstack(parts) if parts else np.zeros((2, 0))
 
 
-def solver_params(rcond=DEFAULT_RCOND, gram_floor=GRAM_FLOOR, consistency_tol=CONSISTENCY_TOL, max_sweeps=60, *,
-                  secondary=0, one_sided=0, null_rcond=NULL_RCOND, internal_effort=None, p=0,
-                  task_speed=np.inf, posture_speed=np.inf, joint_metric=False, limits=None):
+def solver_params(
+    rcond=DEFAULT_RCOND,
+    gram_floor=GRAM_FLOOR,
+    consistency_tol=CONSISTENCY_TOL,
+    max_sweeps=60,
+    *,
+    secondary=0,
+    one_sided=0,
+    null_rcond=NULL_RCOND,
+    internal_effort=None,
+    p=0,
+    task_speed=np.inf,
+    posture_speed=np.inf,
+    joint_metric=False,
+    limits=None,
+):
     """The ``params`` array of the compiled servo solve (layout ``kernels.codes.PARAM_*``): tolerances,
     the number of posture (secondary) rows and of one-sided rows among them, the null-space rank cut,
     the internal-force target (ValueError when it has more than ``MAX_INTERNAL_TARGET`` entries), the
@@ -556,6 +668,7 @@ def solver_params(rcond=DEFAULT_RCOND, gram_floor=GRAM_FLOOR, consistency_tol=CO
     (:func:`redundancy_effort`) and the joint-limit stage (a
     :class:`uk_controller.core.joint_limits.JointLimitStage`; None: effort clipping only)."""
     from ..kernels import codes
+
     params = np.zeros(codes.PARAMS_SIZE)
     params[:4] = rcond, gram_floor, consistency_tol, float(max_sweeps)
     params[codes.PARAM_N_SECONDARY], params[codes.PARAM_N_ONE_SIDED] = secondary, one_sided
@@ -573,7 +686,7 @@ def solver_params(rcond=DEFAULT_RCOND, gram_floor=GRAM_FLOOR, consistency_tol=CO
         if p > codes.MAX_INTERNAL_TARGET:
             raise ValueError(f'an internal-force target holds at most {codes.MAX_INTERNAL_TARGET} efforts, got {p}')
         params[codes.PARAM_INTERNAL] = 1.0
-        params[codes.PARAM_INTERNAL_TARGET:codes.PARAM_INTERNAL_TARGET + p] = target
+        params[codes.PARAM_INTERNAL_TARGET : codes.PARAM_INTERNAL_TARGET + p] = target
     return params
 
 
@@ -606,11 +719,28 @@ class ServoSolver:
     also holds the null-space dimensions (``INFO_NULL_MOTION``, ``INFO_NULL_INTERNAL``).
     """
 
-    def __init__(self, n, p, m_passive, m_servo, *, rcond=DEFAULT_RCOND, consistency_tol=CONSISTENCY_TOL,
-                 backend='auto', max_sweeps=60, secondary=0, one_sided=0, internal_effort=None,
-                 null_rcond=NULL_RCOND, task_speed=np.inf, posture_speed=np.inf, joint_metric=False,
-                 joint_limits=None):
+    def __init__(
+        self,
+        n,
+        p,
+        m_passive,
+        m_servo,
+        *,
+        rcond=DEFAULT_RCOND,
+        consistency_tol=CONSISTENCY_TOL,
+        backend='auto',
+        max_sweeps=60,
+        secondary=0,
+        one_sided=0,
+        internal_effort=None,
+        null_rcond=NULL_RCOND,
+        task_speed=np.inf,
+        posture_speed=np.inf,
+        joint_metric=False,
+        joint_limits=None,
+    ):
         from ..kernels import codes, jit, servo
+
         if backend == 'auto':
             backend = 'numba' if jit.AVAILABLE else 'numpy'
         if backend not in ('numba', 'numpy'):
@@ -625,22 +755,33 @@ class ServoSolver:
         self.secondary, self.one_sided = int(secondary), int(one_sided)
         self.internal_effort = None if internal_effort is None else np.array(internal_effort, dtype=float)
         self.null_rcond = float(null_rcond)
-        self.params = solver_params(self.rcond, GRAM_FLOOR, self.consistency_tol, max_sweeps, secondary=secondary,
-                                    one_sided=one_sided, null_rcond=null_rcond, internal_effort=internal_effort, p=p,
-                                    task_speed=task_speed, posture_speed=posture_speed, joint_metric=joint_metric,
-                                    limits=joint_limits)
+        self.params = solver_params(
+            self.rcond,
+            GRAM_FLOOR,
+            self.consistency_tol,
+            max_sweeps,
+            secondary=secondary,
+            one_sided=one_sided,
+            null_rcond=null_rcond,
+            internal_effort=internal_effort,
+            p=p,
+            task_speed=task_speed,
+            posture_speed=posture_speed,
+            joint_metric=joint_metric,
+            limits=joint_limits,
+        )
         self.joint_limits = joint_limits
         self.metric = 'joint' if joint_metric else 'mass'
         # the correction speed of each servo row (task rows, posture rows, joint-limit rows: no cap)
         self._speeds = np.full(ms, float(task_speed))
-        self._speeds[ms - self.secondary:] = posture_speed
+        self._speeds[ms - self.secondary :] = posture_speed
         if self.one_sided:
-            self._speeds[ms - self.one_sided:] = np.inf
+            self._speeds[ms - self.one_sided :] = np.inf
         self.u = np.zeros(p)
         self.qdd = np.zeros(n)
         self.passive_force = np.zeros(n)
         self.info = np.zeros(codes.INFO_SIZE)
-        self.effort = np.zeros(p)                    # u clipped to the limits given to solve_rows
+        self.effort = np.zeros(p)  # u clipped to the limits given to solve_rows
         self.saturated = np.zeros(p, dtype=bool)
         self._no_limits = np.full(p, np.inf)
         self._no_lo, self._no_hi = np.full(n, -np.inf), np.full(n, np.inf)
@@ -655,7 +796,7 @@ class ServoSolver:
         self._bs = np.zeros(ms)
         self._bp = np.zeros(mp)
         self._Q = np.zeros(n)
-        if backend == 'numba':       # compile (or load the cache) now, not in the first control step
+        if backend == 'numba':  # compile (or load the cache) now, not in the first control step
             self._warm_up()
 
     # ------------------------------------------------------------ results
@@ -687,24 +828,68 @@ class ServoSolver:
         """A :class:`ServoResult` with copies of the current solution."""
         active = self.secondary or self.internal_effort is not None
         null = (int(self.info[INFO_NULL_MOTION]), int(self.info[INFO_NULL_INTERNAL])) if active else (-1, -1)
-        return ServoResult(self.u.copy(), self.qdd.copy(), self.passive_force.copy(), self.rank, self.consistent,
-                           self.servo_residual, self.passive_rank, self.condition, *null)
+        return ServoResult(
+            self.u.copy(),
+            self.qdd.copy(),
+            self.passive_force.copy(),
+            self.rank,
+            self.consistent,
+            self.servo_residual,
+            self.passive_rank,
+            self.condition,
+            *null,
+        )
 
     # ------------------------------------------------------------ solving
     def _warm_up(self):
         n, p, mp, ms = self.n, self.p, self.mp, self.ms
         M = np.eye(n)
-        self._kernel(M, self._zero_n, self._zero_n, np.zeros((n, p)), np.zeros((ms, n)), self._zero_s,
-                     self._zero_s, self._zero_s, np.zeros((mp, n)), self._zero_p, self._zero_p, self._zero_p,
-                     self._zero_gains, self.params, self._no_limits, self._no_lo, self._no_hi, self.u, self.qdd,
-                     self.passive_force, self.effort, self.saturated, self.info)
+        self._kernel(
+            M,
+            self._zero_n,
+            self._zero_n,
+            np.zeros((n, p)),
+            np.zeros((ms, n)),
+            self._zero_s,
+            self._zero_s,
+            self._zero_s,
+            np.zeros((mp, n)),
+            self._zero_p,
+            self._zero_p,
+            self._zero_p,
+            self._zero_gains,
+            self.params,
+            self._no_limits,
+            self._no_lo,
+            self._no_hi,
+            self.u,
+            self.qdd,
+            self.passive_force,
+            self.effort,
+            self.saturated,
+            self.info,
+        )
 
     def solve(self, M, Q, B, A_servo, b_servo, A_passive=None, b_passive=None):
         """Solve for given Q and right-hand sides (no stabilization); returns self."""
         if A_passive is None:
             A_passive, b_passive = self._empty_p if self.mp == 0 else (None, None)
-        return self.solve_rows(M, Q, self._zero_n, B, A_servo, b_servo, self._zero_s, self._zero_s,
-                               A_passive, b_passive, self._zero_p, self._zero_p, self._zero_gains, self._no_limits)
+        return self.solve_rows(
+            M,
+            Q,
+            self._zero_n,
+            B,
+            A_servo,
+            b_servo,
+            self._zero_s,
+            self._zero_s,
+            A_passive,
+            b_passive,
+            self._zero_p,
+            self._zero_p,
+            self._zero_gains,
+            self._no_limits,
+        )
 
     def solve_rows(self, M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, limits=None, bounds=None):
         """Hot-path entry: ``Q = tau - h``; ``b <- b - (kd phi' + kp phi)`` per row (:func:`row_gains`; the
@@ -721,8 +906,31 @@ class ServoSolver:
             limits = self._no_limits
         alo, ahi = (self._no_lo, self._no_hi) if bounds is None else bounds
         if self._kernel is not None:
-            self._kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, self.params, limits, alo,
-                         ahi, self.u, self.qdd, self.passive_force, self.effort, self.saturated, self.info)
+            self._kernel(
+                M,
+                tau,
+                h,
+                B,
+                As,
+                bs,
+                phis,
+                phids,
+                Ap,
+                bp,
+                phip,
+                phidp,
+                gains,
+                self.params,
+                limits,
+                alo,
+                ahi,
+                self.u,
+                self.qdd,
+                self.passive_force,
+                self.effort,
+                self.saturated,
+                self.info,
+            )
             if self.info[INFO_STATUS] == NOT_PD:
                 raise NotPositiveDefiniteError('mass matrix not positive definite')
             return self
@@ -733,7 +941,7 @@ class ServoSolver:
             bp = np.subtract(bp, gains[0, :mp] * phidp + gains[1, :mp] * phip, out=self._bp)
         self._numpy_core(M, self._Q, B, As, bs, Ap, bp, phis, limits, alo, ahi)
         np.greater(np.abs(self.u), limits, out=self.saturated)
-        if self.joint_limits is not None:          # held at its limit by the bounded stage
+        if self.joint_limits is not None:  # held at its limit by the bounded stage
             self.saturated |= np.abs(self.u) >= limits * (1.0 - 1e-12)
         np.clip(self.u, -limits, limits, out=self.effort)
         self.info[INFO_N_SATURATED] = np.count_nonzero(self.saturated)
@@ -748,16 +956,31 @@ class ServoSolver:
             As, bs = As[:ms], bs[:ms]
             active = np.ones(self.secondary, dtype=bool)
             if self.one_sided:
-                active[self.secondary - self.one_sided:] = phisec[self.secondary - self.one_sided:] < 0.0
+                active[self.secondary - self.one_sided :] = phisec[self.secondary - self.one_sided :] < 0.0
             ap = Asec[active].T @ bsec[active]
         info = self.info
         stage = self.joint_limits
         bounded = None if stage is None else (limits, alo, ahi, stage.weight, stage.eps)
         try:
             rank, cond, passive_rank, residual, bnorm, nm, ni, *limited = servo_solve(
-                M, Q, B, As, bs, Ap if self.mp else self._empty_p[0], bp, self.u, self.qdd, self.passive_force,
-                rcond=self.rcond, posture_accel=ap, internal_effort=self.internal_effort,
-                null_rcond=self.null_rcond, work=self._W, metric=self.metric, bounded=bounded)
+                M,
+                Q,
+                B,
+                As,
+                bs,
+                Ap if self.mp else self._empty_p[0],
+                bp,
+                self.u,
+                self.qdd,
+                self.passive_force,
+                rcond=self.rcond,
+                posture_accel=ap,
+                internal_effort=self.internal_effort,
+                null_rcond=self.null_rcond,
+                work=self._W,
+                metric=self.metric,
+                bounded=bounded,
+            )
         except NotPositiveDefiniteError:
             info[INFO_STATUS] = NOT_PD
             raise

@@ -25,6 +25,7 @@ lies at the reference configuration qpos0; ``weld``'s ``relpose`` (pos, quat) is
 body2's pose in body1's frame, from qpos0 when omitted. Frames named
 ``<closure>/1`` and ``<closure>/2`` are added to the model for body-based equalities.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,6 @@ from .description_error import DescriptionError, read_utf8
 DESCRIPTION_KEYS = ('urdf', 'mjcf', 'sdf')
 
 
-
 def description_key(robot, config_path=None):
     """Which of ``robot.urdf`` / ``robot.mjcf`` / ``robot.sdf`` the ``robot`` map gives (exactly one)."""
     from .parameter_file import ConfigError
@@ -47,13 +47,18 @@ def description_key(robot, config_path=None):
     given = [k for k in DESCRIPTION_KEYS if robot.get(k) not in (None, '')]
     if len(given) != 1:
         what = 'none of them' if not given else ' and '.join(f'robot.{k}' for k in given)
-        raise ConfigError(('missing: ' if not given else '') + f'give exactly one robot description: robot.urdf (URDF or .xacro), robot.mjcf '
-                          f'(MuJoCo XML) or robot.sdf; got {what}', file=config_path,
-                          key=f'robot.{given[-1]}' if given else 'robot.urdf')
+        raise ConfigError(
+            ('missing: ' if not given else '')
+            + f'give exactly one robot description: robot.urdf (URDF or .xacro), robot.mjcf '
+            f'(MuJoCo XML) or robot.sdf; got {what}',
+            file=config_path,
+            key=f'robot.{given[-1]}' if given else 'robot.urdf',
+        )
     return given[0]
 
 
 # ----------------------------------------------------------------------------- URDF and xacro
+
 
 def is_xacro(path):
     return str(path).endswith('.xacro')
@@ -64,12 +69,14 @@ def expand_xacro(path, args=None):
     try:
         import xacro
     except ImportError:
-        raise DescriptionError(f'{path} is a xacro file and the xacro package is not installed '
-                               '(pip install xacro, or apt install ros-<distro>-xacro)') from None
+        raise DescriptionError(
+            f'{path} is a xacro file and the xacro package is not installed '
+            '(pip install xacro, or apt install ros-<distro>-xacro)'
+        ) from None
     mappings = {str(k): str(v) for k, v in (args or {}).items()}
     try:
         doc = xacro.process_file(str(path), mappings=mappings)
-    except Exception as exc:        # xacro raises XacroException, ExpatError, NameError, ...
+    except Exception as exc:  # xacro raises XacroException, ExpatError, NameError, ...
         raise DescriptionError(f'xacro could not expand {path}: {type(exc).__name__}: {exc}') from None
     return doc.toprettyxml(indent='  ')
 
@@ -84,8 +91,9 @@ def urdf_text(path, xacro_args=None, config_path=None):
         except DescriptionError as exc:
             raise ConfigError(str(exc), file=config_path, key='robot.urdf') from None
     if xacro_args:
-        raise ConfigError(f'robot.xacro_args is given but {path} is not a .xacro file', file=config_path,
-                          key='robot.xacro_args')
+        raise ConfigError(
+            f'robot.xacro_args is given but {path} is not a .xacro file', file=config_path, key='robot.xacro_args'
+        )
     return read_utf8(path)
 
 
@@ -126,8 +134,10 @@ def check_urdf_text(text, path):
             if end not in links:
                 raise DescriptionError(f'{where} names link {end!r}, which is not a <link> of the file')
         if c in parent_of:
-            raise DescriptionError(f'{where}: link {c!r} already has parent joint {parent_of[c][1]!r}; a link has '
-                                   'one parent (close loops with a loop_closure constraint instead)')
+            raise DescriptionError(
+                f'{where}: link {c!r} already has parent joint {parent_of[c][1]!r}; a link has '
+                'one parent (close loops with a loop_closure constraint instead)'
+            )
         parent_of[c] = (p, name)
         origin = joint.find('origin')
         if origin is not None:
@@ -155,30 +165,38 @@ def check_urdf_text(text, path):
         if inertial is None:
             continue
         where = f'{path}: link {name!r} <inertial>'
-        for tag, keys in (('origin', ('xyz', 'rpy')), ('mass', ('value',)),
-                          ('inertia', ('ixx', 'iyy', 'izz', 'ixy', 'ixz', 'iyz'))):
+        for tag, keys in (
+            ('origin', ('xyz', 'rpy')),
+            ('mass', ('value',)),
+            ('inertia', ('ixx', 'iyy', 'izz', 'ixy', 'ixz', 'iyz')),
+        ):
             element = inertial.find(tag)
             if element is not None:
                 for key in keys:
                     _finite_numbers(element, key, 3 if tag == 'origin' else 1, f'{where} <{tag}>')
     roots = [name for name in links if name not in parent_of]
-    for start in parent_of:                  # a walk up from every link ends at a root, or meets itself
+    for start in parent_of:  # a walk up from every link ends at a root, or meets itself
         seen, link = [], start
         while link in parent_of:
             if link in seen:
-                cycle = seen[seen.index(link):]
+                cycle = seen[seen.index(link) :]
                 joints = [parent_of[x][1] for x in cycle]
-                raise DescriptionError(f'{path}: joints {", ".join(map(repr, joints))} form a cycle (links '
-                                       f'{" <- ".join(cycle)}); a URDF is a tree: close loops with a loop_closure '
-                                       'constraint instead')
+                raise DescriptionError(
+                    f'{path}: joints {", ".join(map(repr, joints))} form a cycle (links '
+                    f'{" <- ".join(cycle)}); a URDF is a tree: close loops with a loop_closure '
+                    'constraint instead'
+                )
             seen.append(link)
             link = parent_of[link][0]
     if len(roots) != 1:
-        raise DescriptionError(f'{path}: {len(roots)} links have no parent joint ({", ".join(roots) or "none"}); a URDF '
-                               'has one root link: join the others to the tree with a joint')
+        raise DescriptionError(
+            f'{path}: {len(roots)} links have no parent joint ({", ".join(roots) or "none"}); a URDF '
+            'has one root link: join the others to the tree with a joint'
+        )
 
 
 # ----------------------------------------------------------------------------- MJCF
+
 
 def _floats(text, count, where):
     try:
@@ -224,8 +242,9 @@ def _prepared_mjcf(path):
         root.remove(extra)
     for wb in worldbodies[:1]:
         bodies = wb.findall('body')
-        posed = bool(bodies) and any(bodies[0].get(k) is not None
-                                     for k in ('pos', 'quat', 'euler', 'axisangle', 'xyaxes', 'zaxis'))
+        posed = bool(bodies) and any(
+            bodies[0].get(k) is not None for k in ('pos', 'quat', 'euler', 'axisangle', 'xyaxes', 'zaxis')
+        )
         if len(bodies) > 1 or posed:
             wrapper = ET.Element('body', name='uk_worldbody')
             for body in bodies:
@@ -280,8 +299,8 @@ def read_mjcf(path):
     Every body of the file must reach the model (checked by name against the model's BODY frames).
     """
     import pinocchio as pin
-    from .description_extras import ExtrasError, mjcf_extras
 
+    from .description_extras import ExtrasError, mjcf_extras
     from .mjcf_check import checked_mjcf
 
     path = Path(path)
@@ -292,12 +311,14 @@ def read_mjcf(path):
         raise
     except Exception as exc:
         raise DescriptionError(f'Pinocchio cannot read MJCF {path}: {exc}') from None
-    root, _ = checked_mjcf(path)        # the file as written, includes expanded (for bodies and extras)
+    root, _ = checked_mjcf(path)  # the file as written, includes expanded (for bodies and extras)
     bodies = _mjcf_body_names(root)
     lost = [b for b in bodies if not model.existFrame(b, pin.FrameType.BODY)]
     if lost:
-        raise DescriptionError(f'bodies of {path} missing from the model Pinocchio built: {", ".join(lost)} '
-                               '(a parser limitation; please report it with the file)')
+        raise DescriptionError(
+            f'bodies of {path} missing from the model Pinocchio built: {", ".join(lost)} '
+            '(a parser limitation; please report it with the file)'
+        )
     couplings = [eq for eq in equalities if isinstance(eq.tag, str) and eq.tag in ('joint', 'tendon')]
     closures = _mjcf_closures(model, [eq for eq in equalities if eq not in couplings], path)
     try:
@@ -316,11 +337,11 @@ def _mjcf_closures(model, equalities, path):
 
     closures = {}
     data = model.createData()
-    pin.framesForwardKinematics(model, data, pin.neutral(model))      # MuJoCo's qpos0 (joint ref = 0)
+    pin.framesForwardKinematics(model, data, pin.neutral(model))  # MuJoCo's qpos0 (joint ref = 0)
 
     def body_frame(name, where):
         if name in (None, '', 'world'):
-            return 0                                            # the universe frame (MuJoCo: world)
+            return 0  # the universe frame (MuJoCo: world)
         if not model.existFrame(name, pin.FrameType.BODY):
             raise DescriptionError(f'{where}: unknown body {name!r}')
         return model.getFrameId(name, pin.FrameType.BODY)
@@ -344,8 +365,7 @@ def _mjcf_closures(model, equalities, path):
         if eq.get('active', 'true').lower() == 'false':
             continue
         if eq.tag not in ('connect', 'weld'):
-            raise DescriptionError(f'{where}: equality type {eq.tag!r} is not supported (connect, weld, joint, '
-                                   'tendon)')
+            raise DescriptionError(f'{where}: equality type {eq.tag!r} is not supported (connect, weld, joint, tendon)')
         if name in closures:
             raise DescriptionError(f'{where}: two equalities named {name!r}')
         if eq.get('site1') or eq.get('site2'):
@@ -354,32 +374,37 @@ def _mjcf_closures(model, equalities, path):
             if not eq.get('body1'):
                 raise DescriptionError(f'{where}: give body1 (and body2, default the world) or site1 and site2')
             f1 = body_frame(eq.get('body1'), where)
-            f2 = body_frame(eq.get('body2'), where)              # MuJoCo: body2 omitted = the world
+            f2 = body_frame(eq.get('body2'), where)  # MuJoCo: body2 omitted = the world
             o1, o2 = data.oMf[f1], data.oMf[f2]
             if eq.tag == 'connect':
                 anchor = _floats(eq.get('anchor'), 3, where + ' anchor')
                 on1 = pin.SE3(np.eye(3), anchor)
-                on2 = o2.actInv(o1 * on1)                       # the same point of body2 at qpos0
+                on2 = o2.actInv(o1 * on1)  # the same point of body2 at qpos0
                 on2 = pin.SE3(np.eye(3), on2.translation)
             else:
                 relpose = eq.get('relpose')
                 if relpose is not None:
                     values = _floats(relpose, 7, where + ' relpose')
-                    if np.allclose(values[3:], 0.0):               # MuJoCo: all-zero quat -> from qpos0
+                    if np.allclose(values[3:], 0.0):  # MuJoCo: all-zero quat -> from qpos0
                         relpose = None
                 if relpose is None:
-                    on1 = o1.actInv(o2)                         # body2 in body1 at qpos0
+                    on1 = o1.actInv(o2)  # body2 in body1 at qpos0
                 else:
                     w, x, y, z = values[3:] / np.linalg.norm(values[3:])
                     on1 = pin.SE3(pin.Quaternion(w, x, y, z).toRotationMatrix(), values[:3])
                 on2 = pin.SE3.Identity()
             frames = [add_frame(f'{name}/1', f1, on1), add_frame(f'{name}/2', f2, on2)]
-        closures[name] = {'role': 'passive', 'type': 'loop_closure', 'frames': frames,
-                          'mode': 'weld' if eq.tag == 'weld' else 'position'}
+        closures[name] = {
+            'role': 'passive',
+            'type': 'loop_closure',
+            'frames': frames,
+            'mode': 'weld' if eq.tag == 'weld' else 'position',
+        }
     return closures
 
 
 # ----------------------------------------------------------------------------- SDF
+
 
 def load_sdf(path, base='fixed'):
     """``(pinocchio.Model, closures, DescriptionExtras)`` of an SDF model: our reader
@@ -387,16 +412,19 @@ def load_sdf(path, base='fixed'):
     even where Pinocchio was built with SDFormat: its parser gives a free flyer with a quaternion, and this
     package's coordinates are one number per joint."""
     from .sdf import read_sdf as read
+
     return read(path, base)
 
 
 def read_sdf(path, base='fixed'):
     """See :func:`uk_controller.files.sdf.read_sdf`."""
     from .sdf import read_sdf as read
+
     return read(path, base)
 
 
 # ----------------------------------------------------------------------------- merging
+
 
 def _signature(spec):
     """What makes two passive rows the same, for :func:`merge_closures` (None: not compared): a closure's
@@ -409,8 +437,11 @@ def _signature(spec):
         try:
             pairs = sorted((str(j), float(c)) for j, c in zip(spec['joints'], spec.get('coefficients') or ()))
             lead = next(c for _, c in pairs if c != 0.0)
-            return ('joint_linear', tuple((j, round(c / lead, 12)) for j, c in pairs if c != 0.0),
-                    round(float(spec.get('value', 0.0)) / lead, 12))
+            return (
+                'joint_linear',
+                tuple((j, round(c / lead, 12)) for j, c in pairs if c != 0.0),
+                round(float(spec.get('value', 0.0)) / lead, 12),
+            )
         except (TypeError, ValueError, StopIteration):
             return None
     return None
@@ -431,15 +462,21 @@ def merge_closures(constraints, closures, config_path=None):
             extra = constraints[name] or {}
             if not isinstance(extra, dict):
                 raise ConfigError('must be a map', file=config_path, key=f'constraints.{name}')
-            fixed = ('type', 'frames', 'role') if entry['type'] == 'loop_closure' else (
-                'type', 'role', 'joints', 'coefficients', 'value', 'polycoef', 'reference')
-            what = (f'between {entry["frames"]}' if 'frames' in entry else f'on joints {entry.get("joints")}')
+            fixed = (
+                ('type', 'frames', 'role')
+                if entry['type'] == 'loop_closure'
+                else ('type', 'role', 'joints', 'coefficients', 'value', 'polycoef', 'reference')
+            )
+            what = f'between {entry["frames"]}' if 'frames' in entry else f'on joints {entry.get("joints")}'
             for key in fixed:
                 if key in extra and extra[key] != entry.get(key):
-                    raise ConfigError(f'{name!r} is a {entry["type"]} of the robot description ({what}); the YAML '
-                                      f'may refine it ({"axes, mode" if entry["type"] == "loop_closure" else "nothing"}) '
-                                      f'but not change its {key}; rename the YAML constraint to add a different one',
-                                      file=config_path, key=f'constraints.{name}.{key}')
+                    raise ConfigError(
+                        f'{name!r} is a {entry["type"]} of the robot description ({what}); the YAML '
+                        f'may refine it ({"axes, mode" if entry["type"] == "loop_closure" else "nothing"}) '
+                        f'but not change its {key}; rename the YAML constraint to add a different one',
+                        file=config_path,
+                        key=f'constraints.{name}.{key}',
+                    )
             entry.update(extra)
         merged[name] = entry
     signatures = {_signature(spec): name for name, spec in merged.items()}
@@ -449,9 +486,13 @@ def merge_closures(constraints, closures, config_path=None):
             spec = constraints.get(name)
             twin = signatures.get(_signature(spec)) if isinstance(spec, dict) else None
             if twin is not None:
-                raise ConfigError(f'{name!r} repeats the robot description\'s {twin!r} (the same '
-                                  f'{merged[twin]["type"]} row); remove it, or name it {twin!r} to refine the '
-                                  'file\'s', file=config_path, key=f'constraints.{name}')
+                raise ConfigError(
+                    f'{name!r} repeats the robot description\'s {twin!r} (the same '
+                    f'{merged[twin]["type"]} row); remove it, or name it {twin!r} to refine the '
+                    'file\'s',
+                    file=config_path,
+                    key=f'constraints.{name}',
+                )
             merged[name] = spec
     out = {k: v for k, v in constraints.items() if k != 'names' and k not in merged}
     out.update(merged)

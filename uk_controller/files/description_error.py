@@ -1,5 +1,6 @@
 """The error every description reader raises, and the UTF-8 read they share (their own module, so the
 readers share them without importing each other)."""
+
 from pathlib import Path
 
 
@@ -14,6 +15,7 @@ def read_utf8(path):
     try:
         return data.decode('utf-8')
     except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b'\n') + 1
-        raise DescriptionError(f'{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}; '
-                               'save the file as UTF-8') from None
+        line = data[: exc.start].count(b'\n') + 1
+        raise DescriptionError(
+            f'{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}; save the file as UTF-8'
+        ) from None

@@ -27,6 +27,7 @@ MJCF (MuJoCo XML reference; default classes, ``childclass`` and ``<compiler angl
 Not read (docs/config.md "Bring your own robot"): joint limits' softness (solref/solimp), contacts, spatial
 tendons, MJCF actuators' own gains (the YAML's actuators are effort sources), URDF ``<transmission>``.
 """
+
 from __future__ import annotations
 
 import math
@@ -68,6 +69,7 @@ def _numbers(text, where):
 
 # ----------------------------------------------------------------------------- URDF
 
+
 def urdf_extras(text, where='URDF'):
     """:class:`DescriptionExtras` of a URDF's text: ``<mimic>`` rows and ``<dynamics>`` (module docstring)."""
     try:
@@ -76,7 +78,7 @@ def urdf_extras(text, where='URDF'):
         raise ExtrasError(f'cannot parse {where}: {exc}') from None
     extras = DescriptionExtras()
     movable = {j.get('name') for j in root.iter('joint') if j.get('type') not in (None, 'fixed', 'floating', 'planar')}
-    leaders = {}                # mimic joint -> the joint it follows
+    leaders = {}  # mimic joint -> the joint it follows
     for joint in root.iter('joint'):
         name = joint.get('name')
         if name not in movable:
@@ -84,8 +86,10 @@ def urdf_extras(text, where='URDF'):
         at = f'{where}: <joint name="{name}">'
         dyn = joint.find('dynamics')
         if dyn is not None:
-            values = {'damping': _number(dyn.get('damping'), at + '<dynamics damping>'),
-                      'friction': _number(dyn.get('friction'), at + '<dynamics friction>')}
+            values = {
+                'damping': _number(dyn.get('damping'), at + '<dynamics damping>'),
+                'friction': _number(dyn.get('friction'), at + '<dynamics friction>'),
+            }
             if any(values.values()):
                 extras.joint_dynamics[name] = values
         mimic = joint.find('mimic')
@@ -93,28 +97,37 @@ def urdf_extras(text, where='URDF'):
             leader = mimic.get('joint')
             if leader not in movable:
                 raise ExtrasError(f'{at}<mimic joint="{leader}">: not a movable joint of the URDF')
-            if leader == name:      # the row q - m q = o: zero (m = 1, o = 0), a contradiction or q fixed
-                raise ExtrasError(f'{at}<mimic joint="{leader}">: a joint cannot mimic itself; name the joint it '
-                                  'follows, or remove the <mimic>')
+            if leader == name:  # the row q - m q = o: zero (m = 1, o = 0), a contradiction or q fixed
+                raise ExtrasError(
+                    f'{at}<mimic joint="{leader}">: a joint cannot mimic itself; name the joint it '
+                    'follows, or remove the <mimic>'
+                )
             leaders[name] = leader
             multiplier = _number(mimic.get('multiplier'), at + '<mimic multiplier>', 1.0)
             offset = _number(mimic.get('offset'), at + '<mimic offset>', 0.0)
             extras.constraints[f'mimic_{name}'] = {
-                'role': 'passive', 'type': 'joint_linear', 'joints': [name, leader],
-                'coefficients': [1.0, -multiplier], 'value': offset}
-    for start in leaders:       # a mimic chain ends at a joint that mimics nothing, or comes back: a cycle
+                'role': 'passive',
+                'type': 'joint_linear',
+                'joints': [name, leader],
+                'coefficients': [1.0, -multiplier],
+                'value': offset,
+            }
+    for start in leaders:  # a mimic chain ends at a joint that mimics nothing, or comes back: a cycle
         chain, joint = [start], leaders[start]
         while joint in leaders and joint not in chain:
             chain.append(joint)
             joint = leaders[joint]
         if joint == start:
-            raise ExtrasError(f'{where}: joints {", ".join(map(repr, chain))} mimic each other in a cycle '
-                              f'({" -> ".join(chain + [start])}); none of them is free to lead: remove the <mimic> '
-                              f'of one of them')
+            raise ExtrasError(
+                f'{where}: joints {", ".join(map(repr, chain))} mimic each other in a cycle '
+                f'({" -> ".join(chain + [start])}); none of them is free to lead: remove the <mimic> '
+                f'of one of them'
+            )
     return extras
 
 
 # ----------------------------------------------------------------------------- MJCF
+
 
 def mjcf_default_classes(root):
     """``{class: {tag: {attribute: value}}}`` of an MJCF's ``<default>`` tree, inheritance resolved (a nested
@@ -175,11 +188,13 @@ def mjcf_extras(root, equalities, path):
         kind = a.get('type', 'hinge')
         angular = scale if kind == 'hinge' else 1.0
         ref[name] = _number(a.get('ref'), at + ' ref') * angular
-        values = {'damping': _number(a.get('damping'), at + ' damping'),
-                  'stiffness': _number(a.get('stiffness'), at + ' stiffness'),
-                  'spring_reference': _number(a.get('springref'), at + ' springref') * angular,
-                  'armature': _number(a.get('armature'), at + ' armature'),
-                  'friction': _number(a.get('frictionloss'), at + ' frictionloss')}
+        values = {
+            'damping': _number(a.get('damping'), at + ' damping'),
+            'stiffness': _number(a.get('stiffness'), at + ' stiffness'),
+            'spring_reference': _number(a.get('springref'), at + ' springref') * angular,
+            'armature': _number(a.get('armature'), at + ' armature'),
+            'friction': _number(a.get('frictionloss'), at + ' frictionloss'),
+        }
         if any(values[k] for k in ('damping', 'stiffness', 'armature', 'friction')):
             extras.joint_dynamics[name] = values
     for section in root.findall('tendon'):
@@ -214,11 +229,19 @@ def mjcf_extras(root, equalities, path):
             if j2 is None:
                 spec = {'joints': [j1], 'coefficients': [1.0], 'value': poly[0] + ref[j1]}
             elif not any(poly[2:]):
-                spec = {'joints': [j1, j2], 'coefficients': [1.0, -poly[1]],
-                        'value': poly[0] + ref[j1] - poly[1] * ref[j2]}
+                spec = {
+                    'joints': [j1, j2],
+                    'coefficients': [1.0, -poly[1]],
+                    'value': poly[0] + ref[j1] - poly[1] * ref[j2],
+                }
             else:
-                extras.constraints[name] = {'role': 'passive', 'type': 'joint_polynomial', 'joints': [j1, j2],
-                                            'polycoef': poly, 'reference': [ref[j1], ref[j2]]}
+                extras.constraints[name] = {
+                    'role': 'passive',
+                    'type': 'joint_polynomial',
+                    'joints': [j1, j2],
+                    'polycoef': poly,
+                    'reference': [ref[j1], ref[j2]],
+                }
                 continue
             extras.constraints[name] = {'role': 'passive', 'type': 'joint_linear', **spec}
         elif eq.tag == 'tendon':
@@ -229,8 +252,9 @@ def mjcf_extras(root, equalities, path):
             if t1 is None:
                 raise ExtrasError(f'{at}: tendon1 is required')
             if any(poly[2:]) and t2 is not None:
-                raise ExtrasError(f'{at}: a nonlinear tendon coupling is not supported; write it in the YAML '
-                                  '(a callable constraint)')
+                raise ExtrasError(
+                    f'{at}: a nonlinear tendon coupling is not supported; write it in the YAML (a callable constraint)'
+                )
             coefs = dict(extras.tendons[t1])
             value = poly[0] + sum(c * ref[j] for j, c in coefs.items())
             if t2 is not None:
@@ -238,8 +262,13 @@ def mjcf_extras(root, equalities, path):
                     coefs[j] = coefs.get(j, 0.0) - poly[1] * c
                     value -= poly[1] * c * ref[j]
             names = [j for j, c in coefs.items() if c != 0.0]
-            extras.constraints[name] = {'role': 'passive', 'type': 'joint_linear', 'joints': names,
-                                        'coefficients': [coefs[j] for j in names], 'value': value}
+            extras.constraints[name] = {
+                'role': 'passive',
+                'type': 'joint_linear',
+                'joints': names,
+                'coefficients': [coefs[j] for j in names],
+                'value': value,
+            }
         else:
             raise ExtrasError(f'{at}: equality type {eq.tag!r} is not supported (connect, weld, joint, tendon)')
     return extras

@@ -18,6 +18,7 @@ through these helpers; docs/guarantees.md is the user's side of the same rules:
 Every refusal or write failure is a :class:`~uk_controller.files.parameter_file.ConfigError` naming the path
 and the flag, which the CLI prints and exits with status 2.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,8 @@ from pathlib import Path
 
 from .parameter_file import ConfigError
 
-
 # ------------------------------------------------------------------------- JSON
+
 
 def strict_json(value):
     """`value` with NaN and infinities replaced by None, recursively (JSON has neither)."""
@@ -38,7 +39,7 @@ def strict_json(value):
         return [strict_json(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if hasattr(value, 'item') and getattr(value, 'ndim', None) == 0:      # NumPy scalars
+    if hasattr(value, 'item') and getattr(value, 'ndim', None) == 0:  # NumPy scalars
         return strict_json(value.item())
     return value
 
@@ -58,6 +59,7 @@ def loads_strict(text):
 
 
 # ------------------------------------------------------------------------- paths
+
 
 def _same(a, b):
     a, b = Path(a), Path(b)
@@ -99,11 +101,19 @@ def refuse_inputs_as_outputs(outputs, inputs, *, folder_ok=()):
         path = Path(path)
         for source in inputs:
             if _same(path, source):
-                raise ConfigError(f'{path} is an input of this run ({Path(source).resolve()}); refusing to overwrite '
-                                  'it: give another path', file=path, key=flag)
+                raise ConfigError(
+                    f'{path} is an input of this run ({Path(source).resolve()}); refusing to overwrite '
+                    'it: give another path',
+                    file=path,
+                    key=flag,
+                )
         if flag not in folder_ok and path.is_dir():
-            raise ConfigError(f'{path} is a folder, where {flag} writes a file; accepted: a file path (remove or '
-                              'rename the folder, or choose another path)', file=path, key=flag)
+            raise ConfigError(
+                f'{path} is a folder, where {flag} writes a file; accepted: a file path (remove or '
+                'rename the folder, or choose another path)',
+                file=path,
+                key=flag,
+            )
 
 
 def _describe(exc):
@@ -213,8 +223,11 @@ class StreamingFile:
         else:
             where = f'{self.part} keeps what was written before the error ({_count_lines(self.part)} complete lines)'
 
-        raise ConfigError(f'write failed: {_describe(self.error)}; {where}' + (f'; lost: {lost}' if lost else ''),
-                          file=self.path, key=self.flag)
+        raise ConfigError(
+            f'write failed: {_describe(self.error)}; {where}' + (f'; lost: {lost}' if lost else ''),
+            file=self.path,
+            key=self.flag,
+        )
 
     def discard_empty(self):
         try:
@@ -232,5 +245,12 @@ class StreamingFile:
         self.discard_empty()
 
 
-__all__ = ['strict_json', 'dumps_strict', 'loads_strict', 'setup_inputs', 'refuse_inputs_as_outputs',
-           'atomic_write', 'StreamingFile']
+__all__ = [
+    'strict_json',
+    'dumps_strict',
+    'loads_strict',
+    'setup_inputs',
+    'refuse_inputs_as_outputs',
+    'atomic_write',
+    'StreamingFile',
+]

@@ -23,6 +23,7 @@ The expanded tree is what :func:`uk_controller.files.description.read_mjcf` hand
 the main file) and reads closures, couplings and joint dynamics from; MuJoCo's plant loads the main file and
 expands the same includes itself.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,12 +35,37 @@ from .description_error import DescriptionError, read_utf8
 #: MJCF attributes that hold numbers: name -> (fewest, most) numbers MuJoCo takes (most None: no bound
 #: checked here, MuJoCo refuses too many itself; damping and stiffness take a polynomial in MuJoCo 4).
 NUMBERS = {
-    'pos': (3, 3), 'quat': (4, 4), 'euler': (3, 3), 'axisangle': (4, 4), 'xyaxes': (6, 6), 'zaxis': (3, 3),
-    'fromto': (6, 6), 'axis': (3, 3), 'range': (2, 2), 'actuatorfrcrange': (2, 2), 'ctrlrange': (2, 2),
-    'forcerange': (2, 2), 'diaginertia': (3, 3), 'fullinertia': (6, 6), 'anchor': (3, 3), 'relpose': (7, 7),
-    'mass': (1, 1), 'density': (1, 1), 'ref': (1, 1), 'springref': (1, 1), 'armature': (1, 1),
-    'frictionloss': (1, 1), 'damping': (1, None), 'stiffness': (1, None), 'polycoef': (1, 5), 'coef': (1, 1),
-    'size': (1, 3), 'gear': (1, 6), 'gravity': (3, 3), 'timestep': (1, 1), 'margin': (1, 1),
+    'pos': (3, 3),
+    'quat': (4, 4),
+    'euler': (3, 3),
+    'axisangle': (4, 4),
+    'xyaxes': (6, 6),
+    'zaxis': (3, 3),
+    'fromto': (6, 6),
+    'axis': (3, 3),
+    'range': (2, 2),
+    'actuatorfrcrange': (2, 2),
+    'ctrlrange': (2, 2),
+    'forcerange': (2, 2),
+    'diaginertia': (3, 3),
+    'fullinertia': (6, 6),
+    'anchor': (3, 3),
+    'relpose': (7, 7),
+    'mass': (1, 1),
+    'density': (1, 1),
+    'ref': (1, 1),
+    'springref': (1, 1),
+    'armature': (1, 1),
+    'frictionloss': (1, 1),
+    'damping': (1, None),
+    'stiffness': (1, None),
+    'polycoef': (1, 5),
+    'coef': (1, 1),
+    'size': (1, 3),
+    'gear': (1, 6),
+    'gravity': (3, 3),
+    'timestep': (1, 1),
+    'margin': (1, 1),
 }
 #: MuJoCo's joint types (MJCF ``<joint type>``)
 JOINT_TYPES = ('hinge', 'slide', 'ball', 'free')
@@ -55,8 +81,8 @@ class _Origins:
 
     def __init__(self, main):
         self.main = main
-        self.included = {}          # id(element) -> included file
-        self.elements = []          # keeps the included elements alive, so their ids stay theirs
+        self.included = {}  # id(element) -> included file
+        self.elements = []  # keeps the included elements alive, so their ids stay theirs
 
     def mark(self, element, file):
         for el in element.iter():
@@ -101,22 +127,28 @@ def _expand(element, main, including, seen, origins):
         folders = list(dict.fromkeys([main.parent, including.parent]))
         target = next((folder / name for folder in folders if (folder / name).is_file()), None)
         if target is None:
-            raise DescriptionError(f'{where}: no such file (looked in {" and ".join(map(str, folders))}); '
-                                   'fix the path, relative to the main file')
+            raise DescriptionError(
+                f'{where}: no such file (looked in {" and ".join(map(str, folders))}); '
+                'fix the path, relative to the main file'
+            )
         if target.resolve() in seen:
-            raise DescriptionError(f'{where}: {target} is already included (a file is included once; an '
-                                   'include of the main file or of a file that includes it is a cycle); '
-                                   'remove this <include>')
+            raise DescriptionError(
+                f'{where}: {target} is already included (a file is included once; an '
+                'include of the main file or of a file that includes it is a cycle); '
+                'remove this <include>'
+            )
         seen.add(target.resolve())
         sub = _read_xml(target, where)
         if sub.tag != 'mujoco':
-            raise DescriptionError(f'{where}: {target} has root element <{sub.tag}>; an included file is an MJCF '
-                                   'file whose <mujoco> children are inserted here')
+            raise DescriptionError(
+                f'{where}: {target} has root element <{sub.tag}>; an included file is an MJCF '
+                'file whose <mujoco> children are inserted here'
+            )
         for grandchild in sub:
             origins.mark(grandchild, target)
         _expand(sub, main, target, seen, origins)
         parts = list(sub)
-        element[i:i + 1] = parts
+        element[i : i + 1] = parts
         i += len(parts)
 
 
@@ -139,8 +171,9 @@ def _numbers(element, attribute, origins):
             want = f'at least {fewest} finite number{"s" if fewest > 1 else ""}'
         else:
             want = f'{fewest} to {most} finite numbers'
-        raise DescriptionError(f'{origins.where(element)}: {attribute}="{text}" must be {want}; write the value '
-                               'in decimal')
+        raise DescriptionError(
+            f'{origins.where(element)}: {attribute}="{text}" must be {want}; write the value in decimal'
+        )
     return values
 
 
@@ -154,8 +187,10 @@ def _check_numbers(element, origins):
     for attribute in RANGES:
         pair = values.get(attribute)
         if pair is not None and pair[0] > pair[1]:
-            raise DescriptionError(f'{where}: {attribute}="{element.get(attribute)}": lower {pair[0]:g} is above '
-                                   f'upper {pair[1]:g}; swap them')
+            raise DescriptionError(
+                f'{where}: {attribute}="{element.get(attribute)}": lower {pair[0]:g} is above '
+                f'upper {pair[1]:g}; swap them'
+            )
     zero = []
     if values.get('quat') is not None and _norm(values['quat']) == 0.0:
         zero.append('quat')
@@ -173,8 +208,9 @@ def _check_numbers(element, origins):
         x, y = xy[:3], xy[3:]
         cross = (x[1] * y[2] - x[2] * y[1], x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0])
         if _norm(cross) == 0.0:
-            raise DescriptionError(f'{where}: xyaxes="{element.get("xyaxes")}": the x and y axes must be nonzero '
-                                   'and not parallel')
+            raise DescriptionError(
+                f'{where}: xyaxes="{element.get("xyaxes")}": the x and y axes must be nonzero and not parallel'
+            )
 
 
 def _check_structure(root, origins, includes):
@@ -184,59 +220,75 @@ def _check_structure(root, origins, includes):
     if not bodies:
         where = 'no <worldbody>' if not worldbodies else 'its <worldbody> holds no <body>'
         if includes:
-            raise DescriptionError(f'{main}: {where}, with the included {", ".join(map(str, includes))}; the model '
-                                   'needs at least one <body> with a joint under <worldbody>: check that the '
-                                   '<include> names the file with the robot\'s bodies')
-        raise DescriptionError(f'{main}: {where}; the model needs at least one <body> with a joint under '
-                               '<worldbody>')
+            raise DescriptionError(
+                f'{main}: {where}, with the included {", ".join(map(str, includes))}; the model '
+                'needs at least one <body> with a joint under <worldbody>: check that the '
+                '<include> names the file with the robot\'s bodies'
+            )
+        raise DescriptionError(f'{main}: {where}; the model needs at least one <body> with a joint under <worldbody>')
     parent_of = {child: parent for parent in root.iter() for child in parent}
     in_world = {id(b) for b in bodies}
     for element in root.iter('body'):
         if id(element) not in in_world:
             holder = parent_of.get(element)
-            raise DescriptionError(f'{origins.where(element)}: a <body> under <{getattr(holder, "tag", "?")}> is '
-                                   'not part of the model (nothing reaches it); move it under <worldbody> or a '
-                                   '<body>')
+            raise DescriptionError(
+                f'{origins.where(element)}: a <body> under <{getattr(holder, "tag", "?")}> is '
+                'not part of the model (nothing reaches it); move it under <worldbody> or a '
+                '<body>'
+            )
     for wb in worldbodies:
         for element in wb.iter():
             holder = parent_of.get(element)
             if element.tag in _UNREAD:
-                raise DescriptionError(f'{origins.where(element)}: MuJoCo\'s <{element.tag}> is not read by '
-                                       'Pinocchio\'s MJCF parser; write what it holds out as <body> elements (a '
-                                       '<frame>\'s pose added to the pose of each body, site and geom in it)')
+                raise DescriptionError(
+                    f'{origins.where(element)}: MuJoCo\'s <{element.tag}> is not read by '
+                    'Pinocchio\'s MJCF parser; write what it holds out as <body> elements (a '
+                    '<frame>\'s pose added to the pose of each body, site and geom in it)'
+                )
             if element.tag in ('joint', 'freejoint') and holder is not None and holder.tag != 'body':
-                raise DescriptionError(f'{origins.where(element)}: a joint under <{holder.tag}> has no body to move; '
-                                       'move it into the <body> it should move')
-    names = {}          # bodies, joints and sites become Pinocchio frames, found by name: one name space
+                raise DescriptionError(
+                    f'{origins.where(element)}: a joint under <{holder.tag}> has no body to move; '
+                    'move it into the <body> it should move'
+                )
+    names = {}  # bodies, joints and sites become Pinocchio frames, found by name: one name space
     for wb in worldbodies:
         for element in wb.iter():
             name = element.get('name')
             if element.tag not in ('body', 'joint', 'freejoint', 'site') or not name:
                 continue
             if element.tag == 'body' and name == 'world':
-                raise DescriptionError(f'{origins.where(element)}: "world" is the name of MuJoCo\'s world body; '
-                                       'rename this body')
+                raise DescriptionError(
+                    f'{origins.where(element)}: "world" is the name of MuJoCo\'s world body; rename this body'
+                )
             if name in names:
                 first = names[name]
                 where = origins.included.get(id(first), origins.main)
-                what = (f'a second <{element.tag}> named {name!r} (the first is in {where})' if first.tag == element.tag
-                        else f'named {name!r} like a <{first.tag}> (in {where})')
-                raise DescriptionError(f'{origins.where(element)}: {what}; bodies, joints and sites become frames '
-                                       'that closures, couplings and the setup find by name: rename one')
+                what = (
+                    f'a second <{element.tag}> named {name!r} (the first is in {where})'
+                    if first.tag == element.tag
+                    else f'named {name!r} like a <{first.tag}> (in {where})'
+                )
+                raise DescriptionError(
+                    f'{origins.where(element)}: {what}; bodies, joints and sites become frames '
+                    'that closures, couplings and the setup find by name: rename one'
+                )
             names[name] = element
-    for element in root.iter('joint'):          # a body's joint or a default's (not an equality's or a tendon's)
+    for element in root.iter('joint'):  # a body's joint or a default's (not an equality's or a tendon's)
         kind = element.get('type')
         holder = getattr(parent_of.get(element), 'tag', '')
         if kind is not None and kind not in JOINT_TYPES and holder in ('body', 'default'):
-            raise DescriptionError(f'{origins.where(element)}: type="{kind}" is not a MuJoCo joint type '
-                                   f'({", ".join(JOINT_TYPES)})')
+            raise DescriptionError(
+                f'{origins.where(element)}: type="{kind}" is not a MuJoCo joint type ({", ".join(JOINT_TYPES)})'
+            )
     classes = {d.get('class', 'main') for d in root.iter('default')} | {'main'}
     for element in root.iter():
         for key in ('class', 'childclass'):
             value = element.get(key)
             if value is not None and element.tag != 'default' and value not in classes:
-                raise DescriptionError(f'{origins.where(element)}: {key}="{value}" names no <default class>; '
-                                       f'defined: {", ".join(sorted(classes))}')
+                raise DescriptionError(
+                    f'{origins.where(element)}: {key}="{value}" names no <default class>; '
+                    f'defined: {", ".join(sorted(classes))}'
+                )
 
 
 def _check_equalities(root, origins):
@@ -246,9 +298,11 @@ def _check_equalities(root, origins):
                 continue
             for a, b in (('body1', 'body2'), ('site1', 'site2'), ('joint1', 'joint2'), ('tendon1', 'tendon2')):
                 if eq.get(a) is not None and eq.get(a) == eq.get(b):
-                    raise DescriptionError(f'{origins.where(eq)}: {a} and {b} are both {eq.get(a)!r}; an equality '
-                                           f'between an element and itself constrains nothing: name two different '
-                                           f'{a[:-1]}s')
+                    raise DescriptionError(
+                        f'{origins.where(eq)}: {a} and {b} are both {eq.get(a)!r}; an equality '
+                        f'between an element and itself constrains nothing: name two different '
+                        f'{a[:-1]}s'
+                    )
 
 
 def checked_mjcf(path):

@@ -12,6 +12,7 @@ resolved file path. :class:`ConfigView` reads keys out of it; every error it
 raises is a :class:`ConfigError` that names the file and the dotted key
 (``config/scara.yaml: robot.urdf: ...``), so a person can fix the file.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from .rcl_yaml import explain as explain_rcl, rcl_disagreements
+from .rcl_yaml import explain as explain_rcl
+from .rcl_yaml import rcl_disagreements
 
 _MISSING = object()
 
@@ -64,7 +66,7 @@ def resolve_path(path):
     raw = Path(path).expanduser()
     try:
         return raw.resolve()
-    except (RuntimeError, OSError) as exc:          # Python < 3.13: RuntimeError('Symlink loop ...')
+    except (RuntimeError, OSError) as exc:  # Python < 3.13: RuntimeError('Symlink loop ...')
         raise ConfigError(f'cannot resolve the path ({exc}): a symlink loop?', file=raw) from None
 
 
@@ -77,8 +79,11 @@ def read_text(path, limit=MAX_FILE_BYTES):
     except OSError as exc:
         raise ConfigError(f'cannot read: {exc.strerror or exc}', file=path) from None
     if len(data) > limit:
-        raise ConfigError(f'larger than {limit} bytes, the most a setup file may have (the shipped ones are '
-                          f'below 10 kB): not a setup file?', file=path)
+        raise ConfigError(
+            f'larger than {limit} bytes, the most a setup file may have (the shipped ones are '
+            f'below 10 kB): not a setup file?',
+            file=path,
+        )
     nul = data.find(bytes(1))
     if nul >= 0:
         raise ConfigError(f'a binary file (NUL byte at offset {nul}), not YAML text', file=path)
@@ -86,9 +91,11 @@ def read_text(path, limit=MAX_FILE_BYTES):
         return data.decode('utf-8')
     except UnicodeDecodeError as exc:
         line = data.count(b'\n', 0, exc.start) + 1
-        raise ConfigError(f'not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (offset {exc.start}); '
-                          'accepted: UTF-8 (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8)',
-                          file=path) from None
+        raise ConfigError(
+            f'not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (offset {exc.start}); '
+            'accepted: UTF-8 (save the file as UTF-8, e.g. iconv -f latin1 -t utf-8)',
+            file=path,
+        ) from None
 
 
 def check_yaml_structure(text, path):
@@ -99,7 +106,7 @@ def check_yaml_structure(text, path):
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
-        return                       # the loader reports invalid YAML itself
+        return  # the loader reports invalid YAML itself
     except RecursionError:
         raise ConfigError('nested too deeply to be a setup file', file=path) from None
     if root is None:
@@ -107,21 +114,29 @@ def check_yaml_structure(text, path):
     sizes = {}
     stack = [(root, (), False)]
     order = []
-    while stack:                     # iterative post-order walk; an aliased node is sized once
+    while stack:  # iterative post-order walk; an aliased node is sized once
         node, where, done = stack.pop()
         if done:
-            children = node.value if isinstance(node, yaml.SequenceNode) else \
-                [v for pair in node.value for v in pair] if isinstance(node, yaml.MappingNode) else ()
+            children = (
+                node.value
+                if isinstance(node, yaml.SequenceNode)
+                else [v for pair in node.value for v in pair]
+                if isinstance(node, yaml.MappingNode)
+                else ()
+            )
             size = 1 + sum(sizes[id(c)] for c in children)
             sizes[id(node)] = size
             if size > MAX_NODES:
-                raise ConfigError(f'{".".join(where) or "the document"} expands to more than {MAX_NODES} YAML nodes '
-                                  '(anchors and aliases are counted at every use): not a setup file (an alias '
-                                  'bomb?)', file=path)
+                raise ConfigError(
+                    f'{".".join(where) or "the document"} expands to more than {MAX_NODES} YAML nodes '
+                    '(anchors and aliases are counted at every use): not a setup file (an alias '
+                    'bomb?)',
+                    file=path,
+                )
             continue
         if id(node) in sizes:
             continue
-        sizes[id(node)] = 0          # visiting (a recursive alias would count as 0, PyYAML refuses it anyway)
+        sizes[id(node)] = 0  # visiting (a recursive alias would count as 0, PyYAML refuses it anyway)
         order.append(node)
         stack.append((node, where, True))
         if isinstance(node, yaml.MappingNode):
@@ -131,12 +146,18 @@ def check_yaml_structure(text, path):
                 if name is not None and name != '<<':
                     if name in seen:
                         dotted = '.'.join(where + (name,))
-                        raise ConfigError(f'duplicate key at lines {seen[name]} and {key.start_mark.line + 1} '
-                                          '(YAML would keep only the last one); accepted: each key once per map',
-                                          file=path, key=dotted)
+                        raise ConfigError(
+                            f'duplicate key at lines {seen[name]} and {key.start_mark.line + 1} '
+                            '(YAML would keep only the last one); accepted: each key once per map',
+                            file=path,
+                            key=dotted,
+                        )
                     seen[name] = key.start_mark.line + 1
-                sub = where if name == 'ros__parameters' or (not where and name is not None and
-                                                             name.startswith('/')) else where + (str(name),)
+                sub = (
+                    where
+                    if name == 'ros__parameters' or (not where and name is not None and name.startswith('/'))
+                    else where + (str(name),)
+                )
                 stack.append((key, where, False))
                 stack.append((value, sub, False))
         elif isinstance(node, yaml.SequenceNode):
@@ -164,7 +185,7 @@ def load_config(path, node=None):
         raise ConfigError(f'not valid YAML: {exc}', file=path) from None
     except RecursionError:
         raise ConfigError('nested too deeply to be a setup file', file=path) from None
-    misread = rcl_disagreements(text)        # y/n that ROS nodes would read as booleans
+    misread = rcl_disagreements(text)  # y/n that ROS nodes would read as booleans
     if misread:
         raise ConfigError(explain_rcl(misread), file=path, key=misread[0][1])
     if not isinstance(raw, dict) or not raw:
@@ -189,8 +210,7 @@ def load_config(path, node=None):
                 params = _deep_merge(params or {}, section(name))
     if params is None:
         if len(raw) != 1:
-            raise ConfigError("several node sections and no '/**' section: choose one with node=",
-                              file=path)
+            raise ConfigError("several node sections and no '/**' section: choose one with node=", file=path)
         params = section(next(iter(raw)))
     return params, path
 
@@ -296,7 +316,8 @@ class ConfigView:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             value = [value]
         if not isinstance(value, (list, tuple)) or any(
-                isinstance(v, bool) or not isinstance(v, (int, float)) for v in value):
+            isinstance(v, bool) or not isinstance(v, (int, float)) for v in value
+        ):
             raise self.error(name, f'must be a list of numbers, got {value!r}')
         arr = np.asarray(value, dtype=float)
         if not np.all(np.isfinite(arr)):

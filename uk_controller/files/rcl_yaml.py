@@ -12,6 +12,7 @@ at line_num ..."), and ``axis: y`` reaches a node as ``True``.
 :func:`rcl_disagreements` finds those scalars (with their line and dotted
 key) so the loader can say what is wrong and how to fix it (quote them).
 """
+
 from __future__ import annotations
 
 import yaml
@@ -27,7 +28,7 @@ def rcl_disagreements(text):
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
-        return []         # the loader reports invalid YAML itself
+        return []  # the loader reports invalid YAML itself
     found = []
 
     def walk(node, path):
@@ -49,11 +50,16 @@ def rcl_disagreements(text):
 
 def explain(found):
     """One message for :func:`rcl_disagreements`' findings: what rcl does and the quoted fix."""
-    parts = [f"line {line}, {key}: {value} (ROS reads {str(truth).lower()}; write '{value}')"
-             for line, key, value, truth in found]
-    return ('ROS 2 reads an unquoted ' + ', '.join(sorted({f[2] for f in found})) +
-            ' as a boolean, so a node given this file would reject it (a list mixing strings and '
-            'booleans) or get true/false instead of the name; quote it: ' + '; '.join(parts))
+    parts = [
+        f"line {line}, {key}: {value} (ROS reads {str(truth).lower()}; write '{value}')"
+        for line, key, value, truth in found
+    ]
+    return (
+        'ROS 2 reads an unquoted '
+        + ', '.join(sorted({f[2] for f in found}))
+        + ' as a boolean, so a node given this file would reject it (a list mixing strings and '
+        'booleans) or get true/false instead of the name; quote it: ' + '; '.join(parts)
+    )
 
 
 class RclSafeDumper(yaml.SafeDumper):

@@ -47,6 +47,7 @@ reaches, nested models and ``<include>``, ``<axis><mimic>`` (not read: the coupl
 file that is not UTF-8, any number the file writes that is not finite (``inf`` or ``nan`` text; an absent
 limit is SDF's "no limit"), an inertia Pinocchio cannot build.
 """
+
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
@@ -60,9 +61,14 @@ from .description_extras import DescriptionExtras
 JOINT_TYPES = ('revolute', 'continuous', 'prismatic', 'fixed', 'universal', 'ball')
 BASES = ('fixed', 'free')
 #: the free base's coordinates, in q order: translations along world x, y, z, then Z-Y-X Euler angles
-FREE_BASE_JOINTS = (('base_x', 'prismatic', (1.0, 0.0, 0.0)), ('base_y', 'prismatic', (0.0, 1.0, 0.0)),
-                    ('base_z', 'prismatic', (0.0, 0.0, 1.0)), ('base_yaw', 'revolute', (0.0, 0.0, 1.0)),
-                    ('base_pitch', 'revolute', (0.0, 1.0, 0.0)), ('base_roll', 'revolute', (1.0, 0.0, 0.0)))
+FREE_BASE_JOINTS = (
+    ('base_x', 'prismatic', (1.0, 0.0, 0.0)),
+    ('base_y', 'prismatic', (0.0, 1.0, 0.0)),
+    ('base_z', 'prismatic', (0.0, 0.0, 1.0)),
+    ('base_yaw', 'revolute', (0.0, 0.0, 1.0)),
+    ('base_pitch', 'revolute', (0.0, 1.0, 0.0)),
+    ('base_roll', 'revolute', (1.0, 0.0, 0.0)),
+)
 _TREE_FIRST = ('revolute', 'continuous', 'prismatic', 'fixed')
 
 
@@ -91,9 +97,10 @@ def _number(element, key, default, where):
     except ValueError:
         value = float('nan')
     if not np.isfinite(value):
-        raise _error(f'{where} <{key}>: {text.strip()!r} is not a finite number; write a decimal value'
-                     + (' (leave the element out for no limit)' if key in ('lower', 'upper', 'effort', 'velocity')
-                        else ''))
+        raise _error(
+            f'{where} <{key}>: {text.strip()!r} is not a finite number; write a decimal value'
+            + (' (leave the element out for no limit)' if key in ('lower', 'upper', 'effort', 'velocity') else '')
+        )
     return value
 
 
@@ -117,14 +124,15 @@ def _axis(joint, tag, name, jw, where):
     if norm == 0.0:
         raise _error(f'{where} <{tag}><xyz>: zero axis')
     axis = axis / norm
-    in_model = (axis_el is not None and (axis_el.findtext('use_parent_model_frame') or '').strip().lower()
-                in ('1', 'true'))
+    in_model = axis_el is not None and (axis_el.findtext('use_parent_model_frame') or '').strip().lower() in (
+        '1',
+        'true',
+    )
     expressed = xyz.get('expressed_in') if xyz is not None else None
     if expressed == '__model__':
         in_model = True
     elif expressed not in (None, '', name):
-        raise _error(f'{where} <{tag}><xyz expressed_in="{expressed}">: only the joint frame or __model__ '
-                     'is supported')
+        raise _error(f'{where} <{tag}><xyz expressed_in="{expressed}">: only the joint frame or __model__ is supported')
     return jw.rotation.T @ axis if in_model else axis
 
 
@@ -134,9 +142,12 @@ def _passive_dynamics(joint, tag, where):
     if dyn is None:
         return {}
     at = f'{where} <{tag}><dynamics>'
-    values = {'damping': _number(dyn, 'damping', 0.0, at), 'friction': _number(dyn, 'friction', 0.0, at),
-              'stiffness': _number(dyn, 'spring_stiffness', 0.0, at),
-              'spring_reference': _number(dyn, 'spring_reference', 0.0, at)}
+    values = {
+        'damping': _number(dyn, 'damping', 0.0, at),
+        'friction': _number(dyn, 'friction', 0.0, at),
+        'stiffness': _number(dyn, 'spring_stiffness', 0.0, at),
+        'spring_reference': _number(dyn, 'spring_reference', 0.0, at),
+    }
     for key in ('damping', 'friction', 'stiffness'):
         if not (0.0 <= values[key] < np.inf):
             raise _error(f'{where} <dynamics>: {key} must be finite and >= 0, got {values[key]}')
@@ -159,11 +170,15 @@ def _limits(joint, tag, where):
 def _check_poses(xml_model, path):
     for element in xml_model.iter('pose'):
         if element.get('relative_to') not in (None, '', '__model__'):
-            raise _error(f'{path}: <pose relative_to="{element.get("relative_to")}"> is not supported; give link '
-                         'poses in the model frame and joint poses in their child link')
+            raise _error(
+                f'{path}: <pose relative_to="{element.get("relative_to")}"> is not supported; give link '
+                'poses in the model frame and joint poses in their child link'
+            )
         if element.get('frame') not in (None, ''):
-            raise _error(f'{path}: <pose frame="{element.get("frame")}"> is not supported; give link poses in the '
-                         'model frame and joint poses in their child link')
+            raise _error(
+                f'{path}: <pose frame="{element.get("frame")}"> is not supported; give link poses in the '
+                'model frame and joint poses in their child link'
+            )
 
 
 def _grow_tree(joints, roots):
@@ -233,8 +248,10 @@ def read_sdf(path, base='fixed'):
         raise _error(f'{path}: expected <sdf> with one <model>, found {len(models)}')
     xml_model = models[0]
     if xml_model.find('model') is not None or xml_model.find('include') is not None:
-        raise _error(f'{path}: nested models (<model> or <include> in the <model>) are not supported; write '
-                     'their links and joints into the one model')
+        raise _error(
+            f'{path}: nested models (<model> or <include> in the <model>) are not supported; write '
+            'their links and joints into the one model'
+        )
     _check_poses(xml_model, path)
     links = {}
     for link in xml_model.findall('link'):
@@ -262,10 +279,12 @@ def read_sdf(path, base='fixed'):
             raise _error(f'{where}: parent and child are the same link {child!r}')
         for tag in ('axis', 'axis2'):
             if joint.find(f'{tag}/mimic') is not None:
-                raise _error(f'{where} <{tag}><mimic>: a mimic joint is not read from SDF; write the coupling as a '
-                             'passive joint_linear constraint of the setup (q_follower - multiplier q_leader = '
-                             'offset) and remove the <mimic>')
-            if joint.find(tag) is not None:     # every number the file writes is finite, read later or not
+                raise _error(
+                    f'{where} <{tag}><mimic>: a mimic joint is not read from SDF; write the coupling as a '
+                    'passive joint_linear constraint of the setup (q_follower - multiplier q_leader = '
+                    'offset) and remove the <mimic>'
+                )
+            if joint.find(tag) is not None:  # every number the file writes is finite, read later or not
                 _floats(joint.findtext(f'{tag}/xyz', '0 0 1'), 3, f'{where} <{tag}><xyz>')
                 _limits(joint, tag, where)
                 _passive_dynamics(joint, tag, where)
@@ -273,18 +292,22 @@ def read_sdf(path, base='fixed'):
     children = {j[4] for j in joints}
     roots = [name for name in links if name not in children]
     if len(roots) > 1:
-        raise _error(f'{path}: links {roots} are each a root (no joint names them as child); join them into '
-                     'one tree')
+        raise _error(f'{path}: links {roots} are each a root (no joint names them as child); join them into one tree')
     world_of = {name: _pose(link, f'{path}: <link name="{name}">') for name, link in links.items()}
     world_of['world'] = pin.SE3.Identity()
     tree, loops, placed, reversed_ = _grow_tree(joints, ['world'] + roots)
     unplaced = sorted(set(links) - placed)
     if unplaced:
         among = [j.get('name') for j, _, _, parent, child in joints if parent in unplaced or child in unplaced]
-        how = (f'their joints {among} join them only to each other (a cycle or a chain off the tree)' if among
-               else 'no joint names them')
-        raise _error(f'{path}: links {unplaced} are not connected to the root by joints: {how}; join one of them '
-                     'to the world or to a link of the tree')
+        how = (
+            f'their joints {among} join them only to each other (a cycle or a chain off the tree)'
+            if among
+            else 'no joint names them'
+        )
+        raise _error(
+            f'{path}: links {unplaced} are not connected to the root by joints: {how}; join one of them '
+            'to the world or to a link of the tree'
+        )
     if base == 'free':
         clash = sorted(names & {n for n, _, _ in FREE_BASE_JOINTS})
         if clash:
@@ -292,10 +315,10 @@ def read_sdf(path, base='fixed'):
 
     model = pin.Model()
     model.name = xml_model.get('name') or path.stem
-    joint_of = {'world': 0}                 # link -> Pinocchio joint it moves with
-    joint_world = {0: pin.SE3.Identity()}   # Pinocchio joint -> its frame in the world at the zero configuration
+    joint_of = {'world': 0}  # link -> Pinocchio joint it moves with
+    joint_world = {0: pin.SE3.Identity()}  # Pinocchio joint -> its frame in the world at the zero configuration
     frame_of = {'world': 0}
-    limits = []                             # (joint id, kind, effort, velocity, lower, upper)
+    limits = []  # (joint id, kind, effort, velocity, lower, upper)
     extras = DescriptionExtras()
 
     def add_joint(parent_jid, kind, axis, jw, name, parent_frame):
@@ -307,8 +330,9 @@ def read_sdf(path, base='fixed'):
             jm, at = pin.JointModelRUBZ(), jw * turn
         else:
             turn = None
-            jm = {'revolute': pin.JointModelRevoluteUnaligned,
-                  'prismatic': pin.JointModelPrismaticUnaligned}[kind](axis)
+            jm = {'revolute': pin.JointModelRevoluteUnaligned, 'prismatic': pin.JointModelPrismaticUnaligned}[kind](
+                axis
+            )
             at = jw
         jid = model.addJoint(parent_jid, jm, joint_world[parent_jid].actInv(at), name)
         joint_world[jid] = at
@@ -328,19 +352,29 @@ def read_sdf(path, base='fixed'):
         where = f'{path}: <link name="{link}"><inertial>'
         mass = _number(inertial, 'mass', 0.0, where)
         el = inertial.find('inertia')
-        get = (lambda k: _number(el, k, 0.0, where + ' <inertia>'))
-        inertia = np.array([[get('ixx'), get('ixy'), get('ixz')], [get('ixy'), get('iyy'), get('iyz')],
-                            [get('ixz'), get('iyz'), get('izz')]])
+
+        def get(k):
+            return _number(el, k, 0.0, where + ' <inertia>')
+
+        inertia = np.array(
+            [
+                [get('ixx'), get('ixy'), get('ixz')],
+                [get('ixy'), get('iyy'), get('iyz')],
+                [get('ixz'), get('iyz'), get('izz')],
+            ]
+        )
         com = in_joint * _pose(inertial, where)
         try:
             body = pin.Inertia(mass, np.zeros(3), inertia)
-        except RuntimeError as exc:         # e.g. "The 3d inertia should be positive."
-            raise _error(f'{where}: mass {mass:g} and <inertia> {inertia.tolist()} are not a rigid body\'s '
-                         f'({exc}); give a mass >= 0 and a positive definite inertia about the centre of '
-                         'mass') from None
+        except RuntimeError as exc:  # e.g. "The 3d inertia should be positive."
+            raise _error(
+                f'{where}: mass {mass:g} and <inertia> {inertia.tolist()} are not a rigid body\'s '
+                f'({exc}); give a mass >= 0 and a positive definite inertia about the centre of '
+                'mass'
+            ) from None
         model.appendBodyToJoint(jid, com.act(body), pin.SE3.Identity())
 
-    for link in roots:                      # the root link: welded, or on the free base's six coordinates
+    for link in roots:  # the root link: welded, or on the free base's six coordinates
         if base == 'fixed':
             joint_world.setdefault(0, pin.SE3.Identity())
             add_body(link, 0, 0)
@@ -358,9 +392,11 @@ def read_sdf(path, base='fixed'):
         jw = world_of[parent if flip else child] * _pose(joint, where)
         jid, frame = joint_of[parent], frame_of[parent]
         if kind == 'ball':
-            raise _error(f'{where}: a ball joint in the kinematic tree is not supported (this package\'s '
-                         'coordinates are one number per joint); it is supported where it closes a loop, i.e. '
-                         'when another joint also reaches its child link')
+            raise _error(
+                f'{where}: a ball joint in the kinematic tree is not supported (this package\'s '
+                'coordinates are one number per joint); it is supported where it closes a loop, i.e. '
+                'when another joint also reaches its child link'
+            )
         if kind == 'universal':
             axes = [(f'{name}_1', 'axis'), (f'{name}_2', 'axis2')]
         elif kind != 'fixed':
@@ -389,8 +425,10 @@ def read_sdf(path, base='fixed'):
     closures = {}
     for joint, where, kind, parent, child in loops:
         if kind in ('prismatic', 'universal'):
-            raise _error(f'{where}: a {kind} joint closing a loop is not supported (ball, revolute, continuous '
-                         'and fixed joints are)')
+            raise _error(
+                f'{where}: a {kind} joint closing a loop is not supported (ball, revolute, continuous '
+                'and fixed joints are)'
+            )
         name = joint.get('name')
         jw = world_of[child] * _pose(joint, where)
         frames = []
@@ -399,6 +437,10 @@ def read_sdf(path, base='fixed'):
             frame = f'{name}/{k + 1}'
             model.addFrame(pin.Frame(frame, jid, joint_world[jid].actInv(jw), pin.FrameType.OP_FRAME))
             frames.append(frame)
-        closures[name] = {'role': 'passive', 'type': 'loop_closure', 'frames': frames,
-                          'mode': 'weld' if kind == 'fixed' else 'position'}
+        closures[name] = {
+            'role': 'passive',
+            'type': 'loop_closure',
+            'frames': frames,
+            'mode': 'weld' if kind == 'fixed' else 'position',
+        }
     return model, closures, extras

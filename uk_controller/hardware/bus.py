@@ -8,31 +8,41 @@ Calibration to the joint side lives in :mod:`.calibration`; watchdog, limits
 and reconnect in :mod:`.safety`. The protocol classes live in ``protocols/<name>/bus.py``;
 :func:`uk_controller.hardware.registry.make_bus` picks one by name.
 """
+
 from __future__ import annotations
 
-from collections import deque
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 import errno
 import os
 import select
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ['MotorFeedback', 'BusStats', 'BusError', 'BusTimeout', 'PortError', 'MotorBus',
-           'open_serial', 'describe_port_error']
+__all__ = [
+    'MotorFeedback',
+    'BusStats',
+    'BusError',
+    'BusTimeout',
+    'PortError',
+    'MotorBus',
+    'open_serial',
+    'describe_port_error',
+]
 
 
 @dataclass
 class MotorFeedback:
     """One consistent snapshot of all motors (motor side)."""
-    position: np.ndarray            # rad (shaft, multi-turn)
-    velocity: np.ndarray            # rad/s
-    torque: np.ndarray              # N m (from measured current; NaN if the protocol has none)
-    fault: np.ndarray               # int per motor, 0 = ok (protocol specific bits)
-    enabled: bool = False           # device reports torque enabled
-    device_watchdog: bool = False   # device-side watchdog tripped
-    stamp: float = 0.0              # host monotonic time of reception
+
+    position: np.ndarray  # rad (shaft, multi-turn)
+    velocity: np.ndarray  # rad/s
+    torque: np.ndarray  # N m (from measured current; NaN if the protocol has none)
+    fault: np.ndarray  # int per motor, 0 = ok (protocol specific bits)
+    enabled: bool = False  # device reports torque enabled
+    device_watchdog: bool = False  # device-side watchdog tripped
+    stamp: float = 0.0  # host monotonic time of reception
 
 
 class BusError(RuntimeError):
@@ -62,27 +72,43 @@ def describe_port_error(port: str, exc: BaseException) -> str:
             if f'[Errno {getattr(errno, name)}]' in text:
                 code = getattr(errno, name)
     if code == errno.ENOENT or (code is None and not os.path.exists(port)):
-        return (f'serial port {port} does not exist: is the adapter plugged in and powered? '
-                f'Look at `ls /dev/ttyUSB* /dev/ttyACM*` and give the port: `port:=/dev/ttyUSB0` to '
-                f'`ros2 launch uk_controller hardware.launch.py`, `-p hardware.port:=...` to `ros2 run '
-                f'uk_controller serial_bridge_node`, `--port ...` to `uk-controller run`. No hardware: '
-                f'`uk-controller emulate ROBOT` prints the port of an emulated one.')
+        return (
+            f'serial port {port} does not exist: is the adapter plugged in and powered? '
+            f'Look at `ls /dev/ttyUSB* /dev/ttyACM*` and give the port: `port:=/dev/ttyUSB0` to '
+            f'`ros2 launch uk_controller hardware.launch.py`, `-p hardware.port:=...` to `ros2 run '
+            f'uk_controller serial_bridge_node`, `--port ...` to `uk-controller run`. No hardware: '
+            f'`uk-controller emulate ROBOT` prints the port of an emulated one.'
+        )
     if code in (errno.EACCES, errno.EPERM):
-        return (f'no permission to open serial port {port}: add your user to the group that '
-                f'owns it (usually `sudo usermod -aG dialout $USER`, then log in again).')
+        return (
+            f'no permission to open serial port {port}: add your user to the group that '
+            f'owns it (usually `sudo usermod -aG dialout $USER`, then log in again).'
+        )
     if code == errno.EBUSY or 'lock' in text.lower() or 'busy' in text.lower():
-        return (f'serial port {port} is busy: another program holds it '
-                f'(a serial monitor, ModemManager, another bridge). Find it with `fuser {port}`.')
+        return (
+            f'serial port {port} is busy: another program holds it '
+            f'(a serial monitor, ModemManager, another bridge). Find it with `fuser {port}`.'
+        )
     return f'cannot open serial port {port}: {text}'
 
 
 def open_serial(port: str, baud: int, timeout: float = 0.0):
     """Open ``port`` raw 8N1, exclusively; raise :class:`PortError` with advice."""
-    import serial   # pyserial; imported here so the package imports without it
     import termios
+
+    import serial  # pyserial; imported here so the package imports without it
+
     try:
-        return serial.Serial(port=port, baudrate=baud, bytesize=8, parity='N', stopbits=1,
-                             timeout=timeout, write_timeout=1.0, exclusive=True)
+        return serial.Serial(
+            port=port,
+            baudrate=baud,
+            bytesize=8,
+            parity='N',
+            stopbits=1,
+            timeout=timeout,
+            write_timeout=1.0,
+            exclusive=True,
+        )
     except (serial.SerialException, OSError, ValueError, termios.error) as exc:
         raise PortError(describe_port_error(port, exc)) from exc
 
@@ -90,13 +116,14 @@ def open_serial(port: str, baud: int, timeout: float = 0.0):
 @dataclass
 class BusStats:
     """Counters every bus keeps (read by diagnostics and the fault tests)."""
+
     transactions: int = 0
     ok: int = 0
-    crc_errors: int = 0          # bad frames received (CRC, framing, checksum)
+    crc_errors: int = 0  # bad frames received (CRC, framing, checksum)
     timeouts: int = 0
-    seq_errors: int = 0          # stale, duplicated or out-of-order answers discarded
-    device_errors: int = 0       # NAK / error status from the device
-    io_errors: int = 0           # port vanished / write failed
+    seq_errors: int = 0  # stale, duplicated or out-of-order answers discarded
+    device_errors: int = 0  # NAK / error status from the device
+    io_errors: int = 0  # port vanished / write failed
     rtt: deque = field(default_factory=lambda: deque(maxlen=2000))
 
     def percentile(self, q: float) -> float:
@@ -105,10 +132,17 @@ class BusStats:
         return float(np.percentile(np.fromiter(self.rtt, float), q))
 
     def as_dict(self) -> dict:
-        return {'transactions': self.transactions, 'ok': self.ok, 'crc_errors': self.crc_errors,
-                'timeouts': self.timeouts, 'seq_errors': self.seq_errors,
-                'device_errors': self.device_errors, 'io_errors': self.io_errors,
-                'rtt_p50': self.percentile(50), 'rtt_p99': self.percentile(99)}
+        return {
+            'transactions': self.transactions,
+            'ok': self.ok,
+            'crc_errors': self.crc_errors,
+            'timeouts': self.timeouts,
+            'seq_errors': self.seq_errors,
+            'device_errors': self.device_errors,
+            'io_errors': self.io_errors,
+            'rtt_p50': self.percentile(50),
+            'rtt_p99': self.percentile(99),
+        }
 
 
 class MotorBus:
@@ -118,8 +152,9 @@ class MotorBus:
 
     protocol = ''
 
-    def __init__(self, port: str, baud: int, ids, torque_constant, *, timeout: float = 0.02,
-                 options: dict | None = None):
+    def __init__(
+        self, port: str, baud: int, ids, torque_constant, *, timeout: float = 0.02, options: dict | None = None
+    ):
         self.port = port
         self.baud = int(baud)
         self.ids = [int(i) for i in ids]
@@ -218,8 +253,10 @@ class MotorBus:
 
     # helpers for subclasses
     def _write_bytes(self, data: bytes):
-        import serial
         import termios
+
+        import serial
+
         try:
             n = self.ser.write(data)
         except (serial.SerialException, OSError, termios.error) as exc:
@@ -240,7 +277,7 @@ class MotorBus:
         except (OSError, ValueError, TypeError) as exc:
             self.stats.io_errors += 1
             raise PortError(f'serial port {self.port} vanished or failed while reading: {exc}') from exc
-        if not data:   # readable but empty: the device went away (hang-up)
+        if not data:  # readable but empty: the device went away (hang-up)
             self.stats.io_errors += 1
             raise PortError(f'serial port {self.port} vanished (hang-up)')
         return data

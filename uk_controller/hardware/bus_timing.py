@@ -31,16 +31,29 @@ for a device node under another name, from its character device number through
 ``<root>/dev/char/<major>:<minor>``. ``<root>`` is ``/sys``, or the environment variable
 ``UK_CONTROLLER_SYSFS`` (a fake sysfs for tests and ``uk-controller emulate --fake-sysfs``).
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 import math
 import os
+from dataclasses import dataclass
 
-__all__ = ['Exchange', 'CycleCost', 'CycleBudget', 'UART_BITS_PER_BYTE', 'SYSFS_ENV', 'sysfs_root',
-           'usb_latency_timer', 'fake_usb_serial', 'can_frame_bits', 'can_frame_time', 'budget', 'UDEV_RULE']
+__all__ = [
+    'Exchange',
+    'CycleCost',
+    'CycleBudget',
+    'UART_BITS_PER_BYTE',
+    'SYSFS_ENV',
+    'sysfs_root',
+    'usb_latency_timer',
+    'fake_usb_serial',
+    'can_frame_bits',
+    'can_frame_time',
+    'budget',
+    'UDEV_RULE',
+]
 
-UART_BITS_PER_BYTE = 10            # 8N1: start bit, 8 data bits, stop bit
+UART_BITS_PER_BYTE = 10  # 8N1: start bit, 8 data bits, stop bit
 SYSFS_ENV = 'UK_CONTROLLER_SYSFS'
 #: the udev rule that sets the FTDI latency timer to 1 ms whenever such an adapter is plugged in
 UDEV_RULE = 'ACTION=="add", SUBSYSTEM=="usb-serial", DRIVER=="ftdi_sio", ATTR{latency_timer}="1"'
@@ -49,14 +62,15 @@ UDEV_RULE = 'ACTION=="add", SUBSYSTEM=="usb-serial", DRIVER=="ftdi_sio", ATTR{la
 @dataclass(frozen=True)
 class Exchange:
     """One request on the bus per cycle and the replies the host waits for (sizes in bytes)."""
-    what: str                       # e.g. 'sync read feedback'
+
+    what: str  # e.g. 'sync read feedback'
     request_bytes: int
-    reply_bytes: int = 0            # all replies together; 0: the host waits for nothing (a write)
-    replies: int = 0                # how many reply frames (one per answering device)
-    device_delay: float = 0.0       # s the devices wait before answering, summed over the replies
-    frame_time: float = 0.0         # s on another medium (CAN frames behind an adapter)
-    waits: bool | None = None       # the host waits for a reply (default: reply_bytes > 0)
-    count: int = 1                  # the same exchange, one after the other, this many times a cycle
+    reply_bytes: int = 0  # all replies together; 0: the host waits for nothing (a write)
+    replies: int = 0  # how many reply frames (one per answering device)
+    device_delay: float = 0.0  # s the devices wait before answering, summed over the replies
+    frame_time: float = 0.0  # s on another medium (CAN frames behind an adapter)
+    waits: bool | None = None  # the host waits for a reply (default: reply_bytes > 0)
+    count: int = 1  # the same exchange, one after the other, this many times a cycle
 
     @property
     def awaited(self) -> bool:
@@ -66,11 +80,12 @@ class Exchange:
 @dataclass(frozen=True)
 class CycleCost:
     """What one armed control cycle of a protocol puts on the bus (from the codec's ``cycle_cost``)."""
+
     exchanges: tuple
     #: (text, when) pieces of advice for a rate above the bus's; ``when`` is 'device_delay' (shown when
     #: the devices' delays are part of the budget) or 'always'
     advice: tuple = ()
-    notes: tuple = ()               # facts behind the sizes (e.g. where the return delays came from)
+    notes: tuple = ()  # facts behind the sizes (e.g. where the return delays came from)
 
 
 def sysfs_root() -> str:
@@ -111,8 +126,10 @@ def usb_latency_timer(port: str, root: str | None = None):
         except (OSError, ValueError) as exc:
             return None, f'{path} unreadable ({exc})'
         return ms * 1e-3, path
-    return None, (f'{real} has no {root}/bus/usb-serial/devices/<tty>/latency_timer: not a USB-serial '
-                  f'adapter with a latency timer (a ttyACM device, a pty) or not Linux')
+    return None, (
+        f'{real} has no {root}/bus/usb-serial/devices/<tty>/latency_timer: not a USB-serial '
+        f'adapter with a latency timer (a ttyACM device, a pty) or not Linux'
+    )
 
 
 def fake_usb_serial(root: str, port: str, latency_ms: float, name: str = 'ttyUSB0') -> str:
@@ -152,7 +169,7 @@ def can_frame_bits(data_bytes: int, *, extended: bool = False, worst_case_stuffi
     if not 0 <= n <= 8:
         raise ValueError(f'a CAN 2.0 frame carries 0..8 data bytes, not {n}')
     g = 54 if extended else 34
-    bits = g + 8 * n + 13                     # + CRC delimiter, ACK 2, EOF 7, IFS 3
+    bits = g + 8 * n + 13  # + CRC delimiter, ACK 2, EOF 7, IFS 3
     if worst_case_stuffing:
         bits += (g + 8 * n - 1) // 4
     return bits
@@ -166,12 +183,13 @@ def can_frame_time(data_bytes: int, bitrate: float, **kw) -> float:
 @dataclass
 class CycleBudget:
     """The cycle budget of one bus (see the module docstring for the formulas)."""
+
     protocol: str
     motors: int
     baud: int
     cost: CycleCost
-    usb_latency: float | None            # s, None: no latency timer found
-    usb_latency_source: str              # sysfs path, or why there is none
+    usb_latency: float | None  # s, None: no latency timer found
+    usb_latency_source: str  # sysfs path, or why there is none
     port: str = ''
 
     @property
@@ -223,8 +241,10 @@ class CycleBudget:
     def report(self) -> str:
         """The budget as the lines ``uk-controller run`` prints."""
         bt = self.byte_time
-        out = [f'bus budget: {self.protocol}, {self.motors} motors, {self.baud} baud '
-               f'({UART_BITS_PER_BYTE} bits per byte: {bt * 1e6:.2f} us per byte)']
+        out = [
+            f'bus budget: {self.protocol}, {self.motors} motors, {self.baud} baud '
+            f'({UART_BITS_PER_BYTE} bits per byte: {bt * 1e6:.2f} us per byte)'
+        ]
         for ex in self.cost.exchanges:
             terms = []
             if ex.request_bytes or ex.reply_bytes:
@@ -246,9 +266,11 @@ class CycleBudget:
         else:
             waits = sum(1 for _, wire, with_timer in self.segments() if with_timer > wire)
             awaited = sum(ex.count for ex in self.cost.exchanges if ex.awaited)
-            out.append(f'  USB latency timer: {self.usb_latency * 1e3:g} ms ({self.usb_latency_source}): replies '
-                       f'reach the host at its ticks; it sets the time of {waits} of the cycle\'s {awaited} '
-                       f'request(s) the host waits for')
+            out.append(
+                f'  USB latency timer: {self.usb_latency * 1e3:g} ms ({self.usb_latency_source}): replies '
+                f'reach the host at its ticks; it sets the time of {waits} of the cycle\'s {awaited} '
+                f'request(s) the host waits for'
+            )
         if not self.cost.exchanges:
             out.append('  the protocol states no cycle cost (no cycle_cost in its codec): no bound on the rate')
         else:
@@ -262,24 +284,42 @@ class CycleBudget:
         fixes = []
         if self.latency_bound:
             path = self.usb_latency_source
-            fixes.append(f'set the USB adapter\'s latency timer to 1 ms: `echo 1 | sudo tee {path}` '
-                         f'(until unplugged), or for good the udev rule `{UDEV_RULE}` in '
-                         f'/etc/udev/rules.d/99-usb-serial-latency.rules')
+            fixes.append(
+                f'set the USB adapter\'s latency timer to 1 ms: `echo 1 | sudo tee {path}` '
+                f'(until unplugged), or for good the udev rule `{UDEV_RULE}` in '
+                f'/etc/udev/rules.d/99-usb-serial-latency.rules'
+            )
         for text, when in self.cost.advice:
             if when == 'always' or (when == 'device_delay' and self.device_delay > 0):
                 fixes.append(text)
         wire = sum(ex.count * (ex.request_bytes + ex.reply_bytes) for ex in self.cost.exchanges) * self.byte_time
         if wire > 0:
-            fixes.append(f'a faster line: {wire * 1e3:.3f} ms of each cycle are bytes at {self.baud} baud '
-                         f'(hardware.baud / --baud, as far as the devices and the adapter support it)')
-        fixes.append(f'or a rate the bus carries: --rate {math.floor(self.max_rate)} or lower (control.rate; '
-                     f'hardware.rate where the file sets the bus rate)')
-        return (f'the requested rate {rate:g} Hz is above the {self.max_rate:.0f} Hz the bus carries '
-                f'(cycle >= {self.min_period * 1e3:.3f} ms). Change: ' + '; '.join(f'({i + 1}) {f}' for i, f in enumerate(fixes)))
+            fixes.append(
+                f'a faster line: {wire * 1e3:.3f} ms of each cycle are bytes at {self.baud} baud '
+                f'(hardware.baud / --baud, as far as the devices and the adapter support it)'
+            )
+        fixes.append(
+            f'or a rate the bus carries: --rate {math.floor(self.max_rate)} or lower (control.rate; '
+            f'hardware.rate where the file sets the bus rate)'
+        )
+        return (
+            f'the requested rate {rate:g} Hz is above the {self.max_rate:.0f} Hz the bus carries '
+            f'(cycle >= {self.min_period * 1e3:.3f} ms). Change: '
+            + '; '.join(f'({i + 1}) {f}' for i, f in enumerate(fixes))
+        )
 
 
-def budget(entry, p: int, baud: int, *, options: dict | None = None, facts: dict | None = None,
-           port: str = '', sysfs: str | None = None, motors=None) -> CycleBudget:
+def budget(
+    entry,
+    p: int,
+    baud: int,
+    *,
+    options: dict | None = None,
+    facts: dict | None = None,
+    port: str = '',
+    sysfs: str | None = None,
+    motors=None,
+) -> CycleBudget:
     """The :class:`CycleBudget` of protocol `entry` (a registry line) with `p` motors at `baud` on `port`
     (`options`: its ``hardware.<section>`` map, `motors`: the MotorCalibration list for per-motor options)."""
     cost = entry.cycle_cost(p, options, facts, motors)

@@ -21,10 +21,11 @@ shaft, i.e. what the driver is asked for). The effective joint-side effort
 limit of an actuator is ``min(actuators.<name>.effort_limit, torque_limit *
 gear_ratio)``.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 import math
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -34,20 +35,19 @@ from ..settings import schema as S
 __all__ = ['MotorCalibration', 'HardwareConfig']
 
 
-
 def _err(source, key, msg):
     return ConfigError(msg, file=source or None, key=key)
 
 
 def _motor_sections(item):
     """The protocol maps of one motor's settings (``hardware.<name>.<section>``, e.g. ``mit``) as dicts."""
-    return {f.name: getattr(item, f.name).as_dict() for f in fields(item)
-            if hasattr(getattr(item, f.name), 'as_dict')}
+    return {f.name: getattr(item, f.name).as_dict() for f in fields(item) if hasattr(getattr(item, f.name), 'as_dict')}
 
 
 @dataclass
 class MotorCalibration:
     """Calibration of one motor (one actuator). See module docstring for units."""
+
     name: str
     id: int
     gear_ratio: float = 1.0
@@ -57,8 +57,8 @@ class MotorCalibration:
     position_limit: tuple = (-math.inf, math.inf)
     velocity_limit: float = math.inf
     torque_limit: float = math.inf
-    joint: str | None = None          # tree joint the actuator drives (None: `between`)
-    sections: dict = field(default_factory=dict)   # protocol maps of hardware.<name> (e.g. ``mit``)
+    joint: str | None = None  # tree joint the actuator drives (None: `between`)
+    sections: dict = field(default_factory=dict)  # protocol maps of hardware.<name> (e.g. ``mit``)
 
 
 @dataclass
@@ -69,15 +69,16 @@ class HardwareConfig:
     vector ``u``), whatever the order of ``hardware.motors`` in the file.
     Vectorised calibration arrays (length p) are built once for the hot path.
     """
+
     motors: list
     protocol: str = S.default('hardware.protocol')
     port: str = S.default('hardware.port')
     baud: int = S.default('hardware.baud')
     watchdog: float = S.default('hardware.watchdog')
-    rate: float = 0.0                 # the bus rate (resolved settings: hardware.rate, default control.rate)
+    rate: float = 0.0  # the bus rate (resolved settings: hardware.rate, default control.rate)
     options: dict = field(default_factory=dict)
     source: str = ''
-    effort_limits: np.ndarray | None = None   # actuator effort limits (joint side)
+    effort_limits: np.ndarray | None = None  # actuator effort limits (joint side)
 
     def __post_init__(self):
         m = self.motors
@@ -96,7 +97,7 @@ class HardwareConfig:
         if self.effort_limits is not None:
             lim = np.minimum(lim, np.asarray(self.effort_limits, float))
         self.u_max = lim
-        self.device_torque_limit = np.full(self.p, np.inf)    # read from the devices at connect
+        self.device_torque_limit = np.full(self.p, np.inf)  # read from the devices at connect
         self.joints = [mc.joint for mc in m]
         if len(set(self.ids)) != len(self.ids):
             raise _err(self.source, 'hardware.motors', f'motor ids are not unique: {self.ids}')
@@ -144,8 +145,10 @@ class HardwareConfig:
         """Identity calibration (ids 1..p, gear 1, kt 1) for emulators and tests."""
         lim = [math.inf] * len(actuator_names) if effort_limits is None else list(effort_limits)
         joints = joints or [None] * len(actuator_names)
-        motors = [MotorCalibration(name=n, id=i + 1, torque_limit=float(lim[i]), joint=joints[i])
-                  for i, n in enumerate(actuator_names)]
+        motors = [
+            MotorCalibration(name=n, id=i + 1, torque_limit=float(lim[i]), joint=joints[i])
+            for i, n in enumerate(actuator_names)
+        ]
         return cls(motors=motors, effort_limits=effort_limits, **kw)
 
     @classmethod
@@ -195,16 +198,32 @@ class HardwareConfig:
             if limits[0] >= limits[1]:
                 raise _err(source, key + '.position_limit', 'must be [lower, upper] with lower < upper')
             mc = MotorCalibration(
-                name=n, id=m.id if m.id is not None else order.index(n) + 1, gear_ratio=m.gear_ratio,
-                torque_constant=m.torque_constant, direction=m.direction, zero_offset=m.zero_offset,
-                position_limit=limits, velocity_limit=math.inf if m.velocity_limit is None else m.velocity_limit,
+                name=n,
+                id=m.id if m.id is not None else order.index(n) + 1,
+                gear_ratio=m.gear_ratio,
+                torque_constant=m.torque_constant,
+                direction=m.direction,
+                zero_offset=m.zero_offset,
+                position_limit=limits,
+                velocity_limit=math.inf if m.velocity_limit is None else m.velocity_limit,
                 # default: the actuator's effort limit at the motor
                 torque_limit=efforts[i] / abs(m.gear_ratio) if m.torque_limit is None else m.torque_limit,
-                joint=joints[i], sections=_motor_sections(m))
+                joint=joints[i],
+                sections=_motor_sections(m),
+            )
             if not mc.torque_limit > 0:
                 raise _err(source, key, 'velocity_limit and torque_limit must be > 0')
             motors.append(mc)
         # the options a file gives under hardware.<protocol>; registry.Protocol.options fills the rest
         options = {name: dict(given) for name, given in hw.options.items()}
-        return cls(motors=motors, options=options, source=source, effort_limits=np.array(efforts),
-                   protocol=hw.protocol, port=hw.port, baud=hw.baud, watchdog=hw.watchdog, rate=hw.rate)
+        return cls(
+            motors=motors,
+            options=options,
+            source=source,
+            effort_limits=np.array(efforts),
+            protocol=hw.protocol,
+            port=hw.port,
+            baud=hw.baud,
+            watchdog=hw.watchdog,
+            rate=hw.rate,
+        )

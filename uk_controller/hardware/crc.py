@@ -15,6 +15,7 @@ Both are table driven (one 256-entry table per polynomial, built once at import
 from the bitwise definition) because the emulator and the host run them on
 every frame.
 """
+
 from __future__ import annotations
 
 __all__ = ['crc16_ccitt_false', 'crc16_umts', 'crc16_bitwise']

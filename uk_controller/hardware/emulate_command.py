@@ -29,6 +29,7 @@ writes a fake sysfs in which the emulator's pty is that adapter (run the host wi
 factory value 250). Runs until Ctrl-C / SIGTERM (or ``--duration`` seconds), exit code 0; a bad
 argument exits 2 with the reason.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,28 +46,50 @@ from .emulator import JointLimitedPlant, PtyLink
 
 def add_emulate_arguments(parser):
     parser.add_argument('robot', help='robot setup: name (scara, five_bar, ...) or YAML path')
-    parser.add_argument('--protocol', choices=registry.names(),
-                        help=f'default: config hardware.protocol ({registry.DEFAULT_PROTOCOL})')
-    parser.add_argument('--port', metavar='PATH',
-                        help='path of the device link to create (a symlink to the pty; default: a new '
-                             'temporary folder/ttyUK_<robot>)')
-    parser.add_argument('--plant', choices=S.PLANTS,
-                        help='physics behind the drivers: embedded UK plant or MuJoCo (default: simulation.plant)')
-    parser.add_argument('--mode', choices=('realtime', 'lockstep'), default='realtime',
-                        help='realtime: plant on the wall clock; lockstep: one period per torque command')
+    parser.add_argument(
+        '--protocol', choices=registry.names(), help=f'default: config hardware.protocol ({registry.DEFAULT_PROTOCOL})'
+    )
+    parser.add_argument(
+        '--port',
+        metavar='PATH',
+        help='path of the device link to create (a symlink to the pty; default: a new temporary folder/ttyUK_<robot>)',
+    )
+    parser.add_argument(
+        '--plant',
+        choices=S.PLANTS,
+        help='physics behind the drivers: embedded UK plant or MuJoCo (default: simulation.plant)',
+    )
+    parser.add_argument(
+        '--mode',
+        choices=('realtime', 'lockstep'),
+        default='realtime',
+        help='realtime: plant on the wall clock; lockstep: one period per torque command',
+    )
     parser.add_argument('--rate', type=float, help='plant period 1/rate [Hz] (default: control.rate)')
-    parser.add_argument('--baud', type=int,
-                        help='impose this line rate (10 bits per byte) on the pty (default: memory speed)')
+    parser.add_argument(
+        '--baud', type=int, help='impose this line rate (10 bits per byte) on the pty (default: memory speed)'
+    )
     parser.add_argument('--duration', type=float, help='stop after this many seconds (default: until Ctrl-C)')
-    parser.add_argument('--usb-latency', type=float, default=0.0, metavar='MS',
-                        help='answers reach the host at the ticks of this latency timer, as through an FTDI USB '
-                             'adapter (default 0: at once)')
-    parser.add_argument('--fake-sysfs', metavar='DIR',
-                        help='write a fake sysfs in DIR in which the pty is a USB-serial adapter with the '
-                             '--usb-latency timer (for UK_CONTROLLER_SYSFS=DIR uk-controller run ...)')
-    parser.add_argument('--return-delay', type=int, metavar='UNITS',
-                        help='dynamixel: the servos\' Return Delay Time register, 2 us units (default 250, the '
-                             'factory value)')
+    parser.add_argument(
+        '--usb-latency',
+        type=float,
+        default=0.0,
+        metavar='MS',
+        help='answers reach the host at the ticks of this latency timer, as through an FTDI USB '
+        'adapter (default 0: at once)',
+    )
+    parser.add_argument(
+        '--fake-sysfs',
+        metavar='DIR',
+        help='write a fake sysfs in DIR in which the pty is a USB-serial adapter with the '
+        '--usb-latency timer (for UK_CONTROLLER_SYSFS=DIR uk-controller run ...)',
+    )
+    parser.add_argument(
+        '--return-delay',
+        type=int,
+        metavar='UNITS',
+        help='dynamixel: the servos\' Return Delay Time register, 2 us units (default 250, the factory value)',
+    )
 
 
 def _fail(message):
@@ -90,9 +113,11 @@ def run_emulate(args):
         return _fail(f'--return-delay: must be in [0, 254] units of 2 us, got {args.return_delay}')
     try:
         given = {'control.rate': args.rate, 'simulation.plant': args.plant}
-        setup = load_robot(args.robot, {k: v for k, v in given.items() if v is not None},
-                           labels={'control.rate': '--rate (control.rate)',
-                                   'simulation.plant': '--plant (simulation.plant)'})
+        setup = load_robot(
+            args.robot,
+            {k: v for k, v in given.items() if v is not None},
+            labels={'control.rate': '--rate (control.rate)', 'simulation.plant': '--plant (simulation.plant)'},
+        )
         hw = HardwareConfig.from_setup(setup)
         plant = _plant(setup.settings.simulation.plant, setup)
     except (ConfigError, FileNotFoundError, ValueError, ImportError) as exc:
@@ -112,25 +137,41 @@ def run_emulate(args):
         folder, name = tempfile.mkdtemp(prefix='uk_emulate_'), f'ttyUK_{setup.name}'
     link = PtyLink(folder, name)
     braked = BrakedPlant(JointLimitedPlant.from_setup(plant, setup))
-    emu = registry.make_emulator(protocol, braked, hw, dt=1.0 / rate, mode=args.mode, baud=args.baud, link=link,
-                                 usb_latency=args.usb_latency * 1e-3, **device_kw)
+    emu = registry.make_emulator(
+        protocol,
+        braked,
+        hw,
+        dt=1.0 / rate,
+        mode=args.mode,
+        baud=args.baud,
+        link=link,
+        usb_latency=args.usb_latency * 1e-3,
+        **device_kw,
+    )
     braked.released = lambda: emu.enabled
     stop = {'now': False}
 
     def on_signal(signum, frame):
         stop['now'] = True
+
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     if args.fake_sysfs:
         from .bus_timing import SYSFS_ENV, fake_usb_serial
+
         path = fake_usb_serial(args.fake_sysfs, emu.port, args.usb_latency)
         print(f'fake sysfs: {path} = {args.usb_latency:g} ms (host: {SYSFS_ENV}={args.fake_sysfs})', flush=True)
     emu.start()
     robot = args.robot
-    print(f'emulating {setup.name}: {hw.p} {protocol} motor drivers on {emu.port} '
-          f'({setup.settings.simulation.plant} plant, {args.mode}, {rate:g} Hz); Ctrl-C to stop', flush=True)
-    print(f'  ros2 launch uk_controller hardware.launch.py robot:={robot} port:={emu.port} protocol:={protocol}',
-          flush=True)
+    print(
+        f'emulating {setup.name}: {hw.p} {protocol} motor drivers on {emu.port} '
+        f'({setup.settings.simulation.plant} plant, {args.mode}, {rate:g} Hz); Ctrl-C to stop',
+        flush=True,
+    )
+    print(
+        f'  ros2 launch uk_controller hardware.launch.py robot:={robot} port:={emu.port} protocol:={protocol}',
+        flush=True,
+    )
     print(f'  uk-controller run {robot} --port {emu.port} --protocol {protocol}', flush=True)
     end = None if args.duration is None else time.monotonic() + args.duration
     try:
@@ -143,8 +184,11 @@ def run_emulate(args):
                 os.rmdir(folder)
             except OSError:
                 pass
-    print(f'emulator stopped: {emu.counters["rx_frames"]} requests, {emu.counters["steps"]} plant steps, '
-          f't = {plant.t:.3f} s', flush=True)
+    print(
+        f'emulator stopped: {emu.counters["rx_frames"]} requests, {emu.counters["steps"]} plant steps, '
+        f't = {plant.t:.3f} s',
+        flush=True,
+    )
     return 0
 
 
@@ -171,4 +215,5 @@ class BrakedPlant:
 
 def _plant(kind, setup):
     from ..sim.plants import plant_class
+
     return plant_class(kind).from_setup(setup)

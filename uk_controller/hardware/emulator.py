@@ -40,9 +40,9 @@ Fault injection (:class:`Faults`, changeable while running): corrupted bytes
 in either direction, dropped / duplicated / partially written / truncated
 answers, added latency, a device that stops answering, a port that vanishes.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 import math
 import multiprocessing
 import os
@@ -52,6 +52,7 @@ import tempfile
 import threading
 import time
 import tty
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -129,15 +130,16 @@ class PtyLink:
 @dataclass
 class Faults:
     """Fault injection settings; probabilities are per frame/answer."""
-    corrupt_rx: float = 0.0     # flip one byte of a received request chunk
-    corrupt_tx: float = 0.0     # flip one byte of an answer
-    drop: float = 0.0           # answer not sent
-    duplicate: float = 0.0      # answer sent twice
-    partial: float = 0.0        # answer written in 2-3 pieces with short gaps
-    truncate: float = 0.0       # answer cut short (the rest is never sent)
-    latency: float = 0.0        # s (wall clock) before every answer; the device handles nothing
-                                # meanwhile (an overloaded driver), so requests queue up
-    silent: bool = False        # device keeps working but never answers
+
+    corrupt_rx: float = 0.0  # flip one byte of a received request chunk
+    corrupt_tx: float = 0.0  # flip one byte of an answer
+    drop: float = 0.0  # answer not sent
+    duplicate: float = 0.0  # answer sent twice
+    partial: float = 0.0  # answer written in 2-3 pieces with short gaps
+    truncate: float = 0.0  # answer cut short (the rest is never sent)
+    latency: float = 0.0  # s (wall clock) before every answer; the device handles nothing
+    # meanwhile (an overloaded driver), so requests queue up
+    silent: bool = False  # device keeps working but never answers
 
     def clear(self):
         self.__init__()
@@ -167,8 +169,11 @@ class IndependentJointsPlant:
             a = np.exp(-c * dt / m)
             v_inf = np.where(c > 0, u / np.where(c > 0, c, 1.0), 0.0)
             v1 = np.where(c > 0, v_inf + (self.qd - v_inf) * a, self.qd + u / m * dt)
-            dq = np.where(c > 0, v_inf * dt + (self.qd - v_inf) * (1 - a) * m / np.where(c > 0, c, 1.0),
-                          self.qd * dt + 0.5 * u / m * dt * dt)
+            dq = np.where(
+                c > 0,
+                v_inf * dt + (self.qd - v_inf) * (1 - a) * m / np.where(c > 0, c, 1.0),
+                self.qd * dt + 0.5 * u / m * dt * dt,
+            )
         self.q = self.q + dq
         self.qd = v1
         self.t += dt
@@ -237,40 +242,61 @@ class DeviceEmulator:
     protocol = ''
     select_period = 0.002
 
-    def __init__(self, plant, hw, *, dt: float = 0.001, mode: str = 'lockstep', baud: int | None = None,
-                 link: PtyLink | None = None, faults: Faults | None = None, seed: int = 1,
-                 watchdog: float = 0.0, clock=time.monotonic, options: dict | None = None,
-                 usb_latency: float = 0.0):
-        self.clock = clock             # device time: watchdogs, realtime plant (a SteppedClock in tests)
+    def __init__(
+        self,
+        plant,
+        hw,
+        *,
+        dt: float = 0.001,
+        mode: str = 'lockstep',
+        baud: int | None = None,
+        link: PtyLink | None = None,
+        faults: Faults | None = None,
+        seed: int = 1,
+        watchdog: float = 0.0,
+        clock=time.monotonic,
+        options: dict | None = None,
+        usb_latency: float = 0.0,
+    ):
+        self.clock = clock  # device time: watchdogs, realtime plant (a SteppedClock in tests)
         self.plant = plant
-        self.hw = hw                   # HardwareConfig: ids, gear, kt, direction, offset (actuator order)
-        self.options = dict(options or {})   # hardware.<protocol> with the registry's defaults
+        self.hw = hw  # HardwareConfig: ids, gear, kt, direction, offset (actuator order)
+        self.options = dict(options or {})  # hardware.<protocol> with the registry's defaults
         self.p = hw.p
         names = list(getattr(plant, 'joint_names', []))
-        self.joint_index = [names.index(j) if (j is not None and j in names) else k
-                            for k, j in enumerate(hw.joints)]
+        self.joint_index = [names.index(j) if (j is not None and j in names) else k for k, j in enumerate(hw.joints)]
         self.dt = float(dt)
         self.time_mode = mode
         self.baud = baud
         self.byte_time = 10.0 / baud if baud else 0.0
-        self.usb_latency = float(usb_latency)    # s: FTDI latency timer model (module docstring), 0 = none
-        self._tick0 = time.monotonic()           # the latency timer's grid starts here
+        self.usb_latency = float(usb_latency)  # s: FTDI latency timer model (module docstring), 0 = none
+        self._tick0 = time.monotonic()  # the latency timer's grid starts here
         self.link = link or PtyLink()
         self.faults = faults or Faults()
         self.rng = random.Random(seed)
-        self.watchdog = float(watchdog)          # device-side watchdog (0 = off until configured)
+        self.watchdog = float(watchdog)  # device-side watchdog (0 = off until configured)
         self.enabled = False
-        self.tau_m = np.zeros(self.p)            # motor torque currently applied
+        self.tau_m = np.zeros(self.p)  # motor torque currently applied
         self.current_limit = np.full(self.p, np.inf)
         self.last_command = self.clock()
         self.watchdog_tripped = False
         self._last_rt = None
         # records for tests
-        self.counters = {'rx_bytes': 0, 'rx_frames': 0, 'rx_bad': 0, 'tx_frames': 0, 'steps': 0,
-                         'watchdog_trips': 0, 'dropped': 0, 'duplicated': 0, 'corrupted': 0,
-                         'truncated': 0, 'partial': 0}
-        self.max_abs_effort = np.zeros(self.p)   # joint side, max over everything applied
-        self.effort_log = []                     # (plant time, joint efforts) per lockstep step
+        self.counters = {
+            'rx_bytes': 0,
+            'rx_frames': 0,
+            'rx_bad': 0,
+            'tx_frames': 0,
+            'steps': 0,
+            'watchdog_trips': 0,
+            'dropped': 0,
+            'duplicated': 0,
+            'corrupted': 0,
+            'truncated': 0,
+            'partial': 0,
+        }
+        self.max_abs_effort = np.zeros(self.p)  # joint side, max over everything applied
+        self.effort_log = []  # (plant time, joint efforts) per lockstep step
         self._run = False
         self._thread = None
         self._proc = None
@@ -315,8 +341,7 @@ class DeviceEmulator:
 
     def _tick(self):
         now = self.clock()
-        if (self.enabled and self.watchdog > 0 and not self.watchdog_tripped
-                and now - self.last_command > self.watchdog):
+        if self.enabled and self.watchdog > 0 and not self.watchdog_tripped and now - self.last_command > self.watchdog:
             self.watchdog_tripped = True
             self.tau_m = np.zeros(self.p)
             self.counters['watchdog_trips'] += 1
@@ -356,7 +381,7 @@ class DeviceEmulator:
             frame = bytes(b)
             self.counters['corrupted'] += 1
         if f.truncate and rng.random() < f.truncate:
-            frame = frame[:rng.randrange(1, max(2, len(frame) - 1))]
+            frame = frame[: rng.randrange(1, max(2, len(frame) - 1))]
             self.counters['truncated'] += 1
         copies = 2 if (f.duplicate and rng.random() < f.duplicate) else 1
         self.counters['duplicated'] += copies - 1

@@ -7,6 +7,7 @@ ever reached the device, whether and when the device went torque-free, and
 whether the loop re-armed afterwards. Used by the fault tests and by
 bench/serial_bench.py (the fault table).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,15 +18,15 @@ from .registry import make_bus, make_emulator
 from .safety import ARMED, SafeBus
 
 FAULTS = {
-    'corrupt_tx': {'corrupt_tx': 0.3},      # corrupted bytes device -> host
-    'corrupt_rx': {'corrupt_rx': 0.3},      # corrupted bytes host -> device
+    'corrupt_tx': {'corrupt_tx': 0.3},  # corrupted bytes device -> host
+    'corrupt_rx': {'corrupt_rx': 0.3},  # corrupted bytes host -> device
     'drop': {'drop': 0.3},
     'duplicate': {'duplicate': 0.5},
     'partial': {'partial': 1.0},
     'truncate': {'truncate': 0.3},
-    'latency': {'latency': 0.2},            # longer than the watchdog
+    'latency': {'latency': 0.2},  # longer than the watchdog
     'silent': {'silent': True},
-    'unplug': None,                         # the port disappears, then comes back
+    'unplug': None,  # the port disappears, then comes back
 }
 
 
@@ -38,8 +39,13 @@ def stepped_bus(hw, plant, dt, *, protocol='uk_binary', watchdog=0.05, timeout=0
     """
     clock = SteppedClock()
     emu = make_emulator(protocol, plant, hw, dt=dt, clock=clock, **emulator_options).start()
-    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=timeout),
-                   watchdog=watchdog, reconnect_interval=0.05, clock=clock)
+    safe = SafeBus(
+        hw,
+        lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=timeout),
+        watchdog=watchdog,
+        reconnect_interval=0.05,
+        clock=clock,
+    )
     return clock, emu, safe
 
 
@@ -47,8 +53,21 @@ def _device_torque_off(emu) -> bool:
     return (not emu.enabled) or not np.any(emu.tau_m)
 
 
-def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3, during=0.5, post=0.8,
-                       period=0.004, baud=None, seed=3, connect_attempts=10):
+def run_fault_scenario(
+    protocol,
+    fault,
+    *,
+    p=2,
+    watchdog=0.1,
+    limit=1.0,
+    pre=0.3,
+    during=0.5,
+    post=0.8,
+    period=0.004,
+    baud=None,
+    seed=3,
+    connect_attempts=10,
+):
     """Run one scenario; all durations are in control time (cycles x ``period``).
 
     Host and device share a :class:`~.emulator.SteppedClock` that advances by
@@ -62,18 +81,20 @@ def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3
     ``time_to_host_off`` until the host stopped sending torque, ``time_to_safe``
     until the device applied none.
     """
-    hw = HardwareConfig.default([f'm{i + 1}' for i in range(p)], np.full(p, limit), watchdog=watchdog,
-                                protocol=protocol)
+    hw = HardwareConfig.default(
+        [f'm{i + 1}' for i in range(p)], np.full(p, limit), watchdog=watchdog, protocol=protocol
+    )
     plant = IndependentJointsPlant(np.full(p, 0.05), 0.5)
-    clock, emu, safe = stepped_bus(hw, plant, period, protocol=protocol, watchdog=watchdog,
-                                   timeout=min(0.03, watchdog / 3), baud=baud, seed=seed)
+    clock, emu, safe = stepped_bus(
+        hw, plant, period, protocol=protocol, watchdog=watchdog, timeout=min(0.03, watchdog / 3), baud=baud, seed=seed
+    )
     out = {'protocol': protocol, 'fault': fault}
     try:
         for attempt in range(connect_attempts):
             if safe.connect(raise_errors=attempt == connect_attempts - 1):
                 break
         out['connect_attempts'] = attempt + 1
-        demand = np.array([(3.0 if i % 2 == 0 else -3.0) * limit for i in range(p)])   # above limits
+        demand = np.array([(3.0 if i % 2 == 0 else -3.0) * limit for i in range(p)])  # above limits
 
         def drive(seconds, watch=None):
             for _ in range(int(round(seconds / period))):
@@ -122,9 +143,10 @@ def run_fault_scenario(protocol, fault, *, p=2, watchdog=0.1, limit=1.0, pre=0.3
         out['recovered'] = bool(rearm)
         out['armed_at_end'] = safe.state == ARMED and emu.enabled
         out['time_to_recover'] = rearm[0] if rearm else float('nan')
-        out['counted'] = {k: after.get(k, 0) - before.get(k, 0) for k in
-                          ('crc_errors', 'timeouts', 'seq_errors', 'io_errors', 'watchdog_trips', 'reconnects',
-                           'bus_errors')}
+        out['counted'] = {
+            k: after.get(k, 0) - before.get(k, 0)
+            for k in ('crc_errors', 'timeouts', 'seq_errors', 'io_errors', 'watchdog_trips', 'reconnects', 'bus_errors')
+        }
         out['counted_during'] = {k: during_d.get(k, 0) - before.get(k, 0) for k in out['counted']}
         out['device'] = {k: emu.counters[k] - emu_before.get(k, 0) for k in emu.counters}
         out['max_effort_ratio'] = float(np.max(emu.max_abs_effort / hw.u_max))

@@ -13,6 +13,7 @@ where A = d phi / d q are the passive rows' constraint matrix columns. The
 previous solution is the initial guess (branch continuity); ``q0`` of the
 setup seeds the first solve.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,13 +29,17 @@ class JointStateAssembler:
             if j is None or j not in self.names:
                 raise ValueError(f'motor for actuator without a tree joint ({j}): cannot measure q')
             if self.names.index(j) in self.measured:
-                raise ValueError(f'joint {j!r} is measured by two motors: which reading is its position is '
-                                 'unknowable; give each joint one motor (hardware.motors)')
+                raise ValueError(
+                    f'joint {j!r} is measured by two motors: which reading is its position is '
+                    'unknowable; give each joint one motor (hardware.motors)'
+                )
             self.measured.append(self.names.index(j))
         self.unmeasured = [i for i in range(n) if i not in self.measured]
         if self.unmeasured and setup.passive.m == 0:
-            raise ValueError(f'joints {[self.names[i] for i in self.unmeasured]} have no motor and no '
-                             f'closure constraint to reconstruct them from')
+            raise ValueError(
+                f'joints {[self.names[i] for i in self.unmeasured]} have no motor and no '
+                f'closure constraint to reconstruct them from'
+            )
         self.tol, self.max_iter = tol, max_iter
         self.q = np.array(setup.q0, float)
         self.qd = np.zeros(n)

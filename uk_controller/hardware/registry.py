@@ -18,7 +18,8 @@ Every protocol is a subpackage ``uk_controller.hardware.protocols.<name>`` with 
 choices of ``uk-controller run`` / ``emulate`` and the settings schema (the ``hardware.protocol``
 choices are ``RegistryNames`` of this table, so docs/config.md lists them too) all read it;
 test/test_hardware_registry.py checks the schema's ``hardware.<name>.*`` keys and defaults
-against it and that a protocol added to this table alone is accepted everywhere. The table holds names only: a protocol's modules are imported when one
+against it and that a protocol added to this table alone is accepted everywhere. The table holds names only: a
+protocol's modules are imported when one
 of its classes is asked for, so ``import uk_controller.hardware`` needs neither pyserial nor
 dynamixel_sdk (the pattern of DynamixelSDK's ``packet_handler.py``: a small factory above the
 protocol classes).
@@ -53,10 +54,11 @@ declares ``hardware.<name>.mit.<key>`` in its ``SETTINGS`` and gets those maps a
 A protocol kept outside this package (your own repository) is the same line with
 ``package='my_pkg.canopen'``: the package that holds its codec, bus and device modules.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 import importlib
+from dataclasses import dataclass
 
 __all__ = ['Protocol', 'PROTOCOLS', 'DEFAULT_PROTOCOL', 'names', 'sections', 'get', 'make_bus', 'make_emulator']
 
@@ -66,11 +68,12 @@ PACKAGE = 'uk_controller.hardware.protocols'
 @dataclass(frozen=True)
 class Protocol:
     """One registry line: the protocol's name and its class names (see the module docstring)."""
+
     name: str
-    bus: str                    # class in protocols/<name>/bus.py
-    device: str                 # class in protocols/<name>/device.py
-    package: str = ''           # where codec/bus/device live (default: uk_controller.hardware.protocols.<name>)
-    section: str = ''           # config section of its options, hardware.<section> (default: its name)
+    bus: str  # class in protocols/<name>/bus.py
+    device: str  # class in protocols/<name>/device.py
+    package: str = ''  # where codec/bus/device live (default: uk_controller.hardware.protocols.<name>)
+    section: str = ''  # config section of its options, hardware.<section> (default: its name)
 
     @property
     def section_name(self) -> str:
@@ -104,6 +107,7 @@ class Protocol:
         :meth:`~uk_controller.hardware.bus.MotorBus.timing_facts`). A codec without one costs nothing
         that the budget could know of (an empty cost: the budget then bounds nothing)."""
         from .bus_timing import CycleCost
+
         fn = getattr(self._module('codec'), 'cycle_cost', None)
         if fn is None:
             return CycleCost(exchanges=(), notes=(f'{self.name}: its codec states no cycle_cost',))
@@ -124,12 +128,15 @@ class Protocol:
         return out
 
 
-PROTOCOLS = {p.name: p for p in (
-    Protocol('uk_binary', bus='UKBinaryBus', device='UKBinaryDevice'),
-    Protocol('dynamixel', bus='DynamixelBus', device='DynamixelDevice'),
-    Protocol('odrive', bus='ODriveBus', device='ODriveDevice'),
-    Protocol('can_mit', bus='CanMitBus', device='CanMitDevice', section='can'),
-)}
+PROTOCOLS = {
+    p.name: p
+    for p in (
+        Protocol('uk_binary', bus='UKBinaryBus', device='UKBinaryDevice'),
+        Protocol('dynamixel', bus='DynamixelBus', device='DynamixelDevice'),
+        Protocol('odrive', bus='ODriveBus', device='ODriveDevice'),
+        Protocol('can_mit', bus='CanMitBus', device='CanMitDevice', section='can'),
+    )
+}
 DEFAULT_PROTOCOL = 'uk_binary'
 
 
@@ -159,8 +166,14 @@ def make_bus(hw, *, port=None, baud=None, protocol=None, timeout=None):
     entry = get(protocol or hw.protocol)
     if timeout is None:
         timeout = max(0.005, min(0.05, hw.watchdog / 2))
-    return entry.bus_class()(port or hw.port, int(baud or hw.baud), hw.ids, hw.kt, timeout=timeout,
-                             options=entry.options(hw.options.get(entry.section_name), hw.motors))
+    return entry.bus_class()(
+        port or hw.port,
+        int(baud or hw.baud),
+        hw.ids,
+        hw.kt,
+        timeout=timeout,
+        options=entry.options(hw.options.get(entry.section_name), hw.motors),
+    )
 
 
 def make_emulator(protocol: str, plant, hw, **kw):

@@ -12,11 +12,14 @@ and the effort limits the controller clips to (the motors' limits read at connec
 static load at the start pose (:mod:`.static_load`). A requested rate above the bus's, or a motor
 that cannot hold the start pose, is an error (exit 2) naming what to change, torque never on.
 ``--set-return-delay-zero`` writes 0 to the Dynamixel servos' Return Delay Time register first
-(a change of the servos' stored configuration: only on request). A one-line live summary goes to stderr; ``--log`` writes a CSV row
+(a change of the servos' stored configuration: only on request). A one-line live summary goes to stderr; ``--log``
+writes a CSV row
 per period to ``<log>.part``, flushed as it goes and renamed when the run ends (a write error, e.g.
-a full disk, stops the run: torque off, the summary, exit 2; the rows so far stay in ``.part``). The loop-timing figures (docs/ros.md "Loop
+a full disk, stops the run: torque off, the summary, exit 2; the rows so far stay in ``.part``). The loop-timing figures
+(docs/ros.md "Loop
 timing") end the run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,24 +47,46 @@ def add_run_arguments(parser: argparse.ArgumentParser):
     parser.add_argument('--port', help='serial port (default: config hardware.port)')
     parser.add_argument('--protocol', choices=registry.names(), help='default: config hardware.protocol')
     parser.add_argument('--baud', type=S.arg_type('hardware.baud', '--baud'), help='default: config hardware.baud')
-    parser.add_argument('--duration', type=S.arg_type('simulation.duration', '--duration'), default=None,
-                        help='seconds of trajectory time to run (default: until Ctrl-C)')
-    parser.add_argument('--rate', type=S.arg_type('control.rate', '--rate'), default=None,
-                        help='control rate in Hz, also the bus rate: the loop steps the controller once per bus '
-                             'cycle (default: control.rate; a file that sets hardware.rate runs the loop at that)')
-    parser.add_argument('--watchdog', type=S.arg_type('hardware.watchdog', '--watchdog'), default=None,
-                        help='s without effort or feedback before torque off (default: hardware.watchdog); '
-                             'longer than the control period')
-    parser.add_argument('--log', metavar='CSV', help='write one CSV row per period (to CSV.part, flushed as it '
-                                                     'goes, renamed to CSV when the run ends; a write error stops '
-                                                     'the run with torque off)')
+    parser.add_argument(
+        '--duration',
+        type=S.arg_type('simulation.duration', '--duration'),
+        default=None,
+        help='seconds of trajectory time to run (default: until Ctrl-C)',
+    )
+    parser.add_argument(
+        '--rate',
+        type=S.arg_type('control.rate', '--rate'),
+        default=None,
+        help='control rate in Hz, also the bus rate: the loop steps the controller once per bus '
+        'cycle (default: control.rate; a file that sets hardware.rate runs the loop at that)',
+    )
+    parser.add_argument(
+        '--watchdog',
+        type=S.arg_type('hardware.watchdog', '--watchdog'),
+        default=None,
+        help='s without effort or feedback before torque off (default: hardware.watchdog); '
+        'longer than the control period',
+    )
+    parser.add_argument(
+        '--log',
+        metavar='CSV',
+        help='write one CSV row per period (to CSV.part, flushed as it '
+        'goes, renamed to CSV when the run ends; a write error stops '
+        'the run with torque off)',
+    )
     parser.add_argument('--quiet', action='store_true', help='no live summary line')
-    parser.add_argument('--check', action='store_true',
-                        help='connect (torque off), print the cycle budget and the effort limits against the '
-                             'static load, and exit: 0 if the set-up can run, 2 naming what to change')
-    parser.add_argument('--set-return-delay-zero', action='store_true',
-                        help='dynamixel: write 0 to every servo\'s Return Delay Time register (EEPROM, with '
-                             'torque off) before the run: 500 us less per servo and cycle at the factory value')
+    parser.add_argument(
+        '--check',
+        action='store_true',
+        help='connect (torque off), print the cycle budget and the effort limits against the '
+        'static load, and exit: 0 if the set-up can run, 2 naming what to change',
+    )
+    parser.add_argument(
+        '--set-return-delay-zero',
+        action='store_true',
+        help='dynamixel: write 0 to every servo\'s Return Delay Time register (EEPROM, with '
+        'torque off) before the run: 500 us less per servo and cycle at the factory value',
+    )
     return parser
 
 
@@ -74,9 +99,11 @@ def _loop_summary(timing):
     if timing is None:
         return ''
     rate, jp50, jp99, jmax, cp50, cp99, _age, missed = timing.last
-    return (f'loop {rate:.0f}Hz jitter p50/p99/max={jp50:.0f}/{jp99:.0f}/{jmax:.0f}us '
-            f'compute p50/p99={cp50:.0f}/{cp99:.0f}us missed={missed:.0f} (total {timing.total_missed} '
-            f'of {timing.total_periods})')
+    return (
+        f'loop {rate:.0f}Hz jitter p50/p99/max={jp50:.0f}/{jp99:.0f}/{jmax:.0f}us '
+        f'compute p50/p99={cp50:.0f}/{cp99:.0f}us missed={missed:.0f} (total {timing.total_missed} '
+        f'of {timing.total_periods})'
+    )
 
 
 def _status_line(t, safe, step, res):
@@ -86,10 +113,13 @@ def _status_line(t, safe, step, res):
         rate = res.timing.last[0]
     err = float(np.max(np.abs(step.task_error), initial=0.0))
     state = d['state'] + ('(' + ','.join(d['saturated_motors']) + ')' if d['saturated_motors'] else '')
-    line = (f't={t:7.2f}s {rate:6.0f}Hz {state:<12} |e|={err:.2e} |u|={np.max(np.abs(step.effort), initial=0):.3g} '
-            f'rtt p50/p99={d.get("rtt_p50", math.nan) * 1e3:.2f}/{d.get("rtt_p99", math.nan) * 1e3:.2f}ms '
-            f'saturated={d["saturated_cycles"]} crc={d.get("crc_errors", 0)} timeouts={d.get("timeouts", 0)} trips={d["watchdog_trips"]} '
-            f'reconnects={d["reconnects"]} {_loop_summary(res.timing)}')
+    line = (
+        f't={t:7.2f}s {rate:6.0f}Hz {state:<12} |e|={err:.2e} |u|={np.max(np.abs(step.effort), initial=0):.3g} '
+        f'rtt p50/p99={d.get("rtt_p50", math.nan) * 1e3:.2f}/{d.get("rtt_p99", math.nan) * 1e3:.2f}ms '
+        f'saturated={d["saturated_cycles"]} crc={d.get("crc_errors", 0)} timeouts={d.get("timeouts", 0)} '
+        f'trips={d["watchdog_trips"]} '
+        f'reconnects={d["reconnects"]} {_loop_summary(res.timing)}'
+    )
     sys.stderr.write('\r' + line[:260].ljust(260))
     sys.stderr.flush()
 
@@ -100,8 +130,13 @@ def _signal_name(signum):
 
 #: run's flags and the setting each one overrides (uk_controller.settings.resolve). --rate is the control
 #: rate, as in simulate and emulate; the bus rate (hardware.rate) follows it unless the file sets it.
-RUN_FLAGS = {'--port': 'hardware.port', '--protocol': 'hardware.protocol', '--baud': 'hardware.baud',
-             '--rate': 'control.rate', '--watchdog': 'hardware.watchdog'}
+RUN_FLAGS = {
+    '--port': 'hardware.port',
+    '--protocol': 'hardware.protocol',
+    '--baud': 'hardware.baud',
+    '--rate': 'control.rate',
+    '--watchdog': 'hardware.watchdog',
+}
 
 
 def run_overrides(args):
@@ -118,16 +153,21 @@ def loop_rate(setup, hw, labels):
     control = setup.settings.control.rate
     if 'control.rate' in labels and hw.rate != control:
         from ..files.parameter_file import ConfigError
-        raise ConfigError(f'{labels["control.rate"]} {control:g} Hz is not the bus rate the file sets, hardware.rate '
-                          f'{hw.rate:g} Hz; uk-controller run steps the controller once per bus cycle, so give '
-                          f'--rate {hw.rate:g}, or remove hardware.rate from the file for the bus to follow --rate',
-                          file=setup.config_path, key='hardware.rate')
+
+        raise ConfigError(
+            f'{labels["control.rate"]} {control:g} Hz is not the bus rate the file sets, hardware.rate '
+            f'{hw.rate:g} Hz; uk-controller run steps the controller once per bus cycle, so give '
+            f'--rate {hw.rate:g}, or remove hardware.rate from the file for the bus to follow --rate',
+            file=setup.config_path,
+            key='hardware.rate',
+        )
     return hw.rate
 
 
 def run(args) -> int:
     from ..control.controller import ControllerCore
     from ..robots import load_robot
+
     try:
         overrides, labels = run_overrides(args)
         setup = load_robot(args.config, overrides, labels=labels)
@@ -147,8 +187,9 @@ def run(args) -> int:
         return 2
     stream = None
     if args.log:
-        from ..files.parameter_file import ConfigError
         from ..files.io_safety import StreamingFile, refuse_inputs_as_outputs, setup_inputs
+        from ..files.parameter_file import ConfigError
+
         try:
             refuse_inputs_as_outputs([('--log', args.log)], setup_inputs(setup))
             stream = _LogStream(StreamingFile(args.log, flag='--log'))
@@ -159,8 +200,9 @@ def run(args) -> int:
     def log(msg):
         print(('\n' if not args.quiet else '') + msg, file=sys.stderr)
 
-    safe = SafeBus(hw, lambda: registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol), watchdog=watchdog,
-                   log=log)
+    safe = SafeBus(
+        hw, lambda: registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol), watchdog=watchdog, log=log
+    )
     stop = threading.Event()
     received = []
     old = {}
@@ -187,7 +229,7 @@ def run(args) -> int:
                 stream.file.abandon()
                 stream = None
             return 2
-        with patient(safe.bus):            # the pre-flight's register reads are set-up exchanges too
+        with patient(safe.bus):  # the pre-flight's register reads are set-up exchanges too
             ok, text = _preflight(setup, hw, safe, protocol, port, args, rate)
         print(text, file=sys.stdout if args.check else sys.stderr, flush=True)
         if not ok or args.check:
@@ -195,22 +237,41 @@ def run(args) -> int:
                 stream.file.abandon()
                 stream = None
             if ok:
-                print('check passed: the bus carries the rate and every motor holds the start pose',
-                      file=sys.stdout)
+                print('check passed: the bus carries the rate and every motor holds the start pose', file=sys.stdout)
             return 0 if ok else 2
-        core.set_effort_limits(hw.u_max)          # what the motors give is what the controller works with
+        core.set_effort_limits(hw.u_max)  # what the motors give is what the controller works with
         writer = None
         if stream is not None:
             writer = csv.writer(stream)
             ms = setup.servo.m
-            writer.writerow(['t', 'state', *[f'q_{j}' for j in core.joint_names],
-                             *[f'qd_{j}' for j in core.joint_names], *[f'u_{a}' for a in core.actuator_names],
-                             *[f'task_error_{i}' for i in range(ms)], 'rtt'])
+            writer.writerow(
+                [
+                    't',
+                    'state',
+                    *[f'q_{j}' for j in core.joint_names],
+                    *[f'qd_{j}' for j in core.joint_names],
+                    *[f'u_{a}' for a in core.actuator_names],
+                    *[f'task_error_{i}' for i in range(ms)],
+                    'rtt',
+                ]
+            )
         _status_line.t0 = time.monotonic()
-        print(f'running {setup.name} on {port} ({protocol}) at {core.rate:g} Hz, watchdog '
-              f'{watchdog * 1e3:.0f} ms; Ctrl-C stops with torque off', file=sys.stderr)
-        res = run_loop(core, safe, assembler, duration=args.duration, realtime=True, csv_writer=writer,
-                       status=None if args.quiet else _status_line, stop_event=stop, log=log)
+        print(
+            f'running {setup.name} on {port} ({protocol}) at {core.rate:g} Hz, watchdog '
+            f'{watchdog * 1e3:.0f} ms; Ctrl-C stops with torque off',
+            file=sys.stderr,
+        )
+        res = run_loop(
+            core,
+            safe,
+            assembler,
+            duration=args.duration,
+            realtime=True,
+            csv_writer=writer,
+            status=None if args.quiet else _status_line,
+            stop_event=stop,
+            log=log,
+        )
         why = res.stopped_by or 'stopped'
         if received:
             why = f'interrupted ({_signal_name(received[0])})'
@@ -236,20 +297,25 @@ def run(args) -> int:
     if stream is not None:
         try:
             stream.file.close(lost='the periods after it (the run stopped there, torque off)')
-        except ValueError as exc:          # ConfigError: what was kept and where
+        except ValueError as exc:  # ConfigError: what was kept and where
             log_error = exc
             code = code or 2
     d = safe.diagnostics()
-    print(f'\n{why}: torque off. cycles={d["cycles"]} crc_errors={d.get("crc_errors", 0)} '
-          f'timeouts={d.get("timeouts", 0)} watchdog_trips={d["watchdog_trips"]} '
-          f'reconnects={d["reconnects"]} saturated_cycles={d["saturated_cycles"]} (of {d["sent"]} sent)',
-          file=sys.stderr)
+    print(
+        f'\n{why}: torque off. cycles={d["cycles"]} crc_errors={d.get("crc_errors", 0)} '
+        f'timeouts={d.get("timeouts", 0)} watchdog_trips={d["watchdog_trips"]} '
+        f'reconnects={d["reconnects"]} saturated_cycles={d["saturated_cycles"]} (of {d["sent"]} sent)',
+        file=sys.stderr,
+    )
     if res is not None and res.timing is not None:
-        if res.timing.count:                  # the last, partial window: up to the end of its last period
+        if res.timing.count:  # the last, partial window: up to the end of its last period
             res.windows.append(res.timing.window(res.timing.last_start_ns + res.timing.period_ns))
         p = res.policy
-        print(f'{_loop_summary(res.timing)} overrun warnings={p.warnings} safe_entries={p.safe_entries} '
-              f'longest_run={p.longest}', file=sys.stderr)
+        print(
+            f'{_loop_summary(res.timing)} overrun warnings={p.warnings} safe_entries={p.safe_entries} '
+            f'longest_run={p.longest}',
+            file=sys.stderr,
+        )
     if log_error is not None:
         print(f'uk-controller run: error: {log_error}', file=sys.stderr)
     return code
@@ -264,8 +330,9 @@ def _preflight(setup, hw, safe, protocol, port, args, rate):
             errors.append(f'--set-return-delay-zero: the {protocol} protocol has no Return Delay Time register')
         else:
             bus.set_return_delay_time(0)
-            lines.append(f'Return Delay Time set to 0 on servos {bus.ids} (--set-return-delay-zero; stored in '
-                         f'their EEPROM)')
+            lines.append(
+                f'Return Delay Time set to 0 on servos {bus.ids} (--set-return-delay-zero; stored in their EEPROM)'
+            )
     more, problems = check_setup(setup, hw, bus, protocol, port, rate)
     lines += more
     errors += problems
@@ -285,7 +352,7 @@ class _LogStream:
         if not self.file.write(text):
             raise self.file.error
         if text.endswith('\n'):
-            self.file.flush()            # one row per period, on disk as it goes
+            self.file.flush()  # one row per period, on disk as it goes
             if self.file.error is not None:
                 raise self.file.error
         return len(text)

@@ -25,12 +25,13 @@
 The device-side watchdog (``MotorBus.configure``) is the backstop if the host
 dies: it is set to the same period, so the motor stops even without a host.
 """
+
 from __future__ import annotations
 
+import time
 from collections import deque
 from contextlib import nullcontext
 from dataclasses import dataclass
-import time
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def patient(bus):
 
 
 DISCONNECTED, SAFE, ARMED = 'disconnected', 'safe', 'armed'
-SATURATED = 'saturated'          # armed, but an effort was clipped to what the motor gives
+SATURATED = 'saturated'  # armed, but an effort was clipped to what the motor gives
 
 
 class EffortLimiter:
@@ -55,7 +56,7 @@ class EffortLimiter:
         self.u_max = np.asarray(hw.u_max, float)
         self.q_lo, self.q_hi, self.qd_max = hw.q_lo, hw.q_hi, hw.qd_max
         self.counts = {'clipped': 0, 'position': 0, 'velocity': 0, 'not_finite': 0}
-        self.clipped = np.zeros(len(self.u_max), dtype=bool)     # which efforts the last apply clipped
+        self.clipped = np.zeros(len(self.u_max), dtype=bool)  # which efforts the last apply clipped
 
     def apply(self, u, q=None, qd=None):
         """Safe copy of ``u`` for joint state (q, qd) of the actuated joints."""
@@ -84,20 +85,31 @@ class EffortLimiter:
 @dataclass
 class Reading:
     """Joint-side feedback of one cycle (actuator order)."""
-    q: np.ndarray          # positions of the actuated joints
+
+    q: np.ndarray  # positions of the actuated joints
     qd: np.ndarray
-    effort: np.ndarray     # joint-side effort from the motor torque feedback
+    effort: np.ndarray  # joint-side effort from the motor torque feedback
     valid: bool
     stamp: float
     state: str
-    sent: np.ndarray       # joint-side effort sent this cycle (zeros when not armed)
+    sent: np.ndarray  # joint-side effort sent this cycle (zeros when not armed)
 
 
 class SafeBus:
     """Watchdog, limits, arming and reconnect around a :class:`~.bus.MotorBus`."""
 
-    def __init__(self, hw, bus_factory, *, watchdog=None, arm_after=3, reconnect_interval=0.25,
-                 configure_device=True, clock=time.monotonic, log=None):
+    def __init__(
+        self,
+        hw,
+        bus_factory,
+        *,
+        watchdog=None,
+        arm_after=3,
+        reconnect_interval=0.25,
+        configure_device=True,
+        clock=time.monotonic,
+        log=None,
+    ):
         self.hw = hw
         self.bus_factory = bus_factory
         self.watchdog = float(watchdog if watchdog is not None else hw.watchdog)
@@ -110,16 +122,26 @@ class SafeBus:
         self.bus = None
         self.state = DISCONNECTED
         self.reason = 'not connected'
-        self.last_feedback = -np.inf       # time of the newest valid feedback
+        self.last_feedback = -np.inf  # time of the newest valid feedback
         self.last_reading = None
         self.valid_in_row = 0
         self._last_attempt = -np.inf
-        self.counters = {'watchdog_trips': 0, 'reconnects': 0, 'connect_failures': 0, 'invalid_feedback': 0,
-                         'bus_errors': 0, 'arms': 0, 'cycles': 0, 'faults': 0, 'sent': 0,
-                         'stale_skips': 0, 'saturated_cycles': 0}
-        self.saturated = np.zeros(hw.p, dtype=bool)   # efforts clipped this cycle (by the limiter or marked
+        self.counters = {
+            'watchdog_trips': 0,
+            'reconnects': 0,
+            'connect_failures': 0,
+            'invalid_feedback': 0,
+            'bus_errors': 0,
+            'arms': 0,
+            'cycles': 0,
+            'faults': 0,
+            'sent': 0,
+            'stale_skips': 0,
+            'saturated_cycles': 0,
+        }
+        self.saturated = np.zeros(hw.p, dtype=bool)  # efforts clipped this cycle (by the limiter or marked
         #                                               by the caller: mark_saturated)
-        self.sent_log = deque(maxlen=100000)   # (t, feedback_age, effort_age, |u|/u_max max)
+        self.sent_log = deque(maxlen=100000)  # (t, feedback_age, effort_age, |u|/u_max max)
         self.first_error = None
 
     # ---- connection -----------------------------------------------------------
@@ -133,7 +155,7 @@ class SafeBus:
             # inside the loop and keeps the cycle's short timeout (a failed one is retried anyway)
             with patient(bus) if self.bus is None else nullcontext():
                 bus.open()
-                read_limits = getattr(bus, 'motor_torque_limits', None)     # a MotorBus has it; stand-ins may not
+                read_limits = getattr(bus, 'motor_torque_limits', None)  # a MotorBus has it; stand-ins may not
                 device_limits = read_limits() if read_limits is not None else None
                 if device_limits is not None:
                     self.hw.apply_device_limits(device_limits)
@@ -177,7 +199,7 @@ class SafeBus:
                 pass
         self.state = DISCONNECTED
         self.valid_in_row = 0
-        self._last_attempt = self.clock()     # retry every reconnect_interval from now
+        self._last_attempt = self.clock()  # retry every reconnect_interval from now
 
     def trip(self, reason):
         """Torque off now (watchdog, invalid feedback, fault)."""
@@ -194,7 +216,7 @@ class SafeBus:
         except PortError as exc:
             self._lost(exc)
         except BusError:
-            self.counters['bus_errors'] += 1   # the device watchdog stops it anyway
+            self.counters['bus_errors'] += 1  # the device watchdog stops it anyway
 
     # ---- one cycle ---------------------------------------------------------------
     def cycle(self, effort=None, effort_stamp=None) -> Reading | None:
@@ -211,12 +233,14 @@ class SafeBus:
         effort_ok = effort is not None and effort_age <= self.watchdog
         feedback_age = now - self.last_feedback
         if self.state == ARMED and not (effort_ok and feedback_age <= self.watchdog):
-            self.trip('watchdog: ' + ('no effort command' if not effort_ok else 'no valid feedback')
-                      + f' within {self.watchdog * 1e3:.0f} ms')
+            self.trip(
+                'watchdog: '
+                + ('no effort command' if not effort_ok else 'no valid feedback')
+                + f' within {self.watchdog * 1e3:.0f} ms'
+            )
             if self.state == DISCONNECTED:
                 return None
-        if self.state == SAFE and effort_ok and self.valid_in_row >= self.arm_after \
-                and feedback_age <= self.watchdog:
+        if self.state == SAFE and effort_ok and self.valid_in_row >= self.arm_after and feedback_age <= self.watchdog:
             try:
                 self.bus.enable(True)
                 self.state = ARMED
@@ -232,8 +256,7 @@ class SafeBus:
         self.saturated[:] = False
         try:
             now = self.clock()
-            if self.state == ARMED and (now - self.last_feedback > self.watchdog
-                                        or now - effort_stamp > self.watchdog):
+            if self.state == ARMED and (now - self.last_feedback > self.watchdog or now - effort_stamp > self.watchdog):
                 # the inputs aged within this cycle (a slow enable on a slow bus): send nothing,
                 # refresh the feedback; the next cycle sends, or trips if the command is stale
                 self.counters['stale_skips'] += 1
@@ -242,8 +265,14 @@ class SafeBus:
                 r = self.last_reading
                 sent = self.limiter.apply(effort, r.q, r.qd)
                 self.saturated |= self.limiter.clipped
-                self.sent_log.append((now, now - self.last_feedback, now - effort_stamp,
-                                      float(np.max(np.abs(sent) / self.hw.u_max, initial=0.0))))
+                self.sent_log.append(
+                    (
+                        now,
+                        now - self.last_feedback,
+                        now - effort_stamp,
+                        float(np.max(np.abs(sent) / self.hw.u_max, initial=0.0)),
+                    )
+                )
                 fb = self.bus.transact(self.hw.effort_to_motor_torque(sent))
                 self.counters['sent'] += 1
                 if self.saturated.any():

@@ -14,6 +14,7 @@ time p50/p99 and missed deadlines (:class:`~uk_controller.control.loop_timing.Lo
 the final summary; ``ros.overrun.*`` (:class:`~uk_controller.control.loop_timing.OverrunPolicy`) warns after k
 consecutive missed deadlines and sends the safe effort (``control.safe_effort``) after m.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,8 @@ from .safety import ARMED, SATURATED, SafeBus
 @dataclass
 class LoopResult:
     t: list = field(default_factory=list)
-    armed: list = field(default_factory=list)        # SafeBus armed when the step's feedback came
-    saturated: list = field(default_factory=list)    # the effort sent in that cycle was clipped (motor limit)
+    armed: list = field(default_factory=list)  # SafeBus armed when the step's feedback came
+    saturated: list = field(default_factory=list)  # the effort sent in that cycle was clipped (motor limit)
     q: list = field(default_factory=list)
     effort: list = field(default_factory=list)
     task_error: list = field(default_factory=list)
@@ -40,14 +41,27 @@ class LoopResult:
     wall: float = 0.0
     stopped_by: str = ''
     rearms: int = 0
-    timing: LoopTiming = None                        # loop statistics (windows: TIMING_FIELDS order)
+    timing: LoopTiming = None  # loop statistics (windows: TIMING_FIELDS order)
     policy: OverrunPolicy = None
-    windows: list = field(default_factory=list)      # every closed window's TIMING_FIELDS tuple
+    windows: list = field(default_factory=list)  # every closed window's TIMING_FIELDS tuple
 
 
-def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, csv_writer=None,
-             status=None, record=False, stop_event=None, soft_start=None, clock=None,
-             after_cycle=None, log=None) -> LoopResult:
+def run_loop(
+    core,
+    safe: SafeBus,
+    assembler,
+    *,
+    duration=None,
+    realtime=True,
+    csv_writer=None,
+    status=None,
+    record=False,
+    stop_event=None,
+    soft_start=None,
+    clock=None,
+    after_cycle=None,
+    log=None,
+) -> LoopResult:
     """The fixed-rate loop (also used in-process by the HIL tests).
 
     ``realtime=False`` runs as fast as the bus answers and uses trajectory time
@@ -70,7 +84,7 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
     res = LoopResult()
     dt = core.dt
     effort, stamp = None, None
-    effort_saturated = None      # the controller's `saturated` of the effort sent next cycle
+    effort_saturated = None  # the controller's `saturated` of the effort sent next cycle
     started, t0, sent = False, 0.0, 0
     core.reset(0.0)
     rearm = ReArm(core, core.setup.settings.control.soft_start if soft_start is None else soft_start)
@@ -80,7 +94,7 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
     policy = res.policy = OverrunPolicy(**overrun_cfg)
     sleeper = DeadlineSleeper(loop_cfg['spin_us'] * 1e3) if clock is None else None
     clock = clock or time.monotonic
-    tol = 1e-9                  # s: float round-off of a stepped clock is not a missed deadline
+    tol = 1e-9  # s: float round-off of a stepped clock is not a missed deadline
     last_warn = -math.inf
     next_tick = clock()
     wall0 = clock()
@@ -90,13 +104,13 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
         start = clock()
         reading = safe.cycle(effort, stamp)
         if effort_saturated is not None:
-            safe.mark_saturated(effort_saturated)     # the controller clipped what this cycle sent
+            safe.mark_saturated(effort_saturated)  # the controller clipped what this cycle sent
         if after_cycle is not None:
             after_cycle()
         res.cycles += 1
         armed = safe.state == ARMED
         was_armed = was_armed or armed
-        if was_armed and not armed and started:      # the outage begins now: stop the trajectory clock
+        if was_armed and not armed and started:  # the outage begins now: stop the trajectory clock
             rearm.interrupt((clock() - t0) if realtime else (safe.counters['sent'] - sent) * dt)
         if reading is not None and reading.valid and reading.stamp != last_stamp:
             last_stamp = reading.stamp
@@ -109,12 +123,14 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
                 break
             q, qd = assembler(reading.q, reading.qd, t)
             if policy.state == 'safe':
-                step = core.safe(f'overrun: safe effort until {policy.recover_after} periods are on time '
-                                 f'(ros.overrun.safe_after {policy.safe_after})')
+                step = core.safe(
+                    f'overrun: safe effort until {policy.recover_after} periods are on time '
+                    f'(ros.overrun.safe_after {policy.safe_after})'
+                )
             else:
-                step = core.step_view(q, qd, t)       # read in place: used (and copied) before the next step
+                step = core.step_view(q, qd, t)  # read in place: used (and copied) before the next step
             if step.ok and (armed or not was_armed):
-                rearm.limit(step.effort)          # soft start: no harder than undisturbed operation
+                rearm.limit(step.effort)  # soft start: no harder than undisturbed operation
             effort, stamp = step.effort, clock()
             effort_saturated = step.saturated if step.ok else None
             if record:
@@ -125,9 +141,17 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
                 res.effort.append(step.effort.copy())
                 res.task_error.append(step.task_error.copy())
             if csv_writer is not None:
-                csv_writer.writerow([f'{t:.6f}', safe.status, *np.round(q, 9), *np.round(qd, 9),
-                                     *np.round(reading.sent, 9), *np.round(step.task_error, 9),
-                                     f'{(safe.stats.rtt[-1] if safe.stats and safe.stats.rtt else math.nan):.6f}'])
+                csv_writer.writerow(
+                    [
+                        f'{t:.6f}',
+                        safe.status,
+                        *np.round(q, 9),
+                        *np.round(qd, 9),
+                        *np.round(reading.sent, 9),
+                        *np.round(step.task_error, 9),
+                        f'{(safe.stats.rtt[-1] if safe.stats and safe.stats.rtt else math.nan):.6f}',
+                    ]
+                )
             if status is not None and clock() - last_status > 0.25:
                 last_status = clock()
                 status(t, safe, step, res)
@@ -136,7 +160,7 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
         if realtime:
             next_tick += dt
             late = end - next_tick
-            if late > tol:          # the lost deadlines are skipped, each counts
+            if late > tol:  # the lost deadlines are skipped, each counts
                 missed = max(1, math.ceil(late / dt - 1e-6))
                 next_tick += missed * dt
                 res.overruns += missed
@@ -148,12 +172,16 @@ def run_loop(core, safe: SafeBus, assembler, *, duration=None, realtime=True, cs
             change = policy.update(missed)
             if change is not None and log is not None:
                 if change == 'safe':
-                    log(f'overrun: {policy.consecutive} consecutive missed deadlines (ros.overrun.safe_after '
-                        f'{policy.safe_after}); safe effort until {policy.recover_after} periods in a row are on time')
+                    log(
+                        f'overrun: {policy.consecutive} consecutive missed deadlines (ros.overrun.safe_after '
+                        f'{policy.safe_after}); safe effort until {policy.recover_after} periods in a row are on time'
+                    )
                 elif change == 'warn' and end - last_warn > 1.0:
                     last_warn = end
-                    log(f'overrun: {policy.consecutive} consecutive missed deadlines (ros.overrun.warn_after '
-                        f'{policy.warn_after}); {policy.warnings} such runs so far')
+                    log(
+                        f'overrun: {policy.consecutive} consecutive missed deadlines (ros.overrun.warn_after '
+                        f'{policy.warn_after}); {policy.warnings} such runs so far'
+                    )
                 elif change == 'ok' and policy.safe_entries:
                     log('overrun: on time again, controlling')
         if timing.due(end_ns):

@@ -1,6 +1,7 @@
 """The set-up against a connected motor bus, checked before torque is ever on (one set of rules for the
 CLI's ``uk-controller run`` and the ROS serial bridge): the cycle budget against the requested rate, and
 the motors' effort limits against the static load at the start pose."""
+
 from __future__ import annotations
 
 from . import bus_timing, registry, static_load
@@ -17,8 +18,15 @@ def check_setup(setup, hw, bus, protocol, port, rate):
     """
     lines, errors = [], []
     entry = registry.get(protocol)
-    budget = bus_timing.budget(entry, hw.p, int(hw.baud), options=hw.options.get(entry.section_name),
-                               facts=bus.timing_facts(), port=port, motors=hw.motors)
+    budget = bus_timing.budget(
+        entry,
+        hw.p,
+        int(hw.baud),
+        options=hw.options.get(entry.section_name),
+        facts=bus.timing_facts(),
+        port=port,
+        motors=hw.motors,
+    )
     lines.append(budget.report())
     lines.append(f'  requested rate {rate:g} Hz')
     problem = budget.check_rate(rate)

@@ -12,6 +12,7 @@ its limit ``u_max`` (:class:`~.calibration.HardwareConfig`: the configured effor
 torque limit x gear, and what the devices enforce, read at connect) cannot hold the robot: ``uk-controller
 run`` refuses to start and names the motor and the numbers (:func:`problems`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,8 +47,10 @@ def effort_unit(setup, joint: str | None) -> str:
 def _limit_text(hw, k, unit, source=''):
     """``3.209 N = min(effort limit 50 N, motor 3.209 N m x gear 1); the device enforces 3.209 N m (...)``."""
     eff = np.inf if hw.effort_limits is None else float(np.asarray(hw.effort_limits, float)[k])
-    text = (f'{hw.u_max[k]:.4g} {unit} = min(effort limit {eff:.4g} {unit}, motor {hw.tau_m_max[k]:.4g} N m '
-            f'x gear {hw.gear[k]:g})')
+    text = (
+        f'{hw.u_max[k]:.4g} {unit} = min(effort limit {eff:.4g} {unit}, motor {hw.tau_m_max[k]:.4g} N m '
+        f'x gear {hw.gear[k]:g})'
+    )
     dev = hw.device_torque_limit[k]
     if np.isfinite(dev):
         text += f'; the device enforces {dev:.4g} N m' + (f' ({source})' if source else ' (read at connect)')
@@ -61,8 +64,10 @@ def report(setup, hw, u_static, sources=None) -> str:
     for k, name in enumerate(hw.names):
         unit = effort_unit(setup, hw.joints[k])
         ok = abs(u_static[k]) <= hw.u_max[k]
-        lines.append(f'  {name}: gravity load {u_static[k]:+.4g} {unit}, limit {_limit_text(hw, k, unit, sources[k])}'
-                     f'{"" if ok else "  <-- EXCEEDED"}')
+        lines.append(
+            f'  {name}: gravity load {u_static[k]:+.4g} {unit}, limit {_limit_text(hw, k, unit, sources[k])}'
+            f'{"" if ok else "  <-- EXCEEDED"}'
+        )
     return '\n'.join(lines)
 
 
@@ -75,8 +80,10 @@ def problems(setup, hw, u_static, sources=None) -> list:
             continue
         unit = effort_unit(setup, hw.joints[k])
         joint = f' ({hw.joints[k]})' if hw.joints[k] else ''
-        out.append(f'motor {name}{joint} cannot hold the start pose: gravity needs {abs(u_static[k]):.4g} {unit}, '
-                   f'the motor gives {_limit_text(hw, k, unit, sources[k])}. Change: a higher current limit on '
-                   f'the device, a gear_ratio / torque_constant that matches the drive (hardware.{name}.gear_ratio, '
-                   f'hardware.{name}.torque_constant), or a start pose with less load (robot.initial_position)')
+        out.append(
+            f'motor {name}{joint} cannot hold the start pose: gravity needs {abs(u_static[k]):.4g} {unit}, '
+            f'the motor gives {_limit_text(hw, k, unit, sources[k])}. Change: a higher current limit on '
+            f'the device, a gear_ratio / torque_constant that matches the drive (hardware.{name}.gear_ratio, '
+            f'hardware.{name}.torque_constant), or a start pose with less load (robot.initial_position)'
+        )
     return out

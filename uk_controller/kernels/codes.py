@@ -16,6 +16,7 @@ reads the same names. One table each:
 Adding a trajectory kind: one ``TRAJ_*`` code here, its ``spec()`` in trajectories.py, one branch in
 kernels/trajectory.py.
 """
+
 from __future__ import annotations
 
 # ----------------------------------------------------------------------------- trajectory kinds
@@ -35,17 +36,37 @@ OK, NOT_PD, NOT_FINITE, NOT_FINITE_STATE = 0, 1, 2, 3
 #: entries of the ``info`` array (INFO_SIZE floats)
 #: (INFO_LIMITED: 1.0 when the joint-limit stage replaced the unbounded effort, INFO_LIMIT_VIOLATION the
 #: largest violation of a joint acceleration bound that remained, INFO_LIMIT_ITERATIONS its iterations)
-(INFO_STATUS, INFO_RANK, INFO_CONDITION, INFO_PASSIVE_RANK, INFO_RESIDUAL, INFO_CONSISTENT, INFO_BBAR_NORM,
- INFO_N_SATURATED, INFO_NULL_MOTION, INFO_NULL_INTERNAL, INFO_LIMITED, INFO_LIMIT_VIOLATION,
- INFO_LIMIT_ITERATIONS) = range(13)
+(
+    INFO_STATUS,
+    INFO_RANK,
+    INFO_CONDITION,
+    INFO_PASSIVE_RANK,
+    INFO_RESIDUAL,
+    INFO_CONSISTENT,
+    INFO_BBAR_NORM,
+    INFO_N_SATURATED,
+    INFO_NULL_MOTION,
+    INFO_NULL_INTERNAL,
+    INFO_LIMITED,
+    INFO_LIMIT_VIOLATION,
+    INFO_LIMIT_ITERATIONS,
+) = range(13)
 INFO_SIZE = 13
 #: entries of the ``params`` array (PARAMS_SIZE floats): the solver's tolerances, then the redundancy
 #: resolution (uk.ServoSolver): how many of the LAST servo rows are secondary (posture) rows, how many of
 #: those (the last ones) are one-sided (joint-limit rows, active where phi < 0), the rank cut of the
 #: null-space solve, and the internal-force target (1.0 in PARAM_INTERNAL, then the target effort u_int,
 #: at most MAX_INTERNAL_TARGET entries)
-(PARAM_RCOND, PARAM_GRAM_FLOOR, PARAM_CONSISTENCY_TOL, PARAM_MAX_SWEEPS, PARAM_N_SECONDARY, PARAM_N_ONE_SIDED,
- PARAM_NULL_RCOND, PARAM_INTERNAL) = range(8)
+(
+    PARAM_RCOND,
+    PARAM_GRAM_FLOOR,
+    PARAM_CONSISTENCY_TOL,
+    PARAM_MAX_SWEEPS,
+    PARAM_N_SECONDARY,
+    PARAM_N_ONE_SIDED,
+    PARAM_NULL_RCOND,
+    PARAM_INTERNAL,
+) = range(8)
 PARAM_INTERNAL_TARGET = 8
 MAX_INTERNAL_TARGET = 16
 #: after the internal-force target: the correction speeds of the saturated Baumgarte term (task rows,
@@ -53,17 +74,54 @@ MAX_INTERNAL_TARGET = 16
 #: accelerations) and the joint-limit stage (1.0 when on, the weight of the acceleration bounds relative to
 #: the task rows, the tie-break weight toward the unbounded effort, the braking deceleration and the time
 #: constant of core.joint_limits.acceleration_bounds)
-(PARAM_TASK_SPEED, PARAM_POSTURE_SPEED, PARAM_JOINT_METRIC, PARAM_LIMITS_ON, PARAM_LIMIT_WEIGHT,
- PARAM_LIMIT_EPS, PARAM_BRAKE, PARAM_LIMIT_TC) = range(PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET,
-                                                       PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET + 8)
+(
+    PARAM_TASK_SPEED,
+    PARAM_POSTURE_SPEED,
+    PARAM_JOINT_METRIC,
+    PARAM_LIMITS_ON,
+    PARAM_LIMIT_WEIGHT,
+    PARAM_LIMIT_EPS,
+    PARAM_BRAKE,
+    PARAM_LIMIT_TC,
+) = range(PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET, PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET + 8)
 PARAMS_SIZE = PARAM_LIMIT_TC + 1
 
 # ----------------------------------------------------------------------------- compiled row program
 #: header of the integer program ip (counts, then offsets into ip, then offsets into the workspace ws,
 #: then offsets into the float program fp)
-(IH_N, IH_P, IH_MP, IH_MS, IH_F, IH_NT, IH_NTR, IH_NB, IH_TERMS, IH_TRAJ, IH_CHAIN, IH_BETW,
- IH_PHI, IH_PHID, IH_A, IH_BV, IH_FJ, IH_FD, IH_BMAT, IH_TAU, IH_U, IH_QDD, IH_PF, IH_EFF, IH_SAT, IH_INFO,
- IH_SCR, IH_GAINS, IH_PARAMS, IH_LIMITS, IH_TDIM) = range(31)
+(
+    IH_N,
+    IH_P,
+    IH_MP,
+    IH_MS,
+    IH_F,
+    IH_NT,
+    IH_NTR,
+    IH_NB,
+    IH_TERMS,
+    IH_TRAJ,
+    IH_CHAIN,
+    IH_BETW,
+    IH_PHI,
+    IH_PHID,
+    IH_A,
+    IH_BV,
+    IH_FJ,
+    IH_FD,
+    IH_BMAT,
+    IH_TAU,
+    IH_U,
+    IH_QDD,
+    IH_PF,
+    IH_EFF,
+    IH_SAT,
+    IH_INFO,
+    IH_SCR,
+    IH_GAINS,
+    IH_PARAMS,
+    IH_LIMITS,
+    IH_TDIM,
+) = range(31)
 HEADER = 32
 #: term opcodes (field TERM_OP of a term record): OP_SO3 a frame's full orientation (FrameOrientation mode
 #: so3), OP_WELD a loop closure of the full pose (x, y, z position rows then three rotation rows), OP_EXTERNAL
@@ -74,8 +132,18 @@ OP_JOINT_POLY = 5
 OP_SO3, OP_WELD, OP_EXTERNAL = 6, 7, 8
 #: fields of a term record (TERM_WIDTH ints): opcode, first row, row count, frames A and B, trajectory
 #: index (-1: none), axis count and up to three axis indices, offset of its floats in fp, planar flag
-(TERM_OP, TERM_ROW0, TERM_M, TERM_FRAME_A, TERM_FRAME_B, TERM_TRAJ, TERM_NAX, TERM_AXES, TERM_FOFS,
- TERM_PLANAR) = 0, 1, 2, 3, 4, 5, 6, 7, 10, 11
+(TERM_OP, TERM_ROW0, TERM_M, TERM_FRAME_A, TERM_FRAME_B, TERM_TRAJ, TERM_NAX, TERM_AXES, TERM_FOFS, TERM_PLANAR) = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    10,
+    11,
+)
 TERM_WIDTH = 12
 #: floats of a planar angle at fp[TERM_FOFS] (OP_PLANAR, or OP_CLOSURE with TERM_PLANAR set): world axis,
 #: in-plane direction e1, frame-fixed reference vector (3 each)
@@ -103,7 +171,13 @@ JOINT_REVOLUTE, JOINT_PRISMATIC = 0, 1
 #: its tanh velocity scale (all zero for a joint without them)
 JOINT_R0, JOINT_P0, JOINT_AXIS, JOINT_MASS, JOINT_LEVER, JOINT_INERTIA = 0, 9, 12, 15, 16, 19
 JOINT_ARMATURE, JOINT_DAMPING, JOINT_STIFFNESS, JOINT_SPRING_REF, JOINT_FRICTION, JOINT_FRICTION_VEL = (
-    28, 29, 30, 31, 32, 33)
+    28,
+    29,
+    30,
+    31,
+    32,
+    33,
+)
 JOINT_WIDTH = 34
 #: fields of a frame record (FRAME_WIDTH floats of fm): rotation R (9, row-major) and translation p (3) in
 #: its parent joint's frame

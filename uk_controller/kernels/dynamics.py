@@ -14,13 +14,31 @@ Jacobians), ``test/test_packed_step.py`` (the whole packed step) and
 dynamics (:func:`joint_passive_terms`) twin ``RobotModel.compute`` with ``JointDynamics.force``:
 ``test/test_description_couplings.py::test_model_and_compiled_tree_carry_armature_and_joint_forces``.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from .codes import (FRAME_P, FRAME_R, FRAME_WIDTH, JOINT_ARMATURE, JOINT_AXIS, JOINT_DAMPING, JOINT_FRICTION,
-                    JOINT_FRICTION_VEL, JOINT_INERTIA, JOINT_LEVER, JOINT_MASS, JOINT_P0, JOINT_R0, JOINT_REVOLUTE,
-                    JOINT_SPRING_REF, JOINT_STIFFNESS, JOINT_WIDTH, TREE_SCRATCH_PER_JOINT)
+from .codes import (
+    FRAME_P,
+    FRAME_R,
+    FRAME_WIDTH,
+    JOINT_ARMATURE,
+    JOINT_AXIS,
+    JOINT_DAMPING,
+    JOINT_FRICTION,
+    JOINT_FRICTION_VEL,
+    JOINT_INERTIA,
+    JOINT_LEVER,
+    JOINT_MASS,
+    JOINT_P0,
+    JOINT_R0,
+    JOINT_REVOLUTE,
+    JOINT_SPRING_REF,
+    JOINT_STIFFNESS,
+    JOINT_WIDTH,
+    TREE_SCRATCH_PER_JOINT,
+)
 from .jit import njit
 from .linalg import view2, view3
 
@@ -45,8 +63,8 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw=None):
     F = view2(tw, 12 * nj, nj, 6)
     Ic = view3(tw, 18 * nj, nj, 6, 6)
     Rl = view2(tw, 54 * nj, 3, 3)
-    IV = tw[TREE_SCRATCH_PER_JOINT * nj:TREE_SCRATCH_PER_JOINT * nj + 6]
-    Fs = tw[TREE_SCRATCH_PER_JOINT * nj + 6:TREE_SCRATCH_PER_JOINT * nj + 12]
+    IV = tw[TREE_SCRATCH_PER_JOINT * nj : TREE_SCRATCH_PER_JOINT * nj + 6]
+    Fs = tw[TREE_SCRATCH_PER_JOINT * nj + 6 : TREE_SCRATCH_PER_JOINT * nj + 12]
     for r in range(6):
         V[0, r] = 0.0
         Acc[0, r] = 0.0
@@ -57,7 +75,7 @@ def tree_terms(q, qd, parents, jtype, mf, grav, oR, opos, S, M, h, tw=None):
     Acc[0, 0] = -grav[0]
     Acc[0, 1] = -grav[1]
     Acc[0, 2] = -grav[2]
-    for r in range(3):                     # the universe (frames fixed to the world hang on it)
+    for r in range(3):  # the universe (frames fixed to the world hang on it)
         opos[0, r] = 0.0
         for cc in range(3):
             oR[0, r, cc] = 1.0 if r == cc else 0.0
@@ -253,4 +271,3 @@ def frame_placements(oR, opos, fparents, fm, trans, rots):
             for cc in range(3):
                 rots[f, r, cc] = oR[i, r, 0] * fm[o + cc] + oR[i, r, 1] * fm[o + 3 + cc] + oR[i, r, 2] * fm[o + 6 + cc]
             trans[f, r] = opos[i, r] + oR[i, r, 0] * fm[po] + oR[i, r, 1] * fm[po + 1] + oR[i, r, 2] * fm[po + 2]
-

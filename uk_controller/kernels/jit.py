@@ -20,6 +20,7 @@ view or array argument passed on inside a kernel otherwise costs an atomic incre
 array's reference count (``lock xadd``); perf on the JIT code of the packed step showed those two instructions
 as its hottest, and borrowing its arguments took the SCARA step from 3.2 to 1.75 us in a compiled loop.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,6 +32,7 @@ try:  # pragma: no cover - exercised only where numba is installed
     from numba import njit
     from numba.core import cgutils, types
     from numba.extending import intrinsic
+
     AVAILABLE = True
 except ImportError:  # pragma: no cover
     AVAILABLE = False
@@ -38,10 +40,12 @@ except ImportError:  # pragma: no cover
     def njit(*args, **kwargs):
         def wrap(f):
             return f
+
         return wrap(args[0]) if args and callable(args[0]) else wrap
 
 
 if AVAILABLE:
+
     @intrinsic
     def borrowed(typingctx, arr):
         """Inside a kernel: the array `arr` (same data, shape, strides and type) without its NRT memory-info
@@ -53,16 +57,19 @@ if AVAILABLE:
         borrow itself, and the view would then point into freed memory. A borrowed view must not outlive the
         call (never returned or stored).
         """
+
         def codegen(context, builder, sig, args):
-            if not isinstance(sig.args[0], types.Array):       # anything else (a tuple of arrays): itself
+            if not isinstance(sig.args[0], types.Array):  # anything else (a tuple of arrays): itself
                 context.nrt.incref(builder, sig.args[0], args[0])
                 return args[0]
             view = context.make_array(sig.args[0])(context, builder, value=args[0])
             view.meminfo = cgutils.get_null_value(view.meminfo.type)
             view.parent = cgutils.get_null_value(view.parent.type)
             return view._getvalue()
+
         return arr(arr), codegen
 else:  # pragma: no cover
+
     def borrowed(arr):
         """Without numba: the array itself (see the numba version)."""
         return arr
@@ -77,6 +84,7 @@ def entry_point(kernel, *args):
         return kernel
     try:
         from numba import typeof
+
         return kernel.get_overload(tuple(typeof(a) for a in args))
     except Exception:  # noqa: BLE001 - no overload of these types (or another numba): the dispatcher is correct
         return kernel
@@ -86,11 +94,17 @@ _HERE = Path(__file__).resolve().parent
 #: every source whose compiled code may be inlined into another's cache, and the cache files derived from it
 _PKG = _HERE.parent
 #: compiled callers outside kernels/ (module, under the package), whose caches may inline a kernel
-_CALLERS = (('sim', 'compiled_loop'), ('core/pinv', 'compiled'), ('benchmarks', 'parallelogram_model'),
-            ('benchmarks', 'bdf'))
+_CALLERS = (
+    ('sim', 'compiled_loop'),
+    ('core/pinv', 'compiled'),
+    ('benchmarks', 'parallelogram_model'),
+    ('benchmarks', 'bdf'),
+)
 _SOURCES = (*sorted(_HERE.glob('*.py')), *(_PKG / folder / f'{name}.py' for folder, name in _CALLERS))
-_CACHES = ((_HERE / '__pycache__', '*.nb[ic]'),
-           *((_PKG / folder / '__pycache__', f'{name}.*.nb[ic]') for folder, name in _CALLERS))
+_CACHES = (
+    (_HERE / '__pycache__', '*.nb[ic]'),
+    *((_PKG / folder / '__pycache__', f'{name}.*.nb[ic]') for folder, name in _CALLERS),
+)
 
 
 def drop_stale_caches():
@@ -100,8 +114,9 @@ def drop_stale_caches():
     read-only install, where numba caches elsewhere) are ignored; numba tolerates cache files that vanish.
     """
     try:
-        stamp = '\n'.join(f'{p.name} {st.st_mtime_ns} {st.st_size}' for p in _SOURCES if p.exists()
-                          for st in (p.stat(),))
+        stamp = '\n'.join(
+            f'{p.name} {st.st_mtime_ns} {st.st_size}' for p in _SOURCES if p.exists() for st in (p.stat(),)
+        )
         mark = _HERE / '__pycache__' / 'kernel-sources.txt'
         if mark.exists() and mark.read_text() == stamp:
             return

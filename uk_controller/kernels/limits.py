@@ -4,6 +4,7 @@ and the bounded least squares that holds them with the effort limits.
 The twins of :mod:`uk_controller.core.joint_limits` (``acceleration_bounds``, ``bounded_lsq``,
 ``bounded_stage``; the equations are in their docstrings); test/test_joint_limits.py keeps them equal.
 """
+
 from __future__ import annotations
 
 import math
@@ -206,7 +207,7 @@ def bounded_lsq(C, d, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, o):
     violation left)``. Forms ``G = C^T C`` and ``C^T d`` and calls :func:`bounded_lsq_gram`. Scratch:
     :func:`lsq_rows` (p) + p + 1 rows of sc from row o (width max(p, rows of D))."""
     p = u0.shape[0]
-    G = sc[o:o + p, :p]
+    G = sc[o : o + p, :p]
     Cd = sc[o + p, :p]
     _gram(C, d, G, Cd)
     return bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, o + p + 1)
@@ -242,8 +243,8 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
     objective up to the constant |d|^2 / 2). Scratch: :func:`lsq_rows` (p) rows of sc from row o."""
     p = u0.shape[0]
     nd = D.shape[0]
-    H = sc[o:o + p, :p]
-    L = sc[o + p:o + 2 * p, :p]
+    H = sc[o : o + p, :p]
+    L = sc[o + p : o + 2 * p, :p]
     g = sc[o + 2 * p, :p]
     step = sc[o + 2 * p + 1, :p]
     gt = sc[o + 2 * p + 2, :p]
@@ -255,7 +256,7 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
     vi = sc[o + 2 * p + 8, :nd]
     tlo = sc[o + 2 * p + 9, :nd]
     thi = sc[o + 2 * p + 10, :nd]
-    lastfree = sc[o + 2 * p + 11, :p]         # the free set and violated rows H was last factored for
+    lastfree = sc[o + 2 * p + 11, :p]  # the free set and violated rows H was last factored for
     lastvi = sc[o + 2 * p + 12, :nd]
     lastnv = -1
     for j in range(p):
@@ -394,7 +395,7 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o
     bhi = sc[o + 2, :p]
     dlo = sc[o + 3, :n]
     dhi = sc[o + 4, :n]
-    G = sc[o + 5:o + 5 + p, :p]
+    G = sc[o + 5 : o + 5 + p, :p]
     Cd = sc[o + 5 + p, :p]
     scale = 0.0
     for i in range(CB.shape[0]):
@@ -413,8 +414,9 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o
         dlo[k] = lo[k] - a0[k]
         dhi[k] = hi[k] - a0[k]
     _gram(CB, bbar, G, Cd)
-    return bounded_lsq_gram(G, Cd, NB, dlo, dhi, weight, blo, bhi, eps * max(scale, 1e-300), u0, start, u, sc,
-                            o + 6 + p)
+    return bounded_lsq_gram(
+        G, Cd, NB, dlo, dhi, weight, blo, bhi, eps * max(scale, 1e-300), u0, start, u, sc, o + 6 + p
+    )
 
 
 @njit(cache=True)

@@ -16,6 +16,7 @@ right-hand side, for the servo solve's ``(C B)^+ b`` when C B is wide). Tests:
 The ``scratch_*`` helpers carve views out of one preallocated scratch array, so the kernels above them
 allocate nothing per call.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -192,7 +193,7 @@ def jacobi_rows_rhs(WT, y, max_sweeps):
                     w = abs(zeta) + h
                     cs = np.sqrt(w / (2.0 * h))
                     sn = sg / np.sqrt(2.0 * h * w)
-                else:                # 2 h w would overflow: t = 1 / (2 |zeta|) to working precision
+                else:  # 2 h w would overflow: t = 1 / (2 |zeta|) to working precision
                     cs = 1.0
                     sn = sg * (0.5 / abs(zeta))
                 rotate_pair(WT, i, j, cs, sn)
@@ -259,13 +260,13 @@ def column_norms(W, s):
 @njit(cache=True)
 def scratch_vec(sc, o, k):
     """The k entries of the scratch array sc from offset o, and the offset after them."""
-    return sc[o:o + k], o + k
+    return sc[o : o + k], o + k
 
 
 @njit(cache=True)
 def scratch_mat(sc, o, r, c):
     """An (r, c) view of the scratch array sc from offset o, and the offset after it."""
-    return sc[o:o + r * c].reshape((r, c)), o + r * c
+    return sc[o : o + r * c].reshape((r, c)), o + r * c
 
 
 @njit(cache=True)
@@ -279,12 +280,11 @@ def matmul(A, B, C):
             C[i, j] = acc
 
 
-
 @njit(cache=True)
 def scratch_rows(sc, o, r, c):
     """The (r, c) block of the 2-D scratch array sc from row o, and the row after it (a slice: no reshape,
     which costs ~60 ns per call in numba)."""
-    return sc[o:o + r, :c], o + r
+    return sc[o : o + r, :c], o + r
 
 
 @njit(cache=True)
@@ -293,15 +293,14 @@ def scratch_row(sc, o, k):
     return sc[o, :k], o + 1
 
 
-
 @njit(cache=True)
 def view2(a, o, r, c):
     """The (r, c) row-major view of the 1-D contiguous float64 array a from offset o: what
     ``a[o:o + r * c].reshape((r, c))`` gives, without reshape's run-time helper call (~15 ns each in numba)."""
-    return as_strided(a[o:o + r * c], shape=(r, c), strides=(8 * c, 8))
+    return as_strided(a[o : o + r * c], shape=(r, c), strides=(8 * c, 8))
 
 
 @njit(cache=True)
 def view3(a, o, k, r, c):
     """The (k, r, c) row-major view of a from offset o (``a[o:o + k * r * c].reshape((k, r, c))``, see view2)."""
-    return as_strided(a[o:o + k * r * c], shape=(k, r, c), strides=(8 * r * c, 8 * c, 8))
+    return as_strided(a[o : o + k * r * c], shape=(k, r, c), strides=(8 * r * c, 8 * c, 8))

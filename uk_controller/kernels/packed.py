@@ -21,6 +21,7 @@ Reference: ``CompiledRows.run`` (Pinocchio's pass + :func:`.rows.fused_step`, mo
 :mod:`uk_controller.constraints`). Tests: ``test/test_packed_step.py`` (both tests) and, through
 ControllerCore.step, ``test/test_fused_step.py::test_fused_controller_equals_servo_solver_path``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,21 +54,21 @@ def packed_step(q, qd, t, I, F, sat):
     n = I[H_N]
     nj = I[H_NJ]
     nf = I[H_NF]
-    ip = I[I[H_IP]:I[H_IP] + I[H_NIP]]
-    parents = I[I[H_PAR]:I[H_PAR] + nj]
-    jtype = I[I[H_JT]:I[H_JT] + nj]
-    fparents = I[I[H_FPAR]:I[H_FPAR] + nf]
-    fp = F[I[H_FP]:I[H_FP] + I[H_NFP]]
-    ws = F[I[H_WS]:I[H_WS] + I[H_NWS]]
-    mf = F[I[H_MF]:I[H_MF] + I[H_NMF]]
-    grav = F[I[H_GRAV]:I[H_GRAV] + 3]
-    fm = F[I[H_FM]:I[H_FM] + I[H_NFM]]
+    ip = I[I[H_IP] : I[H_IP] + I[H_NIP]]
+    parents = I[I[H_PAR] : I[H_PAR] + nj]
+    jtype = I[I[H_JT] : I[H_JT] + nj]
+    fparents = I[I[H_FPAR] : I[H_FPAR] + nf]
+    fp = F[I[H_FP] : I[H_FP] + I[H_NFP]]
+    ws = F[I[H_WS] : I[H_WS] + I[H_NWS]]
+    mf = F[I[H_MF] : I[H_MF] + I[H_NMF]]
+    grav = F[I[H_GRAV] : I[H_GRAV] + 3]
+    fm = F[I[H_FM] : I[H_FM] + I[H_NFM]]
     oR = view3(F, I[H_OR], nj, 3, 3)
     opos = view2(F, I[H_OPOS], nj, 3)
     S = view2(F, I[H_S], 6, n)
     M = view2(F, I[H_M], n, n)
-    h = F[I[H_H]:I[H_H] + n]
-    tw = F[I[H_TW]:I[H_TW] + I[H_NTW]]
+    h = F[I[H_H] : I[H_H] + n]
+    tw = F[I[H_TW] : I[H_TW] + I[H_NTW]]
     nfa = max(nf, 1)
     trans = view2(F, I[H_TR], nfa, 3)
     rots = view3(F, I[H_ROT], nfa, 3, 3)
@@ -86,7 +87,7 @@ class PackedStep:
     @classmethod
     def build(cls, model, fz):
         """Pack `fz` (a CompiledRows) for `model` (RobotModel); None without numba or a compiled tree."""
-        if not AVAILABLE or fz is None or fz.external:     # callable rows need Pinocchio's pass (CompiledRows.run)
+        if not AVAILABLE or fz is None or fz.external:  # callable rows need Pinocchio's pass (CompiledRows.run)
             return None
         tree = model.compiled_tree()
         if tree is None:
@@ -96,11 +97,22 @@ class PackedStep:
         n, nj, nf = model.n, parents.size, len(fz.frames)
         nfa = max(nf, 1)
         old_fp, old_ws = fz.fp, fz.ws
-        parts = [('fp', old_fp), ('ws', old_ws), ('mf', mf), ('grav', np.asarray(grav, float)), ('fm', fm),
-                 ('oR', np.zeros(9 * nj)), ('opos', np.zeros(3 * nj)), ('S', np.zeros(6 * n)), ('M', np.zeros(n * n)),
-                 ('h', np.zeros(n)), ('tw', np.zeros(TREE_SCRATCH_PER_JOINT * nj + 12)),
-                 ('trans', np.zeros(3 * nfa)), ('rots', np.zeros(9 * nfa)),
-                 ('sc', np.zeros(program_scratch_shape(fz.ip)))]
+        parts = [
+            ('fp', old_fp),
+            ('ws', old_ws),
+            ('mf', mf),
+            ('grav', np.asarray(grav, float)),
+            ('fm', fm),
+            ('oR', np.zeros(9 * nj)),
+            ('opos', np.zeros(3 * nj)),
+            ('S', np.zeros(6 * n)),
+            ('M', np.zeros(n * n)),
+            ('h', np.zeros(n)),
+            ('tw', np.zeros(TREE_SCRATCH_PER_JOINT * nj + 12)),
+            ('trans', np.zeros(3 * nfa)),
+            ('rots', np.zeros(9 * nfa)),
+            ('sc', np.zeros(program_scratch_shape(fz.ip))),
+        ]
         sc_shape = parts[-1][1].shape
         offsets, total = {}, 0
         for key, arr in parts:
@@ -108,7 +120,7 @@ class PackedStep:
             total += arr.size
         F = np.zeros(total)
         for key, arr in parts:
-            F[offsets[key]:offsets[key] + arr.size] = np.ravel(arr)
+            F[offsets[key] : offsets[key] + arr.size] = np.ravel(arr)
         ints = [('ip', fz.ip), ('par', parents), ('jt', jtype), ('fpar', fparents[:nf])]
         ioffs, itotal = {}, HEADER
         for key, arr in ints:
@@ -116,24 +128,37 @@ class PackedStep:
             itotal += arr.size
         I = np.zeros(itotal, dtype=np.int64)
         for key, arr in ints:
-            I[ioffs[key]:ioffs[key] + arr.size] = arr
+            I[ioffs[key] : ioffs[key] + arr.size] = arr
         I[H_IP], I[H_PAR], I[H_JT], I[H_FPAR] = ioffs['ip'], ioffs['par'], ioffs['jt'], ioffs['fpar']
-        for slot, key in ((H_FP, 'fp'), (H_WS, 'ws'), (H_MF, 'mf'), (H_GRAV, 'grav'), (H_FM, 'fm'), (H_OR, 'oR'),
-                          (H_OPOS, 'opos'), (H_S, 'S'), (H_M, 'M'), (H_H, 'h'), (H_TW, 'tw'), (H_TR, 'trans'),
-                          (H_ROT, 'rots'), (H_SC, 'sc')):
+        for slot, key in (
+            (H_FP, 'fp'),
+            (H_WS, 'ws'),
+            (H_MF, 'mf'),
+            (H_GRAV, 'grav'),
+            (H_FM, 'fm'),
+            (H_OR, 'oR'),
+            (H_OPOS, 'opos'),
+            (H_S, 'S'),
+            (H_M, 'M'),
+            (H_H, 'h'),
+            (H_TW, 'tw'),
+            (H_TR, 'trans'),
+            (H_ROT, 'rots'),
+            (H_SC, 'sc'),
+        ):
             I[slot] = offsets[key]
         sizes = dict((k, a.size) for k, a in parts)
         I[H_NIP], I[H_NFP], I[H_NWS], I[H_NJ], I[H_NF], I[H_N] = fz.ip.size, sizes['fp'], sizes['ws'], nj, nf, n
         I[H_NMF], I[H_NFM], I[H_NTW], I[H_NSC], I[H_SCC] = sizes['mf'], sizes['fm'], sizes['tw'], *sc_shape
         # re-point the CompiledRows' float arrays and every view of its workspace into F
-        fz.relocate(F[offsets['fp']:offsets['fp'] + old_fp.size], F[offsets['ws']:offsets['ws'] + old_ws.size])
+        fz.relocate(F[offsets['fp'] : offsets['fp'] + old_fp.size], F[offsets['ws'] : offsets['ws'] + old_ws.size])
         self = object.__new__(cls)
         self.I, self.F, self.fz = I, F, fz
-        self.M = F[offsets['M']:offsets['M'] + n * n].reshape(n, n)
-        self.h = F[offsets['h']:offsets['h'] + n]
+        self.M = F[offsets['M'] : offsets['M'] + n * n].reshape(n, n)
+        self.h = F[offsets['h'] : offsets['h'] + n]
         self.kernel = packed_step
         args = (np.asarray(model.neutral(), float), np.zeros(n), 0.0, I, F, fz.saturated)
-        self.kernel(*args)                                                       # compile / load
+        self.kernel(*args)  # compile / load
         # the compiled function for these types (q, q' C-contiguous float64 vectors, t a float, I, F, sat)
         self.entry = entry_point(self.kernel, *args)
         return self
@@ -146,4 +171,5 @@ class PackedStep:
 
         def run(q, qd, t):
             kernel(q, qd, t, I, F, sat)
+
         return run

@@ -12,12 +12,12 @@ NumPy reference: :class:`uk_controller.sim.uk_plant.UKPlant` stepped without its
 ``test/test_uk_fast.py::test_plant_rk4_kernel_equals_numpy_rk4`` and
 ``test/test_sim_compiled_loop.py::test_plant_period_equals_plant_rk4_bit_for_bit``.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from .codes import (IH_BMAT, IH_MP, IH_P, JOINT_WIDTH, NOT_FINITE, NOT_FINITE_STATE, NOT_PD, OK,
-                    TREE_SCRATCH_PER_JOINT)
+from .codes import IH_BMAT, IH_MP, IH_P, JOINT_WIDTH, NOT_FINITE, NOT_FINITE_STATE, NOT_PD, OK, TREE_SCRATCH_PER_JOINT
 from .dynamics import frame_placements, tree_terms
 from .jit import njit
 from .linalg import scratch_mat, scratch_vec
@@ -47,10 +47,35 @@ def rk4_accept(x, k, i, h, xt, qdd):
             k[0, j] = x[n + j]
 
 
-
 @njit(cache=True)
-def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, tau, ip, fp, ws, sc, oR, opos, S,
-                M, h, trans, rots, qdd, tw, u, qdep):
+def plant_accel(
+    q,
+    qd,
+    t,
+    tree_ready,
+    parents,
+    jtype,
+    mf,
+    grav,
+    fparents,
+    fm,
+    tau,
+    ip,
+    fp,
+    ws,
+    sc,
+    oR,
+    opos,
+    S,
+    M,
+    h,
+    trans,
+    rots,
+    qdd,
+    tw,
+    u,
+    qdep,
+):
     """q'' of the plant (seed 000 eq 9): ``M^{-1}(tau - h)`` for a tree (ip[IH_MP] == 0), else the UK
     acceleration under the compiled closure rows alone (:func:`closure_accel`, seed 001 eq 36). Returns the
     status (codes: OK, NOT_PD, NOT_FINITE q'', NOT_FINITE_STATE).
@@ -71,7 +96,7 @@ def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, ta
         if not fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
             return NOT_FINITE_STATE
         p = ip[IH_P]
-        Bq = ws[ip[IH_BMAT]:ip[IH_BMAT] + n * p].reshape((n, p))
+        Bq = ws[ip[IH_BMAT] : ip[IH_BMAT] + n * p].reshape((n, p))
         for i in range(n):
             acc = 0.0
             for j in range(p):
@@ -88,13 +113,41 @@ def plant_accel(q, qd, t, tree_ready, parents, jtype, mf, grav, fparents, fm, ta
         frame_placements(oR, opos, fparents, fm, trans, rots)
         if not fused_rows(S, trans, rots, q, qd, t, ip, fp, ws):
             return NOT_FINITE_STATE
-    phi, phid, A, b, gains, params = program_rows(ip, fp, ws, ip[IH_MP])    # the passive rows only
+    phi, phid, A, b, gains, params = program_rows(ip, fp, ws, ip[IH_MP])  # the passive rows only
     return closure_accel(M, tau, h, A, b, phi, phid, gains, params, sc, qdd)
 
 
 @njit(cache=True)
-def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
-                 oR, opos, S, M, h, trans, rots, tw, kk, xt, u, qdep):
+def plant_period(
+    x,
+    tau,
+    t,
+    dt,
+    substeps,
+    tree_ready,
+    parents,
+    jtype,
+    mf,
+    grav,
+    fparents,
+    fm,
+    ip,
+    fp,
+    ws,
+    sc,
+    oR,
+    opos,
+    S,
+    M,
+    h,
+    trans,
+    rots,
+    tw,
+    kk,
+    xt,
+    u,
+    qdep,
+):
     """``substeps`` classical RK4 steps (:func:`rk4_accept`) of x = (q, q') over dt with the efforts held,
     accelerations by :func:`plant_accel` (``tree_ready``: the tree pass at x is already in the work arrays;
     ``u``, ``qdep``: see there). Returns the first non-zero status (x then partly advanced) or 0."""
@@ -108,8 +161,34 @@ def plant_period(x, tau, t, dt, substeps, tree_ready, parents, jtype, mf, grav, 
             src = x if stage == 0 else xt
             ts = t if stage == 0 else (t + half if stage < 3 else t + hstep)
             qdd = kk[stage, n:]
-            st = plant_accel(src[:n], src[n:], ts, tree_ready and sub == 0 and stage == 0, parents, jtype, mf, grav,
-                             fparents, fm, tau, ip, fp, ws, sc, oR, opos, S, M, h, trans, rots, qdd, tw, u, qdep)
+            st = plant_accel(
+                src[:n],
+                src[n:],
+                ts,
+                tree_ready and sub == 0 and stage == 0,
+                parents,
+                jtype,
+                mf,
+                grav,
+                fparents,
+                fm,
+                tau,
+                ip,
+                fp,
+                ws,
+                sc,
+                oR,
+                opos,
+                S,
+                M,
+                h,
+                trans,
+                rots,
+                qdd,
+                tw,
+                u,
+                qdep,
+            )
             if st != OK:
                 return st
             rk4_accept(x, kk, stage, half if stage < 2 else hstep, xt, qdd)
@@ -141,10 +220,36 @@ def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, pw):
     tw, o = scratch_vec(pw, o, TREE_SCRATCH_PER_JOINT * nj + 12)
     rows, cols = servo_scratch_shape(n, 0, ip[IH_MP], 0)
     sc, o = scratch_mat(pw, o, rows, cols)
-    return plant_period(x, tau, t, dt, substeps, False, pi[2:2 + nj], pi[2 + nj:2 + 2 * nj],
-                        pf[3:3 + nj * JOINT_WIDTH], pf[0:3], pi[2 + 2 * nj:2 + 2 * nj + nf], pf[3 + nj * JOINT_WIDTH:],
-                        ip, fp, ws, sc, oR.reshape((nj, 3, 3)), opos, S, M, h, trans, rots.reshape((mf1, 3, 3)),
-                        tw, kk, xt, tau[:0], False)
+    return plant_period(
+        x,
+        tau,
+        t,
+        dt,
+        substeps,
+        False,
+        pi[2 : 2 + nj],
+        pi[2 + nj : 2 + 2 * nj],
+        pf[3 : 3 + nj * JOINT_WIDTH],
+        pf[0:3],
+        pi[2 + 2 * nj : 2 + 2 * nj + nf],
+        pf[3 + nj * JOINT_WIDTH :],
+        ip,
+        fp,
+        ws,
+        sc,
+        oR.reshape((nj, 3, 3)),
+        opos,
+        S,
+        M,
+        h,
+        trans,
+        rots.reshape((mf1, 3, 3)),
+        tw,
+        kk,
+        xt,
+        tau[:0],
+        False,
+    )
 
 
 def plant_work_size(nj, n, nf, mp=0):

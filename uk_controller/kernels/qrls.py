@@ -20,6 +20,7 @@ Layouts: a matrix A (m x k) is given as its transpose AT (k x m), so that a colu
 NumPy references in the tests: ``numpy.linalg.lstsq`` / ``svd`` and ``uk.redundancy_effort``
 (test/test_null_space_qr.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -186,7 +187,7 @@ def min_norm_solve(AT, rdiag, perm, r, d, T, g, w, z):
             g[i] = v0
             w[i] = b
             T[i, i] = alpha
-            for ii in range(i):          # rows above: columns i and r..k-1 mixed
+            for ii in range(i):  # rows above: columns i and r..k-1 mixed
                 s = T[ii, i] * v0
                 for c in range(r, k):
                     s += T[ii, c] * T[i, c]

@@ -18,22 +18,85 @@ through :mod:`.so3`; plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.a
 ``test_fused_controller_equals_servo_solver_path``, ``test_fused_plant_rhs_equals_unfused``) and
 ``test/test_uk_fast.py::test_compiled_rows_equal_reference_rows``.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from .codes import (BETWEEN_COL, BETWEEN_FOFS, BETWEEN_FRAME_A, BETWEEN_FRAME_B, BETWEEN_WIDTH, IH_A, IH_BETW, IH_BMAT,
-                    IH_BV, IH_CHAIN, IH_EFF, IH_F, IH_FD, IH_FJ, IH_GAINS, IH_INFO, IH_LIMITS, IH_MP, IH_MS, IH_N,
-                    IH_NB, IH_NT, IH_P, IH_PARAMS, IH_PF, IH_PHI, IH_PHID, IH_QDD, IH_SCR, IH_TAU, IH_TDIM, IH_TERMS,
-                    IH_TRAJ, IH_U, INFO_SIZE, INFO_STATUS, NOT_FINITE_STATE, OP_CLOSURE, OP_FRAME_POSITION,
-                    OP_JOINT_LINEAR, OP_JOINT_POLY, OP_PLANAR, OP_SO3, OP_WELD, PARAM_BRAKE, PARAM_LIMIT_TC,
-                    PARAM_LIMITS_ON, PARAMS_SIZE, PLANAR_AXIS, PLANAR_E1,
-                    PLANAR_REFERENCE, ROWS_SCRATCH, TERM_AXES, TERM_FOFS, TERM_FRAME_A, TERM_FRAME_B, TERM_NAX, TERM_OP,
-                    TERM_PLANAR, TERM_ROW0, TERM_TRAJ, TERM_WIDTH, TR_COMPS, TR_DIM, TR_FOFS, TR_KIND, TR_NCOMP,
-                    TRAJ_HOLD, TRAJ_WIDTH)
+from .codes import (
+    BETWEEN_COL,
+    BETWEEN_FOFS,
+    BETWEEN_FRAME_A,
+    BETWEEN_FRAME_B,
+    BETWEEN_WIDTH,
+    IH_A,
+    IH_BETW,
+    IH_BMAT,
+    IH_BV,
+    IH_CHAIN,
+    IH_EFF,
+    IH_F,
+    IH_FD,
+    IH_FJ,
+    IH_GAINS,
+    IH_INFO,
+    IH_LIMITS,
+    IH_MP,
+    IH_MS,
+    IH_N,
+    IH_NB,
+    IH_NT,
+    IH_P,
+    IH_PARAMS,
+    IH_PF,
+    IH_PHI,
+    IH_PHID,
+    IH_QDD,
+    IH_SCR,
+    IH_TAU,
+    IH_TDIM,
+    IH_TERMS,
+    IH_TRAJ,
+    IH_U,
+    INFO_SIZE,
+    INFO_STATUS,
+    NOT_FINITE_STATE,
+    OP_CLOSURE,
+    OP_FRAME_POSITION,
+    OP_JOINT_LINEAR,
+    OP_JOINT_POLY,
+    OP_PLANAR,
+    OP_SO3,
+    OP_WELD,
+    PARAM_BRAKE,
+    PARAM_LIMIT_TC,
+    PARAM_LIMITS_ON,
+    PARAMS_SIZE,
+    PLANAR_AXIS,
+    PLANAR_E1,
+    PLANAR_REFERENCE,
+    ROWS_SCRATCH,
+    TERM_AXES,
+    TERM_FOFS,
+    TERM_FRAME_A,
+    TERM_FRAME_B,
+    TERM_NAX,
+    TERM_OP,
+    TERM_PLANAR,
+    TERM_ROW0,
+    TERM_TRAJ,
+    TERM_WIDTH,
+    TR_COMPS,
+    TR_DIM,
+    TR_FOFS,
+    TR_KIND,
+    TR_NCOMP,
+    TRAJ_HOLD,
+    TRAJ_WIDTH,
+)
 from .jit import borrowed, njit
-from .linalg import view2, view3
 from .limits import acceleration_bounds
+from .linalg import view2, view3
 from .servo import servo_scratch_shape, servo_solve
 from .so3 import so3_desired, so3_rows
 from .trajectory import hold_eval, trajectory_eval
@@ -133,7 +196,6 @@ def planar_angle(R, J, drift, qd, axis, e1, reference, row):
     thetad = k0 * w[0] + k1 * w[1] + k2 * w[2]
     gamma = k0 * drift[3] + k1 * drift[4] + k2 * drift[5] + kd0 * w[0] + kd1 * w[1] + kd2 * w[2]
     return theta, thetad, gamma
-
 
 
 @njit(cache=True)
@@ -238,18 +300,18 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
     FD = view2(ws, ip[IH_FD], nf, 6)
     for f in range(nf):
         frame_kinematics(Jw, qd, ip, ip[IH_CHAIN] + f * (n + 1), trans[f], FJ[f], FD[f])
-    phi = ws[ip[IH_PHI]:ip[IH_PHI] + m]
-    phid = ws[ip[IH_PHID]:ip[IH_PHID] + m]
+    phi = ws[ip[IH_PHI] : ip[IH_PHI] + m]
+    phid = ws[ip[IH_PHID] : ip[IH_PHID] + m]
     A = view2(ws, ip[IH_A], m, n)
-    b = ws[ip[IH_BV]:ip[IH_BV] + m]
+    b = ws[ip[IH_BV] : ip[IH_BV] + m]
     td = ip[IH_TDIM]
-    scr = ws[ip[IH_SCR]:ip[IH_SCR] + 3 * td + 2 * n + ROWS_SCRATCH]
+    scr = ws[ip[IH_SCR] : ip[IH_SCR] + 3 * td + 2 * n + ROWS_SCRATCH]
     P = scr[0:td]
-    V = scr[td:2 * td]
-    Acc = scr[2 * td:3 * td]
-    ra = scr[3 * td:3 * td + n]
-    rb = scr[3 * td + n:3 * td + 2 * n]
-    s3 = scr[3 * td + 2 * n:]
+    V = scr[td : 2 * td]
+    Acc = scr[2 * td : 3 * td]
+    ra = scr[3 * td : 3 * td + n]
+    rb = scr[3 * td + n : 3 * td + 2 * n]
+    s3 = scr[3 * td + 2 * n :]
     for k in range(ip[IH_NT]):
         o = ip[IH_TERMS] + k * TERM_WIDTH
         opcode = ip[o + TERM_OP]
@@ -260,7 +322,7 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
         if tr >= 0:
             to = ip[IH_TRAJ] + tr * TRAJ_WIDTH
             kind = ip[to + TR_KIND]
-            if kind == TRAJ_HOLD:            # inlined: no trajectory_eval call for each posture row
+            if kind == TRAJ_HOLD:  # inlined: no trajectory_eval call for each posture row
                 hold_eval(ip[to + TR_DIM], fp, ip[to + TR_FOFS], P, V, Acc)
             else:
                 trajectory_eval(kind, ip[to + TR_DIM], fp, ip[to + TR_FOFS], t, P, V, Acc)
@@ -269,14 +331,29 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             f = ip[o + TERM_FRAME_A]
             ax = o + TERM_AXES
             comps = to + TR_COMPS
-            position_rows(FJ[f], trans[f], FD[f], ip[ax:ax + ip[o + TERM_NAX]], ip[comps:comps + ncomp], P, V, Acc,
-                          qd, phi[r0:], phid[r0:], A[r0:], b[r0:])
+            position_rows(
+                FJ[f],
+                trans[f],
+                FD[f],
+                ip[ax : ax + ip[o + TERM_NAX]],
+                ip[comps : comps + ncomp],
+                P,
+                V,
+                Acc,
+                qd,
+                phi[r0:],
+                phid[r0:],
+                A[r0:],
+                b[r0:],
+            )
         elif opcode == OP_PLANAR:
             f = ip[o + TERM_FRAME_A]
             fo = ip[o + TERM_FOFS]
             c = ip[to + TR_COMPS] if ncomp > 0 else 0
             pa, pe, pr = fo + PLANAR_AXIS, fo + PLANAR_E1, fo + PLANAR_REFERENCE
-            th, thd, gam = planar_angle(rots[f], FJ[f], FD[f], qd, fp[pa:pa + 3], fp[pe:pe + 3], fp[pr:pr + 3], A[r0])
+            th, thd, gam = planar_angle(
+                rots[f], FJ[f], FD[f], qd, fp[pa : pa + 3], fp[pe : pe + 3], fp[pr : pr + 3], A[r0]
+            )
             phi[r0] = wrap_angle(th - P[c])
             phid[r0] = thd - V[c]
             b[r0] = Acc[c] - gam
@@ -293,15 +370,42 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             wd = s3[82:85]
             wdd = s3[85:88]
             so3_desired(rv[0:3], rv[3:6], rv[6:9], Rd, wd, wdd, s3[0:64])
-            so3_rows(rots[f], FJ[f], FD[f], qd, Rd, wd, wdd, FJ[f], FD[f], False, phi[r0:r0 + 3], phid[r0:r0 + 3],
-                     A[r0:r0 + 3], b[r0:r0 + 3], s3[0:64])
+            so3_rows(
+                rots[f],
+                FJ[f],
+                FD[f],
+                qd,
+                Rd,
+                wd,
+                wdd,
+                FJ[f],
+                FD[f],
+                False,
+                phi[r0 : r0 + 3],
+                phid[r0 : r0 + 3],
+                A[r0 : r0 + 3],
+                b[r0 : r0 + 3],
+                s3[0:64],
+            )
         elif opcode == OP_WELD:
             # x, y, z of frame A on frame B, then log(R_B^T R_A) = 0 with omega_d = J_ang,B q'
             fa = ip[o + TERM_FRAME_A]
             fb = ip[o + TERM_FRAME_B]
             ax = o + TERM_AXES
-            closure_position_rows(FJ[fa], FJ[fb], trans[fa], trans[fb], FD[fa], FD[fb], ip[ax:ax + 3], qd,
-                                  phi[r0:], phid[r0:], A[r0:], b[r0:])
+            closure_position_rows(
+                FJ[fa],
+                FJ[fb],
+                trans[fa],
+                trans[fb],
+                FD[fa],
+                FD[fb],
+                ip[ax : ax + 3],
+                qd,
+                phi[r0:],
+                phid[r0:],
+                A[r0:],
+                b[r0:],
+            )
             wd = s3[82:85]
             wdd = s3[85:88]
             for i in range(3):
@@ -311,8 +415,23 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
                 wd[i] = acc
                 wdd[i] = 0.0
             rw = r0 + 3
-            so3_rows(rots[fa], FJ[fa], FD[fa], qd, rots[fb], wd, wdd, FJ[fb], FD[fb], True, phi[rw:rw + 3],
-                     phid[rw:rw + 3], A[rw:rw + 3], b[rw:rw + 3], s3[0:64])
+            so3_rows(
+                rots[fa],
+                FJ[fa],
+                FD[fa],
+                qd,
+                rots[fb],
+                wd,
+                wdd,
+                FJ[fb],
+                FD[fb],
+                True,
+                phi[rw : rw + 3],
+                phid[rw : rw + 3],
+                A[rw : rw + 3],
+                b[rw : rw + 3],
+                s3[0:64],
+            )
         elif opcode == OP_JOINT_LINEAR:
             fo = ip[o + TERM_FOFS]
             c = ip[to + TR_COMPS] if ncomp > 0 else 0
@@ -328,21 +447,47 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
             b[r0] = Acc[c]
         elif opcode == OP_JOINT_POLY:
             fo = ip[o + TERM_FOFS]
-            joint_polynomial_row(q, qd, ip[o + TERM_AXES], ip[o + TERM_AXES + 1], fp[fo:fo + 5], fp[fo + 5:fo + 7],
-                                 phi[r0:], phid[r0:], A[r0], b[r0:])
+            joint_polynomial_row(
+                q,
+                qd,
+                ip[o + TERM_AXES],
+                ip[o + TERM_AXES + 1],
+                fp[fo : fo + 5],
+                fp[fo + 5 : fo + 7],
+                phi[r0:],
+                phid[r0:],
+                A[r0],
+                b[r0:],
+            )
         elif opcode == OP_CLOSURE:
             fa = ip[o + TERM_FRAME_A]
             fb = ip[o + TERM_FRAME_B]
             nax = ip[o + TERM_NAX]
             ax = o + TERM_AXES
-            closure_position_rows(FJ[fa], FJ[fb], trans[fa], trans[fb], FD[fa], FD[fb], ip[ax:ax + nax], qd,
-                                  phi[r0:], phid[r0:], A[r0:], b[r0:])
+            closure_position_rows(
+                FJ[fa],
+                FJ[fb],
+                trans[fa],
+                trans[fb],
+                FD[fa],
+                FD[fb],
+                ip[ax : ax + nax],
+                qd,
+                phi[r0:],
+                phid[r0:],
+                A[r0:],
+                b[r0:],
+            )
             if ip[o + TERM_PLANAR]:
                 fo = ip[o + TERM_FOFS]
                 pa, pe, pr = fo + PLANAR_AXIS, fo + PLANAR_E1, fo + PLANAR_REFERENCE
                 rl = r0 + nax
-                ta, tad, ga = planar_angle(rots[fa], FJ[fa], FD[fa], qd, fp[pa:pa + 3], fp[pe:pe + 3], fp[pr:pr + 3], ra)
-                tb, tbd, gb = planar_angle(rots[fb], FJ[fb], FD[fb], qd, fp[pa:pa + 3], fp[pe:pe + 3], fp[pr:pr + 3], rb)
+                ta, tad, ga = planar_angle(
+                    rots[fa], FJ[fa], FD[fa], qd, fp[pa : pa + 3], fp[pe : pe + 3], fp[pr : pr + 3], ra
+                )
+                tb, tbd, gb = planar_angle(
+                    rots[fb], FJ[fb], FD[fb], qd, fp[pa : pa + 3], fp[pe : pe + 3], fp[pr : pr + 3], rb
+                )
                 phi[rl] = wrap_angle(ta - tb)
                 phid[rl] = tad - tbd
                 for j in range(n):
@@ -381,9 +526,14 @@ def program_rows(ip, fp, ws, m):
     and the program's gains (2, mp + ms) and solver parameters."""
     n = ip[IH_N]
     mg = ip[IH_MP] + ip[IH_MS]
-    return (ws[ip[IH_PHI]:ip[IH_PHI] + m], ws[ip[IH_PHID]:ip[IH_PHID] + m],
-            view2(ws, ip[IH_A], m, n), ws[ip[IH_BV]:ip[IH_BV] + m],
-            view2(fp, ip[IH_GAINS], 2, mg), fp[ip[IH_PARAMS]:ip[IH_PARAMS] + PARAMS_SIZE])
+    return (
+        ws[ip[IH_PHI] : ip[IH_PHI] + m],
+        ws[ip[IH_PHID] : ip[IH_PHID] + m],
+        view2(ws, ip[IH_A], m, n),
+        ws[ip[IH_BV] : ip[IH_BV] + m],
+        view2(fp, ip[IH_GAINS], 2, mg),
+        fp[ip[IH_PARAMS] : ip[IH_PARAMS] + PARAMS_SIZE],
+    )
 
 
 @njit(cache=True)
@@ -398,7 +548,7 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
     n = ip[IH_N]
     p = ip[IH_P]
     mp = ip[IH_MP]
-    info = ws[ip[IH_INFO]:ip[IH_INFO] + INFO_SIZE]
+    info = ws[ip[IH_INFO] : ip[IH_INFO] + INFO_SIZE]
     if not fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
         for i in range(INFO_SIZE):
             info[i] = 0.0
@@ -412,10 +562,32 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
     if params[PARAM_LIMITS_ON] != 0.0:
         table = view2(fp, ip[IH_LIMITS] + p, 3, n)
         acceleration_bounds(q, qd, table, params[PARAM_BRAKE], params[PARAM_LIMIT_TC], alo, ahi)
-    servo_solve(Mlow, ws[ip[IH_TAU]:ip[IH_TAU] + n], h, B, A[mp:], b[mp:], phi[mp:], phid[mp:], A[:mp], b[:mp],
-                phi[:mp], phid[:mp], gains, params, fp[ip[IH_LIMITS]:ip[IH_LIMITS] + p], alo, ahi,
-                ws[ip[IH_U]:ip[IH_U] + p], ws[ip[IH_QDD]:ip[IH_QDD] + n], ws[ip[IH_PF]:ip[IH_PF] + n],
-                ws[ip[IH_EFF]:ip[IH_EFF] + p], sat, info, sc[:rows])
+    servo_solve(
+        Mlow,
+        ws[ip[IH_TAU] : ip[IH_TAU] + n],
+        h,
+        B,
+        A[mp:],
+        b[mp:],
+        phi[mp:],
+        phid[mp:],
+        A[:mp],
+        b[:mp],
+        phi[:mp],
+        phid[:mp],
+        gains,
+        params,
+        fp[ip[IH_LIMITS] : ip[IH_LIMITS] + p],
+        alo,
+        ahi,
+        ws[ip[IH_U] : ip[IH_U] + p],
+        ws[ip[IH_QDD] : ip[IH_QDD] + n],
+        ws[ip[IH_PF] : ip[IH_PF] + n],
+        ws[ip[IH_EFF] : ip[IH_EFF] + p],
+        sat,
+        info,
+        sc[:rows],
+    )
 
 
 @njit(cache=True)
@@ -425,6 +597,18 @@ def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
     on as :func:`.jit.borrowed` views (no atomic reference counting in the step; the caller holds them). The
     scratch allocated here is NOT borrowed: numba frees a local array after its last use, which would be the
     borrow."""
-    fused_step_ws(borrowed(Mlow), borrowed(h), borrowed(Jw), trans, rots, borrowed(q), borrowed(qd), t, borrowed(ip),
-                  borrowed(fp), borrowed(ws), borrowed(sat), np.empty(program_scratch_shape(ip)))
-
+    fused_step_ws(
+        borrowed(Mlow),
+        borrowed(h),
+        borrowed(Jw),
+        trans,
+        rots,
+        borrowed(q),
+        borrowed(qd),
+        t,
+        borrowed(ip),
+        borrowed(fp),
+        borrowed(ws),
+        borrowed(sat),
+        np.empty(program_scratch_shape(ip)),
+    )

@@ -29,20 +29,60 @@ with no efforts and no servo rows). Tests: ``test/test_uk_fast.py`` (``test_serv
 
 Statuses and the ``info`` / ``params`` layouts are in :mod:`.codes`.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-from .codes import (INFO_BBAR_NORM, INFO_CONDITION, INFO_CONSISTENT, INFO_LIMIT_ITERATIONS, INFO_LIMIT_VIOLATION,
-                    INFO_LIMITED, INFO_N_SATURATED, INFO_NULL_INTERNAL,
-                    INFO_NULL_MOTION, INFO_PASSIVE_RANK, INFO_RANK, INFO_RESIDUAL, INFO_STATUS, NOT_FINITE, NOT_PD, OK,
-                    PARAM_CONSISTENCY_TOL, PARAM_GRAM_FLOOR, PARAM_INTERNAL, PARAM_INTERNAL_TARGET, PARAM_MAX_SWEEPS,
-                    PARAM_JOINT_METRIC, PARAM_LIMIT_EPS, PARAM_LIMIT_WEIGHT, PARAM_LIMITS_ON, PARAM_N_ONE_SIDED, PARAM_N_SECONDARY, PARAM_NULL_RCOND, PARAM_POSTURE_SPEED,
-                    PARAM_RCOND, PARAM_TASK_SPEED)
+from .codes import (
+    INFO_BBAR_NORM,
+    INFO_CONDITION,
+    INFO_CONSISTENT,
+    INFO_LIMIT_ITERATIONS,
+    INFO_LIMIT_VIOLATION,
+    INFO_LIMITED,
+    INFO_N_SATURATED,
+    INFO_NULL_INTERNAL,
+    INFO_NULL_MOTION,
+    INFO_PASSIVE_RANK,
+    INFO_RANK,
+    INFO_RESIDUAL,
+    INFO_STATUS,
+    NOT_FINITE,
+    NOT_PD,
+    OK,
+    PARAM_CONSISTENCY_TOL,
+    PARAM_GRAM_FLOOR,
+    PARAM_INTERNAL,
+    PARAM_INTERNAL_TARGET,
+    PARAM_JOINT_METRIC,
+    PARAM_LIMIT_EPS,
+    PARAM_LIMIT_WEIGHT,
+    PARAM_LIMITS_ON,
+    PARAM_MAX_SWEEPS,
+    PARAM_N_ONE_SIDED,
+    PARAM_N_SECONDARY,
+    PARAM_NULL_RCOND,
+    PARAM_POSTURE_SPEED,
+    PARAM_RCOND,
+    PARAM_TASK_SPEED,
+)
 from .jit import njit
 from .limits import beyond_limits, bounded_stage
-from .linalg import (EPS, chol_solve_col, chol_solve_cols, cholesky_lower, column_norms, jacobi_columns,
-                     jacobi_columns_rhs, jacobi_rows, matmul, row_norms, scratch_row, scratch_rows)
+from .linalg import (
+    EPS,
+    chol_solve_col,
+    chol_solve_cols,
+    cholesky_lower,
+    column_norms,
+    jacobi_columns,
+    jacobi_columns_rhs,
+    jacobi_rows,
+    matmul,
+    row_norms,
+    scratch_row,
+    scratch_rows,
+)
 from .qrls import inverse_frobenius, min_norm_solve, qr_pivoted_rows, reflect_row, reflect_vec, reflector_row
 
 
@@ -75,7 +115,6 @@ def row_residuals(A, x, b, phi, phid, gains, g0, vmax, out):
             acc += A[i, k] * x[k]
         bstab = b[i] - correction(gains[0, g0 + i], gains[1, g0 + i], phi[i], phid[i], vmax)
         out[i] = bstab - acc
-
 
 
 @njit(cache=True)
@@ -155,8 +194,30 @@ def mass_weighted(L, NB, qdd_task, ap, X, ltd):
 
 
 @njit(cache=True)
-def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided, vmax, right_g, sg, rank_g,
-                    right_scaled, null_rcond, sweeps, internal, target, du, sc, o):
+def null_space_step(
+    L,
+    NB,
+    qdd_task,
+    As,
+    bs,
+    phis,
+    phids,
+    gains,
+    g0,
+    n_one_sided,
+    vmax,
+    right_g,
+    sg,
+    rank_g,
+    right_scaled,
+    null_rcond,
+    sweeps,
+    internal,
+    target,
+    du,
+    sc,
+    o,
+):
     """Redundancy resolution on the closure-projected dynamics (DESIGN.md "Redundancy"; twin of
     ``uk.redundancy_effort``): writes ``du = P z (+ P_int u_int)`` and returns the dimensions
     ``(motion, internal)`` of the null space of the task.
@@ -200,8 +261,9 @@ def null_space_step(L, NB, qdd_task, As, bs, phis, phids, gains, g0, n_one_sided
         ok, rank_y = null_space_qr(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, du, sc, o)
         if ok:
             return rank_y, p - rank_g - rank_y
-    return null_space_jacobi(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, sweeps, internal,
-                             target, du, sc, o)
+    return null_space_jacobi(
+        L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, sweeps, internal, target, du, sc, o
+    )
 
 
 @njit(cache=True)
@@ -306,8 +368,9 @@ def null_space_qr(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_r
 
 
 @njit(cache=True)
-def null_space_jacobi(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, sweeps, internal,
-                      target, du, sc, o):
+def null_space_jacobi(
+    L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, null_rcond, sweeps, internal, target, du, sc, o
+):
     """:func:`null_space_step` by the SVD: ``P = I - V_G V_G^T``, Z by pivoted Gram-Schmidt on the columns of
     P, the one-sided Jacobi SVD of Y = X Z (k columns wide instead of p: the null space only) and its rank
     rule ``s_k > null_rcond |X|_F``; the only path with an internal-force target, and the fall-back of
@@ -388,13 +451,13 @@ def null_space_jacobi(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, nu
             rank_y += 1
             s2 = 1.0 / (sy[kk] * sy[kk])
             coef = 0.0
-            if tall:             # Y = W V^T: z += V_k (W_k . ltd) / s_k^2
+            if tall:  # Y = W V^T: z += V_k (W_k . ltd) / s_k^2
                 for i in range(n):
                     coef += WyT[kk, i] * ltd[i]
                 coef *= s2
                 for j in range(k):
                     vk[j] += VyT[kk, j] * coef
-            else:                # Y^T = W V^T, Y = V W^T: z += W_k (V_k . ltd) / s_k^2
+            else:  # Y^T = W V^T, Y = V W^T: z += W_k (V_k . ltd) / s_k^2
                 for i in range(n):
                     coef += VyT[kk, i] * ltd[i]
                 coef *= s2
@@ -426,7 +489,6 @@ def null_space_jacobi(L, NB, qdd_task, ap, right_g, sg, rank_g, right_scaled, nu
             acc += ZT[j, i] * vk[j]
         du[i] = acc
     return rank_y, p - rank_g - rank_y
-
 
 
 @njit(cache=True)
@@ -479,7 +541,7 @@ def passive_projection(L, Ap, bp, phip, phidp, gains, rcond, floor, sweeps, a0, 
     # columns, operation for operation (the same bits), with V returned transposed
     VT = V
     jacobi_rows(W, VT, sweeps)
-    wmax = row_norms(W, w)              # G is PSD: its singular values are its eigenvalues
+    wmax = row_norms(W, w)  # G is PSD: its singular values are its eigenvalues
     # residual of the passive rows with Q alone, and of each column of M^{-1} B
     row_residuals(Ap, a0, bp, phip, phidp, gains, 0, np.inf, rp)
     rank_p = 0
@@ -525,8 +587,21 @@ def closure_accel(M, tau, h, Ap, bp, phip, phidp, gains, params, sc, qdd):
     L = sc[:n, :n]
     if not free_accel(M, tau, h, L, qdd):
         return NOT_PD
-    passive_projection(L, Ap, bp, phip, phidp, gains, params[PARAM_RCOND], params[PARAM_GRAM_FLOOR],
-                       int(params[PARAM_MAX_SWEEPS]), qdd, sc[:n, :0], sc, n)
+    passive_projection(
+        L,
+        Ap,
+        bp,
+        phip,
+        phidp,
+        gains,
+        params[PARAM_RCOND],
+        params[PARAM_GRAM_FLOOR],
+        int(params[PARAM_MAX_SWEEPS]),
+        qdd,
+        sc[:n, :0],
+        sc,
+        n,
+    )
     for k in range(n):
         if not np.isfinite(qdd[k]):
             return NOT_FINITE
@@ -534,8 +609,32 @@ def closure_accel(M, tau, h, Ap, bp, phip, phidp, gains, params, sc, qdd):
 
 
 @njit(cache=True)
-def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits, alo, ahi,
-                u, qdd, pforce, effort, sat, info, sc):
+def servo_solve(
+    M,
+    tau,
+    h,
+    B,
+    As,
+    bs,
+    phis,
+    phids,
+    Ap,
+    bp,
+    phip,
+    phidp,
+    gains,
+    params,
+    limits,
+    alo,
+    ahi,
+    u,
+    qdd,
+    pforce,
+    effort,
+    sat,
+    info,
+    sc,
+):
     """Servo control of seed 004 with closures (see module docstring); writes u, qdd, pforce, info.
 
     :func:`free_accel`, ``NB = M^{-1} B``, the passive rows by :func:`passive_projection` (N Q + r_p in a0,
@@ -557,7 +656,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     nsec = int(params[PARAM_N_SECONDARY])
     internal = params[PARAM_INTERNAL] != 0.0
     mall = As.shape[0]
-    ms = mall - nsec                  # task rows; the nsec rows after them are posture rows
+    ms = mall - nsec  # task rows; the nsec rows after them are posture rows
     rcond = params[PARAM_RCOND]
     tol = params[PARAM_CONSISTENCY_TOL]
     sweeps = int(params[PARAM_MAX_SWEEPS])
@@ -574,7 +673,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     s, o = scratch_row(sc, o, min(p, ms))
     start, o = scratch_row(sc, o, p)
     limited = params[PARAM_LIMITS_ON] != 0.0
-    if limited:                       # the previous step's effort: the joint-limit stage's warm start
+    if limited:  # the previous step's effort: the joint-limit stage's warm start
         for j in range(p):
             start[j] = u[j]
     # a0 = M^{-1} Q (Q = tau - h), NB = M^{-1} B (then projected on the closures)
@@ -583,10 +682,13 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         return
     chol_solve_cols(L, B, NB)
     if mp > 0:
-        info[INFO_PASSIVE_RANK] = passive_projection(L, Ap, bp, phip, phidp, gains, rcond, params[PARAM_GRAM_FLOOR],
-                                                     sweeps, a0, NB, sc, o)
+        info[INFO_PASSIVE_RANK] = passive_projection(
+            L, Ap, bp, phip, phidp, gains, rcond, params[PARAM_GRAM_FLOOR], sweeps, a0, NB, sc, o
+        )
     # servo: CB u = bbar
-    row_residuals(As[:ms], a0, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], bbar)     # the task rows (posture rows: below)
+    row_residuals(
+        As[:ms], a0, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], bbar
+    )  # the task rows (posture rows: below)
     bnorm = 0.0
     for i in range(ms):
         bnorm += bbar[i] * bbar[i]
@@ -600,14 +702,14 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
     left, right = Vs, Wsvd[:p, :c]
     if ms > 0 and p > 0:
         wide = ms <= p
-        if wide:                     # columns of CB^T (p x ms): CB = V S U^T; V only as V^T bbar (in rs)
+        if wide:  # columns of CB^T (p x ms): CB = V S U^T; V only as V^T bbar (in rs)
             Ws = Wsvd[:p, :ms]
             for i in range(ms):
                 rs[i] = bbar[i]
                 for j in range(p):
                     Ws[j, i] = CB[i, j]
             jacobi_columns_rhs(Ws, rs, sweeps)
-        else:                        # columns of CB (ms x p): CB = U S V^T
+        else:  # columns of CB (ms x p): CB = U S V^T
             Ws = Wsvd[:ms, :p]
             for i in range(ms):
                 for j in range(p):
@@ -616,7 +718,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         smax = column_norms(Ws, s)
         # singular vectors in the row space of bbar (ms x c) and in the effort space (p x c), scaled by s_k:
         # ms <= p: CB = V S U^T with W = U S;  else CB = U S V^T with W = U S
-        left, right = (Vs, Ws) if ms <= p else (Ws, Vs)      # left: read only when ms > p
+        left, right = (Vs, Ws) if ms <= p else (Ws, Vs)  # left: read only when ms > p
         if smax > 0.0:
             smin = smax
             for k in range(c):
@@ -625,9 +727,9 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                     if s[k] < smin:
                         smin = s[k]
                     s2 = 1.0 / (s[k] * s[k])
-                    if wide:             # u += W_k (V^T bbar)_k / s_k^2
+                    if wide:  # u += W_k (V^T bbar)_k / s_k^2
                         coef = rs[k]
-                    else:                # u += right_k (left_k . bbar) / s_k^2
+                    else:  # u += right_k (left_k . bbar) / s_k^2
                         coef = 0.0
                         for i in range(ms):
                             coef += left[i, k] * bbar[i]
@@ -635,7 +737,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
                     for j in range(p):
                         u[j] += right[j, k] * coef
                 else:
-                    s[k] = 0.0          # dropped: not in G's row space for null_space_step
+                    s[k] = 0.0  # dropped: not in G's row space for null_space_step
             cond = smax / smin
         else:
             for k in range(c):
@@ -647,15 +749,35 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         qt, on = scratch_row(sc, on, n)
         accelerations(a0, NB, u, qt)
         Lw = L
-        if params[PARAM_JOINT_METRIC] != 0.0:      # the identity metric: |x| on joint accelerations
+        if params[PARAM_JOINT_METRIC] != 0.0:  # the identity metric: |x| on joint accelerations
             Lw, on = scratch_rows(sc, on, n, n)
             for i in range(n):
                 for k in range(n):
                     Lw[i, k] = 1.0 if i == k else 0.0
-        nm, ni = null_space_step(Lw, NB, qt, As[ms:], bs[ms:], phis[ms:], phids[ms:], gains, mp + ms,
-                                 int(params[PARAM_N_ONE_SIDED]), params[PARAM_POSTURE_SPEED], right, s[:c] if ms > 0 else s[:0], rank,
-                                 ms <= p, params[PARAM_NULL_RCOND], sweeps, internal,
-                                 params[PARAM_INTERNAL_TARGET:PARAM_INTERNAL_TARGET + p], du, sc, on)
+        nm, ni = null_space_step(
+            Lw,
+            NB,
+            qt,
+            As[ms:],
+            bs[ms:],
+            phis[ms:],
+            phids[ms:],
+            gains,
+            mp + ms,
+            int(params[PARAM_N_ONE_SIDED]),
+            params[PARAM_POSTURE_SPEED],
+            right,
+            s[:c] if ms > 0 else s[:0],
+            rank,
+            ms <= p,
+            params[PARAM_NULL_RCOND],
+            sweeps,
+            internal,
+            params[PARAM_INTERNAL_TARGET : PARAM_INTERNAL_TARGET + p],
+            du,
+            sc,
+            on,
+        )
         for j in range(p):
             u[j] += du[j]
         info[INFO_NULL_MOTION] = nm
@@ -666,11 +788,13 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         # the joint-limit stage: bounded least squares on the task rows (CB u = bbar) with the joint
         # acceleration bounds alo <= a0 + NB u <= ahi and the effort box (kernels/limits.py). The step is
         # LIMITED when the unbounded effort met the task (an under-actuated task stays SERVO_INCONSISTENT)
-        if residual_norm(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs) <= \
-                tol * max(1.0, bnorm):
+        if residual_norm(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs) <= tol * max(
+            1.0, bnorm
+        ):
             info[INFO_LIMITED] = 1.0
-        it, viol = bounded_stage(CB, bbar, NB, a0, alo, ahi, limits, params[PARAM_LIMIT_WEIGHT],
-                                 params[PARAM_LIMIT_EPS], u, start, sc, o)
+        it, viol = bounded_stage(
+            CB, bbar, NB, a0, alo, ahi, limits, params[PARAM_LIMIT_WEIGHT], params[PARAM_LIMIT_EPS], u, start, sc, o
+        )
         info[INFO_LIMIT_ITERATIONS] = it
         info[INFO_LIMIT_VIOLATION] = viol
         accelerations(a0, NB, u, qdd)
@@ -704,7 +828,7 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
         elif e < -lim:
             e = -lim
             sat[j] = True
-        elif limited and abs(e) >= lim * (1.0 - 1e-12):     # held at its limit by the bounded stage
+        elif limited and abs(e) >= lim * (1.0 - 1e-12):  # held at its limit by the bounded stage
             sat[j] = True
         if sat[j]:
             nsat += 1
@@ -713,11 +837,57 @@ def servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, p
 
 
 @njit(cache=True)
-def servo_kernel(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits, alo, ahi,
-                 u, qdd, pforce, effort, sat, info):
+def servo_kernel(
+    M,
+    tau,
+    h,
+    B,
+    As,
+    bs,
+    phis,
+    phids,
+    Ap,
+    bp,
+    phip,
+    phidp,
+    gains,
+    params,
+    limits,
+    alo,
+    ahi,
+    u,
+    qdd,
+    pforce,
+    effort,
+    sat,
+    info,
+):
     """:func:`servo_solve` with its scratch array allocated here (one allocation per call; uk.ServoSolver's
     entry point)."""
     sc = np.empty(servo_scratch_shape(M.shape[0], B.shape[1], Ap.shape[0], As.shape[0]))
-    servo_solve(M, tau, h, B, As, bs, phis, phids, Ap, bp, phip, phidp, gains, params, limits, alo, ahi,
-                u, qdd, pforce, effort, sat, info, sc)
-
+    servo_solve(
+        M,
+        tau,
+        h,
+        B,
+        As,
+        bs,
+        phis,
+        phids,
+        Ap,
+        bp,
+        phip,
+        phidp,
+        gains,
+        params,
+        limits,
+        alo,
+        ahi,
+        u,
+        qdd,
+        pforce,
+        effort,
+        sat,
+        info,
+        sc,
+    )

@@ -17,6 +17,7 @@ caller's scratch ``s`` (SO3_SCRATCH floats): no heap allocation.
 Tests: ``test/test_compiled_rows_all_types.py`` (log3/exp3 against Pinocchio, rows against the reference
 terms on random states, the controller's two backends).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,7 +26,7 @@ from .jit import njit
 
 #: floats of scratch :func:`so3_rows` and :func:`so3_desired` need
 SO3_SCRATCH = 64
-_NEAR_PI = 1e-2          # below pi - this, log3 uses the antisymmetric part; above, the diagonal (as Pinocchio)
+_NEAR_PI = 1e-2  # below pi - this, log3 uses the antisymmetric part; above, the diagonal (as Pinocchio)
 
 
 @njit(cache=True)
@@ -56,7 +57,8 @@ def exp3(r, R):
 @njit(cache=True)
 def log3(E, e):
     """Rotation vector e of the rotation matrix E (the principal logarithm, |e| <= pi), the twin of
-    ``constraints.so3.log3`` (which is ``pinocchio.log3`` with th from atan2 instead of acos). With ``v = (E21 - E12, E02 - E20, E10 - E01) = 2 sin(th) axis``:
+    ``constraints.so3.log3`` (which is ``pinocchio.log3`` with th from atan2 instead of acos). With ``v = (E21 - E12,
+    E02 - E20, E10 - E01) = 2 sin(th) axis``:
     ``th = atan2(|v| / 2, (tr E - 1) / 2)`` and ``e = th v / |v|`` (``e = v / 2`` as |v| -> 0); within 1e-2 of
     pi, where v carries little of the axis, the axis is the column i of largest diagonal of
     ``(E + E^T) / 2 - cos(th) I = (1 - cos th) a a^T``, normalised, with the one sign of ``a . v`` (``a_i > 0``
@@ -119,10 +121,13 @@ def _series_dot(x0, x1, x2, d0, d1, d2, k1, k2, e1, e2, y0, y1, y2):
     a0, a1, a2 = _cross(x0, x1, x2, y0, y1, y2)
     b0, b1, b2 = _cross(d0, d1, d2, y0, y1, y2)
     s0, s1, s2 = _sq(x0, x1, x2, y0, y1, y2)
-    u0, u1, u2 = _cross(d0, d1, d2, a0, a1, a2)          # [d][x] y
-    v0, v1, v2 = _cross(x0, x1, x2, b0, b1, b2)          # [x][d] y
-    return (e1 * a0 + k1 * b0 + e2 * s0 + k2 * (u0 + v0), e1 * a1 + k1 * b1 + e2 * s1 + k2 * (u1 + v1),
-            e1 * a2 + k1 * b2 + e2 * s2 + k2 * (u2 + v2))
+    u0, u1, u2 = _cross(d0, d1, d2, a0, a1, a2)  # [d][x] y
+    v0, v1, v2 = _cross(x0, x1, x2, b0, b1, b2)  # [x][d] y
+    return (
+        e1 * a0 + k1 * b0 + e2 * s0 + k2 * (u0 + v0),
+        e1 * a1 + k1 * b1 + e2 * s1 + k2 * (u1 + v1),
+        e1 * a2 + k1 * b2 + e2 * s2 + k2 * (u2 + v2),
+    )
 
 
 @njit(cache=True)
@@ -133,8 +138,8 @@ def _jr_inv_coeffs(th):
         return 1.0 / 12.0 + t2 / 720.0 + t2 * t2 / 30240.0, 1.0 / 360.0 + t2 / 7560.0 + t2 * t2 / 201600.0
     half = 0.5 * th
     cot = math.cos(half) / math.sin(half)
-    c = 1.0 / th ** 2 - cot / (2.0 * th)
-    dc = -2.0 / th ** 3 + cot / (2.0 * th ** 2) + 1.0 / (4.0 * th * math.sin(half) ** 2)
+    c = 1.0 / th**2 - cot / (2.0 * th)
+    dc = -2.0 / th**3 + cot / (2.0 * th**2) + 1.0 / (4.0 * th * math.sin(half) ** 2)
     return c, dc / th
 
 
@@ -143,13 +148,17 @@ def _jl_coeffs(th):
     """a, b, (da/dth)/th, (db/dth)/th of ``Jl = I + a S + b S^2`` (constraints.so3._jl_coeffs)."""
     if th < 0.1:
         t2 = th * th
-        return (0.5 - t2 / 24.0 + t2 * t2 / 720.0, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0,
-                -1.0 / 12.0 + t2 / 180.0 - t2 * t2 / 6720.0, -1.0 / 60.0 + t2 / 1260.0 - t2 * t2 / 60480.0)
+        return (
+            0.5 - t2 / 24.0 + t2 * t2 / 720.0,
+            1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0,
+            -1.0 / 12.0 + t2 / 180.0 - t2 * t2 / 6720.0,
+            -1.0 / 60.0 + t2 / 1260.0 - t2 * t2 / 60480.0,
+        )
     s, c = math.sin(th), math.cos(th)
-    a = (1.0 - c) / th ** 2
-    b = (th - s) / th ** 3
-    da = (th * s - 2.0 * (1.0 - c)) / th ** 3
-    db = (1.0 - c) / th ** 3 - 3.0 * (th - s) / th ** 4
+    a = (1.0 - c) / th**2
+    b = (th - s) / th**3
+    da = (th * s - 2.0 * (1.0 - c)) / th**3
+    db = (1.0 - c) / th**3 - 3.0 * (th - s) / th**4
     return a, b, da / th, db / th
 
 
@@ -190,7 +199,7 @@ def so3_rows(R, J, drift, qd, Rd, wd, wdd, JB, dB, relative, phi, phid, A, b, s)
         w1 += J[4, j] * qd[j]
         w2 += J[5, j] * qd[j]
     x0, x1, x2 = w0 - wd[0], w1 - wd[1], w2 - wd[2]
-    oe0 = R[0, 0] * x0 + R[1, 0] * x1 + R[2, 0] * x2          # omega_e = R^T (omega - omega_d)
+    oe0 = R[0, 0] * x0 + R[1, 0] * x1 + R[2, 0] * x2  # omega_e = R^T (omega - omega_d)
     oe1 = R[0, 1] * x0 + R[1, 1] * x1 + R[2, 1] * x2
     oe2 = R[0, 2] * x0 + R[1, 2] * x1 + R[2, 2] * x2
     c, ec = _jr_inv_coeffs(math.sqrt(e0 * e0 + e1 * e1 + e2 * e2))

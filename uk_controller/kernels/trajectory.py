@@ -1,12 +1,14 @@
 """Compiled trajectory evaluator (numba): desired p, v, a of a trajectory from its ``spec()``.
 
 NumPy reference: the ``_eval`` methods of :mod:`uk_controller.constraints.trajectories` (``Hold``, ``Helix``,
-``Line``, ``CosineRise``, ``Circle``, ``Quintic``, ``Spline``), whose ``spec()`` writes the kind code (:mod:`.codes`, ``TRAJ_*``)
+``Line``, ``CosineRise``, ``Circle``, ``Quintic``, ``Spline``), whose ``spec()`` writes the kind code (:mod:`.codes`,
+``TRAJ_*``)
 and the float parameters read here. Test: ``test/test_fused_step.py::test_compiled_trajectories_equal_python``.
 
 Adding a trajectory kind: a ``TRAJ_*`` code in codes.py, its ``spec()`` in trajectories.py and one
 branch here.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,7 +53,7 @@ def _piecewise(kind, d, fp, o, tau, P, V, Acc):
         # p = p_k + (p_{k+1} - p_k) (10 s^3 - 15 s^4 + 6 s^5), s = (tau - t_k) / T
         T = fp[tk + k + 1] - fp[tk + k]
         s = (tau - fp[tk + k]) / T
-        f = s ** 3 * (10.0 - 15.0 * s + 6.0 * s * s)
+        f = s**3 * (10.0 - 15.0 * s + 6.0 * s * s)
         df = 30.0 * s * s * (1.0 - s) ** 2 / T
         ddf = 60.0 * s * (1.0 - s) * (1.0 - 2.0 * s) / (T * T)
         a = pts + k * d
@@ -125,10 +127,9 @@ def trajectory_eval(kind, d, fp, o, t, P, V, Acc):
                 P[i] = fp[b + i] + ai * (1.0 - c)
                 V[i] = ai * w * s
                 Acc[i] = ai * w * w * c
-            else:                               # TRAJ_CIRCLE
+            else:  # TRAJ_CIRCLE
                 ui = fp[b + d + i]
                 vi = fp[b + 2 * d + i]
                 P[i] = fp[b + i] + amp * (c * ui + s * vi)
                 V[i] = amp * w * (-s * ui + c * vi)
                 Acc[i] = -amp * w * w * (c * ui + s * vi)
-

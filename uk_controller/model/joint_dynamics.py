@@ -17,6 +17,7 @@ by ``f tanh(q' / v_s)`` with the velocity scale ``v_s`` (``robot.friction_veloci
 joint slides. Whether the controller compensates the friction it knows of is ``control.friction_compensation``
 (with ``false`` the controller's model has no friction and the plant's friction is a disturbance).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

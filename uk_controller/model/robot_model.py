@@ -29,6 +29,7 @@ depend on the configuration only, so they equal those of the same robot
 written with a revolute joint at angle theta. Floating and planar joints are
 rejected with a clear error.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -85,11 +86,14 @@ class RobotModel:
         joint_names = list(joint_names)
         missing = [j for j in joint_names if j not in self.urdf_joint_names]
         if missing:
-            raise ModelError(f'joints {missing} are not movable joints of the URDF '
-                             f'(movable joints: {self.urdf_joint_names})')
+            raise ModelError(
+                f'joints {missing} are not movable joints of the URDF (movable joints: {self.urdf_joint_names})'
+            )
         if len(set(joint_names)) != len(joint_names) or len(joint_names) != n:
-            raise ModelError(f'joint list must name every movable joint exactly once; got {joint_names}, '
-                             f'URDF has {self.urdf_joint_names}')
+            raise ModelError(
+                f'joint list must name every movable joint exactly once; got {joint_names}, '
+                f'URDF has {self.urdf_joint_names}'
+            )
         self.joint_names = joint_names
         # perm[i] = Pinocchio velocity index of our coordinate i
         ids = [pin_model.getJointId(j) for j in joint_names]
@@ -132,7 +136,7 @@ class RobotModel:
         self._data_M = self.data.M
         self._data_nle = self.data.nle
         self._data_g = self.data.g
-        self._upper_only = np.tri(n, n, -1, dtype=bool)      # strict lower triangle, filled from M^T
+        self._upper_only = np.tri(n, n, -1, dtype=bool)  # strict lower triangle, filled from M^T
         #: passive joint dynamics (:class:`uk_controller.model.joint_dynamics.JointDynamics`) or None
         self.joint_dynamics = None
         self._passive = np.zeros(n)
@@ -183,7 +187,8 @@ class RobotModel:
         """Give the model passive joint dynamics (a :class:`~uk_controller.model.joint_dynamics.JointDynamics` in q
         order, or None): the armature goes to Pinocchio's ``model.armature`` (its CRBA and ABA add it to the
         diagonal of M), and :meth:`compute`, :meth:`pinocchio_pass`, :meth:`forward_dynamics` and
-        :meth:`inverse_dynamics` add ``dynamics.force(q, q')`` to h (module :mod:`uk_controller.model.joint_dynamics`)."""
+        :meth:`inverse_dynamics` add ``dynamics.force(q, q')`` to h (module
+        :mod:`uk_controller.model.joint_dynamics`)."""
         if dynamics is not None and not dynamics.active:
             dynamics = None
         armature = np.zeros(self.n) if dynamics is None else np.asarray(dynamics.armature, dtype=float)
@@ -217,8 +222,9 @@ class RobotModel:
             if joint.nv != 1 or (joint.nq != 1 and not _is_continuous(joint)):
                 bad.append(f'{m.names[j]} ({joint.shortname()}, nq={joint.nq}, nv={joint.nv})')
         if bad:
-            raise ModelError('only 1-DOF joints (revolute, continuous, prismatic) are supported; '
-                             'unsupported: ' + ', '.join(bad))
+            raise ModelError(
+                'only 1-DOF joints (revolute, continuous, prismatic) are supported; unsupported: ' + ', '.join(bad)
+            )
 
     # ------------------------------------------------------------ joint order
     def _q_to_pin(self, q, out):
@@ -271,6 +277,7 @@ class RobotModel:
                 add(q, qd)
                 ufp(pm, data)
                 self._stamp += 1
+
             return run
         if self.continuous.size:
             q_pin, to_pin = np.zeros(pm.nq), self._q_to_pin
@@ -279,12 +286,14 @@ class RobotModel:
                 cat(pm, data, to_pin(q, q_pin), qd)
                 ufp(pm, data)
                 self._stamp += 1
+
             return run
 
         def run(q, qd):
             cat(pm, data, q, qd)
             ufp(pm, data)
-            self._stamp += 1                   # frame caches of the model are stale now
+            self._stamp += 1  # frame caches of the model are stale now
+
         return run
 
     def from_pinocchio_q(self, qp):
@@ -416,7 +425,7 @@ class RobotModel:
             if self.joint_dynamics is not None:
                 self._add_passive(self.q, self.qd)
             pin.updateFramePlacements(self.model, self.data)
-            self._stamp += 1                       # M symmetrised on first access (see M)
+            self._stamp += 1  # M symmetrised on first access (see M)
             return self
         qp = self._q_to_pin(self.q, self._qp)
         vp = self._to_pin(self.qd, self._vp)
@@ -562,20 +571,23 @@ class RobotModel:
         vp = self._to_pin(np.asarray(qd, dtype=float), np.empty(self.n))
         ap = self._to_pin(np.asarray(qdd, dtype=float), np.empty(self.n))
         tau = self._from_pin_vec(pin.rnea(self.model, self.aux_data, qp, vp, ap), np.empty(self.n))
-        if self.joint_dynamics is not None:     # Pinocchio's RNEA adds the armature, not the joint forces
+        if self.joint_dynamics is not None:  # Pinocchio's RNEA adds the armature, not the joint forces
             tau += self.joint_dynamics.force(np.asarray(q, float), np.asarray(qd, float))
         return tau
 
     def compiled_tree(self):
         """``(parents, jtype, mf, gravity)`` for :func:`uk_controller.kernels.dynamics.tree_terms`, or None
-        (a permuted order, joints other than revolute/prismatic): :func:`uk_controller.model.tree_records.tree_records`."""
+        (a permuted order, joints other than revolute/prismatic):
+        :func:`uk_controller.model.tree_records.tree_records`."""
         from .tree_records import tree_records
+
         return tree_records(self)
 
     def compiled_frames(self, names):
         """``(parent joints, placements)`` of frames for :func:`uk_controller.kernels.dynamics.frame_placements`
         (:func:`uk_controller.model.tree_records.frame_records`)."""
         from .tree_records import frame_records
+
         return frame_records(self, names)
 
     def __repr__(self):

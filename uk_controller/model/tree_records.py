@@ -6,6 +6,7 @@
 :class:`~uk_controller.model.robot_model.RobotModel` (its methods ``compiled_tree`` and ``compiled_frames``). Pinocchio
 stays the reference of the kernels' dynamics (test/test_fused_step.py).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,18 +48,23 @@ def tree_records(robot):
         parents[i] = pm.parents[i]
         placement, inertia = pm.jointPlacements[i], pm.inertias[i]
         o = i * C.JOINT_WIDTH
-        mf[o + C.JOINT_R0:o + C.JOINT_R0 + 9] = np.asarray(placement.rotation).ravel()
-        mf[o + C.JOINT_P0:o + C.JOINT_P0 + 3] = placement.translation
-        mf[o + C.JOINT_AXIS:o + C.JOINT_AXIS + 3] = axis
+        mf[o + C.JOINT_R0 : o + C.JOINT_R0 + 9] = np.asarray(placement.rotation).ravel()
+        mf[o + C.JOINT_P0 : o + C.JOINT_P0 + 3] = placement.translation
+        mf[o + C.JOINT_AXIS : o + C.JOINT_AXIS + 3] = axis
         mf[o + C.JOINT_MASS] = inertia.mass
-        mf[o + C.JOINT_LEVER:o + C.JOINT_LEVER + 3] = inertia.lever
-        mf[o + C.JOINT_INERTIA:o + C.JOINT_INERTIA + 9] = np.asarray(inertia.inertia).ravel()
-    jd = robot.joint_dynamics              # passive joint dynamics (q order = Pinocchio's here)
+        mf[o + C.JOINT_LEVER : o + C.JOINT_LEVER + 3] = inertia.lever
+        mf[o + C.JOINT_INERTIA : o + C.JOINT_INERTIA + 9] = np.asarray(inertia.inertia).ravel()
+    jd = robot.joint_dynamics  # passive joint dynamics (q order = Pinocchio's here)
     if jd is not None:
         for i in range(1, nj):
             o = i * C.JOINT_WIDTH
-            arm, d, s, ref, f = (jd.armature[i - 1], jd.damping[i - 1], jd.stiffness[i - 1],
-                                 jd.spring_reference[i - 1], jd.friction[i - 1])
+            arm, d, s, ref, f = (
+                jd.armature[i - 1],
+                jd.damping[i - 1],
+                jd.stiffness[i - 1],
+                jd.spring_reference[i - 1],
+                jd.friction[i - 1],
+            )
             mf[o + C.JOINT_ARMATURE], mf[o + C.JOINT_DAMPING], mf[o + C.JOINT_STIFFNESS] = arm, d, s
             mf[o + C.JOINT_SPRING_REF], mf[o + C.JOINT_FRICTION] = ref, f
             mf[o + C.JOINT_FRICTION_VEL] = jd.friction_velocity
@@ -74,6 +80,6 @@ def frame_records(robot, names):
         frame = pm.frames[robot.frame_id(name)]
         parents[f] = frame.parentJoint
         o = f * C.FRAME_WIDTH
-        fm[o + C.FRAME_R:o + C.FRAME_R + 9] = np.asarray(frame.placement.rotation).ravel()
-        fm[o + C.FRAME_P:o + C.FRAME_P + 3] = frame.placement.translation
+        fm[o + C.FRAME_R : o + C.FRAME_R + 9] = np.asarray(frame.placement.rotation).ravel()
+        fm[o + C.FRAME_P : o + C.FRAME_P + 3] = frame.placement.translation
     return parents, fm

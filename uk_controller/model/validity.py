@@ -34,6 +34,7 @@ file, the body and the figure. ``robot.allow_nonphysical: true`` accepts such a 
 and the load goes on. A description without movable joints, or with links the model lost, is an error
 either way.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,12 +67,16 @@ def inertia_problem(mass, inertia, strict=True):
         return f'mass {mass:g} kg with a rotational inertia: no mass distribution has it'
     scale = max(float(np.abs(moments).max()), np.finfo(float).tiny)
     if moments[0] <= RTOL * scale if strict else moments[0] < -RTOL * scale:
-        return (f'inertia is not positive {"definite" if strict else "semi-definite"}: principal moments '
-                f'{", ".join(f"{m:.6g}" for m in moments)} kg m^2')
+        return (
+            f'inertia is not positive {"definite" if strict else "semi-definite"}: principal moments '
+            f'{", ".join(f"{m:.6g}" for m in moments)} kg m^2'
+        )
     if moments[0] + moments[1] < moments[2] * (1.0 - RTOL):
-        return (f'principal moments {", ".join(f"{m:.6g}" for m in moments)} kg m^2 break the triangle '
-                f'inequality ({moments[0]:.6g} + {moments[1]:.6g} < {moments[2]:.6g}): no mass distribution '
-                'has them')
+        return (
+            f'principal moments {", ".join(f"{m:.6g}" for m in moments)} kg m^2 break the triangle '
+            f'inequality ({moments[0]:.6g} + {moments[1]:.6g} < {moments[2]:.6g}): no mass distribution '
+            'has them'
+        )
     return None
 
 
@@ -83,7 +88,7 @@ def _urdf_links(text):
     parent_joint = {}
     for joint in root.iter('joint'):
         if joint.find('parent') is None or joint.find('child') is None:
-            continue                      # <joint> elements of <ros2_control> / <transmission>
+            continue  # <joint> elements of <ros2_control> / <transmission>
         parent_joint[joint.find('child').get('link')] = (joint.find('parent').get('link'), joint.get('type'))
 
     def moves(link, seen=()):
@@ -112,6 +117,7 @@ def _urdf_links(text):
                 return float(element.get(key, '0')) if element is not None else 0.0
             except ValueError:
                 return float('nan')
+
         mass = value(mass_el, 'value')
         ixx, iyy, izz, ixy, ixz, iyz = (value(i_el, k) for k in ('ixx', 'iyy', 'izz', 'ixy', 'ixz', 'iyz'))
         links[name] = (mass, np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]]))
@@ -148,7 +154,7 @@ def problems(model, urdf_text=None):
             if body is None:
                 continue
             mass, inertia = body
-            why = inertia_problem(mass, inertia, strict=False)    # the joint's whole body is judged below
+            why = inertia_problem(mass, inertia, strict=False)  # the joint's whole body is judged below
             if why:
                 found.append(f'link {name!r}: {why}')
     massless = []
@@ -158,7 +164,7 @@ def problems(model, urdf_text=None):
             massless.append(pm.names[j])
             continue
         why = inertia_problem(float(body.mass), np.array(body.inertia))
-        if why and not found:             # a bad link was named already: its joint's body repeats it
+        if why and not found:  # a bad link was named already: its joint's body repeats it
             found.append(f'body moved by joint {pm.names[j]!r}: {why}')
     if not found and pm.nv:
         data = pm.createData()
@@ -167,8 +173,10 @@ def problems(model, urdf_text=None):
         try:
             np.linalg.cholesky(M)
         except np.linalg.LinAlgError:
-            found.append('the mass matrix at the neutral configuration is not positive definite'
-                         + (f' (joints carrying no mass: {", ".join(massless)})' if massless else ''))
+            found.append(
+                'the mass matrix at the neutral configuration is not positive definite'
+                + (f' (joints carrying no mass: {", ".join(massless)})' if massless else '')
+            )
     return found
 
 
@@ -181,12 +189,19 @@ def check(model, *, config_path=None, key='robot.urdf', urdf_text=None, allow_no
     what = f'the robot description {source}' if source else 'the robot description'
     lost = unreached_links(model, urdf_text)
     if lost:
-        raise ConfigError(f'{what}: links {", ".join(lost)} are not connected to the root link (a joint cycle, '
-                          'or a joint whose parent is its own child); Pinocchio would drop them without a word',
-                          file=config_path, key=key)
+        raise ConfigError(
+            f'{what}: links {", ".join(lost)} are not connected to the root link (a joint cycle, '
+            'or a joint whose parent is its own child); Pinocchio would drop them without a word',
+            file=config_path,
+            key=key,
+        )
     if model.model.nv == 0:
-        raise ConfigError(f'{what} has no movable joint (every joint is fixed): nothing to control; give '
-                          'revolute, continuous or prismatic joints', file=config_path, key=key)
+        raise ConfigError(
+            f'{what} has no movable joint (every joint is fixed): nothing to control; give '
+            'revolute, continuous or prismatic joints',
+            file=config_path,
+            key=key,
+        )
     found = problems(model, urdf_text)
     if not found:
         return []
@@ -194,8 +209,12 @@ def check(model, *, config_path=None, key='robot.urdf', urdf_text=None, allow_no
         for why in found:
             LOG.warning('%s: %s (accepted: robot.allow_nonphysical is true)', source or config_path, why)
         return found
-    raise ConfigError(f'{what} is not physical: ' + '; '.join(found) + '. Fix the <inertial> values, or set '
-                      'robot.allow_nonphysical: true to accept the model knowingly', file=config_path, key=key)
+    raise ConfigError(
+        f'{what} is not physical: ' + '; '.join(found) + '. Fix the <inertial> values, or set '
+        'robot.allow_nonphysical: true to accept the model knowingly',
+        file=config_path,
+        key=key,
+    )
 
 
 def check_loaded(model, robot, key):
@@ -207,5 +226,10 @@ def check_loaded(model, robot, key):
             text = open(model.source, encoding='utf-8', errors='replace').read()
         except OSError:
             text = None
-    return check(model, config_path=robot.file, key=robot.key(key), urdf_text=text,
-                 allow_nonphysical=robot.get_bool('allow_nonphysical', False))
+    return check(
+        model,
+        config_path=robot.file,
+        key=robot.key(key),
+        urdf_text=text,
+        allow_nonphysical=robot.get_bool('allow_nonphysical', False),
+    )

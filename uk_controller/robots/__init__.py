@@ -6,6 +6,7 @@ passive (closure) and servo (task) constraint stacks, the actuator map and
 the Baumgarte gains. Nothing here is robot specific: any URDF with a setup
 file works.
 """
+
 from .actuators import Actuator, ActuatorMap
 from .setup import RobotSetup, load_robot, setup_from_settings
 

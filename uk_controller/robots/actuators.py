@@ -12,6 +12,7 @@ Q = B u). Two kinds of actuator (docs/config.md, section ``actuators``):
   that is not a tree joint (a loop-closing joint). By virtual work its column
   is ``(J_ang,A - J_ang,B)^T a`` (q-dependent; 'world' is the fixed base).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,11 +23,11 @@ import numpy as np
 @dataclass(frozen=True)
 class Actuator:
     name: str
-    joint: int | None = None               # index into q (joint actuators)
-    bodies: tuple | None = None            # (body_a, body_b) frame names, None for 'world'
-    axis: np.ndarray | None = None         # unit axis in world frame
+    joint: int | None = None  # index into q (joint actuators)
+    bodies: tuple | None = None  # (body_a, body_b) frame names, None for 'world'
+    axis: np.ndarray | None = None  # unit axis in world frame
     effort_limit: float = np.inf
-    column: np.ndarray | None = None       # a constant column (n,): a fixed tendon's coefficients
+    column: np.ndarray | None = None  # a constant column (n,): a fixed tendon's coefficients
 
 
 class ActuatorMap:

@@ -4,6 +4,7 @@
 run there, once) and :func:`setup_from_settings` builds the model, rows, actuators and gains from the
 typed sections; nothing here re-checks a value or restates a default.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,23 +12,32 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.baumgarte import Baumgarte
-from ..files.parameter_file import ConfigError, ConfigView
 from ..constraints import ConstraintStack, build_stacks
 from ..constraints.stack import hold_where_they_start
-from ..model.robot_model import ModelError, RobotModel
+from ..core.baumgarte import Baumgarte
 from ..files.description import (
-    DescriptionError, check_urdf_text, description_key, is_xacro, load_sdf, merge_closures, read_mjcf, urdf_text)
-from ..files.sdf import FREE_BASE_JOINTS
+    DescriptionError,
+    check_urdf_text,
+    description_key,
+    is_xacro,
+    load_sdf,
+    merge_closures,
+    read_mjcf,
+    urdf_text,
+)
 from ..files.description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
-from ..model.joint_dynamics import JointDynamics
-from ..paths import missing_file_message, resolve_data_file
+from ..files.parameter_file import ConfigError, ConfigView
+from ..files.sdf import FREE_BASE_JOINTS
 from ..model import validity as model_validity
+from ..model.joint_dynamics import JointDynamics
+from ..model.robot_model import ModelError, RobotModel
+from ..paths import missing_file_message, resolve_data_file
 from ..settings.resolve import Settings, resolve
 from ..settings.sections import FrozenDict, freeze, thaw
 from .actuators import Actuator, ActuatorMap
 
 FREE_BASE_JOINT_NAMES = tuple(name for name, _, _ in FREE_BASE_JOINTS)
+
 
 @dataclass
 class RobotSetup:
@@ -56,7 +66,8 @@ class RobotSetup:
 
     def controller_model(self):
         """The model the controller uses: :attr:`model`, or a copy without Coulomb friction when
-        ``control.friction_compensation`` is false (the plant keeps its friction; uk_controller.model.joint_dynamics)."""
+        ``control.friction_compensation`` is false (the plant keeps its friction;
+        uk_controller.model.joint_dynamics)."""
         jd = self.model.joint_dynamics
         if jd is None or not jd.has_friction or self.settings.control.friction_compensation:
             return self.model
@@ -72,20 +83,31 @@ class RobotSetup:
         The returned objects are internal buffers reused by the next call.
         """
         self.model.compute(q, qd)
-        return (self.passive.evaluate(self.model, q, qd, t), self.servo.evaluate(self.model, q, qd, t),
-                self.actuators.matrix(self.model))
+        return (
+            self.passive.evaluate(self.model, q, qd, t),
+            self.servo.evaluate(self.model, q, qd, t),
+            self.actuators.matrix(self.model),
+        )
 
 
 def _actuators(section, model, extras=None, file=None):
     """The actuator map of ``settings.actuators`` (typed items; errors name file and key)."""
+
     def error(name, key, message):
         return ConfigError(message, file=file, key=f'actuators.{name}' + (f'.{key}' if key else ''))
+
     if not section.names and not section.items:
         # no actuators section: every joint carries a motor (URDF effort limits), the free base's coordinates
         # excepted (nothing pushes a free base but its contacts)
         limits = model.effort_limits
-        return ActuatorMap([Actuator(j, joint=i, effort_limit=limits[i]) for i, j in enumerate(model.joint_names)
-                            if j not in model.free_base], model.n)
+        return ActuatorMap(
+            [
+                Actuator(j, joint=i, effort_limit=limits[i])
+                for i, j in enumerate(model.joint_names)
+                if j not in model.free_base
+            ],
+            model.n,
+        )
     urdf_limits = model.effort_limits
     if not section.names:
         raise ConfigError('list the actuators (order of the effort vector u)', file=file, key='actuators.names')
@@ -93,8 +115,9 @@ def _actuators(section, model, extras=None, file=None):
         raise ConfigError(f'entries must be unique, got {list(section.names)!r}', file=file, key='actuators.names')
     extra = [k for k in section.items if k not in section.names]
     if extra:
-        raise ConfigError(f'actuator {extra[0]!r} is not listed in actuators.names', file=file,
-                          key=f'actuators.{extra[0]}')
+        raise ConfigError(
+            f'actuator {extra[0]!r} is not listed in actuators.names', file=file, key=f'actuators.{extra[0]}'
+        )
     acts = []
     for name in section.names:
         a = section.items.get(name)
@@ -105,10 +128,13 @@ def _actuators(section, model, extras=None, file=None):
         limit = a.effort_limit
         if a.tendon is not None:
             tendon = a.tendon
-            known = sorted((extras.tendons if extras is not None else {}))
+            known = sorted(extras.tendons if extras is not None else {})
             if tendon not in known:
-                raise error(name, 'tendon', f'unknown tendon {tendon!r}; fixed tendons of the description: '
-                            f'{", ".join(known) or "none"}')
+                raise error(
+                    name,
+                    'tendon',
+                    f'unknown tendon {tendon!r}; fixed tendons of the description: {", ".join(known) or "none"}',
+                )
             try:
                 column = tendon_column(extras, tendon, model.joint_names)
             except ExtrasError as exc:
@@ -119,8 +145,12 @@ def _actuators(section, model, extras=None, file=None):
             if joint not in model.joint_names:
                 raise error(name, 'joint', f'unknown joint {joint!r}; joints: {model.joint_names}')
             if joint in model.free_base:
-                raise error(name, 'joint', f'{joint!r} is a coordinate of the free base (robot.base: free): no '
-                            'motor drives it; for a robot held in place use robot.base: fixed')
+                raise error(
+                    name,
+                    'joint',
+                    f'{joint!r} is a coordinate of the free base (robot.base: free): no '
+                    'motor drives it; for a robot held in place use robot.base: fixed',
+                )
             index = model.joint_index(joint)
             acts.append(Actuator(name, joint=index, effort_limit=urdf_limits[index] if limit is None else limit))
         else:
@@ -141,8 +171,11 @@ def _actuators(section, model, extras=None, file=None):
             norm = np.linalg.norm(axis)
             if norm == 0.0:
                 raise error(name, 'axis', 'must be non-zero')
-            acts.append(Actuator(name, bodies=tuple(resolved), axis=axis / norm,
-                                 effort_limit=np.inf if limit is None else limit))
+            acts.append(
+                Actuator(
+                    name, bodies=tuple(resolved), axis=axis / norm, effort_limit=np.inf if limit is None else limit
+                )
+            )
     return ActuatorMap(acts, model.n)
 
 
@@ -176,14 +209,17 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
     if xacro_args and (key != 'urdf' or not is_xacro(file)):
         raise robot.error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
     if robot.data.get('base', 'fixed') != 'fixed' and key != 'sdf':
-        raise robot.error('base', f'free is read for robot.sdf (a root link without a joint to the world); '
-                          f'robot.{key} roots are fixed to the world')
+        raise robot.error(
+            'base',
+            f'free is read for robot.sdf (a root link without a joint to the world); '
+            f'robot.{key} roots are fixed to the world',
+        )
     closures, text, extras = {}, None, DescriptionExtras()
     try:
-        if key == 'urdf':          # checked before Pinocchio's parser sees it (a cycle crashes it)
+        if key == 'urdf':  # checked before Pinocchio's parser sees it (a cycle crashes it)
             written = urdf_text(file, xacro_args, path)
             check_urdf_text(written, file)
-            extras = urdf_extras(written, str(file))      # <mimic> rows and <dynamics> (description_extras)
+            extras = urdf_extras(written, str(file))  # <mimic> rows and <dynamics> (description_extras)
             closures = dict(extras.constraints)
             text = written if is_xacro(file) else None
         if key == 'urdf' and is_xacro(file):
@@ -198,17 +234,20 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
     except ExtrasError as exc:
         raise robot.error(key, str(exc)) from None
-    except DescriptionError as exc:      # the file itself is wrong, whatever it names
+    except DescriptionError as exc:  # the file itself is wrong, whatever it names
         raise robot.error(key, str(exc)) from None
     except ModelError as exc:
         raise robot.error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
     model.source = file
     model.source_kind = 'xacro' if text is not None else key
-    model.free_base = tuple(name for name in FREE_BASE_JOINT_NAMES if name in model.joint_names) if (
-        key == 'sdf' and robot.data.get('base', 'fixed') == 'free') else ()
+    model.free_base = (
+        tuple(name for name in FREE_BASE_JOINT_NAMES if name in model.joint_names)
+        if (key == 'sdf' and robot.data.get('base', 'fixed') == 'free')
+        else ()
+    )
     model.source_text = text
-    if mass_scale == 1.0:   # the description as written; a plant's scaled copy (model mismatch) is not re-judged
-        model_validity.check_loaded(model, robot, key)     # masses, inertias, a movable joint
+    if mass_scale == 1.0:  # the description as written; a plant's scaled copy (model mismatch) is not re-judged
+        model_validity.check_loaded(model, robot, key)  # masses, inertias, a movable joint
     return model, closures, extras
 
 
@@ -220,9 +259,12 @@ def _joint_dynamics(robot, model, extras):
         return
     try:
         model.set_joint_dynamics(JointDynamics.from_joints(extras.joint_dynamics, model.joint_names, velocity))
-    except ValueError as exc:           # e.g. a negative damping: the description's value, named with its file
-        raise robot.error(description_key(robot.data), f'{model.source}: {exc}; fix the joint\'s dynamics in the '
-                          'description, or set robot.joint_dynamics: none to leave them out') from None
+    except ValueError as exc:  # e.g. a negative damping: the description's value, named with its file
+        raise robot.error(
+            description_key(robot.data),
+            f'{model.source}: {exc}; fix the joint\'s dynamics in the '
+            'description, or set robot.joint_dynamics: none to leave them out',
+        ) from None
 
 
 def _state(values, n, file, key):
@@ -259,14 +301,26 @@ def setup_from_settings(s, *, mass_scale=1.0):
     actuators = _actuators(s.actuators, model, extras, path)
     base_dir = Path(path).parent if path else None
     passive, servo = build_stacks(ConfigView(constraints, path, 'constraints'), model, base_dir)
-    for stack in (passive, servo):          # `hold` rows without a value: where they start
+    for stack in (passive, servo):  # `hold` rows without a value: where they start
         hold_where_they_start(stack, model, q0, qd0)
     stabilization = stabilization_gains(s.stabilization, path)
     frozen = FrozenDict((k, v) for k, v in freeze(constraints or {}).items() if k != 'names')
-    return RobotSetup(name=rob.name, settings=s, config_path=Path(path) if path else None, model=model,
-                      joint_names=list(model.joint_names), q0=q0, qd0=qd0, passive=passive, servo=servo,
-                      actuators=actuators, stabilization=stabilization, urdf_path=urdf_path,
-                      constraints=frozen, extras=extras)
+    return RobotSetup(
+        name=rob.name,
+        settings=s,
+        config_path=Path(path) if path else None,
+        model=model,
+        joint_names=list(model.joint_names),
+        q0=q0,
+        qd0=qd0,
+        passive=passive,
+        servo=servo,
+        actuators=actuators,
+        stabilization=stabilization,
+        urdf_path=urdf_path,
+        constraints=frozen,
+        extras=extras,
+    )
 
 
 def load_robot(name_or_path, overrides=None, *, mass_scale=1.0, node=None, labels=None):

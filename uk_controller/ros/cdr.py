@@ -19,6 +19,7 @@ float64[] data.
 rclpy's own ``serialize_message``/``deserialize_message`` are the independent reference in
 test/test_ros_cdr.py (random messages both ways).
 """
+
 from __future__ import annotations
 
 import struct
@@ -74,7 +75,7 @@ class JointStateDecoder:
     def __init__(self):
         self.view = JointStateView()
         self._names_block = b''
-        self.name_changes = 0          # how often the name list was decoded (once per distinct list)
+        self.name_changes = 0  # how often the name list was decoded (once per distinct list)
 
     def decode(self, data):
         size = len(data)
@@ -82,7 +83,7 @@ class JointStateDecoder:
             raise CdrError(f'not a little-endian CDR JointState ({size} bytes, header {bytes(data[:4]).hex()})')
         sec, nanosec = _STAMP.unpack_from(data, HEADER)
         offset = HEADER + 8
-        (length,) = _U32.unpack_from(data, offset)                 # header.frame_id (skipped)
+        (length,) = _U32.unpack_from(data, offset)  # header.frame_id (skipped)
         offset += 4 + length
         if length == 0 or offset > size:
             raise CdrError(f'frame_id of {length} bytes does not fit in {size} bytes')
@@ -120,7 +121,7 @@ class JointStateDecoder:
             offset = _align(offset, 4)
             (length,) = _U32.unpack_from(data, offset)
             try:
-                names.append(bytes(data[offset + 4:offset + 3 + length]).decode('utf-8'))
+                names.append(bytes(data[offset + 4 : offset + 3 + length]).decode('utf-8'))
             except UnicodeDecodeError as exc:
                 raise CdrError(f'joint name is not UTF-8: {exc}') from None
             offset += 4 + length

@@ -30,6 +30,7 @@ each period and hands a closed window over (LoopTiming.hand_off, a swap of preal
 quantiles, the ~/loop_timing message and the plotting topics' subscriber check run in the executor
 thread (:meth:`ControlLoop.telemetry`), off the control thread.
 """
+
 from __future__ import annotations
 
 import collections
@@ -44,8 +45,16 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from . import rclpy_access
 from .cdr import CdrError, JointStateDecoder
-from .loop_timing import (LOOP_THREAD_NAME, TIMING_FIELDS, DeadlineSleeper, LoopTiming, OverrunPolicy,
-                          loop_settings, name_thread, realtime_setup)
+from .loop_timing import (
+    LOOP_THREAD_NAME,
+    TIMING_FIELDS,
+    DeadlineSleeper,
+    LoopTiming,
+    OverrunPolicy,
+    loop_settings,
+    name_thread,
+    realtime_setup,
+)
 
 #: Python's GIL switch interval in thread mode: a loop thread that wakes while the executor thread runs
 #: Python waits at most this long for the GIL (CPython's default is 5 ms, five periods at 1 kHz).
@@ -66,7 +75,7 @@ def declare_loop_parameters(node, loop, overrun):
             name = f'{prefix}.{key}'
             if not node.has_parameter(name):
                 if isinstance(value, list) and not value:
-                    continue              # rclpy cannot declare an empty list without a type
+                    continue  # rclpy cannot declare an empty list without a type
                 node.declare_parameter(name, value)
 
 
@@ -97,21 +106,22 @@ class ControlLoop:
         self.raw_state = self.take_state and node.ros['transport'] == 'raw'
         self.decoder = None
         self._last_warn_log = 0
-        self.plots = True            # publish the plotting topics (re-checked every PLOT_CHECK_NS: telemetry)
+        self.plots = True  # publish the plotting topics (re-checked every PLOT_CHECK_NS: telemetry)
         self.lock = threading.Lock()
         self.queue = collections.deque(maxlen=256)
         self.timing = LoopTiming(node.period, self.loop['window'])
         self.policy = OverrunPolicy(**self.overrun)
-        self.warning = ''           # WARN text for /diagnostics while the policy warns
-        self.safe_reason = ''       # non-empty while the policy holds the safe effort
+        self.warning = ''  # WARN text for /diagnostics while the policy warns
+        self.safe_reason = ''  # non-empty while the policy holds the safe effort
         self.notes = []
         self._stop = threading.Event()
         self._thread = None
         self.thread_error = ''
         self.timing_pub = node.create_publisher(Float64MultiArray, '~/loop_timing', 10)
         self.timing_msg = Float64MultiArray()
-        self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
-                                                          stride=len(TIMING_FIELDS))]
+        self.timing_msg.layout.dim = [
+            MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS), stride=len(TIMING_FIELDS))
+        ]
         self.telemetry_timer = node.create_timer(PLOT_CHECK_NS * 1e-9, self.telemetry) if self.threaded else None
 
     # ------------------------------------------------------------------ wiring into the node
@@ -127,6 +137,7 @@ class ControlLoop:
 
         def offer(msg):
             queue.append((msg, time.time_ns()))
+
         return offer
 
     def guard(self, callback):
@@ -139,6 +150,7 @@ class ControlLoop:
         def guarded(*args):
             with lock:
                 return callback(*args)
+
         return guarded
 
     def timer_callback(self):
@@ -168,21 +180,29 @@ class ControlLoop:
             if wall and compute > period_ns:
                 missed += 1
             self._account(now, now + compute, missed)
+
         return on_timer
 
     def describe(self):
         if self.phase_locked:
-            return (f'control loop: own thread, phase-locked to the joint states (fall-back '
-                    f'{self.loop["fallback_periods"]:g} periods after the last step), transport {self.node.ros["transport"]}; overrun: warn after '
-                    f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]} consecutive '
-                    f'missed periods')
+            return (
+                f'control loop: own thread, phase-locked to the joint states (fall-back '
+                f'{self.loop["fallback_periods"]:g} periods after the last step), '
+                f'transport {self.node.ros["transport"]}; overrun: warn after '
+                f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]} consecutive '
+                f'missed periods'
+            )
         if self.threaded:
-            return (f'control loop: own thread, {self.sleeper_method}, spin {self.loop["spin_us"]:g} us, '
-                    f'transport {self.node.ros["transport"]}; '
-                    f'overrun: warn after {self.overrun["warn_after"]}, safe effort after '
-                    f'{self.overrun["safe_after"]} consecutive missed deadlines')
-        return (f'control loop: rclpy timer ({self.why_timer or "ros.loop.mode: timer"}); overrun: warn after '
-                f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]}')
+            return (
+                f'control loop: own thread, {self.sleeper_method}, spin {self.loop["spin_us"]:g} us, '
+                f'transport {self.node.ros["transport"]}; '
+                f'overrun: warn after {self.overrun["warn_after"]}, safe effort after '
+                f'{self.overrun["safe_after"]} consecutive missed deadlines'
+            )
+        return (
+            f'control loop: rclpy timer ({self.why_timer or "ros.loop.mode: timer"}); overrun: warn after '
+            f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]}'
+        )
 
     @property
     def sleeper_method(self):
@@ -221,7 +241,7 @@ class ControlLoop:
             self._policy_changed(change)
         if timing.due(end):
             if self.threaded:
-                timing.hand_off(end)      # statistics and ~/loop_timing in the executor thread (telemetry)
+                timing.hand_off(end)  # statistics and ~/loop_timing in the executor thread (telemetry)
             else:
                 self._publish_window(timing.window(end))
 
@@ -237,8 +257,9 @@ class ControlLoop:
         subscribers (rqt_plot, PlotJuggler, ros2 bag): the loop publishes them only then. The timer mode
         (simulation) keeps one message per period from the start, as before."""
         node = self.node
-        self.plots = any(pub.get_subscription_count() > 0
-                         for pub in (node.efforts_pub, node.task_error_pub, node.residual_pub))
+        self.plots = any(
+            pub.get_subscription_count() > 0 for pub in (node.efforts_pub, node.task_error_pub, node.residual_pub)
+        )
         values = self.timing.summarize_handed_off()
         if values is not None:
             self._publish_window(values)
@@ -246,30 +267,37 @@ class ControlLoop:
     def _policy_changed(self, state):
         policy = self.policy
         if state == 'warn':
-            self.warning = (f'overrun: {policy.consecutive} consecutive missed deadlines '
-                            f'(ros.overrun.warn_after {policy.warn_after})')
+            self.warning = (
+                f'overrun: {policy.consecutive} consecutive missed deadlines '
+                f'(ros.overrun.warn_after {policy.warn_after})'
+            )
             now = time.monotonic_ns()
-            if now - self._last_warn_log > 1_000_000_000:      # at most one line per second
+            if now - self._last_warn_log > 1_000_000_000:  # at most one line per second
                 self._last_warn_log = now
                 self.log.warn(f'{self.warning}; {policy.warnings} such runs so far')
         elif state == 'safe':
             self.warning = ''
-            self.safe_reason = (f'overrun: {policy.consecutive} consecutive missed deadlines '
-                                f'(ros.overrun.safe_after {policy.safe_after}); safe effort until '
-                                f'{policy.recover_after} periods in a row are on time')
+            self.safe_reason = (
+                f'overrun: {policy.consecutive} consecutive missed deadlines '
+                f'(ros.overrun.safe_after {policy.safe_after}); safe effort until '
+                f'{policy.recover_after} periods in a row are on time'
+            )
         else:
             self.warning = ''
             self.safe_reason = ''
 
     def _take_source(self):
         """A subscription on a helper node that no executor spins: the loop thread takes from it."""
+        import rclpy
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import JointState
-        import rclpy
-        helper = rclpy.create_node(self.node.get_name() + '_state_in', context=self.node.context,
-                                   namespace=self.node.get_namespace())
-        sub = helper.create_subscription(JointState, self.node.ros['joint_states_topic'], lambda m: None,
-                                         qos_profile_sensor_data, raw=self.raw_state)
+
+        helper = rclpy.create_node(
+            self.node.get_name() + '_state_in', context=self.node.context, namespace=self.node.get_namespace()
+        )
+        sub = helper.create_subscription(
+            JointState, self.node.ros['joint_states_topic'], lambda m: None, qos_profile_sensor_data, raw=self.raw_state
+        )
         return helper, sub
 
     def _run(self):
@@ -289,19 +317,20 @@ class ControlLoop:
         name_thread(LOOP_THREAD_NAME)
         try:
             notes = realtime_setup(self.loop['priority'], self.loop['cpus'], self.loop['mlockall'])
-        except Exception as exc:   # noqa: BLE001 - never let the set-up stop the loop
+        except Exception as exc:  # noqa: BLE001 - never let the set-up stop the loop
             notes = [f'real-time set-up failed: {exc}']
         phase = self.phase_locked
         wait_for_state = None
         if phase:
             wait_for_state = rclpy_access.subscription_waiter(node.context, self._take_sub)
-            notes.append(f'phase-locked to the joint states (fall-back {self.loop["fallback_periods"]:g} periods '
-                         f'after the last step)')
+            notes.append(
+                f'phase-locked to the joint states (fall-back {self.loop["fallback_periods"]:g} periods '
+                f'after the last step)'
+            )
         notes.append(f'transport {"raw CDR" if raw else "messages"}')
         self.notes = notes
         sleeper = DeadlineSleeper(0 if phase else self.loop['spin_us'] * 1e3)
-        node.get_logger().info(f'control loop thread: {"wait set" if phase else sleeper.method}; '
-                               + '; '.join(notes))
+        node.get_logger().info(f'control loop thread: {"wait set" if phase else sleeper.method}; ' + '; '.join(notes))
         clock, wall = time.monotonic_ns, time.time_ns
         period_ns = self.timing.period_ns
         fallback_ns = int(round(self.loop['fallback_periods'] * period_ns))
@@ -320,12 +349,12 @@ class ControlLoop:
                     if wait > 0:
                         # releases the GIL; returns on a message or the deadline (at most WAIT_SLICE_NS,
                         # so that stop() is seen soon even with a far fall-back)
-                        wait_for_state(min(wait, WAIT_SLICE_NS))   # nothing taken before the deadline: wait on
+                        wait_for_state(min(wait, WAIT_SLICE_NS))  # nothing taken before the deadline: wait on
                 else:
                     sleeper.sleep_until(deadline)
                 start = clock()
                 received = -1
-                fresh = False          # a newer complete state arrived (the phase-locked step is due)
+                fresh = False  # a newer complete state arrived (the phase-locked step is due)
                 with lock:
                     if take is not None:
                         while True:
@@ -342,7 +371,7 @@ class ControlLoop:
                                     merger.reject('malformed', f'undecodable JointState: {exc}')
                                     continue
                                 names = state.names
-                                if names is not names_seen:      # the decoder keeps the tuple while names repeat
+                                if names is not names_seen:  # the decoder keeps the tuple while names repeat
                                     names_seen, names_match = names, match_names(names)
                                 used = accept(names_match, state.position, state.velocity, state.stamp_ns, now)
                             else:
@@ -350,8 +379,13 @@ class ControlLoop:
                                 if names != names_seen:
                                     names_seen, names_match = names, match_names(names)
                                 header = data.header.stamp
-                                used = accept(names_match, data.position, data.velocity,
-                                              header.sec * 1_000_000_000 + header.nanosec, now)
+                                used = accept(
+                                    names_match,
+                                    data.position,
+                                    data.velocity,
+                                    header.sec * 1_000_000_000 + header.nanosec,
+                                    now,
+                                )
                             if used:
                                 fresh = True
                                 received = stamp if stamp > 0 else now
@@ -359,9 +393,9 @@ class ControlLoop:
                         msg, received = queue.popleft()
                         on_state(msg)
                     if phase and not fresh and start < deadline:
-                        continue            # woke for a message that brought no newer state: wait on
+                        continue  # woke for a message that brought no newer state: wait on
                     now = wall()
-                    age_ns = int((now - int(merger.stamp_ns.min()))) if merger.complete else -1
+                    age_ns = int(now - int(merger.stamp_ns.min())) if merger.complete else -1
                     # phase-locked: the trajectory time is the state's own stamp (as ros.trigger: state
                     # in timer mode); a fall-back step (no state by the deadline) runs on the wall clock
                     control(now, merger.newest_ns if fresh and phase else now)
@@ -383,7 +417,7 @@ class ControlLoop:
                         deadline += ((end - deadline) // period_ns + 1) * period_ns
                 else:
                     deadline += period_ns
-                    if end > deadline:       # overran into the next period: the lost deadlines are skipped
+                    if end > deadline:  # overran into the next period: the lost deadlines are skipped
                         missed = (end - deadline) // period_ns + 1
                         deadline += missed * period_ns
                 self._account(start, end, missed, age_ns, latency)
@@ -403,11 +437,18 @@ class ControlLoop:
     def diagnostic_values(self):
         t = self.timing
         values = list(zip(('loop_' + f for f in TIMING_FIELDS), t.last))
-        values += [('loop_mode', self.mode), ('loop_setup', '; '.join(self.notes) if self.notes else '-'),
-                   ('loop_periods', t.total_periods), ('loop_missed_deadlines', t.total_missed),
-                   ('latency_p50_us', t.last_latency[0]), ('latency_p99_us', t.last_latency[1]),
-                   ('overrun_state', self.policy.state), ('overrun_consecutive_max', self.policy.longest),
-                   ('overrun_warnings', self.policy.warnings), ('overrun_safe_entries', self.policy.safe_entries)]
+        values += [
+            ('loop_mode', self.mode),
+            ('loop_setup', '; '.join(self.notes) if self.notes else '-'),
+            ('loop_periods', t.total_periods),
+            ('loop_missed_deadlines', t.total_missed),
+            ('latency_p50_us', t.last_latency[0]),
+            ('latency_p99_us', t.last_latency[1]),
+            ('overrun_state', self.policy.state),
+            ('overrun_consecutive_max', self.policy.longest),
+            ('overrun_warnings', self.policy.warnings),
+            ('overrun_safe_entries', self.policy.safe_entries),
+        ]
         if self.thread_error:
             values.append(('loop_thread_error', self.thread_error))
         return [(k, v if not (isinstance(v, float) and math.isnan(v)) else 'n/a') for k, v in values]

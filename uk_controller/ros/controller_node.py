@@ -11,6 +11,7 @@ Stale, non-finite or unsolvable input gives the configured safe effort and an
 ERROR diagnostic; the node recovers by itself when good data returns and never
 publishes NaN. Topics, parameters and rqt_plot field paths: docs/ros.md.
 """
+
 from __future__ import annotations
 
 import array
@@ -18,27 +19,27 @@ import math
 import sys
 
 import numpy as np
-from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy, qos_profile_sensor_data
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-from diagnostic_msgs.msg import DiagnosticArray
 
 from ..control.controller import ControllerCore
 from ..control.rearm import ReArm
+from ..control.status import Status
+from ..robots.setup import setup_from_settings, stabilization_gains
 from . import params as P
 from . import rclpy_access
 from .cdr import Float64ArrayEncoder
 from .control_loop import ControlLoop
-from ..control.status import Status
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array, status_level, status_name
-from ..robots.setup import setup_from_settings, stabilization_gains
-from .node_setup import node_options, read_settings, resolve_live
-from .node_runner import run
 from .joint_state_merger import JointStateMerger
+from .node_runner import run
+from .node_setup import node_options, read_settings, resolve_live
 
 NODE_NAME = 'uk_controller_node'
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -65,6 +66,7 @@ def schema_typed(node):
     checks it against the schema (``settings.check_value``: the key, what it must be, what it got).
     """
     from rcl_interfaces.msg import ParameterDescriptor
+
     for name in node.get_parameters_by_prefix(''):
         if not P.is_builtin(name) and name not in P.NODE_ONLY:
             node.set_descriptor(name, ParameterDescriptor(dynamic_typing=True))
@@ -121,14 +123,18 @@ class ControllerNode(Node):
         declare_defaults(self, self.ros)
         self.setup = setup_from_settings(self.settings)
         from ..kernels import jit
+
         if jit.AVAILABLE:
-            self.get_logger().info('loading the compiled kernels (the first start after an install compiles '
-                                   'them: 15-60 s; UK_CONTROLLER_NUMBA=0 uses the NumPy path instead)')
+            self.get_logger().info(
+                'loading the compiled kernels (the first start after an install compiles '
+                'them: 15-60 s; UK_CONTROLLER_NUMBA=0 uses the NumPy path instead)'
+            )
         self.core = ControllerCore(self.setup)
-        self.perm, self.effort_names = P.effort_order(self.settings, self.core.actuator_names,
-                                                      self.ros.get('effort_joints'))
+        self.perm, self.effort_names = P.effort_order(
+            self.settings, self.core.actuator_names, self.ros.get('effort_joints')
+        )
         self.perm = np.asarray(self.perm, dtype=int)
-        self._effort_finite = np.empty(self.core.p, dtype=bool)     # control(): reused each period
+        self._effort_finite = np.empty(self.core.p, dtype=bool)  # control(): reused each period
         self.period = self.core.dt
         self.merger = JointStateMerger(self.core.joint_names, self.ros['state_timeout'], self.ros['clock_skew'])
         self.rearm = ReArm(self.core, self.ros['soft_start'])
@@ -141,9 +147,9 @@ class ControllerNode(Node):
         self.fault = ''
         self.fault_kind = ''
         self.faults = 0
-        self.last_solved = None         # (status, reason) of the latest step that solved (diagnostics)
+        self.last_solved = None  # (status, reason) of the latest step that solved (diagnostics)
         self.last_publish_ns = 0
-        self._latency_probe = None      # set by benchmarks: callable(receive_ns, publish_ns)
+        self._latency_probe = None  # set by benchmarks: callable(receive_ns, publish_ns)
         self._state_receive_ns = 0
 
         kind = self.ros['output_type']
@@ -152,14 +158,15 @@ class ControllerNode(Node):
         self.residual_pub = self.create_publisher(Float64MultiArray, '~/constraint_residual', 10)
         self.efforts_pub = self.create_publisher(Float64MultiArray, '~/efforts', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        self.raw_effort = None     # ros.transport: raw with float64_multi_array: a reused CDR buffer
+        self.raw_effort = None  # ros.transport: raw with float64_multi_array: a reused CDR buffer
         if self.ros['transport'] == 'raw' and kind == 'float64_multi_array':
             self.raw_effort = Float64ArrayEncoder(self.core.p)
             self._publish_raw_effort = rclpy_access.raw_publisher(self.effort_pub)
-        self.loop = ControlLoop(self)     # own thread (ros.loop.mode: thread) or the timer below
-        if self.loop.state_callback() is not None:      # None: the loop thread takes the states itself
-            self.create_subscription(JointState, self.ros['joint_states_topic'], self.loop.state_callback(),
-                                     qos_profile_sensor_data)
+        self.loop = ControlLoop(self)  # own thread (ros.loop.mode: thread) or the timer below
+        if self.loop.state_callback() is not None:  # None: the loop thread takes the states itself
+            self.create_subscription(
+                JointState, self.ros['joint_states_topic'], self.loop.state_callback(), qos_profile_sensor_data
+            )
         self.create_service(Trigger, '~/start', self.loop.guard(self.on_start))
         self.create_service(Trigger, '~/stop', self.loop.guard(self.on_stop))
         self.timer = None if self.loop.threaded else self.create_timer(self.period, self.loop.timer_callback())
@@ -170,7 +177,8 @@ class ControllerNode(Node):
         self.get_logger().info(
             f'{self.setup.name}: {self.core.n} joints {self.core.joint_names}, efforts on '
             f'{self.ros["effort_topic"]} ({kind}) for {self.effort_names}, {self.core.rate:g} Hz, '
-            f'trigger {self.ros["trigger"]}, {"autostart" if self.ros["autostart"] else "waiting for ~/start"}')
+            f'trigger {self.ros["trigger"]}, {"autostart" if self.ros["autostart"] else "waiting for ~/start"}'
+        )
         self.get_logger().info(self.loop.describe())
         self.loop.start()
 
@@ -179,13 +187,16 @@ class ControllerNode(Node):
     def _row_labels(self):
         mp, ms = self.setup.passive.m, self.setup.servo.m
         self.task_label = f'task_error[{ms}]: servo rows ' + ','.join(self.setup.servo.names)
-        self.residual_label = (f'phi[{mp + ms}] then phidot[{mp + ms}]: passive '
-                               + ','.join(self.setup.passive.names) + '; servo ' + ','.join(self.setup.servo.names))
+        self.residual_label = (
+            f'phi[{mp + ms}] then phidot[{mp + ms}]: passive '
+            + ','.join(self.setup.passive.names)
+            + '; servo '
+            + ','.join(self.setup.servo.names)
+        )
         self.efforts_label = 'efforts: ' + ','.join(self.core.actuator_names)
         # one message object per plotting topic, refilled every period (publish serializes at once)
         self.task_out = MessageBuffer(labelled_array([0.0] * ms, self.task_label), ms)
-        self.residual_out = MessageBuffer(labelled_array([0.0] * (2 * (mp + ms)), self.residual_label),
-                                          2 * (mp + ms))
+        self.residual_out = MessageBuffer(labelled_array([0.0] * (2 * (mp + ms)), self.residual_label), 2 * (mp + ms))
         self.efforts_out = MessageBuffer(labelled_array([0.0] * self.core.p, self.efforts_label), self.core.p)
         self.command_out = MessageBuffer(Float64MultiArray(), self.core.p)
 
@@ -204,8 +215,9 @@ class ControllerNode(Node):
             # ~/stop -> ~/start: resume from the held trajectory time with a soft start
             self.rearm.interrupt(self.raw_time(now_ns))
             self.running = True
-            self.get_logger().info(f'trajectory clock resumed at {self.rearm.held_time():.3f} s '
-                                   f'(soft start {self.rearm.soft_start:g} s)')
+            self.get_logger().info(
+                f'trajectory clock resumed at {self.rearm.held_time():.3f} s (soft start {self.rearm.soft_start:g} s)'
+            )
             return
         self.core.reset(0.0)
         self.rearm.reset()
@@ -245,26 +257,28 @@ class ControllerNode(Node):
         if self.ros['trigger'] == 'timer':
             self.control(now, now)
         elif self.merger.complete and self.merger.age(now) > self.ros['state_timeout']:
-            self.control(now, now)       # state trigger: the timer only watches for stale data
+            self.control(now, now)  # state trigger: the timer only watches for stale data
 
     def control(self, now_ns, t_ns):
         """One control period: efforts from the merged state, or the safe effort and why."""
         merger = self.merger
         if not merger.complete:
-            return                        # nothing known yet: publish nothing
+            return  # nothing known yet: publish nothing
         fault = kind = ''
         age = merger.age(now_ns)
         if age > self.ros['state_timeout']:
             kind = 'stale'
-            fault = (f'stale state: {merger.oldest_joint()} last updated {age * 1e3:.0f} ms ago '
-                     f'(timeout {self.ros["state_timeout"] * 1e3:.0f} ms)')
+            fault = (
+                f'stale state: {merger.oldest_joint()} last updated {age * 1e3:.0f} ms ago '
+                f'(timeout {self.ros["state_timeout"] * 1e3:.0f} ms)'
+            )
             if merger.last_kind == 'skew':
                 kind = 'clock_skew'
                 fault = f'{merger.last_rejection}; no usable joint state for {age * 1e3:.0f} ms'
             elif merger.last_kind:
                 fault += f'; last message rejected: {merger.last_rejection}'
         elif self.loop.safe_reason:
-            kind, fault = 'overrun', self.loop.safe_reason      # ros.overrun.safe_after (control_loop.py)
+            kind, fault = 'overrun', self.loop.safe_reason  # ros.overrun.safe_after (control_loop.py)
         if self.running and not fault:
             # read in place (ControllerCore.step_view): everything below uses or copies it before the next period
             result = self.core.step_view(merger.q, merger.qd, self.trajectory_time(t_ns))
@@ -274,13 +288,13 @@ class ControllerNode(Node):
                 self.rearm.interrupt(self.raw_time(t_ns))
         else:
             if self.started_once:
-                self.rearm.interrupt(self.raw_time(t_ns))      # hold the trajectory clock during the outage
+                self.rearm.interrupt(self.raw_time(t_ns))  # hold the trajectory clock during the outage
             result = self.core.safe(fault or 'stopped')
         if result.ok and self.running:
-            self.rearm.limit(result.effort)       # soft start: no harder than undisturbed operation
+            self.rearm.limit(result.effort)  # soft start: no harder than undisturbed operation
         self.stats.record(result)
         effort = result.effort
-        if not np.isfinite(effort, out=self._effort_finite).all():     # belt and braces: never publish NaN
+        if not np.isfinite(effort, out=self._effort_finite).all():  # belt and braces: never publish NaN
             effort = np.zeros_like(effort)
             kind = kind or 'nonfinite'
             fault = fault or 'non-finite effort replaced by zero'
@@ -294,16 +308,17 @@ class ControllerNode(Node):
             self.effort_pub.publish(self.command_out.ready())
         else:
             stamp = self.get_clock().now().to_msg()
-            self.effort_pub.publish(effort_message(self.ros['output_type'], effort[self.perm].tolist(),
-                                                   self.effort_names, stamp))
+            self.effort_pub.publish(
+                effort_message(self.ros['output_type'], effort[self.perm].tolist(), self.effort_names, stamp)
+            )
         if self._latency_probe is not None:
             self._latency_probe(self._state_receive_ns, self.now_ns())
-        plots = self.loop.plots        # the plotting topics only while someone listens (control_loop.py)
+        plots = self.loop.plots  # the plotting topics only while someone listens (control_loop.py)
         if plots:
             self.efforts_out.view[:] = effort
             self.efforts_pub.publish(self.efforts_out.ready())
-        if result.ok:                             # the reason is read only when there is one to tell
-            status = self.stats.last_status       # (LoopStats.record read it)
+        if result.ok:  # the reason is read only when there is one to tell
+            status = self.stats.last_status  # (LoopStats.record read it)
             self.last_solved = (status, result.reason if status != Status.OK else '')
         if result.ok and plots:
             self.task_out.view[:] = result.task_error
@@ -327,8 +342,7 @@ class ControllerNode(Node):
             response.success = False
             response.message = f'no complete joint state yet; missing {self.merger.missing()}'
             return response
-        self.start(self.merger.newest_ns if self.ros['trigger'] == 'state' and not self.started_once
-                   else self.now_ns())
+        self.start(self.merger.newest_ns if self.ros['trigger'] == 'state' and not self.started_once else self.now_ns())
         response.success = True
         response.message = 'started'
         return response
@@ -353,13 +367,17 @@ class ControllerNode(Node):
                 return SetParametersResult(
                     successful=False,
                     reason=f'{name}: cannot change while running (model, topics, rate and task are fixed '
-                           f'at start; restart the node); live: stabilization.*, {", ".join(P.LIVE_KEYS)}')
+                    f'at start; restart the node); live: stabilization.*, {", ".join(P.LIVE_KEYS)}',
+                )
             updates[name] = P.plain(p.value)
         try:
             # one more override, resolved as at start (schema, cross-key rules such as omega <= rate/4)
             settings = resolve_live(self.node_settings, updates) if updates else self.settings
-            new_stab = stabilization_gains(settings.stabilization) \
-                if any(n.startswith('stabilization.') for n in updates) else None
+            new_stab = (
+                stabilization_gains(settings.stabilization)
+                if any(n.startswith('stabilization.') for n in updates)
+                else None
+            )
             if new_stab is not None:
                 # the setter checks per-row gain lengths against the constraint rows
                 current = self.core.stabilization
@@ -370,7 +388,7 @@ class ControllerNode(Node):
             return SetParametersResult(successful=False, reason=str(exc))
         self.node_settings.overrides.update(updates)
         self.settings = self.node_settings.settings = settings
-        control = settings.control                 # the values as resolved (ints made floats, ranges checked)
+        control = settings.control  # the values as resolved (ints made floats, ranges checked)
         for name in updates:
             if name == 'ros.trajectory_start':
                 self.ros['trajectory_start'] = settings.ros.trajectory_start
@@ -399,9 +417,14 @@ class ControllerNode(Node):
             level, message = ERROR, self.fault
         elif self.loop.warning:
             level, message = WARN, self.loop.warning
-        elif merger.last_kind == 'skew':          # the latest message was stamped ahead of our clock
-            level, message = WARN, (f'clock skew: joint_states stamped {skew_ms:+.0f} ms from the node clock '
-                                    f'(tolerance {merger.clock_skew * 1e3:.0f} ms)')
+        elif merger.last_kind == 'skew':  # the latest message was stamped ahead of our clock
+            level, message = (
+                WARN,
+                (
+                    f'clock skew: joint_states stamped {skew_ms:+.0f} ms from the node clock '
+                    f'(tolerance {merger.clock_skew * 1e3:.0f} ms)'
+                ),
+            )
         elif not merger.complete:
             level, message = WARN, f'waiting for joint states: missing {merger.missing()}'
         elif not self.running:
@@ -418,7 +441,7 @@ class ControllerNode(Node):
             ('control_rate_hz', self.core.rate),
             ('steps', self.stats.steps),
             ('safe_effort_steps', self.stats.safe_steps),
-            ('missed_deadlines', self.loop.timing.total_missed),     # the loop's count, both modes
+            ('missed_deadlines', self.loop.timing.total_missed),  # the loop's count, both modes
             ('status', status_name(self.stats.last_status)),
             ('rank', self.stats.rank),
             ('condition', self.stats.condition),
@@ -442,14 +465,16 @@ class ControllerNode(Node):
             ('last_rejection', merger.last_rejection),
             ('faults', self.faults),
         ] + self.loop.diagnostic_values()
-        self.diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: control',
-                                               self.setup.name, level, message, values))
-
+        self.diag_pub.publish(
+            diagnostic_array(
+                self.get_clock().now().to_msg(), f'{NODE_NAME}: control', self.setup.name, level, message, values
+            )
+        )
 
     def destroy_node(self):
-        loop = getattr(self, 'loop', None)     # None: the constructor failed before the loop existed
+        loop = getattr(self, 'loop', None)  # None: the constructor failed before the loop existed
         if loop is not None:
-            loop.stop()           # the loop thread publishes: stop it before the publishers go
+            loop.stop()  # the loop thread publishes: stop it before the publishers go
         return super().destroy_node()
 
 

@@ -3,6 +3,7 @@
 A step's :class:`uk_controller.control.status.Status` gives its diagnostics level through the one table of
 :mod:`uk_controller.control.status` (:func:`status_level`); its reason is the message.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,8 @@ class LoopStats:
         self.saturated = 0
         self.saturated_steps = 0
         self.last_status = Status.OK
-        self.posture_error = math.nan       # |q - q_ref| of the posture term (NaN: none)
-        self.null_motion = 0                # null-space dimensions of the task: moving, internal forces
+        self.posture_error = math.nan  # |q - q_ref| of the posture term (NaN: none)
+        self.null_motion = 0  # null-space dimensions of the task: moving, internal forces
         self.null_internal = 0
 
     def record(self, result):

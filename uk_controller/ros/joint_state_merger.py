@@ -21,6 +21,7 @@ arrival, whatever its stamp says.
 Velocities missing from a message are estimated by the backward difference
 ``q' ~ (q_k - q_{k-1}) / (t_k - t_{k-1})`` of consecutive samples of that joint.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,16 +51,24 @@ class JointStateMerger:
         self.state_timeout = float(state_timeout)
         self.q = np.zeros(self.n)
         self.qd = np.zeros(self.n)
-        self.stamp_ns = np.zeros(self.n, dtype=np.int64)     # sample time per joint
-        self.arrival_ns = np.zeros(self.n, dtype=np.int64)   # node clock when that sample arrived
+        self.stamp_ns = np.zeros(self.n, dtype=np.int64)  # sample time per joint
+        self.arrival_ns = np.zeros(self.n, dtype=np.int64)  # node clock when that sample arrived
         self.clock_skew = float(clock_skew)
-        self.last_skew = 0.0             # s, stamp minus node clock of the last stamped message
+        self.last_skew = 0.0  # s, stamp minus node clock of the last stamped message
         self.last_kind = ''
         self.received = np.zeros(self.n, dtype=bool)
         self.complete = False
         self.newest_ns = 0
-        self.counts = {'accepted': 0, 'nonfinite': 0, 'late': 0, 'malformed': 0,
-                       'unknown_names': 0, 'no_known_joint': 0, 'skew': 0, 'duplicate_names': 0}
+        self.counts = {
+            'accepted': 0,
+            'nonfinite': 0,
+            'late': 0,
+            'malformed': 0,
+            'unknown_names': 0,
+            'no_known_joint': 0,
+            'skew': 0,
+            'duplicate_names': 0,
+        }
         self.last_rejection = ''
 
     def reject(self, kind, why):
@@ -109,8 +118,9 @@ class JointStateMerger:
         names = match.names
         count = len(names)
         if len(positions) != count or (len(velocities) not in (0, count)):
-            return self._reject('malformed', f'{count} names but {len(positions)} positions, '
-                                             f'{len(velocities)} velocities')
+            return self._reject(
+                'malformed', f'{count} names but {len(positions)} positions, {len(velocities)} velocities'
+            )
         if match.kind == 'duplicate_names':
             return self._reject(match.kind, match.why)
         if match.unknown:
@@ -130,11 +140,15 @@ class JointStateMerger:
         if stamp_ns > 0:
             self.last_skew = (stamp_ns - now_ns) * 1e-9
             if stamp_ns - now_ns > self.clock_skew * 1e9:
-                return self._reject('skew', f'clock skew: stamp {self.last_skew:+.3f} s ahead of the node clock '
-                                            f'(tolerance {self.clock_skew * 1e3:.0f} ms)')
+                return self._reject(
+                    'skew',
+                    f'clock skew: stamp {self.last_skew:+.3f} s ahead of the node clock '
+                    f'(tolerance {self.clock_skew * 1e3:.0f} ms)',
+                )
             if now_ns - stamp_ns > self.state_timeout * 1e9:
-                return self._reject('late', f'stamp {(now_ns - stamp_ns) * 1e-6:.1f} ms old '
-                                            f'(timeout {self.state_timeout * 1e3:.0f} ms)')
+                return self._reject(
+                    'late', f'stamp {(now_ns - stamp_ns) * 1e-6:.1f} ms old (timeout {self.state_timeout * 1e3:.0f} ms)'
+                )
             if (self.received[rows] & (stamp_ns < self.stamp_ns[rows])).any():
                 return self._reject('late', 'stamp older than the sample already held (out of order)')
             t_ns = stamp_ns
@@ -150,7 +164,7 @@ class JointStateMerger:
                 self.qd[i] = (pos[earlier] - self.q[i]) / ((t_ns - self.stamp_ns[i]) * 1e-9)
         self.q[rows] = pos
         self.stamp_ns[rows] = t_ns
-        self.arrival_ns[rows] = now_ns if now_ns > 0 else t_ns     # no clock yet (sim time): by stamp
+        self.arrival_ns[rows] = now_ns if now_ns > 0 else t_ns  # no clock yet (sim time): by stamp
         self.received[rows] = True
         self.newest_ns = max(self.newest_ns, t_ns)
         if not self.complete:
@@ -174,5 +188,6 @@ class JointStateMerger:
         return self.joint_names[int(np.argmin(self.stamp_ns if stamp <= arrival else self.arrival_ns))]
 
     def rejected(self):
-        return sum(self.counts[k] for k in ('nonfinite', 'late', 'malformed', 'no_known_joint', 'skew',
-                                            'duplicate_names'))
+        return sum(
+            self.counts[k] for k in ('nonfinite', 'late', 'malformed', 'no_known_joint', 'skew', 'duplicate_names')
+        )

@@ -3,8 +3,20 @@
 They are plain Python (no rclpy) and are shared with ``uk-controller run`` (uk_controller.hardware.run_command),
 which must not import from ``ros/`` (layers point downward, DESIGN.md).
 """
+
 from ..control.loop_timing import (  # noqa: F401 - re-exported
-    CLOCK_MONOTONIC, LOOP_MODES, MCL_CURRENT, MCL_FUTURE,  # noqa: F401
-    PR_SET_TIMERSLACK, TIMER_ABSTIME, TIMING_FIELDS,  # noqa: F401
-    DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings,  # noqa: F401
-    realtime_setup, LOOP_THREAD_NAME, name_thread)  # noqa: F401
+    CLOCK_MONOTONIC,
+    LOOP_MODES,
+    LOOP_THREAD_NAME,
+    MCL_CURRENT,
+    MCL_FUTURE,  # noqa: F401
+    PR_SET_TIMERSLACK,
+    TIMER_ABSTIME,
+    TIMING_FIELDS,  # noqa: F401
+    DeadlineSleeper,
+    LoopTiming,
+    OverrunPolicy,
+    loop_settings,  # noqa: F401
+    name_thread,
+    realtime_setup,
+)  # noqa: F401

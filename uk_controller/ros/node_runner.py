@@ -1,4 +1,5 @@
 """Process entry points shared by the nodes: start, spin, clean shutdown, config errors as exit code 2."""
+
 from __future__ import annotations
 
 import faulthandler
@@ -37,8 +38,10 @@ def make_executor(kind):
     """
     if kind == 'multi_threaded':
         from rclpy.executors import MultiThreadedExecutor
+
         return MultiThreadedExecutor(num_threads=2)
     from rclpy.executors import SingleThreadedExecutor
+
     return SingleThreadedExecutor()
 
 
@@ -55,13 +58,13 @@ def _stopping(signum=None, frame=None):
     exit code -2 in launch's log instead of a clean 0.
     """
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)    # SIGTERM stays: launch's escalation if we hang
-    except (ValueError, OSError):      # not the main thread (nodes run in-process by tests)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # SIGTERM stays: launch's escalation if we hang
+    except (ValueError, OSError):  # not the main thread (nodes run in-process by tests)
         return
     if signum == signal.SIGINT:
         _STATE['stop'] = True
         if _STATE['building']:
-            record_interrupt()     # where Python drops the KeyboardInterrupt (a ctypes callback of numba's
+            record_interrupt()  # where Python drops the KeyboardInterrupt (a ctypes callback of numba's
             #                        cache, a __del__), the unraisable hook keeps quiet: the flag stops us
             # While the node is being built (that can take a while) only an exception stops
             # us. Anywhere else the spin loop sees the flag within 0.1 s; a KeyboardInterrupt
@@ -100,17 +103,16 @@ def run(factory, name, args=None, on_stop=None):
     `on_stop(node)` runs first in the teardown (e.g. torque off).
     """
     _install_stop_handler()
-    if _STATE['stop'] or interrupt_requested():     # a Ctrl-C during the imports, whatever swallowed it
+    if _STATE['stop'] or interrupt_requested():  # a Ctrl-C during the imports, whatever swallowed it
         return 0
     try:
         rclpy.init(args=args)
     except KeyboardInterrupt:
         return 0
-    except Exception as exc:      # rcl rejected the arguments, e.g. a parameter file it cannot parse
-        print(f'{name}: {exc}{params_file_hint(sys.argv if args is None else args)}',
-              file=sys.stderr, flush=True)
+    except Exception as exc:  # rcl rejected the arguments, e.g. a parameter file it cannot parse
+        print(f'{name}: {exc}{params_file_hint(sys.argv if args is None else args)}', file=sys.stderr, flush=True)
         return 2
-    faulthandler.register(signal.SIGUSR1)      # `kill -USR1 <pid>` dumps every thread's stack
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack
     node = None
     try:
         try:
@@ -128,16 +130,20 @@ def run(factory, name, args=None, on_stop=None):
             if not isinstance(exc, (ValueError, KeyError, TypeError, OSError)):
                 raise
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            what = getattr(exc, 'what', 'invalid configuration')     # e.g. serial_bridge_node.SetupRefused
+            what = getattr(exc, 'what', 'invalid configuration')  # e.g. serial_bridge_node.SetupRefused
             rclpy.logging.get_logger(name).fatal(f'{what}: {message}')
             print(f'{name}: {what}: {message}', file=sys.stderr, flush=True)
             return 2
-        settings = getattr(node, 'settings', None)          # the node's resolved settings (node_setup)
+        settings = getattr(node, 'settings', None)  # the node's resolved settings (node_setup)
         executor = make_executor(settings.ros.executor if settings is not None else None)
         executor.add_node(node)
         try:
-            while (not _STATE['stop'] and rclpy.ok() and getattr(node, 'refused', None) is None
-                   and not getattr(node, 'finished', False)):
+            while (
+                not _STATE['stop']
+                and rclpy.ok()
+                and getattr(node, 'refused', None) is None
+                and not getattr(node, 'finished', False)
+            ):
                 executor.spin_once(timeout_sec=0.1)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
@@ -148,7 +154,7 @@ def run(factory, name, args=None, on_stop=None):
             # before the handler below tells the stop from a failure.
             time.sleep(0.2)
             raise
-        refused = getattr(node, 'refused', None)      # a node that found its set-up impossible once running
+        refused = getattr(node, 'refused', None)  # a node that found its set-up impossible once running
         if refused is not None:
             print(f'{name}: set-up refused: {refused}', file=sys.stderr, flush=True)
             return 2

@@ -9,6 +9,7 @@ cross-key rules and the defaults; errors name the file and the dotted key). A li
 (``ros2 param set``) is one more override: :func:`resolve_live`. The nodes import this module, not
 each other.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -53,15 +54,20 @@ def read_settings(node):
             node.declare_parameter(name, '')
     config = node.get_parameter('config').value or ''
     file_params, path = file_parameters(config)
-    overrides = {name: P.plain(p.value) for name, p in sorted(node.get_parameters_by_prefix('').items())
-                 if not P.is_builtin(name) and name not in P.NODE_ONLY and p.type_ != Parameter.Type.NOT_SET}
+    overrides = {
+        name: P.plain(p.value)
+        for name, p in sorted(node.get_parameters_by_prefix('').items())
+        if not P.is_builtin(name) and name not in P.NODE_ONLY and p.type_ != Parameter.Type.NOT_SET
+    }
     description = node.get_parameter('robot_description').value or ''
     if description.strip():
-        robot = P.merge(file_params.get('robot'), P.unflatten({k.split('.', 1)[1]: v for k, v in overrides.items()
-                                                               if k.startswith('robot.')}))
-        if not (robot.get('mjcf') or robot.get('sdf')):      # MJCF/SDF hold the closures: kept
+        robot = P.merge(
+            file_params.get('robot'),
+            P.unflatten({k.split('.', 1)[1]: v for k, v in overrides.items() if k.startswith('robot.')}),
+        )
+        if not (robot.get('mjcf') or robot.get('sdf')):  # MJCF/SDF hold the closures: kept
             overrides['robot.urdf'] = str(P.robot_description_file(description))
-            overrides['robot.xacro_args'] = None                 # already expanded
+            overrides['robot.xacro_args'] = None  # already expanded
     state = NodeSettings(None, path, file_params, overrides)
     state.settings = resolve(path, overrides, params=file_params, source=state.source)
     for name, value in P.flatten(file_params).items():

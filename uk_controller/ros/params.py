@@ -7,6 +7,7 @@ that :class:`uk_controller.control.controller.ControllerCore` reads, adds the
 node-only defaults of the ``ros`` section and checks them, naming the dotted
 key of anything wrong.
 """
+
 from __future__ import annotations
 
 import array
@@ -18,11 +19,19 @@ from pathlib import Path
 
 from ..files.parameter_file import ConfigError
 from ..settings import schema as S
+
 # The ``ros`` section itself (defaults, checks, effort order) is plain Python shared with sim/mcap_log:
 # it lives in uk_controller.settings.ros_section, below both layers, and is re-exported here.
 from ..settings.ros_section import (  # noqa: F401 - re-exported
-    EXECUTORS, NODE_CONTROL_KEYS, OUTPUT_TYPES, TRIGGERS,  # noqa: F401
-    actuator_joint, effort_order, require, ros_settings)  # noqa: F401
+    EXECUTORS,
+    NODE_CONTROL_KEYS,
+    OUTPUT_TYPES,
+    TRIGGERS,  # noqa: F401
+    actuator_joint,
+    effort_order,
+    require,
+    ros_settings,
+)  # noqa: F401
 
 # Parameters a running controller accepts (everything else needs a restart).
 LIVE_PREFIXES = ('stabilization.',)
@@ -81,7 +90,7 @@ def unflatten(flat):
         for depth, part in enumerate(parts[:-1]):
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ConfigError(f"{'.'.join(parts[:depth + 1])}: is a value and also has sub-keys ({name})")
+                raise ConfigError(f"{'.'.join(parts[: depth + 1])}: is a value and also has sub-keys ({name})")
             node = child
         if isinstance(node.get(parts[-1]), dict):
             raise ConfigError(f'{name}: is a value and also has sub-keys')
@@ -126,7 +135,7 @@ def robot_description_file(xml, directory=None):
     fd, path = tempfile.mkstemp(prefix='uk_robot_description_', suffix='.urdf', dir=directory)
     with os.fdopen(fd, 'w') as handle:
         handle.write(text)
-    atexit.register(_remove, path)            # no /tmp/uk_robot_description_* left behind
+    atexit.register(_remove, path)  # no /tmp/uk_robot_description_* left behind
     return Path(path)
 
 

@@ -15,6 +15,7 @@ Kilted). Each function here checks the attributes it needs and returns None (or 
 are missing, so a future rclpy that moves them degrades to the executor's callback, the timer loop and
 ``publish(bytes(...))`` instead of failing.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -50,9 +51,9 @@ def _implementation():
 def can_take_and_wait():
     """True when a loop thread can take messages from a subscription and wait on it itself."""
     from rclpy.subscription import Subscription
+
     impl = _implementation()
-    return (hasattr(getattr(Subscription, 'handle', None), 'fget') and impl is not None
-            and hasattr(impl, 'WaitSet'))
+    return hasattr(getattr(Subscription, 'handle', None), 'fget') and impl is not None and hasattr(impl, 'WaitSet')
 
 
 def taker(subscription, raw):
@@ -66,6 +67,7 @@ def taker(subscription, raw):
 
     def take():
         return take_message(msg_type, raw)
+
     return take
 
 
@@ -76,12 +78,13 @@ def subscription_waiter(context, subscription):
     handle = getattr(subscription, 'handle', None)
     if impl is None or handle is None or not hasattr(impl, 'WaitSet'):
         return None
-    waitset = impl.WaitSet(1, 0, 0, 0, 0, 0, context.handle)    # one subscription
+    waitset = impl.WaitSet(1, 0, 0, 0, 0, 0, context.handle)  # one subscription
 
     def wait(timeout_ns):
         waitset.clear_entities()
         waitset.add_subscription(handle)
         waitset.wait(timeout_ns)
+
     return wait
 
 
@@ -91,11 +94,14 @@ def raw_publisher(publisher):
     handle = getattr(publisher, 'handle', None)
     publish_raw = getattr(handle, 'publish_raw', None)
     if publish_raw is None:
+
         def publish(buffer):
             publisher.publish(bytes(buffer))
+
         return publish
 
     def publish(buffer):
         with handle:
             publish_raw(buffer)
+
     return publish

@@ -7,6 +7,7 @@ a non-empty ``robot_description`` as the URDF. The merged dictionary goes
 through the same resolution as the CLI's (:func:`uk_controller.settings.resolve.resolve`, in
 uk_controller.ros.node_setup), so a bad value is reported with its dotted key.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,6 +28,5 @@ def file_parameters(config):
         # a symlink loop (pathlib: RuntimeError), an unreadable file or folder, bytes that are not UTF-8:
         # exit code 2 naming the file (node_runner), not a traceback
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f'cannot read the robot setup: {why}', file=config,
-                          key='config') from None
+        raise ConfigError(f'cannot read the robot setup: {why}', file=config, key='config') from None
     return params, Path(path)

@@ -36,6 +36,7 @@ more than 1.5 periods between two timer calls misses round(gap / T) - 1 deadline
 than a period one more. ``ros.overrun.*`` (OverrunPolicy) only warns here: the bridge computes no
 effort, its safety is SafeBus's watchdog; the state is in /diagnostics (``overrun_state``).
 """
+
 from __future__ import annotations
 
 import math
@@ -48,16 +49,16 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from ..control.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
 from ..hardware.calibration import HardwareConfig
 from ..hardware.joint_state_assembler import JointStateAssembler
 from ..hardware.registry import make_bus
-from ..hardware.setup_check import check_setup
 from ..hardware.safety import ARMED, DISCONNECTED, SATURATED, SafeBus
-from ..control.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
-from .node_setup import node_options, read_settings
+from ..hardware.setup_check import check_setup
+from ..robots.setup import setup_from_settings
 from .diagnostics import ERROR, OK, WARN, diagnostic_array
 from .node_runner import run
-from ..robots.setup import setup_from_settings
+from .node_setup import node_options, read_settings
 
 NODE_NAME = 'serial_bridge_node'
 
@@ -65,6 +66,7 @@ NODE_NAME = 'serial_bridge_node'
 class SetupRefused(ValueError):
     """The bus cannot carry the rate or a motor cannot hold the start pose (exit code 2, the message
     names what to change)."""
+
     what = 'set-up refused'
 
 
@@ -73,13 +75,13 @@ class SerialBridgeNode(Node):
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **node_options(kwargs))
-        state = read_settings(self)             # the YAML + ROS overrides, resolved once (watchdog vs bus rate too)
+        state = read_settings(self)  # the YAML + ROS overrides, resolved once (watchdog vs bus rate too)
         self.settings, self.config_path = state.settings, state.config_path
         self.ros = self.settings.ros
         self.setup = setup_from_settings(self.settings)
         self.hw = HardwareConfig.from_setup(self.setup)
         self.protocol, self.port, self.baud = self.hw.protocol, self.hw.port, self.hw.baud
-        rate = self.hw.rate                     # hardware.rate, else control.rate
+        rate = self.hw.rate  # hardware.rate, else control.rate
         self.watchdog = self.hw.watchdog
         self.effort_joints = list(self.ros.effort_joints or [j for j in self.hw.joints])
         missing = [j for j in self.hw.joints if j not in self.effort_joints]
@@ -89,8 +91,9 @@ class SerialBridgeNode(Node):
         self.assembler = JointStateAssembler(self.setup, self.hw)
         self.joint_names = list(self.setup.joint_names)
         self.measured = self.assembler.measured
-        self.safe = SafeBus(self.hw, lambda: make_bus(self.hw), watchdog=self.watchdog,
-                            log=lambda m: self.get_logger().warning(m))
+        self.safe = SafeBus(
+            self.hw, lambda: make_bus(self.hw), watchdog=self.watchdog, log=lambda m: self.get_logger().warning(m)
+        )
         self.effort = None
         self.effort_stamp = None
         self.rejected = 0
@@ -105,15 +108,18 @@ class SerialBridgeNode(Node):
         self._last_warn = 0
         self.pub_timing = self.create_publisher(Float64MultiArray, '~/loop_timing', 10)
         self.timing_msg = Float64MultiArray()
-        self.timing_msg.layout.dim = [MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS),
-                                                          stride=len(TIMING_FIELDS))]
+        self.timing_msg.layout.dim = [
+            MultiArrayDimension(label=','.join(TIMING_FIELDS), size=len(TIMING_FIELDS), stride=len(TIMING_FIELDS))
+        ]
         self.create_subscription(Float64MultiArray, self.ros.effort_topic, self.on_effort, 10)
         self.rate = rate
-        self.checked = False          # the set-up checked against the connected bus (check_setup)
-        self.refused = None           # why the set-up was refused after start: the process ends with exit 2
+        self.checked = False  # the set-up checked against the connected bus (check_setup)
+        self.refused = None  # why the set-up was refused after start: the process ends with exit 2
         if not self.safe.connect():
-            self.get_logger().error(f'{self.safe.reason} (retrying; the set-up is checked at the first connect, '
-                                    f'torque stays off until then)')
+            self.get_logger().error(
+                f'{self.safe.reason} (retrying; the set-up is checked at the first connect, '
+                f'torque stays off until then)'
+            )
         else:
             problem = self._check_setup()
             if problem:
@@ -164,8 +170,10 @@ class SerialBridgeNode(Node):
             timing.miss(missed)
         if self.policy.update(missed) in ('warn', 'safe') and end - self._last_warn > 1_000_000_000:
             self._last_warn = end
-            self.get_logger().warning(f'overrun: {self.policy.consecutive} consecutive missed bus periods '
-                                      f'(ros.overrun.warn_after {self.policy.warn_after})')
+            self.get_logger().warning(
+                f'overrun: {self.policy.consecutive} consecutive missed bus periods '
+                f'(ros.overrun.warn_after {self.policy.warn_after})'
+            )
         if timing.due(end):
             self.timing_msg.data = [float(v) for v in timing.window(end)]
             self.pub_timing.publish(self.timing_msg)
@@ -178,7 +186,7 @@ class SerialBridgeNode(Node):
         if not self.checked and self.safe.bus is not None and self.safe.state != DISCONNECTED:
             self.refused = self._check_setup()
             if self.refused is not None:
-                self.timer.cancel()           # node_runner.run ends the process with exit code 2
+                self.timer.cancel()  # node_runner.run ends the process with exit code 2
                 return
         self._cycles_window.append(time.monotonic())
         if reading is None or not reading.valid or reading.stamp == self._last_stamp:
@@ -204,32 +212,61 @@ class SerialBridgeNode(Node):
         if d['state'] == ARMED:
             level, message = OK, 'torque on'
         elif d['state'] == SATURATED:
-            level, message = WARN, ('torque on, saturated: ' + ', '.join(d['saturated_motors'])
-                                    + ' at the limit the motor gives')
+            level, message = (
+                WARN,
+                ('torque on, saturated: ' + ', '.join(d['saturated_motors']) + ' at the limit the motor gives'),
+            )
         elif d['state'] == DISCONNECTED:
             level, message = ERROR, d['reason'] or 'disconnected'
         else:
             level, message = WARN, 'torque off: ' + (d['reason'] or 'idle')
         values = [('bus_rate', float(len(self._cycles_window)))]
         values += [(f'{k}_ms', d.get(k, math.nan) * 1e3) for k in ('rtt_p50', 'rtt_p99')]
-        values += [(k, d.get(k, '')) for k in ('crc_errors', 'timeouts', 'seq_errors', 'watchdog_trips', 'reconnects',
-                                               'io_errors', 'device_errors', 'clipped', 'position', 'velocity',
-                                               'not_finite', 'saturated_cycles')]
+        values += [
+            (k, d.get(k, ''))
+            for k in (
+                'crc_errors',
+                'timeouts',
+                'seq_errors',
+                'watchdog_trips',
+                'reconnects',
+                'io_errors',
+                'device_errors',
+                'clipped',
+                'position',
+                'velocity',
+                'not_finite',
+                'saturated_cycles',
+            )
+        ]
         values += [('effort_received', self.received), ('effort_rejected', self.rejected), ('state', d['state'])]
         t, p = self.timing, self.policy
-        values += [*zip(('loop_' + f for f in TIMING_FIELDS), t.last), ('loop_periods', t.total_periods),
-                   ('loop_missed_deadlines', t.total_missed), ('overrun_state', p.state),
-                   ('overrun_consecutive_max', p.longest), ('overrun_warnings', p.warnings)]
+        values += [
+            *zip(('loop_' + f for f in TIMING_FIELDS), t.last),
+            ('loop_periods', t.total_periods),
+            ('loop_missed_deadlines', t.total_missed),
+            ('overrun_state', p.state),
+            ('overrun_consecutive_max', p.longest),
+            ('overrun_warnings', p.warnings),
+        ]
         values = [(k, 'n/a' if isinstance(v, float) and math.isnan(v) else v) for k, v in values]
-        self.pub_diag.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: motor bus',
-                                               f'{self.protocol}:{self.port}', level, message, values))
+        self.pub_diag.publish(
+            diagnostic_array(
+                self.get_clock().now().to_msg(),
+                f'{NODE_NAME}: motor bus',
+                f'{self.protocol}:{self.port}',
+                level,
+                message,
+                values,
+            )
+        )
 
     def shutdown(self):
         """Torque off and close the port (idempotent)."""
         self.safe.shutdown()
 
     def destroy_node(self):
-        self.shutdown()           # torque off before anything else is torn down
+        self.shutdown()  # torque off before anything else is torn down
         return super().destroy_node()
 
 

@@ -33,25 +33,26 @@ Modes (section ``simulation`` of the robot YAML):
   state goes out once ``wait_for_subscribers`` (default 1) nodes subscribe
   to the joint states, so a recorder can see the loop from its start.
 """
+
 from __future__ import annotations
 
 import sys
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time as RosTime
-from rclpy.qos import QoSProfile, ReliabilityPolicy, HistoryPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
-from diagnostic_msgs.msg import DiagnosticArray
 
 from ..files.parameter_file import ConfigError
+from ..robots.setup import setup_from_settings
 from ..sim.uk_plant import UKPlant
 from . import params as P
-from .node_setup import node_options, read_settings
 from .diagnostics import OK, WARN, diagnostic_array
-from ..robots.setup import setup_from_settings
 from .node_runner import run
+from .node_setup import node_options, read_settings
 
 NODE_NAME = 'uk_sim_node'
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -62,14 +63,21 @@ def make_plant(setup, sim):
     """The physics of ``settings.simulation``: UKPlant, or MujocoPlant for ``plant: mujoco``."""
     if sim.plant == 'mujoco':
         try:
-            from ..sim.mujoco_plant import MujocoPlant
             import mujoco  # noqa: F401
+
+            from ..sim.mujoco_plant import MujocoPlant
         except ImportError:
-            raise ConfigError('mujoco needs the MuJoCo Python package (pip install mujoco), or use plant:=uk',
-                              key='simulation.plant') from None
+            raise ConfigError(
+                'mujoco needs the MuJoCo Python package (pip install mujoco), or use plant:=uk', key='simulation.plant'
+            ) from None
         return MujocoPlant.from_setup(setup, mass_scale=sim.mass_scale)
-    return UKPlant(setup, integrator=sim.integrator, substeps=sim.substeps, closure_omega=sim.closure_omega,
-                   closure_rcond=sim.closure_rcond)
+    return UKPlant(
+        setup,
+        integrator=sim.integrator,
+        substeps=sim.substeps,
+        closure_omega=sim.closure_omega,
+        closure_rcond=sim.closure_rcond,
+    )
 
 
 def to_time(t):
@@ -85,7 +93,7 @@ class SimNode(Node):
         state = read_settings(self)
         self.settings, self.config_path = state.settings, state.config_path
         self.ros = self.settings.ros
-        self.sim = self.settings.simulation          # simulation.rate and publish_clock (lockstep) filled by resolve
+        self.sim = self.settings.simulation  # simulation.rate and publish_clock (lockstep) filled by resolve
         if self.sim.publish_clock and self.get_parameter('use_sim_time').value:
             raise ConfigError('use_sim_time: must be false for the node that publishes /clock')
         setup = setup_from_settings(self.settings, mass_scale=self.sim.mass_scale)
@@ -100,9 +108,9 @@ class SimNode(Node):
         self.dt = 1.0 / float(self.sim.rate)
         self.rng = np.random.default_rng(0)
         self.counts = {'commands': 0, 'rejected': 0, 'steps': 0, 'overruns': 0, 'paced': 0}
-        self.steps_since_command = 0    # plant periods integrated with the same held command
-        self.waiting = False            # lockstep: state published, waiting for its command
-        self.start_ns = None             # wall time of plant time 0 (free running)
+        self.steps_since_command = 0  # plant periods integrated with the same held command
+        self.waiting = False  # lockstep: state published, waiting for its command
+        self.start_ns = None  # wall time of plant time 0 (free running)
         kind = self.ros.output_type
         self.kind = kind
         self.state_pub = self.create_publisher(JointState, self.ros.joint_states_topic, STATE_QOS)
@@ -117,7 +125,8 @@ class SimNode(Node):
         self.get_logger().info(
             f'{setup.name}: {self.sim.plant} plant with {self.plant.n} joints at {self.sim.rate:g} Hz '
             f'({"lockstep" if self.sim.lockstep else "free running"}'
-            f'{", /clock" if self.sim.publish_clock else ""}); efforts from {self.ros.effort_topic}')
+            f'{", /clock" if self.sim.publish_clock else ""}); efforts from {self.ros.effort_topic}'
+        )
         if not self.sim.lockstep:
             self.publish_state()
         self.waiting = self.sim.lockstep
@@ -157,8 +166,11 @@ class SimNode(Node):
         """
         if self.sim.publish_clock:
             lag = self.sim.max_command_lag
-            if lag and not self.counts['steps'] and \
-                    self.state_pub.get_subscription_count() < self.sim.wait_for_subscribers:
+            if (
+                lag
+                and not self.counts['steps']
+                and self.state_pub.get_subscription_count() < self.sim.wait_for_subscribers
+            ):
                 # Paced: the clock starts once `wait_for_subscribers` nodes listen (the initial
                 # state goes out meanwhile), so a controller still being discovered does not
                 # miss a stretch of free running it could never have acted on.
@@ -173,7 +185,7 @@ class SimNode(Node):
         steps = min(5, max(1, int(behind / self.dt + 1e-9)))
         if behind > 5 * self.dt:
             self.counts['overruns'] += 1
-            self.start_ns += int((behind - 5 * self.dt) * 1e9)     # give up real time, keep stepping
+            self.start_ns += int((behind - 5 * self.dt) * 1e9)  # give up real time, keep stepping
         for _ in range(steps - 1):
             self.plant.step(self.u, self.dt)
             self.counts['steps'] += 1
@@ -217,16 +229,24 @@ class SimNode(Node):
 
     def publish_diagnostics(self):
         level = OK if self.counts['rejected'] == 0 else WARN
-        values = [('plant', self.sim.plant), ('sim_time_s', self.plant.t), ('steps', self.counts['steps']),
-                  ('real_time_overruns', self.counts['overruns']),
-                  ('ticks_waiting_for_command', self.counts['paced']),
-                  ('commands', self.counts['commands']), ('rejected_commands', self.counts['rejected']),
-                  ('effort', np.array2string(self.u, precision=4))]
+        values = [
+            ('plant', self.sim.plant),
+            ('sim_time_s', self.plant.t),
+            ('steps', self.counts['steps']),
+            ('real_time_overruns', self.counts['overruns']),
+            ('ticks_waiting_for_command', self.counts['paced']),
+            ('commands', self.counts['commands']),
+            ('rejected_commands', self.counts['rejected']),
+            ('effort', np.array2string(self.u, precision=4)),
+        ]
         if hasattr(self.plant, 'closure_residual') and self.sim.plant == 'mujoco':
-            residual = self.plant.closure_residual()      # MuJoCo's loops are soft: how far apart
+            residual = self.plant.closure_residual()  # MuJoCo's loops are soft: how far apart
             values.append(('closure_residual_max_m', float(residual.max()) if residual.size else 0.0))
-        self.diag_pub.publish(diagnostic_array(self.get_clock().now().to_msg(), f'{NODE_NAME}: plant',
-                                               self.setup.name, level, 'simulating', values))
+        self.diag_pub.publish(
+            diagnostic_array(
+                self.get_clock().now().to_msg(), f'{NODE_NAME}: plant', self.setup.name, level, 'simulating', values
+            )
+        )
 
 
 def main(args=None):

@@ -6,6 +6,7 @@ plot launched before the controller showed nothing. Waits as long as it takes
 (the controller may compile its kernels first); Ctrl-C ends it with exit 0.
 Start, spin, stop and the Ctrl-C races are :func:`.node_runner.run`'s, as for every node.
 """
+
 from __future__ import annotations
 
 import sys
@@ -39,8 +40,7 @@ def main(args=None):
     argv = sys.argv[1:] if args is None else list(args)
     topics = [a for a in rclpy.utilities.remove_ros_args(['_'] + argv)[1:] if a.startswith('/')]
     if not topics:
-        print('uk_wait_for_topics: give the topics to wait for, e.g. /uk_controller_node/task_error',
-              file=sys.stderr)
+        print('uk_wait_for_topics: give the topics to wait for, e.g. /uk_controller_node/task_error', file=sys.stderr)
         return 2
     return run(lambda: TopicWait(topics), 'uk_wait_for_topics', args=argv)
 

@@ -1,4 +1,5 @@
 """``python -m uk_controller.settings [--write-docs]``: the settings table (:func:`.schema.main`)."""
+
 from .schema import main
 
 main()

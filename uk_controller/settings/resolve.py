@@ -19,6 +19,7 @@ in the order given (last wins): CLI flags (``uk-controller simulate --rate 500``
 An override whose value is None removes the key (the node's ``robot_description`` replaces
 ``robot.urdf`` and drops ``robot.xacro_args``).
 """
+
 from __future__ import annotations
 
 import copy
@@ -46,8 +47,11 @@ def apply_overrides(tree, overrides, *, file=None, labels=None):
                     break
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise ConfigError(f"{'.'.join(parts[:depth + 1])} is a value and also has sub-keys ({dotted})",
-                                  file=file, key=labels.get(dotted, dotted))
+                raise ConfigError(
+                    f"{'.'.join(parts[: depth + 1])} is a value and also has sub-keys ({dotted})",
+                    file=file,
+                    key=labels.get(dotted, dotted),
+                )
             node = child
         else:
             if value is None:
@@ -97,9 +101,12 @@ def build(tree, path, where=None):
         listed = names.get(name) or ()
         sections[name] = cls.build(tree.get(name), where, name, (listed,) if isinstance(listed, str) else listed)
     control = sections['control']
-    fill = {'simulation': {'rate': control.rate}, 'hardware': {'rate': control.rate},
-            'robot': {'name': Path(path).stem if path else 'robot'}}
-    if sections['simulation'].lockstep:                  # lockstep implies the plant publishes /clock
+    fill = {
+        'simulation': {'rate': control.rate},
+        'hardware': {'rate': control.rate},
+        'robot': {'name': Path(path).stem if path else 'robot'},
+    }
+    if sections['simulation'].lockstep:  # lockstep implies the plant publishes /clock
         fill['simulation']['publish_clock'] = True
     for name, values in fill.items():
         section = sections[name]
@@ -111,4 +118,5 @@ def build(tree, path, where=None):
 
 def _replace(section, **values):
     import dataclasses
+
     return dataclasses.replace(section, **values)

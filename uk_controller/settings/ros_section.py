@@ -6,6 +6,7 @@ the topics a node would publish) both read it, so it sits below both layers (doc
 map by layer"). Values, defaults and checks come from :func:`uk_controller.settings.resolve.resolve`
 (the schema and its cross-key rules); this module only arranges them.
 """
+
 from __future__ import annotations
 
 from ..files.parameter_file import ConfigError
@@ -13,9 +14,11 @@ from ..files.parameter_file import ConfigError
 #: The message types of the effort command (``ros.output_type``), name -> ROS message type: the one table.
 #: The schema's choices (hence docs/config.md), the controller node's publisher, the sim node's subscriber
 #: (uk_controller.ros.params.message_class) and the MCAP log's channel schema read it.
-OUTPUT_TYPES = {'float64_multi_array': 'std_msgs/msg/Float64MultiArray',
-                'joint_trajectory': 'trajectory_msgs/msg/JointTrajectory',
-                'joint_state': 'sensor_msgs/msg/JointState'}
+OUTPUT_TYPES = {
+    'float64_multi_array': 'std_msgs/msg/Float64MultiArray',
+    'joint_trajectory': 'trajectory_msgs/msg/JointTrajectory',
+    'joint_state': 'sensor_msgs/msg/JointState',
+}
 #: What steps the node's loop (``ros.trigger``): the schema's choices (hence docs/config.md) read this table,
 #: so this module needs no schema import.
 TRIGGERS = ('timer', 'state')
@@ -62,13 +65,18 @@ def effort_order(settings, actuator_names, effort_joints=None):
         if joint is not None:
             by_name.setdefault(joint, k)
     if effort_joints is None:
-        return [k for k in range(len(actuator_names))], [
-            actuator_joint(settings, a) or a for a in actuator_names]
+        return [k for k in range(len(actuator_names))], [actuator_joint(settings, a) or a for a in actuator_names]
     perm = []
     for j in effort_joints:
-        require(j in by_name, 'ros.effort_joints',
-                f'{j!r} is neither an actuator nor a joint driven by one (actuators: {list(actuator_names)})')
+        require(
+            j in by_name,
+            'ros.effort_joints',
+            f'{j!r} is neither an actuator nor a joint driven by one (actuators: {list(actuator_names)})',
+        )
         perm.append(by_name[j])
-    require(sorted(perm) == list(range(len(actuator_names))), 'ros.effort_joints',
-            f'must list every actuator exactly once: {list(effort_joints)} vs actuators {list(actuator_names)}')
+    require(
+        sorted(perm) == list(range(len(actuator_names))),
+        'ros.effort_joints',
+        f'must list every actuator exactly once: {list(effort_joints)} vs actuators {list(actuator_names)}',
+    )
     return perm, list(effort_joints)

@@ -38,15 +38,16 @@ uk_controller.settings --write-docs``. Named choices implemented by a table else
 ROS output types) are read from that table (:class:`~uk_controller.settings.setting.RegistryNames`),
 and each motor protocol's ``hardware.<protocol>.*`` keys come from its codec (``SETTINGS``).
 """
+
 from __future__ import annotations
 
 import difflib
 import importlib
 import math
 
+from ..constraints import trajectories as _trajectories
 from ..files.parameter_file import ConfigError
 from .setting import NONE, RegistryNames, Setting, check_value, number_ok
-from ..constraints import trajectories as _trajectories
 
 #: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
 MAX_STEPS = 2_000_000
@@ -85,16 +86,20 @@ def trajectory_settings(types=None):
     table's names, the common keys, then each type's keys in table order; a key several types share (the
     same :class:`~uk_controller.constraints.trajectories.Key`) is one Setting with ``when`` listing those types."""
     types = _trajectories.TYPES if types is None else types
-    every = ('type', TRAJECTORY_TYPES)             # the common keys: under every type of the table
+    every = ('type', TRAJECTORY_TYPES)  # the common keys: under every type of the table
     out = [Setting(f'{_TRAJ}.type', 'str', NONE, '', 'trajectory type', choices=TRAJECTORY_TYPES, when=every)]
-    out += [Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=every, **dict(k.limits))
-            for k in _trajectories.COMMON_KEYS]
-    readers = {}                                    # Key -> the types that read it, first use first
+    out += [
+        Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=every, **dict(k.limits))
+        for k in _trajectories.COMMON_KEYS
+    ]
+    readers = {}  # Key -> the types that read it, first use first
     for name, entry in types.items():
         for k in entry.keys:
             readers.setdefault(k, []).append(name)
-    out += [Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=('type', tuple(names)), **dict(k.limits))
-            for k, names in readers.items()]
+    out += [
+        Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=('type', tuple(names)), **dict(k.limits))
+        for k, names in readers.items()
+    ]
     return out
 
 
@@ -112,61 +117,130 @@ _TRAJ_KEYS = {'types': None, 'settings': []}
 
 
 def _con(key, type_, types, doc, **kw):
-    return Setting(f'constraints.<name>.{key}', type_, kw.pop('default', NONE), kw.pop('unit', ''), doc,
-                   when=('type', tuple(types)), **kw)
+    return Setting(
+        f'constraints.<name>.{key}',
+        type_,
+        kw.pop('default', NONE),
+        kw.pop('unit', ''),
+        doc,
+        when=('type', tuple(types)),
+        **kw,
+    )
 
 
 _KEYS = [
     # ------------------------------------------------------------------ robot
     _S('robot.name', 'str', NONE, '', 'robot name (default: the file name)'),
-    _S('robot.urdf', 'str', NONE, '', 'URDF or .xacro file (relative to this file, package:// or absolute); one '
-       'of urdf, mjcf, sdf'),
+    _S(
+        'robot.urdf',
+        'str',
+        NONE,
+        '',
+        'URDF or .xacro file (relative to this file, package:// or absolute); one of urdf, mjcf, sdf',
+    ),
     _S('robot.xacro_args', 'map', NONE, '', 'xacro arguments (free-form map) when robot.urdf is a .xacro'),
-    _S('robot.mjcf', 'str', NONE, '', 'MuJoCo MJCF file; its connect/weld equalities become closures, its '
-       'joint/tendon equalities couplings'),
+    _S(
+        'robot.mjcf',
+        'str',
+        NONE,
+        '',
+        'MuJoCo MJCF file; its connect/weld equalities become closures, its joint/tendon equalities couplings',
+    ),
     _S('robot.sdf', 'str', NONE, '', 'SDF model file; joints that close loops become closures'),
-    _S('robot.base', 'str', 'fixed', '', 'a root link that no joint connects to the world (robot.sdf): welded '
-       'where the file places it, or free on six coordinates base_x, base_y, base_z, base_yaw, base_pitch, '
-       'base_roll', choices=('fixed', 'free')),
+    _S(
+        'robot.base',
+        'str',
+        'fixed',
+        '',
+        'a root link that no joint connects to the world (robot.sdf): welded '
+        'where the file places it, or free on six coordinates base_x, base_y, base_z, base_yaw, base_pitch, '
+        'base_roll',
+        choices=('fixed', 'free'),
+    ),
     _S('robot.joints', 'strs', NONE, '', 'generalized coordinates, order of q (default: URDF order)'),
     _S('robot.initial_position', 'floats', NONE, 'rad or m', 'q at t = 0 (default: zeros)'),
     _S('robot.initial_velocity', 'floats', NONE, 'rad/s or m/s', "q' at t = 0 (default: zeros)"),
     _S('robot.gravity', 'floats', NONE, 'm/s^2', "gravity vector (default: Pinocchio's)", length=3),
-    _S('robot.joint_dynamics', 'str', 'description', '', "passive joint dynamics (damping, springs, armature, "
-       "friction): as the description gives them, or none (in the model, both plants and the controller)",
-       choices=('description', 'none')),
-    _pos('robot.friction_velocity', 0.01, 'rad/s or m/s', "Coulomb friction f sign(q') is modelled as "
-         "f tanh(q'/v) with this v", high=10.0),
-    _S('robot.allow_nonphysical', 'bool', False, '', 'accept a description whose moving bodies have a mass '
-       '<= 0 or an inertia that is not positive definite or breaks the triangle inequality (warnings instead '
-       'of an error; docs/guarantees.md)'),
+    _S(
+        'robot.joint_dynamics',
+        'str',
+        'description',
+        '',
+        "passive joint dynamics (damping, springs, armature, "
+        "friction): as the description gives them, or none (in the model, both plants and the controller)",
+        choices=('description', 'none'),
+    ),
+    _pos(
+        'robot.friction_velocity',
+        0.01,
+        'rad/s or m/s',
+        "Coulomb friction f sign(q') is modelled as f tanh(q'/v) with this v",
+        high=10.0,
+    ),
+    _S(
+        'robot.allow_nonphysical',
+        'bool',
+        False,
+        '',
+        'accept a description whose moving bodies have a mass '
+        '<= 0 or an inertia that is not positive definite or breaks the triangle inequality (warnings instead '
+        'of an error; docs/guarantees.md)',
+    ),
     # ------------------------------------------------------------------ actuators
     _S('actuators.names', 'strs', NONE, '', 'actuators, order of the effort vector u (default: one per joint)'),
     _S('actuators.<name>.joint', 'str', NONE, '', 'tree joint the actuator drives (or between)'),
     _S('actuators.<name>.between', 'strs', NONE, '', 'two bodies the actuator acts between (or joint)', length=2),
-    _S('actuators.<name>.tendon', 'str', NONE, '', 'fixed tendon of the MJCF the actuator pulls (column: its '
-       'coefficients)'),
+    _S(
+        'actuators.<name>.tendon',
+        'str',
+        NONE,
+        '',
+        'fixed tendon of the MJCF the actuator pulls (column: its coefficients)',
+    ),
     _S('actuators.<name>.axis', 'floats', NONE, '', 'axis of a between actuator (world frame)', length=3),
     _pos('actuators.<name>.effort_limit', NONE, 'N m or N', 'effort limit (default: URDF limit; between: none)'),
     # ------------------------------------------------------------------ constraints
     _S('constraints.names', 'strs', NONE, '', 'constraints, evaluation order'),
     _S('constraints.<name>.type', 'str', NONE, '', 'constraint type', choices=CONSTRAINT_TYPES),
-    _S('constraints.<name>.role', 'str', NONE, '', 'passive: closure of the mechanism; servo: task (Chen)',
-       choices=('passive', 'servo')),
+    _S(
+        'constraints.<name>.role',
+        'str',
+        NONE,
+        '',
+        'passive: closure of the mechanism; servo: task (Chen)',
+        choices=('passive', 'servo'),
+    ),
     _con('frame', 'str', ('frame_position', 'frame_orientation'), 'frame that follows the task'),
-    _con('axes', 'strs', ('frame_position', 'loop_closure'), 'position components (subset of x, y, z)',
-         choices=('x', 'y', 'z')),
-    _con('mode', 'str', ('frame_orientation', 'loop_closure'),
-         'orientation: planar | so3; closure: position | weld', choices=('planar', 'so3', 'position', 'weld')),
+    _con(
+        'axes',
+        'strs',
+        ('frame_position', 'loop_closure'),
+        'position components (subset of x, y, z)',
+        choices=('x', 'y', 'z'),
+    ),
+    _con(
+        'mode',
+        'str',
+        ('frame_orientation', 'loop_closure'),
+        'orientation: planar | so3; closure: position | weld',
+        choices=('planar', 'so3', 'position', 'weld'),
+    ),
     _con('axis', 'floats', ('frame_orientation',), 'rotation axis of a planar orientation', length=3),
-    _con('reference', 'floats', ('frame_orientation', 'loop_closure', 'joint_polynomial'),
-         'reference direction (joint_polynomial: the joints\' reference positions r1, r2)'),
+    _con(
+        'reference',
+        'floats',
+        ('frame_orientation', 'loop_closure', 'joint_polynomial'),
+        'reference direction (joint_polynomial: the joints\' reference positions r1, r2)',
+    ),
     _con('zero_direction', 'floats', ('frame_orientation',), 'direction of angle zero', length=3),
     _con('coefficients', 'floats', ('joint_linear',), 'coefficients . q = value'),
-    _con('joints', 'strs', ('joint_linear', 'joint_polynomial'), 'joints the coefficients belong to '
-         '(joint_polynomial: [joint1, joint2])'),
-    _con('polycoef', 'floats', ('joint_polynomial',), 'MuJoCo joint equality: q1 - r1 = sum c_k (q2 - r2)^k, '
-         'k = 0..4'),
+    _con(
+        'joints',
+        'strs',
+        ('joint_linear', 'joint_polynomial'),
+        'joints the coefficients belong to (joint_polynomial: [joint1, joint2])',
+    ),
+    _con('polycoef', 'floats', ('joint_polynomial',), 'MuJoCo joint equality: q1 - r1 = sum c_k (q2 - r2)^k, k = 0..4'),
     _con('value', 'float', ('joint_linear',), 'constant value of coefficients . q', unit='rad or m'),
     _con('frames', 'strs', ('loop_closure',), 'the two frames that coincide', length=2),
     _con('angle_axis', 'floats', ('loop_closure',), 'axis of the planar relative angle', length=3),
@@ -177,112 +251,319 @@ _KEYS = [
     _con('trajectory', 'section', ('frame_position', 'frame_orientation', 'joint_linear'), 'the desired motion'),
     # constraints.<name>.trajectory.* : declared by the table of trajectory types (trajectory_settings)
     # ------------------------------------------------------------------ stabilization
-    _S('stabilization.convention', 'str', 'critical', '', "critical: phi''+2w phi'+w^2 phi=0; seed000: "
-       "phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0; none", live=True,
-       choices=('critical', 'seed000', 'squared', 'none')),
-    _S('stabilization.omega', 'floats', 10.0, 'rad/s', 'critical: natural frequency (one, or one per row)',
-       low=0.0, low_open=True, high=1000.0, live=True),
-    _S('stabilization.alpha', 'floats', NONE, '1/s', 'seed000/squared: damping gain (one, or one per row)',
-       low=0.0, low_open=True, high=2000.0, live=True),
-    _S('stabilization.beta', 'floats', NONE, '1/s^2 or 1/s', 'seed000: stiffness gain; squared: its square root',
-       low=0.0, low_open=True, high=1.0e6, live=True),
-    _nonneg('stabilization.max_speed', NONE, 'm/s or rad/s', "saturated Baumgarte: the task rows' stiffness "
-            "term kp phi is capped at kd times this speed, so a far-off task is approached at most this fast (each "
-            "row in its own unit); the linear law inside the cap (0: no cap; default: 1.0 with gains damped at "
-            "ratio >= 0.5 such as critical, no cap with lightly damped ones such as seed 000's)", high=1.0e3),
+    _S(
+        'stabilization.convention',
+        'str',
+        'critical',
+        '',
+        "critical: phi''+2w phi'+w^2 phi=0; seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0; none",
+        live=True,
+        choices=('critical', 'seed000', 'squared', 'none'),
+    ),
+    _S(
+        'stabilization.omega',
+        'floats',
+        10.0,
+        'rad/s',
+        'critical: natural frequency (one, or one per row)',
+        low=0.0,
+        low_open=True,
+        high=1000.0,
+        live=True,
+    ),
+    _S(
+        'stabilization.alpha',
+        'floats',
+        NONE,
+        '1/s',
+        'seed000/squared: damping gain (one, or one per row)',
+        low=0.0,
+        low_open=True,
+        high=2000.0,
+        live=True,
+    ),
+    _S(
+        'stabilization.beta',
+        'floats',
+        NONE,
+        '1/s^2 or 1/s',
+        'seed000: stiffness gain; squared: its square root',
+        low=0.0,
+        low_open=True,
+        high=1.0e6,
+        live=True,
+    ),
+    _nonneg(
+        'stabilization.max_speed',
+        NONE,
+        'm/s or rad/s',
+        "saturated Baumgarte: the task rows' stiffness "
+        "term kp phi is capped at kd times this speed, so a far-off task is approached at most this fast (each "
+        "row in its own unit); the linear law inside the cap (0: no cap; default: 1.0 with gains damped at "
+        "ratio >= 0.5 such as critical, no cap with lightly damped ones such as seed 000's)",
+        high=1.0e3,
+    ),
     # ------------------------------------------------------------------ control
     _pos('control.rate', 1000.0, 'Hz', 'control rate', high=20000.0),
     _S('control.pinv', 'str', 'svd', '', 'pseudo-inverse method', choices=PINV_METHODS),
     _pos('control.rcond', 1.0e-10, '', 'rank tolerance relative to the largest singular value', high=1.0),
     _nonneg('control.damping', 1.0e-6, '', 'damped least squares only', high=1.0e3),
-    _S('control.safe_effort', 'str', 'zero', '', 'effort on bad input or numerical failure', live=True,
-       choices=('zero', 'hold')),
-    _S('control.friction_compensation', 'bool', True, '', "the controller's model includes the description's "
-       'Coulomb friction (false: the plant has it, the controller does not)'),
-    _pos('control.state_timeout', 0.1, 's', 'ROS node and serial runner: state older than this (by arrival) '
-         'gives the safe effort', high=10.0, live=True),
-    _pos('control.clock_skew', 0.05, 's', 'ROS node: a stamp more than this ahead of the node clock is clock '
-         'skew (rejected)', high=10.0, live=True),
-    _nonneg('control.soft_start', 1.0, 's', 're-arming after an interruption ramps the stabilization from 0 to '
-            'its gains over this time (0: off); the trajectory clock is held during the interruption',
-            high=60.0, live=True),
+    _S(
+        'control.safe_effort',
+        'str',
+        'zero',
+        '',
+        'effort on bad input or numerical failure',
+        live=True,
+        choices=('zero', 'hold'),
+    ),
+    _S(
+        'control.friction_compensation',
+        'bool',
+        True,
+        '',
+        "the controller's model includes the description's "
+        'Coulomb friction (false: the plant has it, the controller does not)',
+    ),
+    _pos(
+        'control.state_timeout',
+        0.1,
+        's',
+        'ROS node and serial runner: state older than this (by arrival) gives the safe effort',
+        high=10.0,
+        live=True,
+    ),
+    _pos(
+        'control.clock_skew',
+        0.05,
+        's',
+        'ROS node: a stamp more than this ahead of the node clock is clock skew (rejected)',
+        high=10.0,
+        live=True,
+    ),
+    _nonneg(
+        'control.soft_start',
+        1.0,
+        's',
+        're-arming after an interruption ramps the stabilization from 0 to '
+        'its gains over this time (0: off); the trajectory clock is held during the interruption',
+        high=60.0,
+        live=True,
+    ),
     # ------------------------------------------------------------------ redundancy resolution
-    _S('posture.enabled', 'bool', True, '', 'hold the free directions the task leaves (its null space) at a '
-       'posture, on the closure-projected dynamics (task and closures untouched); used only where the task '
-       'leaves freedom'),
-    _S('posture.reference', 'floats', NONE, 'rad or m', 'posture q_ref, one per joint (default: '
-       'robot.initial_position)'),
-    _pos('posture.omega', 5.0, 'rad/s', "natural frequency of the posture: a_p = -w^2 (q - q_ref) - 2 zeta w q'",
-         high=1.0e4),
+    _S(
+        'posture.enabled',
+        'bool',
+        True,
+        '',
+        'hold the free directions the task leaves (its null space) at a '
+        'posture, on the closure-projected dynamics (task and closures untouched); used only where the task '
+        'leaves freedom',
+    ),
+    _S(
+        'posture.reference',
+        'floats',
+        NONE,
+        'rad or m',
+        'posture q_ref, one per joint (default: robot.initial_position)',
+    ),
+    _pos(
+        'posture.omega',
+        5.0,
+        'rad/s',
+        "natural frequency of the posture: a_p = -w^2 (q - q_ref) - 2 zeta w q'",
+        high=1.0e4,
+    ),
     _pos('posture.damping_ratio', 1.0, '', 'zeta of the posture (1: critically damped)', high=100.0),
-    _nonneg('posture.limit_margin', 0.05, '', 'joint-limit avoidance: repel a joint inside this fraction of its '
-            'URDF range from either end (0: off; joints without limits: none)', high=0.5),
-    _pos('posture.limit_omega', 20.0, 'rad/s', 'natural frequency of the joint-limit repulsion (critically '
-         'damped, acting only inside the margin)', high=1.0e4),
-    _nonneg('posture.max_speed', 0.5, 'rad/s or m/s', "saturated posture: its stiffness term is capped at the "
-            "damping gain times this speed, so a far-off posture is approached at most this fast (0: no cap)",
-            high=1.0e3),
-    _S('posture.metric', 'str', 'joint', '', 'metric the posture acceleration is matched in, in the null space: '
-       'joint (every joint alike, light joints damped as much as heavy ones) or mass (the M-norm, which barely '
-       'damps light joints)', choices=('joint', 'mass')),
+    _nonneg(
+        'posture.limit_margin',
+        0.05,
+        '',
+        'joint-limit avoidance: repel a joint inside this fraction of its '
+        'URDF range from either end (0: off; joints without limits: none)',
+        high=0.5,
+    ),
+    _pos(
+        'posture.limit_omega',
+        20.0,
+        'rad/s',
+        'natural frequency of the joint-limit repulsion (critically damped, acting only inside the margin)',
+        high=1.0e4,
+    ),
+    _nonneg(
+        'posture.max_speed',
+        0.5,
+        'rad/s or m/s',
+        "saturated posture: its stiffness term is capped at the "
+        "damping gain times this speed, so a far-off posture is approached at most this fast (0: no cap)",
+        high=1.0e3,
+    ),
+    _S(
+        'posture.metric',
+        'str',
+        'joint',
+        '',
+        'metric the posture acceleration is matched in, in the null space: '
+        'joint (every joint alike, light joints damped as much as heavy ones) or mass (the M-norm, which barely '
+        'damps light joints)',
+        choices=('joint', 'mass'),
+    ),
     # ------------------------------------------------------------------ joint limits in the control law
-    _S('limits.enabled', 'bool', True, '', 'hold the joint position and velocity limits (URDF <limit>, '
-       'hardware.<motor> limits where tighter) in the control law: bounds on the joint accelerations the task '
-       'gives way to, and efforts beyond their limits solved as bounded least squares on the task rows instead '
-       'of clipped joint by joint (false: clipping only)'),
-    _pos('limits.velocity_scale', 0.9, '', 'fraction of each joint speed limit the control law stays under',
-         high=1.0),
+    _S(
+        'limits.enabled',
+        'bool',
+        True,
+        '',
+        'hold the joint position and velocity limits (URDF <limit>, '
+        'hardware.<motor> limits where tighter) in the control law: bounds on the joint accelerations the task '
+        'gives way to, and efforts beyond their limits solved as bounded least squares on the task rows instead '
+        'of clipped joint by joint (false: clipping only)',
+    ),
+    _pos('limits.velocity_scale', 0.9, '', 'fraction of each joint speed limit the control law stays under', high=1.0),
     _nonneg('limits.margin', 0.02, '', 'fraction of each joint range kept free at either end', high=0.25),
-    _pos('limits.deceleration', 10.0, 'rad/s^2 or m/s^2', 'braking deceleration a joint approaching a position '
-         'limit is slowed down with (v <= sqrt(2 a d) at distance d)', high=1.0e5),
-    _pos('limits.time_constant', 0.02, 's', 'the joint speed follows its bound with this time constant (at '
-         'least two control periods are used)', high=10.0),
-    _pos('limits.weight', 1.0e4, '', 'weight of the joint acceleration bounds against the task rows when both '
-         'cannot hold (larger: the limits win more strictly)', high=1.0e12),
-    _S('internal_force.effort', 'floats', NONE, 'N m or N', 'redundant actuation: internal-force (preload, '
-       'squeeze) target, one per actuator; its component that moves nothing is added (default: none, the '
-       'minimum-norm distribution)'),
+    _pos(
+        'limits.deceleration',
+        10.0,
+        'rad/s^2 or m/s^2',
+        'braking deceleration a joint approaching a position '
+        'limit is slowed down with (v <= sqrt(2 a d) at distance d)',
+        high=1.0e5,
+    ),
+    _pos(
+        'limits.time_constant',
+        0.02,
+        's',
+        'the joint speed follows its bound with this time constant (at least two control periods are used)',
+        high=10.0,
+    ),
+    _pos(
+        'limits.weight',
+        1.0e4,
+        '',
+        'weight of the joint acceleration bounds against the task rows when both '
+        'cannot hold (larger: the limits win more strictly)',
+        high=1.0e12,
+    ),
+    _S(
+        'internal_force.effort',
+        'floats',
+        NONE,
+        'N m or N',
+        'redundant actuation: internal-force (preload, '
+        'squeeze) target, one per actuator; its component that moves nothing is added (default: none, the '
+        'minimum-norm distribution)',
+    ),
     # ------------------------------------------------------------------ simulation
     _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
     _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=INTEGRATORS),
-    _S('simulation.plant', 'str', 'uk', '', 'embedded UK plant or MuJoCo: of uk_sim_node and of uk-controller '
-       'simulate, emulate and sweep (CLI --plant)', choices=PLANTS),
-    _S('simulation.substeps', 'int', 4, '', 'RK4 steps per control period, at least (CLI --substeps); the '
-       'embedded plant raises them to what the fastest passive mode of the description needs (light links '
-       'with damping or friction) and says so in the run summary', low=1, high=1000),
-    _pos('simulation.mass_scale', 1.0, '', 'plant inertias x this factor, model mismatch (CLI --mass-scale)',
-         high=1000.0),
+    _S(
+        'simulation.plant',
+        'str',
+        'uk',
+        '',
+        'embedded UK plant or MuJoCo: of uk_sim_node and of uk-controller simulate, emulate and sweep (CLI --plant)',
+        choices=PLANTS,
+    ),
+    _S(
+        'simulation.substeps',
+        'int',
+        4,
+        '',
+        'RK4 steps per control period, at least (CLI --substeps); the '
+        'embedded plant raises them to what the fastest passive mode of the description needs (light links '
+        'with damping or friction) and says so in the run summary',
+        low=1,
+        high=1000,
+    ),
+    _pos(
+        'simulation.mass_scale', 1.0, '', 'plant inertias x this factor, model mismatch (CLI --mass-scale)', high=1000.0
+    ),
     _nonneg('simulation.sensor_noise', 0.0, 'rad or m', 'std of position noise (CLI --noise)', high=10.0),
-    _S('simulation.measurement_delay', 'int', 0, 'periods', 'measurement delay (CLI --delay); shorter than the run, '
-       'the first periods have no measurement and return the safe effort', low=0, high=10000),
-    _S('simulation.log_every', 'int', 1, 'periods', 'log.csv holds every Nth control step (the summary covers all; '
-       'CLI --log-every)', low=1, high=1_000_000),
-    _nonneg('simulation.transient', NONE, 's', 'excluded from the error statistics (default: a fifth of the run, '
-            'at most 2 s; CLI --transient)', high=3600.0),
+    _S(
+        'simulation.measurement_delay',
+        'int',
+        0,
+        'periods',
+        'measurement delay (CLI --delay); shorter than the run, '
+        'the first periods have no measurement and return the safe effort',
+        low=0,
+        high=10000,
+    ),
+    _S(
+        'simulation.log_every',
+        'int',
+        1,
+        'periods',
+        'log.csv holds every Nth control step (the summary covers all; CLI --log-every)',
+        low=1,
+        high=1_000_000,
+    ),
+    _nonneg(
+        'simulation.transient',
+        NONE,
+        's',
+        'excluded from the error statistics (default: a fifth of the run, at most 2 s; CLI --transient)',
+        high=3600.0,
+    ),
     _pos('simulation.closure_omega', 50.0, 'rad/s', "plant's own closure stabilization (critical)", high=1.0e4),
-    _pos('simulation.closure_rcond', 1.0e-10, '', "rank cut of the plant's closures (as control.rcond): a closure "
-         'direction weaker than this, relative to the strongest, is dropped; raise it for nearly dependent '
-         'closures such as a slightly non-planar four-bar', high=0.1),
+    _pos(
+        'simulation.closure_rcond',
+        1.0e-10,
+        '',
+        "rank cut of the plant's closures (as control.rcond): a closure "
+        'direction weaker than this, relative to the strongest, is dropped; raise it for nearly dependent '
+        'closures such as a slightly non-planar four-bar',
+        high=0.1,
+    ),
     _pos('simulation.mujoco_timestep', 2.5e-4, 's', 'MuJoCo plant step', high=0.1),
     _pos('simulation.rate', NONE, 'Hz', 'uk_sim_node: plant publish rate (default: control.rate)', high=20000.0),
     _S('simulation.publish_clock', 'bool', False, '', 'uk_sim_node: publish /clock'),
     _S('simulation.lockstep', 'bool', False, '', 'uk_sim_node: advance only when an effort command arrives'),
     _pos('simulation.real_time_factor', 1.0, '', 'uk_sim_node: simulated seconds per wall second', high=1000.0),
-    _pos('simulation.lockstep_resend', 0.1, 's', 'uk_sim_node: resend the state after this long without a '
-         'command (lockstep)', high=60.0),
+    _pos(
+        'simulation.lockstep_resend',
+        0.1,
+        's',
+        'uk_sim_node: resend the state after this long without a command (lockstep)',
+        high=60.0,
+    ),
     _pos('simulation.clock_start', 1.0, 's', 'uk_sim_node: /clock time of the first sample', high=1.0e6),
-    _S('simulation.wait_for_subscribers', 'int', 1, '', 'uk_sim_node: subscribers to wait for before starting',
-       low=0, high=100),
-    _S('simulation.max_command_lag', 'int', 0, 'periods', 'uk_sim_node on /clock: wait after this many periods '
-       'without a command (0: never)', low=0, high=100000),
+    _S(
+        'simulation.wait_for_subscribers',
+        'int',
+        1,
+        '',
+        'uk_sim_node: subscribers to wait for before starting',
+        low=0,
+        high=100,
+    ),
+    _S(
+        'simulation.max_command_lag',
+        'int',
+        0,
+        'periods',
+        'uk_sim_node on /clock: wait after this many periods without a command (0: never)',
+        low=0,
+        high=100000,
+    ),
     # ------------------------------------------------------------------ hardware
     _S('hardware.protocol', 'str', 'uk_binary', '', 'serial protocol (run --protocol)', choices=PROTOCOLS),
     _S('hardware.port', 'str', '/dev/ttyUSB0', '', 'serial port (run --port)'),
     _S('hardware.baud', 'int', 1000000, 'baud', 'baud rate (run --baud)', low=1200, high=20_000_000),
-    _pos('hardware.watchdog', 0.05, 's', 'no command or feedback for this long: torque off (run --watchdog); '
-         'longer than the control period', high=10.0),
-    _pos('hardware.rate', NONE, 'Hz', 'bus rate (default: control.rate, which run --rate sets; run steps the '
-         'controller at this rate)', high=20000.0),
+    _pos(
+        'hardware.watchdog',
+        0.05,
+        's',
+        'no command or feedback for this long: torque off (run --watchdog); longer than the control period',
+        high=10.0,
+    ),
+    _pos(
+        'hardware.rate',
+        NONE,
+        'Hz',
+        'bus rate (default: control.rate, which run --rate sets; run steps the controller at this rate)',
+        high=20000.0,
+    ),
     _S('hardware.motors', 'strs', NONE, '', 'one motor per actuator, same names as actuators.names'),
     _S('hardware.<name>.id', 'int', NONE, '', 'bus id (default: position in hardware.motors + 1)', low=0, high=253),
     _S('hardware.<name>.gear_ratio', 'float', 1.0, '', 'q = direction theta / gear_ratio + zero_offset'),
@@ -291,42 +572,75 @@ _KEYS = [
     _S('hardware.<name>.zero_offset', 'float', 0.0, 'rad or m', 'joint position at motor angle 0'),
     _S('hardware.<name>.position_limit', 'floats', NONE, 'rad or m', '[lower, upper], joint side', length=2),
     _pos('hardware.<name>.velocity_limit', NONE, 'rad/s', 'joint side'),
-    _pos('hardware.<name>.torque_limit', NONE, 'N m', 'motor side (default: effort_limit / gear_ratio); lowered at connect to the limit '
-         'the device enforces (Dynamixel Current Limit, ODrive torque_lim)'),
+    _pos(
+        'hardware.<name>.torque_limit',
+        NONE,
+        'N m',
+        'motor side (default: effort_limit / gear_ratio); lowered at connect to the limit '
+        'the device enforces (Dynamixel Current Limit, ODrive torque_lim)',
+    ),
     # hardware.<protocol>.* : declared by each protocol's codec (SETTINGS), inserted here by _protocol_settings
     # ------------------------------------------------------------------ ros (node-only)
     _S('ros.joint_states_topic', 'str', '/joint_states', '', 'joint states in'),
     _S('ros.effort_topic', 'str', '/effort_controller/commands', '', 'efforts out'),
-    _S('ros.output_type', 'str', 'float64_multi_array', '', 'message type of the efforts',
-       choices=OUTPUT_TYPES),
+    _S('ros.output_type', 'str', 'float64_multi_array', '', 'message type of the efforts', choices=OUTPUT_TYPES),
     _S('ros.autostart', 'bool', True, '', 'start the trajectory clock on the first complete state'),
-    _S('ros.trigger', 'str', 'timer', '', 'timer: fixed rate; state: one step per new joint state (in the '
-       'loop thread: phase-locked to the publisher, ros.loop.fallback_periods when states stop)',
-       choices=TRIGGERS),
-    _S('ros.transport', 'str', 'raw', '', 'raw: the loop thread decodes /joint_states and encodes the efforts '
-       '(float64_multi_array) as CDR bytes itself; messages: rclpy message objects (the reference)',
-       choices=('raw', 'messages')),
+    _S(
+        'ros.trigger',
+        'str',
+        'timer',
+        '',
+        'timer: fixed rate; state: one step per new joint state (in the '
+        'loop thread: phase-locked to the publisher, ros.loop.fallback_periods when states stop)',
+        choices=TRIGGERS,
+    ),
+    _S(
+        'ros.transport',
+        'str',
+        'raw',
+        '',
+        'raw: the loop thread decodes /joint_states and encodes the efforts '
+        '(float64_multi_array) as CDR bytes itself; messages: rclpy message objects (the reference)',
+        choices=('raw', 'messages'),
+    ),
     _S('ros.trajectory_start', 'float', 0.0, 's', 'trajectory time at start', live=True),
     _pos('ros.diagnostics_period', 1.0, 's', '/diagnostics period', high=3600.0),
     _S('ros.executor', 'str', 'single_threaded', '', 'rclpy executor', choices=EXECUTORS),
     _S('ros.effort_joints', 'strs', NONE, '', 'order of the effort command (actuators or their joints)'),
     # the control thread, loop telemetry and overrun policy: checked again by ros/loop_timing.py
-    _S('ros.loop.mode', 'str', 'thread', '', 'thread: own control thread (wall clock); timer: rclpy timer',
-       choices=('thread', 'timer')),
+    _S(
+        'ros.loop.mode',
+        'str',
+        'thread',
+        '',
+        'thread: own control thread (wall clock); timer: rclpy timer',
+        choices=('thread', 'timer'),
+    ),
     _S('ros.loop.priority', 'int', 0, '', 'SCHED_FIFO priority of the loop thread (0: normal)', low=0, high=99),
     _S('ros.loop.cpus', 'floats', NONE, '', 'CPU numbers the loop thread may run on (empty: any)', low=0),
     _S('ros.loop.mlockall', 'bool', False, '', 'lock the process memory'),
     _S('ros.loop.spin_us', 'float', 50.0, 'us', 'busy-wait before each deadline', low=0.0, high=10000.0),
     _S('ros.loop.window', 'float', 1.0, 's', 'telemetry window (~/loop_timing)', low=0.05, high=60.0),
-    _S('ros.loop.fallback_periods', 'float', 2.0, 'periods', 'ros.trigger state in the loop thread: no new state '
-       'this long after the last step: step on the wall clock (then every period until states return)',
-       low=1.0, high=1000.0),
-    _S('ros.overrun.warn_after', 'int', 10, 'periods', 'consecutive missed deadlines before a WARN (0: never)',
-       low=0),
-    _S('ros.overrun.safe_after', 'int', 100, 'periods', 'consecutive missed deadlines before the safe effort '
-       '(0: never)', low=0),
-    _S('ros.overrun.recover_after', 'int', 10, 'periods', 'periods on time in a row before controlling again',
-       low=1),
+    _S(
+        'ros.loop.fallback_periods',
+        'float',
+        2.0,
+        'periods',
+        'ros.trigger state in the loop thread: no new state '
+        'this long after the last step: step on the wall clock (then every period until states return)',
+        low=1.0,
+        high=1000.0,
+    ),
+    _S('ros.overrun.warn_after', 'int', 10, 'periods', 'consecutive missed deadlines before a WARN (0: never)', low=0),
+    _S(
+        'ros.overrun.safe_after',
+        'int',
+        100,
+        'periods',
+        'consecutive missed deadlines before the safe effort (0: never)',
+        low=0,
+    ),
+    _S('ros.overrun.recover_after', 'int', 10, 'periods', 'periods on time in a row before controlling again', low=1),
 ]
 
 
@@ -429,6 +743,7 @@ def live_keys():
 
 # ---------------------------------------------------------------------------- the tree
 
+
 def _suggest(word, candidates):
     close = difflib.get_close_matches(word, list(candidates), 1, 0.6)
     return f' (did you mean {close[0]!r}?)' if close else ''
@@ -448,7 +763,7 @@ def _names_of(path, node, root):
 def _has_file_closures(root):
     robot = root.get('robot')
     if not isinstance(robot, dict):
-        return True                 # no description yet: the loader reports that first
+        return True  # no description yet: the loader reports that first
     given = [k for k in ('urdf', 'mjcf', 'sdf') if robot.get(k) is not None]
     return not given or any(k in given for k in ('mjcf', 'sdf'))
 
@@ -475,23 +790,33 @@ def _walk(node, tree, path, root, file):
         child = tree.get(key)
         if child is None and '<name>' in tree:
             if key in _names_of(path, node, root) or (path == 'constraints' and _has_file_closures(root)):
-                child = tree['<name>']       # (a closure of an MJCF/SDF file may be refined by name)
+                child = tree['<name>']  # (a closure of an MJCF/SDF file may be refined by name)
         if child is None and path == 'hardware' and isinstance(value, dict) and key in protocol_sections():
-            _check_protocol_options(key, value, dotted, file)   # a protocol registered without schema keys
+            _check_protocol_options(key, value, dotted, file)  # a protocol registered without schema keys
             continue
         if child is None:
-            options = [k for k, v in tree.items() if k != '<name>' and (
-                isinstance(v, dict) or any(_applies(x, node, dotted, file, raise_=False) for x in v))]
+            options = [
+                k
+                for k, v in tree.items()
+                if k != '<name>'
+                and (isinstance(v, dict) or any(_applies(x, node, dotted, file, raise_=False) for x in v))
+            ]
             if '<name>' in tree:
                 options += _names_of(path, node, root)
             where = f"section '{path}'" if path else 'the top level'
             hint = _suggest(key, options) or _suggest(key, [s.key for s in all_settings()])
             if '<name>' in tree and path in ('actuators', 'constraints', 'hardware') and isinstance(value, dict):
                 listed = 'hardware.motors' if path == 'hardware' else f'{path}.names'
-                raise ConfigError(f'unknown key: {key!r} is not a key of {where} and not listed in {listed}'
-                                  + hint, file=file, key=dotted)
-            raise ConfigError(f'unknown key: {key!r} is not a key of {where}{hint}; valid: '
-                              + ', '.join(sorted(options)), file=file, key=dotted)
+                raise ConfigError(
+                    f'unknown key: {key!r} is not a key of {where} and not listed in {listed}' + hint,
+                    file=file,
+                    key=dotted,
+                )
+            raise ConfigError(
+                f'unknown key: {key!r} is not a key of {where}{hint}; valid: ' + ', '.join(sorted(options)),
+                file=file,
+                key=dotted,
+            )
         if isinstance(child, dict):
             if value is None:
                 continue
@@ -510,7 +835,7 @@ def _walk(node, tree, path, root, file):
                 chosen = s
                 break
         if chosen is None:
-            _applies(child[0], node, dotted, file)      # raises naming the discriminator
+            _applies(child[0], node, dotted, file)  # raises naming the discriminator
         check_value(chosen, value, file=file, key=dotted)
 
 
@@ -526,9 +851,12 @@ def _check_protocol_options(name, value, dotted, file):
     known = next(p for p in registry.PROTOCOLS.values() if p.section_name == name).defaults()
     for option in value:
         if option not in known:
-            raise ConfigError(f'unknown key: {option!r} is not an option of protocol {name!r}'
-                              f'{_suggest(str(option), known)}; valid: {", ".join(sorted(known)) or "none"}',
-                              file=file, key=f'{dotted}.{option}')
+            raise ConfigError(
+                f'unknown key: {option!r} is not an option of protocol {name!r}'
+                f'{_suggest(str(option), known)}; valid: {", ".join(sorted(known)) or "none"}',
+                file=file,
+                key=f'{dotted}.{option}',
+            )
 
 
 def _same(pattern, dotted):
@@ -546,14 +874,23 @@ def _applies(setting, node, dotted, file, raise_=True):
     if not raise_:
         return False
     parent = dotted.rsplit('.', 1)[0]
-    valid = sorted({s.key.rsplit('.', 1)[1] for s in _BY_KEY.values()
-                    if _same(s.key.rsplit('.', 1)[0], parent) and (not s.when or actual in s.when[1])})
+    valid = sorted(
+        {
+            s.key.rsplit('.', 1)[1]
+            for s in _BY_KEY.values()
+            if _same(s.key.rsplit('.', 1)[0], parent) and (not s.when or actual in s.when[1])
+        }
+    )
     leaf = dotted.rsplit('.', 1)[1]
-    raise ConfigError(f'unknown key: {leaf!r} is not a key of {sibling} {actual!r}'
-                      f'{_suggest(leaf, valid)}; valid: {", ".join(valid)}', file=file, key=dotted)
+    raise ConfigError(
+        f'unknown key: {leaf!r} is not a key of {sibling} {actual!r}{_suggest(leaf, valid)}; valid: {", ".join(valid)}',
+        file=file,
+        key=dotted,
+    )
 
 
 # ---------------------------------------------------------------------------- cross-key rules
+
 
 def natural_frequency(stab):
     """Largest natural frequency [rad/s] of the stabilization section (0 for none)."""
@@ -565,6 +902,7 @@ def natural_frequency(stab):
         v = v if isinstance(v, (list, tuple)) else [v]
         vals = [abs(float(x)) for x in v if number_ok(x) and math.isfinite(x)]
         return max(vals, default=0.0)
+
     if convention == 'critical':
         return biggest('omega', default('stabilization.omega'))
     if convention == 'seed000':
@@ -580,6 +918,7 @@ def check_cross(params, file=None, *, names=None):
 
     def label(key):
         return names.get(key, key)
+
     _check_node_rules(params, file, label)
     _check_gains_given(params, file, label)
     rate = get(params, 'control.rate')
@@ -588,9 +927,12 @@ def check_cross(params, file=None, *, names=None):
     if hw and number_ok(bus_rate) and bus_rate > 0 and number_ok(hw.get('watchdog', 0.05)):
         watchdog = hw.get('watchdog', default('hardware.watchdog'))
         if watchdog <= 1.0 / bus_rate:
-            raise ConfigError(f'{watchdog:g} s is not longer than the control period 1/{bus_rate:g} Hz = '
-                              f'{1.0 / bus_rate:g} s; accepted: ({1.0 / bus_rate:g}, 10] s',
-                              file=file, key=label('hardware.watchdog'))
+            raise ConfigError(
+                f'{watchdog:g} s is not longer than the control period 1/{bus_rate:g} Hz = '
+                f'{1.0 / bus_rate:g} s; accepted: ({1.0 / bus_rate:g}, 10] s',
+                file=file,
+                key=label('hardware.watchdog'),
+            )
     if number_ok(rate) and rate > 0:
         w = natural_frequency(params.get('stabilization'))
         # the loop is sampled at the slower of the controller and the bus that carries its state and efforts
@@ -599,27 +941,42 @@ def check_cross(params, file=None, *, names=None):
             sampled, sampled_by = hw['rate'], label('hardware.rate')
         limit = 0.25 * sampled
         if w > limit:
-            raise ConfigError(f'natural frequency {w:g} rad/s is too fast for {sampled_by} {sampled:g} Hz '
-                              f'(a sampled loop needs w <= rate/4 = {limit:g} rad/s)', file=file,
-                              key=label('stabilization.omega' if 'omega' in (params.get('stabilization') or {})
-                                        or not params.get('stabilization') else 'stabilization.beta'))
+            raise ConfigError(
+                f'natural frequency {w:g} rad/s is too fast for {sampled_by} {sampled:g} Hz '
+                f'(a sampled loop needs w <= rate/4 = {limit:g} rad/s)',
+                file=file,
+                key=label(
+                    'stabilization.omega'
+                    if 'omega' in (params.get('stabilization') or {}) or not params.get('stabilization')
+                    else 'stabilization.beta'
+                ),
+            )
         sim = params.get('simulation') if isinstance(params.get('simulation'), dict) else {}
         duration = sim.get('duration', default('simulation.duration'))
         if number_ok(duration) and duration * rate > MAX_STEPS:
-            raise ConfigError(f'{duration:g} s at {rate:g} Hz is {duration * rate:.3g} control periods; at most '
-                              f'{MAX_STEPS} per run (lower {label("control.rate")} or {label("simulation.duration")})',
-                              file=file, key=label('simulation.duration'))
+            raise ConfigError(
+                f'{duration:g} s at {rate:g} Hz is {duration * rate:.3g} control periods; at most '
+                f'{MAX_STEPS} per run (lower {label("control.rate")} or {label("simulation.duration")})',
+                file=file,
+                key=label('simulation.duration'),
+            )
         delay = sim.get('measurement_delay', default('simulation.measurement_delay'))
         if number_ok(delay) and number_ok(duration) and delay > 0 and delay >= round(duration * rate):
             periods = int(round(duration * rate))
-            raise ConfigError(f'{delay} periods is not shorter than the run ({periods} periods: {duration:g} s at '
-                              f'{rate:g} Hz), so no measurement would ever reach the controller; accepted: '
-                              f'[0, {max(periods - 1, 0)}] periods', file=file,
-                              key=label('simulation.measurement_delay'))
+            raise ConfigError(
+                f'{delay} periods is not shorter than the run ({periods} periods: {duration:g} s at '
+                f'{rate:g} Hz), so no measurement would ever reach the controller; accepted: '
+                f'[0, {max(periods - 1, 0)}] periods',
+                file=file,
+                key=label('simulation.measurement_delay'),
+            )
         transient = sim.get('transient')
         if number_ok(transient) and number_ok(duration) and transient >= duration:
-            raise ConfigError(f'{transient:g} s is not shorter than the run ({duration:g} s); accepted: '
-                              f'[0, {duration:g}) s', file=file, key=label('simulation.transient'))
+            raise ConfigError(
+                f'{transient:g} s is not shorter than the run ({duration:g} s); accepted: [0, {duration:g}) s',
+                file=file,
+                key=label('simulation.transient'),
+            )
 
 
 def _section(params, *path):
@@ -642,9 +999,12 @@ def _check_gains_given(params, file, label):
     convention = stab.get('convention', default('stabilization.convention'))
     for key in CONVENTION_GAINS.get(convention, ()):
         if stab.get(key) is None:
-            raise ConfigError(f'required key is missing (convention {convention!r} needs '
-                              f'{" and ".join(CONVENTION_GAINS[convention])})', file=file,
-                              key=label(f'stabilization.{key}'))
+            raise ConfigError(
+                f'required key is missing (convention {convention!r} needs '
+                f'{" and ".join(CONVENTION_GAINS[convention])})',
+                file=file,
+                key=label(f'stabilization.{key}'),
+            )
 
 
 def _check_node_rules(params, file, label):
@@ -657,26 +1017,33 @@ def _check_node_rules(params, file, label):
     joints = ros.get('effort_joints')
     if isinstance(joints, (list, tuple)):
         if not joints:
-            raise ConfigError(f'must be a non-empty list of joint names, got {joints!r}', file=file,
-                              key=label('ros.effort_joints'))
+            raise ConfigError(
+                f'must be a non-empty list of joint names, got {joints!r}', file=file, key=label('ros.effort_joints')
+            )
         if len(set(joints)) != len(joints):
             raise ConfigError(f'has duplicates: {list(joints)}', file=file, key=label('ros.effort_joints'))
     cpus = _section(params, 'ros', 'loop').get('cpus')
     cpus = [cpus] if number_ok(cpus) else cpus
     if isinstance(cpus, (list, tuple)) and not all(number_ok(c) and c == int(c) for c in cpus):
-        raise ConfigError(f'must be a list of CPU numbers >= 0 (empty: any), got {cpus!r}', file=file,
-                          key=label('ros.loop.cpus'))
+        raise ConfigError(
+            f'must be a list of CPU numbers >= 0 (empty: any), got {cpus!r}', file=file, key=label('ros.loop.cpus')
+        )
     sim = _section(params, 'simulation')
     if sim.get('max_command_lag') and not (sim.get('publish_clock') or sim.get('lockstep')):
-        raise ConfigError('needs simulation.publish_clock: true (a plant on the wall clock cannot wait for its '
-                          'controller)', file=file, key=label('simulation.max_command_lag'))
+        raise ConfigError(
+            'needs simulation.publish_clock: true (a plant on the wall clock cannot wait for its controller)',
+            file=file,
+            key=label('simulation.max_command_lag'),
+        )
 
 
 # ---------------------------------------------------------------------------- CLI and docs
 
+
 def arg_type(key, flag):
     """An argparse ``type=`` that checks a flag against setting `key` (message names flag, key, range)."""
     import argparse
+
     setting = lookup(key)
 
     def parse(text):
@@ -685,20 +1052,21 @@ def arg_type(key, flag):
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f'{text!r} is not a {"whole number" if setting.type == "int" else "number"} '
-                f'({key}; accepted: {setting.range_text()})') from None
+                f'({key}; accepted: {setting.range_text()})'
+            ) from None
         try:
             checked = check_value(setting, value, key=key)
             return value if setting.type == 'floats' else checked
         except ConfigError as exc:
             raise argparse.ArgumentTypeError(f'{exc.message} ({key})') from None
+
     parse.__name__ = flag
     return parse
 
 
 def markdown_table():
     """The reference table of docs/config.md (generated; ``--write-docs`` updates the file)."""
-    lines = ['| key | type | default | unit | accepted | live | description |',
-             '|---|---|---|---|---|---|---|']
+    lines = ['| key | type | default | unit | accepted | live | description |', '|---|---|---|---|---|---|---|']
     for s in all_settings():
         if s.type == 'section':
             continue
@@ -706,8 +1074,10 @@ def markdown_table():
         dflt = '' if s.default is None else f'`{s.default}`'
         accepted = s.range_text() if s.type not in ('map', 'any') else ''
         doc = (s.doc + cond).replace('|', '\\|')
-        lines.append(f'| `{s.key}` | {s.type} | {dflt} | {s.unit} | {accepted.replace("|", "/")} | '
-                     f'{"yes" if s.live else ""} | {doc} |')
+        lines.append(
+            f'| `{s.key}` | {s.type} | {dflt} | {s.unit} | {accepted.replace("|", "/")} | '
+            f'{"yes" if s.live else ""} | {doc} |'
+        )
     return '\n'.join(lines) + '\n'
 
 
@@ -717,6 +1087,7 @@ DOC_END = '<!-- end of settings table -->'
 
 def write_docs(path):
     from pathlib import Path
+
     path = Path(path)
     text = path.read_text()
     head, _, rest = text.partition(DOC_BEGIN)
@@ -729,6 +1100,7 @@ def main(argv=None):
     docs/config.md between its markers."""
     import sys
     from pathlib import Path
+
     argv = sys.argv[1:] if argv is None else argv
     if '--write-docs' in argv:
         write_docs(Path(__file__).resolve().parents[2] / 'docs' / 'config.md')

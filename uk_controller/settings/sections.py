@@ -14,6 +14,7 @@ its default the schema's), once, when this module is imported.
   item's section (its defaults filled); items whose keys depend on a ``type`` (``constraints.<name>``,
   their trajectories) stay checked read-only maps, which the constraint builders read by key.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,7 +40,7 @@ class FrozenDict(dict):
     def __copy__(self):
         return self
 
-    def __reduce__(self):                 # pickled as its items (the default would call __setitem__)
+    def __reduce__(self):  # pickled as its items (the default would call __setitem__)
         return FrozenDict, (dict(self),)
 
     def __deepcopy__(self, memo):
@@ -68,8 +69,16 @@ def thaw(value):
     return value
 
 
-_PY_TYPE = {'float': float, 'int': int, 'bool': bool, 'str': str, 'floats': tuple, 'strs': tuple,
-            'map': FrozenDict, 'any': Any}
+_PY_TYPE = {
+    'float': float,
+    'int': int,
+    'bool': bool,
+    'str': str,
+    'floats': tuple,
+    'strs': tuple,
+    'map': FrozenDict,
+    'any': Any,
+}
 
 
 def _schema_tree():
@@ -80,7 +89,7 @@ def _schema_tree():
         parts = s.key.split('.')
         if s.when or s.type == 'section':
             if '<name>' in parts:
-                typed_items.add('.'.join(parts[:parts.index('<name>')]))
+                typed_items.add('.'.join(parts[: parts.index('<name>')]))
             continue
         node = tree
         for part in parts[:-1]:
@@ -96,10 +105,17 @@ class Section:
 
     def as_dict(self):
         """The section as a plain nested dict (for summaries and logs)."""
-        return {f.name: (v.as_dict() if isinstance(v, Section) else
-                         {k: (x.as_dict() if isinstance(x, Section) else thaw(x)) for k, x in v.items()}
-                         if f.name == 'items' else thaw(v))
-                for f in dataclasses.fields(self) for v in (getattr(self, f.name),)}
+        return {
+            f.name: (
+                v.as_dict()
+                if isinstance(v, Section)
+                else {k: (x.as_dict() if isinstance(x, Section) else thaw(x)) for k, x in v.items()}
+                if f.name == 'items'
+                else thaw(v)
+            )
+            for f in dataclasses.fields(self)
+            for v in (getattr(self, f.name),)
+        }
 
 
 def _class_name(path):
@@ -118,19 +134,24 @@ def _make_class(path, node, typed_items):
             fields.append((name, sub, dataclasses.field(default=None)))
             builders.append((name, 'section', sub))
         else:
-            fields.append((name, _PY_TYPE.get(child.type, Any) | None if child.default is None
-                           else _PY_TYPE.get(child.type, Any), dataclasses.field(default=None)))
+            fields.append(
+                (
+                    name,
+                    _PY_TYPE.get(child.type, Any) | None if child.default is None else _PY_TYPE.get(child.type, Any),
+                    dataclasses.field(default=None),
+                )
+            )
             builders.append((name, 'leaf', child))
     item_class = None
     if '<name>' in node and path not in typed_items:
         item_class = _make_class(f'{path}.<name>', node['<name>'], typed_items)
     if '<name>' in node or path in typed_items:
         fields.append(('items', FrozenDict, dataclasses.field(default_factory=FrozenDict)))
-    if path == 'hardware':       # section -> the options the file gives (hardware.<section>.*), as written
+    if path == 'hardware':  # section -> the options the file gives (hardware.<section>.*), as written
         fields.append(('options', FrozenDict, dataclasses.field(default_factory=FrozenDict)))
     cls = dataclasses.make_dataclass(_class_name(path), fields, bases=(Section,), frozen=True, slots=True)
     cls.__doc__ = f'Section ``{path}`` of a robot setup (generated from uk_controller/settings/schema.py).'
-    cls.__module__ = __name__                   # importable by name: Settings pickle (worker processes)
+    cls.__module__ = __name__  # importable by name: Settings pickle (worker processes)
     globals()[cls.__name__] = cls
 
     def build(tree, file=None, dotted=path, names=()):
@@ -152,13 +173,16 @@ def _make_class(path, node, typed_items):
             protocols = [k for k, v in tree.items() if isinstance(v, dict) and k in S.protocol_sections()]
             values['options'] = FrozenDict((k, freeze(tree[k])) for k in protocols)
         if '<name>' in node or path in typed_items:
-            listed = [n for n in (names or ()) if isinstance(n, str)]   # (hardware: every motor, defaults filled)
+            listed = [n for n in (names or ()) if isinstance(n, str)]  # (hardware: every motor, defaults filled)
             present = [k for k, v in tree.items() if isinstance(v, dict) and k not in node and k not in protocols]
             items = {}
             for item in dict.fromkeys(listed + present):
                 raw = tree.get(item)
-                items[item] = (item_class.build(raw, file, f'{dotted}.{item}') if item_class is not None
-                               else freeze(raw if isinstance(raw, dict) else {}))
+                items[item] = (
+                    item_class.build(raw, file, f'{dotted}.{item}')
+                    if item_class is not None
+                    else freeze(raw if isinstance(raw, dict) else {})
+                )
             values['items'] = FrozenDict(items)
         return cls(**values)
 
@@ -168,17 +192,20 @@ def _make_class(path, node, typed_items):
 
 _TREE, _TYPED_ITEMS = _schema_tree()
 #: top-level section name -> generated class (robot, actuators, constraints, stabilization, control, ...)
-SECTION_CLASSES = {name: _make_class(name, node, _TYPED_ITEMS) for name, node in _TREE.items()
-                   if isinstance(node, dict)}
+SECTION_CLASSES = {
+    name: _make_class(name, node, _TYPED_ITEMS) for name, node in _TREE.items() if isinstance(node, dict)
+}
 
 
 def _settings_class():
     fields = [(name, cls, dataclasses.field(default=None)) for name, cls in SECTION_CLASSES.items()]
     fields.append(('file', Path | None, dataclasses.field(default=None)))
     cls = dataclasses.make_dataclass('Settings', fields, bases=(Section,), frozen=True, slots=True)
-    cls.__doc__ = ('A resolved robot setup: one typed, immutable section per top-level map of the schema, '
-                   'and the setup file it came from (``file``; None for a setup made of parameters only). '
-                   'Made by uk_controller.settings.resolve.resolve, never by hand.')
+    cls.__doc__ = (
+        'A resolved robot setup: one typed, immutable section per top-level map of the schema, '
+        'and the setup file it came from (``file``; None for a setup made of parameters only). '
+        'Made by uk_controller.settings.resolve.resolve, never by hand.'
+    )
     cls.__module__ = __name__
     return cls
 

@@ -6,12 +6,13 @@ not); :func:`check_value` checks and normalises one value against it, raising
 (:data:`uk_controller.settings.schema.SETTINGS`) is a tuple of these; the YAML loader, ROS parameters, live
 updates and CLI flags all check values here.
 """
+
 from __future__ import annotations
 
-from collections.abc import Sequence
 import difflib
 import importlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..files.parameter_file import ConfigError
@@ -94,8 +95,14 @@ class Setting:
         if self.type == 'bool':
             return 'true or false'
         if self.low is None and self.high is None:
-            return {'float': 'a finite number', 'int': 'an integer', 'floats': 'finite numbers',
-                    'str': 'a string', 'strs': 'strings', 'map': 'a map'}.get(self.type, self.type)
+            return {
+                'float': 'a finite number',
+                'int': 'an integer',
+                'floats': 'finite numbers',
+                'str': 'a string',
+                'strs': 'strings',
+                'map': 'a map',
+            }.get(self.type, self.type)
         unit = f' {self.unit}' if self.unit else ''
         if self.high is None:
             return f'{">" if self.low_open else ">="} {self.low:g}{unit}'
@@ -131,8 +138,10 @@ def check_value(setting, value, *, file=None, key=None):
             raise bad(f'must be a string, got {value!r}')
         if setting.choices and value not in setting.choices:
             close = difflib.get_close_matches(value, setting.choices, 1)
-            raise bad(f'{value!r} is not one of {", ".join(setting.choices)}'
-                      + (f' (did you mean {close[0]!r}?)' if close else ''))
+            raise bad(
+                f'{value!r} is not one of {", ".join(setting.choices)}'
+                + (f' (did you mean {close[0]!r}?)' if close else '')
+            )
         return value
     if t == 'strs':
         items = [value] if isinstance(value, str) else value

@@ -13,6 +13,7 @@ the Python loop below stays the reference and the fallback (sensor noise,
 measurement delay, the MuJoCo plant, ``compiled=False``, and any period in
 which the compiled controller or plant reports a failure).
 """
+
 from __future__ import annotations
 
 import time
@@ -20,11 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.baumgarte import Baumgarte
 from ..control.controller import ControllerCore
+from ..core.baumgarte import Baumgarte
 from . import compiled_loop
 from .plants import plant_class
-
 
 #: Control periods per chunk of the log when a run is streamed (``simulate(sink=...)``): the memory of
 #: the log is one chunk plus :class:`RunStats` (27 bytes per period) and the rows kept for plots.
@@ -45,15 +45,15 @@ class RunStats:
     compute_time: np.ndarray
     status: np.ndarray
     ok: np.ndarray
-    saturated: np.ndarray               # any effort clipped at this step
-    speed: np.ndarray = None            # max |q'_j| at this step (the summary's last-second joint speed)
+    saturated: np.ndarray  # any effort clipped at this step
+    speed: np.ndarray = None  # max |q'_j| at this step (the summary's last-second joint speed)
     closure_max: float = 0.0
     effort_peak: float = 0.0
     residual_max: float = 0.0
     final_error: float = float('nan')
-    posture_max: float = float('nan')   # max and last |q - q_ref| (DESIGN.md "Redundancy")
+    posture_max: float = float('nan')  # max and last |q - q_ref| (DESIGN.md "Redundancy")
     posture_final: float = float('nan')
-    null_final: tuple = None            # null-space dimensions (motion, internal) at the last step
+    null_final: tuple = None  # null-space dimensions (motion, internal) at the last step
 
     @classmethod
     def of_log(cls, log, codes=None, residual=None):
@@ -65,16 +65,22 @@ class RunStats:
         residual = np.zeros(size) if residual is None else residual
         closure, effort, task = log['closure_residual'], log['effort'], log['task_error']
         qd, posture, null = log.get('qd'), log.get('posture_error'), log.get('null_space')
-        return cls(t=t, error_norm=np.linalg.norm(task, axis=1), compute_time=log['compute_time'], status=codes,
-                   ok=log['ok'], saturated=log['saturated'].any(axis=1),
-                   speed=np.abs(qd).max(axis=1) if qd is not None and qd.size else np.zeros(size),
-                   closure_max=float(np.abs(closure).max()) if closure.size else 0.0,
-                   effort_peak=float(np.abs(effort).max()) if effort.size else 0.0,
-                   residual_max=float(np.max(residual, initial=0.0)),
-                   final_error=float(np.linalg.norm(task[-1])) if size else float('nan'),
-                   posture_max=float(np.max(posture)) if posture is not None and size else float('nan'),
-                   posture_final=float(posture[-1]) if posture is not None and size else float('nan'),
-                   null_final=(int(null[-1, 0]), int(null[-1, 1])) if null is not None and size else None)
+        return cls(
+            t=t,
+            error_norm=np.linalg.norm(task, axis=1),
+            compute_time=log['compute_time'],
+            status=codes,
+            ok=log['ok'],
+            saturated=log['saturated'].any(axis=1),
+            speed=np.abs(qd).max(axis=1) if qd is not None and qd.size else np.zeros(size),
+            closure_max=float(np.abs(closure).max()) if closure.size else 0.0,
+            effort_peak=float(np.abs(effort).max()) if effort.size else 0.0,
+            residual_max=float(np.max(residual, initial=0.0)),
+            final_error=float(np.linalg.norm(task[-1])) if size else float('nan'),
+            posture_max=float(np.max(posture)) if posture is not None and size else float('nan'),
+            posture_final=float(posture[-1]) if posture is not None and size else float('nan'),
+            null_final=(int(null[-1, 0]), int(null[-1, 1])) if null is not None and size else None,
+        )
 
     @classmethod
     def concatenate(cls, parts):
@@ -84,13 +90,20 @@ class RunStats:
             return cls(*(np.zeros(0, dtype=d) for d in (float, float, float, np.int8, bool, bool, float)))
         if len(parts) == 1:
             return parts[0]
-        cat = [np.concatenate([getattr(p, f) for p in parts])
-               for f in ('t', 'error_norm', 'compute_time', 'status', 'ok', 'saturated', 'speed')]
-        return cls(*cat, closure_max=float(np.max([p.closure_max for p in parts])),
-                   effort_peak=float(np.max([p.effort_peak for p in parts])),
-                   residual_max=float(np.max([p.residual_max for p in parts])), final_error=parts[-1].final_error,
-                   posture_max=float(np.max([p.posture_max for p in parts])), posture_final=parts[-1].posture_final,
-                   null_final=parts[-1].null_final)
+        cat = [
+            np.concatenate([getattr(p, f) for p in parts])
+            for f in ('t', 'error_norm', 'compute_time', 'status', 'ok', 'saturated', 'speed')
+        ]
+        return cls(
+            *cat,
+            closure_max=float(np.max([p.closure_max for p in parts])),
+            effort_peak=float(np.max([p.effort_peak for p in parts])),
+            residual_max=float(np.max([p.residual_max for p in parts])),
+            final_error=parts[-1].final_error,
+            posture_max=float(np.max([p.posture_max for p in parts])),
+            posture_final=parts[-1].posture_final,
+            null_final=parts[-1].null_final,
+        )
 
 
 def settling_time(t, error_norm, tol):
@@ -131,16 +144,16 @@ class SimulationResult:
     wall_time: float
     rate: float
     settings: dict = field(default_factory=dict)
-    status: np.ndarray = None            # per step, a uk_controller.control.status.StepClass (int8)
-    servo_residual: np.ndarray = None    # residual of the servo equation where it is inconsistent
-    interrupted: bool = False            # stopped early (Ctrl-C): the logs hold the steps that ran
+    status: np.ndarray = None  # per step, a uk_controller.control.status.StepClass (int8)
+    servo_residual: np.ndarray = None  # residual of the servo equation where it is inconsistent
+    interrupted: bool = False  # stopped early (Ctrl-C): the logs hold the steps that ran
     servo_rows: int = 0
-    failure: str = ''                    # why the run ended early (plant diverged or failed), else empty
-    stats: RunStats = None               # the whole run's per-step summary figures (None: from the arrays)
-    first_step: int = 0                  # index of the first row (a chunk of a streamed run)
-    planned_steps: int = 0               # control periods the run was asked for
-    posture_error: np.ndarray = None     # |q - q_ref| per step (q_ref: posture.reference, default q(0))
-    null_space: np.ndarray = None        # (steps, 2): null-space dimensions, motion and internal forces
+    failure: str = ''  # why the run ended early (plant diverged or failed), else empty
+    stats: RunStats = None  # the whole run's per-step summary figures (None: from the arrays)
+    first_step: int = 0  # index of the first row (a chunk of a streamed run)
+    planned_steps: int = 0  # control periods the run was asked for
+    posture_error: np.ndarray = None  # |q - q_ref| per step (q_ref: posture.reference, default q(0))
+    null_space: np.ndarray = None  # (steps, 2): null-space dimensions, motion and internal forces
 
     def after(self, transient):
         """Boolean mask of the samples after the transient (seconds)."""
@@ -167,8 +180,15 @@ class SimulationResult:
         t = st.t
         if t.size == 0:
             verdict = f'FAILED: {self.failure}' if self.failure else 'no control step ran'
-            return {'robot': self.robot, 'plant': self.plant, 'duration_s': 0.0, 'steps': 0,
-                    'interrupted': bool(self.interrupted), 'failure': self.failure, 'verdict': verdict}
+            return {
+                'robot': self.robot,
+                'plant': self.plant,
+                'duration_s': 0.0,
+                'steps': 0,
+                'interrupted': bool(self.interrupted),
+                'failure': self.failure,
+                'verdict': verdict,
+            }
         duration = float(t[-1] - t[0]) if t.size > 1 else 0.0
         if transient is None:
             transient = min(2.0, 0.2 * duration)
@@ -178,6 +198,7 @@ class SimulationResult:
         err = norm_all[mask & known]
         sim_time = duration + 1.0 / self.rate
         from .status import counts, task_verdict
+
         codes = st.status
         out = {
             'robot': self.robot,
@@ -185,7 +206,7 @@ class SimulationResult:
             'duration_s': sim_time,
             'transient_s': transient,
             'task_error_max': float(err.max()) if err.size else float('nan'),
-            'task_error_rms': float(np.sqrt(np.mean(err ** 2))) if err.size else float('nan'),
+            'task_error_rms': float(np.sqrt(np.mean(err**2))) if err.size else float('nan'),
             'task_error_final': st.final_error,
             'task_error_unknown_steps': int(np.count_nonzero(mask & ~known)),
             'settling_time_s': float('nan') if self.failure else settling_time(t, norm_all, settle_tol),
@@ -208,11 +229,13 @@ class SimulationResult:
         out.update(self._redundancy_figures())
         if self.failure:
             planned = self.planned_steps or int(t.size)
-            out['verdict'] = (f'FAILED: {self.failure}; task NOT tracked (the run stopped after {t.size} of '
-                              f'{planned} control steps)')
+            out['verdict'] = (
+                f'FAILED: {self.failure}; task NOT tracked (the run stopped after {t.size} of {planned} control steps)'
+            )
         else:
-            out['verdict'] = task_verdict(out, codes, np.array([st.residual_max]), ms=self.servo_rows,
-                                          p=len(self.actuator_names))
+            out['verdict'] = task_verdict(
+                out, codes, np.array([st.residual_max]), ms=self.servo_rows, p=len(self.actuator_names)
+            )
         return out
 
     def _redundancy_figures(self):
@@ -253,13 +276,21 @@ def make_plant(kind, setup, *, mass_scale=None, integrator=None, substeps=None):
 
 def _new_log(steps, n, p, mp, ms):
     return {
-        't': np.zeros(steps), 'q': np.zeros((steps, n)), 'qd': np.zeros((steps, n)),
-        'effort': np.zeros((steps, p)), 'task_error': np.zeros((steps, ms)),
-        'phi': np.zeros((steps, mp + ms)), 'phidot': np.zeros((steps, mp + ms)),
-        'closure_residual': np.zeros((steps, mp)), 'saturated': np.zeros((steps, p), dtype=bool),
-        'ok': np.zeros(steps, dtype=bool), 'compute_time': np.zeros(steps),
-        'status': np.zeros(steps, dtype=np.int8), 'servo_residual': np.zeros(steps),
-        'null_space': np.zeros((steps, 2), dtype=np.int64), 'posture_error': np.zeros(steps),
+        't': np.zeros(steps),
+        'q': np.zeros((steps, n)),
+        'qd': np.zeros((steps, n)),
+        'effort': np.zeros((steps, p)),
+        'task_error': np.zeros((steps, ms)),
+        'phi': np.zeros((steps, mp + ms)),
+        'phidot': np.zeros((steps, mp + ms)),
+        'closure_residual': np.zeros((steps, mp)),
+        'saturated': np.zeros((steps, p), dtype=bool),
+        'ok': np.zeros(steps, dtype=bool),
+        'compute_time': np.zeros(steps),
+        'status': np.zeros(steps, dtype=np.int8),
+        'servo_residual': np.zeros(steps),
+        'null_space': np.zeros((steps, 2), dtype=np.int64),
+        'posture_error': np.zeros(steps),
     }
 
 
@@ -281,9 +312,26 @@ class _PlantFailed(Exception):
         self.k, self.error = k, error
 
 
-def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None, mass_scale=None,
-             sensor_noise=None, measurement_delay=None, integrator=None, substeps=None, seed=0,
-             progress=None, controller_options=None, compiled=None, should_stop=None, sink=None, keep_every=1):
+def simulate(
+    setup,
+    *,
+    duration=None,
+    rate=None,
+    plant=None,
+    stabilization=None,
+    mass_scale=None,
+    sensor_noise=None,
+    measurement_delay=None,
+    integrator=None,
+    substeps=None,
+    seed=0,
+    progress=None,
+    controller_options=None,
+    compiled=None,
+    should_stop=None,
+    sink=None,
+    keep_every=1,
+):
     """Run the closed loop and return a :class:`SimulationResult`.
 
     setup              a RobotSetup (see :func:`uk_controller.robots.load_robot`)
@@ -322,7 +370,7 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
     A plant whose state stops being finite, or whose step raises, ends the run there: the result holds
     the periods before it and ``failure`` says why (the summary's verdict is ``FAILED: ...``).
     """
-    sim = setup.settings.simulation              # resolved once; a keyword given here wins (tests, benchmarks)
+    sim = setup.settings.simulation  # resolved once; a keyword given here wins (tests, benchmarks)
     plant = plant if plant is not None else sim.plant
     duration = float(duration if duration is not None else sim.duration)
     mass_scale = float(mass_scale if mass_scale is not None else sim.mass_scale)
@@ -342,6 +390,7 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
     chunk_steps = min(steps, CHUNK_STEPS) if streaming else steps
     log = _new_log(chunk_steps, n, p, mp, ms)
     from .status import classify, servo_residual, step_class
+
     history = []
     no_measurement = f'no measurement yet (measurement_delay = {delay} periods)'
     ctrl.reset(the_plant.t)
@@ -351,8 +400,13 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
     # the controller may read them directly unless noise is added to a copy.
     ctrl_step, plant_step = ctrl.step, the_plant.step
     log_t, log_q, log_qd, log_u = log['t'], log['q'], log['qd'], log['effort']
-    log_phi, log_phid, log_sat, log_ok, log_ct = (log['phi'], log['phidot'], log['saturated'], log['ok'],
-                                                   log['compute_time'])
+    log_phi, log_phid, log_sat, log_ok, log_ct = (
+        log['phi'],
+        log['phidot'],
+        log['saturated'],
+        log['ok'],
+        log['compute_time'],
+    )
     log_status, log_resid, log_null = log['status'], log['servo_residual'], log['null_space']
     copy_state = sensor_noise > 0 or plant != 'uk'
     log_null = log['null_space']
@@ -369,12 +423,12 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
                 q_meas, qd_meas = q_true, qd_true
             if delay:
                 history.append((q_meas, qd_meas, t))
-                if len(history) <= delay:        # the first measurement arrives `delay` periods late
+                if len(history) <= delay:  # the first measurement arrives `delay` periods late
                     res = ctrl.safe(no_measurement)
                     q_meas = None
                 else:
                     q_meas, qd_meas, _ = history[len(history) - 1 - delay]
-                    del history[:-delay - 1]
+                    del history[: -delay - 1]
             if q_meas is not None:
                 res = ctrl_step(q_meas, qd_meas, t)
             log_t[k] = t
@@ -400,11 +454,13 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
         if not (copy_state or delay):
             fast = compiled_loop.CompiledLoop.build(ctrl, the_plant)
         if fast is None and compiled:
-            raise ValueError('compiled closed loop not available (needs numba, the UK plant with rk4 and '
-                             'constant actuator columns, a compiled controller, no sensor noise or delay)')
+            raise ValueError(
+                'compiled closed loop not available (needs numba, the UK plant with rk4 and '
+                'constant actuator columns, a compiled controller, no sensor noise or delay)'
+            )
     in_kernel = np.zeros(chunk_steps, dtype=bool) if fast is not None else None
     wall = 0.0
-    base = 0                       # index of the log buffer's first row in the run
+    base = 0  # index of the log buffer's first row in the run
     interrupted = False
     failure = ''
     stats, kept = [], []
@@ -430,8 +486,8 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
                         continue
                     k0 = k
                     k, code = fast.run(k0, stop, log)
-                    if code == compiled_loop.PLANT_STOP:          # logged; the plant's own step raises or gives NaN
-                        in_kernel[k0:k + 1] = True
+                    if code == compiled_loop.PLANT_STOP:  # logged; the plant's own step raises or gives NaN
+                        in_kernel[k0 : k + 1] = True
                         try:
                             plant_step(log_u[k], dt)
                         except Exception as exc:  # noqa: BLE001 - as in python_periods
@@ -443,12 +499,14 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
                             python_periods(k, k + 1)
                             k += 1
         except _PlantFailed as exc:
-            k = exc.k + 1                  # period k is logged (its state is finite); integrating it failed
-            failure = (f'plant step failed at t = {(base + exc.k) * dt:.4f} s ({type(exc.error).__name__}: '
-                       f'{exc.error}): the simulation stopped there')
+            k = exc.k + 1  # period k is logged (its state is finite); integrating it failed
+            failure = (
+                f'plant step failed at t = {(base + exc.k) * dt:.4f} s ({type(exc.error).__name__}: '
+                f'{exc.error}): the simulation stopped there'
+            )
         rows = {key: value[:k] for key, value in log.items()} if k < chunk_steps else dict(log)
         finite = np.isfinite(rows['q']).all(axis=1) & np.isfinite(rows['qd']).all(axis=1)
-        if not finite.all():            # the plant diverged: keep the periods before it, say so
+        if not finite.all():  # the plant diverged: keep the periods before it, say so
             k = int(np.argmin(finite))
             failure = f'plant state not finite at t = {(base + k) * dt:.4f} s: the simulation stopped there'
             rows = {key: value[:k] for key, value in log.items()}
@@ -458,8 +516,9 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
         wall += time.perf_counter() - start
         if fast is not None:
             clock1 = compiled_loop.clock()
-            compiled_loop.cycles_to_seconds(rows['compute_time'], in_kernel[:k], clock1[1] - clock0[1],
-                                            clock1[0] - clock0[0])
+            compiled_loop.cycles_to_seconds(
+                rows['compute_time'], in_kernel[:k], clock1[1] - clock0[1], clock1[0] - clock0[0]
+            )
         if in_kernel is not None and in_kernel[:k].any():
             idx = np.nonzero(in_kernel[:k])[0]
             codes, resid = np.zeros(idx.size, dtype=np.int8), np.zeros(idx.size)
@@ -472,23 +531,67 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
         if not streaming:
             kept.append(rows)
         else:
-            stats.append(RunStats.of_log({key: v.copy() for key, v in rows.items() if key in (
-                't', 'compute_time', 'ok')} | {key: rows[key] for key in (
-                    'task_error', 'effort', 'closure_residual', 'saturated', 'qd', 'posture_error', 'null_space')},
-                rows['status'].copy(), rows['servo_residual']))
+            stats.append(
+                RunStats.of_log(
+                    {key: v.copy() for key, v in rows.items() if key in ('t', 'compute_time', 'ok')}
+                    | {
+                        key: rows[key]
+                        for key in (
+                            'task_error',
+                            'effort',
+                            'closure_residual',
+                            'saturated',
+                            'qd',
+                            'posture_error',
+                            'null_space',
+                        )
+                    },
+                    rows['status'].copy(),
+                    rows['servo_residual'],
+                )
+            )
             first = (-base) % keep_every
             kept.append({key: v[first::keep_every].copy() for key, v in rows.items()})
             if sink is not None and k:
-                sink(_result(setup, ctrl, plant, rows, wall, interrupted, failure, duration, mass_scale,
-                             sensor_noise, delay, fast, first_step=base, planned=steps))
+                sink(
+                    _result(
+                        setup,
+                        ctrl,
+                        plant,
+                        rows,
+                        wall,
+                        interrupted,
+                        failure,
+                        duration,
+                        mass_scale,
+                        sensor_noise,
+                        delay,
+                        fast,
+                        first_step=base,
+                        planned=steps,
+                    )
+                )
         base += k
         if interrupted or failure or base >= steps:
             break
     if progress is not None and not interrupted:
         progress(1.0)
     final = kept[0] if len(kept) == 1 else {key: np.concatenate([c[key] for c in kept]) for key in log}
-    result = _result(setup, ctrl, plant, final, wall, interrupted, failure, duration, mass_scale, sensor_noise,
-                     delay, fast, planned=steps)
+    result = _result(
+        setup,
+        ctrl,
+        plant,
+        final,
+        wall,
+        interrupted,
+        failure,
+        duration,
+        mass_scale,
+        sensor_noise,
+        delay,
+        fast,
+        planned=steps,
+    )
     if plant_note:
         result.settings['plant_note'] = plant_note
     if streaming:
@@ -497,19 +600,49 @@ def simulate(setup, *, duration=None, rate=None, plant=None, stabilization=None,
     return result
 
 
-def _result(setup, ctrl, plant, log, wall, interrupted, failure, duration, mass_scale, sensor_noise, delay, fast,
-            first_step=0, planned=0):
+def _result(
+    setup,
+    ctrl,
+    plant,
+    log,
+    wall,
+    interrupted,
+    failure,
+    duration,
+    mass_scale,
+    sensor_noise,
+    delay,
+    fast,
+    first_step=0,
+    planned=0,
+):
     stab = ctrl.stabilization
     return SimulationResult(
-        robot=setup.name, plant=plant, joint_names=ctrl.joint_names, actuator_names=ctrl.actuator_names,
-        task_row_names=_row_names(setup.servo), row_names=_row_names(setup.passive) + _row_names(setup.servo),
-        wall_time=wall, rate=ctrl.rate, interrupted=interrupted, servo_rows=setup.servo.m, failure=failure,
-        first_step=first_step, planned_steps=planned,
-        settings={'duration': duration, 'rate': ctrl.rate, 'mass_scale': mass_scale, 'sensor_noise': sensor_noise,
-                  'measurement_delay': delay, 'pinv': ctrl.pinv_method,
-                  'loop': 'compiled' if fast is not None else 'python',
-                  'stabilization': {'kd': np.asarray(stab.kd).tolist(), 'kp': np.asarray(stab.kp).tolist()}},
-        **log)
+        robot=setup.name,
+        plant=plant,
+        joint_names=ctrl.joint_names,
+        actuator_names=ctrl.actuator_names,
+        task_row_names=_row_names(setup.servo),
+        row_names=_row_names(setup.passive) + _row_names(setup.servo),
+        wall_time=wall,
+        rate=ctrl.rate,
+        interrupted=interrupted,
+        servo_rows=setup.servo.m,
+        failure=failure,
+        first_step=first_step,
+        planned_steps=planned,
+        settings={
+            'duration': duration,
+            'rate': ctrl.rate,
+            'mass_scale': mass_scale,
+            'sensor_noise': sensor_noise,
+            'measurement_delay': delay,
+            'pinv': ctrl.pinv_method,
+            'loop': 'compiled' if fast is not None else 'python',
+            'stabilization': {'kd': np.asarray(stab.kd).tolist(), 'kp': np.asarray(stab.kp).tolist()},
+        },
+        **log,
+    )
 
 
 def _true_errors(setup, ctrl, log):
@@ -520,7 +653,7 @@ def _true_errors(setup, ctrl, log):
         model.compute(q, qd)
         try:
             servo = setup.servo.evaluate(model, q, qd, t)
-        except ValueError:              # a callable constraint failed here: the error is unknown
+        except ValueError:  # a callable constraint failed here: the error is unknown
             log['task_error'][k] = np.nan
             log['phi'][k] = np.nan
             continue

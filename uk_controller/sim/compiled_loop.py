@@ -29,6 +29,7 @@ the controller), so trajectories agree to round-off (test/test_sim_compiled_loop
 solve) read from the CPU cycle counter and converted with the wall clock of the whole run; it excludes the
 Python overhead that ``ControllerCore.step`` pays (see the bench ``step`` table for that figure).
 """
+
 from __future__ import annotations
 
 import time
@@ -53,12 +54,16 @@ if AVAILABLE:  # pragma: no branch
     @intrinsic
     def _readcyclecounter(typingctx):
         """LLVM's ``readcyclecounter`` (rdtsc on x86; 0 where the target has none)."""
+
         def codegen(context, builder, signature, args):
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
-                                                'llvm.readcyclecounter')
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.IntType(64), []), 'llvm.readcyclecounter'
+            )
             return builder.call(fn, [])
+
         return types.int64(), codegen
 else:  # pragma: no cover
+
     def _readcyclecounter():
         return 0
 
@@ -70,15 +75,67 @@ def cycles():
 
 
 @njit(cache=True)
-def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
-                      cparents, cjtype, cmf, cgrav, cfparents, cfm, cip, cfp, cws, csat, csc, ctrans, crots,
-                      parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc, ptrans, prots,
-                      B, qdep, tau, oR, opos, S, M, h, tw, kk, xt, xb,
-                      log_t, log_q, log_qd, log_u, log_phi, log_phid, log_sat, log_ct, log_null):
+def closed_loop_chunk(
+    k0,
+    k1,
+    x,
+    t,
+    t0,
+    dt,
+    substeps,
+    share,
+    cparents,
+    cjtype,
+    cmf,
+    cgrav,
+    cfparents,
+    cfm,
+    cip,
+    cfp,
+    cws,
+    csat,
+    csc,
+    ctrans,
+    crots,
+    parents,
+    jtype,
+    mf,
+    grav,
+    fparents,
+    fm,
+    ip,
+    fp,
+    ws,
+    sc,
+    ptrans,
+    prots,
+    B,
+    qdep,
+    tau,
+    oR,
+    opos,
+    S,
+    M,
+    h,
+    tw,
+    kk,
+    xt,
+    xb,
+    log_t,
+    log_q,
+    log_qd,
+    log_u,
+    log_phi,
+    log_phid,
+    log_sat,
+    log_ct,
+    log_null,
+):
     """Periods k0 .. k1-1 of the closed loop (module docstring); x = (q, q') is advanced in place.
 
     ``c*``: the controller's model tree, frames and fused program (ControllerCore's CompiledRows) and the
-    scratch of its solve; the others: the plant's tree, closure frames, program and solve scratch (UKPlant's). ``share``: both trees are the
+    scratch of its solve; the others: the plant's tree, closure frames, program and solve scratch (UKPlant's).
+    ``share``: both trees are the
     same model (no mass mismatch), so the plant's first RK4 stage reuses the controller's tree pass.
     The logs hold the passive and task rows (``log_phi.shape[1]``; a posture term's rows follow them in the
     program and are not logged) and the null-space dimensions of each period (log_null, (steps, 2)).
@@ -129,7 +186,7 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
         log_null[k, 0] = int(cws[cinfo + codes.INFO_NULL_MOTION])
         log_null[k, 1] = int(cws[cinfo + codes.INFO_NULL_INTERNAL])
         # plant: u held over the period (tau = B u, or B(q) u at each stage when qdep)
-        u = cws[ceff:ceff + p]
+        u = cws[ceff : ceff + p]
         if not qdep:
             for i in range(n):
                 acc = 0.0
@@ -138,8 +195,36 @@ def closed_loop_chunk(k0, k1, x, t, t0, dt, substeps, share,
                 tau[i] = acc
         for j in range(2 * n):
             xb[j] = x[j]
-        st = plant_period(x, tau, t, dt, substeps, share, parents, jtype, mf, grav, fparents, fm, ip, fp, ws, sc,
-                            oR, opos, S, M, h, ptrans, prots, tw, kk, xt, u, qdep)
+        st = plant_period(
+            x,
+            tau,
+            t,
+            dt,
+            substeps,
+            share,
+            parents,
+            jtype,
+            mf,
+            grav,
+            fparents,
+            fm,
+            ip,
+            fp,
+            ws,
+            sc,
+            oR,
+            opos,
+            S,
+            M,
+            h,
+            ptrans,
+            prots,
+            tw,
+            kk,
+            xt,
+            u,
+            qdep,
+        )
         if st != codes.OK:
             for j in range(2 * n):
                 x[j] = xb[j]
@@ -165,7 +250,7 @@ class CompiledLoop:
         if getattr(backend, 'name', None) != 'compiled' or getattr(plant, 'integrator', None) != 'rk4':
             return None
         fz = backend.program
-        if fz.external:                     # callable rows: user Python runs in CompiledRows.run only
+        if fz.external:  # callable rows: user Python runs in CompiledRows.run only
             return None
         ctree = ctrl.model.compiled_tree()
         ptree = plant.model.compiled_tree()
@@ -173,7 +258,7 @@ class CompiledLoop:
             return None
         n, nj, p = plant.n, ptree[0].size, ctrl.p
         qdep = plant.actuator_matrix is None
-        pfz = plant.closure_program()       # with q-dependent actuator columns it forms B(q) u too
+        pfz = plant.closure_program()  # with q-dependent actuator columns it forms B(q) u too
         if qdep:
             if pfz is None:
                 return None
@@ -187,7 +272,7 @@ class CompiledLoop:
             fparents, fm = plant.model.compiled_frames(pfz.frames)
             npf = len(pfz.frames)
             ip, fp, ws = pfz.ip, pfz.fp, pfz.ws
-        else:                                   # open tree: plant_accel's Cholesky branch (ip[IH_MP] == 0)
+        else:  # open tree: plant_accel's Cholesky branch (ip[IH_MP] == 0)
             _, _, ip, fp, ws, _ = plant.backend.args
             fparents, fm, npf = np.zeros(0, dtype=np.int64), np.zeros(0), 0
         self._plant_program = pfz
@@ -199,11 +284,31 @@ class CompiledLoop:
         kk, xt = np.zeros((4, 2 * n)), np.zeros(2 * n)
         self._args = (
             share,
-            *ctree, cfparents[:ncf], cfm, fz.ip, fz.fp, fz.ws, fz.saturated, np.zeros(program_scratch_shape(fz.ip)),
-            np.zeros((max(ncf, 1), 3)), np.zeros((max(ncf, 1), 3, 3)),
-            *pmodel, ptrans, prots,
-            np.zeros((n, p)) if qdep else np.ascontiguousarray(plant.actuator_matrix, dtype=float), qdep, np.zeros(n),
-            oR, opos, S, M, h, tw, kk, xt, np.zeros(2 * n),
+            *ctree,
+            cfparents[:ncf],
+            cfm,
+            fz.ip,
+            fz.fp,
+            fz.ws,
+            fz.saturated,
+            np.zeros(program_scratch_shape(fz.ip)),
+            np.zeros((max(ncf, 1), 3)),
+            np.zeros((max(ncf, 1), 3, 3)),
+            *pmodel,
+            ptrans,
+            prots,
+            np.zeros((n, p)) if qdep else np.ascontiguousarray(plant.actuator_matrix, dtype=float),
+            qdep,
+            np.zeros(n),
+            oR,
+            opos,
+            S,
+            M,
+            h,
+            tw,
+            kk,
+            xt,
+            np.zeros(2 * n),
         )
         # plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
         self._period_args = (*pmodel, oR, opos, S, M, h, ptrans, prots, tw, kk, xt)
@@ -217,8 +322,17 @@ class CompiledLoop:
         ctrl, plant = self.ctrl, self.plant
         n, p, m = plant.n, ctrl.p, ctrl.setup.passive.m + ctrl.setup.servo.m
         x = np.concatenate((plant.setup.q0, plant.setup.qd0)).astype(float)
-        logs = (np.zeros(1), np.zeros((1, n)), np.zeros((1, n)), np.zeros((1, p)), np.zeros((1, m)),
-                np.zeros((1, m)), np.zeros((1, p), dtype=bool), np.zeros(1), np.zeros((1, 2), dtype=np.int64))
+        logs = (
+            np.zeros(1),
+            np.zeros((1, n)),
+            np.zeros((1, n)),
+            np.zeros((1, p)),
+            np.zeros((1, m)),
+            np.zeros((1, m)),
+            np.zeros((1, p), dtype=bool),
+            np.zeros(1),
+            np.zeros((1, 2), dtype=np.int64),
+        )
         closed_loop_chunk(0, 1, x, 0.0, 0.0, 1e-3, plant.substeps, *self._args, *logs)
         cycles()
 
@@ -239,11 +353,27 @@ class CompiledLoop:
         x = self.x
         x[:n] = plant.q
         x[n:] = plant.qd
-        if 'null_space' not in logs:            # (callers that do not log the null-space dimensions)
+        if 'null_space' not in logs:  # (callers that do not log the null-space dimensions)
             logs['null_space'] = np.zeros((logs['t'].shape[0], 2), dtype=np.int64)
-        k, code, t = closed_loop_chunk(k0, k1, x, plant.t, ctrl.t0, ctrl.dt, plant.substeps, *self._args,
-                                       logs['t'], logs['q'], logs['qd'], logs['effort'], logs['phi'],
-                                       logs['phidot'], logs['saturated'], logs['compute_time'], logs['null_space'])
+        k, code, t = closed_loop_chunk(
+            k0,
+            k1,
+            x,
+            plant.t,
+            ctrl.t0,
+            ctrl.dt,
+            plant.substeps,
+            *self._args,
+            logs['t'],
+            logs['q'],
+            logs['qd'],
+            logs['effort'],
+            logs['phi'],
+            logs['phidot'],
+            logs['saturated'],
+            logs['compute_time'],
+            logs['null_space'],
+        )
         done = k - k0
         logged = k + (code == PLANT_STOP)
         logs['ok'][k0:logged] = True
@@ -252,7 +382,7 @@ class CompiledLoop:
             plant.q, plant.qd, plant.t = x[:n].copy(), x[n:].copy(), t
             plant.rhs_evaluations += plant.evaluations_per_step * done
         if logged > k0:
-            ctrl.remember_effort(logs['effort'][logged - 1])      # as ControllerCore.step does
+            ctrl.remember_effort(logs['effort'][logged - 1])  # as ControllerCore.step does
         return k, code
 
 

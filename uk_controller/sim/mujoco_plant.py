@@ -21,12 +21,12 @@ closure and coupling residuals of order 1e-5 are physics of this engine, not con
 embedded plant keeps them exact. Passive joint dynamics: see :meth:`MujocoPlant._set_joint_dynamics`.
 MuJoCo's load and compile errors are ConfigErrors naming the file and the element (exit 2).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-
 
 
 class MujocoPlant:
@@ -51,11 +51,16 @@ class MujocoPlant:
             raise ValueError('the MuJoCo plant needs the robot loaded from a URDF, xacro or MJCF file')
         if kind == 'sdf':
             from ..files.parameter_file import ConfigError
-            raise ConfigError(f'the MuJoCo plant cannot load SDF ({urdf}); describe the robot by robot.mjcf or '
-                              'robot.urdf for it, or use the UK plant', file=setup.config_path, key='robot.sdf')
+
+            raise ConfigError(
+                f'the MuJoCo plant cannot load SDF ({urdf}); describe the robot by robot.mjcf or '
+                'robot.urdf for it, or use the UK plant',
+                file=setup.config_path,
+                key='robot.sdf',
+            )
         self.urdf_path = urdf
         try:
-            if kind == 'xacro':                 # the expanded URDF the model was built from
+            if kind == 'xacro':  # the expanded URDF the model was built from
                 spec = mujoco.MjSpec.from_string(setup.model.source_text)
             else:
                 spec = mujoco.MjSpec.from_file(str(urdf))
@@ -100,10 +105,12 @@ class MujocoPlant:
         """A MuJoCo parse/compile error as a ConfigError (exit 2) naming the file and the element."""
         import re
         import xml.etree.ElementTree as ET
+
         from ..files.parameter_file import ConfigError
+
         message = ' '.join(str(exc).split())
         element = ''
-        if 'Element' not in message:            # e.g. "Error opening file 'x.stl'": find who names that file
+        if 'Element' not in message:  # e.g. "Error opening file 'x.stl'": find who names that file
             match = re.search(r"file '([^']+)'", message)
             if match and self.setup.model.source_kind != 'xacro':
                 try:
@@ -111,14 +118,15 @@ class MujocoPlant:
                 except ET.ParseError:
                     root = None
                 wanted = Path(match.group(1)).name
-                for el in (root.iter() if root is not None else ()):
+                for el in root.iter() if root is not None else ():
                     if Path(el.get('file') or el.get('filename') or '.').name == wanted:
                         attrs = ' '.join(f'{k}="{v}"' for k, v in el.attrib.items())
                         element = f' (element <{el.tag} {attrs}>)'
                         break
         key = f'robot.{self.setup.model.source_kind if self.setup.model.source_kind != "xacro" else "urdf"}'
-        return ConfigError(f'MuJoCo cannot load {self.urdf_path}: {message}{element}', file=self.setup.config_path,
-                           key=key)
+        return ConfigError(
+            f'MuJoCo cannot load {self.urdf_path}: {message}{element}', file=self.setup.config_path, key=key
+        )
 
     def _set_joint_dynamics(self):
         """Passive joint dynamics in MuJoCo: an MJCF keeps the file's (MuJoCo reads them itself; the embedded
@@ -136,14 +144,24 @@ class MujocoPlant:
             ours = jd.per_joint(i) if jd is not None else (0.0, 0.0, 0.0, 0.0, 0.0)
             if kind == 'mjcf' and jd is not None:
                 # MuJoCo read the file itself: the embedded plant must have read the same values
-                mine = (m.dof_damping[dof], m.jnt_stiffness[j], m.qpos_spring[qadr] if m.jnt_stiffness[j] else
-                        ours[2], m.dof_armature[dof], m.dof_frictionloss[dof])
+                mine = (
+                    m.dof_damping[dof],
+                    m.jnt_stiffness[j],
+                    m.qpos_spring[qadr] if m.jnt_stiffness[j] else ours[2],
+                    m.dof_armature[dof],
+                    m.dof_frictionloss[dof],
+                )
                 if not np.allclose(ours, mine, rtol=1e-9, atol=1e-12):
                     from ..files.parameter_file import ConfigError
-                    raise ConfigError(f'{self.urdf_path}: joint {self.joint_names[i]!r}: uk_controller read damping, '
-                                      f'stiffness, springref, armature, frictionloss {list(ours)} but MuJoCo compiled '
-                                      f'{[float(x) for x in mine]} (a reader limitation; please report it with the '
-                                      'file)', file=self.setup.config_path, key='robot.mjcf')
+
+                    raise ConfigError(
+                        f'{self.urdf_path}: joint {self.joint_names[i]!r}: uk_controller read damping, '
+                        f'stiffness, springref, armature, frictionloss {list(ours)} but MuJoCo compiled '
+                        f'{[float(x) for x in mine]} (a reader limitation; please report it with the '
+                        'file)',
+                        file=self.setup.config_path,
+                        key='robot.mjcf',
+                    )
                 continue
             d, k, ref, arm, f = ours
             m.dof_damping[dof], m.jnt_stiffness[j], m.qpos_spring[qadr] = d, k, ref
@@ -176,8 +194,9 @@ class MujocoPlant:
             urdf_tree = spec.compile()  # to find which body carries each joint
         except ValueError as exc:
             raise self._load_error(exc) from None
-        self._joint_child_body = {urdf_tree.joint(i).name: urdf_tree.body(urdf_tree.jnt_bodyid[i]).name
-                                  for i in range(urdf_tree.njnt)}
+        self._joint_child_body = {
+            urdf_tree.joint(i).name: urdf_tree.body(urdf_tree.jnt_bodyid[i]).name for i in range(urdf_tree.njnt)
+        }
         cfg = self.setup.constraints
         for name in self.setup.passive.names:
             spec_c = cfg.get(name, {}) or {}
@@ -194,16 +213,21 @@ class MujocoPlant:
                 site.quat = quat
                 sites.append(site.name)
             weld = spec_c.get('mode', 'position') == 'weld'
-            eq = spec.add_equality(type=mj.mjtEq.mjEQ_WELD if weld else mj.mjtEq.mjEQ_CONNECT,
-                                   objtype=mj.mjtObj.mjOBJ_SITE, name1=sites[0], name2=sites[1])
+            eq = spec.add_equality(
+                type=mj.mjtEq.mjEQ_WELD if weld else mj.mjtEq.mjEQ_CONNECT,
+                objtype=mj.mjtObj.mjOBJ_SITE,
+                name1=sites[0],
+                name2=sites[1],
+            )
             eq.solref = [solref_time, 1.0]
             self._closure_sites.append(sites)
 
     def _add_joint_equality(self, spec, tree, name, term, solref_time):
         """A passive joint_linear row with one or two joints, or a joint_polynomial row, as MuJoCo's joint
         equality ``q1 - q1_0 = sum c_k (q2 - q2_0)^k`` (q_0: MuJoCo's qpos0)."""
-        from ..files.parameter_file import ConfigError
         from ..constraints import JointLinear, JointPolynomial
+        from ..files.parameter_file import ConfigError
+
         mj = self._mj
 
         def qpos0(index):
@@ -211,8 +235,11 @@ class MujocoPlant:
             return float(tree.qpos0[tree.jnt_qposadr[j]])
 
         def refuse(why):
-            return ConfigError(f'the MuJoCo plant cannot express the passive constraint {name!r}: {why}',
-                               file=self.setup.config_path, key=f'constraints.{name}')
+            return ConfigError(
+                f'the MuJoCo plant cannot express the passive constraint {name!r}: {why}',
+                file=self.setup.config_path,
+                key=f'constraints.{name}',
+            )
 
         if isinstance(term, JointPolynomial):
             i1, i2 = term.index
@@ -222,20 +249,26 @@ class MujocoPlant:
         elif isinstance(term, JointLinear) and term.constant_value is not None:
             nz = np.flatnonzero(term.c)
             if not 1 <= nz.size <= 2:
-                raise refuse('a joint equality couples one or two joints, this row has '
-                             f'{nz.size} non-zero coefficients')
+                raise refuse(
+                    f'a joint equality couples one or two joints, this row has {nz.size} non-zero coefficients'
+                )
             i1 = int(nz[0])
             c1, value = term.c[i1], term.constant_value
-            if nz.size == 1:                    # q1 = value / c1
+            if nz.size == 1:  # q1 = value / c1
                 i2, coef = None, [value / c1 - qpos0(i1), 0.0, 0.0, 0.0, 0.0]
-            else:                               # q1 = value / c1 + k q2,  k = -c2 / c1
+            else:  # q1 = value / c1 + k q2,  k = -c2 / c1
                 i2 = int(nz[1])
                 k = -term.c[i2] / c1
                 coef = [value / c1 - qpos0(i1) + k * qpos0(i2), k, 0.0, 0.0, 0.0]
         else:
             raise refuse(f'{type(term).__name__} rows (time-varying or of other types) have no MuJoCo equality')
-        eq = spec.add_equality(type=mj.mjtEq.mjEQ_JOINT, objtype=mj.mjtObj.mjOBJ_JOINT, name=f'uk_{name}',
-                               name1=self.joint_names[i1], name2='' if i2 is None else self.joint_names[i2])
+        eq = spec.add_equality(
+            type=mj.mjtEq.mjEQ_JOINT,
+            objtype=mj.mjtObj.mjOBJ_JOINT,
+            name=f'uk_{name}',
+            name1=self.joint_names[i1],
+            name2='' if i2 is None else self.joint_names[i2],
+        )
         eq.data[:5] = np.asarray(coef, dtype=float)
         eq.solref = [solref_time, 1.0]
         self._joint_equalities.append(f'uk_{name}')
@@ -246,8 +279,9 @@ class MujocoPlant:
         out = []
         for eq_name in self._joint_equalities:
             eid = mj.mj_name2id(m, mj.mjtObj.mjOBJ_EQUALITY, eq_name)
-            rows = np.flatnonzero((d.efc_type[:d.nefc] == mj.mjtConstraint.mjCNSTR_EQUALITY)
-                                  & (d.efc_id[:d.nefc] == eid))
+            rows = np.flatnonzero(
+                (d.efc_type[: d.nefc] == mj.mjtConstraint.mjCNSTR_EQUALITY) & (d.efc_id[: d.nefc] == eid)
+            )
             out.append(float(d.efc_pos[rows[0]]) if rows.size else float('nan'))
         return np.array(out)
 
@@ -260,14 +294,20 @@ class MujocoPlant:
             if act.joint is not None:
                 jid = mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT, self.joint_names[act.joint])
                 targets.append(('joint', int(self.model.jnt_dofadr[jid]), None, None))
-            elif act.column is not None:        # a fixed tendon: generalized force column * u
+            elif act.column is not None:  # a fixed tendon: generalized force column * u
                 nz = np.flatnonzero(act.column)
-                dofs = np.array([self.model.jnt_dofadr[mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT,
-                                                                       self.joint_names[i])] for i in nz])
+                dofs = np.array(
+                    [
+                        self.model.jnt_dofadr[mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_JOINT, self.joint_names[i])]
+                        for i in nz
+                    ]
+                )
                 targets.append(('column', dofs, None, np.asarray(act.column)[nz]))
             else:
-                ids = [mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_BODY, self._fused('world' if x is None else x))
-                       for x in act.bodies]
+                ids = [
+                    mj.mj_name2id(self.model, mj.mjtObj.mjOBJ_BODY, self._fused('world' if x is None else x))
+                    for x in act.bodies
+                ]
                 axis = np.asarray(act.axis, dtype=float)
                 targets.append(('between', ids[0], ids[1], axis / np.linalg.norm(axis)))
         return targets

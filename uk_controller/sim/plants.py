@@ -8,6 +8,7 @@ integrators of :class:`~uk_controller.sim.uk_plant.UKPlant` (``simulation.integr
 emulate / sweep`` and the settings schema all read these tables; adding a plant is a class with
 ``from_setup(setup, mass_scale=..., **options)`` and one line in :data:`PLANTS`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -16,7 +17,7 @@ __all__ = ['PLANTS', 'INTEGRATORS', 'plant_class']
 
 #: plant name -> (module, class); the class has ``from_setup(setup, mass_scale=..., **options)``.
 PLANTS = {
-    'uk': ('uk_controller.sim.uk_plant', 'UKPlant'),          # embedded UK forward dynamics
+    'uk': ('uk_controller.sim.uk_plant', 'UKPlant'),  # embedded UK forward dynamics
     'mujoco': ('uk_controller.sim.mujoco_plant', 'MujocoPlant'),  # the MuJoCo physics engine
 }
 

@@ -1,4 +1,5 @@
 """Write a simulation's CSV log, PNG figures and printed summary."""
+
 from __future__ import annotations
 
 import csv
@@ -7,17 +8,23 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files.io_safety import strict_json  # noqa: F401 - re-exported (summary.json's rule)
 from ..control.status import STEP_CLASSES
+from ..files.io_safety import strict_json  # noqa: F401 - re-exported (summary.json's rule)
 
 
 def csv_header(result):
     """The header row of log.csv: t, q, q', efforts, residuals, task errors, the posture error ``|q - q_ref|``
     and the null-space dimensions (motion, internal forces; DESIGN.md "Redundancy"), ok, status."""
-    return (['t'] + [f'q_{j}' for j in result.joint_names] + [f'qd_{j}' for j in result.joint_names]
-            + [f'u_{a}' for a in result.actuator_names] + [f'phi_{r}' for r in result.row_names]
-            + [f'phidot_{r}' for r in result.row_names] + [f'task_{r}' for r in result.task_row_names]
-            + ['posture_error', 'null_motion', 'null_internal', 'ok', 'status'])
+    return (
+        ['t']
+        + [f'q_{j}' for j in result.joint_names]
+        + [f'qd_{j}' for j in result.joint_names]
+        + [f'u_{a}' for a in result.actuator_names]
+        + [f'phi_{r}' for r in result.row_names]
+        + [f'phidot_{r}' for r in result.row_names]
+        + [f'task_{r}' for r in result.task_row_names]
+        + ['posture_error', 'null_motion', 'null_internal', 'ok', 'status']
+    )
 
 
 def csv_rows(result, every=1, first=0):
@@ -27,9 +34,20 @@ def csv_rows(result, every=1, first=0):
     steps = result.t.size
     posture = result.posture_error if result.posture_error is not None else np.full(steps, np.nan)
     null = result.null_space if result.null_space is not None else np.full((steps, 2), np.nan)
-    data = np.column_stack((result.t[sel], result.q[sel], result.qd[sel], result.effort[sel], result.phi[sel],
-                            result.phidot[sel], result.task_error[sel], posture[sel], null[sel],
-                            result.ok[sel].astype(float)))
+    data = np.column_stack(
+        (
+            result.t[sel],
+            result.q[sel],
+            result.qd[sel],
+            result.effort[sel],
+            result.phi[sel],
+            result.phidot[sel],
+            result.task_error[sel],
+            posture[sel],
+            null[sel],
+            result.ok[sel].astype(float),
+        )
+    )
     codes = result.status[sel] if result.status is not None else np.zeros(data.shape[0], dtype=np.int8)
     rows = np.char.mod('%.9g', data).tolist() if data.size else []
     if data.size and not np.isfinite(data).all():
@@ -54,13 +72,15 @@ class CsvLog:
 
     def __init__(self, path, every=1, flag='--out'):
         from ..files.io_safety import StreamingFile
+
         self.file = StreamingFile(path, flag=flag)
         self.every = max(1, int(every))
         self.header = False
-        self.steps_seen = 0           # control steps handed to the log
+        self.steps_seen = 0  # control steps handed to the log
 
     def __call__(self, chunk):
         import io
+
         buffer = io.StringIO()
         writer = csv.writer(buffer)
         if not self.header:
@@ -79,8 +99,10 @@ class CsvLog:
     def close(self, planned_steps=None):
         """Rename log.csv complete, or raise ConfigError (rows kept in log.csv.part, the rest lost)."""
         total = planned_steps if planned_steps is not None else self.steps_seen
-        self.file.close(f'the rows after them, of {total} control steps (a header line, then one row per '
-                        f'{"" if self.every == 1 else f"{self.every}th "}step)')
+        self.file.close(
+            f'the rows after them, of {total} control steps (a header line, then one row per '
+            f'{"" if self.every == 1 else f"{self.every}th "}step)'
+        )
 
     def abandon(self):
         self.file.abandon()
@@ -107,7 +129,7 @@ def task_paths(result, setup):
             model.compute(result.q[k], result.qd[k])
             actual[k] = np.asarray(model.frame_position(spec['frame']))[idx]
         offset = sl.start
-        desired = actual - result.task_error[:, offset:offset + len(idx)]
+        desired = actual - result.task_error[:, offset : offset + len(idx)]
         paths.append((name, axes, actual, desired))
     return paths
 
@@ -115,6 +137,7 @@ def task_paths(result, setup):
 def plot_all(result, setup, out_dir, transient=None):
     """Save the figures; returns their paths."""
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
@@ -124,6 +147,7 @@ def plot_all(result, setup, out_dir, transient=None):
 
     def save(fig, name):
         from ..files.io_safety import atomic_write
+
         fig.tight_layout()
         path = out_dir / name
         try:
@@ -200,7 +224,7 @@ def _joint_errors(result, setup):
         model.compute(result.q[k], result.qd[k])
         try:
             rows = setup.servo.evaluate(model, result.q[k], result.qd[k], result.t[k] - result.t[0])
-        except ValueError:              # a callable constraint failed at this state: unknown
+        except ValueError:  # a callable constraint failed at this state: unknown
             out[k] = np.nan
             continue
         if not (np.isfinite(rows.A).all() and np.isfinite(result.task_error[k]).all()):
@@ -216,26 +240,42 @@ def format_summary(summary):
     if not s.get('steps'):
         return f"robot {s['robot']}: {s['verdict']}" + (' (interrupted)' if s.get('interrupted') else '')
     by = s['steps_by_status']
-    return '\n'.join([
-        ('INTERRUPTED: partial run. ' if s['interrupted'] else '') + s['verdict'],
-        f"robot {s['robot']} on the {s['plant']} plant, {s['duration_s']:.3f} s simulated",
-        f"task error after {s['transient_s']:.2f} s: max {_e(s['task_error_max'])}, "
-        f"RMS {_e(s['task_error_rms'])}, final {_e(s['task_error_final'])}"
-        + (f" ({s['task_error_unknown_steps']} steps without a task error: safe effort)"
-           if s.get('task_error_unknown_steps') else '') + '; '
-        + (f"settles below {s['settle_tol']:g} at {s['settling_time_s']:.3f} s"
-           if _finite(s['settling_time_s']) else f"does not settle below {s['settle_tol']:g}"),
-        f"max closure residual {s['closure_residual_max']:.3e}; peak effort {s['effort_peak']:.3f}; "
-        f"saturated {100 * s['saturated_fraction']:.1f}% of steps; safe-effort steps {s['safe_effort_steps']}",
-        f"control step median {s['step_time_median_us']:.1f} us; wall time {s['wall_time_s']:.2f} s; "
-        f"real-time factor {s['real_time_factor']:.1f}x" + (f"; {s['plant_note']}" if s.get('plant_note') else ''),
-        f"steps {s['steps']}: " + ', '.join(f'{k.replace("_", " ")} {v}' for k, v in by.items())
-        + f"; not settled (after the transient) {s['not_settled_steps']}",
-    ] + ([f"null space of the task: {s['null_space_motion']} moving, {s['null_space_internal']} internal-force "
-          f"directions; posture error final {s['posture_error_final']:.3e} (max {s['posture_error_max']:.3e}); "
-          f"max joint speed in the last second {s.get('joint_speed_max_last_s', float('nan')):.3g}"]
-         # only where the task leaves freedom: elsewhere |q - q(0)| is no posture error of anything
-         if s.get('null_space_motion') or s.get('null_space_internal') else []))
+    return '\n'.join(
+        [
+            ('INTERRUPTED: partial run. ' if s['interrupted'] else '') + s['verdict'],
+            f"robot {s['robot']} on the {s['plant']} plant, {s['duration_s']:.3f} s simulated",
+            f"task error after {s['transient_s']:.2f} s: max {_e(s['task_error_max'])}, "
+            f"RMS {_e(s['task_error_rms'])}, final {_e(s['task_error_final'])}"
+            + (
+                f" ({s['task_error_unknown_steps']} steps without a task error: safe effort)"
+                if s.get('task_error_unknown_steps')
+                else ''
+            )
+            + '; '
+            + (
+                f"settles below {s['settle_tol']:g} at {s['settling_time_s']:.3f} s"
+                if _finite(s['settling_time_s'])
+                else f"does not settle below {s['settle_tol']:g}"
+            ),
+            f"max closure residual {s['closure_residual_max']:.3e}; peak effort {s['effort_peak']:.3f}; "
+            f"saturated {100 * s['saturated_fraction']:.1f}% of steps; safe-effort steps {s['safe_effort_steps']}",
+            f"control step median {s['step_time_median_us']:.1f} us; wall time {s['wall_time_s']:.2f} s; "
+            f"real-time factor {s['real_time_factor']:.1f}x" + (f"; {s['plant_note']}" if s.get('plant_note') else ''),
+            f"steps {s['steps']}: "
+            + ', '.join(f'{k.replace("_", " ")} {v}' for k, v in by.items())
+            + f"; not settled (after the transient) {s['not_settled_steps']}",
+        ]
+        + (
+            [
+                f"null space of the task: {s['null_space_motion']} moving, {s['null_space_internal']} internal-force "
+                f"directions; posture error final {s['posture_error_final']:.3e} (max {s['posture_error_max']:.3e}); "
+                f"max joint speed in the last second {s.get('joint_speed_max_last_s', float('nan')):.3g}"
+            ]
+            # only where the task leaves freedom: elsewhere |q - q(0)| is no posture error of anything
+            if s.get('null_space_motion') or s.get('null_space_internal')
+            else []
+        )
+    )
 
 
 def _finite(value):
@@ -250,5 +290,5 @@ def _e(value):
 def write_summary(summary, path):
     """summary.json, strict JSON (NaN/inf written as null), written whole or not at all."""
     from ..files.io_safety import atomic_write, dumps_strict
-    atomic_write(path, lambda fh: fh.write(dumps_strict(summary, indent=2) + '\n'))
 
+    atomic_write(path, lambda fh: fh.write(dumps_strict(summary, indent=2) + '\n'))

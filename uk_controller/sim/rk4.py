@@ -16,6 +16,7 @@ Tests: ``test/test_uk_fast.py::test_plant_rk4_kernel_equals_numpy_rk4`` (compile
 ``test/test_fused_step.py::test_compiled_plant_period_equals_reference_rk4`` (one compiled call vs the
 Python stage sequence).
 """
+
 from __future__ import annotations
 
 import numpy as np

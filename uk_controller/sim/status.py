@@ -16,6 +16,7 @@ Every control step gets one :class:`uk_controller.control.status.StepClass`, the
 tracked, with the number behind each reason (out of reach, under-actuated,
 saturated).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,6 +24,7 @@ import math
 import numpy as np
 
 from ..control.status import STEP_CLASSES, Status, StepClass, step_class
+
 
 def servo_residual(result):
     """The servo equation's residual of an inconsistent step, else 0 (what the summary reports)."""
@@ -66,18 +68,22 @@ def task_verdict(summary, codes, residuals, *, ranks=None, ms=0, p=0):
     n_safe = int(np.count_nonzero(codes == StepClass.SAFE_EFFORT))
     n_lim = int(np.count_nonzero(codes == StepClass.LIMITED))
     if n_inc:
-        why.append(f'under-actuated: servo constraint inconsistent in {n_inc} of {steps} steps '
-                   f'(residual up to {float(np.max(residuals, initial=0.0)):.2e}; {ms} task rows, {p} actuators)')
+        why.append(
+            f'under-actuated: servo constraint inconsistent in {n_inc} of {steps} steps '
+            f'(residual up to {float(np.max(residuals, initial=0.0)):.2e}; {ms} task rows, {p} actuators)'
+        )
     if n_rank:
-        why.append(f'servo rank lost in {n_rank} of {steps} steps (singular configuration; the target may be '
-                   f'out of reach)')
+        why.append(
+            f'servo rank lost in {n_rank} of {steps} steps (singular configuration; the target may be out of reach)'
+        )
     if n_lim:
         why.append(f'the task gave way to joint or effort limits in {n_lim} of {steps} steps')
     if n_sat:
         why.append(f'efforts saturated in {n_sat} of {steps} steps ({100.0 * n_sat / steps:.0f}%)')
     if n_sat + n_lim > steps // 2 and math.isfinite(final) and final > 100 * tol:
-        why.append(f'the task is likely out of reach: the error ends at {final:.3g} with the efforts or joints at '
-                   f'their limits')
+        why.append(
+            f'the task is likely out of reach: the error ends at {final:.3g} with the efforts or joints at their limits'
+        )
     if n_safe:
         why.append(f'safe effort in {n_safe} steps')
     if not why:

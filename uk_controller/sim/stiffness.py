@@ -11,6 +11,7 @@ RK4 steps per control period with a margin (h <= 2 / (1.5 rate), M varies with t
 plant raises its ``simulation.substeps`` to it, or refuses when more than MAX_SUBSTEPS would be needed,
 naming the joint and the step.
 """
+
 from __future__ import annotations
 
 import math

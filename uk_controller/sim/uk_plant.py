@@ -27,16 +27,17 @@ Chosen ONCE, at construction (``UKPlant.backend``, its ``name``; ``UKPlant.dynam
 (:class:`uk_controller.control.status.Status`): NOT_POSITIVE_DEFINITE raises
 :class:`uk_controller.core.uk.NotPositiveDefiniteError`, a non-finite state or acceleration propagates NaN.
 """
+
 from __future__ import annotations
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from ..control.status import Status
 from ..core import uk
 from ..core.baumgarte import Baumgarte
 from ..kernels import codes, jit
 from ..kernels import plant as plant_kernels
-from ..control.status import Status
 from .plants import INTEGRATORS
 from .rk4 import rk4_accept, rk4_period
 
@@ -100,12 +101,13 @@ class CompiledPeriod(PlantBackend):
             ip, fp, ws = np.zeros(codes.HEADER, dtype=np.int64), np.zeros(1), np.zeros(1)
             nf = 0
         pi = np.concatenate(([nj, nf], parents, jtype, fparents[:nf])).astype(np.int64)
-        pf = np.concatenate((grav, mf, fm[:nf * codes.FRAME_WIDTH]))
+        pf = np.concatenate((grav, mf, fm[: nf * codes.FRAME_WIDTH]))
         pw = np.zeros(plant_kernels.plant_work_size(nj, n, nf, int(ip[codes.IH_MP])))
         args = (pi, pf, ip, fp, ws, pw)
         # load (or compile) the kernel now rather than inside the first simulated period
-        plant_kernels.plant_rk4(np.concatenate((plant.setup.q0, plant.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1,
-                                *args)
+        plant_kernels.plant_rk4(
+            np.concatenate((plant.setup.q0, plant.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1, *args
+        )
         return cls(plant, args)
 
     def advance(self, q, qd, t, dt):
@@ -140,10 +142,12 @@ class StagedRK4(PlantBackend):
         plant = self.plant
         if plant.dynamics == 'aba' and plant.model.native_coordinates and plant.model.joint_dynamics is None:
             import pinocchio as pin
+
             aba, pm, aux, tau = pin.aba, plant.model.model, plant.model.aux_data, plant.tau
 
             def accel(q, qd, t):
                 return aba(pm, aux, q, qd, tau)
+
             return accel, False
         program = plant.closure_rows
         if plant.dynamics == 'compiled_rows':
@@ -154,8 +158,9 @@ class StagedRK4(PlantBackend):
                 if info[at] != codes.OK:
                     if info[at] == _NOT_PD:
                         raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
-                    qdd[:] = np.nan                 # non-finite state: propagate it like the reference path
+                    qdd[:] = np.nan  # non-finite state: propagate it like the reference path
                 return qdd
+
             return accel, False
         out = np.zeros(plant.n)
         return (lambda q, qd, t: plant.accel(q, qd, t, out)), True
@@ -165,7 +170,7 @@ class StagedRK4(PlantBackend):
         n, x = plant.n, self._x
         x[:n] = q
         x[n:] = qd
-        if not self._counted:                  # (the reference dynamics count in UKPlant.accel)
+        if not self._counted:  # (the reference dynamics count in UKPlant.accel)
             plant.rhs_evaluations += plant.evaluations_per_step
         rk4_period(x, self._k, self._xt, t, dt, plant.substeps, self.accel, self._accept)
         return x[:n].copy(), x[n:].copy()
@@ -212,7 +217,8 @@ class UKPlant:
 
     ``backend`` 'auto' = 'compiled' where numba is installed, else 'numpy'; 'compiled' (the whole period in
     one call where available, else compiled stages), 'compiled_stages' (force :class:`StagedRK4`) or
-    'numpy' (NumPy RK4 and the reference dynamics, no compiled code). Public: ``backend`` (the period object), ``dynamics``, ``closure_rows`` (the
+    'numpy' (NumPy RK4 and the reference dynamics, no compiled code). Public: ``backend`` (the period object),
+    ``dynamics``, ``closure_rows`` (the
     compiled closure program or None), ``actuator_matrix`` (constant B, None when it depends on q),
     ``tau`` (B u of the current period), ``evaluations_per_step``.
 
@@ -221,8 +227,18 @@ class UKPlant:
     ``simulation.mass_scale``).
     """
 
-    def __init__(self, setup, *, integrator=None, substeps=None, closure_omega=None, closure_rcond=None,
-                 rtol=1e-8, atol=1e-10, backend='auto'):
+    def __init__(
+        self,
+        setup,
+        *,
+        integrator=None,
+        substeps=None,
+        closure_omega=None,
+        closure_rcond=None,
+        rtol=1e-8,
+        atol=1e-10,
+        backend='auto',
+    ):
         sim = setup.settings.simulation
         integrator = integrator if integrator is not None else sim.integrator
         substeps = substeps if substeps is not None else sim.substeps
@@ -264,7 +280,7 @@ class UKPlant:
                 # ConstraintStack.evaluate + ServoSolver; None when a row type has no compiled form)
                 self.closure_rows = self.closures.create_data(self.model, gains=self._gains, rcond=closure_rcond)
                 if self.closure_rows is not None:
-                    self.tau = self.closure_rows.tau      # B u is written straight into the kernel's input
+                    self.tau = self.closure_rows.tau  # B u is written straight into the kernel's input
         if mp == 0 and self.actuator_matrix is not None:
             self.dynamics, self.accel = 'aba', self._accel_aba
         elif self.closure_rows is not None:
@@ -298,8 +314,9 @@ class UKPlant:
         if self.actuator_matrix is not None:
             return self.closure_rows
         B, between = self.setup.actuators.compiled_form()
-        return self.closures.create_data(self.model, p=len(self._u), B=B, between=between, gains=self._gains,
-                                         rcond=self._closure_rcond)
+        return self.closures.create_data(
+            self.model, p=len(self._u), B=B, between=between, gains=self._gains, rcond=self._closure_rcond
+        )
 
     @classmethod
     def from_setup(cls, setup, *, mass_scale=None, **options):
@@ -308,8 +325,9 @@ class UKPlant:
         A scale other than 1 reloads the robot with scaled inertias."""
         if mass_scale is None:
             mass_scale = setup.settings.simulation.mass_scale
-        if mass_scale != 1.0:       # from the setup's own settings (they may differ from its file)
+        if mass_scale != 1.0:  # from the setup's own settings (they may differ from its file)
             from ..robots import setup_from_settings
+
             setup = setup_from_settings(setup.settings, mass_scale=mass_scale)
         return cls(setup, **options)
 
@@ -319,6 +337,7 @@ class UKPlant:
         ValueError naming the joint and the step when more than ``stiffness.MAX_SUBSTEPS`` would be needed.
         The configured ``simulation.substeps`` is kept as the minimum."""
         from .stiffness import MAX_SUBSTEPS, required_substeps
+
         if self.integrator != 'rk4':
             return None
         need, j, rate = required_substeps(self.model, self.q, period)
@@ -327,12 +346,16 @@ class UKPlant:
         name = self.joint_names[j]
         step = period / need
         if need > MAX_SUBSTEPS:
-            raise ValueError(f'joint {name!r}: its passive dynamics (damping, friction, spring of the description) '
-                             f'on its light link relax at {rate:.3g} 1/s and need an RK4 step below {step:.2e} s '
-                             f'({need} per control period, more than {MAX_SUBSTEPS}); lower the friction slope '
-                             f'(robot.friction_velocity larger) or the damping, or use simulation.integrator: solve_ivp')
-        reason = (f'simulation.substeps raised from {self.substeps} to {need}: joint {name!r} (light link, passive '
-                  f'dynamics at {rate:.3g} 1/s) needs an RK4 step below {step:.2e} s')
+            raise ValueError(
+                f'joint {name!r}: its passive dynamics (damping, friction, spring of the description) '
+                f'on its light link relax at {rate:.3g} 1/s and need an RK4 step below {step:.2e} s '
+                f'({need} per control period, more than {MAX_SUBSTEPS}); lower the friction slope '
+                f'(robot.friction_velocity larger) or the damping, or use simulation.integrator: solve_ivp'
+            )
+        reason = (
+            f'simulation.substeps raised from {self.substeps} to {need}: joint {name!r} (light link, passive '
+            f'dynamics at {rate:.3g} 1/s) needs an RK4 step below {step:.2e} s'
+        )
         self.substeps = need
         return reason
 
@@ -365,7 +388,7 @@ class UKPlant:
         if status != codes.OK:
             if status == _NOT_PD:
                 raise uk.NotPositiveDefiniteError('mass matrix not positive definite')
-            if status == Status.NON_FINITE_STATE:       # propagate it like the reference path
+            if status == Status.NON_FINITE_STATE:  # propagate it like the reference path
                 out[:] = np.nan
                 return out
         out[:] = program.qdd
@@ -375,14 +398,27 @@ class UKPlant:
         self.rhs_evaluations += 1
         model = self.model
         model.compute(q, qd)
-        if self.actuator_matrix is None:                       # q-dependent actuator columns
+        if self.actuator_matrix is None:  # q-dependent actuator columns
             np.dot(self.setup.actuators.matrix(model), self._u, out=self.tau)
         if self.closures.m == 0:
             out[:] = uk.MassFactor(model.M).solve(self.tau - model.h)
             return out
         rows = self.closures.evaluate(model, q, qd, t)
-        sol = self._solver.solve_rows(model.M_lower, self.tau, model.h, self._no_B, self._no_As, self._none,
-                                      self._none, self._none, rows.A, rows.b, rows.phi, rows.phidot, self._gains)
+        sol = self._solver.solve_rows(
+            model.M_lower,
+            self.tau,
+            model.h,
+            self._no_B,
+            self._no_As,
+            self._none,
+            self._none,
+            self._none,
+            rows.A,
+            rows.b,
+            rows.phi,
+            rows.phidot,
+            self._gains,
+        )
         out[:] = sol.qdd
         return out
 

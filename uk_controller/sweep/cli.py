@@ -1,4 +1,5 @@
 """``uk-controller sweep``: the argument parser and the command (docs/sweep.md)."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,52 +34,108 @@ BYTES_PER_RUN = 3_000
 
 def add_sweep_parser(sub):
     p = sub.add_parser(
-        'sweep', help='many closed-loop simulations over a grid of settings, one table',
+        'sweep',
+        help='many closed-loop simulations over a grid of settings, one table',
         description='Run `simulate` for every combination of settings (a grid or random samples), locally on '
-                    'all cores or on a Ray cluster, and write a table of summary metrics (CSV, Parquet), heat '
-                    'maps and the best settings.', epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        'all cores or on a Ray cluster, and write a table of summary metrics (CSV, Parquet), heat '
+        'maps and the best settings.',
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument('robot', help='robot name (config/<name>.yaml) or a path to a robot YAML')
-    p.add_argument('--grid', action='append', default=[], metavar='KEY=VALUES',
-                   help='a setting (dotted key of the YAML ros__parameters) and its values; repeat per key')
-    p.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
-                   help='a setting held fixed for every run (e.g. stabilization.convention=seed000)')
+    p.add_argument(
+        '--grid',
+        action='append',
+        default=[],
+        metavar='KEY=VALUES',
+        help='a setting (dotted key of the YAML ros__parameters) and its values; repeat per key',
+    )
+    p.add_argument(
+        '--set',
+        action='append',
+        default=[],
+        metavar='KEY=VALUE',
+        help='a setting held fixed for every run (e.g. stabilization.convention=seed000)',
+    )
     p.add_argument('--duration', type=float, help='simulated seconds per run (= --set simulation.duration=...)')
     p.add_argument('--random', type=int, metavar='N', help='N random samples of the ranges/lists instead of the grid')
     p.add_argument('--sample-seed', type=int, default=0, help='seed of the --random sampling (default 0)')
-    p.add_argument('--plant', choices=S.PLANTS,
-                   help="plant of every run (default: each run's simulation.plant, the file's unless swept)")
-    p.add_argument('--transient', type=float, help='seconds excluded from the error statistics '
-                                                   '(default: a fifth of the run, at most 2 s)')
+    p.add_argument(
+        '--plant',
+        choices=S.PLANTS,
+        help="plant of every run (default: each run's simulation.plant, the file's unless swept)",
+    )
+    p.add_argument(
+        '--transient',
+        type=float,
+        help='seconds excluded from the error statistics (default: a fifth of the run, at most 2 s)',
+    )
     p.add_argument('--settle-tol', type=float, default=1e-3, help='settling tolerance of |task error| (1e-3)')
-    p.add_argument('--diverge-at', type=float, default=1.0,
-                   help='a run whose task error or closure residual exceeds this is "diverged" (1.0)')
+    p.add_argument(
+        '--diverge-at',
+        type=float,
+        default=1.0,
+        help='a run whose task error or closure residual exceeds this is "diverged" (1.0)',
+    )
     p.add_argument('--jobs', type=int, help='local worker processes (default: all cores; 1 = in this process)')
-    p.add_argument('--ray', metavar='auto|local|ADDRESS',
-                   help='run on a Ray cluster: auto (the running one), local (start one here on 127.0.0.1) '
-                        'or HOST:PORT')
+    p.add_argument(
+        '--ray',
+        metavar='auto|local|ADDRESS',
+        help='run on a Ray cluster: auto (the running one), local (start one here on 127.0.0.1) or HOST:PORT',
+    )
     p.add_argument('--out', help='output folder (default results/sweep_<robot>)')
     p.add_argument('--resume', action='store_true', help='skip runs already in <out>/runs.jsonl')
-    p.add_argument('--yes', action='store_true',
-                   help=f'run a sweep above {CONFIRM_RUNS:,} runs or {CONFIRM_PERIODS:.0e} simulated control '
-                        'periods without asking (it is refused otherwise when stdin is not a terminal)')
-    p.add_argument('--heatmap', action='append', default=[], metavar='X,Y[,METRIC]',
-                   help='a heat map of METRIC (default task_error_rms) over keys X and Y; repeatable. '
-                        'Default: the first two keys, task_error_rms and settling_time_s')
+    p.add_argument(
+        '--yes',
+        action='store_true',
+        help=f'run a sweep above {CONFIRM_RUNS:,} runs or {CONFIRM_PERIODS:.0e} simulated control '
+        'periods without asking (it is refused otherwise when stdin is not a terminal)',
+    )
+    p.add_argument(
+        '--heatmap',
+        action='append',
+        default=[],
+        metavar='X,Y[,METRIC]',
+        help='a heat map of METRIC (default task_error_rms) over keys X and Y; repeatable. '
+        'Default: the first two keys, task_error_rms and settling_time_s',
+    )
     p.add_argument('--facet', metavar='KEY', help='one heat-map panel per value of KEY')
-    p.add_argument('--reduce', choices=['max', 'mean', 'min'], default='max',
-                   help='how runs in one heat-map cell (differing in other keys) are combined (max = worst)')
-    p.add_argument('--mark', action='append', default=[], metavar='LABEL=X,Y',
-                   help='a point marked on the heat maps (e.g. "seed 000=0.5,200"); the best settings are '
-                        'marked too')
-    p.add_argument('--best', default='settling_time_s', metavar='METRIC',
-                   help='metric to minimize for the best settings (default settling_time_s)')
-    p.add_argument('--best-by', metavar='KEYS',
-                   help='comma-separated keys chosen by the user (e.g. the gains): the best value of these is '
-                        'the one whose worst case over the other keys is best')
-    p.add_argument('--max-saturation', type=float, default=0.0,
-                   help='largest fraction of saturated steps a best run may have (default 0: none)')
-    p.add_argument('--mcap', metavar='RUNS', help="re-run and record these runs as MCAP under <out>/mcap: "
-                                                   "'best' or run indexes '0,5'")
+    p.add_argument(
+        '--reduce',
+        choices=['max', 'mean', 'min'],
+        default='max',
+        help='how runs in one heat-map cell (differing in other keys) are combined (max = worst)',
+    )
+    p.add_argument(
+        '--mark',
+        action='append',
+        default=[],
+        metavar='LABEL=X,Y',
+        help='a point marked on the heat maps (e.g. "seed 000=0.5,200"); the best settings are marked too',
+    )
+    p.add_argument(
+        '--best',
+        default='settling_time_s',
+        metavar='METRIC',
+        help='metric to minimize for the best settings (default settling_time_s)',
+    )
+    p.add_argument(
+        '--best-by',
+        metavar='KEYS',
+        help='comma-separated keys chosen by the user (e.g. the gains): the best value of these is '
+        'the one whose worst case over the other keys is best',
+    )
+    p.add_argument(
+        '--max-saturation',
+        type=float,
+        default=0.0,
+        help='largest fraction of saturated steps a best run may have (default 0: none)',
+    )
+    p.add_argument(
+        '--mcap',
+        metavar='RUNS',
+        help="re-run and record these runs as MCAP under <out>/mcap: 'best' or run indexes '0,5'",
+    )
     p.add_argument('--no-plots', action='store_true', help='write the table only')
     p.set_defaults(func=cmd_sweep)
 
@@ -92,6 +149,7 @@ def prepare(args):
     """``(context, keys, specs list)`` from the arguments; raises ConfigError."""
     from ..files.parameter_file import load_config
     from ..paths import resolve_config
+
     params, path = load_config(resolve_config(args.robot))
     specs = {}
     for text in args.grid:
@@ -126,17 +184,30 @@ def prepare(args):
     int_keys = {k for k in checked if G.key_type(params, k) is int}
     runs = G.expand(checked, args.random, args.sample_seed, int_keys)
     name = base.robot.name
-    context = R.make_context(name, params, path, args.plant, args.transient, args.settle_tol, args.diverge_at,
-                             fixed={k: v[0] for k, v in fixed.items()}, convention=base.stabilization.convention)
+    context = R.make_context(
+        name,
+        params,
+        path,
+        args.plant,
+        args.transient,
+        args.settle_tol,
+        args.diverge_at,
+        fixed={k: v[0] for k, v in fixed.items()},
+        convention=base.stabilization.convention,
+    )
     # a run's id and seed name the plant it runs on: --plant, else the file's (with --set); a swept
     # simulation.plant is in the run's overrides
     plant = args.plant or base.simulation.plant
     specs_list = []
     for index, overrides in enumerate(runs):
-        specs_list.append({'index': index, 'overrides': overrides,
-                           'run_id': G.run_id(name, plant, {**overrides, **{k: v[0] for k, v in fixed.items()}}),
-                           'seed': G.run_seed(name, plant, {**overrides,
-                                                            **{k: v[0] for k, v in fixed.items()}})})
+        specs_list.append(
+            {
+                'index': index,
+                'overrides': overrides,
+                'run_id': G.run_id(name, plant, {**overrides, **{k: v[0] for k, v in fixed.items()}}),
+                'seed': G.run_seed(name, plant, {**overrides, **{k: v[0] for k, v in fixed.items()}}),
+            }
+        )
     if specs_list:
         context['warm_overrides'] = specs_list[0]['overrides']
     return context, list(checked), specs_list
@@ -161,7 +232,8 @@ def estimate(args, base, checked):
         try:
             return max(float(v) for v in numbers)
         except (TypeError, ValueError):
-            return 0.0            # not a number: the value check that follows names it
+            return 0.0  # not a number: the value check that follows names it
+
     return runs, runs * largest('simulation.duration') * largest('control.rate')
 
 
@@ -171,14 +243,18 @@ def confirm_size(args, base, checked):
     runs, periods = estimate(args, base, checked)
     if runs <= CONFIRM_RUNS and periods <= CONFIRM_PERIODS or args.yes:
         return
-    what = (f'{runs:,} runs, up to {periods:.3g} simulated control periods, ~{runs * BYTES_PER_RUN / 1e6:,.0f} MB '
-            f'of results kept in memory')
+    what = (
+        f'{runs:,} runs, up to {periods:.3g} simulated control periods, ~{runs * BYTES_PER_RUN / 1e6:,.0f} MB '
+        f'of results kept in memory'
+    )
     if sys.stdin is not None and sys.stdin.isatty():
         print(f'this sweep is large: {what}. Run it? [y/N] ', end='', file=sys.stderr, flush=True)
         if sys.stdin.readline().strip().lower() in ('y', 'yes'):
             return
-    raise ConfigError(f'this sweep is large: {what} (limits {CONFIRM_RUNS:,} runs, {CONFIRM_PERIODS:.0e} '
-                           'periods); give --yes to run it, or fewer values / --random N')
+    raise ConfigError(
+        f'this sweep is large: {what} (limits {CONFIRM_RUNS:,} runs, {CONFIRM_PERIODS:.0e} '
+        'periods); give --yes to run it, or fewer values / --random N'
+    )
 
 
 def run_sweep(context, specs, out, *, ray=None, jobs=None, resume=False, progress=True):
@@ -215,6 +291,7 @@ def run_sweep(context, specs, out, *, ray=None, jobs=None, resume=False, progres
 
 def cmd_sweep(args):
     from ..files.parameter_file import ConfigError
+
     try:
         context, keys, specs = prepare(args)
         if args.ray:
@@ -244,33 +321,41 @@ def cmd_sweep(args):
         return _fail(exc)
     except R.Interrupted as stop:
         done = len(R.Journal(out / 'runs.jsonl').load())
-        print(f'\ninterrupted ({stop.signal}) after {time.perf_counter() - start:.1f} s: runs cancelled, workers '
-              f'stopped; {done} finished runs are in {out / "runs.jsonl"} (--resume continues from them)',
-              file=sys.stderr)
+        print(
+            f'\ninterrupted ({stop.signal}) after {time.perf_counter() - start:.1f} s: runs cancelled, workers '
+            f'stopped; {done} finished runs are in {out / "runs.jsonl"} (--resume continues from them)',
+            file=sys.stderr,
+        )
         return 143 if stop.signal == 'SIGTERM' else 130
-    except OSError as exc:          # runs.jsonl could not be written (disk full, I/O error)
-        return _fail(f'--out: cannot write {out / "runs.jsonl"}: {exc.strerror or exc}; the runs finished before '
-                     'the error are in it (--resume continues from them)')
+    except OSError as exc:  # runs.jsonl could not be written (disk full, I/O error)
+        return _fail(
+            f'--out: cannot write {out / "runs.jsonl"}: {exc.strerror or exc}; the runs finished before '
+            'the error are in it (--resume continues from them)'
+        )
     elapsed = time.perf_counter() - start
     try:
         return _write_results(args, context, keys, specs, rows, skipped, elapsed, out, by, maps, marks)
-    except ConfigError as exc:      # a table or figure could not be written: every finished run is in runs.jsonl
+    except ConfigError as exc:  # a table or figure could not be written: every finished run is in runs.jsonl
         return _fail(f'{exc}; every finished run is in {out / "runs.jsonl"}')
     except OSError as exc:
-        return _fail(f'--out: cannot write in {out}: {exc.strerror or exc} ({exc.filename}); every finished run is '
-                     f'in {out / "runs.jsonl"}')
+        return _fail(
+            f'--out: cannot write in {out}: {exc.strerror or exc} ({exc.filename}); every finished run is '
+            f'in {out / "runs.jsonl"}'
+        )
 
 
 def _check_out(out, context):
     """Why the sweep cannot write into the folder `out` (a file, an input inside it, not writable), or None."""
-    from ..files.parameter_file import ConfigError
     from ..files.io_safety import refuse_inputs_as_outputs
+    from ..files.parameter_file import ConfigError
+
     if out.exists() and not out.is_dir():
         return f'--out: {out} exists and is not a folder; accepted: a folder (created if missing)'
     names = ['runs.jsonl', 'table.csv', 'table.parquet', 'best.json']
     try:
-        refuse_inputs_as_outputs([('--out', out / name) for name in names],
-                                 [context['path']] if context.get('path') else [])
+        refuse_inputs_as_outputs(
+            [('--out', out / name) for name in names], [context['path']] if context.get('path') else []
+        )
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f'.uk_write_test_{os.getpid()}'
         probe.write_text('')
@@ -285,6 +370,7 @@ def _check_out(out, context):
 def _write_results(args, context, keys, specs, rows, skipped, elapsed, out, by, maps, marks):
     """The table, best.json, heat maps and recordings of a finished sweep, and the printed result."""
     from ..files.io_safety import atomic_write, dumps_strict
+
     T.write_csv(rows, keys, out / 'table.csv')
     files = [out / 'table.csv']
     if T.write_parquet(rows, keys, out / 'table.parquet'):
@@ -299,8 +385,18 @@ def _write_results(args, context, keys, specs, rows, skipped, elapsed, out, by, 
     best_marks = list(marks)
     if choice is not None:
         settings = {k: choice[0][k] for k in (by or keys)}
-        best = dumps_strict({'criterion': criterion, 'settings': settings, args.best: choice[1],
-                             'runs': [r['index'] for r in choice[2]]}, indent=2) + '\n'
+        best = (
+            dumps_strict(
+                {
+                    'criterion': criterion,
+                    'settings': settings,
+                    args.best: choice[1],
+                    'runs': [r['index'] for r in choice[2]],
+                },
+                indent=2,
+            )
+            + '\n'
+        )
         atomic_write(out / 'best.json', lambda fh: fh.write(best))
     if not args.no_plots:
         for x, y, metric in maps:
@@ -308,23 +404,38 @@ def _write_results(args, context, keys, specs, rows, skipped, elapsed, out, by, 
             if choice is not None and x in choice[0] and y in choice[0]:
                 mk.append(('best', choice[0][x], choice[0][y]))
             path = out / f"heatmap_{x}_{y}_{metric}.png".replace('/', '_')
-            T.heatmap(rows, x, y, metric, path, facet=args.facet, reduce=args.reduce, marks=mk,
-                      curves=_damping_curves(context, x, y, rows), title=f"{context['robot']}: {metric}")
+            T.heatmap(
+                rows,
+                x,
+                y,
+                metric,
+                path,
+                facet=args.facet,
+                reduce=args.reduce,
+                marks=mk,
+                curves=_damping_curves(context, x, y, rows),
+                title=f"{context['robot']}: {metric}",
+            )
             files.append(path)
     if args.mcap:
         try:
             files += _record(context, specs, args.mcap, choice, args.best, out)
         except (RuntimeError, ConfigError) as exc:
             return _fail(exc)
-    print(f"{len(rows)} runs ({skipped} resumed) in {elapsed:.1f} s: "
-          + ', '.join(f'{n} {s}' for s, n in sorted(status.items())))
+    print(
+        f"{len(rows)} runs ({skipped} resumed) in {elapsed:.1f} s: "
+        + ', '.join(f'{n} {s}' for s, n in sorted(status.items()))
+    )
     print(f'best ({criterion}):')
     if choice is None:
         print('  no run qualifies')
     else:
-        print('  ' + ', '.join(f'{k}={v!r}' for k, v in choice[0].items() if k in (by or keys))
-              + f' -> {args.best} = {choice[1]:.6g}' + (f' (worst of {len(choice[2])} runs)' if by else
-                                                         f" (run {choice[2][0]['index']})"))
+        print(
+            '  '
+            + ', '.join(f'{k}={v!r}' for k, v in choice[0].items() if k in (by or keys))
+            + f' -> {args.best} = {choice[1]:.6g}'
+            + (f' (worst of {len(choice[2])} runs)' if by else f" (run {choice[2][0]['index']})")
+        )
     print('wrote ' + ', '.join(str(f) for f in files))
     return 0
 
@@ -355,6 +466,7 @@ def _damping_curves(context, x, y, rows):
     if convention != 'seed000' or {x, y} != {'stabilization.alpha', 'stabilization.beta'}:
         return []
     import numpy as np
+
     beta = np.geomspace(min(r['stabilization.beta'] for r in rows) / 2, max(r['stabilization.beta'] for r in rows) * 2)
     alpha = 2.0 * np.sqrt(beta)
     return [('critical: alpha = 2 sqrt(beta)', *((alpha, beta) if x == 'stabilization.alpha' else (beta, alpha)))]
@@ -376,10 +488,11 @@ def _record(context, specs, which, choice, metric, out):
     """Re-run the chosen runs in this process (same settings and seed, so the same run) and
     write each as MCAP."""
     from ..sim.mcap_log import write_mcap
+
     if which == 'best':
         if choice is None:
             raise ConfigError('--mcap best: no run qualifies as best')
-        sign = -1.0 if metric in T.MAXIMIZE else 1.0      # the best run, or the worst run of the best group
+        sign = -1.0 if metric in T.MAXIMIZE else 1.0  # the best run, or the worst run of the best group
         indexes = [max(choice[2], key=lambda r: (sign * r[metric], -r['index']))['index']]
     else:
         try:

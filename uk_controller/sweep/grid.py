@@ -20,6 +20,7 @@ and the robot must load with each value (the loader's own checks). Errors are
 A run's values are dotted-key overrides of :func:`uk_controller.settings.resolve.resolve`, which
 checks them against the settings schema (uk_controller/settings/schema.py) with the file.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -35,17 +36,16 @@ from ..files.parameter_file import ConfigError
 from ..settings import schema as S
 from ..settings.resolve import resolve
 
-
-
 #: schema type -> the type one swept value has
 _KIND = {'float': float, 'floats': float, 'int': int, 'str': str, 'strs': str, 'bool': bool, 'any': object}
 
 
 # ----------------------------------------------------------------------------- parsing
 
+
 def _scalar(text):
     text = text.strip()
-    for kind in (int, float):       # numbers first: YAML 1.1 reads 1e-4 as a string
+    for kind in (int, float):  # numbers first: YAML 1.1 reads 1e-4 as a string
         try:
             return kind(text)
         except ValueError:
@@ -110,6 +110,7 @@ class Range:
 
 # ----------------------------------------------------------------------------- keys
 
+
 def leaf_keys(params, prefix=''):
     """Dotted paths of every scalar leaf of a nested dict."""
     keys = []
@@ -136,8 +137,10 @@ def key_type(params, key):
     list setting such as ``stabilization.omega``)."""
     found, current = _lookup(params, key)
     if found and isinstance(current, dict):
-        raise ConfigError(f'{key}: is a section, not a setting; give one of its keys, e.g. '
-                          f'{", ".join(leaf_keys(current, key + ".")[:3])}')
+        raise ConfigError(
+            f'{key}: is a section, not a setting; give one of its keys, e.g. '
+            f'{", ".join(leaf_keys(current, key + ".")[:3])}'
+        )
     if found and isinstance(current, list) and len(current) != 1:
         raise ConfigError(f'{key}: is a list; a sweep sets single values')
     setting = S.lookup(key)
@@ -205,6 +208,7 @@ def check_overrides(params, path, specs):
 
 def _load_check(params, path, override, key):
     from ..robots import setup_from_settings
+
     try:
         setup_from_settings(resolve(path, override, params=params))
     except ConfigError as exc:
@@ -212,6 +216,7 @@ def _load_check(params, path, override, key):
 
 
 # ----------------------------------------------------------------------------- runs
+
 
 def expand(specs, random=None, sample_seed=0, int_keys=()):
     """The runs' overrides, in order: the full grid (last key fastest), or `random` samples."""
@@ -235,8 +240,7 @@ def expand(specs, random=None, sample_seed=0, int_keys=()):
 
 def canonical(robot, plant, overrides):
     """The text a run's identity and seed are hashed from (sorted keys, shortest float repr)."""
-    return json.dumps({'robot': robot, 'plant': plant, 'settings': overrides}, sort_keys=True,
-                      separators=(',', ':'))
+    return json.dumps({'robot': robot, 'plant': plant, 'settings': overrides}, sort_keys=True, separators=(',', ':'))
 
 
 def run_id(robot, plant, overrides):

@@ -18,6 +18,7 @@ is replaced and its run recorded as failed. Finished rows are appended to
 ``runs.jsonl`` in the output folder as they arrive; a resumed sweep skips every
 run whose ``run_id`` is already there.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,35 +33,56 @@ import traceback
 
 import numpy as np
 
-
 #: Summary metrics of a run, in table order (see :meth:`SimulationResult.summary`).
-METRICS = ['task_error_max', 'task_error_rms', 'task_error_final', 'settling_time_s', 'closure_residual_max',
-           'effort_peak', 'saturated_fraction', 'steps', 'ok_steps', 'safe_effort_steps', 'saturated_steps']
+METRICS = [
+    'task_error_max',
+    'task_error_rms',
+    'task_error_final',
+    'settling_time_s',
+    'closure_residual_max',
+    'effort_peak',
+    'saturated_fraction',
+    'steps',
+    'ok_steps',
+    'safe_effort_steps',
+    'saturated_steps',
+]
 #: Measured (machine- and load-dependent) columns; every other column is a function of the settings.
 #: (wall_time_s: the simulation loop; run_time_s: building the robot, simulating and summarizing)
 MEASURED = ['step_time_median_us', 'wall_time_s', 'real_time_factor', 'run_time_s', 'worker']
 
 
-def make_context(robot, params, path, plant=None, transient=None, settle_tol=1e-3, diverge_at=1.0, fixed=None,
-                 convention=None):
+def make_context(
+    robot, params, path, plant=None, transient=None, settle_tol=1e-3, diverge_at=1.0, fixed=None, convention=None
+):
     """What every run of a sweep shares (picklable: sent once to each worker): the setup file as read
     (`params`, `path`), the overrides every run has (``--set``: `fixed`) and the sweep's options (`plant`:
     the plant of every run, None for each run's ``simulation.plant``)."""
-    return {'robot': robot, 'params': params, 'path': str(path) if path else None, 'plant': plant,
-            'transient': transient, 'settle_tol': settle_tol, 'diverge_at': diverge_at, 'fixed': dict(fixed or {}),
-            'convention': convention}
+    return {
+        'robot': robot,
+        'params': params,
+        'path': str(path) if path else None,
+        'plant': plant,
+        'transient': transient,
+        'settle_tol': settle_tol,
+        'diverge_at': diverge_at,
+        'fixed': dict(fixed or {}),
+        'convention': convention,
+    }
 
 
 def build_setup(context, overrides):
     """The RobotSetup of one run: the file with the fixed, then the run's overrides, resolved once."""
     from ..robots import setup_from_settings
     from ..settings.resolve import resolve
+
     return setup_from_settings(resolve(context['path'], {**context['fixed'], **overrides}, params=context['params']))
 
 
 def simulate_run(context, spec, progress=None):
     """``(setup, SimulationResult)`` of one run (also used to re-run chosen runs for MCAP)."""
     from ..sim.closed_loop import simulate
+
     setup = build_setup(context, spec['overrides'])
     # every setting from the (overridden) config: simulate() reads simulation.* where an argument is None
     return setup, simulate(setup, plant=context['plant'], seed=spec['seed'], progress=progress)
@@ -70,6 +92,7 @@ def warm_up(context):
     """Build the robot (with the first run's settings) and simulate a few periods: loads (or
     compiles, once) the compiled kernels. Never raises: a run that cannot start says so itself."""
     from ..sim.closed_loop import simulate
+
     start = time.perf_counter()
     try:
         setup = build_setup(context, context.get('warm_overrides') or {})
@@ -84,11 +107,24 @@ def _worker_name():
 
 
 def failed_row(spec, status, reason):
-    row = {'index': spec['index'], 'run_id': spec['run_id'], 'seed': spec['seed'], 'status': status,
-           'reason': reason, **spec['overrides']}
+    row = {
+        'index': spec['index'],
+        'run_id': spec['run_id'],
+        'seed': spec['seed'],
+        'status': status,
+        'reason': reason,
+        **spec['overrides'],
+    }
     row.update({m: math.nan for m in METRICS})
-    row.update({'step_time_median_us': math.nan, 'wall_time_s': math.nan, 'real_time_factor': math.nan,
-                'run_time_s': math.nan, 'worker': _worker_name()})
+    row.update(
+        {
+            'step_time_median_us': math.nan,
+            'wall_time_s': math.nan,
+            'real_time_factor': math.nan,
+            'run_time_s': math.nan,
+            'worker': _worker_name(),
+        }
+    )
     return row
 
 
@@ -99,24 +135,45 @@ def run_one(context, spec):
         _, result = simulate_run(context, spec)
     except Exception as exc:  # noqa: BLE001 - every failure of a run is data for the table
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        return failed_row(spec, 'failed', f'{type(exc).__name__}: {exc} ({os.path.basename(last.filename)}:'
-                                          f'{last.lineno})')
+        return failed_row(
+            spec, 'failed', f'{type(exc).__name__}: {exc} ({os.path.basename(last.filename)}:{last.lineno})'
+        )
     s = result.summary(context['transient'], context['settle_tol'])
-    row = {'index': spec['index'], 'run_id': spec['run_id'], 'seed': spec['seed'], 'status': 'ok', 'reason': '',
-           **spec['overrides']}
+    row = {
+        'index': spec['index'],
+        'run_id': spec['run_id'],
+        'seed': spec['seed'],
+        'status': 'ok',
+        'reason': '',
+        **spec['overrides'],
+    }
     row.update({m: s[m] for m in METRICS if m in s})
-    row.update({'steps': int(result.t.size), 'ok_steps': int(result.ok.sum()),
-                'saturated_steps': int(result.saturated.any(axis=1).sum())})
-    row.update({'step_time_median_us': s['step_time_median_us'], 'wall_time_s': s['wall_time_s'],
-                'real_time_factor': s['real_time_factor'], 'run_time_s': time.perf_counter() - start,
-                'worker': _worker_name()})
+    row.update(
+        {
+            'steps': int(result.t.size),
+            'ok_steps': int(result.ok.sum()),
+            'saturated_steps': int(result.saturated.any(axis=1).sum()),
+        }
+    )
+    row.update(
+        {
+            'step_time_median_us': s['step_time_median_us'],
+            'wall_time_s': s['wall_time_s'],
+            'real_time_factor': s['real_time_factor'],
+            'run_time_s': time.perf_counter() - start,
+            'worker': _worker_name(),
+        }
+    )
     finite = all(np.isfinite(a).all() for a in (result.q, result.qd, result.effort, result.phi))
     if not finite:
         bad = int(np.argmax(~np.isfinite(result.phi).all(axis=1) | ~np.isfinite(result.q).all(axis=1)))
         row.update(status='diverged', reason=f'non-finite state or residual from t = {result.t[bad]:.4g} s')
     elif max(s['task_error_max'], s['closure_residual_max']) > context['diverge_at']:
-        row.update(status='diverged', reason=f"task error {s['task_error_max']:.3g} or closure residual "
-                                             f"{s['closure_residual_max']:.3g} above {context['diverge_at']:g}")
+        row.update(
+            status='diverged',
+            reason=f"task error {s['task_error_max']:.3g} or closure residual "
+            f"{s['closure_residual_max']:.3g} above {context['diverge_at']:g}",
+        )
     return row
 
 
@@ -132,9 +189,10 @@ def _die_with_parent():
         return
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)          # 1 = PR_SET_PDEATHSIG
-        if os.getppid() == 1:                                 # the parent died before the call
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the parent died before the call
             os._exit(1)
     except (OSError, AttributeError):
         pass
@@ -177,12 +235,16 @@ def run_local(context, specs, on_row, jobs=None):
     attempts = {spec['run_id']: 0 for spec in specs}
     todo = list(specs)
     saved = {k: os.environ.get(k) for k in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')}
-    os.environ.update({k: '1' for k in saved})      # inherited by the spawned workers
+    os.environ.update({k: '1' for k in saved})  # inherited by the spawned workers
     try:
         while todo:
             lost = []
-            pool = cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=mp.get_context('spawn'),
-                                          initializer=_pool_init, initargs=(context,))
+            pool = cf.ProcessPoolExecutor(
+                max_workers=min(jobs, len(todo)),
+                mp_context=mp.get_context('spawn'),
+                initializer=_pool_init,
+                initargs=(context,),
+            )
             try:
                 futures = {pool.submit(_pool_run, spec): spec for spec in todo}
                 for future in cf.as_completed(futures):
@@ -196,7 +258,7 @@ def run_local(context, specs, on_row, jobs=None):
                         else:
                             lost.append(spec)
             except BaseException:
-                stop_pool(pool)            # Ctrl-C, SIGTERM: cancel the queued runs, stop the running ones now
+                stop_pool(pool)  # Ctrl-C, SIGTERM: cancel the queued runs, stop the running ones now
                 raise
             pool.shutdown(wait=True)
             todo = lost
@@ -212,7 +274,7 @@ def stop_pool(pool, grace=0.5):
     """Cancel every queued run of `pool` and end its workers at once (SIGKILL after `grace` s of SIGTERM:
     a run inside a compiled chunk does not return to Python for SIGTERM's default action to matter)."""
     processes = list((getattr(pool, '_processes', None) or {}).values())
-    manager = getattr(pool, '_executor_manager_thread', None)     # shutdown(wait=False) forgets it
+    manager = getattr(pool, '_executor_manager_thread', None)  # shutdown(wait=False) forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         if process.is_alive():
@@ -253,7 +315,7 @@ class StopOnSignals:
 
     @staticmethod
     def _raise(signum, frame):
-        for sig in StopOnSignals.SIGNALS:     # a second Ctrl-C must not interrupt the clean-up
+        for sig in StopOnSignals.SIGNALS:  # a second Ctrl-C must not interrupt the clean-up
             signal.signal(sig, signal.SIG_IGN)
         raise Interrupted(signal.Signals(signum).name)
 
@@ -264,6 +326,7 @@ class StopOnSignals:
 
 
 # ----------------------------------------------------------------------------- Ray
+
 
 def import_ray():
     try:
@@ -285,7 +348,7 @@ def _ray_address(address):
         if address in (None, 'auto', 'local'):
             return None
     if address.startswith('ray://'):
-        address = address[len('ray://'):]
+        address = address[len('ray://') :]
     return address
 
 
@@ -345,6 +408,7 @@ def _init_in_thread(ray, options, timeout):
             outcome['context'] = ray.init(**options)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             outcome['error'] = exc
+
     thread = threading.Thread(target=init, name='ray_init', daemon=True)
     thread.start()
     end = None if timeout is None else time.monotonic() + timeout
@@ -379,6 +443,7 @@ def start_ray(address, attempts=3, connect_timeout=None, **extra):
     with Ray's reason.
     """
     import logging
+
     ray = import_ray()
     options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING, **extra)
     timeout = None
@@ -387,6 +452,7 @@ def start_ray(address, attempts=3, connect_timeout=None, **extra):
         os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] = '0'
         try:
             import ray._private.ray_constants as ray_constants
+
             ray_constants.ENABLE_RAY_CLUSTER = False
         except (ImportError, AttributeError):
             pass
@@ -408,8 +474,9 @@ def start_ray(address, attempts=3, connect_timeout=None, **extra):
                 return _keeping_signal_handlers(ray.init, **options)
             return _init_in_thread(ray, options, timeout)
         except TimeoutError as exc:
-            raise RuntimeError(f'Ray ({address}) did not answer: {exc} (a Ray head listens there? '
-                               '`ray status --address ...` tells)') from None
+            raise RuntimeError(
+                f'Ray ({address}) did not answer: {exc} (a Ray head listens there? `ray status --address ...` tells)'
+            ) from None
         except Exception as exc:  # noqa: BLE001 - Ray raises bare Exception on a start-up timeout
             ray.shutdown()
             if attempt == attempts - 1 or 'timed out' not in str(exc):
@@ -435,7 +502,7 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
     pending, actors = {}, []
     try:
         if not ray.is_initialized():
-            started = True            # (a head half-started when a signal came is shut down too)
+            started = True  # (a head half-started when a signal came is shut down too)
             start_ray(address)
         actor_cls = ray.remote(num_cpus=1)(_RayWorker)
         n = jobs or max(1, int(ray.cluster_resources().get('CPU', 1)))
@@ -450,21 +517,24 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
         for actor in actors:
             submit(actor)
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)    # a signal is seen within 0.2 s
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)  # a signal is seen within 0.2 s
             if not done:
                 continue
             actor, spec = pending.pop(done[0])
             try:
                 row = ray.get(done[0])
             except Exception as exc:  # noqa: BLE001 - a dead actor: record the run, replace the actor
-                row = failed_row(spec, 'failed', f'Ray worker failed: {type(exc).__name__}: '
-                                                 f'{str(exc).splitlines()[0] if str(exc) else ""}')
+                row = failed_row(
+                    spec,
+                    'failed',
+                    f'Ray worker failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ""}',
+                )
                 ray.kill(actor, no_restart=True)
                 actor = actor_cls.remote(context)
                 actors.append(actor)
             on_row(row)
             submit(actor)
-        for actor in actors:            # free their CPUs now, not when the handles are collected
+        for actor in actors:  # free their CPUs now, not when the handles are collected
             ray.kill(actor, no_restart=True)
     except BaseException:
         # Ctrl-C, SIGTERM: cancel the running tasks and end the actors on the cluster, not only here
@@ -486,6 +556,7 @@ def run_ray(context, specs, on_row, address='auto', jobs=None):
 
 # ----------------------------------------------------------------------------- journal
 
+
 class Journal:
     """``runs.jsonl``: one JSON row per finished run, appended and flushed as it arrives."""
 
@@ -502,10 +573,10 @@ class Journal:
                         try:
                             row = json.loads(line)
                         except json.JSONDecodeError:
-                            continue        # a line cut short by an interrupted sweep
+                            continue  # a line cut short by an interrupted sweep
                         if not isinstance(row, dict) or 'run_id' not in row:
                             continue
-                        for key in METRICS + MEASURED:       # null in the file: NaN in the table
+                        for key in METRICS + MEASURED:  # null in the file: NaN in the table
                             if key in row and row[key] is None:
                                 row[key] = math.nan
                         rows[row['run_id']] = row
@@ -514,6 +585,7 @@ class Journal:
     def append(self, row):
         """One line of strict JSON (a NaN metric is written as null; :meth:`load` reads it back as NaN)."""
         from ..files.io_safety import dumps_strict
+
         with open(self.path, 'a', encoding='utf-8') as fh:
             fh.write(dumps_strict(row) + '\n')
 
@@ -538,7 +610,9 @@ class Progress:
             return
         self._last = elapsed
         filled = int(25 * self.done / max(self.total, 1))
-        text = (f"{self.label} [{'#' * filled}{'.' * (25 - filled)}] {self.done}/{self.total} runs, "
-                f'{self.bad} not ok, {elapsed:.0f} s, ETA {eta:.0f} s')
+        text = (
+            f"{self.label} [{'#' * filled}{'.' * (25 - filled)}] {self.done}/{self.total} runs, "
+            f'{self.bad} not ok, {elapsed:.0f} s, ETA {eta:.0f} s'
+        )
         self.stream.write(('\r' + text + ('\n' if self.done == self.total else '')) if self.tty else text + '\n')
         self.stream.flush()

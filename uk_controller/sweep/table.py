@@ -4,6 +4,7 @@ Rows are sorted by run index, floats written with Python's shortest round-trip
 ``repr``, so two tables of the same sweep compare equal text for text in every
 column except the measured ones (:data:`uk_controller.sweep.runner.MEASURED`).
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,6 +32,7 @@ def _text(value):
 def write_csv(rows, keys, path):
     """table.csv, complete or not at all (:func:`uk_controller.files.io_safety.atomic_write`)."""
     from ..files.io_safety import atomic_write
+
     cols = columns(keys)
 
     def write(fh):
@@ -38,11 +40,13 @@ def write_csv(rows, keys, path):
         writer.writerow(cols)
         for row in rows:
             writer.writerow([_text(row.get(c)) for c in cols])
+
     atomic_write(path, write)
 
 
 def read_csv(path):
     """The rows of a table written by :func:`write_csv` (numbers parsed back exactly)."""
+
     def value(text):
         for kind in (int, float):
             try:
@@ -50,6 +54,7 @@ def read_csv(path):
             except ValueError:
                 pass
         return {'True': True, 'False': False}.get(text, text)
+
     with open(path, newline='', encoding='utf-8') as fh:
         return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(fh)]
 
@@ -65,29 +70,40 @@ def write_parquet(rows, keys, path):
     data = {}
     for c in cols:
         values = [row.get(c) for row in rows]
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and \
-                any(isinstance(v, float) for v in values):
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values) and any(
+            isinstance(v, float) for v in values
+        ):
             values = [float(v) for v in values]
         data[c] = values
     from ..files.io_safety import atomic_write
+
     atomic_write(path, lambda fh: pq.write_table(pa.table(data), fh), binary=True)
     return True
 
 
 # ----------------------------------------------------------------------------- best settings
 
+
 def _ok(row, max_saturation):
-    return (row['status'] == 'ok' and row['safe_effort_steps'] == 0
-            and row['saturated_fraction'] <= max_saturation and not math.isnan(row['settling_time_s']))
+    return (
+        row['status'] == 'ok'
+        and row['safe_effort_steps'] == 0
+        and row['saturated_fraction'] <= max_saturation
+        and not math.isnan(row['settling_time_s'])
+    )
 
 
 def criterion_text(metric, by, max_saturation):
     sat = 'no saturation' if max_saturation == 0 else f'saturated at most {100 * max_saturation:g}% of steps'
     goal = 'largest' if metric in MAXIMIZE else 'smallest'
-    rule = (f'{goal} {metric}' if not by else
-            f"{goal} worst-case {metric} over the other keys, per value of {', '.join(by)}")
-    return (f'{rule}, among runs with status ok, no safe-effort steps, {sat} and a finite settling time'
-            + (' (every run of the group must qualify)' if by else ''))
+    rule = (
+        f'{goal} {metric}'
+        if not by
+        else f"{goal} worst-case {metric} over the other keys, per value of {', '.join(by)}"
+    )
+    return f'{rule}, among runs with status ok, no safe-effort steps, {sat} and a finite settling time' + (
+        ' (every run of the group must qualify)' if by else ''
+    )
 
 
 def best(rows, metric='settling_time_s', by=(), max_saturation=0.0):
@@ -121,6 +137,7 @@ def best(rows, metric='settling_time_s', by=(), max_saturation=0.0):
 
 # ----------------------------------------------------------------------------- heat maps
 
+
 def _edges(values, log):
     v = np.log(values) if log else np.asarray(values, dtype=float)
     if v.size == 1:
@@ -139,8 +156,7 @@ def _is_log(values):
     return np.ptp(r) < 1e-6 * r.mean() and np.ptp(d) > 1e-6 * abs(d.mean())
 
 
-def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), title=None, log_color=None,
-            curves=()):
+def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), title=None, log_color=None, curves=()):
     """PNG of `metric` over keys `x` (columns) and `y` (rows).
 
     One panel per value of `facet` (another key), if given; runs that differ in any
@@ -150,6 +166,7 @@ def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), tit
     Returns ``(path, [(facet value, cells (len(y), len(x)), not-ok mask), ...])``.
     """
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm, Normalize
@@ -176,23 +193,34 @@ def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), tit
     positive = finite[finite > 0]
     if log_color is None:
         log_color = positive.size > 1 and positive.size == finite.size and positive.max() / positive.min() > 50
-    norm = (LogNorm(positive.min(), positive.max()) if log_color and positive.size
-            else Normalize(finite.min() if finite.size else 0, finite.max() if finite.size else 1))
+    norm = (
+        LogNorm(positive.min(), positive.max())
+        if log_color and positive.size
+        else Normalize(finite.min() if finite.size else 0, finite.max() if finite.size else 1)
+    )
     xlog, ylog = _is_log(xs), _is_log(ys)
     xe, ye = _edges(xs, xlog), _edges(ys, ylog)
-    fig, axes = plt.subplots(1, len(grids), figsize=(4.2 * len(grids) + 1.2, 3.8), squeeze=False,
-                             sharey=True, constrained_layout=True)
+    fig, axes = plt.subplots(
+        1, len(grids), figsize=(4.2 * len(grids) + 1.2, 3.8), squeeze=False, sharey=True, constrained_layout=True
+    )
     mesh = None
     for ax, (fv, z, bad) in zip(axes[0], grids):
         mesh = ax.pcolormesh(xe, ye, np.ma.masked_invalid(z), norm=norm, cmap='viridis_r')
         for i, j in zip(*np.nonzero(bad)):
-            ax.fill_between([xe[j], xe[j + 1]], ye[i], ye[i + 1], color='0.8', hatch='xx', edgecolor='0.5',
-                            linewidth=0)
+            ax.fill_between([xe[j], xe[j + 1]], ye[i], ye[i + 1], color='0.8', hatch='xx', edgecolor='0.5', linewidth=0)
         for label, cx, cy in curves:
             ax.plot(cx, cy, 'w--', lw=1.2, label=label)
         for k, (label, mx, my) in enumerate(marks):
-            ax.plot([mx], [my], marker='*^os'[k % 4], ms=13, mfc='red' if k == 0 else 'white', mec='k',
-                    ls='none', label=label)
+            ax.plot(
+                [mx],
+                [my],
+                marker='*^os'[k % 4],
+                ms=13,
+                mfc='red' if k == 0 else 'white',
+                mec='k',
+                ls='none',
+                label=label,
+            )
         ax.set_xscale('log' if xlog else 'linear')
         ax.set_yscale('log' if ylog else 'linear')
         ax.set_xlim(xe[0], xe[-1])
@@ -208,6 +236,7 @@ def heatmap(rows, x, y, metric, path, *, facet=None, reduce='max', marks=(), tit
     if title:
         fig.suptitle(title, fontsize=10)
     from ..files.io_safety import atomic_write
+
     try:
         atomic_write(path, lambda fh: fig.savefig(fh, format='png', dpi=80), binary=True)
     finally:

@@ -8,15 +8,36 @@
                Loaded on first use of `compiled_pinv` (it imports the numba kernels of
                kernels/linalg.py, which the reference methods and the settings schema do not need).
 """
-from .reference import (DEFAULT_RCOND, PINV_METHODS, get_pinv, pinv_damped, pinv_greville, pinv_householder,
-                        pinv_mgs, pinv_svd, pinv_varga)
 
-__all__ = ['DEFAULT_RCOND', 'PINV_METHODS', 'compiled_pinv', 'get_pinv', 'pinv_damped', 'pinv_greville',
-           'pinv_householder', 'pinv_mgs', 'pinv_svd', 'pinv_varga']
+from .reference import (
+    DEFAULT_RCOND,
+    PINV_METHODS,
+    get_pinv,
+    pinv_damped,
+    pinv_greville,
+    pinv_householder,
+    pinv_mgs,
+    pinv_svd,
+    pinv_varga,
+)
+
+__all__ = [
+    'DEFAULT_RCOND',
+    'PINV_METHODS',
+    'compiled_pinv',
+    'get_pinv',
+    'pinv_damped',
+    'pinv_greville',
+    'pinv_householder',
+    'pinv_mgs',
+    'pinv_svd',
+    'pinv_varga',
+]
 
 
 def __getattr__(name):
     if name == 'compiled_pinv':
         from .compiled import compiled_pinv
+
         return compiled_pinv
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

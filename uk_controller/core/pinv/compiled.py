@@ -18,9 +18,10 @@ against the NumPy one.
 
 `compiled_pinv(name)` returns the twin (compiled on first use, ``cache=True``).
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from types import FunctionType
 
 import numpy as np
@@ -196,8 +197,8 @@ def _loop_pinv_svd(A, rcond):
         return X
     inv_scale = 1.0 / scale
     tall = m >= n
-    c = n if tall else m                         # columns rotated
-    k = m if tall else n                         # their length
+    c = n if tall else m  # columns rotated
+    k = m if tall else n  # their length
     W = np.empty((k, c))
     for i in range(m):
         for j in range(n):
@@ -216,7 +217,7 @@ def _loop_pinv_svd(A, rcond):
             inv = 1.0 / s[i]
             for j in range(k):
                 W[j, i] *= inv
-            inv *= inv_scale                     # 1 / (c s_i)
+            inv *= inv_scale  # 1 / (c s_i)
             for p in range(n):
                 f = (V[p, i] if tall else W[p, i]) * inv
                 for q in range(m):
@@ -233,13 +234,13 @@ def _loop_pinv_varga(A, rcond):
     r = _loop_rank(R1, rcond)
     if r == 0:
         return X
-    U1 = _loop_hh_q1(V, tau, r)                              # m x r
-    G1T = np.zeros((n, r))                                   # G1 = R1[:r] P^T, transposed
+    U1 = _loop_hh_q1(V, tau, r)  # m x r
+    G1T = np.zeros((n, r))  # G1 = R1[:r] P^T, transposed
     for i in range(r):
         for c in range(n):
             G1T[piv[c], i] = R1[i, c]
-    G2T, V2, tau2, _ = _loop_hh_qr(G1T, False)               # G1^T = V1 G2^T (eq 20)
-    V1 = _loop_hh_q1(V2, tau2, r)                            # n x r
+    G2T, V2, tau2, _ = _loop_hh_qr(G1T, False)  # G1^T = V1 G2^T (eq 20)
+    V1 = _loop_hh_q1(V2, tau2, r)  # n x r
     # Z = G2^{-1} U1^T with G2 = (G2T)^T lower triangular: forward substitution
     Z = np.zeros((r, m))
     for c in range(m):
@@ -275,17 +276,17 @@ def _loop_pinv_greville(A, rcond):
     c = np.zeros(n)
     b = np.zeros(n)
     for i in range(1, m):
-        for k in range(i):                                   # d = a P_{i-1}
+        for k in range(i):  # d = a P_{i-1}
             s = 0.0
             for j in range(n):
                 s += A[i, j] * P[j, k]
             d[k] = s
-        for j in range(n):                                   # c = a - d A_{i-1}
+        for j in range(n):  # c = a - d A_{i-1}
             s = A[i, j]
             for k in range(i):
                 s -= d[k] * A[k, j]
             c[j] = s
-        for k in range(i):                                   # refinement: project c once more
+        for k in range(i):  # refinement: project c once more
             s = 0.0
             for j in range(n):
                 s += c[j] * P[j, k]
@@ -433,15 +434,34 @@ def _loop_pinv_mgs(A, rcond):
 
 
 #: kernel names in dependency order (callees first), compiled together by `compiled_pinv`
-_LOOP_KERNELS = ('_loop_column_sq', '_loop_swap_columns', '_loop_hh_qr', '_loop_hh_apply_qt', '_loop_hh_q1', '_loop_rank', '_loop_solve_upper',
-                 '_loop_mgs_qr', '_loop_mgs_project', '_loop_factor_qt', '_loop_ls_min_norm',
-                 '_loop_pinv_svd', '_loop_pinv_varga', '_loop_pinv_greville',
-                 '_loop_pinv_householder', '_loop_pinv_mgs')
-_LOOP_METHODS = {'svd': '_loop_pinv_svd', 'varga': '_loop_pinv_varga', 'greville': '_loop_pinv_greville',
-                 'householder': '_loop_pinv_householder', 'mgs': '_loop_pinv_mgs'}
+_LOOP_KERNELS = (
+    '_loop_column_sq',
+    '_loop_swap_columns',
+    '_loop_hh_qr',
+    '_loop_hh_apply_qt',
+    '_loop_hh_q1',
+    '_loop_rank',
+    '_loop_solve_upper',
+    '_loop_mgs_qr',
+    '_loop_mgs_project',
+    '_loop_factor_qt',
+    '_loop_ls_min_norm',
+    '_loop_pinv_svd',
+    '_loop_pinv_varga',
+    '_loop_pinv_greville',
+    '_loop_pinv_householder',
+    '_loop_pinv_mgs',
+)
+_LOOP_METHODS = {
+    'svd': '_loop_pinv_svd',
+    'varga': '_loop_pinv_varga',
+    'greville': '_loop_pinv_greville',
+    'householder': '_loop_pinv_householder',
+    'mgs': '_loop_pinv_mgs',
+}
 
 
-@lru_cache(maxsize=None)
+@cache
 def compiled_kernels():
     """The loop kernels compiled by numba (``cache=True``), by name; None without numba. Built once, on first use.
 
@@ -451,10 +471,10 @@ def compiled_kernels():
     plain Python (``compiled_pinv(name, jit=False)``)."""
     try:
         from numba import njit
-    except ImportError:                         # pragma: no cover - numba is optional
+    except ImportError:  # pragma: no cover - numba is optional
         return None
     table = dict(globals())
-    for nm in _LOOP_KERNELS:                    # callees first: each finds its callees compiled in `table`
+    for nm in _LOOP_KERNELS:  # callees first: each finds its callees compiled in `table`
         f = _LOOP_PYTHON[nm]
         twin = FunctionType(f.__code__, table, f.__name__, f.__defaults__, f.__closure__)
         twin.__qualname__, twin.__module__, twin.__doc__ = f.__qualname__, f.__module__, f.__doc__

@@ -15,6 +15,7 @@ names used in config files (``control.pinv``) to the functions.
 
 Checked by test/test_pinv.py against the four Penrose conditions (seed 002 eqs 1a–1d).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -97,7 +98,7 @@ def _mgs_pivoted(A, rcond):
             R[:k, [k, j]] = R[:k, [j, k]]
             norms2[[k, j]] = norms2[[j, k]]
             piv[[k, j]] = piv[[j, k]]
-        rkk = float(np.linalg.norm(W[:, k]))     # recomputed: the running norms only pick the pivot
+        rkk = float(np.linalg.norm(W[:, k]))  # recomputed: the running norms only pick the pivot
         if first is None:
             first = rkk
         if rkk == 0.0 or rkk <= rcond * first:
@@ -106,10 +107,10 @@ def _mgs_pivoted(A, rcond):
         Q[:, k] = q
         R[k, k] = rkk
         if k + 1 < n:
-            row = q @ W[:, k + 1:]
-            R[k, k + 1:] = row
-            W[:, k + 1:] -= np.outer(q, row)
-            norms2[k + 1:] = np.einsum('ij,ij->j', W[:, k + 1:], W[:, k + 1:])
+            row = q @ W[:, k + 1 :]
+            R[k, k + 1 :] = row
+            W[:, k + 1 :] -= np.outer(q, row)
+            norms2[k + 1 :] = np.einsum('ij,ij->j', W[:, k + 1 :], W[:, k + 1 :])
         r = k + 1
     return Q[:, :r], R[:r], piv, r
 
@@ -156,7 +157,7 @@ def _ls_min_norm(A, rcond, factor):
     if r == 0:
         return X
     R11 = R[:r, :r]
-    Y = _solve_upper(R11, Qt(np.eye(m)))          # r x m
+    Y = _solve_upper(R11, Qt(np.eye(m)))  # r x m
     X[piv[:r]] = Y
     if r < n:
         W = np.zeros((n, n - r))
@@ -204,7 +205,7 @@ def pinv_varga(A, rcond=DEFAULT_RCOND):
         return np.zeros((n, m))
     G1 = np.empty((r, n))
     G1[:, piv] = R1[:r]
-    V1, G2T = qr(G1.T, mode='economic', check_finite=False)     # n x r, r x r upper
+    V1, G2T = qr(G1.T, mode='economic', check_finite=False)  # n x r, r x r upper
     # A^+ = V1 (G2T^T)^{-1} U1^T = V1 (G2T^{-T} U1^T) : solve G2T^T Z = U1^T
     Z = solve_triangular(G2T, U[:, :r].T, trans='T', lower=False, check_finite=False)
     return V1 @ Z
@@ -250,9 +251,9 @@ def pinv_greville(A, rcond=DEFAULT_RCOND):
     for i in range(1, m):
         a = A[i]
         Pi = P[:, :i]
-        d = a @ Pi                                  # 1 x i
-        c = a - d @ A[:i]                           # 1 x n
-        dd = c @ Pi                                 # refinement: project the residual once more
+        d = a @ Pi  # 1 x i
+        c = a - d @ A[:i]  # 1 x n
+        dd = c @ Pi  # refinement: project the residual once more
         c -= dd @ A[:i]
         d += dd
         cc = float(c @ c)

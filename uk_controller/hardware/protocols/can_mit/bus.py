@@ -17,6 +17,7 @@ and CubeMars firmware have no such register over CAN.
 The channel is ``hardware.port``: the adapter's serial device for ``slcan`` (``/dev/ttyACM0``; the
 serial rate is ``hardware.baud``), the network interface for ``socketcan`` (``can0``).
 """
+
 from __future__ import annotations
 
 import math
@@ -39,7 +40,7 @@ def _python_can():
 
 class CanMitBus(MotorBus):
     protocol = 'can_mit'
-    RESYNC = 2        # complete exchanges in a row before replies count again after a lost or stale one
+    RESYNC = 2  # complete exchanges in a row before replies count again after a lost or stale one
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -59,16 +60,19 @@ class CanMitBus(MotorBus):
         for k, (i, r) in enumerate(zip(self.ids, self.ranges)):
             key = mit.reply_motor(bytes([i & 0xFF]), r.reply)
             if key in self.reply_key:
-                raise ValueError(f'can_mit: motors with ids {self.ids[self.reply_key[key]]} and {i} cannot be told '
-                                 f'apart in replies (Damiao replies carry the low 4 bits of the id)')
+                raise ValueError(
+                    f'can_mit: motors with ids {self.ids[self.reply_key[key]]} and {i} cannot be told '
+                    f'apart in replies (Damiao replies carry the low 4 bits of the id)'
+                )
             if i > 0x7FF or i == self.master_id:
-                raise ValueError(f'can_mit: motor id {i} must be a standard CAN id other than the master id '
-                                 f'{self.master_id}')
+                raise ValueError(
+                    f'can_mit: motor id {i} must be a standard CAN id other than the master id {self.master_id}'
+                )
             self.reply_key[key] = k
         self.t_max = np.array([r.t_max for r in self.ranges])
-        self.limit = self.t_max.copy()              # configure() lowers it to the motor torque limit
+        self.limit = self.t_max.copy()  # configure() lowers it to the motor torque limit
         self.enabled = False
-        self.last_frames = None                     # the last command frames (repeated by read() while on)
+        self.last_frames = None  # the last command frames (repeated by read() while on)
         self.fileno = None
         self._msg = None
         self.unsynced = 0
@@ -104,8 +108,7 @@ class CanMitBus(MotorBus):
         try:
             # (the write timeout of the other protocols' ports, open_serial: a write that blocks for a
             # second means the adapter is gone)
-            self.ser.send(self._msg(arbitration_id=arbitration_id, data=data, is_extended_id=False),
-                          timeout=1.0)
+            self.ser.send(self._msg(arbitration_id=arbitration_id, data=data, is_extended_id=False), timeout=1.0)
         except Exception as exc:  # noqa: BLE001 - CanOperationError wrapping the serial/socket error
             self.stats.io_errors += 1
             raise PortError(f'CAN interface {self.interface} on {self.port} failed while sending: {exc}') from exc
@@ -121,10 +124,10 @@ class CanMitBus(MotorBus):
             return self.ser.recv(timeout=max(wait, 0.0))
         except Exception as exc:  # noqa: BLE001 - python-can wraps what went wrong in CanOperationError
             cause = exc.__cause__ or exc.__context__
-            if isinstance(exc, OSError) or isinstance(cause, OSError):   # (pyserial's SerialException too)
+            if isinstance(exc, OSError) or isinstance(cause, OSError):  # (pyserial's SerialException too)
                 self.stats.io_errors += 1
                 raise PortError(f'CAN interface {self.interface} on {self.port} vanished or failed: {exc}') from exc
-            self.stats.crc_errors += 1              # a corrupted slcan line python-can could not parse
+            self.stats.crc_errors += 1  # a corrupted slcan line python-can could not parse
             # python-can 4.6's slcan keeps a line that fails to decode in its buffer, so every later
             # line would fail too: its flush() empties that buffer (and the port's input; this cycle's
             # other replies are lost, the next cycle is clean)
@@ -183,18 +186,20 @@ class CanMitBus(MotorBus):
             if left <= 0:
                 self.stats.timeouts += 1
                 self.unsynced = self.RESYNC
-                raise BusTimeout(f'no reply from motor ids {[self.ids[k] for k in sorted(pending)]} '
-                                 f'within {self.timeout * 1e3:.0f} ms')
+                raise BusTimeout(
+                    f'no reply from motor ids {[self.ids[k] for k in sorted(pending)]} '
+                    f'within {self.timeout * 1e3:.0f} ms'
+                )
             msg = self._receive(left)
             if msg is None or msg.arbitration_id != self.master_id or msg.is_extended_id or msg.is_remote_frame:
-                continue                            # another node's traffic
+                continue  # another node's traffic
             data = bytes(msg.data)
             k = self.reply_key.get(mit.reply_motor(data, self.reply_format)) if data else None
             if k is None:
-                self.stats.seq_errors += 1          # a reply naming no motor of ours
+                self.stats.seq_errors += 1  # a reply naming no motor of ours
                 continue
             if k not in pending:
-                self.stats.seq_errors += 1          # a second reply of this motor (duplicate)
+                self.stats.seq_errors += 1  # a second reply of this motor (duplicate)
                 continue
             try:
                 r = mit.unpack_reply(data, self.ranges[k])
@@ -203,18 +208,20 @@ class CanMitBus(MotorBus):
                 continue
             pos[k], vel[k], tau[k], fault[k] = r.position, r.velocity, r.torque, r.fault
             if r.enabled is not None and self.enabled and not r.enabled:
-                enabled = False                     # a Damiao motor that disabled itself
+                enabled = False  # a Damiao motor that disabled itself
             pending.discard(k)
         self.fresh = self.unsynced == 0
         self.unsynced = max(0, self.unsynced - 1)
-        return MotorFeedback(position=pos, velocity=vel, torque=tau, fault=fault, enabled=enabled,
-                             stamp=time.monotonic())
+        return MotorFeedback(
+            position=pos, velocity=vel, torque=tau, fault=fault, enabled=enabled, stamp=time.monotonic()
+        )
 
     def _commands(self, torque):
         tau = np.nan_to_num(np.asarray(torque, float), nan=0.0, posinf=0.0, neginf=0.0)
-        return [(i, mit.pack_command(0.0, 0.0, 0.0, 0.0, 0.0, r,
-                                     tau_code=mit.torque_code(t, -lim, lim, r)))
-                for i, r, t, lim in zip(self.ids, self.ranges, tau, self.limit)]
+        return [
+            (i, mit.pack_command(0.0, 0.0, 0.0, 0.0, 0.0, r, tau_code=mit.torque_code(t, -lim, lim, r)))
+            for i, r, t, lim in zip(self.ids, self.ranges, tau, self.limit)
+        ]
 
     # ---- MotorBus ------------------------------------------------------------------------------
     def enable(self, on: bool) -> None:
@@ -229,7 +236,7 @@ class CanMitBus(MotorBus):
             self.last_frames = self._commands(np.zeros(self.p))
         self.stats.ok += 1
         if on and np.any(fb.fault):
-            self.enable(False)                      # not armed with a motor in fault: torque off again
+            self.enable(False)  # not armed with a motor in fault: torque off again
             raise BusError(f'enable: {self.describe_faults(fb.fault)}')
 
     def configure(self, watchdog: float, torque_limit) -> None:
@@ -252,8 +259,12 @@ class CanMitBus(MotorBus):
                 self.stats.timeouts += 1
                 raise BusTimeout(f'{n} Damiao register writes (TIMEOUT) were not acknowledged')
             msg = self._receive(left)
-            if msg is not None and msg.arbitration_id == self.master_id and len(msg.data) == 8 \
-                    and msg.data[2] == mit.DAMIAO_WRITE:
+            if (
+                msg is not None
+                and msg.arbitration_id == self.master_id
+                and len(msg.data) == 8
+                and msg.data[2] == mit.DAMIAO_WRITE
+            ):
                 n -= 1
 
     def describe_faults(self, fault) -> str:

@@ -38,19 +38,20 @@ Damiao registers (the motor-side timeout): a frame to id 0x7FF, ``id_lo id_hi 0x
 writes register ``rid`` (the motor echoes it to the master id); TIMEOUT (rid 9) counts 50 us periods
 without a command before the motor disables itself with error 0xD.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 import math
+from dataclasses import dataclass
 
 from ....settings.setting import NONE, Setting
 
 # ---------------------------------------------------------------- the options (hardware.can, hardware.<motor>.mit)
 OPTIONS = {
-    'interface': 'slcan',         # python-can interface name
-    'bitrate': 1000000,           # CAN bit rate (slcan: one of the adapter's S0..S8 rates)
-    'master_id': 0,               # CAN id the motors answer to
-    'open_delay': 0.0,            # s to wait after opening an slcan adapter (python-can's sleep_after_open)
+    'interface': 'slcan',  # python-can interface name
+    'bitrate': 1000000,  # CAN bit rate (slcan: one of the adapter's S0..S8 rates)
+    'master_id': 0,  # CAN id the motors answer to
+    'open_delay': 0.0,  # s to wait after opening an slcan adapter (python-can's sleep_after_open)
     'device_watchdog_factor': 2.0,  # Damiao TIMEOUT register = factor x hardware.watchdog
 }
 #: the per-motor maps ``hardware.<motor>.mit`` reach the bus and the emulator as ``options['motors']``
@@ -61,6 +62,7 @@ MOTOR_SECTION = 'mit'
 class MitRanges:
     """The ranges of one motor's MIT frames (rad, rad/s, N m at the module's output), its reply format and
     the document the numbers come from."""
+
     p_max: float
     v_max: float
     t_max: float
@@ -71,12 +73,18 @@ class MitRanges:
 
 
 _AK = 'CubeMars "AK Series Actuator Driver Manual" V1.0.8, section 5.3 (MIT mode ranges table)'
-_DM = ('Damiao defaults PMAX/VMAX/TMAX of the DM-J manuals (as listed by enactic/openarm_can '
-       'dm_motor_constants.hpp and the Seeed "Damiao Series Motors" wiki)')
+_DM = (
+    'Damiao defaults PMAX/VMAX/TMAX of the DM-J manuals (as listed by enactic/openarm_can '
+    'dm_motor_constants.hpp and the Seeed "Damiao Series Motors" wiki)'
+)
 #: presets ``hardware.<motor>.mit.model``; ranges as the named document gives them
 PRESETS = {
-    'mini-cheetah': MitRanges(12.5, 65.0, 18.0, document='bgkatz/motorcontrol (mini-cheetah firmware): '
-                              'P_MAX 12.5, V_MAX 65, T_MAX 18, KP_MAX 500, KD_MAX 5'),
+    'mini-cheetah': MitRanges(
+        12.5,
+        65.0,
+        18.0,
+        document='bgkatz/motorcontrol (mini-cheetah firmware): P_MAX 12.5, V_MAX 65, T_MAX 18, KP_MAX 500, KD_MAX 5',
+    ),
     'ak10-9': MitRanges(12.5, 50.0, 65.0, document=_AK),
     'ak60-6': MitRanges(12.5, 45.0, 15.0, document=_AK),
     'ak70-10': MitRanges(12.5, 50.0, 25.0, document=_AK),
@@ -97,31 +105,105 @@ REPLIES = ('cubemars', 'damiao')
 
 #: the settings schema's keys of section hardware.can and of the per-motor maps hardware.<name>.mit
 SETTINGS = (
-    Setting('hardware.can.interface', 'str', OPTIONS['interface'], '',
-            'python-can interface (slcan, socketcan, gs_usb, pcan, virtual, ...); the channel is hardware.port '
-            '(slcan: the adapter\'s serial device, socketcan: can0)'),
-    Setting('hardware.can.bitrate', 'int', OPTIONS['bitrate'], 'bit/s', 'CAN bit rate (slcan: 10k, 20k, 50k, '
-            '100k, 125k, 250k, 500k, 750k, 1M)', low=10000, high=1000000),
-    Setting('hardware.can.master_id', 'int', OPTIONS['master_id'], '', 'CAN id the motors reply to (Damiao: '
-            'their MST_ID)', low=0, high=0x7FE),
-    Setting('hardware.can.open_delay', 'float', OPTIONS['open_delay'], 's', 'wait after opening an slcan '
-            'adapter (2 s for adapters that reset on open)', low=0.0, high=10.0),
-    Setting('hardware.can.device_watchdog_factor', 'float', OPTIONS['device_watchdog_factor'], '',
-            'Damiao motor timeout = factor x hardware.watchdog', low=0.0, low_open=True, high=100.0),
-    Setting('hardware.<name>.mit.model', 'str', DEFAULT_MODEL, '', 'preset of the MIT ranges and reply format '
-            '(documents: docs/hardware.md)', choices=tuple(PRESETS)),
-    Setting('hardware.<name>.mit.reply', 'str', NONE, '', 'reply format (default: the model\'s)',
-            choices=REPLIES),
-    Setting('hardware.<name>.mit.p_max', 'float', NONE, 'rad', 'position range +-p_max (default: the model\'s)',
-            low=0.0, low_open=True),
-    Setting('hardware.<name>.mit.v_max', 'float', NONE, 'rad/s', 'velocity range +-v_max (default: the '
-            'model\'s)', low=0.0, low_open=True),
-    Setting('hardware.<name>.mit.t_max', 'float', NONE, 'N m', 'torque range +-t_max (default: the model\'s)',
-            low=0.0, low_open=True),
-    Setting('hardware.<name>.mit.kp_max', 'float', NONE, 'N m/rad', 'kp range [0, kp_max] (default: the '
-            'model\'s)', low=0.0, low_open=True),
-    Setting('hardware.<name>.mit.kd_max', 'float', NONE, 'N m s/rad', 'kd range [0, kd_max] (default: the '
-            'model\'s)', low=0.0, low_open=True),
+    Setting(
+        'hardware.can.interface',
+        'str',
+        OPTIONS['interface'],
+        '',
+        'python-can interface (slcan, socketcan, gs_usb, pcan, virtual, ...); the channel is hardware.port '
+        '(slcan: the adapter\'s serial device, socketcan: can0)',
+    ),
+    Setting(
+        'hardware.can.bitrate',
+        'int',
+        OPTIONS['bitrate'],
+        'bit/s',
+        'CAN bit rate (slcan: 10k, 20k, 50k, 100k, 125k, 250k, 500k, 750k, 1M)',
+        low=10000,
+        high=1000000,
+    ),
+    Setting(
+        'hardware.can.master_id',
+        'int',
+        OPTIONS['master_id'],
+        '',
+        'CAN id the motors reply to (Damiao: their MST_ID)',
+        low=0,
+        high=0x7FE,
+    ),
+    Setting(
+        'hardware.can.open_delay',
+        'float',
+        OPTIONS['open_delay'],
+        's',
+        'wait after opening an slcan adapter (2 s for adapters that reset on open)',
+        low=0.0,
+        high=10.0,
+    ),
+    Setting(
+        'hardware.can.device_watchdog_factor',
+        'float',
+        OPTIONS['device_watchdog_factor'],
+        '',
+        'Damiao motor timeout = factor x hardware.watchdog',
+        low=0.0,
+        low_open=True,
+        high=100.0,
+    ),
+    Setting(
+        'hardware.<name>.mit.model',
+        'str',
+        DEFAULT_MODEL,
+        '',
+        'preset of the MIT ranges and reply format (documents: docs/hardware.md)',
+        choices=tuple(PRESETS),
+    ),
+    Setting('hardware.<name>.mit.reply', 'str', NONE, '', 'reply format (default: the model\'s)', choices=REPLIES),
+    Setting(
+        'hardware.<name>.mit.p_max',
+        'float',
+        NONE,
+        'rad',
+        'position range +-p_max (default: the model\'s)',
+        low=0.0,
+        low_open=True,
+    ),
+    Setting(
+        'hardware.<name>.mit.v_max',
+        'float',
+        NONE,
+        'rad/s',
+        'velocity range +-v_max (default: the model\'s)',
+        low=0.0,
+        low_open=True,
+    ),
+    Setting(
+        'hardware.<name>.mit.t_max',
+        'float',
+        NONE,
+        'N m',
+        'torque range +-t_max (default: the model\'s)',
+        low=0.0,
+        low_open=True,
+    ),
+    Setting(
+        'hardware.<name>.mit.kp_max',
+        'float',
+        NONE,
+        'N m/rad',
+        'kp range [0, kp_max] (default: the model\'s)',
+        low=0.0,
+        low_open=True,
+    ),
+    Setting(
+        'hardware.<name>.mit.kd_max',
+        'float',
+        NONE,
+        'N m s/rad',
+        'kd range [0, kd_max] (default: the model\'s)',
+        low=0.0,
+        low_open=True,
+    ),
 )
 
 
@@ -132,7 +214,9 @@ def motor_ranges(section: dict | None) -> MitRanges:
     if model not in PRESETS:
         raise ValueError(f'mit.model {model!r} is not one of {", ".join(PRESETS)}')
     base = PRESETS[model]
-    fields = {k: float(section[k]) for k in ('p_max', 'v_max', 't_max', 'kp_max', 'kd_max') if section.get(k) is not None}
+    fields = {
+        k: float(section[k]) for k in ('p_max', 'v_max', 't_max', 'kp_max', 'kd_max') if section.get(k) is not None
+    }
     reply = section.get('reply') or base.reply
     if reply not in REPLIES:
         raise ValueError(f'mit.reply {reply!r} is not one of {", ".join(REPLIES)}')
@@ -150,24 +234,44 @@ def cycle_cost(p: int, options: dict, facts: dict):
     device (its ASCII frames cross USB, not a UART), socketcan and gs_usb have no serial line; an
     adapter behind an FTDI chip shows its latency timer in sysfs, and the budget adds it."""
     from ...bus_timing import CycleCost, Exchange, can_frame_time
+
     sections = list(options.get('motors') or [{}] * p)
     sections += [{}] * (p - len(sections))
     bitrate = float(options['bitrate'])
-    reply_len = [DAMIAO_REPLY_LEN if motor_ranges(s).reply == 'damiao' else CUBEMARS_REPLY_LEN
-                 for s in sections[:p]]
+    reply_len = [DAMIAO_REPLY_LEN if motor_ranges(s).reply == 'damiao' else CUBEMARS_REPLY_LEN for s in sections[:p]]
 
     def frames(worst):
-        return (p * can_frame_time(COMMAND_LEN, bitrate, worst_case_stuffing=worst)
-                + sum(can_frame_time(n, bitrate, worst_case_stuffing=worst) for n in reply_len))
-    note = (f'CAN at {bitrate:g} bit/s: {p} command frames of {COMMAND_LEN} bytes and {p} replies of '
-            f'{"/".join(str(n) for n in sorted(set(reply_len)))} bytes, {frames(False) * 1e3:.3f} ms without '
-            f'bit stuffing (counted), {frames(True) * 1e3:.3f} ms with the worst case; the adapter\'s own link '
-            f'(slcan: USB CDC) not counted at hardware.baud')
-    advice = ((f'a higher CAN bit rate (hardware.can.bitrate, now {bitrate:g} bit/s, at most 1 Mbit/s) or fewer '
-               f'motors on this bus', 'always'),)
-    return CycleCost(exchanges=(Exchange('MIT commands -> replies (CAN frames)', 0, reply_bytes=0, replies=p,
-                                         frame_time=frames(False), waits=True),),
-                     advice=advice, notes=(note,))
+        return p * can_frame_time(COMMAND_LEN, bitrate, worst_case_stuffing=worst) + sum(
+            can_frame_time(n, bitrate, worst_case_stuffing=worst) for n in reply_len
+        )
+
+    note = (
+        f'CAN at {bitrate:g} bit/s: {p} command frames of {COMMAND_LEN} bytes and {p} replies of '
+        f'{"/".join(str(n) for n in sorted(set(reply_len)))} bytes, {frames(False) * 1e3:.3f} ms without '
+        f'bit stuffing (counted), {frames(True) * 1e3:.3f} ms with the worst case; the adapter\'s own link '
+        f'(slcan: USB CDC) not counted at hardware.baud'
+    )
+    advice = (
+        (
+            f'a higher CAN bit rate (hardware.can.bitrate, now {bitrate:g} bit/s, at most 1 Mbit/s) or fewer '
+            f'motors on this bus',
+            'always',
+        ),
+    )
+    return CycleCost(
+        exchanges=(
+            Exchange(
+                'MIT commands -> replies (CAN frames)',
+                0,
+                reply_bytes=0,
+                replies=p,
+                frame_time=frames(False),
+                waits=True,
+            ),
+        ),
+        advice=advice,
+        notes=(note,),
+    )
 
 
 # ---------------------------------------------------------------- frames
@@ -181,14 +285,21 @@ CUBEMARS_REPLY_LEN = 6
 DAMIAO_REPLY_LEN = 8
 P_BITS, V_BITS, K_BITS, T_BITS = 16, 12, 12, 12
 
-DAMIAO_REGISTER_ID = 0x7FF       # register frames: id_lo id_hi cmd rid value
+DAMIAO_REGISTER_ID = 0x7FF  # register frames: id_lo id_hi cmd rid value
 DAMIAO_WRITE, DAMIAO_READ, DAMIAO_REFRESH = 0x55, 0x33, 0xCC
 DAMIAO_RID_TIMEOUT = 9
-DAMIAO_TIMEOUT_UNIT = 50e-6      # s per count of TIMEOUT
+DAMIAO_TIMEOUT_UNIT = 50e-6  # s per count of TIMEOUT
 DAMIAO_DISABLED, DAMIAO_ENABLED = 0x0, 0x1
 #: Damiao error codes (upper nibble of a reply's first byte), named as the manual names them
-DAMIAO_ERRORS = {0x8: 'over-voltage', 0x9: 'under-voltage', 0xA: 'over-current', 0xB: 'MOS over-temperature',
-                 0xC: 'rotor over-temperature', 0xD: 'lost communication (motor timeout)', 0xE: 'overload'}
+DAMIAO_ERRORS = {
+    0x8: 'over-voltage',
+    0x9: 'under-voltage',
+    0xA: 'over-current',
+    0xB: 'MOS over-temperature',
+    0xC: 'rotor over-temperature',
+    0xD: 'lost communication (motor timeout)',
+    0xE: 'overload',
+}
 #: host-side faults of a reply (bits above the Damiao nibble): a value at an end of its code range
 #: is the range's clamp, not a measurement
 FAULT_POSITION_RANGE = 0x100
@@ -240,16 +351,27 @@ def torque_code(tau: float, lo: float, hi: float, r: MitRanges) -> int:
     return u
 
 
-def pack_command(p: float, v: float, kp: float, kd: float, tau: float, r: MitRanges,
-                 tau_code: int | None = None) -> bytes:
+def pack_command(
+    p: float, v: float, kp: float, kd: float, tau: float, r: MitRanges, tau_code: int | None = None
+) -> bytes:
     """The 8-byte MIT command (module docstring); `tau_code` overrides the torque's code."""
     pu = float_to_uint(p, -r.p_max, r.p_max, P_BITS)
     vu = float_to_uint(v, -r.v_max, r.v_max, V_BITS)
     kpu = float_to_uint(kp, 0.0, r.kp_max, K_BITS)
     kdu = float_to_uint(kd, 0.0, r.kd_max, K_BITS)
     tu = float_to_uint(tau, -r.t_max, r.t_max, T_BITS) if tau_code is None else int(tau_code)
-    return bytes([pu >> 8, pu & 0xFF, vu >> 4, ((vu & 0xF) << 4) | (kpu >> 8), kpu & 0xFF,
-                  kdu >> 4, ((kdu & 0xF) << 4) | (tu >> 8), tu & 0xFF])
+    return bytes(
+        [
+            pu >> 8,
+            pu & 0xFF,
+            vu >> 4,
+            ((vu & 0xF) << 4) | (kpu >> 8),
+            kpu & 0xFF,
+            kdu >> 4,
+            ((kdu & 0xF) << 4) | (tu >> 8),
+            tu & 0xFF,
+        ]
+    )
 
 
 def unpack_command(data: bytes, r: MitRanges):
@@ -259,13 +381,26 @@ def unpack_command(data: bytes, r: MitRanges):
     kpu = ((data[3] & 0xF) << 8) | data[4]
     kdu = (data[5] << 4) | (data[6] >> 4)
     tu = ((data[6] & 0xF) << 8) | data[7]
-    return (uint_to_float(pu, -r.p_max, r.p_max, P_BITS), uint_to_float(vu, -r.v_max, r.v_max, V_BITS),
-            uint_to_float(kpu, 0.0, r.kp_max, K_BITS), uint_to_float(kdu, 0.0, r.kd_max, K_BITS),
-            uint_to_float(tu, -r.t_max, r.t_max, T_BITS))
+    return (
+        uint_to_float(pu, -r.p_max, r.p_max, P_BITS),
+        uint_to_float(vu, -r.v_max, r.v_max, V_BITS),
+        uint_to_float(kpu, 0.0, r.kp_max, K_BITS),
+        uint_to_float(kdu, 0.0, r.kd_max, K_BITS),
+        uint_to_float(tu, -r.t_max, r.t_max, T_BITS),
+    )
 
 
-def pack_reply(motor_id: int, p: float, v: float, t: float, r: MitRanges, *, error: int = DAMIAO_ENABLED,
-               t_mos: int = 30, t_rotor: int = 30) -> bytes:
+def pack_reply(
+    motor_id: int,
+    p: float,
+    v: float,
+    t: float,
+    r: MitRanges,
+    *,
+    error: int = DAMIAO_ENABLED,
+    t_mos: int = 30,
+    t_rotor: int = 30,
+) -> bytes:
     """A motor's state reply in the format ``r.reply`` (encoded as the firmware does: truncation)."""
     pu = float_to_uint_truncated(p, -r.p_max, r.p_max, P_BITS)
     vu = float_to_uint_truncated(v, -r.v_max, r.v_max, V_BITS)
@@ -279,12 +414,13 @@ def pack_reply(motor_id: int, p: float, v: float, t: float, r: MitRanges, *, err
 @dataclass
 class Reply:
     """One decoded state reply."""
-    motor: int            # the id byte (Damiao: its low 4 bits)
+
+    motor: int  # the id byte (Damiao: its low 4 bits)
     position: float
     velocity: float
     torque: float
-    fault: int = 0        # Damiao error code (>= 8) | FAULT_* bits; 0 = none
-    enabled: bool | None = None   # Damiao: err == 1 (None: the format does not say)
+    fault: int = 0  # Damiao error code (>= 8) | FAULT_* bits; 0 = none
+    enabled: bool | None = None  # Damiao: err == 1 (None: the format does not say)
     t_mos: float = math.nan
     t_rotor: float = math.nan
 
@@ -313,10 +449,15 @@ def unpack_reply(data: bytes, r: MitRanges) -> Reply:
     pu = (data[1] << 8) | data[2]
     vu = (data[3] << 4) | (data[4] >> 4)
     tu = ((data[4] & 0xF) << 8) | data[5]
-    fault = (FAULT_POSITION_RANGE if pu in (0, (1 << P_BITS) - 1) else 0) | \
-            (FAULT_VELOCITY_RANGE if vu in (0, (1 << V_BITS) - 1) else 0)
-    out = Reply(reply_motor(data, r.reply), reply_value(pu, r.p_max, P_BITS), reply_value(vu, r.v_max, V_BITS),
-                reply_value(tu, r.t_max, T_BITS))
+    fault = (FAULT_POSITION_RANGE if pu in (0, (1 << P_BITS) - 1) else 0) | (
+        FAULT_VELOCITY_RANGE if vu in (0, (1 << V_BITS) - 1) else 0
+    )
+    out = Reply(
+        reply_motor(data, r.reply),
+        reply_value(pu, r.p_max, P_BITS),
+        reply_value(vu, r.v_max, V_BITS),
+        reply_value(tu, r.t_max, T_BITS),
+    )
     if r.reply == 'damiao':
         err = data[0] >> 4
         out.enabled = err == DAMIAO_ENABLED
@@ -330,5 +471,15 @@ def unpack_reply(data: bytes, r: MitRanges) -> Reply:
 def damiao_register_write(motor_id: int, rid: int, value: int) -> bytes:
     """Data of a register write frame (to id 0x7FF): id_lo id_hi 0x55 rid value:u32le."""
     v = int(value) & 0xFFFFFFFF
-    return bytes([motor_id & 0xFF, (motor_id >> 8) & 0xFF, DAMIAO_WRITE, rid & 0xFF,
-                  v & 0xFF, (v >> 8) & 0xFF, (v >> 16) & 0xFF, (v >> 24) & 0xFF])
+    return bytes(
+        [
+            motor_id & 0xFF,
+            (motor_id >> 8) & 0xFF,
+            DAMIAO_WRITE,
+            rid & 0xFF,
+            v & 0xFF,
+            (v >> 8) & 0xFF,
+            (v >> 16) & 0xFF,
+            (v >> 24) & 0xFF,
+        ]
+    )

@@ -18,6 +18,7 @@ mode they disable themselves with error 0xD; a test injects the other error code
 drives do). In lockstep the plant advances one period when every motor has had a command, and the
 replies to that set's commands follow the step.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,17 @@ from ...emulator import DeviceEmulator
 from . import codec as mit
 
 OK, ERROR = b'\r', b'\a'
-SLCAN_BITRATES = {'S0': 10000, 'S1': 20000, 'S2': 50000, 'S3': 100000, 'S4': 125000, 'S5': 250000,
-                  'S6': 500000, 'S7': 750000, 'S8': 1000000}
+SLCAN_BITRATES = {
+    'S0': 10000,
+    'S1': 20000,
+    'S2': 50000,
+    'S3': 100000,
+    'S4': 125000,
+    'S5': 250000,
+    'S6': 500000,
+    'S7': 750000,
+    'S8': 1000000,
+}
 
 
 class CanMitDevice(DeviceEmulator):
@@ -44,14 +54,14 @@ class CanMitDevice(DeviceEmulator):
         self.channel_open = False
         self.bitrate = None
         self.motor_mode = np.zeros(self.p, bool)
-        self.error = np.zeros(self.p, int)          # Damiao error code (0: none)
+        self.error = np.zeros(self.p, int)  # Damiao error code (0: none)
         self.injected = np.zeros(self.p, int)
-        self.timeout = np.zeros(self.p)             # Damiao TIMEOUT register, s (0: off)
+        self.timeout = np.zeros(self.p)  # Damiao TIMEOUT register, s (0: off)
         self.last_rx = np.full(self.p, self.clock())
-        self.command = np.zeros((self.p, 5))       # p, v, kp, kd, tau of the last command
+        self.command = np.zeros((self.p, 5))  # p, v, kp, kd, tau of the last command
         self.commanded = set()
-        self.waiting = []                          # lockstep: motors whose reply waits for the period's end
-        self.frames_seen = []                      # (id, data) of every frame to a motor (tests: the exit frame)
+        self.waiting = []  # lockstep: motors whose reply waits for the period's end
+        self.frames_seen = []  # (id, data) of every frame to a motor (tests: the exit frame)
 
     # ---- adapter -------------------------------------------------------------------------------
     def reset_protocol(self):
@@ -68,12 +78,12 @@ class CanMitDevice(DeviceEmulator):
         while True:
             k = self.buf.find(b'\r')
             if k < 0:
-                if len(self.buf) > 64:               # no slcan line is longer: garbage
+                if len(self.buf) > 64:  # no slcan line is longer: garbage
                     self.buf.clear()
                     self.counters['rx_bad'] += 1
                 return out
             line = bytes(self.buf[:k])
-            del self.buf[:k + 1]
+            del self.buf[: k + 1]
             out.extend(self._command(line))
 
     def _command(self, line: bytes) -> list:
@@ -105,9 +115,9 @@ class CanMitDevice(DeviceEmulator):
         if head in 'tT' and self.channel_open:
             n_id = 3 if head == 't' else 8
             try:
-                can_id = int(text[1:1 + n_id], 16)
+                can_id = int(text[1 : 1 + n_id], 16)
                 dlc = int(text[1 + n_id])
-                payload = bytes.fromhex(text[2 + n_id:])
+                payload = bytes.fromhex(text[2 + n_id :])
                 if dlc > 8 or len(payload) != dlc:
                     raise ValueError
             except (ValueError, IndexError):
@@ -116,10 +126,11 @@ class CanMitDevice(DeviceEmulator):
             self.counters['rx_frames'] += 1
             ack = [b'z\r' if head == 't' else b'Z\r']
             if head == 'T':
-                return ack                          # no MIT motor has an extended id
+                return ack  # no MIT motor has an extended id
             # one answer: the acknowledgement, then the motors' replies as the adapter receives them
-            return [ack[0] + b''.join(self._frame_line(self.master_id, reply)
-                                      for reply in self._bus_frame(can_id, payload))]
+            return [
+                ack[0] + b''.join(self._frame_line(self.master_id, reply) for reply in self._bus_frame(can_id, payload))
+            ]
         self.counters['rx_bad'] += 1
         return [ERROR]
 
@@ -136,7 +147,7 @@ class CanMitDevice(DeviceEmulator):
                 return []
             if data[2] == mit.DAMIAO_WRITE and data[3] == mit.DAMIAO_RID_TIMEOUT:
                 self.timeout[k] = int.from_bytes(data[4:8], 'little') * mit.DAMIAO_TIMEOUT_UNIT
-                return [bytes(data)]                # the write is echoed
+                return [bytes(data)]  # the write is echoed
             if data[2] == mit.DAMIAO_REFRESH:
                 return [self._reply(k)]
             return []
@@ -155,9 +166,9 @@ class CanMitDevice(DeviceEmulator):
         elif kind == 'exit':
             self.motor_mode[k] = False
             if not self.injected[k]:
-                self.error[k] = 0                   # a latched timeout clears with the next enable cycle
+                self.error[k] = 0  # a latched timeout clears with the next enable cycle
         elif kind == 'zero':
-            pass                                    # the plant's coordinates are the motor's: nothing to move
+            pass  # the plant's coordinates are the motor's: nothing to move
         elif len(data) == mit.COMMAND_LEN:
             self.command[k] = mit.unpack_command(data, self.ranges[k])
             self.feed_watchdog()
@@ -193,8 +204,9 @@ class CanMitDevice(DeviceEmulator):
         theta, omega = self.motor_state()
         r = self.ranges[k]
         err = self.error[k] or (mit.DAMIAO_ENABLED if self.motor_mode[k] else mit.DAMIAO_DISABLED)
-        return mit.pack_reply(self.hw.ids[k], theta[k], omega[k], self.tau_m[k] if self.motor_mode[k] else 0.0,
-                              r, error=err)
+        return mit.pack_reply(
+            self.hw.ids[k], theta[k], omega[k], self.tau_m[k] if self.motor_mode[k] else 0.0, r, error=err
+        )
 
     def inject_error(self, k: int, code: int):
         """Motor `k` reports Damiao error `code` (0: clear) and, for a fault, disables itself."""
@@ -210,7 +222,7 @@ class CanMitDevice(DeviceEmulator):
         late = self.motor_mode & (self.timeout > 0) & (now - self.last_rx > self.timeout)
         if late.any():
             self.motor_mode[late] = False
-            self.error[late] = 0xD                  # lost communication
+            self.error[late] = 0xD  # lost communication
             self.counters['watchdog_trips'] += int(late.sum())
             self._apply()
 

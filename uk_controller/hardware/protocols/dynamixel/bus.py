@@ -10,6 +10,7 @@ The SDK hides individual status packets, so duplicated answers are skipped
 without being counted; ``seq_errors`` counts only late answers of an earlier,
 shorter request that the SDK matched to the sync read (it matches by id).
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,7 @@ def _sdk():
     try:
         import dynamixel_sdk as sdk
     except ImportError as exc:  # pragma: no cover
-        raise BusError('protocol dynamixel needs the `dynamixel-sdk` package '
-                       '(pip install dynamixel-sdk)') from exc
+        raise BusError('protocol dynamixel needs the `dynamixel-sdk` package (pip install dynamixel-sdk)') from exc
     return sdk
 
 
@@ -38,6 +38,7 @@ def _port_handler_class():
         """SDK port handler that opens the port exclusively (busy ports are
         reported, not shared) and uses our timeout instead of the fixed
         2 x 16 ms USB latency allowance."""
+
         timeout_ms = 20.0
 
         def setupPort(self, cflag_baud):
@@ -74,16 +75,18 @@ class DynamixelBus(MotorBus):
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
-        self.opt = self.options          # hardware.dynamixel over codec.OPTIONS (registry.make_bus)
+        self.opt = self.options  # hardware.dynamixel over codec.OPTIONS (registry.make_bus)
         self.limit_units = np.full(self.p, int(self.opt['current_limit']))
-        self.device_limit_units = None      # Current Limit register of each servo, read at connect
-        self.return_delay_units = None      # Return Delay Time register of each servo, read at connect
+        self.device_limit_units = None  # Current Limit register of each servo, read at connect
+        self.return_delay_units = None  # Return Delay Time register of each servo, read at connect
         self.port_handler = None
 
     def _call(self, fn, *args):
         """Run an SDK call, turning a vanished port into PortError."""
-        import serial
         import termios
+
+        import serial
+
         try:
             return fn(*args)
         except (serial.SerialException, OSError, TypeError, ValueError, AttributeError, termios.error) as exc:
@@ -108,7 +111,7 @@ class DynamixelBus(MotorBus):
     def _set_timeout(self, seconds):
         self.timeout = seconds
         ph = getattr(self, 'port_handler', None)
-        if ph is not None:                 # the SDK's port handler keeps the packet timeout it waits on
+        if ph is not None:  # the SDK's port handler keeps the packet timeout it waits on
             ph.timeout_ms = seconds * 1000.0
 
     def _open(self):
@@ -134,10 +137,12 @@ class DynamixelBus(MotorBus):
             self.err_read.addParam(i)
             self.sync_write.addParam(i, [0, 0])
             self.torque_write.addParam(i, [0])
-        for i in self.ids:     # current control with torque off; read the current limit
+        for i in self.ids:  # current control with torque off; read the current limit
             self._check(*self._call(self.packet.write1ByteTxRx, ph, i, T.ADDR_TORQUE_ENABLE, 0), f'id {i} torque off')
-            self._check(*self._call(self.packet.write1ByteTxRx, ph, i, T.ADDR_OPERATING_MODE, T.MODE_CURRENT),
-                        f'id {i} operating mode')
+            self._check(
+                *self._call(self.packet.write1ByteTxRx, ph, i, T.ADDR_OPERATING_MODE, T.MODE_CURRENT),
+                f'id {i} operating mode',
+            )
             lim, res, err = self._call(self.packet.read2ByteTxRx, ph, i, T.ADDR_CURRENT_LIMIT)
             self._check(res, err, f'id {i} current limit')
             self.limit_units[self.ids.index(i)] = lim
@@ -157,8 +162,10 @@ class DynamixelBus(MotorBus):
         servo, then read it back. Only on the user's request (``uk-controller run --set-return-delay-zero``):
         it changes the servos' stored configuration."""
         for i in self.ids:
-            self._check(*self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_RETURN_DELAY_TIME,
-                                    int(units)), f'id {i} return delay time')
+            self._check(
+                *self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_RETURN_DELAY_TIME, int(units)),
+                f'id {i} return delay time',
+            )
         self._read_return_delays()
 
     def timing_facts(self) -> dict:
@@ -166,6 +173,7 @@ class DynamixelBus(MotorBus):
         if self.return_delay_units is None:
             return {}
         from .codec import RETURN_DELAY_UNIT
+
         return {'return_delay': [u * RETURN_DELAY_UNIT for u in self.return_delay_units]}
 
     def motor_torque_limits(self):
@@ -178,8 +186,10 @@ class DynamixelBus(MotorBus):
         if self.device_limit_units is None:
             return super().torque_limit_sources()
         unit = self.opt['current_unit']
-        return [f'id {i}: Current Limit {int(u)} x {unit * 1e3:g} mA x torque constant {kt:g} N m/A'
-                for i, u, kt in zip(self.ids, self.device_limit_units, self.kt)]
+        return [
+            f'id {i}: Current Limit {int(u)} x {unit * 1e3:g} mA x torque constant {kt:g} N m/A'
+            for i, u, kt in zip(self.ids, self.device_limit_units, self.kt)
+        ]
 
     def _close(self):
         self.port_handler.closePort()
@@ -189,10 +199,14 @@ class DynamixelBus(MotorBus):
         self.limit_units = np.minimum(self.limit_units, np.where(np.isfinite(lim), lim, 32767)).astype(int)
         units = 0 if watchdog <= 0 else min(127, max(1, math.ceil(watchdog / T.BUS_WATCHDOG_UNIT)))
         for i in self.ids:
-            self._check(*self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_BUS_WATCHDOG, 0),
-                        f'id {i} bus watchdog clear')
-            self._check(*self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_BUS_WATCHDOG, units),
-                        f'id {i} bus watchdog')
+            self._check(
+                *self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_BUS_WATCHDOG, 0),
+                f'id {i} bus watchdog clear',
+            )
+            self._check(
+                *self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_BUS_WATCHDOG, units),
+                f'id {i} bus watchdog',
+            )
 
     def enable(self, on: bool) -> None:
         self.stats.transactions += 1
@@ -207,8 +221,10 @@ class DynamixelBus(MotorBus):
             return
         self.write(np.zeros(self.p))
         for i in self.ids:
-            self._check(*self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_TORQUE_ENABLE,
-                                    1 if on else 0), f'id {i} torque {"on" if on else "off"}')
+            self._check(
+                *self._call(self.packet.write1ByteTxRx, self.port_handler, i, T.ADDR_TORQUE_ENABLE, 1 if on else 0),
+                f'id {i} torque {"on" if on else "off"}',
+            )
         self.stats.ok += 1
 
     def clear_faults(self) -> None:
@@ -259,8 +275,14 @@ class DynamixelBus(MotorBus):
             pos[k] = (p - 0x100000000 if p & 0x80000000 else p) * o['position_unit']
         self.stats.rtt.append(time.monotonic() - t0)
         self.stats.ok += 1
-        return MotorFeedback(position=pos, velocity=vel, torque=self.kt * cur, fault=np.zeros(self.p, int),
-                             enabled=True, stamp=time.monotonic())
+        return MotorFeedback(
+            position=pos,
+            velocity=vel,
+            torque=self.kt * cur,
+            fault=np.zeros(self.p, int),
+            enabled=True,
+            stamp=time.monotonic(),
+        )
 
     def transact(self, torque) -> MotorFeedback:
         self.stats.transactions += 1

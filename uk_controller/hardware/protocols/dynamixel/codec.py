@@ -12,6 +12,7 @@ The ``PKT_*`` names are the byte offsets into a packet. The host side uses the o
 ``OPTIONS`` are the calibration defaults of the config section ``hardware.dynamixel``: the
 wire units and the current limit register of an XM430-W350.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,38 +22,39 @@ from ....settings.setting import NONE, Setting
 from ...crc import crc16_umts
 
 OPTIONS = {
-    'model_number': 1020,                          # XM430-W350
-    'position_unit': 2.0 * math.pi / 4096.0,       # rad per tick
+    'model_number': 1020,  # XM430-W350
+    'position_unit': 2.0 * math.pi / 4096.0,  # rad per tick
     'velocity_unit': 0.229 * 2.0 * math.pi / 60.0,  # rad/s per unit (0.229 rpm)
-    'current_unit': 2.69e-3,                       # A per unit
-    'current_limit': 1193,                         # units (XM430-W350 default)
+    'current_unit': 2.69e-3,  # A per unit
+    'current_limit': 1193,  # units (XM430-W350 default)
 }
 
 #: the settings schema's keys of section hardware.dynamixel (no schema default: OPTIONS above is)
 SETTINGS = (
     Setting('hardware.dynamixel.position_unit', 'float', NONE, 'rad', 'rad per position tick', low=0.0, low_open=True),
-    Setting('hardware.dynamixel.velocity_unit', 'float', NONE, 'rad/s', 'rad/s per velocity unit', low=0.0,
-            low_open=True),
+    Setting(
+        'hardware.dynamixel.velocity_unit', 'float', NONE, 'rad/s', 'rad/s per velocity unit', low=0.0, low_open=True
+    ),
     Setting('hardware.dynamixel.current_unit', 'float', NONE, 'A', 'A per current unit', low=0.0, low_open=True),
     Setting('hardware.dynamixel.current_limit', 'int', NONE, 'units', 'current limit register', low=0),
     Setting('hardware.dynamixel.model_number', 'int', NONE, '', 'expected model number', low=0),
 )
 
-PKT_ID = 4                   # after the 4-byte header
-PKT_LENGTH = 5               # u16le: bytes from INST to the end of the CRC
-PKT_INSTRUCTION = 7          # INST, then PARAMS (stuffed)
+PKT_ID = 4  # after the 4-byte header
+PKT_LENGTH = 5  # u16le: bytes from INST to the end of the CRC
+PKT_INSTRUCTION = 7  # INST, then PARAMS (stuffed)
 CRC_SIZE = 2
-PKT_MIN_LENGTH = 3           # INST + CRC
-PKT_MAX_LENGTH = 1024        # longer LEN fields are garbage: resynchronise
+PKT_MIN_LENGTH = 3  # INST + CRC
+PKT_MAX_LENGTH = 1024  # longer LEN fields are garbage: resynchronise
 
 HEADER = b'\xff\xff\xfd\x00'
 
 # sizes of the cycle's packets without byte stuffing (stuffing only adds bytes):
 # header 4, id 1, length 2, instruction 1, then the parameters, CRC 2
 _FRAMING = len(HEADER) + 1 + 2 + 1 + CRC_SIZE
-SYNC_ADDR_LEN = 4                 # sync read/write parameters: start address u16, data length u16
-RETURN_DELAY_UNIT = 2e-6          # s per unit of the Return Delay Time register (X series)
-RETURN_DELAY_DEFAULT = 250        # units, the X series' factory value (500 us)
+SYNC_ADDR_LEN = 4  # sync read/write parameters: start address u16, data length u16
+RETURN_DELAY_UNIT = 2e-6  # s per unit of the Return Delay Time register (X series)
+RETURN_DELAY_DEFAULT = 250  # units, the X series' factory value (500 us)
 
 
 def cycle_cost(p: int, options: dict, facts: dict):
@@ -68,24 +70,38 @@ def cycle_cost(p: int, options: dict, facts: dict):
     """
     from ...bus_timing import CycleCost, Exchange
     from .control_table import FEEDBACK_LEN
+
     delays = facts.get('return_delay')
     if delays is None:
         delays = [RETURN_DELAY_DEFAULT * RETURN_DELAY_UNIT] * p
-        note = (f'return delays: not read from the servos; the factory value {RETURN_DELAY_DEFAULT} x 2 us '
-                f'assumed for each')
+        note = (
+            f'return delays: not read from the servos; the factory value {RETURN_DELAY_DEFAULT} x 2 us assumed for each'
+        )
     else:
         units = [round(d / RETURN_DELAY_UNIT) for d in delays]
-        note = (f'return delays read from the servos (register 9, x 2 us): {units} = '
-                f'{sum(delays) * 1e6:.0f} us per sync read')
+        note = (
+            f'return delays read from the servos (register 9, x 2 us): {units} = '
+            f'{sum(delays) * 1e6:.0f} us per sync read'
+        )
     status = _FRAMING + 1 + FEEDBACK_LEN
     exchanges = (
         Exchange('sync write goal current', _FRAMING + SYNC_ADDR_LEN + 3 * p),
-        Exchange('sync read feedback', _FRAMING + SYNC_ADDR_LEN + p, reply_bytes=status * p, replies=p,
-                 device_delay=float(sum(delays))),
+        Exchange(
+            'sync read feedback',
+            _FRAMING + SYNC_ADDR_LEN + p,
+            reply_bytes=status * p,
+            replies=p,
+            device_delay=float(sum(delays)),
+        ),
     )
-    advice = ((f'the servos\' Return Delay Time (register 9; {sum(delays) * 1e6:.0f} us per cycle now): '
-               f'`uk-controller run ... --set-return-delay-zero` writes 0 to every servo (EEPROM, torque off) '
-               f'before the run', 'device_delay'),)
+    advice = (
+        (
+            f'the servos\' Return Delay Time (register 9; {sum(delays) * 1e6:.0f} us per cycle now): '
+            f'`uk-controller run ... --set-return-delay-zero` writes 0 to every servo (EEPROM, torque off) '
+            f'before the run',
+            'device_delay',
+        ),
+    )
     return CycleCost(exchanges=exchanges, advice=advice, notes=(note,))
 
 
@@ -104,8 +120,14 @@ def unstuff(body: bytes) -> bytes:
     i = 0
     while i < len(body):
         out.append(body[i])
-        if body[i] == 0xFD and len(out) >= 3 and out[-3] == 0xFF and out[-2] == 0xFF \
-                and i + 1 < len(body) and body[i + 1] == 0xFD:
+        if (
+            body[i] == 0xFD
+            and len(out) >= 3
+            and out[-3] == 0xFF
+            and out[-2] == 0xFF
+            and i + 1 < len(body)
+            and body[i + 1] == 0xFD
+        ):
             i += 1
         i += 1
     return bytes(out)

@@ -10,6 +10,7 @@ error status behave like the X series control table. Every status packet waits t
 servo's Return Delay Time (address 9, units of 2 us, the factory value 250 = 500 us
 unless ``return_delay_time`` says otherwise) before it goes on the line, as the servos do.
 """
+
 from __future__ import annotations
 
 import struct
@@ -19,9 +20,20 @@ import numpy as np
 from ...crc import crc16_umts
 from ...emulator import DeviceEmulator
 from . import control_table as T
-from .codec import (RETURN_DELAY_DEFAULT, RETURN_DELAY_UNIT, HEADER, PKT_ID, PKT_INSTRUCTION, PKT_LENGTH,
-                    PKT_MAX_LENGTH, PKT_MIN_LENGTH, CRC_SIZE,
-                    packet, unstuff)
+from .codec import (
+    CRC_SIZE,
+    HEADER,
+    PKT_ID,
+    PKT_INSTRUCTION,
+    PKT_LENGTH,
+    PKT_MAX_LENGTH,
+    PKT_MIN_LENGTH,
+    RETURN_DELAY_DEFAULT,
+    RETURN_DELAY_UNIT,
+    packet,
+    unstuff,
+)
+
 
 class DynamixelDevice(DeviceEmulator):
     protocol = 'dynamixel'
@@ -68,8 +80,12 @@ class DynamixelDevice(DeviceEmulator):
         tau = np.zeros(self.p)
         for i, k in self.index.items():
             t = self.tables[i]
-            if t[T.ADDR_TORQUE_ENABLE] and t[T.ADDR_OPERATING_MODE] == T.MODE_CURRENT \
-                    and t[T.ADDR_BUS_WATCHDOG] != 0xFF and not t[T.ADDR_HW_ERROR]:
+            if (
+                t[T.ADDR_TORQUE_ENABLE]
+                and t[T.ADDR_OPERATING_MODE] == T.MODE_CURRENT
+                and t[T.ADDR_BUS_WATCHDOG] != 0xFF
+                and not t[T.ADDR_HW_ERROR]
+            ):
                 (g,) = struct.unpack_from('<h', t, T.ADDR_GOAL_CURRENT)
                 tau[k] = g * self.opt['current_unit'] * self.hw.kt[k]
         self.enabled = any(self.tables[i][T.ADDR_TORQUE_ENABLE] for i in self.index)
@@ -81,7 +97,7 @@ class DynamixelDevice(DeviceEmulator):
         if addr + len(data) > 256:
             return T.ERR_DATA_LENGTH
         if addr < 64 and t[T.ADDR_TORQUE_ENABLE]:
-            return T.ERR_ACCESS                       # EEPROM is locked while torque is on
+            return T.ERR_ACCESS  # EEPROM is locked while torque is on
         if addr <= T.ADDR_GOAL_CURRENT < addr + len(data):
             off = T.ADDR_GOAL_CURRENT - addr
             if off + 2 <= len(data):
@@ -90,8 +106,8 @@ class DynamixelDevice(DeviceEmulator):
                 if abs(g) > lim:
                     return T.ERR_DATA_LIMIT
                 if t[T.ADDR_BUS_WATCHDOG] == 0xFF:
-                    return T.ERR_DATA_LIMIT           # goal writes refused after the bus watchdog fired
-        t[addr:addr + len(data)] = data
+                    return T.ERR_DATA_LIMIT  # goal writes refused after the bus watchdog fired
+        t[addr : addr + len(data)] = data
         if addr <= T.ADDR_TORQUE_ENABLE < addr + len(data) and not t[T.ADDR_TORQUE_ENABLE]:
             struct.pack_into('<h', t, T.ADDR_GOAL_CURRENT, 0)
         if addr <= T.ADDR_CURRENT_LIMIT < addr + len(data):
@@ -107,7 +123,7 @@ class DynamixelDevice(DeviceEmulator):
 
     def _tick(self):
         super()._tick()
-        if self.watchdog_tripped:      # generic trip (unused by X series) is cleared here
+        if self.watchdog_tripped:  # generic trip (unused by X series) is cleared here
             self.watchdog_tripped = False
         for i, t in self.tables.items():
             wd = t[T.ADDR_BUS_WATCHDOG]
@@ -125,7 +141,7 @@ class DynamixelDevice(DeviceEmulator):
         while True:
             k = self.buf.find(HEADER)
             if k < 0:
-                del self.buf[:max(0, len(self.buf) - 3)]
+                del self.buf[: max(0, len(self.buf) - 3)]
                 return out
             del self.buf[:k]
             if len(self.buf) < PKT_INSTRUCTION:
@@ -142,7 +158,7 @@ class DynamixelDevice(DeviceEmulator):
             (crc,) = struct.unpack_from('<H', pkt, total - CRC_SIZE)
             if crc16_umts(pkt[:-CRC_SIZE]) != crc:
                 self.counters['rx_bad'] += 1
-                del self.buf[:1]           # resynchronise on the next header
+                del self.buf[:1]  # resynchronise on the next header
                 continue
             del self.buf[:total]
             self.counters['rx_frames'] += 1
@@ -158,7 +174,7 @@ class DynamixelDevice(DeviceEmulator):
             for i in prm[4:]:
                 if i in self.tables:
                     self._refresh(i)
-                    res.append(self._status(i, 0, bytes(self.tables[i][addr:addr + n])))
+                    res.append(self._status(i, 0, bytes(self.tables[i][addr : addr + n])))
             return res
         if inst == T.INST_SYNC_WRITE and dxl_id == T.BROADCAST:
             addr, n = struct.unpack_from('<HH', prm)
@@ -166,7 +182,7 @@ class DynamixelDevice(DeviceEmulator):
             for j in range(4, len(prm) - n + 1, n + 1):
                 i = prm[j]
                 if i in self.tables:
-                    self._write(i, addr, prm[j + 1:j + 1 + n])
+                    self._write(i, addr, prm[j + 1 : j + 1 + n])
                     seen.add(i)
             self._apply()
             if addr <= T.ADDR_GOAL_CURRENT < addr + n:
@@ -181,7 +197,7 @@ class DynamixelDevice(DeviceEmulator):
         if inst == T.INST_READ:
             addr, n = struct.unpack_from('<HH', prm)
             self._refresh(dxl_id)
-            return [self._status(dxl_id, 0, bytes(self.tables[dxl_id][addr:addr + n]))]
+            return [self._status(dxl_id, 0, bytes(self.tables[dxl_id][addr : addr + n]))]
         if inst == T.INST_WRITE:
             (addr,) = struct.unpack_from('<H', prm)
             err = self._write(dxl_id, addr, prm[2:])

@@ -9,6 +9,7 @@ checksums; answers with a wrong checksum count as ``crc_errors``.
 Position/velocity are reported in turns (converted to rad); the ASCII feedback
 has no torque, so ``torque`` in the feedback is the last commanded torque.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,9 @@ class ODriveBus(MotorBus):
         self.buf = bytearray()
         self.last_torque = np.zeros(self.p)
         self.enabled = False
-        self.device_watchdog_factor = float(self.options.get('device_watchdog_factor',
-                                                             oa.OPTIONS['device_watchdog_factor']))
+        self.device_watchdog_factor = float(
+            self.options.get('device_watchdog_factor', oa.OPTIONS['device_watchdog_factor'])
+        )
 
     def _open(self):
         super()._open()
@@ -44,8 +46,9 @@ class ODriveBus(MotorBus):
             mode = self._query(f'r axis{a}.controller.config.control_mode')
             if self._integer_of(mode, 'control mode') != oa.CONTROL_MODE_TORQUE:
                 raise BusError(f'axis {a} refused torque control mode')
-        self.device_torque_lim = np.array([self._float_of(self._query(f'r axis{a}.motor.config.torque_lim'),
-                                                          'torque limit') for a in self.ids])
+        self.device_torque_lim = np.array(
+            [self._float_of(self._query(f'r axis{a}.motor.config.torque_lim'), 'torque limit') for a in self.ids]
+        )
 
     def _float_of(self, text, what):
         try:
@@ -69,7 +72,7 @@ class ODriveBus(MotorBus):
             k = self.buf.find(b'\n')
             if k >= 0:
                 line = bytes(self.buf[:k])
-                del self.buf[:k + 1]
+                del self.buf[: k + 1]
                 return line
             left = deadline - time.monotonic()
             if left <= 0:
@@ -80,7 +83,7 @@ class ODriveBus(MotorBus):
     def _query(self, *cmds) -> str:
         """Send lines (the last one expects an answer) and return the answer text."""
         if self.buf or self._bytes_waiting():
-            self.stats.seq_errors += 1          # stale lines from an earlier answer
+            self.stats.seq_errors += 1  # stale lines from an earlier answer
             self.buf.clear()
             self._flush_input()
         self._send(*cmds)
@@ -140,8 +143,11 @@ class ODriveBus(MotorBus):
     def enable(self, on: bool) -> None:
         self.stats.transactions += 1
         target = oa.AXIS_STATE_CLOSED_LOOP if on else oa.AXIS_STATE_IDLE
-        cmds = (['sc'] if on else []) + [f'w axis{a}.controller.input_torque 0' for a in self.ids] + \
-               [f'w axis{a}.requested_state {target}' for a in self.ids]
+        cmds = (
+            (['sc'] if on else [])
+            + [f'w axis{a}.controller.input_torque 0' for a in self.ids]
+            + [f'w axis{a}.requested_state {target}' for a in self.ids]
+        )
         self._send(*cmds)
         for a in self.ids:
             state = self._integer_of(self._query(f'r axis{a}.current_state'), 'state')
@@ -155,8 +161,14 @@ class ODriveBus(MotorBus):
         for k, a in enumerate(self.ids):
             cmds = (list(first_cmds) if k == 0 else []) + [f'f {a}']
             pos[k], vel[k] = self._feedback_of(self._query(*cmds))
-        return MotorFeedback(position=pos, velocity=vel, torque=self.last_torque.copy(),
-                             fault=np.zeros(self.p, int), enabled=self.enabled, stamp=time.monotonic())
+        return MotorFeedback(
+            position=pos,
+            velocity=vel,
+            torque=self.last_torque.copy(),
+            fault=np.zeros(self.p, int),
+            enabled=self.enabled,
+            stamp=time.monotonic(),
+        )
 
     def read(self) -> MotorFeedback:
         self.stats.transactions += 1

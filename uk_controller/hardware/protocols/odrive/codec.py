@@ -9,6 +9,7 @@ decimal. Commands used here (ODrive firmware 0.5.x ASCII protocol):
 - ``w <property> <value>`` / ``r <property>``  write / read a property
 - ``sc``                  clear errors; ``u <axis>`` feeds the watchdog
 """
+
 from __future__ import annotations
 
 from ....settings.setting import Setting
@@ -18,8 +19,16 @@ from ....settings.setting import Setting
 OPTIONS = {'device_watchdog_factor': 2.0}
 #: the settings schema's keys of section hardware.odrive
 SETTINGS = (
-    Setting('hardware.odrive.device_watchdog_factor', 'float', OPTIONS['device_watchdog_factor'], '',
-            'device watchdog = factor x hardware.watchdog', low=0.0, low_open=True, high=100.0),
+    Setting(
+        'hardware.odrive.device_watchdog_factor',
+        'float',
+        OPTIONS['device_watchdog_factor'],
+        '',
+        'device watchdog = factor x hardware.watchdog',
+        low=0.0,
+        low_open=True,
+        high=100.0,
+    ),
 )
 
 AXIS_STATE_IDLE = 1
@@ -40,6 +49,7 @@ def cycle_cost(p: int, options: dict, facts: dict):
     ``<pos> <vel>`` line the host waits for. The ASCII lengths depend on the numbers; these are the
     shortest (one digit each), so the budget is a lower bound."""
     from ...bus_timing import CycleCost, Exchange
+
     c, f, reply = _line_min('c 0 0'), _line_min('f 0'), _line_min('0 0')
     exchanges = [Exchange('torque lines + feedback of the first axis', p * c + f, reply_bytes=reply, replies=1)]
     if p > 1:

@@ -7,6 +7,7 @@ control_mode TORQUE_CONTROL; an enabled axis watchdog that is not fed drops the
 axis to IDLE with AXIS_ERROR_WATCHDOG_TIMER_EXPIRED until ``sc``; lines with a
 wrong checksum are ignored; a reply carries a checksum when the request did.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,7 @@ class ODriveDevice(DeviceEmulator):
         self.buf = bytearray()
         self.axis = {i: k for k, i in enumerate(hw.ids)}
         self.state = np.full(self.p, oa.AXIS_STATE_IDLE)
-        self.mode = np.full(self.p, 3)               # position control at power-up
+        self.mode = np.full(self.p, 3)  # position control at power-up
         self.error = np.zeros(self.p, int)
         self.wd_enable = np.zeros(self.p, bool)
         self.wd_timeout = np.zeros(self.p)
@@ -71,7 +72,7 @@ class ODriveDevice(DeviceEmulator):
                     self.buf.clear()
                 return out
             line = bytes(self.buf[:k])
-            del self.buf[:k + 1]
+            del self.buf[: k + 1]
             try:
                 text, cs = oa.parse_line(line)
             except oa.ChecksumError:
@@ -101,7 +102,7 @@ class ODriveDevice(DeviceEmulator):
                 self.setpoint[k] = tau if math.isfinite(tau) else 0.0
                 self._apply()
                 self.commanded.add(k)
-                if len(self.commanded) == self.p:   # a full command set: one lockstep period
+                if len(self.commanded) == self.p:  # a full command set: one lockstep period
                     self.commanded.clear()
                     self.step_plant()
                 return None
@@ -120,11 +121,16 @@ class ODriveDevice(DeviceEmulator):
                 if not m:
                     return 'invalid property'
                 k, prop = self._k(m.group(1)), m.group(2)
-                table = {'current_state': 'state', 'requested_state': 'state',
-                         'controller.config.control_mode': 'mode', 'error': 'error',
-                         'config.enable_watchdog': 'wd_enable', 'config.watchdog_timeout': 'wd_timeout',
-                         'motor.config.torque_lim': 'torque_lim',
-                         'controller.input_torque': 'setpoint'}
+                table = {
+                    'current_state': 'state',
+                    'requested_state': 'state',
+                    'controller.config.control_mode': 'mode',
+                    'error': 'error',
+                    'config.enable_watchdog': 'wd_enable',
+                    'config.watchdog_timeout': 'wd_timeout',
+                    'motor.config.torque_lim': 'torque_lim',
+                    'controller.input_torque': 'setpoint',
+                }
                 if prop not in table:
                     return 'invalid property'
                 arr = getattr(self, table[prop])
@@ -134,7 +140,7 @@ class ODriveDevice(DeviceEmulator):
                 value = float(tok[2])
                 if prop == 'requested_state':
                     if int(value) == oa.AXIS_STATE_CLOSED_LOOP and self.error[k]:
-                        return None                  # refuses to arm with a latched error
+                        return None  # refuses to arm with a latched error
                     self.wd_fed[k] = self.clock()
                     self.setpoint[k] = 0.0
                 arr[k] = value

@@ -6,6 +6,7 @@ Answers with another sequence number (late, duplicated) are discarded and
 counted; corrupted frames are counted and skipped; no valid answer within the
 timeout raises :class:`~uk_controller.hardware.bus.BusTimeout`.
 """
+
 from __future__ import annotations
 
 import time
@@ -23,7 +24,7 @@ class UKBinaryBus(MotorBus):
         super().__init__(*args, **kw)
         self.decoder = ukb.StreamDecoder()
         self._seq = 0
-        self.last = None            # last decoded ukb.Feedback
+        self.last = None  # last decoded ukb.Feedback
 
     def _open(self):
         super()._open()
@@ -50,15 +51,17 @@ class UKBinaryBus(MotorBus):
                     if seq_r != seq:
                         st.seq_errors += 1
                         continue
-                    st.seq_errors += len(frames) - i - 1     # duplicates arriving with the answer
+                    st.seq_errors += len(frames) - i - 1  # duplicates arriving with the answer
                     if ftype_r == ukb.NAK:
                         st.device_errors += 1
                         code = payload_r[0] if payload_r else -1
                         raise BusError(f'device rejected frame: {ukb.ERROR_NAMES.get(code, code)}')
                     if ftype_r != ukb.FEEDBACK or n_r != self.p:
                         st.device_errors += 1
-                        raise BusError(f'unexpected answer type 0x{ftype_r:02x} with {n_r} motors '
-                                       f'(expected FEEDBACK with {self.p})')
+                        raise BusError(
+                            f'unexpected answer type 0x{ftype_r:02x} with {n_r} motors '
+                            f'(expected FEEDBACK with {self.p})'
+                        )
                     try:
                         fb = ukb.parse_feedback(seq_r, n_r, payload_r)
                     except ukb.FrameError:
@@ -72,15 +75,23 @@ class UKBinaryBus(MotorBus):
             st.crc_errors += self.decoder.bad_frames - bad0
 
     def _to_feedback(self, fb: ukb.Feedback) -> MotorFeedback:
-        return MotorFeedback(position=fb.position, velocity=fb.velocity, torque=self.kt * fb.current,
-                             fault=fb.fault, enabled=bool(fb.state & ukb.ST_ENABLED),
-                             device_watchdog=bool(fb.state & ukb.ST_WATCHDOG), stamp=time.monotonic())
+        return MotorFeedback(
+            position=fb.position,
+            velocity=fb.velocity,
+            torque=self.kt * fb.current,
+            fault=fb.fault,
+            enabled=bool(fb.state & ukb.ST_ENABLED),
+            device_watchdog=bool(fb.state & ukb.ST_WATCHDOG),
+            stamp=time.monotonic(),
+        )
 
     def enable(self, on: bool) -> None:
         fb = self._request(ukb.ENABLE, bytes([1 if on else 0]))
         if bool(fb.state & ukb.ST_ENABLED) != bool(on):
-            raise BusError(f'device did not {"enable" if on else "disable"} torque '
-                           f'(error {ukb.ERROR_NAMES.get(fb.error, fb.error)})')
+            raise BusError(
+                f'device did not {"enable" if on else "disable"} torque '
+                f'(error {ukb.ERROR_NAMES.get(fb.error, fb.error)})'
+            )
 
     def configure(self, watchdog: float, torque_limit) -> None:
         lim = np.asarray(torque_limit, float) / self.kt

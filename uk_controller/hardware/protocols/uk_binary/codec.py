@@ -13,10 +13,11 @@ multi-byte fields are little endian, floats IEEE-754 binary32.
 This module is pure encode/decode with no I/O, shared by the host bus and the
 device emulator.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,7 +32,7 @@ BODY_SEQ = 1
 BODY_COUNT = 2
 BODY_PAYLOAD = 3
 CRC_SIZE = 2
-MIN_BODY = BODY_PAYLOAD + CRC_SIZE              # a frame without payload
+MIN_BODY = BODY_PAYLOAD + CRC_SIZE  # a frame without payload
 
 # frame types
 COMMAND = 0x01
@@ -59,9 +60,18 @@ E_WATCHDOG = 6
 E_NOT_ENABLED = 7
 E_MOTOR_FAULT = 8
 E_RANGE = 9
-ERROR_NAMES = {E_NONE: 'none', E_CRC: 'crc', E_LENGTH: 'length', E_TYPE: 'type', E_COUNT: 'count',
-               E_NOT_FINITE: 'not_finite', E_WATCHDOG: 'watchdog', E_NOT_ENABLED: 'not_enabled',
-               E_MOTOR_FAULT: 'motor_fault', E_RANGE: 'range'}
+ERROR_NAMES = {
+    E_NONE: 'none',
+    E_CRC: 'crc',
+    E_LENGTH: 'length',
+    E_TYPE: 'type',
+    E_COUNT: 'count',
+    E_NOT_FINITE: 'not_finite',
+    E_WATCHDOG: 'watchdog',
+    E_NOT_ENABLED: 'not_enabled',
+    E_MOTOR_FAULT: 'motor_fault',
+    E_RANGE: 'range',
+}
 
 # motor fault bits (FEEDBACK per-motor fault byte)
 F_OVERCURRENT = 0x01
@@ -71,9 +81,9 @@ F_UNDERVOLTAGE = 0x08
 F_DRIVER = 0x10
 
 MAX_MOTORS = 16
-MAX_BODY = BODY_PAYLOAD + 16 + 13 * MAX_MOTORS + CRC_SIZE     # largest legal body (FEEDBACK, 16 motors)
-_FB_HEAD = struct.Struct('<BBHI')           # state, error, rx_errors, time_us
-_FB_MOTOR = struct.Struct('<fffB')          # position, velocity, current, fault
+MAX_BODY = BODY_PAYLOAD + 16 + 13 * MAX_MOTORS + CRC_SIZE  # largest legal body (FEEDBACK, 16 motors)
+_FB_HEAD = struct.Struct('<BBHI')  # state, error, rx_errors, time_us
+_FB_MOTOR = struct.Struct('<fffB')  # position, velocity, current, fault
 
 
 class FrameError(ValueError):
@@ -81,7 +91,7 @@ class FrameError(ValueError):
 
     def __init__(self, kind, msg):
         super().__init__(msg)
-        self.kind = kind     # 'cobs' | 'crc' | 'length'
+        self.kind = kind  # 'cobs' | 'crc' | 'length'
 
 
 def cobs_encode(data: bytes) -> bytes:
@@ -113,7 +123,7 @@ def cobs_decode(data: bytes) -> bytes:
         end = i + code
         if code == 0 or end > n:
             raise FrameError('cobs', 'bad COBS code byte')
-        block = data[i + 1:end]
+        block = data[i + 1 : end]
         if 0 in block:
             raise FrameError('cobs', 'zero inside COBS block')
         out += block
@@ -167,12 +177,12 @@ class StreamDecoder:
         while True:
             k = self.buf.find(0)
             if k < 0:
-                if len(self.buf) > self.max_len:   # garbage with no delimiter
+                if len(self.buf) > self.max_len:  # garbage with no delimiter
                     self.errors['overflow'] += 1
                     self.buf.clear()
                 return frames
             chunk = bytes(self.buf[:k])
-            del self.buf[:k + 1]
+            del self.buf[: k + 1]
             if not chunk:
                 continue
             try:
@@ -214,6 +224,7 @@ def parse_config(payload: bytes, n: int):
 @dataclass
 class Feedback:
     """Decoded FEEDBACK frame (motor side SI units)."""
+
     seq: int
     state: int
     error: int
@@ -245,16 +256,34 @@ def cycle_cost(p: int, options: dict, facts: dict):
     FEEDBACK frame (8-byte head, 13 bytes per motor); no device delay is specified
     (docs/serial_protocol.md)."""
     from ...bus_timing import CycleCost, Exchange
-    return CycleCost(exchanges=(Exchange('COMMAND -> FEEDBACK', frame_size(4 * p),
-                                         reply_bytes=frame_size(_FB_HEAD.size + _FB_MOTOR.size * p),
-                                         replies=1),))
+
+    return CycleCost(
+        exchanges=(
+            Exchange(
+                'COMMAND -> FEEDBACK',
+                frame_size(4 * p),
+                reply_bytes=frame_size(_FB_HEAD.size + _FB_MOTOR.size * p),
+                replies=1,
+            ),
+        )
+    )
 
 
 def parse_feedback(seq: int, n: int, payload: bytes) -> Feedback:
     if len(payload) != _FB_HEAD.size + _FB_MOTOR.size * n:
         raise FrameError('length', 'FEEDBACK payload length')
     state, error, rx_err, t_us = _FB_HEAD.unpack_from(payload)
-    rec = np.frombuffer(payload, offset=_FB_HEAD.size,
-                        dtype=np.dtype([('p', '<f4'), ('v', '<f4'), ('c', '<f4'), ('f', 'u1')]), count=n)
-    return Feedback(seq, state, error, rx_err, t_us, rec['p'].astype(float), rec['v'].astype(float),
-                    rec['c'].astype(float), rec['f'].astype(int))
+    rec = np.frombuffer(
+        payload, offset=_FB_HEAD.size, dtype=np.dtype([('p', '<f4'), ('v', '<f4'), ('c', '<f4'), ('f', 'u1')]), count=n
+    )
+    return Feedback(
+        seq,
+        state,
+        error,
+        rx_err,
+        t_us,
+        rec['p'].astype(float),
+        rec['v'].astype(float),
+        rec['c'].astype(float),
+        rec['f'].astype(int),
+    )

@@ -1,5 +1,6 @@
 """Device side of ``uk_binary`` (the behaviour docs/serial_protocol.md requires of
 firmware), as an emulator over a pty."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ class UKBinaryDevice(DeviceEmulator):
     protocol = 'uk_binary'
 
     def __init__(self, plant, hw, **kw):
-        kw.setdefault('watchdog', 0.1)     # firmware default: 100 ms
+        kw.setdefault('watchdog', 0.1)  # firmware default: 100 ms
         super().__init__(plant, hw, **kw)
         self.decoder = ukb.StreamDecoder()
         self.error = ukb.E_NONE
@@ -27,11 +28,15 @@ class UKBinaryDevice(DeviceEmulator):
     def _feedback(self, seq):
         theta, omega = self.motor_state()
         cur = (self.tau_m if self.enabled else np.zeros(self.p)) / self.hw.kt
-        state = ((ukb.ST_ENABLED if self.enabled else 0) | (ukb.ST_WATCHDOG if self.watchdog_tripped else 0)
-                 | (ukb.ST_FAULT if self.motor_fault.any() else 0) | (ukb.ST_LIMITED if self.limited else 0))
-        payload = ukb.feedback_payload(state, self.error, self.rx_errors,
-                                       int((self.clock() - self.t0) * 1e6), theta, omega, cur,
-                                       self.motor_fault)
+        state = (
+            (ukb.ST_ENABLED if self.enabled else 0)
+            | (ukb.ST_WATCHDOG if self.watchdog_tripped else 0)
+            | (ukb.ST_FAULT if self.motor_fault.any() else 0)
+            | (ukb.ST_LIMITED if self.limited else 0)
+        )
+        payload = ukb.feedback_payload(
+            state, self.error, self.rx_errors, int((self.clock() - self.t0) * 1e6), theta, omega, cur, self.motor_fault
+        )
         self.error = ukb.E_NONE
         return ukb.encode_frame(ukb.FEEDBACK, seq, self.p, payload)
 
