@@ -96,6 +96,18 @@ def test_bad_grid_keys_and_values_exit_2_naming_the_key(spec, words, tmp_path, c
     assert not (tmp_path / 'runs.jsonl').exists()
 
 
+def test_a_convention_set_with_its_gains_on_the_grid_resolves(tmp_path):
+    """`--set stabilization.convention=seed000` needs alpha and beta, which only the grid gives: the sweep's
+    settings are resolved with the grid's first values, and every run carries its own pair."""
+    out = tmp_path / 'seed000'
+    args = ['sweep', 'scara', '--set', 'stabilization.convention=seed000', '--grid', 'stabilization.alpha=0.5,2']
+    args += ['--grid', 'stabilization.beta=50,200', '--duration', '0.02', '--out', str(out), '--no-plots']
+    assert main(args) == 0
+    rows = _rows(out / 'table.csv')
+    pairs = sorted((float(r['stabilization.alpha']), float(r['stabilization.beta'])) for r in rows)
+    assert pairs == [(0.5, 50.0), (0.5, 200.0), (2.0, 50.0), (2.0, 200.0)]
+
+
 # ----------------------------------------------------------------------------- runs
 
 

@@ -171,7 +171,7 @@ def prepare(args):
         if key in specs:
             raise ConfigError(f'{key}: both in --grid and --set')
     # the size first: checking the values builds the robot once per distinct value
-    base = resolve(path, {k: v[0] for k, v in fixed.items()}, params=params)
+    base = resolve(path, {**{k: v[0] for k, v in fixed.items()}, **G.first_values(params, specs)}, params=params)
     confirm_size(args, base, specs)
     # checked together: settings can depend on each other (a convention and its alpha, beta)
     both = G.check_overrides(params, path, {**fixed, **specs})

@@ -187,6 +187,17 @@ def check_overrides(params, path, specs):
     :func:`~uk_controller.robots.setup_from_settings`), so a value the loader rejects fails here,
     before any run, naming the key.
     """
+    checked, probes = _probes(params, specs)
+    first = {key: values[0] for key, values in probes.items()}
+    for key, values in probes.items():
+        for v in values:
+            _load_check(params, path, {**first, key: v}, key)
+    return checked
+
+
+def _probes(params, specs):
+    """``(checked, probes)``: each spec's values coerced to its setting's type (a Range kept as it is),
+    and the distinct values to load-check (a Range's ends, or its grid)."""
     checked, probes = {}, {}
     for key, values in specs.items():
         kind = key_type(params, key)
@@ -199,11 +210,14 @@ def check_overrides(params, path, specs):
         else:
             checked[key] = [coerce(key, v, kind) for v in values]
             probes[key] = list(dict.fromkeys(checked[key]))
-    first = {key: values[0] for key, values in probes.items()}
-    for key, values in probes.items():
-        for v in values:
-            _load_check(params, path, {**first, key: v}, key)
-    return checked
+    return checked, probes
+
+
+def first_values(params, specs):
+    """``{key: first value}`` of each spec, typed: with the fixed values, the settings of a sweep's first run.
+    Settings that depend on each other (``stabilization.convention: seed000`` set, its ``alpha`` and ``beta``
+    swept) resolve only together."""
+    return {key: values[0] for key, values in _probes(params, specs)[1].items()}
 
 
 def _load_check(params, path, override, key):
