@@ -65,6 +65,9 @@ setup(
         # `uk-controller sweep` (Ray cluster, Parquet tables) and MCAP recordings
         # (`simulate --mcap`, ROS 2 CDR written from message-definition text, no rclpy)
         'sweep': ['ray', 'pyarrow', 'mcap', 'mcap-ros2-support'],
+        # the published robot descriptions config/examples/ names (package://example-robot-data/...):
+        # Panda, SO-101, Cassie; the arms of test_arm_starts.py
+        'examples': ['example-robot-data'],
         # pytest-xdist: scripts/test.sh runs the suite in 2 worker processes
         'test': [
             'pytest',
@@ -90,9 +93,6 @@ setup(
             # test_lint.py: ruff check and ruff format --check with ruff.toml. Not a rosdep key: in a ROS
             # workspace `pip install ruff` for it, or the test skips saying so
             'ruff',
-            # public robot descriptions (UR5, Panda, ...) as a user's robots: test_real_robots.py,
-            # test_compiled_rows_all_types.py; found by uk_controller/robots/example_robot_data.py
-            'example-robot-data',
         ],
     },
     zip_safe=True,

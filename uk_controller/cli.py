@@ -211,9 +211,9 @@ def _check_outputs(setup, out, mcap):
                 raise ConfigError(
                     f'{mcap} is also written by --out {out}; give the recording its own name', file=mcap, key='--mcap'
                 )
-            from .sim.mcap_log import _writer_class
+            from .sim.mcap_log import writer_class
 
-            _writer_class()
+            writer_class()
     except (ConfigError, RuntimeError) as exc:
         return str(exc)
     problem = _writable_folder(out)

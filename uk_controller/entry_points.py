@@ -40,6 +40,26 @@ def _report_interrupt(interrupted):
     return interrupted
 
 
+#: exit status of a command that cannot start: a missing optional dependency (as a bad setting: 2)
+MISSING_DEPENDENCY = 2
+
+
+def _report_missing(module, name):
+    """A node or command whose module imports a package that is not installed: one line naming the package
+    and where it comes from (the ROS nodes: a sourced ROS 2 installation or the ``ros`` extra), exit 2."""
+    import sys
+
+    if module.startswith('uk_controller.ros.'):
+        where = "source your ROS 2 installation (setup.bash), or outside ROS pip install 'uk-controller[ros]'"
+    else:
+        where = 'pip install it, or the extra of uk-controller that has it (README.md, Install)'
+    import os
+
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else module
+    print(f'{script}: Python module {name!r} is not installed: {where}', file=sys.stderr)
+    return MISSING_DEPENDENCY
+
+
 def start(module, interrupted, announce=None):
     """Guard, then import `module` and return its ``main()``; `interrupted` if Ctrl-C came first.
     `announce()` runs first inside the guarded region (tests: "now running our code")."""
@@ -49,7 +69,13 @@ def start(module, interrupted, announce=None):
             announce()
         if interrupt_requested():
             raise KeyboardInterrupt
-        return importlib.import_module(module).main()
+        try:
+            command = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if interrupt_requested() or (exc.name or 'uk_controller').partition('.')[0] == 'uk_controller':
+                raise
+            return _report_missing(module, exc.name)
+        return command.main()
     except KeyboardInterrupt:
         return _report_interrupt(interrupted)
     except Exception:

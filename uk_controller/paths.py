@@ -151,6 +151,27 @@ def resolve_data_file(value, config_path=None) -> Path | None:
     return None
 
 
+def extra_installing(distribution):
+    """The extra of this package whose install brings `distribution` (a PyPI name such as
+    ``example-robot-data``), read from the installed package's own metadata (setup.py's ``extras_require``);
+    None when no extra but the test extra has it, or the package is not installed by pip."""
+    import importlib.metadata
+    import re
+
+    def norm(name):
+        return re.sub(r'[-_.]+', '-', name).lower()
+
+    try:
+        requirements = importlib.metadata.metadata('uk-controller').get_all('Requires-Dist') or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for requirement in requirements:
+        found = re.match(r'\s*([A-Za-z0-9._-]+)[^;]*;\s*extra\s*==\s*"([^"]+)"', requirement)
+        if found and norm(found.group(1)) == norm(distribution) and found.group(2) != 'test':
+            return found.group(2)
+    return None
+
+
 def missing_file_message(value, config_path=None):
     """Why :func:`resolve_data_file` found nothing: the places it looked, and a hint if the
     package ships a file of that relative name."""
@@ -158,10 +179,11 @@ def missing_file_message(value, config_path=None):
     looked = data_file_candidates(value, config_path)
     if text.startswith('package://') and not looked:
         package = text[len('package://') :].partition('/')[0]
+        extra = extra_installing(package)
+        wheel = f"pip install 'uk-controller[{extra}]'" if extra else 'pip-install the wheel that ships it'
         return (
             f'file {text!r} not found: ROS package {package!r} is neither in the ament index nor in a '
-            'Python prefix (source its workspace, pip-install the wheel that ships it, or give a path '
-            'relative to the setup file)'
+            f'Python prefix (source its workspace, {wheel}, or give a path relative to the setup file)'
         )
     message = f'file {text!r} not found; looked in: ' + ', '.join(str(p) for p in dict.fromkeys(looked))
     if not text.startswith(('package://', 'file://')) and not Path(text).is_absolute():

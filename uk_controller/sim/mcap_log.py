@@ -75,7 +75,8 @@ MSGDEFS = {
 }
 
 
-def _writer_class():
+def writer_class():
+    """mcap_ros2's Writer; RuntimeError naming the extra that installs it when it is missing."""
     try:
         from mcap_ros2.writer import Writer
     except ImportError:
@@ -129,7 +130,7 @@ class McapLog:
         from ..files.io_safety import StreamingFile
         from ..settings import ros_section as R  # the topics a node would publish and its effort order
 
-        writer_cls = _writer_class()
+        writer_cls = writer_class()
         ros = setup.settings.ros
         perm, self.effort_names = R.effort_order(setup.settings, actuator_names, ros.effort_joints)
         self.perm = np.asarray(perm, dtype=int)

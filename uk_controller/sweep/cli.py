@@ -296,6 +296,10 @@ def cmd_sweep(args):
         context, keys, specs = prepare(args)
         if args.ray:
             R.import_ray()
+        if args.mcap:  # before the runs: the recording comes after them
+            from ..sim.mcap_log import writer_class
+
+            writer_class()
         metrics = set(R.METRICS) | set(R.MEASURED)
         if args.best not in metrics:
             raise ConfigError(f'--best {args.best!r}: not a metric; one of {", ".join(R.METRICS + R.MEASURED)}')
