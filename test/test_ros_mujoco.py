@@ -57,7 +57,9 @@ def test_mujoco_plant_over_dds_reproduces_the_in_process_mujoco_loop(probe, tmp_
         timeout=90.0,
     )
     assert 'mujoco plant' in plant_output
-    ref = simulate(load_robot(robot), duration=duration, rate=RATE, plant='mujoco')
+    ref = simulate(
+        load_robot(robot, {'simulation.duration': duration, 'control.rate': RATE, 'simulation.plant': 'mujoco'})
+    )
     by_step = {int(round((t - CLOCK_START) * RATE)): q for _, (t, q) in states}
     common = [k for k in range(steps) if k in by_step]
     assert len(common) > 0.9 * steps and steps - 1 in by_step

@@ -173,15 +173,18 @@ def run(args) -> int:
         setup = load_robot(args.config, overrides, labels=labels)
         hw = HardwareConfig.from_setup(setup)
         rate = loop_rate(setup, hw, labels)
+        if rate != setup.settings.control.rate:  # the file's hardware.rate: the controller steps at the bus rate
+            setup = load_robot(args.config, {**overrides, 'control.rate': rate}, labels=labels)
+            hw = HardwareConfig.from_setup(setup)
     except (ValueError, FileNotFoundError) as exc:
         print(f'uk-controller run: {exc}', file=sys.stderr)
         return 2
     protocol, port, watchdog = hw.protocol, hw.port, hw.watchdog
     try:
-        core = None if args.check else ControllerCore(setup, rate=rate)
+        core = None if args.check else ControllerCore(setup)
         assembler = JointStateAssembler(setup, hw)
         # the protocol's own checks of its options (e.g. can_mit: ids a reply can tell apart), port unopened
-        registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol)
+        registry.make_bus(hw)
     except ValueError as exc:
         print(f'uk-controller run: error: {exc}', file=sys.stderr)
         return 2
@@ -200,9 +203,7 @@ def run(args) -> int:
     def log(msg):
         print(('\n' if not args.quiet else '') + msg, file=sys.stderr)
 
-    safe = SafeBus(
-        hw, lambda: registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol), watchdog=watchdog, log=log
-    )
+    safe = SafeBus(hw, lambda: registry.make_bus(hw), watchdog=watchdog, log=log)
     stop = threading.Event()
     received = []
     old = {}

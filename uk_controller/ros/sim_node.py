@@ -60,7 +60,8 @@ COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, histo
 
 
 def make_plant(setup, sim):
-    """The physics of ``settings.simulation``: UKPlant, or MujocoPlant for ``plant: mujoco``."""
+    """The physics of ``settings.simulation`` (the setup's resolved settings): UKPlant, or MujocoPlant for
+    ``plant: mujoco``."""
     if sim.plant == 'mujoco':
         try:
             import mujoco  # noqa: F401
@@ -70,14 +71,8 @@ def make_plant(setup, sim):
             raise ConfigError(
                 'mujoco needs the MuJoCo Python package (pip install mujoco), or use plant:=uk', key='simulation.plant'
             ) from None
-        return MujocoPlant.from_setup(setup, mass_scale=sim.mass_scale)
-    return UKPlant(
-        setup,
-        integrator=sim.integrator,
-        substeps=sim.substeps,
-        closure_omega=sim.closure_omega,
-        closure_rcond=sim.closure_rcond,
-    )
+        return MujocoPlant.from_setup(setup)  # simulation.mass_scale applied to the file MuJoCo reads
+    return UKPlant(setup)  # the setup's model is already scaled by simulation.mass_scale (SimNode)
 
 
 def to_time(t):
