@@ -5,7 +5,7 @@ equality constraints (uk_controller/sim/mujoco_plant.py), so this is the closed
 chains and the dual arms on a simulator that shares nothing of our dynamics,
 over ROS. In lockstep (the plant advances only when the effort for its last
 state arrives) the DDS loop must reproduce the in-process
-``simulate(plant='mujoco')`` run to rounding: same states, same task errors.
+``simulate`` with ``simulation.plant: mujoco`` run to rounding: same states, same task errors.
 """
 
 import os

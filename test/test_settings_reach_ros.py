@@ -33,9 +33,9 @@ def _setup_file(tmp_path):
     """config/planar_3r.yaml with keys set away from their defaults (and from the shipped file's)."""
     tree = yaml.safe_load((ROOT / 'config' / 'planar_3r.yaml').read_text())
     params = tree['/**']['ros__parameters']
-    params['control']['rate'] = 500.0
+    params['control'].update(rate=500.0, state_timeout=0.3, clock_skew=0.2, soft_start=2.0)
     params['stabilization'] = {'convention': 'critical', 'omega': 12.0}
-    params['simulation'].update(substeps=3)
+    params['simulation'].update(substeps=3, publish_clock=True, real_time_factor=2.0)
     params.setdefault('ros', {}).update(effort_topic='/reach/efforts', joint_states_topic='/reach/states')
     params['ros']['loop'] = {'window': 0.5, 'mode': 'thread'}
     path = tmp_path / 'planar_3r_reach.yaml'
@@ -62,6 +62,8 @@ def test_controller_node_runs_the_file_and_its_parameters(tmp_path):
         assert core.safe_effort == 'hold'  # the -p parameter
         assert node.count_publishers('/reach/efforts') == 1
         assert node.loop.timing.window_ns == 500_000_000
+        assert node.merger.state_timeout == 0.3 and node.merger.clock_skew == 0.2
+        assert node.rearm.soft_start == 2.0
     finally:
         if node is not None:
             node.destroy_node()
@@ -78,6 +80,8 @@ def test_sim_node_runs_the_file_and_its_parameters(tmp_path):
         node = _node(SimNode, path, Parameter('simulation.mass_scale', value=2.0))
         assert node.dt == 1.0 / 500.0  # simulation.rate defaults to the file's control.rate
         assert node.plant.substeps == 3
+        assert node.clock_pub is not None  # simulation.publish_clock
+        assert node.timer.timer_period_ns == 1_000_000  # 2 ms periods at simulation.real_time_factor 2
         assert node.settings.simulation.mass_scale == 2.0
         from uk_controller.robots import load_robot
         from uk_controller.sim.uk_plant import UKPlant

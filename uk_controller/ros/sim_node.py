@@ -59,10 +59,10 @@ STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
-def make_plant(setup, sim):
+def make_plant(setup):
     """The physics of ``settings.simulation`` (the setup's resolved settings): UKPlant, or MujocoPlant for
     ``plant: mujoco``."""
-    if sim.plant == 'mujoco':
+    if setup.settings.simulation.plant == 'mujoco':
         try:
             import mujoco  # noqa: F401
 
@@ -92,7 +92,7 @@ class SimNode(Node):
         if self.sim.publish_clock and self.get_parameter('use_sim_time').value:
             raise ConfigError('use_sim_time: must be false for the node that publishes /clock')
         setup = setup_from_settings(self.settings, mass_scale=self.sim.mass_scale)
-        self.plant = make_plant(setup, self.sim)
+        self.plant = make_plant(setup)
         self.setup = setup
         self.joint_names = list(self.plant.joint_names)
         actuators = list(setup.actuators.names)
