@@ -877,8 +877,8 @@ def test_key_reaches_the_running_objects(key, tmp_path):
 # ----------------------------------------------------------------------------- through the CLI
 
 
-def _setup_file(tmp_path, **simulation):
-    """config/planar_3r.yaml with `simulation` keys and control.rate 500 Hz set in the file."""
+def _setup_file(tmp_path, hardware=None, **simulation):
+    """config/planar_3r.yaml with `simulation` (and `hardware`) keys and control.rate 500 Hz set in the file."""
     import yaml
 
     from uk_controller.files import rcl_yaml
@@ -887,6 +887,8 @@ def _setup_file(tmp_path, **simulation):
     params = tree['/**']['ros__parameters']
     params['simulation'].update(simulation)
     params['control']['rate'] = 500.0
+    if hardware:
+        params['hardware'] = dict(hardware)
     path = tmp_path / 'planar_3r_reach.yaml'
     path.write_text(rcl_yaml.dump(tree))
     return path
@@ -913,3 +915,18 @@ def test_cli_simulate_runs_the_values_of_the_file_and_its_flags(tmp_path):
     assert cli.main(['simulate', str(path), '--rate', '250', '--no-plots', '--out', str(flagged)]) == 0
     summary = json.loads((flagged / 'summary.json').read_text())
     assert summary['steps'] == 10 and summary['transient_s'] == 0.01  # --rate 250; the rest from the file
+
+
+def test_run_builds_the_controller_at_the_bus_rate_of_the_file(tmp_path):
+    """``uk-controller run`` steps the controller once per bus cycle: with the file's hardware.rate 250 Hz
+    below its control.rate 500 Hz, the controller it builds runs at 250 Hz, resolved as control.rate (so
+    the settings' rules checked that rate)."""
+    from uk_controller.control.controller import ControllerCore
+    from uk_controller.hardware.run_command import run_setup
+
+    path = _setup_file(tmp_path, hardware={'rate': 250.0})
+    setup, hw = run_setup(str(path), {}, {})
+    assert hw.rate == 250.0 and setup.settings.control.rate == 250.0
+    assert ControllerCore(setup).rate == 250.0
+    setup, hw = run_setup(str(_setup_file(tmp_path)), {}, {})  # no hardware.rate: the bus follows control.rate
+    assert hw.rate == setup.settings.control.rate == 500.0

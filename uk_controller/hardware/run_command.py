@@ -164,18 +164,28 @@ def loop_rate(setup, hw, labels):
     return hw.rate
 
 
+def run_setup(config, overrides, labels):
+    """``(setup, hw)`` that run steps: `config` with the flags' `overrides`, and control.rate at the bus rate
+    (:func:`loop_rate`) when the file's hardware.rate differs, so the controller is built for the rate that
+    runs and the settings' rules checked it."""
+    from ..robots import load_robot
+
+    setup = load_robot(config, overrides, labels=labels)
+    hw = HardwareConfig.from_setup(setup)
+    rate = loop_rate(setup, hw, labels)
+    if rate != setup.settings.control.rate:
+        setup = load_robot(config, {**overrides, 'control.rate': rate}, labels=labels)
+        hw = HardwareConfig.from_setup(setup)
+    return setup, hw
+
+
 def run(args) -> int:
     from ..control.controller import ControllerCore
-    from ..robots import load_robot
 
     try:
         overrides, labels = run_overrides(args)
-        setup = load_robot(args.config, overrides, labels=labels)
-        hw = HardwareConfig.from_setup(setup)
-        rate = loop_rate(setup, hw, labels)
-        if rate != setup.settings.control.rate:  # the file's hardware.rate: the controller steps at the bus rate
-            setup = load_robot(args.config, {**overrides, 'control.rate': rate}, labels=labels)
-            hw = HardwareConfig.from_setup(setup)
+        setup, hw = run_setup(args.config, overrides, labels)
+        rate = hw.rate
     except (ValueError, FileNotFoundError) as exc:
         print(f'uk-controller run: {exc}', file=sys.stderr)
         return 2
