@@ -36,9 +36,10 @@ def _simulations(record, duration):
     from uk_controller.sim.closed_loop import simulate
 
     for robot in ROBOTS:
-        setup = load_robot(robot)
         for plant, compiled in (('uk', None), ('uk', False), ('mujoco', None)):
-            res = simulate(setup, duration=duration, plant=plant, compiled=compiled)
+            res = simulate(
+                load_robot(robot, {'simulation.duration': duration, 'simulation.plant': plant}), compiled=compiled
+            )
             key = f'sim/{robot}/{plant}/{"default" if compiled is None else "python"}'
             for name in SIM_FIELDS:
                 record[f'{key}/{name}'] = np.asarray(getattr(res, name))

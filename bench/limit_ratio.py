@@ -114,7 +114,7 @@ def measure(label, relative, tool, start, target, attitude, count):
             path = Path(folder) / f'arm_{k}.yaml'
             path.write_text(text)
             setups.append(load_robot(path))
-    res = simulate(setups[0], duration=RUN_SECONDS)
+    res = simulate(setups[0])  # its file runs RUN_SECONDS (simulation.duration)
     states = [(np.ascontiguousarray(q), np.ascontiguousarray(qd), float(t)) for q, qd, t in zip(res.q, res.qd, res.t)]
     on, plain = ControllerCore(setups[0]), ControllerCore(setups[1])
     runners = []

@@ -42,7 +42,7 @@ def throughput(protocol, baud, p, seconds):
     plant = IndependentJointsPlant(np.full(p, 0.05), 0.5)
     emu = make_emulator(protocol, plant, hw, dt=0.001, baud=baud)
     emu.start(process=True)
-    bus = make_bus(hw, port=emu.port, baud=baud, protocol=protocol, timeout=0.2)
+    bus = make_bus(hw.at_port(emu.port, baud=baud), timeout=0.2)
     try:
         bus.open()
         bus.enable(True)
@@ -82,7 +82,7 @@ def loop_row(baud, rate, seconds):
     plant.joint_names = list(setup.joint_names)
     emu = make_emulator('uk_binary', plant, hw, dt=1.0 / rate, baud=baud)
     emu.start(process=True)
-    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, baud=baud, protocol='uk_binary', timeout=0.2), watchdog=0.2)
+    safe = SafeBus(hw, lambda: make_bus(hw.at_port(emu.port, baud=baud), timeout=0.2), watchdog=0.2)
     try:
         safe.connect(raise_errors=True)
         res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=seconds, realtime=True)

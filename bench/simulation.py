@@ -24,9 +24,9 @@ def run(args):
         setup = load_robot(name)
         configured = setup.settings.simulation.substeps
         # reference: 8 RK4 substeps per period (RK4 error 8^4 times smaller), then the configured count and 1
-        reference = simulate(load_robot(name), duration=duration, substeps=8)
+        reference = simulate(load_robot(name, {'simulation.duration': duration, 'simulation.substeps': 8}))
         for substeps in sorted({configured, 1}, reverse=True):
-            res = simulate(load_robot(name), duration=duration, substeps=substeps)
+            res = simulate(load_robot(name, {'simulation.duration': duration, 'simulation.substeps': substeps}))
             summary = res.summary()
             dq = f'{np.max(np.abs(res.q - reference.q)):.1e}'
             target = RTF_TARGET.get(name)

@@ -324,9 +324,9 @@ def run_yaml(path, duration):
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
 
-    setup = load_robot(path)
+    setup = load_robot(path, {'simulation.duration': duration})
     ctrl = ControllerCore(setup)
-    res = simulate(setup, duration=duration)
+    res = simulate(setup)
     return res, ctrl, setup.model.model
 
 

@@ -105,7 +105,9 @@ def robots():
             setup = load_robot(name)
             ControllerCore(setup)  # construction runs one warm-up step
             UKPlant.from_setup(setup).step(np.zeros(setup.actuators.p), 1e-3)
-            simulate(load_robot(name), duration=0.003)  # the compiled closed loop (sim/compiled_loop.py)
+            simulate(
+                load_robot(name, {'simulation.duration': 0.003})
+            )  # the compiled closed loop (sim/compiled_loop.py)
             done.add(key)
         return name
 

@@ -164,19 +164,17 @@ def test_prediction_bounds_the_loop_period_measured_on_the_emulator(tmp_path, ro
     from uk_controller.sim.uk_plant import UKPlant
 
     robots('scara')
-    setup = load_robot('scara', {'ros.loop.window': 0.5})
+    setup = load_robot('scara', {'ros.loop.window': 0.5, 'control.rate': 1000.0, 'hardware.protocol': 'dynamixel'})
     hw = HardwareConfig.from_setup(setup)
     baud = 1_000_000
-    core = ControllerCore(setup, rate=1000.0)
+    core = ControllerCore(setup)
     plant = JointLimitedPlant.from_setup(UKPlant.from_setup(load_robot('scara')), setup)
     emu = registry.make_emulator('dynamixel', plant, hw, dt=core.dt, baud=baud, usb_latency=latency_ms * 1e-3)
     root = str(tmp_path / 'sys')
     if latency_ms:
         fake_usb_serial(root, emu.port, latency_ms)
     emu.start(process=True)  # its own process: its waits do not share our GIL
-    safe = SafeBus(
-        hw, lambda: registry.make_bus(hw, port=emu.port, protocol='dynamixel', baud=baud, timeout=0.2), watchdog=1.0
-    )
+    safe = SafeBus(hw, lambda: registry.make_bus(hw.at_port(emu.port, baud=baud), timeout=0.2), watchdog=1.0)
     try:
         safe.connect(raise_errors=True)
         b = budget(registry.get('dynamixel'), hw.p, baud, facts=safe.bus.timing_facts(), port=emu.port, sysfs=root)

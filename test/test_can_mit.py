@@ -275,15 +275,15 @@ def test_scara_helix_over_can_mit_tracks_within_the_quantisation_bound(robot):
     from uk_controller.sim.closed_loop import simulate
 
     duration = 1.5
-    sim = simulate(load_robot(robot), duration=duration, rate=RATE)
+    sim = simulate(load_robot(robot, {'simulation.duration': duration, 'control.rate': RATE}))
     k, q, e, diag = hil(robot, 'can_mit', duration)
     np.testing.assert_array_equal(k, np.arange(int(round(duration * RATE))))
     assert diag['timeouts'] == 0 and diag['crc_errors'] == 0 and diag['watchdog_trips'] == 0
-    setup = load_robot(robot)
+    setup = load_robot(robot, {'control.rate': RATE})
     r = mit.PRESETS[mit.DEFAULT_MODEL]
     s_p, s_v = step(-r.p_max, r.p_max, 16), step(-r.v_max, r.v_max, 12)
     w = float(setup.settings.stabilization.omega[0])
-    core = ControllerCore(setup, rate=RATE)
+    core = ControllerCore(setup)
     qf, t_end = q[-1], (k[-1]) / RATE
     zero = np.zeros_like(qf)
     e0 = core.step(qf, zero, t_end).task_error.copy()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 import pytest
+from variants import variant
 
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate
@@ -147,7 +148,10 @@ def test_continuous_tracks_like_revolute_over_several_turns(arms, plant, compile
     """compiled=None: the whole loop compiled (sim/compiled_loop.py) when available; False: the Python loop
     (ControllerCore step with Pinocchio fed (cos, sin)). The revolute arm is the reference either way."""
     duration = 1.5 if plant == 'uk' else 0.5
-    runs = {kind: simulate(setup, plant=plant, duration=duration, compiled=compiled) for kind, setup in arms.items()}
+    runs = {
+        kind: simulate(variant(setup, {'simulation.plant': plant, 'simulation.duration': duration}), compiled=compiled)
+        for kind, setup in arms.items()
+    }
     cont, rev = runs['continuous'], runs['revolute']
     assert cont.settings['loop'] == rev.settings['loop']
     if plant == 'uk':
@@ -171,7 +175,7 @@ def test_continuous_arm_over_serial_matches_in_process(tmp_path, robots):
 
     config = robots(str(write_arm(tmp_path / 'arm', 'continuous', actuators=True)))
     duration = 1.1
-    sim = simulate(load_robot(config), duration=duration, rate=RATE)
+    sim = simulate(load_robot(config, {'simulation.duration': duration, 'control.rate': RATE}))
     k, q, e, diag = hil(config, 'uk_binary', duration)
     np.testing.assert_array_equal(k, np.arange(int(round(duration * RATE))))
     assert diag['timeouts'] == 0 and diag['crc_errors'] == 0

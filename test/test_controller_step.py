@@ -184,7 +184,7 @@ def test_step_view_reads_what_step_returns(robot, backend):
 def test_step_view_refusals_are_the_callers_and_hold_the_last_view(backend):
     """A refused step_view returns a StepResult of its own (ok False, its reason), and safe_effort 'hold'
     returns the effort of the last view that solved, as step() would."""
-    ctrl = ControllerCore.from_config('five_bar', backend=backend, safe_effort='hold')
+    ctrl = ControllerCore.from_config('five_bar', {'control.safe_effort': 'hold'}, backend=backend)
     q0, qd0 = ctrl.setup.q0, ctrl.setup.qd0
     good = ctrl.step_view(q0 + 0.1, qd0, 0.1)
     held = good.effort.copy()

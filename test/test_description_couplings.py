@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 import pytest
+from variants import variant
 
 from uk_controller import cli
 from uk_controller.constraints import ConstraintStack, JointPolynomial
@@ -43,13 +44,13 @@ def mj_joint_values(model, name):
     )
 
 
-def with_params(setup, change):
-    """A setup rebuilt from `setup`'s parameters after `change(params)`."""
+def with_params(setup, change, overrides=None):
+    """A setup rebuilt from `setup`'s parameters after `change(params)`, with dotted `overrides`."""
     from uk_controller.files.parameter_file import load_config
 
     params = load_config(setup.config_path)[0]
     change(params)
-    return setup_from_settings(resolve(setup.config_path, params=params))
+    return setup_from_settings(resolve(setup.config_path, overrides, params=params))
 
 
 # ----------------------------------------------------------------------------- reading the files
@@ -228,7 +229,7 @@ def test_nonlinear_coupling_held_by_both_plants(tmp_path):
     setup = poly_setup(tmp_path, '0 0.9 0.3 0 0', ref=None)  # q = 0 is on the row
     mp = setup.passive.m
     for plant, bound in (('uk', 1e-11), ('mujoco', 1e-3)):
-        res = simulate(setup, duration=1.0, plant=plant)
+        res = simulate(variant(setup, {'simulation.duration': 1.0, 'simulation.plant': plant}))
         coupling = np.abs(res.phi[:, mp - 1]).max()
         print(f'{plant}: polynomial coupling residual max {coupling:.3e}')
         assert coupling < bound and res.ok.all()
@@ -357,7 +358,7 @@ def test_gripper_runs_unedited_on_both_plants():
     setup = load_robot(GRIPPER)
     mp = setup.passive.m
     for plant, bound in (('uk', 1e-11), ('mujoco', 1e-4)):
-        res = simulate(setup, duration=2.0, plant=plant)
+        res = simulate(load_robot(GRIPPER, {'simulation.duration': 2.0, 'simulation.plant': plant}))
         closures = np.abs(res.phi[:, : mp - 1]).max()
         coupling = np.abs(res.phi[:, mp - 1]).max()
         task = np.abs(res.task_error[400:]).max()
@@ -370,9 +371,8 @@ def test_gripper_runs_unedited_on_both_plants():
 
 @pytest.mark.slow
 def test_mimic_urdf_on_both_plants():
-    setup = load_robot(MIMIC)
     for plant, bound in (('uk', 1e-12), ('mujoco', 1e-3)):
-        res = simulate(setup, duration=1.5, plant=plant)
+        res = simulate(load_robot(MIMIC, {'simulation.duration': 1.5, 'simulation.plant': plant}))
         mimic = np.abs(res.q[:, 1] + res.q[:, 2]).max()  # q_right = -q_left
         print(
             f'{plant}: mimic residual {mimic:.3e} rad, task error after 0.3 s '
@@ -503,11 +503,13 @@ def test_tendon_equality_is_a_joint_linear_row_with_mujocos_violation(tmp_path):
 def test_friction_compensation_tracks_better_than_feedback_alone():
     """The plant has the URDF's Coulomb friction either way; the controller that knows it (default) tracks the
     finger an order of magnitude better than the one whose model has none (Baumgarte feedback only)."""
-    setup = load_robot(MIMIC)
-    off = with_params(setup, lambda p: p.setdefault('control', {}).update(friction_compensation=False))
+    setup = load_robot(MIMIC, {'simulation.duration': 3.0})
+    off = with_params(
+        setup, lambda p: p.setdefault('control', {}).update(friction_compensation=False), {'simulation.duration': 3.0}
+    )
     errors = {}
     for name, s in (('compensated', setup), ('not compensated', off)):
-        res = simulate(s, duration=3.0)
+        res = simulate(s)
         errors[name] = np.abs(res.task_error[600:, 1]).max()
     print('finger task error after 0.6 s: ' + ', '.join(f'{k} {v:.3e} rad' for k, v in errors.items()))
     assert errors['compensated'] < 0.1 * errors['not compensated']

@@ -10,6 +10,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 import yaml
+from variants import variant
 
 from uk_controller.files import description, rcl_yaml
 from uk_controller.files.parameter_file import ConfigError
@@ -52,8 +53,9 @@ def test_mjcf_gives_the_same_model_and_closures(urdf_name, mjcf_name):
 @pytest.mark.parametrize('urdf_name, mjcf_name', PAIRS)
 @pytest.mark.parametrize('plant, duration', [('uk', 0.5), ('mujoco', 0.15)])
 def test_mjcf_runs_like_urdf_on_both_plants(urdf_name, mjcf_name, plant, duration):
-    ra = simulate(load_robot(urdf_name), plant=plant, duration=duration)
-    rb = simulate(load_robot(mjcf_name), plant=plant, duration=duration)
+    run = {'simulation.plant': plant, 'simulation.duration': duration}
+    ra = simulate(load_robot(urdf_name, run))
+    rb = simulate(load_robot(mjcf_name, run))
     scale = np.abs(ra.effort).max()
     assert scale > 0
     np.testing.assert_allclose(rb.effort, ra.effort, rtol=0, atol=1e-9 * scale)
@@ -216,11 +218,12 @@ def test_xacro_robot_equals_its_urdf(tmp_path):
     ref.model.compute(ref.q0, ref.qd0)
     np.testing.assert_array_equal(M, ref.model.M)
     np.testing.assert_array_equal(h, ref.model.h)
-    a = simulate(ref, duration=0.3)
-    b = simulate(mine, duration=0.3)
+    a = simulate(variant(ref, {'simulation.duration': 0.3}))
+    b = simulate(variant(mine, {'simulation.duration': 0.3}))
     np.testing.assert_allclose(b.effort, a.effort, rtol=0, atol=1e-12 * np.abs(a.effort).max())
-    c = simulate(mine, plant='mujoco', duration=0.05)
-    d = simulate(ref, plant='mujoco', duration=0.05)
+    on_mujoco = {'simulation.plant': 'mujoco', 'simulation.duration': 0.05}
+    c = simulate(variant(mine, on_mujoco))
+    d = simulate(variant(ref, on_mujoco))
     np.testing.assert_allclose(c.effort, d.effort, rtol=0, atol=1e-12 * np.abs(d.effort).max())
 
 
@@ -416,6 +419,6 @@ def test_sdf_five_bar_matches_urdf_and_yaml(tmp_path):
         for xa, xb in zip(rows_a, rows_b):
             for ya, yb in zip(xa, xb):
                 np.testing.assert_allclose(yb, ya, atol=1e-12)
-    ra, rb = simulate(a, duration=0.3), simulate(b, duration=0.3)
+    ra, rb = (simulate(variant(s, {'simulation.duration': 0.3})) for s in (a, b))
     np.testing.assert_allclose(rb.effort, ra.effort, rtol=0, atol=1e-9 * np.abs(ra.effort).max())
     np.testing.assert_allclose(rb.q + q0, ra.q, rtol=0, atol=1e-9)

@@ -46,10 +46,10 @@ def test_hold_without_value_holds_where_the_row_starts():
 
 @pytest.mark.slow
 def test_free_base_biped_stands_with_feet_still_and_pelvis_tracked():
-    setup = load_robot(str(DATA / 'biped_standing.yaml'))
+    setup = load_robot(str(DATA / 'biped_standing.yaml'), {'simulation.duration': 3.0})
     assert setup.joint_names[:6] == ['base_x', 'base_y', 'base_z', 'base_yaw', 'base_pitch', 'base_roll']
     assert not any(a.joint in range(6) for a in setup.actuators.actuators)  # the base is not actuated
-    res = simulate(setup, duration=3.0)
+    res = simulate(setup)
     s = res.summary()
     assert not s['failure'], s['verdict']
     assert np.abs(res.closure_residual).max() <= 1e-10

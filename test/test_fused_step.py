@@ -256,8 +256,8 @@ def test_compiled_plant_period_equals_reference_rk4(robot):
     """UKPlant's one-call RK4 period (kernels.plant.plant_rk4) equals its stage-by-stage RK4 on Pinocchio."""
     from uk_controller.sim.uk_plant import UKPlant
 
-    fast = UKPlant.from_setup(load_robot(robot), substeps=2)
-    ref = UKPlant.from_setup(load_robot(robot), substeps=2, backend='compiled_stages')
+    fast = UKPlant.from_setup(load_robot(robot, {'simulation.substeps': 2}))
+    ref = UKPlant.from_setup(load_robot(robot, {'simulation.substeps': 2}), backend='compiled_stages')
     assert fast.backend.name == 'compiled' and ref.backend.name == 'compiled_stages'
     rng = np.random.default_rng(13)
     for _ in range(100):

@@ -257,7 +257,7 @@ def test_five_bar_passive_joints_from_closure():
     assert [setup.joint_names[i] for i in asm.measured] == ['joint_a1', 'joint_a2']
     # 4 RK4 substeps per 5 ms period: the plant's own velocity-level closure drift
     # (~2e-8 with 1 substep) stays well below the 1e-8 asked of the reconstruction
-    plant = UKPlant.from_setup(setup, substeps=4)
+    plant = UKPlant.from_setup(load_robot('five_bar', {'simulation.substeps': 4}))
     err = 0.0
     for k in range(40):  # the plant integrates the true closed chain
         plant.step(np.array([0.03, -0.02]), 0.005)

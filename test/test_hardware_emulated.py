@@ -99,9 +99,12 @@ def test_hardware_launch_nodes_track_against_the_emulator(tmp_path, robot):
     assert emulator.returncode == 0 and 'emulator stopped' in tail, tail
     e = np.linalg.norm(np.array([x for _, x in errors]), axis=1)
     bound = np.linalg.norm(
-        simulate(load_robot('scara'), duration=duration, rate=RATE, measurement_delay=3).task_error[
-            int(SETTLED * RATE) :
-        ],
+        simulate(
+            load_robot(
+                'scara',
+                {'simulation.duration': duration, 'control.rate': RATE, 'simulation.measurement_delay': 3},
+            )
+        ).task_error[int(SETTLED * RATE) :],
         axis=1,
     ).max()
     print(

@@ -33,11 +33,11 @@ pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 def hardware(setup, protocol):
-    if protocol != 'dynamixel':
-        return HardwareConfig.from_setup(setup)
     names = setup.actuators.names
-    overrides = {'hardware.protocol': 'dynamixel', 'hardware.motors': list(names)}
-    for k, name in enumerate(names):
+    overrides = {'hardware.protocol': protocol}
+    if protocol == 'dynamixel':
+        overrides['hardware.motors'] = list(names)
+    for k, name in enumerate(names if protocol == 'dynamixel' else ()):
         overrides.update(
             {
                 f'hardware.{name}.id': k + 1,
@@ -55,12 +55,12 @@ def hardware(setup, protocol):
 
 
 def hil(robot, protocol, duration):
-    setup = load_robot(robot)
+    setup = load_robot(robot, {'control.rate': RATE})
     hw = hardware(setup, protocol)
     plant = UKPlant.from_setup(load_robot(robot))  # the device's own physics
-    core = ControllerCore(setup, rate=RATE)
+    core = ControllerCore(setup)
     emu = make_emulator(protocol, plant, hw, dt=core.dt).start()
-    safe = SafeBus(hw, lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=0.5), watchdog=2.0)
+    safe = SafeBus(hw, lambda: make_bus(hw.at_port(emu.port), timeout=0.5), watchdog=2.0)
     try:
         safe.connect(raise_errors=True)
         res = run_loop(core, safe, JointStateAssembler(setup, hw), duration=duration, realtime=False, record=True)
@@ -85,7 +85,7 @@ def hil(robot, protocol, duration):
     indirect=['robot'],
 )
 def test_hil_matches_in_process_simulation(robot, protocol, duration):
-    sim = simulate(load_robot(robot), duration=duration, rate=RATE)
+    sim = simulate(load_robot(robot, {'simulation.duration': duration, 'control.rate': RATE}))
     k, q, e, diag = hil(robot, protocol, duration)
     steps = int(round(duration * RATE))
     np.testing.assert_array_equal(k, np.arange(steps))  # every period ran, in order

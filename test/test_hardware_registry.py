@@ -54,7 +54,7 @@ def test_registry_line_names_a_bus_and_a_device_of_that_protocol(name):
 def test_unknown_protocol_is_an_error_naming_the_accepted_ones():
     hw = HardwareConfig.default(['m1'])
     with pytest.raises(ValueError, match='canopen.*' + ', '.join(NAMES)):
-        registry.make_bus(hw, protocol='canopen')
+        registry.make_bus(HardwareConfig.default(['m1'], protocol='canopen'))
     with pytest.raises(ValueError, match='canopen'):
         registry.make_emulator('canopen', IndependentJointsPlant([1.0]), hw)
     params = {'actuators': {'names': ['m1']}, 'hardware': {'protocol': 'canopen'}}
@@ -140,7 +140,7 @@ def test_factories_give_the_section_over_the_registry_defaults():
         'hardware': {'protocol': 'dynamixel', 'dynamixel': {'current_unit': 1e-3}},
     }
     hw = HardwareConfig.from_settings(resolve('robot.yaml', params=params))
-    bus = registry.make_bus(hw, port='/nonexistent')  # not opened
+    bus = registry.make_bus(hw.at_port('/nonexistent'))  # not opened
     defaults = registry.get('dynamixel').defaults()
     assert bus.options == {**defaults, 'current_unit': 1e-3}
     emu = registry.make_emulator('dynamixel', IndependentJointsPlant([1.0]), hw)

@@ -324,9 +324,8 @@ def test_streamed_run_equals_the_whole_run():
     """simulate(sink=...) hands over the run in chunks of CHUNK_STEPS rows, forgets them, and keeps
     every keep_every-th row: the chunks put together are the whole (unstreamed) run bit for bit and
     the summary of the streamed run is the whole run's."""
-    setup = load_robot('planar_3r')
-    duration = (2.5 * CHUNK_STEPS) / 1000.0
-    whole = simulate(setup, duration=duration)
+    setup = load_robot('planar_3r', {'simulation.duration': (2.5 * CHUNK_STEPS) / 1000.0})
+    whole = simulate(setup)
     chunks = []
 
     def keep(chunk):  # the chunk's arrays are views of a buffer the next chunk reuses
@@ -334,7 +333,7 @@ def test_streamed_run_equals_the_whole_run():
             dataclasses.replace(chunk, **{k: v.copy() for k, v in vars(chunk).items() if isinstance(v, np.ndarray)})
         )
 
-    streamed = simulate(load_robot('planar_3r'), duration=duration, sink=keep, keep_every=7)
+    streamed = simulate(setup, sink=keep, keep_every=7)
     assert all(c.t.size <= CHUNK_STEPS for c in chunks) and len(chunks) == 3
     assert [c.first_step for c in chunks] == [0, CHUNK_STEPS, 2 * CHUNK_STEPS]
     for name in ('t', 'q', 'qd', 'effort', 'phi', 'phidot', 'task_error', 'ok', 'status', 'saturated'):
@@ -351,18 +350,20 @@ def test_streamed_memory_does_not_grow_with_the_log():
     """Peak traced memory of a streamed run grows by the per-step figures of RunStats (27 B/step, twice
     while they are joined at the end) and the kept rows, not by the log (173 B/step for the planar 3R,
     and the text of log.csv on top before): 9 chunks vs 3."""
-    setup = load_robot('planar_3r')
-    simulate(setup, duration=0.01)  # kernels loaded before measuring
+    simulate(load_robot('planar_3r', {'simulation.duration': 0.01}))  # kernels loaded before measuring
 
     def peak(chunks):
+        long_run = load_robot('planar_3r', {'simulation.duration': chunks * CHUNK_STEPS / 1000.0})
         tracemalloc.start()
-        simulate(load_robot('planar_3r'), duration=chunks * CHUNK_STEPS / 1000.0, sink=lambda c: None, keep_every=1000)
+        simulate(long_run, sink=lambda c: None, keep_every=1000)
         size = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         return size
 
     log_bytes_per_step = sum(
-        v.nbytes for v in vars(simulate(setup, duration=0.001)).values() if isinstance(v, np.ndarray)
+        v.nbytes
+        for v in vars(simulate(load_robot('planar_3r', {'simulation.duration': 0.001}))).values()
+        if isinstance(v, np.ndarray)
     )
     extra = (peak(9) - peak(3)) / (6 * CHUNK_STEPS)
     assert log_bytes_per_step > 150
@@ -449,9 +450,9 @@ def test_delay_not_shorter_than_the_run_is_refused(tmp_path):
 def test_delay_steps_without_a_measurement_are_safe_effort():
     """The first `delay` periods have no measurement: safe effort (status safe_effort), never 'ok';
     from then on the controller acts on the state `delay` periods old, as a delayed sensor gives it."""
-    setup = load_robot('planar_3r')
     delay = 30
-    res = simulate(setup, duration=0.2, measurement_delay=delay)
+    setup = load_robot('planar_3r', {'simulation.duration': 0.2, 'simulation.measurement_delay': delay})
+    res = simulate(setup)
     assert np.all(res.status[:delay] == StepClass.SAFE_EFFORT) and not res.ok[:delay].any()
     assert not np.any(res.effort[:delay])
     assert res.ok[delay:].all()

@@ -46,7 +46,7 @@ def test_redundant_arm_tracks_with_posture(name):
     assert (ctrl.redundancy.null_motion, ctrl.redundancy.null_internal) == (motion, internal)
     if jit.AVAILABLE:
         assert ctrl.backend.name == 'compiled'
-    res = simulate(setup, duration=6.0)
+    res = simulate(setup_from_settings(resolve(path, {'simulation.duration': 6.0}, params=params)))
     s = res.summary()
     assert not s['failure'], s['verdict']
     assert s['task_error_max'] < 1e-3, s['verdict']  # tracked after the transient
@@ -56,7 +56,7 @@ def test_redundant_arm_tracks_with_posture(name):
     assert np.isfinite(res.posture_error).all() and res.posture_error.max() < 1.5
     # the same arm and task with Chen's minimum-norm effort alone (z = 0): the free directions fall
     params['posture'] = dict(params.get('posture') or {}, enabled=False)
-    off = simulate(setup_from_settings(resolve(path, params=params)), duration=6.0).summary()
+    off = simulate(setup_from_settings(resolve(path, {'simulation.duration': 6.0}, params=params))).summary()
     # (the joint-limit stage then catches the falling arm at its limits: the task gives way there)
     limited = off['steps_by_status'].get('limited', 0) / max(off['steps'], 1)
     assert off['failure'] or off['saturated_fraction'] > 0.05 or off['task_error_max'] > 1e-2 or limited > 0.05, off[

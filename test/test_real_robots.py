@@ -36,10 +36,10 @@ def test_robots_dir_is_found_from_the_distribution():
 def test_ur5_pose_task_tracked_on_the_compiled_backend(tmp_path):
     path = tmp_path / 'ur5_pose.yaml'
     path.write_text(erd.ur5_pose_yaml(radius=0.1, omega=1.0, duration=4.0))
-    setup = load_robot(path)
+    setup = load_robot(path, {'simulation.duration': 4.0})
     fast = ControllerCore(setup)
     assert fast.backend.name == 'compiled'
-    res = simulate(setup, duration=4.0)
+    res = simulate(setup)
     assert res.ok.all() and not res.saturated.any() and np.isfinite(res.q).all()
     after = res.after(1.0)
     assert np.abs(res.task_error[after]).max() < 1e-4

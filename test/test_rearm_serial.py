@@ -26,10 +26,10 @@ pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 def outage_run(robot='scara', *, soft_start=1.0, pre=2.0, outage=0.5, post=1.5):
-    setup = load_robot(robot)
+    setup = load_robot(robot, {'control.rate': RATE})
     hw = HardwareConfig.from_setup(setup)
     plant = UKPlant.from_setup(load_robot(robot))
-    core = ControllerCore(setup, rate=RATE)
+    core = ControllerCore(setup)
     dt = core.dt
     clock, emu, safe = stepped_bus(hw, plant, dt)
     cycles = {'k': 0}

@@ -191,7 +191,11 @@ def test_internal_force_target_changes_efforts_not_motion():
         assert np.abs(r1.effort - r0.effort).max() > 0.1
     # a short closed loop: the same motion, other efforts. (The effort is held over a period while N(q) B
     # turns with q, so the target's share moves the plant by O(dt) between control instants: ~1e-6 rad.)
-    runs = [simulate(s, duration=0.5) for s in (base, loaded)]
+    short = {'simulation.duration': 0.5}
+    runs = [
+        simulate(s)
+        for s in (load_robot('five_bar_redundant', short), setup_from_settings(resolve(path, short, params=params)))
+    ]
     assert np.abs(runs[0].q - runs[1].q).max() < 1e-5
     assert np.abs(runs[0].effort - runs[1].effort).max() > 0.1
 
@@ -248,7 +252,7 @@ def test_posture_converges_where_the_task_leaves_freedom(tmp_path):
     assert ctrl.redundancy.null_motion == 1 and ctrl.redundancy.secondary >= 3
     if jit.AVAILABLE:
         assert ctrl.backend.name == 'compiled'
-    res = simulate(loaded, duration=4.0)
+    res = simulate(setup_from_settings(resolve(path, {'simulation.duration': 4.0}, params=params)))
     start = np.linalg.norm(setup.q0 - q_ref)
     assert res.posture_error[0] == pytest.approx(start)
     assert res.posture_error[-1] < 1e-3 * start  # the free direction reached q_ref
@@ -263,7 +267,7 @@ def test_posture_converges_where_the_task_leaves_freedom(tmp_path):
     assert set(data[:, header.index('null_motion')]) == {1.0}
     # the same arm without the term: the free direction is left to gravity (Chen's z = 0)
     params['posture']['enabled'] = False
-    off = simulate(setup_from_settings(resolve(path, params=params)), duration=4.0)
+    off = simulate(setup_from_settings(resolve(path, {'simulation.duration': 4.0}, params=params)))
     assert off.posture_error[-1] > 0.1 * start
 
 

@@ -62,7 +62,9 @@ def test_continuous_arm_lockstep_over_dds(tmp_path, robots):
         states = probe.snapshot('/joint_states')
     finally:
         probe.close()
-    ref = simulate(load_robot(config), duration=duration, rate=RATE, substeps=2)
+    ref = simulate(
+        load_robot(config, {'simulation.duration': duration, 'control.rate': RATE, 'simulation.substeps': 2})
+    )
     by_step = {int(round((t - CLOCK_START) * RATE)): (names, q) for _, (t, names, q) in states}
     names, _ = by_step[steps - 1]
     assert names == ['crank', 'slider', 'wrist']  # one position per joint, no (cos, sin) pair

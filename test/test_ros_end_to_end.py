@@ -75,7 +75,12 @@ def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_
     # the in-process run covers every step the probe saw (and a few more: a task error may arrive
     # before the state it was computed from): under load the probe may match the controller's
     # publisher late, and its first task errors then belong to steps past `duration`
-    ref = simulate(load_robot(robot), duration=(max(by_step) + 5) / RATE, rate=RATE, substeps=SUBSTEPS)
+    ref = simulate(
+        load_robot(
+            robot,
+            {'simulation.duration': (max(by_step) + 5) / RATE, 'control.rate': RATE, 'simulation.substeps': SUBSTEPS},
+        )
+    )
     # the probe matched the plant before the first state went out: it sees every step
     assert all(k in by_step for k in range(steps)), sorted(set(range(steps)) - set(by_step))[:10]
     dq = max(np.abs(np.asarray(by_step[k]) - ref.q[k]).max() for k in range(steps))
@@ -122,11 +127,17 @@ def test_free_running_loop_on_sim_clock_closes_stably_over_dds(probe, tmp_path, 
     # skipping the first transient * rate messages skips at least the transient
     after = np.array([e for _, e in errors])[int(transient * rate) :]
     dds_max = np.linalg.norm(after, axis=1).max()
-    setup = load_robot(robot)
+    setup = load_robot(
+        robot,
+        {
+            'simulation.duration': duration,
+            'control.rate': rate,
+            'simulation.substeps': 1,
+            'simulation.measurement_delay': lag,
+        },
+    )
     bound = np.linalg.norm(
-        simulate(setup, duration=duration, rate=rate, substeps=1, measurement_delay=lag).task_error[
-            int(transient * rate) :
-        ],
+        simulate(setup).task_error[int(transient * rate) :],
         axis=1,
     ).max()
     assert np.isfinite(dds_max) and dds_max <= max(1.5 * bound, FREE_RUN_FLOOR), (dds_max, bound)

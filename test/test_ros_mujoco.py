@@ -5,7 +5,7 @@ equality constraints (uk_controller/sim/mujoco_plant.py), so this is the closed
 chains and the dual arms on a simulator that shares nothing of our dynamics,
 over ROS. In lockstep (the plant advances only when the effort for its last
 state arrives) the DDS loop must reproduce the in-process
-``simulate(plant='mujoco')`` run to rounding: same states, same task errors.
+``simulate`` with ``simulation.plant: mujoco`` run to rounding: same states, same task errors.
 """
 
 import os
@@ -57,7 +57,9 @@ def test_mujoco_plant_over_dds_reproduces_the_in_process_mujoco_loop(probe, tmp_
         timeout=90.0,
     )
     assert 'mujoco plant' in plant_output
-    ref = simulate(load_robot(robot), duration=duration, rate=RATE, plant='mujoco')
+    ref = simulate(
+        load_robot(robot, {'simulation.duration': duration, 'control.rate': RATE, 'simulation.plant': 'mujoco'})
+    )
     by_step = {int(round((t - CLOCK_START) * RATE)): q for _, (t, q) in states}
     common = [k for k in range(steps) if k in by_step]
     assert len(common) > 0.9 * steps and steps - 1 in by_step

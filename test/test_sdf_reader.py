@@ -380,12 +380,12 @@ def test_cassie_hung_example_tracks_within_limits_with_its_loops_closed():
     from uk_controller.paths import share_dir
     from uk_controller.sim.closed_loop import simulate
 
-    setup = load_robot(str(share_dir() / 'config' / 'examples' / 'cassie_hung.yaml'))
+    setup = load_robot(str(share_dir() / 'config' / 'examples' / 'cassie_hung.yaml'), {'simulation.duration': 3.0})
     model = setup.model
     model.compute(setup.q0, setup.qd0)
     start = np.abs(setup.passive.evaluate(model, setup.q0, setup.qd0, 0.0).phi).max()
     assert start < 1e-7  # the nearly planar right foot four-bar: 2e-8
-    res = simulate(setup, duration=3.0)
+    res = simulate(setup)
     s = res.summary()
     assert not s['failure'], s['verdict']
     assert s['task_error_max'] < 1e-3, s['verdict']

@@ -94,7 +94,7 @@ def test_bus_against_emulated_plant(protocol):
     with make_emulator(protocol, plant, hw, dt=dt) as emu:
         # (a generous reply timeout: the emulator thread may be starved on a loaded machine; timing is
         # not what this test checks, and a late reply is still counted in bus.stats below)
-        bus = make_bus(hw, port=emu.port, timeout=1.0)
+        bus = make_bus(hw.at_port(emu.port), timeout=1.0)
         with bus:
             fb = bus.read()
             q, qd = hw.motor_to_joint(fb.position, fb.velocity)
@@ -127,7 +127,7 @@ def test_device_watchdog_zeroes_torque_when_commands_stop(protocol):
     hw = calibrated(protocol, watchdog=0.04)
     plant = IndependentJointsPlant([0.02, 0.05], 0.1)
     with make_emulator(protocol, plant, hw, dt=0.002) as emu:
-        with make_bus(hw, port=emu.port, timeout=0.1) as bus:
+        with make_bus(hw.at_port(emu.port), timeout=0.1) as bus:
             bus.configure(0.04, hw.tau_m_max)
             bus.enable(True)
             bus.transact([0.5, 0.5])
@@ -148,7 +148,7 @@ def test_device_clamps_to_configured_limit(protocol):
     hw = calibrated(protocol)
     plant = IndependentJointsPlant([0.02, 0.05], 0.1)
     with make_emulator(protocol, plant, hw, dt=0.002) as emu:
-        with make_bus(hw, port=emu.port, timeout=0.1) as bus:
+        with make_bus(hw.at_port(emu.port), timeout=0.1) as bus:
             bus.configure(0.5, [0.25, 0.25])  # motor-side N m
             bus.enable(True)
             bus.transact([5.0, -5.0])  # (the Dynamixel host also clips to the servo limit)
@@ -160,12 +160,12 @@ def test_port_errors_are_explained(tmp_path):
     hw = calibrated('uk_binary')
     missing = str(tmp_path / 'ttyUSB9')
     with pytest.raises(PortError, match='does not exist'):
-        make_bus(hw, port=missing).open()
+        make_bus(hw.at_port(missing)).open()
     plant = IndependentJointsPlant([0.1, 0.1], 0.1)
     with make_emulator('uk_binary', plant, hw) as emu:
-        with make_bus(hw, port=emu.port):
+        with make_bus(hw.at_port(emu.port)):
             with pytest.raises(PortError, match='busy'):
-                make_bus(hw, port=emu.port).open()
+                make_bus(hw.at_port(emu.port)).open()
     for code in (errno.EACCES, errno.EPERM):
         msg = describe_port_error('/dev/ttyUSB0', OSError(code, 'Permission denied'))
         assert 'permission' in msg and 'dialout' in msg
@@ -177,7 +177,7 @@ def test_line_rate_emulation_delays_by_baud(protocol):
     hw = calibrated(protocol)
     plant = IndependentJointsPlant([0.1, 0.1], 0.1)
     with make_emulator(protocol, plant, hw, baud=9600) as emu:
-        with make_bus(hw, port=emu.port, baud=9600, timeout=0.5) as bus:
+        with make_bus(hw.at_port(emu.port, baud=9600), timeout=0.5) as bus:
             rx0 = emu.counters['rx_bytes']
             t0 = time.monotonic()
             bus.read()
@@ -237,7 +237,7 @@ def test_set_up_waits_for_late_first_answers_and_cycles_keep_their_timeout(proto
         made = []
 
         def factory():
-            made.append(make_bus(hw, port=emu.port, timeout=0.02))
+            made.append(make_bus(hw.at_port(emu.port), timeout=0.02))
             return made[-1]
 
         safe = SafeBus(hw, factory, watchdog=0.5)
@@ -246,7 +246,7 @@ def test_set_up_waits_for_late_first_answers_and_cycles_keep_their_timeout(proto
         with pytest.raises(BusError):  # and a cycle does not wait for a late answer
             made[-1].read()
         made[-1].close()
-        bare = make_bus(hw, port=emu.port, timeout=0.02)  # the same set-up without the patience fails
+        bare = make_bus(hw.at_port(emu.port), timeout=0.02)  # the same set-up without the patience fails
         with pytest.raises(BusError):
             with bare:
                 bare.read()

@@ -30,10 +30,13 @@ pytestmark = [pytest.mark.serial, pytest.mark.usefixtures('fast_gil_switch')]
 
 
 def stepped_run(duration=2.5):
-    setup = load_robot('scara', {**{f'ros.overrun.{k}': v for k, v in OVERRUN.items()}, 'ros.loop.window': WINDOW})
+    setup = load_robot(
+        'scara',
+        {**{f'ros.overrun.{k}': v for k, v in OVERRUN.items()}, 'ros.loop.window': WINDOW, 'control.rate': RATE},
+    )
     hw = HardwareConfig.from_setup(setup)
     plant = UKPlant.from_setup(load_robot('scara'))
-    core = ControllerCore(setup, rate=RATE)
+    core = ControllerCore(setup)
     dt = core.dt
     clock, emu, safe = stepped_bus(hw, plant, dt)
     cycles = {'k': 0, 'slow_t': None}

@@ -360,33 +360,34 @@ def test_simulate_runs_the_plant_and_mass_scale_of_the_file(tmp_path):
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
 
-    setup = load_robot(_planar_with(tmp_path, mass_scale=1.3))
-    result = simulate(setup, duration=0.02)
+    path = _planar_with(tmp_path, mass_scale=1.3, duration=0.02)
+    result = simulate(load_robot(path))
     assert result.settings['mass_scale'] == 1.3
-    assert result.q.tobytes() == simulate(setup, duration=0.02, mass_scale=1.3).q.tobytes()
-    assert result.q.tobytes() != simulate(setup, duration=0.02, mass_scale=1.0).q.tobytes()
+    assert result.q.tobytes() == simulate(load_robot(path, {'simulation.mass_scale': 1.3})).q.tobytes()
+    assert result.q.tobytes() != simulate(load_robot(path, {'simulation.mass_scale': 1.0})).q.tobytes()
     pytest.importorskip('mujoco')
-    assert simulate(load_robot(_planar_with(tmp_path, plant='mujoco')), duration=0.02).plant == 'mujoco'
+    assert simulate(load_robot(_planar_with(tmp_path, plant='mujoco', duration=0.02))).plant == 'mujoco'
 
 
 def test_controller_from_config_and_plants_follow_the_file(tmp_path):
     """ControllerCore.from_config builds the controller of the file: its model is the description as
     written, as in simulate (simulation.mass_scale is the plant's mismatch, never the controller's), and
-    mass_scale=None says so; a plant made from its setup without a mass_scale has the file's mismatch."""
+    a plant made from its setup has the file's mismatch; an override of simulation.mass_scale is the plant's."""
     from uk_controller.control.controller import ControllerCore
     from uk_controller.sim.closed_loop import make_plant
     from uk_controller.sim.uk_plant import UKPlant
 
     path = _planar_with(tmp_path, mass_scale=1.3)
     written = _mass(ControllerCore.from_config('planar_3r').model)
-    ctrl = ControllerCore.from_config(path, mass_scale=None)
-    assert _mass(ctrl.model) == _mass(ControllerCore.from_config(path).model) == written
+    ctrl = ControllerCore.from_config(path)
+    assert _mass(ctrl.model) == written
     assert ctrl.setup.settings.simulation.mass_scale == 1.3
-    scaled = _mass(UKPlant.from_setup(ctrl.setup, mass_scale=1.3).model)
+    scaled = _mass(UKPlant.from_setup(ctrl.setup).model)
     assert scaled > written
-    for plant in (UKPlant.from_setup(ctrl.setup), make_plant('uk', ctrl.setup)):
-        assert _mass(plant.model) == scaled
-    assert _mass(UKPlant.from_setup(ctrl.setup, mass_scale=1.0).model) == written
+    assert _mass(make_plant(ctrl.setup).model) == scaled
+    unscaled = ControllerCore.from_config(path, {'simulation.mass_scale': 1.0})
+    assert _mass(unscaled.model) == written
+    assert _mass(UKPlant.from_setup(unscaled.setup).model) == written
 
 
 def test_plant_flags_default_to_the_file(tmp_path):

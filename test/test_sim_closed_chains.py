@@ -21,8 +21,8 @@ from uk_controller.sim.uk_plant import UKPlant
 
 
 def test_seed003_open_loop_closure_and_work_energy():
-    setup = load_robot('five_bar_redundant')
-    plant = UKPlant.from_setup(setup, substeps=2)
+    setup = load_robot('five_bar_redundant', {'simulation.substeps': 2})
+    plant = UKPlant.from_setup(setup)
     model = setup.model
     assert np.allclose(model.gravity_vector(setup.q0), 0.0, atol=1e-12), 'horizontal plane: gravity does no work'
     a1 = setup.joint_names.index('joint_a1')
@@ -45,8 +45,8 @@ def test_seed003_open_loop_closure_and_work_energy():
 
 @pytest.mark.parametrize('robot', ['five_bar', 'five_bar_redundant'])
 def test_seed003_line_tracking(robot):
-    setup = load_robot(robot)
-    result = simulate(setup, duration=1.5)
+    setup = load_robot(robot, {'simulation.duration': 1.5})
+    result = simulate(setup)
     s = result.summary(transient=0.3)
     print(
         f"{robot}: task error max {s['task_error_max']:.2e} m, closure {s['closure_residual_max']:.2e} m, "
@@ -61,8 +61,8 @@ def test_seed003_line_tracking(robot):
 
 
 def test_seed004_dual_arm_tracking_and_redundancy():
-    setup = load_robot('dual_arm')
-    result = simulate(setup, duration=1.5)
+    setup = load_robot('dual_arm', {'simulation.duration': 1.5})
+    result = simulate(setup)
     s = result.summary(transient=0.3)
     ranges = [
         (name, result.effort[:, j].min(), result.effort[:, j].max()) for j, name in enumerate(result.actuator_names)

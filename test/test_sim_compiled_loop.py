@@ -44,8 +44,8 @@ def reference_run(robot, duration):
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r'])
 def test_simulate_equals_unfused_reference(robot):
     ref = reference_run(robot, DURATION)
-    fast = simulate(load_robot(robot), duration=DURATION)
-    plain = simulate(load_robot(robot), duration=DURATION, compiled=False)
+    fast = simulate(load_robot(robot, {'simulation.duration': DURATION}))
+    plain = simulate(load_robot(robot, {'simulation.duration': DURATION}), compiled=False)
     assert plain.settings['loop'] == 'python'
     if jit.AVAILABLE:
         assert fast.settings['loop'] == 'compiled'
@@ -68,9 +68,9 @@ def test_non_finite_start_falls_back_like_the_python_loop(robot):
     ok False, the plant propagates NaN; identical logs with and without the compiled loop."""
     runs = []
     for compiled in (None, False):
-        setup = load_robot(robot)
+        setup = load_robot(robot, {'simulation.duration': 0.005})
         setup.q0 = setup.q0 * np.nan
-        runs.append(simulate(setup, duration=0.005, compiled=compiled))
+        runs.append(simulate(setup, compiled=compiled))
     fast, plain = runs
     assert fast.settings['loop'] == 'compiled'
     assert not fast.ok.any() and not plain.ok.any()
@@ -82,7 +82,7 @@ def test_non_finite_start_falls_back_like_the_python_loop(robot):
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
 def test_compiled_required_but_unavailable_is_an_error():
     with pytest.raises(ValueError, match='compiled closed loop not available'):
-        simulate(load_robot('scara'), duration=0.01, sensor_noise=1e-6, compiled=True)
+        simulate(load_robot('scara', {'simulation.duration': 0.01, 'simulation.sensor_noise': 1e-6}), compiled=True)
 
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
@@ -91,8 +91,8 @@ def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
     """CompiledLoop.plant_period (kernels.plant.plant_period on the loop's own unpacked model, work and scratch
     arrays) equals UKPlant's kernels.plant.plant_rk4 (packed model, one work array): the same bits over 200 periods
     of random efforts, 2 substeps."""
-    setup = load_robot(robot)
-    plant = UKPlant.from_setup(setup, substeps=2)
+    setup = load_robot(robot, {'simulation.substeps': 2})
+    plant = UKPlant.from_setup(setup)
     loop = compiled_loop.CompiledLoop.build(ControllerCore(setup), plant)
     rng = np.random.default_rng(21)
     x_ref = np.concatenate((plant.q, plant.qd))
@@ -134,18 +134,23 @@ def test_plant_period_with_q_dependent_actuators_equals_the_reference_plant():
 def test_model_mismatch_and_own_gains_equal_the_python_loop(robot):
     """Plant inertias x 1.3 (the controller's and the plant's trees differ: no shared tree pass), seed 000's
     Baumgarte gains and 500 Hz: the compiled loop follows the Python loop to round-off."""
-    from uk_controller.core.baumgarte import Baumgarte
-
-    options = dict(duration=0.6, rate=500.0, mass_scale=1.3, stabilization=Baumgarte.seed000(0.5, 200.0))
-    fast = simulate(load_robot(robot), **options)
-    plain = simulate(load_robot(robot), compiled=False, **options)
+    options = {
+        'simulation.duration': 0.6,
+        'control.rate': 500.0,
+        'simulation.mass_scale': 1.3,
+        'stabilization.convention': 'seed000',
+        'stabilization.alpha': 0.5,
+        'stabilization.beta': 200.0,
+    }
+    fast = simulate(load_robot(robot, options))
+    plain = simulate(load_robot(robot, options), compiled=False)
     assert fast.settings['loop'] == 'compiled' and plain.settings['loop'] == 'python'
     assert fast.ok.all() and plain.ok.all()
     np.testing.assert_array_equal(fast.t, plain.t)
     for key, tol in TOL.items():
         ref = getattr(plain, key)
         np.testing.assert_allclose(getattr(fast, key), ref, rtol=0, atol=tol * max(1.0, np.abs(ref).max()), err_msg=key)
-    assert np.abs(fast.q - simulate(load_robot(robot), **{**options, 'mass_scale': 1.0}).q).max() > 1e-6
+    assert np.abs(fast.q - simulate(load_robot(robot, {**options, 'simulation.mass_scale': 1.0})).q).max() > 1e-6
 
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
@@ -153,8 +158,8 @@ def test_progress_chunks_do_not_change_the_run():
     """With a progress callback the compiled loop runs in chunks of ~1 % of the periods: same bits as one
     chunk, fractions rising from 0 to 1."""
     seen = []
-    chunked = simulate(load_robot('five_bar'), duration=0.3, progress=seen.append)
-    whole = simulate(load_robot('five_bar'), duration=0.3)
+    chunked = simulate(load_robot('five_bar', {'simulation.duration': 0.3}), progress=seen.append)
+    whole = simulate(load_robot('five_bar', {'simulation.duration': 0.3}))
     assert chunked.settings['loop'] == whole.settings['loop'] == 'compiled'
     for key in ('q', 'qd', 'effort', 'phi', 'phidot', 'saturated', 'ok', 't'):
         np.testing.assert_array_equal(getattr(chunked, key), getattr(whole, key), err_msg=key)
@@ -165,8 +170,8 @@ def test_progress_chunks_do_not_change_the_run():
 def test_hold_safe_effort_after_compiled_periods():
     """safe_effort 'hold': after compiled periods the ControllerCore holds the last compiled effort, as if its
     own step had produced it."""
-    setup = load_robot('five_bar')
-    ctrl = ControllerCore(setup, safe_effort='hold')
+    setup = load_robot('five_bar', {'control.safe_effort': 'hold'})
+    ctrl = ControllerCore(setup)
     plant = UKPlant.from_setup(setup)
     loop = compiled_loop.CompiledLoop.build(ctrl, plant)
     steps, n, p, m = 40, plant.n, ctrl.p, setup.passive.m + setup.servo.m

@@ -21,8 +21,8 @@ pytest.importorskip('mujoco')
     'robot, tol', [('scara', 1e-6), ('five_bar', 1e-5), ('five_bar_redundant', 1e-5), ('dual_arm', 1e-5)]
 )
 def test_open_loop_engines_agree(robot, tol):
-    setup = load_robot(robot)
-    ours = UKPlant.from_setup(setup, substeps=2)
+    setup = load_robot(robot, {'simulation.substeps': 2})
+    ours = UKPlant.from_setup(setup)
     theirs = MujocoPlant.from_setup(setup, joint_limits=False)
     rng = np.random.default_rng(3)
     u = 0.3 * rng.normal(size=setup.actuators.p)
@@ -38,8 +38,8 @@ def test_open_loop_engines_agree(robot, tol):
 
 @pytest.mark.parametrize('robot, tol', [('scara', 1e-4), ('five_bar', 1e-4), ('dual_arm', 1e-3)])
 def test_tracking_on_mujoco(robot, tol):
-    setup = load_robot(robot)
-    result = simulate(setup, duration=1.0, plant='mujoco')
+    setup = load_robot(robot, {'simulation.duration': 1.0, 'simulation.plant': 'mujoco'})
+    result = simulate(setup)
     s = result.summary(transient=0.5)
     print(
         f"{robot} on MuJoCo: task error max {s['task_error_max']:.2e}, RMS {s['task_error_rms']:.2e}, "

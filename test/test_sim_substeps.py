@@ -22,8 +22,8 @@ TOL_Q, TOL_QD = 1e-9, 1e-7
 def test_one_substep_matches_eight_over_the_configured_run(robot):
     setup = load_robot(robot)
     assert setup.settings.simulation.substeps == 1
-    one = simulate(setup, substeps=1)
-    eight = simulate(load_robot(robot), substeps=8)
+    one = simulate(load_robot(robot, {'simulation.substeps': 1}))
+    eight = simulate(load_robot(robot, {'simulation.substeps': 8}))
     assert one.ok.all() and eight.ok.all()
     assert one.t.size == eight.t.size and one.t[-1] >= setup.settings.simulation.duration - 2e-3
     assert np.abs(one.q - eight.q).max() <= TOL_Q

@@ -109,12 +109,12 @@ def test_clipping_by_the_motor_is_logged_saturated_and_the_axis_rests_on_its_sto
     from uk_controller.hardware.serial_loop import run_loop
 
     robots('scara')
-    setup = load_robot('scara')
+    setup = load_robot('scara', {'hardware.protocol': 'dynamixel', 'control.rate': 200.0})
     hw = HardwareConfig.from_setup(setup)
-    core = ControllerCore(setup, rate=200.0)
+    core = ControllerCore(setup)
     plant = JointLimitedPlant.from_setup(UKPlant.from_setup(load_robot('scara')), setup)
     emu = registry.make_emulator('dynamixel', plant, hw, dt=core.dt, return_delay_time=0).start()
-    safe = SafeBus(hw, lambda: registry.make_bus(hw, port=emu.port, protocol='dynamixel', timeout=0.5), watchdog=2.0)
+    safe = SafeBus(hw, lambda: registry.make_bus(hw.at_port(emu.port), timeout=0.5), watchdog=2.0)
     log = io.StringIO()
     writer = csv.writer(log)
     writer.writerow(

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from uk_controller.cli import main
-from uk_controller.core.baumgarte import Baumgarte
 from uk_controller.robots import load_robot
 from uk_controller.sim.closed_loop import simulate
 from uk_controller.sweep import grid as G
@@ -120,15 +119,16 @@ def test_rows_equal_direct_simulate_calls_and_the_pool_equals_one_process(tmp_pa
     assert len({r['worker'] for r in pooled}) >= 1
     # every row is what `uk-controller simulate` would compute with the same settings as arguments
     for row in pooled[::3]:
-        setup = load_robot('scara')
-        result = simulate(
-            setup,
-            duration=0.3,
-            rate=float(row['control.rate']),
-            stabilization=Baumgarte.critical(float(row['stabilization.omega'])),
-            mass_scale=float(row['simulation.mass_scale']),
-            seed=int(row['seed']),
+        setup = load_robot(
+            'scara',
+            {
+                'simulation.duration': 0.3,
+                'control.rate': float(row['control.rate']),
+                'stabilization.omega': float(row['stabilization.omega']),
+                'simulation.mass_scale': float(row['simulation.mass_scale']),
+            },
         )
+        result = simulate(setup, seed=int(row['seed']))
         summary = result.summary()
         for metric in ('task_error_max', 'task_error_rms', 'settling_time_s', 'effort_peak', 'saturated_fraction'):
             assert float(row[metric]) == summary[metric] or (math.isnan(summary[metric]) and row[metric] == 'nan'), (

@@ -243,10 +243,10 @@ def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
         cli.main(['simulate', str(setup_file), '--duration', '0.05', '--no-plots', '--out', str(tmp_path / 'out')]) == 0
     )
 
-    setup = load_robot(setup_file)
-    assert ControllerCore(setup).backend.name == 'reference'
     duration = 1.5
-    res = simulate(setup, duration=duration)
+    setup = load_robot(setup_file, {'simulation.duration': duration})
+    assert ControllerCore(setup).backend.name == 'reference'
+    res = simulate(setup)
     assert np.all(res.ok)
     model = setup.model
     model.compute(res.q[-1], res.qd[-1])

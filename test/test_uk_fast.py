@@ -348,7 +348,7 @@ def test_rk4_substeps_agree_on_scara():
     from uk_controller.sim.uk_plant import UKPlant
 
     ctrl = ControllerCore.from_config('scara')
-    plants = [UKPlant.from_setup(load_robot('scara'), substeps=s) for s in (1, 8)]
+    plants = [UKPlant.from_setup(load_robot('scara', {'simulation.substeps': s})) for s in (1, 8)]
     for k in range(200):
         for plant in plants:
             plant.step(ctrl.step(plant.q, plant.qd, plant.t).effort, ctrl.dt)
@@ -380,7 +380,10 @@ def test_compiled_rows_equal_reference_rows(robot):
 def test_plant_rk4_kernel_equals_numpy_rk4(robot):
     from uk_controller.sim import uk_plant
 
-    plants = [uk_plant.UKPlant.from_setup(load_robot(robot), substeps=2, backend=b) for b in ('compiled', 'numpy')]
+    plants = [
+        uk_plant.UKPlant.from_setup(load_robot(robot, {'simulation.substeps': 2}), backend=b)
+        for b in ('compiled', 'numpy')
+    ]
     assert [p.backend.name for p in plants] == ['compiled', 'numpy']
     rng = np.random.default_rng(1)
     for _ in range(30):

@@ -467,19 +467,10 @@ class ControllerCore:
     general whenever ``pinv`` is not 'svd'. The chosen object is :attr:`backend` (``backend.name``).
     """
 
-    def __init__(
-        self,
-        setup,
-        *,
-        stabilization=None,
-        pinv=None,
-        rcond=None,
-        safe_effort=None,
-        rate=None,
-        effort_limits=None,
-        backend='auto',
-    ):
-        control = setup.settings.control  # resolved once (uk_controller.settings.resolve); keywords win
+    def __init__(self, setup, *, backend='auto'):
+        # every value from the setup's resolved settings (uk_controller.settings.resolve): a variant is a
+        # setup resolved with overrides, so the cross-key rules see the values that run
+        control = setup.settings.control
         self.setup = setup
         self.model = setup.controller_model()  # setup.model, without friction if not compensated
         self.joint_names = list(setup.joint_names)
@@ -487,7 +478,7 @@ class ControllerCore:
         self.n = self.model.n
         self.p = setup.actuators.p
         self.passive, self.servo = setup.passive, setup.servo
-        self.rcond = float(rcond if rcond is not None else control.rcond)
+        self.rcond = float(control.rcond)
         # the task's null space: posture rows after the task rows (uk_controller.control.redundancy)
         self.redundancy = _redundancy.build(setup, self.rcond)
         red = self.redundancy
@@ -496,25 +487,24 @@ class ControllerCore:
             ConstraintStack(list(setup.servo.terms) + red.terms, self.model.n) if red.terms else setup.servo
         )
         self._q_ref = red.q_ref.copy()
-        self.rate = float(rate if rate is not None else control.rate)
+        self.rate = float(control.rate)
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
         self.dt = 1.0 / self.rate
-        method = pinv or control.pinv
+        method = control.pinv
         pinv_fn = get_pinv(method)
         if method == 'damped':
             damping = control.damping
             pinv_fn = (lambda f: lambda A, rcond: f(A, rcond, damping))(pinv_fn)
         self.pinv_method = method
-        self.safe_effort = safe_effort or control.safe_effort
-        limits = setup.actuators.effort_limits if effort_limits is None else effort_limits
-        self.effort_limits = np.broadcast_to(np.asarray(limits, dtype=float), (self.p,)).copy()
+        self.safe_effort = control.safe_effort
+        self.effort_limits = np.broadcast_to(np.asarray(setup.actuators.effort_limits, dtype=float), (self.p,)).copy()
         self.t0 = 0.0
         self._last_effort = np.zeros(self.p)
         self._m, self._mp, self._ms = self.passive.m + self.servo.m, self.passive.m, self.servo.m
         self._shape = (self.n,)
         self.backend = None
-        self.stabilization = stabilization if stabilization is not None else setup.stabilization
+        self.stabilization = setup.stabilization
         settings = setup.settings
         # the saturated Baumgarte term (task and posture rows) and the null-space metric, for every backend
         self.solver_options = {
@@ -632,16 +622,16 @@ class ControllerCore:
         return self._last_effort.copy()
 
     @classmethod
-    def from_config(cls, name_or_path, *, mass_scale=None, **overrides):
-        """Build from a robot name (``config/<name>.yaml``) or a YAML path, every setting as the file says.
+    def from_config(cls, name_or_path, overrides=None, *, backend='auto'):
+        """Build from a robot name (``config/<name>.yaml``) or a YAML path with dotted `overrides`
+        (``{'control.rate': 500.0}``), resolved and checked as every command resolves them.
 
-        The controller's model is the description as written (None), as in every command:
-        ``simulation.mass_scale`` is the plant's model mismatch and never scales the controller. A
-        `mass_scale` given builds the controller of a scaled model instead (a deliberately wrong model).
+        The controller's model is the description as written: ``simulation.mass_scale`` is the plant's
+        model mismatch and never scales the controller.
         """
         from ..robots import load_robot
 
-        return cls(load_robot(name_or_path, mass_scale=1.0 if mass_scale is None else mass_scale), **overrides)
+        return cls(load_robot(name_or_path, overrides), backend=backend)
 
     # ------------------------------------------------------------------ control
 

@@ -151,6 +151,14 @@ class HardwareConfig:
         ]
         return cls(motors=motors, effort_limits=effort_limits, **kw)
 
+    def at_port(self, port, baud=None):
+        """This calibration with its bus on `port` (at `baud`; default this one's): the pseudo-terminal a
+        device emulator creates when it starts, which no setup file can name in advance. A setup's own port
+        is ``hardware.port`` (``--port``, the ``port`` launch argument: overrides of the settings)."""
+        import dataclasses
+
+        return dataclasses.replace(self, port=str(port), baud=self.baud if baud is None else int(baud))
+
     @classmethod
     def from_setup(cls, setup):
         """From a RobotSetup: its settings, its actuators' effort limits (URDF defaults

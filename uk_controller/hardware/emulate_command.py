@@ -112,17 +112,21 @@ def run_emulate(args):
     if args.return_delay is not None and not 0 <= args.return_delay <= 254:
         return _fail(f'--return-delay: must be in [0, 254] units of 2 us, got {args.return_delay}')
     try:
-        given = {'control.rate': args.rate, 'simulation.plant': args.plant}
+        given = {'control.rate': args.rate, 'simulation.plant': args.plant, 'hardware.protocol': args.protocol}
         setup = load_robot(
             args.robot,
             {k: v for k, v in given.items() if v is not None},
-            labels={'control.rate': '--rate (control.rate)', 'simulation.plant': '--plant (simulation.plant)'},
+            labels={
+                'control.rate': '--rate (control.rate)',
+                'simulation.plant': '--plant (simulation.plant)',
+                'hardware.protocol': '--protocol (hardware.protocol)',
+            },
         )
         hw = HardwareConfig.from_setup(setup)
-        plant = _plant(setup.settings.simulation.plant, setup)
+        plant = _plant(setup)
     except (ConfigError, FileNotFoundError, ValueError, ImportError) as exc:
         return _fail(str(exc))
-    protocol = args.protocol or hw.protocol
+    protocol = hw.protocol  # --protocol is an override of hardware.protocol
     device_kw = {}
     if args.return_delay is not None:
         if protocol != 'dynamixel':
@@ -213,7 +217,7 @@ class BrakedPlant:
         return self.plant.q, self.plant.qd
 
 
-def _plant(kind, setup):
+def _plant(setup):
     from ..sim.plants import plant_class
 
-    return plant_class(kind).from_setup(setup)
+    return plant_class(setup.settings.simulation.plant).from_setup(setup)

@@ -10,6 +10,8 @@ bench/serial_bench.py (the fault table).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .calibration import HardwareConfig
@@ -39,9 +41,10 @@ def stepped_bus(hw, plant, dt, *, protocol='uk_binary', watchdog=0.05, timeout=0
     """
     clock = SteppedClock()
     emu = make_emulator(protocol, plant, hw, dt=dt, clock=clock, **emulator_options).start()
+    bus_hw = dataclasses.replace(hw, protocol=protocol).at_port(emu.port)
     safe = SafeBus(
         hw,
-        lambda: make_bus(hw, port=emu.port, protocol=protocol, timeout=timeout),
+        lambda: make_bus(bus_hw, timeout=timeout),
         watchdog=watchdog,
         reconnect_interval=0.05,
         clock=clock,

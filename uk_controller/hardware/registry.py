@@ -158,17 +158,19 @@ def get(name: str) -> Protocol:
         raise ValueError(f'unknown protocol {name!r} (one of {", ".join(PROTOCOLS)})') from None
 
 
-def make_bus(hw, *, port=None, baud=None, protocol=None, timeout=None):
-    """The bus for a :class:`~.calibration.HardwareConfig` (CLI/ROS overrides win).
+def make_bus(hw, *, timeout=None):
+    """The bus for a :class:`~.calibration.HardwareConfig`, which is made from the resolved settings
+    (``hardware.protocol``, ``port``, ``baud``, ...: CLI flags and ROS parameters are overrides there).
 
-    The bus timeout defaults to half the host watchdog, within [5, 50] ms.
+    The bus timeout (how long one transaction waits for its reply) defaults to half the host watchdog,
+    within [5, 50] ms.
     """
-    entry = get(protocol or hw.protocol)
+    entry = get(hw.protocol)
     if timeout is None:
         timeout = max(0.005, min(0.05, hw.watchdog / 2))
     return entry.bus_class()(
-        port or hw.port,
-        int(baud or hw.baud),
+        hw.port,
+        int(hw.baud),
         hw.ids,
         hw.kt,
         timeout=timeout,

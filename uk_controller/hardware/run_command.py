@@ -164,24 +164,37 @@ def loop_rate(setup, hw, labels):
     return hw.rate
 
 
+def run_setup(config, overrides, labels):
+    """``(setup, hw)`` that run steps: `config` with the flags' `overrides`, and control.rate at the bus rate
+    (:func:`loop_rate`) when the file's hardware.rate differs, so the controller is built for the rate that
+    runs and the settings' rules checked it."""
+    from ..robots import load_robot
+
+    setup = load_robot(config, overrides, labels=labels)
+    hw = HardwareConfig.from_setup(setup)
+    rate = loop_rate(setup, hw, labels)
+    if rate != setup.settings.control.rate:
+        setup = load_robot(config, {**overrides, 'control.rate': rate}, labels=labels)
+        hw = HardwareConfig.from_setup(setup)
+    return setup, hw
+
+
 def run(args) -> int:
     from ..control.controller import ControllerCore
-    from ..robots import load_robot
 
     try:
         overrides, labels = run_overrides(args)
-        setup = load_robot(args.config, overrides, labels=labels)
-        hw = HardwareConfig.from_setup(setup)
-        rate = loop_rate(setup, hw, labels)
+        setup, hw = run_setup(args.config, overrides, labels)
+        rate = hw.rate
     except (ValueError, FileNotFoundError) as exc:
         print(f'uk-controller run: {exc}', file=sys.stderr)
         return 2
     protocol, port, watchdog = hw.protocol, hw.port, hw.watchdog
     try:
-        core = None if args.check else ControllerCore(setup, rate=rate)
+        core = None if args.check else ControllerCore(setup)
         assembler = JointStateAssembler(setup, hw)
         # the protocol's own checks of its options (e.g. can_mit: ids a reply can tell apart), port unopened
-        registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol)
+        registry.make_bus(hw)
     except ValueError as exc:
         print(f'uk-controller run: error: {exc}', file=sys.stderr)
         return 2
@@ -200,9 +213,7 @@ def run(args) -> int:
     def log(msg):
         print(('\n' if not args.quiet else '') + msg, file=sys.stderr)
 
-    safe = SafeBus(
-        hw, lambda: registry.make_bus(hw, port=port, baud=hw.baud, protocol=protocol), watchdog=watchdog, log=log
-    )
+    safe = SafeBus(hw, lambda: registry.make_bus(hw), watchdog=watchdog, log=log)
     stop = threading.Event()
     received = []
     old = {}

@@ -59,9 +59,10 @@ STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history
 COMMAND_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
-def make_plant(setup, sim):
-    """The physics of ``settings.simulation``: UKPlant, or MujocoPlant for ``plant: mujoco``."""
-    if sim.plant == 'mujoco':
+def make_plant(setup):
+    """The physics of ``settings.simulation`` (the setup's resolved settings): UKPlant, or MujocoPlant for
+    ``plant: mujoco``."""
+    if setup.settings.simulation.plant == 'mujoco':
         try:
             import mujoco  # noqa: F401
 
@@ -70,14 +71,8 @@ def make_plant(setup, sim):
             raise ConfigError(
                 'mujoco needs the MuJoCo Python package (pip install mujoco), or use plant:=uk', key='simulation.plant'
             ) from None
-        return MujocoPlant.from_setup(setup, mass_scale=sim.mass_scale)
-    return UKPlant(
-        setup,
-        integrator=sim.integrator,
-        substeps=sim.substeps,
-        closure_omega=sim.closure_omega,
-        closure_rcond=sim.closure_rcond,
-    )
+        return MujocoPlant.from_setup(setup)  # simulation.mass_scale applied to the file MuJoCo reads
+    return UKPlant(setup)  # the setup's model is already scaled by simulation.mass_scale (SimNode)
 
 
 def to_time(t):
@@ -97,7 +92,7 @@ class SimNode(Node):
         if self.sim.publish_clock and self.get_parameter('use_sim_time').value:
             raise ConfigError('use_sim_time: must be false for the node that publishes /clock')
         setup = setup_from_settings(self.settings, mass_scale=self.sim.mass_scale)
-        self.plant = make_plant(setup, self.sim)
+        self.plant = make_plant(setup)
         self.setup = setup
         self.joint_names = list(self.plant.joint_names)
         actuators = list(setup.actuators.names)

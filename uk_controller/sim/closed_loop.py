@@ -263,15 +263,11 @@ def _row_names(stack):
     return names
 
 
-def make_plant(kind, setup, *, mass_scale=None, integrator=None, substeps=None):
-    """The plant a simulation runs on: a name of :data:`~uk_controller.sim.plants.PLANTS` ('uk' embedded,
-    'mujoco'). A keyword left None is the setup's resolved setting (``simulation.mass_scale``, ...)."""
-    options = {}
-    if integrator is not None:
-        options['integrator'] = integrator
-    if substeps is not None:
-        options['substeps'] = substeps
-    return plant_class(kind).from_setup(setup, mass_scale=mass_scale, **options)
+def make_plant(setup):
+    """The plant a simulation runs on, as the setup's resolved settings say: ``simulation.plant``, a name
+    of :data:`~uk_controller.sim.plants.PLANTS` ('uk' embedded, 'mujoco'), with its ``simulation.*``
+    settings (mass_scale, integrator, substeps, ...)."""
+    return plant_class(setup.settings.simulation.plant).from_setup(setup)
 
 
 def _new_log(steps, n, p, mp, ms):
@@ -315,18 +311,8 @@ class _PlantFailed(Exception):
 def simulate(
     setup,
     *,
-    duration=None,
-    rate=None,
-    plant=None,
-    stabilization=None,
-    mass_scale=None,
-    sensor_noise=None,
-    measurement_delay=None,
-    integrator=None,
-    substeps=None,
     seed=0,
     progress=None,
-    controller_options=None,
     compiled=None,
     should_stop=None,
     sink=None,
@@ -336,20 +322,16 @@ def simulate(
 
     setup              a RobotSetup (see :func:`uk_controller.robots.load_robot`)
 
-    Every keyword left None is the setup's resolved setting (the file with its overrides); a keyword
-    given wins for this run only (tests, benchmarks):
+    Every setting of the run is the setup's resolved settings (the file with its overrides:
+    ``load_robot('scara', {'control.rate': 500.0, 'simulation.duration': 2.0})``), so the cross-key rules
+    checked the values that run: ``simulation.duration``, ``control.*`` and ``stabilization.*`` (the
+    controller), ``simulation.plant``, ``simulation.mass_scale``, ``simulation.sensor_noise``,
+    ``simulation.measurement_delay`` (whole control periods between measurement and use; the first
+    periods have no measurement yet and return the safe effort, reason says so),
+    ``simulation.integrator`` and ``simulation.substeps`` (the UK plant's). The keywords say how the run
+    is carried out, not what it computes:
 
-    duration, rate     seconds, Hz (``simulation.duration``, ``control.rate``)
-    plant              a name of :data:`~uk_controller.sim.plants.PLANTS`, 'uk' or 'mujoco'
-                       (``simulation.plant``)
-    stabilization      a :class:`Baumgarte` for the controller (the setup's; ``Baumgarte.none()``
-                       switches stabilization off)
-    mass_scale         plant inertias x this factor, model mismatch (``simulation.mass_scale``)
-    sensor_noise       std of the Gaussian noise added to measured positions (``simulation.sensor_noise``)
-    measurement_delay  whole control periods between measurement and use; the first `delay` periods
-                       have no measurement yet and return the safe effort, reason says so
-                       (``simulation.measurement_delay``)
-    integrator, substeps  the UK plant's (``simulation.integrator``, ``simulation.substeps``)
+    seed               seed of the sensor noise
     progress           callable(fraction) called about 100 times
     compiled           run the periods in one compiled call per chunk (:mod:`.compiled_loop`: same
                        controller program and plant RK4, results equal to round-off): None = when
@@ -370,14 +352,14 @@ def simulate(
     A plant whose state stops being finite, or whose step raises, ends the run there: the result holds
     the periods before it and ``failure`` says why (the summary's verdict is ``FAILED: ...``).
     """
-    sim = setup.settings.simulation  # resolved once; a keyword given here wins (tests, benchmarks)
-    plant = plant if plant is not None else sim.plant
-    duration = float(duration if duration is not None else sim.duration)
-    mass_scale = float(mass_scale if mass_scale is not None else sim.mass_scale)
-    sensor_noise = float(sensor_noise if sensor_noise is not None else sim.sensor_noise)
-    delay = int(measurement_delay if measurement_delay is not None else sim.measurement_delay)
-    ctrl = ControllerCore(setup, stabilization=stabilization, rate=rate, **(controller_options or {}))
-    the_plant = make_plant(plant, setup, mass_scale=mass_scale, integrator=integrator, substeps=substeps)
+    sim = setup.settings.simulation  # resolved once (uk_controller.settings.resolve)
+    plant = sim.plant
+    duration = float(sim.duration)
+    mass_scale = float(sim.mass_scale)
+    sensor_noise = float(sim.sensor_noise)
+    delay = int(sim.measurement_delay)
+    ctrl = ControllerCore(setup)
+    the_plant = make_plant(setup)
     fit = getattr(the_plant, 'fit_substeps', None)
     plant_note = fit(1.0 / ctrl.rate) if fit is not None else None
     rng = np.random.default_rng(seed)

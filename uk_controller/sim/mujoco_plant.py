@@ -32,14 +32,15 @@ import numpy as np
 class MujocoPlant:
     """MuJoCo model of a robot setup with the interface of :class:`UKPlant`."""
 
-    def __init__(self, setup, *, timestep=None, mass_scale=None, solref_time=None, joint_limits=True):
+    def __init__(self, setup, *, solref_time=None, joint_limits=True):
         import mujoco
 
-        # left None: the setup's resolved settings; MuJoCo reads the description file, so the mismatch
-        # factor is applied here (whatever model the setup holds)
+        # the setup's resolved settings; MuJoCo reads the description file, so the mismatch factor
+        # (simulation.mass_scale) is applied here (whatever model the setup holds). solref_time (the
+        # closures' constraint time, default 8 steps) and joint_limits (false: the URDF limits off, as the
+        # UK plant has none) choose how the MuJoCo model is built, not a setting of the run
         sim = setup.settings.simulation
-        timestep = timestep if timestep is not None else sim.mujoco_timestep
-        mass_scale = mass_scale if mass_scale is not None else sim.mass_scale
+        timestep, mass_scale = sim.mujoco_timestep, sim.mass_scale
 
         self._mj = mujoco
         self.setup = setup
@@ -168,12 +169,10 @@ class MujocoPlant:
             m.dof_armature[dof], m.dof_frictionloss[dof] = arm, f
 
     @classmethod
-    def from_setup(cls, setup, *, mass_scale=None, **options):
-        """The plant of `setup` as its settings say (``simulation.mujoco_timestep``, ``simulation.mass_scale``;
-        a keyword given wins); the UK plant's integrator options do not apply."""
-        options.pop('integrator', None)
-        options.pop('substeps', None)
-        return cls(setup, mass_scale=mass_scale, **options)
+    def from_setup(cls, setup, *, joint_limits=True):
+        """The plant of `setup` as its resolved settings say (``simulation.mujoco_timestep``,
+        ``simulation.mass_scale``); the UK plant's integrator settings do not apply."""
+        return cls(setup, joint_limits=joint_limits)
 
     # -------------------------------------------------------------- building
 

@@ -6,7 +6,7 @@ settings schema, which reads its names) needs neither MuJoCo nor numba. :data:`I
 integrators of :class:`~uk_controller.sim.uk_plant.UKPlant` (``simulation.integrator``,
 ``--integrator``). ``make_plant`` (sim/closed_loop.py), ``uk_sim_node``, ``uk-controller simulate /
 emulate / sweep`` and the settings schema all read these tables; adding a plant is a class with
-``from_setup(setup, mass_scale=..., **options)`` and one line in :data:`PLANTS`.
+``from_setup(setup)`` (reading its ``simulation.*`` settings) and one line in :data:`PLANTS`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import importlib
 
 __all__ = ['PLANTS', 'INTEGRATORS', 'plant_class']
 
-#: plant name -> (module, class); the class has ``from_setup(setup, mass_scale=..., **options)``.
+#: plant name -> (module, class); the class has ``from_setup(setup)`` (its settings from the setup).
 PLANTS = {
     'uk': ('uk_controller.sim.uk_plant', 'UKPlant'),  # embedded UK forward dynamics
     'mujoco': ('uk_controller.sim.mujoco_plant', 'MujocoPlant'),  # the MuJoCo physics engine

@@ -222,28 +222,15 @@ class UKPlant:
     compiled closure program or None), ``actuator_matrix`` (constant B, None when it depends on q),
     ``tau`` (B u of the current period), ``evaluations_per_step``.
 
-    ``integrator``, ``substeps``, ``closure_omega`` and ``closure_rcond`` left None are the setup's resolved settings
-    (``simulation.*``); the plant integrates ``setup.model`` as given (:meth:`from_setup` applies
-    ``simulation.mass_scale``).
+    The integrator, substeps, closure gain and closure rank cut are the setup's resolved settings
+    (``simulation.integrator``, ``substeps``, ``closure_omega``, ``closure_rcond``); the plant integrates
+    ``setup.model`` as given (:meth:`from_setup` applies ``simulation.mass_scale``).
     """
 
-    def __init__(
-        self,
-        setup,
-        *,
-        integrator=None,
-        substeps=None,
-        closure_omega=None,
-        closure_rcond=None,
-        rtol=1e-8,
-        atol=1e-10,
-        backend='auto',
-    ):
-        sim = setup.settings.simulation
-        integrator = integrator if integrator is not None else sim.integrator
-        substeps = substeps if substeps is not None else sim.substeps
-        closure_omega = closure_omega if closure_omega is not None else sim.closure_omega
-        closure_rcond = closure_rcond if closure_rcond is not None else sim.closure_rcond
+    def __init__(self, setup, *, rtol=1e-8, atol=1e-10, backend='auto'):
+        sim = setup.settings.simulation  # resolved once (uk_controller.settings.resolve)
+        integrator, substeps = sim.integrator, sim.substeps
+        closure_omega, closure_rcond = sim.closure_omega, sim.closure_rcond
         if integrator not in INTEGRATORS:
             raise ValueError(f'simulation.integrator must be one of {INTEGRATORS}, got {integrator!r}')
         if int(substeps) < 1:
@@ -319,17 +306,16 @@ class UKPlant:
         )
 
     @classmethod
-    def from_setup(cls, setup, *, mass_scale=None, **options):
-        """The plant of `setup` as its settings say: inertias x ``simulation.mass_scale`` (model mismatch;
-        `mass_scale` given wins), then the integrator, substeps and closure gain of :class:`UKPlant`.
-        A scale other than 1 reloads the robot with scaled inertias."""
-        if mass_scale is None:
-            mass_scale = setup.settings.simulation.mass_scale
+    def from_setup(cls, setup, *, backend='auto'):
+        """The plant of `setup` as its resolved settings say: inertias x ``simulation.mass_scale`` (model
+        mismatch), then the integrator, substeps and closure gain of :class:`UKPlant`. A scale other than 1
+        reloads the robot with scaled inertias. `backend` as in :class:`UKPlant`."""
+        mass_scale = setup.settings.simulation.mass_scale
         if mass_scale != 1.0:  # from the setup's own settings (they may differ from its file)
             from ..robots import setup_from_settings
 
             setup = setup_from_settings(setup.settings, mass_scale=mass_scale)
-        return cls(setup, **options)
+        return cls(setup, backend=backend)
 
     def fit_substeps(self, period):
         """Raise ``substeps`` to what the description's fastest passive mode needs for control periods of

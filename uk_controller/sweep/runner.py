@@ -71,12 +71,19 @@ def make_context(
     }
 
 
-def build_setup(context, overrides):
-    """The RobotSetup of one run: the file with the fixed, then the run's overrides, resolved once."""
+def build_setup(context, overrides, extra=None):
+    """The RobotSetup of one run: the file with the fixed, then the run's overrides, then the sweep's
+    ``--plant`` (``simulation.plant``) and `extra` ({dotted key: value} or a callable(settings) -> such a
+    dict, e.g. a duration in control periods), resolved once."""
     from ..robots import setup_from_settings
     from ..settings.resolve import resolve
 
-    return setup_from_settings(resolve(context['path'], {**context['fixed'], **overrides}, params=context['params']))
+    merged = {**context['fixed'], **overrides}
+    if context.get('plant') is not None:
+        merged['simulation.plant'] = context['plant']
+    if callable(extra):
+        extra = extra(resolve(context['path'], merged, params=context['params']))
+    return setup_from_settings(resolve(context['path'], {**merged, **(extra or {})}, params=context['params']))
 
 
 def simulate_run(context, spec, progress=None):
@@ -84,8 +91,8 @@ def simulate_run(context, spec, progress=None):
     from ..sim.closed_loop import simulate
 
     setup = build_setup(context, spec['overrides'])
-    # every setting from the (overridden) config: simulate() reads simulation.* where an argument is None
-    return setup, simulate(setup, plant=context['plant'], seed=spec['seed'], progress=progress)
+    # every setting from the resolved setup (the file, the fixed and the run's overrides, --plant)
+    return setup, simulate(setup, seed=spec['seed'], progress=progress)
 
 
 def warm_up(context):
@@ -95,11 +102,16 @@ def warm_up(context):
 
     start = time.perf_counter()
     try:
-        setup = build_setup(context, context.get('warm_overrides') or {})
-        simulate(setup, plant=context['plant'], duration=3.0 / setup.settings.control.rate)
+        simulate(build_setup(context, context.get('warm_overrides') or {}, _few_periods))
     except Exception:  # noqa: BLE001
         pass
     return time.perf_counter() - start
+
+
+def _few_periods(settings):
+    """A warm-up run of a few control periods (past the measurement delay; no transient)."""
+    periods = 3 + settings.simulation.measurement_delay
+    return {'simulation.duration': periods / settings.control.rate, 'simulation.transient': 0.0}
 
 
 def _worker_name():
