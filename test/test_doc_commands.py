@@ -41,7 +41,8 @@ NOT_RUN = {
     './scripts/test.sh': 'this test suite itself',
     './scripts/test.sh -m "not ros and not serial and not slow"': 'a part of this test suite',
     './scripts/test.sh -k scara': 'a part of this test suite',
-    'python3 -m venv .venv && .venv/bin/pip install -e ".[mujoco,fast,serial,examples]"': 'needs the package index (network)',
+    'python3 -m venv .venv && .venv/bin/pip install -e ".[mujoco,fast,serial,examples]"': 'test_install_lines.py '
+    'installs it in a fresh venv and runs the commands after it',
     'cd ~/ws/src && git clone <this repo> uk_controller && cd ~/ws': 'placeholder URL; the colcon build of '
     'this checkout is test_colcon_build.py',
     'rosdep install --from-paths src -y && colcon build --packages-select uk_controller && '
