@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -155,6 +157,7 @@ class ControllerBackend:
     """
 
     name = ''
+    run: Callable[[Any, Any, float], None]  # one solve at (q, q', t) into outputs (each backend gives it)
 
     def __init__(self, core, outputs=None):
         self.core = core
@@ -361,7 +364,7 @@ class GeneralBackend(ControllerBackend):
         B = core.setup.actuators.matrix(model)
         bs = stab.stabilized_rhs(servo, out=self._bs, speed=core.solver_options['task_speed'])
         red = core.redundancy
-        extra = {}
+        extra: dict = {}
         stage = core.joint_limits
         if stage is not None:
             lo, hi = stage.bounds(q, qd, *self._bounds)
@@ -513,7 +516,7 @@ class ControllerCore:
         self._last_effort = np.zeros(self.p)
         self._m, self._mp, self._ms = self.passive.m + self.servo.m, self.passive.m, self.servo.m
         self._shape = (self.n,)
-        self.backend = None
+        self.backend: ControllerBackend = None  # type: ignore[assignment]  # (_choose_backend, below)
         self.stabilization = stabilization if stabilization is not None else setup.stabilization
         settings = setup.settings
         # the saturated Baumgarte term (task and posture rows) and the null-space metric, for every backend

@@ -40,8 +40,9 @@ How to add a motor protocol (e.g. ``canopen``):
 2. Add one line to :data:`PROTOCOLS`:
    ``Protocol('canopen', bus='CanopenBus', device='CanopenDevice'),``
    That is all: the settings schema takes the name (``hardware.protocol`` choices) and the codec's
-   ``SETTINGS`` (``hardware.canopen.<key>``) from this table, docs/config.md follows with
-   ``python -m uk_controller.settings --write-docs``, and test/test_hardware_registry.py checks
+   ``SETTINGS`` (``hardware.canopen.<key>``) from this table, docs/config.md and the typed section
+   ``settings.hardware.canopen`` follow with ``python -m uk_controller.settings --write-docs --write-types``,
+   and test/test_hardware_registry.py checks
    ``SETTINGS`` against ``OPTIONS``. The bus tests parametrized over :func:`names`
    (test/test_serial_buses.py) then run the new protocol against its emulator, and
    ``uk-controller run/emulate --protocol``, ``serial_bridge_node -p hardware.protocol:=`` and

@@ -32,8 +32,9 @@ from ..model import validity as model_validity
 from ..model.joint_dynamics import JointDynamics
 from ..model.robot_model import ModelError, RobotModel
 from ..paths import missing_file_message, resolve_data_file
-from ..settings.resolve import Settings, resolve
-from ..settings.sections import FrozenDict, freeze, thaw
+from ..settings.frozen import FrozenDict, freeze, thaw
+from ..settings.resolve import resolve
+from ..settings.types import ActuatorsSettings, Settings, StabilizationSettings
 from .actuators import Actuator, ActuatorMap
 
 FREE_BASE_JOINT_NAMES = tuple(name for name, _, _ in FREE_BASE_JOINTS)
@@ -90,7 +91,7 @@ class RobotSetup:
         )
 
 
-def _actuators(section, model, extras=None, file=None):
+def _actuators(section: ActuatorsSettings, model, extras=None, file=None):
     """The actuator map of ``settings.actuators`` (typed items; errors name file and key)."""
 
     def error(name, key, message):
@@ -155,7 +156,8 @@ def _actuators(section, model, extras=None, file=None):
             acts.append(Actuator(name, joint=index, effort_limit=urdf_limits[index] if limit is None else limit))
         else:
             bodies = a.between
-            resolved = []
+            assert bodies is not None  # exactly one of joint, between, tendon (above)
+            resolved: list = []
             for body in bodies:
                 if body == 'world' and not model.has_frame('world'):
                     resolved.append(None)
@@ -179,7 +181,7 @@ def _actuators(section, model, extras=None, file=None):
     return ActuatorMap(acts, model.n)
 
 
-def stabilization_gains(stab, file=None):
+def stabilization_gains(stab: StabilizationSettings, file=None) -> Baumgarte:
     """The Baumgarte gains of ``settings.stabilization`` (checked by the schema; one value or one per row)."""
     needs = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
     values = {}
@@ -276,7 +278,7 @@ def _state(values, n, file, key):
     return np.array(values, dtype=float)
 
 
-def setup_from_settings(s, *, mass_scale=1.0):
+def setup_from_settings(s: Settings, *, mass_scale: float = 1.0) -> RobotSetup:
     """Build a :class:`RobotSetup` from resolved :class:`~uk_controller.settings.resolve.Settings`."""
     path = s.file
     rob = s.robot

@@ -13,7 +13,7 @@ in the order given (last wins): CLI flags (``uk-controller simulate --rate 500``
 2. the defaults are filled from the schema (never restated by a reader), and the defaults that are
    another key (``simulation.rate``, ``hardware.rate``: ``control.rate``; ``robot.name``: the file
    name) are filled here;
-3. the result is a :class:`~uk_controller.settings.sections.Settings` of frozen sections read by
+3. the result is a :class:`~uk_controller.settings.types.Settings` of frozen sections read by
    attribute (``settings.control.rate``).
 
 An override whose value is None removes the key (the node's ``robot_description`` replaces
@@ -23,12 +23,14 @@ An override whose value is None removes the key (the node's ``robot_description`
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 from ..files.parameter_file import ConfigError, load_config
 from ..paths import resolve_config
 from . import schema as S
-from .sections import SECTION_CLASSES, Settings
+from .sections import build_sections
+from .types import Settings
 
 __all__ = ['resolve', 'Settings', 'apply_overrides']
 
@@ -92,31 +94,19 @@ def resolve(file=None, overrides=None, *, node=None, labels=None, source=None, p
     return build(tree, path, where)
 
 
-def build(tree, path, where=None):
+def build(tree: dict, path: Path | None, where=None) -> Settings:
     """Settings of an already checked `tree` (only :func:`resolve` calls this)."""
-    sections = {}
-    # a motor without its own map still has a calibration (the defaults); other named items are the maps given
-    names = {'hardware': (tree.get('hardware') or {}).get('motors') or (tree.get('actuators') or {}).get('names')}
-    for name, cls in SECTION_CLASSES.items():
-        listed = names.get(name) or ()
-        sections[name] = cls.build(tree.get(name), where, name, (listed,) if isinstance(listed, str) else listed)
-    control = sections['control']
-    fill = {
-        'simulation': {'rate': control.rate},
-        'hardware': {'rate': control.rate},
-        'robot': {'name': Path(path).stem if path else 'robot'},
-    }
-    if sections['simulation'].lockstep:  # lockstep implies the plant publishes /clock
+    sections = build_sections(tree, where)
+    fill: dict[str, dict] = {'robot': {'name': Path(path).stem if path else 'robot'}}
+    for key, source in S.DEFAULT_FROM.items():  # defaults that are another key's value
+        part, name = key.split('.')
+        top, leaf = source.split('.')
+        fill.setdefault(part, {})[name] = getattr(sections[top], leaf)
+    if getattr(sections['simulation'], 'lockstep'):  # lockstep implies the plant publishes /clock
         fill['simulation']['publish_clock'] = True
     for name, values in fill.items():
         section = sections[name]
         missing = {k: v for k, v in values.items() if getattr(section, k) is None or getattr(section, k) is False}
         if missing:
-            sections[name] = _replace(section, **missing)
-    return Settings(file=path, **sections)
-
-
-def _replace(section, **values):
-    import dataclasses
-
-    return dataclasses.replace(section, **values)
+            sections[name] = dataclasses.replace(section, **missing)  # type: ignore[type-var]
+    return Settings(file=path, **sections)  # type: ignore[arg-type]

@@ -44,6 +44,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import math
+from typing import Any
 
 from ..constraints import trajectories as _trajectories
 from ..files.parameter_file import ConfigError
@@ -92,7 +93,7 @@ def trajectory_settings(types=None):
         Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=every, **dict(k.limits))
         for k in _trajectories.COMMON_KEYS
     ]
-    readers = {}  # Key -> the types that read it, first use first
+    readers: dict = {}  # Key -> the types that read it, first use first
     for name, entry in types.items():
         for k in entry.keys:
             readers.setdefault(k, []).append(name)
@@ -113,7 +114,7 @@ def all_settings():
 
 
 #: trajectory_settings() of the trajectory table as all_settings() last saw it
-_TRAJ_KEYS = {'types': None, 'settings': []}
+_TRAJ_KEYS: dict[str, Any] = {'types': None, 'settings': []}
 
 
 def _con(key, type_, types, doc, **kw):
@@ -659,10 +660,10 @@ _AT = next(i for i, s in enumerate(_KEYS) if s.key.startswith('ros.'))
 #: the schema's keys (with the trajectory keys of :func:`trajectory_settings`: :func:`all_settings`)
 SETTINGS = (*_KEYS[:_AT], *_protocol_settings(), *_KEYS[_AT:])
 
-_TREE = {}
-_BY_KEY = {}
+_TREE: dict[str, Any] = {}
+_BY_KEY: dict[tuple, Setting] = {}
 #: what the index (_TREE, _BY_KEY) was built from (``_index`` rebuilds when either changed)
-_INDEXED = {'settings': None, 'trajectory_types': None}
+_INDEXED: dict[str, Any] = {'settings': None, 'trajectory_types': None}
 
 
 def _add_to_index(s):
@@ -739,6 +740,35 @@ def is_live(key):
 
 def live_keys():
     return [s.key for s in all_settings() if s.live]
+
+
+#: Keys whose default is another key's value, filled by :func:`uk_controller.settings.resolve.resolve`
+#: (so a resolved setup always has them): key -> the key it defaults to.
+DEFAULT_FROM = {'simulation.rate': 'control.rate', 'hardware.rate': 'control.rate'}
+#: Keys a resolved setup always has although the schema gives no default: :data:`DEFAULT_FROM` and
+#: ``robot.name`` (the file name).
+ALWAYS_FILLED = (*DEFAULT_FROM, 'robot.name')
+
+
+def section_tree():
+    """``(tree, typed_items)``: the schema as the typed sections see it (uk_controller/settings/types.py).
+
+    ``tree`` is {part: Setting | subtree} of the keys that have no ``when`` (the type-free ones; a named
+    item is the part ``<name>``); ``typed_items`` the set of map paths whose named items have
+    type-dependent keys (``constraints``: kept as read-only maps)."""
+    tree: dict[str, Any] = {}
+    typed_items: set[str] = set()
+    for s in all_settings():
+        parts = s.key.split('.')
+        if s.when or s.type == 'section':
+            if '<name>' in parts:
+                typed_items.add('.'.join(parts[: parts.index('<name>')]))
+            continue
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = s
+    return tree, typed_items
 
 
 # ---------------------------------------------------------------------------- the tree
@@ -1093,20 +1123,3 @@ def write_docs(path):
     head, _, rest = text.partition(DOC_BEGIN)
     _, _, tail = rest.partition(DOC_END)
     path.write_text(head + DOC_BEGIN + '\n\n' + markdown_table() + '\n' + DOC_END + tail)
-
-
-def main(argv=None):
-    """``python -m uk_controller.settings [--write-docs]``: print the settings table, or write it into
-    docs/config.md between its markers."""
-    import sys
-    from pathlib import Path
-
-    argv = sys.argv[1:] if argv is None else argv
-    if '--write-docs' in argv:
-        write_docs(Path(__file__).resolve().parents[2] / 'docs' / 'config.md')
-    else:
-        sys.stdout.write(markdown_table())
-
-
-if __name__ == '__main__':
-    main()

@@ -46,14 +46,14 @@ class RunStats:
     status: np.ndarray
     ok: np.ndarray
     saturated: np.ndarray  # any effort clipped at this step
-    speed: np.ndarray = None  # max |q'_j| at this step (the summary's last-second joint speed)
+    speed: np.ndarray | None = None  # max |q'_j| at this step (the summary's last-second joint speed)
     closure_max: float = 0.0
     effort_peak: float = 0.0
     residual_max: float = 0.0
     final_error: float = float('nan')
     posture_max: float = float('nan')  # max and last |q - q_ref| (DESIGN.md "Redundancy")
     posture_final: float = float('nan')
-    null_final: tuple = None  # null-space dimensions (motion, internal) at the last step
+    null_final: tuple | None = None  # null-space dimensions (motion, internal) at the last step
 
     @classmethod
     def of_log(cls, log, codes=None, residual=None):
@@ -144,16 +144,16 @@ class SimulationResult:
     wall_time: float
     rate: float
     settings: dict = field(default_factory=dict)
-    status: np.ndarray = None  # per step, a uk_controller.control.status.StepClass (int8)
-    servo_residual: np.ndarray = None  # residual of the servo equation where it is inconsistent
+    status: np.ndarray | None = None  # per step, a uk_controller.control.status.StepClass (int8)
+    servo_residual: np.ndarray | None = None  # residual of the servo equation where it is inconsistent
     interrupted: bool = False  # stopped early (Ctrl-C): the logs hold the steps that ran
     servo_rows: int = 0
     failure: str = ''  # why the run ended early (plant diverged or failed), else empty
-    stats: RunStats = None  # the whole run's per-step summary figures (None: from the arrays)
+    stats: RunStats | None = None  # the whole run's per-step summary figures (None: from the arrays)
     first_step: int = 0  # index of the first row (a chunk of a streamed run)
     planned_steps: int = 0  # control periods the run was asked for
-    posture_error: np.ndarray = None  # |q - q_ref| per step (q_ref: posture.reference, default q(0))
-    null_space: np.ndarray = None  # (steps, 2): null-space dimensions, motion and internal forces
+    posture_error: np.ndarray | None = None  # |q - q_ref| per step (q_ref: posture.reference, default q(0))
+    null_space: np.ndarray | None = None  # (steps, 2): null-space dimensions, motion and internal forces
 
     def after(self, transient):
         """Boolean mask of the samples after the transient (seconds)."""
