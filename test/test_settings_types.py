@@ -21,6 +21,7 @@ MYPY_TARGETS = (
     'uk_controller/settings',
     'uk_controller/robots/setup.py',
     'uk_controller/control/controller.py',
+    'uk_controller/control/rearm.py',
     'uk_controller/hardware/run_command.py',
     'uk_controller/sim/closed_loop.py',
     'uk_controller/sim/plants.py',

@@ -95,15 +95,15 @@ class ControlLoop:
             mode, self.why_timer = 'timer', 'use_sim_time (steps follow /clock)'
         # the loop thread takes the states itself (rclpy_access); the executor's callback without it
         take_state = mode == 'thread' and rclpy_access.can_take_and_wait()
-        if mode == 'thread' and node.ros['trigger'] == 'state' and not take_state:
+        if mode == 'thread' and node.settings.ros.trigger == 'state' and not take_state:
             mode, self.why_timer = 'timer', 'ros.trigger: state without a subscription the loop can wait on'
         self.mode = mode
         self.threaded = mode == 'thread'
         self.take_state = take_state and self.threaded
         # ros.trigger: state on the wall clock: the loop thread waits for each new state (phase-locked)
-        self.phase_locked = self.threaded and node.ros['trigger'] == 'state'
+        self.phase_locked = self.threaded and node.settings.ros.trigger == 'state'
         # ros.transport: raw -- the loop thread decodes JointState's CDR itself (cdr.py)
-        self.raw_state = self.take_state and node.ros['transport'] == 'raw'
+        self.raw_state = self.take_state and node.settings.ros.transport == 'raw'
         self.decoder = None
         self._last_warn_log = 0
         self.plots = True  # publish the plotting topics (re-checked every PLOT_CHECK_NS: telemetry)
@@ -188,14 +188,14 @@ class ControlLoop:
             return (
                 f'control loop: own thread, phase-locked to the joint states (fall-back '
                 f'{self.loop["fallback_periods"]:g} periods after the last step), '
-                f'transport {self.node.ros["transport"]}; overrun: warn after '
+                f'transport {self.node.settings.ros.transport}; overrun: warn after '
                 f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]} consecutive '
                 f'missed periods'
             )
         if self.threaded:
             return (
                 f'control loop: own thread, {self.sleeper_method}, spin {self.loop["spin_us"]:g} us, '
-                f'transport {self.node.ros["transport"]}; '
+                f'transport {self.node.settings.ros.transport}; '
                 f'overrun: warn after {self.overrun["warn_after"]}, safe effort after '
                 f'{self.overrun["safe_after"]} consecutive missed deadlines'
             )
@@ -296,7 +296,11 @@ class ControlLoop:
             self.node.get_name() + '_state_in', context=self.node.context, namespace=self.node.get_namespace()
         )
         sub = helper.create_subscription(
-            JointState, self.node.ros['joint_states_topic'], lambda m: None, qos_profile_sensor_data, raw=self.raw_state
+            JointState,
+            self.node.settings.ros.joint_states_topic,
+            lambda m: None,
+            qos_profile_sensor_data,
+            raw=self.raw_state,
         )
         return helper, sub
 

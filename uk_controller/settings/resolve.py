@@ -29,10 +29,11 @@ from pathlib import Path
 from ..files.parameter_file import ConfigError, load_config
 from ..paths import resolve_config
 from . import schema as S
+from .frozen import Section
 from .sections import build_sections
 from .types import Settings
 
-__all__ = ['resolve', 'Settings', 'apply_overrides']
+__all__ = ['resolve', 'Settings', 'apply_overrides', 'changed_keys', 'refuse_fixed']
 
 
 def apply_overrides(tree, overrides, *, file=None, labels=None):
@@ -110,3 +111,38 @@ def build(tree: dict, path: Path | None, where=None) -> Settings:
         if missing:
             sections[name] = dataclasses.replace(section, **missing)  # type: ignore[type-var]
     return Settings(file=path, **sections)  # type: ignore[arg-type]
+
+
+def changed_keys(old: Settings, new: Settings) -> list[str]:
+    """The dotted keys whose values differ between two resolved setups (``control.safe_effort``,
+    ``hardware.motor1.gear_ratio``), in schema order."""
+    out: list[str] = []
+    _diff(old, new, '', out)
+    return out
+
+
+def _diff(a, b, prefix, out):
+    if isinstance(a, Section) and type(a) is type(b):
+        for f in dataclasses.fields(a):  # type: ignore[arg-type]
+            name = f.name
+            key = prefix if name in ('items', 'options') else f'{prefix}.{name}' if prefix else name
+            _diff(getattr(a, name), getattr(b, name), key, out)
+    elif isinstance(a, dict) and isinstance(b, dict) and a != b:
+        for k in dict.fromkeys([*a, *b]):
+            _diff(a.get(k), b.get(k), f'{prefix}.{k}', out)
+    elif a != b:
+        out.append(prefix)
+
+
+def refuse_fixed(old: Settings, new: Settings, *, source=None) -> list[str]:
+    """The keys changed from `old` to `new`, all of them live (``live`` in the schema: may change while a
+    controller runs); else ConfigError naming the first key that is fixed at start."""
+    changed = changed_keys(old, new)
+    for key in changed:
+        if key != 'file' and not S.is_live(key):
+            raise ConfigError(
+                'cannot change while running (fixed at start; live: ' + ', '.join(S.live_keys()) + ')',
+                file=source,
+                key=key,
+            )
+    return changed
