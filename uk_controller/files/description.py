@@ -41,10 +41,12 @@ DESCRIPTION_KEYS = ('urdf', 'mjcf', 'sdf')
 
 
 def description_key(robot, config_path=None):
-    """Which of ``robot.urdf`` / ``robot.mjcf`` / ``robot.sdf`` the ``robot`` map gives (exactly one)."""
+    """Which of ``robot.urdf`` / ``robot.mjcf`` / ``robot.sdf`` the ``robot`` section gives (exactly one);
+    `robot` is a map or the typed section of resolved settings."""
     from .parameter_file import ConfigError
 
-    given = [k for k in DESCRIPTION_KEYS if robot.get(k) not in (None, '')]
+    read = robot.get if isinstance(robot, dict) else (lambda k: getattr(robot, k, None))
+    given = [k for k in DESCRIPTION_KEYS if read(k) not in (None, '')]
     if len(given) != 1:
         what = 'none of them' if not given else ' and '.join(f'robot.{k}' for k in given)
         raise ConfigError(

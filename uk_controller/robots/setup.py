@@ -34,7 +34,7 @@ from ..model.robot_model import ModelError, RobotModel
 from ..paths import missing_file_message, resolve_data_file
 from ..settings.frozen import FrozenDict, freeze, thaw
 from ..settings.resolve import resolve
-from ..settings.types import ActuatorsSettings, Settings, StabilizationSettings
+from ..settings.types import ActuatorsSettings, RobotSettings, Settings, StabilizationSettings
 from .actuators import Actuator, ActuatorMap
 
 FREE_BASE_JOINT_NAMES = tuple(name for name, _, _ in FREE_BASE_JOINTS)
@@ -196,22 +196,27 @@ def stabilization_gains(stab: StabilizationSettings, file=None) -> Baumgarte:
         raise ConfigError(str(exc).strip("'"), file=file, key='stabilization.convention') from None
 
 
-def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
+def load_description(robot: RobotSettings, path, joints=None, gravity=None, mass_scale=1.0):
     """``(RobotModel, closures)`` from ``robot.urdf`` (URDF or .xacro with ``robot.xacro_args``),
-    ``robot.mjcf`` or ``robot.sdf`` (:mod:`uk_controller.files.description`); `robot` is the ConfigView of the
-    ``robot`` section. ``model.source`` is the file, ``model.source_kind`` one of urdf, xacro, mjcf, sdf."""
-    key = description_key(robot.data, path)
-    value = robot.get_str(key)
+    ``robot.mjcf`` or ``robot.sdf`` (:mod:`uk_controller.files.description`); `robot` is the ``robot``
+    section of the resolved settings, `path` the setup file. ``model.source`` is the file,
+    ``model.source_kind`` one of urdf, xacro, mjcf, sdf."""
+
+    def error(name, message):
+        return ConfigError(message, file=path, key=f'robot.{name}')
+
+    key = description_key(robot, path)
+    value = getattr(robot, key)
     file = resolve_data_file(value, path)
     if file is None:
-        raise robot.error(key, missing_file_message(value, path))
-    xacro_args = robot.raw('xacro_args', None)
+        raise error(key, missing_file_message(value, path))
+    xacro_args = robot.xacro_args
     if xacro_args is not None and not isinstance(xacro_args, dict):
-        raise robot.error('xacro_args', 'must be a map of xacro argument names to values')
+        raise error('xacro_args', 'must be a map of xacro argument names to values')
     if xacro_args and (key != 'urdf' or not is_xacro(file)):
-        raise robot.error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
-    if robot.data.get('base', 'fixed') != 'fixed' and key != 'sdf':
-        raise robot.error(
+        raise error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
+    if robot.base != 'fixed' and key != 'sdf':
+        raise error(
             'base',
             f'free is read for robot.sdf (a root link without a joint to the world); '
             f'robot.{key} roots are fixed to the world',
@@ -219,7 +224,7 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
     closures, text, extras = {}, None, DescriptionExtras()
     try:
         if key == 'urdf':  # checked before Pinocchio's parser sees it (a cycle crashes it)
-            written = urdf_text(file, xacro_args, path)
+            written = urdf_text(file, thaw(xacro_args), path)
             check_urdf_text(written, file)
             extras = urdf_extras(written, str(file))  # <mimic> rows and <dynamics> (description_extras)
             closures = dict(extras.constraints)
@@ -232,40 +237,42 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
             pin_model, closures, extras = read_mjcf(file)
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
         else:
-            pin_model, closures, extras = load_sdf(file, robot.data.get('base', 'fixed'))
+            pin_model, closures, extras = load_sdf(file, robot.base)
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
     except ExtrasError as exc:
-        raise robot.error(key, str(exc)) from None
+        raise error(key, str(exc)) from None
     except DescriptionError as exc:  # the file itself is wrong, whatever it names
-        raise robot.error(key, str(exc)) from None
+        raise error(key, str(exc)) from None
     except ModelError as exc:
-        raise robot.error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
+        raise error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
     model.source = file
     model.source_kind = 'xacro' if text is not None else key
     model.free_base = (
         tuple(name for name in FREE_BASE_JOINT_NAMES if name in model.joint_names)
-        if (key == 'sdf' and robot.data.get('base', 'fixed') == 'free')
+        if (key == 'sdf' and robot.base == 'free')
         else ()
     )
     model.source_text = text
     if mass_scale == 1.0:  # the description as written; a plant's scaled copy (model mismatch) is not re-judged
-        model_validity.check_loaded(model, robot, key)  # masses, inertias, a movable joint
+        model_validity.check_loaded(model, robot, key, path)  # masses, inertias, a movable joint
     return model, closures, extras
 
 
-def _joint_dynamics(robot, model, extras):
+def _joint_dynamics(robot: RobotSettings, model, extras, path=None):
     """The description's passive joint dynamics on `model` (``robot.joint_dynamics``: description | none)."""
-    use, velocity = robot.data['joint_dynamics'], robot.data['friction_velocity']
-    if use == 'none' or not extras.joint_dynamics:
+    if robot.joint_dynamics == 'none' or not extras.joint_dynamics:
         model.set_joint_dynamics(None)
         return
     try:
-        model.set_joint_dynamics(JointDynamics.from_joints(extras.joint_dynamics, model.joint_names, velocity))
+        model.set_joint_dynamics(
+            JointDynamics.from_joints(extras.joint_dynamics, model.joint_names, robot.friction_velocity)
+        )
     except ValueError as exc:  # e.g. a negative damping: the description's value, named with its file
-        raise robot.error(
-            description_key(robot.data),
+        raise ConfigError(
             f'{model.source}: {exc}; fix the joint\'s dynamics in the '
             'description, or set robot.joint_dynamics: none to leave them out',
+            file=path,
+            key=f'robot.{description_key(robot)}',
         ) from None
 
 
@@ -284,11 +291,10 @@ def setup_from_settings(s: Settings, *, mass_scale: float = 1.0) -> RobotSetup:
     rob = s.robot
     if rob.joints is not None and len(set(rob.joints)) != len(rob.joints):
         raise ConfigError(f'entries must be unique, got {list(rob.joints)!r}', file=path, key='robot.joints')
-    robot = ConfigView({k: v for k, v in thaw(rob.as_dict()).items() if v is not None}, path, 'robot')
     joints = list(rob.joints) if rob.joints is not None else None
     gravity = np.asarray(rob.gravity, dtype=float) if rob.gravity is not None else None
-    model, closures, extras = load_description(robot, path, joints, gravity, mass_scale)
-    _joint_dynamics(robot, model, extras)
+    model, closures, extras = load_description(rob, path, joints, gravity, mass_scale)
+    _joint_dynamics(rob, model, extras, path)
     urdf_path = model.source
     constraints = thaw(s.constraints.items)
     if s.constraints.names is not None:
