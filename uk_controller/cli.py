@@ -9,8 +9,12 @@ import sys
 import threading
 from pathlib import Path
 
+from .core.baumgarte import CONVENTIONS
 from .interrupts import interrupt_requested
 from .settings import schema as S
+
+#: the conventions that read stabilization.alpha and .beta (--alpha, --beta), from the one table
+ALPHA_BETA = [name for name, c in CONVENTIONS.items() if c.gains == ('alpha', 'beta')]
 
 
 def file_safe(name):
@@ -92,9 +96,9 @@ def add_simulate_parser(sub):
     p.add_argument('--beta', type=_flag('--beta'), help='Baumgarte beta')
     p.add_argument(
         '--convention',
-        choices=['seed000', 'squared'],
-        default='seed000',
-        help="seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0",
+        choices=ALPHA_BETA,
+        default=ALPHA_BETA[0],
+        help='; '.join(f'{name}: {CONVENTIONS[name].equation}' for name in ALPHA_BETA),
     )
     p.add_argument('--pinv', choices=S.PINV_METHODS, help='pseudo-inverse method (default: control.pinv)')
     p.add_argument('--mass-scale', type=_flag('--mass-scale'), help='plant inertias x this factor (model mismatch)')

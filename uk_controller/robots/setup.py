@@ -14,7 +14,7 @@ import numpy as np
 
 from ..constraints import ConstraintStack, build_stacks
 from ..constraints.stack import hold_where_they_start
-from ..core.baumgarte import Baumgarte
+from ..core.baumgarte import CONVENTIONS, Baumgarte
 from ..files.description import (
     DescriptionError,
     check_urdf_text,
@@ -182,13 +182,12 @@ def _actuators(section: ActuatorsSettings, model, extras=None, file=None):
 
 
 def stabilization_gains(stab: StabilizationSettings, file=None) -> Baumgarte:
-    """The Baumgarte gains of ``settings.stabilization`` (checked by the schema; one value or one per row)."""
-    needs = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
+    """The Baumgarte gains of ``settings.stabilization``: the gains its convention reads
+    (:data:`uk_controller.core.baumgarte.CONVENTIONS`; that they are given is checked by the schema), one
+    value or one per row."""
     values = {}
-    for key in needs[stab.convention]:
+    for key in CONVENTIONS[stab.convention].gains:
         given = getattr(stab, key)
-        if given is None:
-            raise ConfigError('required key is missing', file=file, key=f'stabilization.{key}')
         values[key] = float(given[0]) if len(given) == 1 else np.asarray(given, dtype=float)
     try:
         return Baumgarte.from_config({'convention': stab.convention, **values}, where='stabilization')

@@ -47,6 +47,7 @@ import math
 from typing import Any
 
 from ..constraints import trajectories as _trajectories
+from ..core.baumgarte import CONVENTIONS
 from ..files.parameter_file import ConfigError
 from .setting import NONE, RegistryNames, Setting, check_value, number_ok
 
@@ -257,9 +258,9 @@ _KEYS = [
         'str',
         'critical',
         '',
-        "critical: phi''+2w phi'+w^2 phi=0; seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0; none",
+        '; '.join(f'{name}: {c.equation}' if c.equation else name for name, c in CONVENTIONS.items()),
         live=True,
-        choices=('critical', 'seed000', 'squared', 'none'),
+        choices=tuple(CONVENTIONS),
     ),
     _S(
         'stabilization.omega',
@@ -923,23 +924,20 @@ def _applies(setting, node, dotted, file, raise_=True):
 
 
 def natural_frequency(stab):
-    """Largest natural frequency [rad/s] of the stabilization section (0 for none)."""
+    """Largest natural frequency [rad/s] of the stabilization section (0 for none; the convention's
+    :attr:`~uk_controller.core.baumgarte.Convention.frequency` of the largest magnitude of each gain)."""
     stab = stab or {}
-    convention = stab.get('convention', default('stabilization.convention'))
+    convention = CONVENTIONS.get(stab.get('convention', default('stabilization.convention')))
+    if convention is None:
+        return 0.0
 
-    def biggest(key, fallback=0.0):
-        v = stab.get(key, fallback)
+    def biggest(key):
+        v = stab.get(key, default(f'stabilization.{key}') or 0.0)
         v = v if isinstance(v, (list, tuple)) else [v]
         vals = [abs(float(x)) for x in v if number_ok(x) and math.isfinite(x)]
         return max(vals, default=0.0)
 
-    if convention == 'critical':
-        return biggest('omega', default('stabilization.omega'))
-    if convention == 'seed000':
-        return max(math.sqrt(biggest('beta')), biggest('alpha') / 2.0)
-    if convention == 'squared':
-        return max(biggest('beta'), biggest('alpha'))
-    return 0.0
+    return convention.frequency(*(biggest(key) for key in convention.gains))
 
 
 def check_cross(params, file=None, *, names=None):
@@ -1016,10 +1014,6 @@ def _section(params, *path):
     return node if isinstance(node, dict) else {}
 
 
-#: the gains each stabilization convention needs
-CONVENTION_GAINS = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
-
-
 def _check_gains_given(params, file, label):
     """A ``stabilization`` section that is written out names the gains of its convention (the
     ``stabilization.omega`` default is the gain of a setup without the section)."""
@@ -1027,11 +1021,11 @@ def _check_gains_given(params, file, label):
     if not isinstance(stab, dict) or not stab:
         return
     convention = stab.get('convention', default('stabilization.convention'))
-    for key in CONVENTION_GAINS.get(convention, ()):
+    gains = CONVENTIONS[convention].gains if convention in CONVENTIONS else ()
+    for key in gains:
         if stab.get(key) is None:
             raise ConfigError(
-                f'required key is missing (convention {convention!r} needs '
-                f'{" and ".join(CONVENTION_GAINS[convention])})',
+                f'required key is missing (convention {convention!r} needs {" and ".join(gains)})',
                 file=file,
                 key=label(f'stabilization.{key}'),
             )
