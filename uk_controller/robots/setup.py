@@ -18,6 +18,7 @@ from ..core.baumgarte import CONVENTIONS, Baumgarte
 from ..files.description import (
     DescriptionError,
     check_urdf_text,
+    check_xacro_args,
     description_key,
     is_xacro,
     load_sdf,
@@ -212,8 +213,7 @@ def load_description(robot: RobotSettings, path, joints=None, gravity=None, mass
     xacro_args = robot.xacro_args
     if xacro_args is not None and not isinstance(xacro_args, dict):
         raise error('xacro_args', 'must be a map of xacro argument names to values')
-    if xacro_args and (key != 'urdf' or not is_xacro(file)):
-        raise error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
+    check_xacro_args(key, value, file, xacro_args, path)
     if robot.base != 'fixed' and key != 'sdf':
         raise error(
             'base',

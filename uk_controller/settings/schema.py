@@ -48,6 +48,7 @@ from typing import Any
 
 from ..constraints import trajectories as _trajectories
 from ..core.baumgarte import CONVENTIONS
+from ..files.description import CLOSURE_KEYS, DESCRIPTION_KEYS
 from ..files.parameter_file import ConfigError
 from .setting import NONE, RegistryNames, Setting, check_value, number_ok
 
@@ -795,8 +796,8 @@ def _has_file_closures(root):
     robot = root.get('robot')
     if not isinstance(robot, dict):
         return True  # no description yet: the loader reports that first
-    given = [k for k in ('urdf', 'mjcf', 'sdf') if robot.get(k) is not None]
-    return not given or any(k in given for k in ('mjcf', 'sdf'))
+    given = [k for k in DESCRIPTION_KEYS if robot.get(k) is not None]
+    return not given or any(k in given for k in CLOSURE_KEYS)
 
 
 def check(params, file=None, *, prefix='', names=None):
