@@ -61,6 +61,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
+from ..settings import protocols
+
 __all__ = ['Protocol', 'PROTOCOLS', 'DEFAULT_PROTOCOL', 'names', 'sections', 'get', 'make_bus', 'make_emulator']
 
 PACKAGE = 'uk_controller.hardware.protocols'
@@ -139,6 +141,9 @@ PROTOCOLS = {
     )
 }
 DEFAULT_PROTOCOL = 'uk_binary'
+
+
+protocols.register(lambda: PROTOCOLS)  # the settings schema reads the table as it is now
 
 
 def names() -> tuple:

@@ -42,7 +42,6 @@ and each motor protocol's ``hardware.<protocol>.*`` keys come from its codec (``
 from __future__ import annotations
 
 import difflib
-import importlib
 import math
 from typing import Any
 
@@ -50,6 +49,7 @@ from ..constraints import trajectories as _trajectories
 from ..core.baumgarte import CONVENTIONS
 from ..files.description import CLOSURE_KEYS, DESCRIPTION_KEYS
 from ..files.parameter_file import ConfigError
+from . import protocols as _protocols
 from .setting import NONE, RegistryNames, Setting, check_value, number_ok
 
 #: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
@@ -72,7 +72,7 @@ def _nonneg(key, default, unit, doc, high=None, **kw):
 # Choices implemented by a table elsewhere are read from that table (when first asked, see
 # RegistryNames): a name added there is accepted here, by the CLI flags and in docs/config.md.
 PINV_METHODS = RegistryNames('uk_controller.core.pinv.reference', 'PINV_METHODS')
-PROTOCOLS = RegistryNames('uk_controller.hardware.registry', 'PROTOCOLS')
+PROTOCOLS = RegistryNames('uk_controller.settings.protocols', 'NAMES')  # registered by the hardware layer
 PLANTS = RegistryNames('uk_controller.sim.plants', 'PLANTS')
 INTEGRATORS = RegistryNames('uk_controller.sim.plants', 'INTEGRATORS')
 CONSTRAINT_TYPES = RegistryNames('uk_controller.constraints', 'TYPES')
@@ -650,11 +650,10 @@ _KEYS = [
 def _protocol_settings():
     """The ``hardware.<protocol>.<option>`` keys: each protocol of the motor registry declares its own
     in ``protocols/<name>/codec.py`` (``SETTINGS``), so adding a protocol is one subpackage and one
-    registry line (uk_controller/hardware/registry.py). The registry and the codecs are plain Python
-    (no pyserial, dynamixel_sdk); they are named here, not imported at the top, because hardware/ sits
-    above the schema in the layers."""
-    registry = importlib.import_module('uk_controller.hardware.registry')
-    return [s for entry in registry.PROTOCOLS.values() for s in entry.settings()]
+    registry line (uk_controller/hardware/registry.py). The schema never imports hardware/ (a layer
+    above it): the registry registers its table with uk_controller/settings/protocols.py when the
+    package is imported, and the codecs (plain Python: no pyserial, dynamixel_sdk) are read through it."""
+    return [s for entry in _protocols.table().values() for s in entry.settings()]
 
 
 # the protocols' keys after the generic hardware keys, before ros.* (the order of the docs table)
@@ -872,15 +871,15 @@ def _walk(node, tree, path, root, file):
 
 
 def protocol_sections():
-    """The option sections ``hardware.<section>`` of the protocols registered now (hardware/registry.py)."""
-    return importlib.import_module('uk_controller.hardware.registry').sections()
+    """The option sections ``hardware.<section>`` of the protocols registered now (hardware/registry.py,
+    through uk_controller/settings/protocols.py)."""
+    return _protocols.sections()
 
 
 def _check_protocol_options(name, value, dotted, file):
     """``hardware.<section>`` of a protocol whose codec declares no ``SETTINGS``: its keys are those of the
     codec's ``OPTIONS`` (uk_controller/hardware/registry.py, ``Protocol.defaults``)."""
-    registry = importlib.import_module('uk_controller.hardware.registry')
-    known = next(p for p in registry.PROTOCOLS.values() if p.section_name == name).defaults()
+    known = next(p for p in _protocols.table().values() if p.section_name == name).defaults()
     for option in value:
         if option not in known:
             raise ConfigError(
