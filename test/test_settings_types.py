@@ -34,6 +34,16 @@ def test_types_module_is_what_the_schema_generates():
     )
 
 
+def test_write_types_writes_the_generated_source(tmp_path, monkeypatch, capsys):
+    target = tmp_path / 'types.py'
+    monkeypatch.setattr(generate, 'TYPES_FILE', target)
+    generate.main(['--write-types'])
+    assert target.read_text() == generate.types_source()
+    assert capsys.readouterr().out == ''  # writing prints no table
+    generate.main([])
+    assert capsys.readouterr().out == S.markdown_table()
+
+
 def test_a_key_added_to_the_schema_is_a_typed_attribute(monkeypatch):
     """The generated text follows the schema: a new key is a field of its section with its type (so the
     checked-in module would no longer match, and the test above fails until it is regenerated)."""

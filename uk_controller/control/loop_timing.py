@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+from ..settings import schema as S
+
 LOOP_MODES = ('thread', 'timer')
 #: order of std_msgs/Float64MultiArray ``~/loop_timing`` (contract with the PlotJuggler layouts)
 TIMING_FIELDS = (
@@ -172,7 +174,12 @@ class OverrunPolicy:
     consecutive on-time periods. 0 disables warn_after / safe_after.
     """
 
-    def __init__(self, warn_after=10, safe_after=100, recover_after=10):
+    def __init__(
+        self,
+        warn_after=S.default('ros.overrun.warn_after'),
+        safe_after=S.default('ros.overrun.safe_after'),
+        recover_after=S.default('ros.overrun.recover_after'),
+    ):
         self.warn_after = int(warn_after)
         self.safe_after = int(safe_after)
         self.recover_after = int(recover_after)

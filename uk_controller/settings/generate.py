@@ -128,9 +128,9 @@ def types_source() -> str:
     return '\n'.join(out) + '\n'
 
 
-def write_types(path: Path = TYPES_FILE) -> None:
-    """Write :func:`types_source` to uk_controller/settings/types.py."""
-    Path(path).write_text(types_source())
+def write_types(path: Path | None = None) -> None:
+    """Write :func:`types_source` to `path` (default: uk_controller/settings/types.py)."""
+    Path(path or TYPES_FILE).write_text(types_source())
 
 
 def main(argv: list[str] | None = None) -> None:
