@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -86,16 +87,23 @@ class RunStats:
     def concatenate(cls, parts):
         """The stats of consecutive chunks as one (extremes combined; NaN propagates as in one array)."""
         parts = [p for p in parts if p.t.size]
+        per_step = {
+            't': float,
+            'error_norm': float,
+            'compute_time': float,
+            'status': np.int8,
+            'ok': bool,
+            'saturated': bool,
+            'speed': float,
+        }
         if not parts:
-            return cls(*(np.zeros(0, dtype=d) for d in (float, float, float, np.int8, bool, bool, float)))
+            empty: dict[str, Any] = {f: np.zeros(0, dtype=d) for f, d in per_step.items()}
+            return cls(**empty)
         if len(parts) == 1:
             return parts[0]
-        cat = [
-            np.concatenate([getattr(p, f) for p in parts])
-            for f in ('t', 'error_norm', 'compute_time', 'status', 'ok', 'saturated', 'speed')
-        ]
+        cat = {f: np.concatenate([getattr(p, f) for p in parts]) for f in per_step}
         return cls(
-            *cat,
+            **cat,
             closure_max=float(np.max([p.closure_max for p in parts])),
             effort_peak=float(np.max([p.effort_peak for p in parts])),
             residual_max=float(np.max([p.residual_max for p in parts])),
@@ -458,7 +466,7 @@ def simulate(
                 'compiled closed loop not available (needs numba, the UK plant with rk4 and '
                 'constant actuator columns, a compiled controller, no sensor noise or delay)'
             )
-    in_kernel = np.zeros(chunk_steps, dtype=bool) if fast is not None else None
+    in_kernel: Any = np.zeros(chunk_steps, dtype=bool) if fast is not None else None
     wall = 0.0
     base = 0  # index of the log buffer's first row in the run
     interrupted = False
@@ -466,7 +474,7 @@ def simulate(
     stats, kept = [], []
     while True:
         size = min(chunk_steps, steps - base)
-        clock0 = compiled_loop.clock() if fast is not None else None
+        clock0: Any = compiled_loop.clock() if fast is not None else None
         if in_kernel is not None:
             in_kernel[:] = False
         start = time.perf_counter()
