@@ -3,8 +3,8 @@
 
 A list in a resolved setting is a tuple and a map a :class:`FrozenDict` (a ``dict`` that refuses every
 change), so nothing reachable from a :class:`~uk_controller.settings.types.Settings` can be changed in
-place: a new value is a new ``Settings`` (:func:`uk_controller.settings.resolve.resolve`, or
-:func:`~uk_controller.settings.resolve.with_changes` for live parameters).
+place: a new value is a new ``Settings`` (:func:`uk_controller.settings.resolve.resolve` again, with the
+change as one more override), which a running consumer takes through its ``apply_settings``.
 """
 
 from __future__ import annotations

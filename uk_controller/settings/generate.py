@@ -43,8 +43,8 @@ not edit (test/test_settings_types.py checks that this file is what the schema g
 the types are in uk_controller/settings/generate.py). :func:`uk_controller.settings.resolve.resolve`
 returns a :class:`Settings`; its sections are read by attribute (``settings.control.rate``,
 ``settings.ros.loop.window``, ``settings.hardware.items['motor1'].gear_ratio``) and never changed in
-place (a changed value is a new ``Settings``: ``resolve`` again, or
-:func:`uk_controller.settings.resolve.with_changes` for live parameters).
+place (a changed value is a new ``Settings``: ``resolve`` again with the change as one more override;
+a running consumer takes it through its ``apply_settings``, e.g. ``ControllerCore.apply_settings``).
 """
 
 from __future__ import annotations
