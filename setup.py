@@ -93,6 +93,9 @@ setup(
             # test_lint.py: ruff check and ruff format --check with ruff.toml. Not a rosdep key: in a ROS
             # workspace `pip install ruff` for it, or the test skips saying so
             'ruff',
+            # test_settings_types.py: mypy on the settings and their readers (setup.cfg [mypy]); the test
+            # skips without it
+            'mypy',
         ],
     },
     zip_safe=True,

@@ -20,10 +20,11 @@ from launch_ros.actions import Node
 
 from launch import LaunchDescription
 from uk_controller.hardware import registry
+from uk_controller.paths import available_configs
 from uk_controller.settings.resolve import resolve
 
 PACKAGE = 'uk_controller'
-ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
+ROBOTS = tuple(available_configs())  # the robot setups shipped in config/
 BRIDGE_ARGUMENTS = {  # launch argument -> (bridge parameter: a key of the robot YAML, type)
     'port': ('hardware.port', str),
     'baud': ('hardware.baud', int),

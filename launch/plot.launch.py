@@ -23,10 +23,11 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
+from uk_controller.paths import available_configs
 from uk_controller.ros.plot_layout import PlotRows, plotjuggler_layout, rqt_plot_fields, topics
 
 PACKAGE = 'uk_controller'
-ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
+ROBOTS = tuple(available_configs())  # the robot setups shipped in config/
 
 
 def plot(context):

@@ -4,7 +4,7 @@
     ros2 launch uk_controller sim.launch.py robot:=scara rate:=500.0
     ros2 launch uk_controller sim.launch.py robot:=dual_arm plant:=mujoco
 
-robot: scara | five_bar | five_bar_redundant | dual_arm | planar_3r (config/<robot>.yaml), or
+robot: a setup shipped in config/<robot>.yaml (scara, five_bar, dual_arm, ...), or
 config:=/path/to/robot.yaml for your own setup. uk_sim_node integrates the true closed-chain
 dynamics (plant:=uk, the embedded UK plant; plant:=mujoco, the MuJoCo engine with its own loop
 closures, `pip install mujoco`) and publishes /joint_states; uk_controller_node closes the loop on
@@ -17,12 +17,12 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
-from uk_controller.paths import robot_description
+from uk_controller.paths import available_configs, robot_description
 from uk_controller.settings.resolve import resolve
-from uk_controller.sim.plants import PLANTS
+from uk_controller.sim import plants
 
 PACKAGE = 'uk_controller'
-ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
+ROBOTS = tuple(available_configs())  # the robot setups shipped in config/
 SIM_ARGUMENTS = {  # launch argument -> (uk_sim_node parameter: a key of the robot YAML, type)
     'plant': ('simulation.plant', str),
     'real_time_factor': ('simulation.real_time_factor', float),
@@ -83,8 +83,7 @@ def generate_launch_description():
             DeclareLaunchArgument(
                 'plant',
                 default_value='',
-                description=' | '.join(PLANTS) + ' (uk: embedded UK plant; mujoco: MuJoCo physics, '
-                'pip install mujoco; default: simulation.plant)',
+                description=f'{plants.describe()} (default: simulation.plant)',
             ),
             DeclareLaunchArgument(
                 'rate', default_value='', description='control and simulation rate in Hz (default: control.rate)'

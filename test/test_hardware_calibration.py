@@ -264,3 +264,17 @@ def test_five_bar_passive_joints_from_closure():
         q, qd = asm(plant.q[asm.measured], plant.qd[asm.measured])
         err = max(err, np.abs(q - plant.q).max(), np.abs(qd - plant.qd).max())
     assert err < 1e-8
+
+
+def test_motor_calibration_defaults_are_the_schemas():
+    from uk_controller.hardware.calibration import MotorCalibration
+    from uk_controller.settings import schema as S
+
+    motor = MotorCalibration('m1', 1)
+    for key in ('gear_ratio', 'torque_constant', 'direction', 'zero_offset'):
+        assert getattr(motor, key) == S.default(f'hardware.<name>.{key}'), key
+    # what a resolved setup gives a motor without its own map is the same calibration
+    hw = HardwareConfig.from_settings(resolve(None, {'actuators.names': ['m1'], 'actuators.m1.effort_limit': 2.0}))
+    resolved = hw.motors[0]
+    for key in ('gear_ratio', 'torque_constant', 'direction', 'zero_offset', 'position_limit', 'velocity_limit'):
+        assert getattr(resolved, key) == getattr(motor, key), key

@@ -255,10 +255,21 @@ def test_graph_reads_modules_named_by_a_string():
         'uk_controller.e',
     ]
     graph = import_graph()
-    assert 'uk_controller.hardware.registry' in graph['uk_controller.settings.schema']  # import_module
     assert 'uk_controller.core.pinv.reference' in graph['uk_controller.settings.schema']  # RegistryNames
     assert 'uk_controller.sim.plants' in graph['uk_controller.settings.schema']  # RegistryNames
-    assert 'uk_controller.hardware.registry' not in import_graph(False)['uk_controller.settings.schema']
+    assert 'uk_controller.sim.plants' not in import_graph(False)['uk_controller.settings.schema']
+
+
+def test_the_settings_never_import_the_hardware_layer():
+    """The motor protocols reach the schema registered from the hardware side (uk_controller/settings/
+    protocols.py; the package imports the registry first), not by an import of uk_controller.hardware, by
+    statement or by name, from any module of the settings."""
+    graph = import_graph()
+    settings = [m for m in graph if m == 'uk_controller.settings' or m.startswith('uk_controller.settings.')]
+    assert 'uk_controller.settings.schema' in settings
+    found = sorted(f'{m} -> {t}' for m in settings for t in graph[m] if t.startswith('uk_controller.hardware'))
+    assert not found, found
+    assert 'uk_controller.hardware.registry' in graph['uk_controller']  # the package registers the protocols
 
 
 def test_no_import_cycles_in_the_package():
@@ -299,11 +310,6 @@ def test_every_module_has_a_layer():
 #: with its reason; docs/architecture.md, "Tables read by name", says the same. The schema declares every
 #: key once, and the names a key accepts come from the table that implements them, where that table lives.
 READ_BY_NAME = {
-    (
-        'uk_controller.settings.schema',
-        'uk_controller.hardware.registry',
-    ): "the motor protocols: hardware.protocol's choices, and each protocol's hardware.<section>.* keys "
-    "from its codec, read when the schema is imported (plain Python: no pyserial, no dynamixel_sdk)",
     (
         'uk_controller.settings.schema',
         'uk_controller.sim.plants',

@@ -22,7 +22,8 @@ import pytest
 from parallel import domain_id
 
 from uk_controller.files.parameter_file import ConfigError
-from uk_controller.ros.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
+from uk_controller.ros.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_cpus, overrun_policy
+from uk_controller.settings import schema as S
 from uk_controller.settings.resolve import resolve
 
 DOMAIN_ID = domain_id(78)
@@ -127,13 +128,20 @@ def test_overrun_policy_warns_goes_safe_and_recovers():
 )
 def test_bad_loop_settings_name_the_key(ros, key):
     with pytest.raises(ConfigError) as info:
-        loop_settings(resolve(params={'ros': ros}))
+        resolve(params={'ros': ros})
     assert str(info.value).startswith(key + ':')
 
 
 def test_loop_settings_defaults():
-    loop, overrun = loop_settings(resolve())
-    assert loop['mode'] == 'thread' and loop['priority'] == 0 and overrun['safe_after'] > overrun['warn_after']
+    ros = resolve().ros
+    assert ros.loop.mode == 'thread' and ros.loop.priority == 0 and loop_cpus(ros.loop) == []
+    policy = overrun_policy(ros.overrun)
+    assert (policy.warn_after, policy.safe_after, policy.recover_after) == (
+        S.default('ros.overrun.warn_after'),
+        S.default('ros.overrun.safe_after'),
+        S.default('ros.overrun.recover_after'),
+    )
+    assert loop_cpus(resolve(None, {'ros.loop.cpus': [0, 1.0]}).ros.loop) == [0, 1]
 
 
 # ----------------------------------------------------------------------------- over DDS

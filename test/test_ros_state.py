@@ -82,12 +82,12 @@ def test_flatten_unflatten_round_trip_as_ros_does():
 
 def test_ros_settings_name_the_bad_key():
     with pytest.raises(ConfigError, match=r'^ros\.output_type'):
-        P.ros_settings(resolve(None, {'ros.output_type': 'pwm'}))
+        resolve(None, {'ros.output_type': 'pwm'})
     with pytest.raises(ConfigError, match=r'^control\.state_timeout'):
-        P.ros_settings(resolve(None, {'control.state_timeout': -1.0}))
+        resolve(None, {'control.state_timeout': -1.0})
     with pytest.raises(ConfigError, match=r'^ros\.effort_joints'):
-        P.ros_settings(resolve(None, {'ros.effort_joints': ['a', 'a']}))
-    assert P.ros_settings(resolve())['effort_topic'] == '/effort_controller/commands'
+        resolve(None, {'ros.effort_joints': ['a', 'a']})
+    assert resolve().ros.effort_topic == '/effort_controller/commands'
 
 
 def test_effort_order_maps_controller_joints_to_actuators():
@@ -181,12 +181,12 @@ def test_output_types_are_one_table(monkeypatch):
         assert P.message_class(kind) is cls
         assert ros_section.OUTPUT_TYPES[kind] in MSGDEFS  # the MCAP log can write it
         assert S.check_value(setting, kind) == kind
-        assert P.ros_settings(resolve(None, {'ros.output_type': kind}))['output_type'] == kind
+        assert resolve(None, {'ros.output_type': kind}).ros.output_type == kind
     from geometry_msgs.msg import Wrench
 
     monkeypatch.setitem(ros_section.OUTPUT_TYPES, 'wrench', 'geometry_msgs/msg/Wrench')
     assert P.message_class('wrench') is Wrench
-    assert P.ros_settings(resolve(None, {'ros.output_type': 'wrench'}))['output_type'] == 'wrench'
+    assert resolve(None, {'ros.output_type': 'wrench'}).ros.output_type == 'wrench'
     row = next(line for line in S.markdown_table().splitlines() if line.startswith('| `ros.output_type` |'))
     assert 'wrench' in row, row
     monkeypatch.delitem(ros_section.OUTPUT_TYPES, 'joint_state')

@@ -17,8 +17,9 @@ import uk_controller.settings.resolve as resolve_module
 from uk_controller.files import rcl_yaml
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.settings import schema as S
+from uk_controller.settings.frozen import FrozenDict, Section
 from uk_controller.settings.resolve import resolve
-from uk_controller.settings.sections import FrozenDict, Section, Settings
+from uk_controller.settings.types import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SCARA = ROOT / 'config' / 'scara.yaml'

@@ -126,14 +126,13 @@ def test_one_default_per_key_everywhere():
     import inspect
 
     from uk_controller.control import controller
-    from uk_controller.ros import params as P
 
     src = (ROOT / 'uk_controller' / 'ros' / 'serial_bridge_node.py').read_text()
     assert "get('rate', 100.0)" not in src
     assert "control.get('rate', 1000.0)" not in inspect.getsource(controller)
     settings = resolve()
-    assert P.ros_settings(settings)['state_timeout'] == S.default('control.state_timeout')
-    assert P.ros_settings(settings)['trigger'] == S.default('ros.trigger')
+    assert settings.control.state_timeout == S.default('control.state_timeout')
+    assert settings.ros.trigger == S.default('ros.trigger')
 
 
 def test_a_key_is_one_entry(monkeypatch):

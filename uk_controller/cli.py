@@ -9,8 +9,13 @@ import sys
 import threading
 from pathlib import Path
 
+from .core.baumgarte import CONVENTIONS
 from .interrupts import interrupt_requested
 from .settings import schema as S
+from .sim import plants
+
+#: the conventions that read stabilization.alpha and .beta (--alpha, --beta), from the one table
+ALPHA_BETA = [name for name, c in CONVENTIONS.items() if c.gains == ('alpha', 'beta')]
 
 
 def file_safe(name):
@@ -74,15 +79,14 @@ def add_simulate_parser(sub):
     )
     p.add_argument(
         'robot',
-        help="robot name (config/<name>.yaml: scara, five_bar, five_bar_redundant, "
-        "dual_arm, planar_3r) or a path to a robot YAML",
+        help='robot name (a setup shipped in config/<name>.yaml; an unknown name lists them) or a path to a robot YAML',
     )
     p.add_argument('--duration', type=_flag('--duration'), help='simulated seconds (default: simulation.duration)')
     p.add_argument('--rate', type=_flag('--rate'), help='control rate in Hz (default: control.rate)')
     p.add_argument(
         '--plant',
         choices=S.PLANTS,
-        help='uk: embedded UK forward dynamics; mujoco: MuJoCo physics engine (default: simulation.plant)',
+        help=f'{plants.describe()} (default: simulation.plant)',
     )
     p.add_argument('--no-baumgarte', action='store_true', help='switch Baumgarte stabilization off')
     p.add_argument(
@@ -92,9 +96,9 @@ def add_simulate_parser(sub):
     p.add_argument('--beta', type=_flag('--beta'), help='Baumgarte beta')
     p.add_argument(
         '--convention',
-        choices=['seed000', 'squared'],
-        default='seed000',
-        help="seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0",
+        choices=ALPHA_BETA,
+        default=ALPHA_BETA[0],
+        help='; '.join(f'{name}: {CONVENTIONS[name].equation}' for name in ALPHA_BETA),
     )
     p.add_argument('--pinv', choices=S.PINV_METHODS, help='pseudo-inverse method (default: control.pinv)')
     p.add_argument('--mass-scale', type=_flag('--mass-scale'), help='plant inertias x this factor (model mismatch)')

@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +68,9 @@ from ..kernels.codes import (
     INFO_STATUS,
 )
 from ..kernels.packed import PackedStep
+from ..robots.setup import stabilization_gains
+from ..settings.resolve import refuse_fixed
+from ..settings.types import Settings
 from . import redundancy as _redundancy
 from .limits import joint_limit_stage
 from .status import Status
@@ -155,6 +160,7 @@ class ControllerBackend:
     """
 
     name = ''
+    run: Callable[[Any, Any, float], None]  # one solve at (q, q', t) into outputs (each backend gives it)
 
     def __init__(self, core, outputs=None):
         self.core = core
@@ -361,7 +367,7 @@ class GeneralBackend(ControllerBackend):
         B = core.setup.actuators.matrix(model)
         bs = stab.stabilized_rhs(servo, out=self._bs, speed=core.solver_options['task_speed'])
         red = core.redundancy
-        extra = {}
+        extra: dict = {}
         stage = core.joint_limits
         if stage is not None:
             lo, hi = stage.bounds(q, qd, *self._bounds)
@@ -503,7 +509,7 @@ class ControllerCore:
         self._last_effort = np.zeros(self.p)
         self._m, self._mp, self._ms = self.passive.m + self.servo.m, self.passive.m, self.servo.m
         self._shape = (self.n,)
-        self.backend = None
+        self.backend: ControllerBackend = None  # type: ignore[assignment]  # (_choose_backend, below)
         self.stabilization = setup.stabilization
         settings = setup.settings
         # the saturated Baumgarte term (task and posture rows) and the null-space metric, for every backend
@@ -543,6 +549,32 @@ class ControllerCore:
         self._null_initial = (red.null_motion, red.null_internal)
         self._view = StepView(b, m, self._mp, self.p, posture, None if red.active else self._null_initial)
         self._warm_up()
+
+    #: the Settings applied by :meth:`apply_settings` (None: the setup's own, ``setup.settings``)
+    _applied: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """The resolved setup this controller runs on now: the setup's, or the last one applied."""
+        return self._applied if self._applied is not None else self.setup.settings
+
+    def apply_settings(self, settings: Settings) -> list[str]:
+        """Take a new resolved setup while running (live parameters: ``ros2 param set`` resolves one
+        more override and hands the result here). Only live keys may differ from :attr:`settings`
+        (ConfigError naming the first that does not); a changed ``control.safe_effort`` and changed
+        ``stabilization`` gains are taken, the gains checked against the rows before anything changes.
+        Returns the changed keys."""
+        changed = refuse_fixed(self.settings, settings, source=settings.file)
+        gains = None
+        if any(key.startswith('stabilization.') for key in changed):
+            gains = stabilization_gains(settings.stabilization, settings.file)
+            uk.row_gains(gains, self.passive.rows.order, self.servo.rows.order)  # one per row: ValueError
+        if gains is not None:
+            self.stabilization = gains
+        if 'control.safe_effort' in changed:
+            self.safe_effort = settings.control.safe_effort
+        self._applied = settings
+        return changed
 
     def set_effort_limits(self, limits):
         """Clip the efforts to `limits` (p,) from now on, e.g. the limits the motors enforce, read from

@@ -3,7 +3,8 @@
 Shared by the ROS controller node (uk_controller.ros.control_loop), serial_bridge_node and
 ``uk-controller run`` (uk_controller.hardware.run_command); uk_controller.ros.loop_timing re-exports it.
 
-- :func:`loop_settings`: sections ``ros.loop`` and ``ros.overrun`` of resolved settings as dicts.
+- :func:`overrun_policy`, :func:`loop_cpus`: what the sections ``ros.loop`` and ``ros.overrun`` of resolved
+  settings make.
 - :class:`LoopTiming`: per-window statistics of the loop (achieved rate, period jitter, compute time,
   state age, latency, missed deadlines), preallocated (no allocation per period).
 - :class:`OverrunPolicy`: k consecutive missed deadlines -> WARN, m -> safe effort until r periods in a
@@ -30,6 +31,8 @@ import time
 
 import numpy as np
 
+from ..settings import schema as S
+
 LOOP_MODES = ('thread', 'timer')
 #: order of std_msgs/Float64MultiArray ``~/loop_timing`` (contract with the PlotJuggler layouts)
 TIMING_FIELDS = (
@@ -44,12 +47,15 @@ TIMING_FIELDS = (
 )
 
 
-def loop_settings(settings):
-    """``(loop, overrun)`` dictionaries of resolved settings (``settings.ros.loop``, ``settings.ros.overrun``:
-    checked and defaults filled by uk_controller.settings.resolve); ``cpus`` as whole CPU numbers."""
-    loop, overrun = settings.ros.loop.as_dict(), settings.ros.overrun.as_dict()
-    loop['cpus'] = [int(c) for c in loop['cpus'] or ()]  # whole numbers (schema.check_cross)
-    return loop, overrun
+def loop_cpus(loop):
+    """The CPU numbers of the typed ``ros.loop`` section as whole numbers (the schema checked that they
+    are; empty: any)."""
+    return [int(c) for c in loop.cpus or ()]
+
+
+def overrun_policy(overrun):
+    """The :class:`OverrunPolicy` of the typed ``ros.overrun`` section of resolved settings."""
+    return OverrunPolicy(overrun.warn_after, overrun.safe_after, overrun.recover_after)
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -168,7 +174,12 @@ class OverrunPolicy:
     consecutive on-time periods. 0 disables warn_after / safe_after.
     """
 
-    def __init__(self, warn_after=10, safe_after=100, recover_after=10):
+    def __init__(
+        self,
+        warn_after=S.default('ros.overrun.warn_after'),
+        safe_after=S.default('ros.overrun.safe_after'),
+        recover_after=S.default('ros.overrun.recover_after'),
+    ):
         self.warn_after = int(warn_after)
         self.safe_after = int(safe_after)
         self.recover_after = int(recover_after)

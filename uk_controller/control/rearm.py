@@ -33,6 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.baumgarte import Baumgarte
+from ..robots.setup import stabilization_gains
+from ..settings.types import Settings, StabilizationSettings
 
 
 def scaled(stab, s):
@@ -125,6 +127,19 @@ class ReArm:
         self.base = stab
         if self.ramp_from is None:
             self.core.stabilization = stab
+
+    #: the stabilization section the base gains were made from (None: the setup's)
+    _stabilization_section: StabilizationSettings | None = None
+
+    def apply_settings(self, settings: Settings) -> None:
+        """Take a new resolved setup while running (live parameters): ``control.soft_start``, and the
+        gains of ``stabilization`` when that section changed (the ramp, if running, continues towards
+        them; the controller takes them in its own :meth:`ControllerCore.apply_settings`)."""
+        section = self._stabilization_section or self.core.setup.settings.stabilization
+        if settings.stabilization != section:
+            self.set_gains(stabilization_gains(settings.stabilization, settings.file))
+            self._stabilization_section = settings.stabilization
+        self.set_soft_start(settings.control.soft_start)
 
     def set_soft_start(self, seconds):
         self.soft_start = float(seconds)

@@ -22,6 +22,8 @@ matrices alpha = diag(alpha_i)).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,24 +61,17 @@ class Baumgarte:
 
     @classmethod
     def from_config(cls, cfg, where='stabilization'):
-        """Build from the ``stabilization`` section of a robot setup (docs/config.md)."""
+        """Build from the ``stabilization`` section of a robot setup (docs/config.md): its ``convention``
+        (default critical) and the gains :data:`CONVENTIONS` says that convention reads."""
         cfg = dict(cfg or {})
-        convention = cfg.get('convention', 'critical')
-
-        def need(key):
-            if key not in cfg:
-                raise KeyError(f'{where}.{key} is required for convention {convention!r}')
-            return cfg[key]
-
-        if convention == 'critical':
-            return cls.critical(need('omega'))
-        if convention == 'seed000':
-            return cls.seed000(need('alpha'), need('beta'))
-        if convention == 'squared':
-            return cls.squared(need('alpha'), need('beta'))
-        if convention == 'none':
-            return cls.none()
-        raise ValueError(f"{where}.convention: {convention!r} is not one of critical, seed000, squared, none")
+        name = cfg.get('convention', 'critical')
+        convention = CONVENTIONS.get(name)
+        if convention is None:
+            raise ValueError(f'{where}.convention: {name!r} is not one of {", ".join(CONVENTIONS)}')
+        missing = [key for key in convention.gains if key not in cfg]
+        if missing:
+            raise KeyError(f'{where}.{missing[0]} is required for convention {name!r}')
+        return convention.make(*(cfg[key] for key in convention.gains))
 
     def stabilized_rhs(self, rows, out=None, speed=np.inf):
         """Return ``b`` with the Baumgarte terms added (writes into `out` if given); the stiffness term of
@@ -90,6 +85,38 @@ class Baumgarte:
             return rows.b - term
         np.subtract(rows.b, term, out=out)
         return out
+
+
+@dataclass(frozen=True)
+class Convention:
+    """One way the gains of ``stabilization`` are written: the keys it reads (``stabilization.<gain>``, in
+    the order :attr:`make` takes them), the :class:`Baumgarte` they make, its error equation (for the
+    schema's description) and its largest natural frequency [rad/s] from the largest magnitude of each
+    gain (the settings' rule ``w <= rate / 4``)."""
+
+    gains: tuple[str, ...]
+    make: Callable[..., Baumgarte]
+    equation: str
+    frequency: Callable[..., float]
+
+
+#: The stabilization conventions, name -> :class:`Convention`: the one table. The schema's
+#: ``stabilization.convention`` choices and description, its check that a written section names the gains
+#: of its convention and its natural-frequency rule, :meth:`Baumgarte.from_config` and the CLI's
+#: ``--convention`` read it.
+CONVENTIONS = {
+    'critical': Convention(('omega',), Baumgarte.critical, "phi''+2w phi'+w^2 phi=0", lambda omega: omega),
+    'seed000': Convention(
+        ('alpha', 'beta'),
+        Baumgarte.seed000,
+        "phi''+a phi'+b phi=0",
+        lambda alpha, beta: max(math.sqrt(beta), alpha / 2.0),
+    ),
+    'squared': Convention(
+        ('alpha', 'beta'), Baumgarte.squared, "phi''+2a phi'+b^2 phi=0", lambda alpha, beta: max(beta, alpha)
+    ),
+    'none': Convention((), Baumgarte.none, '', lambda: 0.0),
+}
 
 
 def correction(kd, kp, phi, phidot, speed):

@@ -37,14 +37,19 @@ import numpy as np
 
 from .description_error import DescriptionError, read_utf8
 
+#: the keys that name a robot description (``robot.<key>``; a setup gives exactly one)
 DESCRIPTION_KEYS = ('urdf', 'mjcf', 'sdf')
+#: the descriptions that can hold loop closures themselves (MJCF equalities, SDF joints that close loops)
+CLOSURE_KEYS = ('mjcf', 'sdf')
 
 
 def description_key(robot, config_path=None):
-    """Which of ``robot.urdf`` / ``robot.mjcf`` / ``robot.sdf`` the ``robot`` map gives (exactly one)."""
+    """Which of ``robot.urdf`` / ``robot.mjcf`` / ``robot.sdf`` the ``robot`` section gives (exactly one);
+    `robot` is a map or the typed section of resolved settings."""
     from .parameter_file import ConfigError
 
-    given = [k for k in DESCRIPTION_KEYS if robot.get(k) not in (None, '')]
+    read = robot.get if isinstance(robot, dict) else (lambda k: getattr(robot, k, None))
+    given = [k for k in DESCRIPTION_KEYS if read(k) not in (None, '')]
     if len(given) != 1:
         what = 'none of them' if not given else ' and '.join(f'robot.{k}' for k in given)
         raise ConfigError(
@@ -90,11 +95,19 @@ def urdf_text(path, xacro_args=None, config_path=None):
             return expand_xacro(path, xacro_args)
         except DescriptionError as exc:
             raise ConfigError(str(exc), file=config_path, key='robot.urdf') from None
-    if xacro_args:
-        raise ConfigError(
-            f'robot.xacro_args is given but {path} is not a .xacro file', file=config_path, key='robot.xacro_args'
-        )
+    check_xacro_args('urdf', path, path, xacro_args, config_path)
     return read_utf8(path)
+
+
+def check_xacro_args(key, written, file, xacro_args, config_path=None):
+    """``robot.xacro_args`` goes with a ``.xacro`` ``robot.urdf`` only: a ConfigError naming it otherwise
+    (`key` the description key, `written` its value as the setup writes it, `file` the file found)."""
+    from .parameter_file import ConfigError
+
+    if xacro_args and (key != 'urdf' or not is_xacro(file)):
+        raise ConfigError(
+            f'given, but robot.{key} ({written}) is not a .xacro file', file=config_path, key='robot.xacro_args'
+        )
 
 
 def _finite_numbers(element, attribute, count, where):

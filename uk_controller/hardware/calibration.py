@@ -46,14 +46,15 @@ def _motor_sections(item):
 
 @dataclass
 class MotorCalibration:
-    """Calibration of one motor (one actuator). See module docstring for units."""
+    """Calibration of one motor (one actuator). See module docstring for units. The defaults are the
+    schema's (``hardware.<name>.*``); a limit the schema leaves unset is no limit (infinite)."""
 
     name: str
     id: int
-    gear_ratio: float = 1.0
-    torque_constant: float = 1.0
-    direction: float = 1.0
-    zero_offset: float = 0.0
+    gear_ratio: float = S.default('hardware.<name>.gear_ratio')
+    torque_constant: float = S.default('hardware.<name>.torque_constant')
+    direction: float = S.default('hardware.<name>.direction')
+    zero_offset: float = S.default('hardware.<name>.zero_offset')
     position_limit: tuple = (-math.inf, math.inf)
     velocity_limit: float = math.inf
     torque_limit: float = math.inf

@@ -40,8 +40,9 @@ How to add a motor protocol (e.g. ``canopen``):
 2. Add one line to :data:`PROTOCOLS`:
    ``Protocol('canopen', bus='CanopenBus', device='CanopenDevice'),``
    That is all: the settings schema takes the name (``hardware.protocol`` choices) and the codec's
-   ``SETTINGS`` (``hardware.canopen.<key>``) from this table, docs/config.md follows with
-   ``python -m uk_controller.settings --write-docs``, and test/test_hardware_registry.py checks
+   ``SETTINGS`` (``hardware.canopen.<key>``) from this table, docs/config.md and the typed section
+   ``settings.hardware.canopen`` follow with ``python -m uk_controller.settings --write-docs --write-types``,
+   and test/test_hardware_registry.py checks
    ``SETTINGS`` against ``OPTIONS``. The bus tests parametrized over :func:`names`
    (test/test_serial_buses.py) then run the new protocol against its emulator, and
    ``uk-controller run/emulate --protocol``, ``serial_bridge_node -p hardware.protocol:=`` and
@@ -59,6 +60,8 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+
+from ..settings import protocols
 
 __all__ = ['Protocol', 'PROTOCOLS', 'DEFAULT_PROTOCOL', 'names', 'sections', 'get', 'make_bus', 'make_emulator']
 
@@ -138,6 +141,9 @@ PROTOCOLS = {
     )
 }
 DEFAULT_PROTOCOL = 'uk_binary'
+
+
+protocols.register(lambda: PROTOCOLS)  # the settings schema reads the table as it is now
 
 
 def names() -> tuple:

@@ -108,7 +108,7 @@ def _loop_summary(timing):
 
 def _status_line(t, safe, step, res):
     d = safe.diagnostics()
-    rate = res.cycles / max(res.wall or (time.monotonic() - _status_line.t0), 1e-9)
+    rate = res.cycles / max(res.wall or (time.monotonic() - _status_line.t0), 1e-9)  # type: ignore[attr-defined]
     if res.timing is not None and res.windows:
         rate = res.timing.last[0]
     err = float(np.max(np.abs(step.task_error), initial=0.0))
@@ -250,6 +250,7 @@ def run(args) -> int:
             if ok:
                 print('check passed: the bus carries the rate and every motor holds the start pose', file=sys.stdout)
             return 0 if ok else 2
+        assert core is not None  # (None only with --check, which returned above)
         core.set_effort_limits(hw.u_max)  # what the motors give is what the controller works with
         writer = None
         if stream is not None:
@@ -266,7 +267,7 @@ def run(args) -> int:
                     'rtt',
                 ]
             )
-        _status_line.t0 = time.monotonic()
+        _status_line.t0 = time.monotonic()  # type: ignore[attr-defined]
         print(
             f'running {setup.name} on {port} ({protocol}) at {core.rate:g} Hz, watchdog '
             f'{watchdog * 1e3:.0f} ms; Ctrl-C stops with torque off',

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..control.loop_timing import DeadlineSleeper, LoopTiming, OverrunPolicy, loop_settings
+from ..control.loop_timing import DeadlineSleeper, LoopTiming, OverrunPolicy, overrun_policy
 from ..control.rearm import ReArm
 from .safety import ARMED, SATURATED, SafeBus
 
@@ -89,10 +89,10 @@ def run_loop(
     core.reset(0.0)
     rearm = ReArm(core, core.setup.settings.control.soft_start if soft_start is None else soft_start)
     was_armed = False
-    loop_cfg, overrun_cfg = loop_settings(core.setup.settings)
-    timing = res.timing = LoopTiming(dt, loop_cfg['window'])
-    policy = res.policy = OverrunPolicy(**overrun_cfg)
-    sleeper = DeadlineSleeper(loop_cfg['spin_us'] * 1e3) if clock is None else None
+    loop = core.setup.settings.ros.loop
+    timing = res.timing = LoopTiming(dt, loop.window)
+    policy = res.policy = overrun_policy(core.setup.settings.ros.overrun)
+    sleeper = DeadlineSleeper(loop.spin_us * 1e3) if clock is None else None
     clock = clock or time.monotonic
     tol = 1e-9  # s: float round-off of a stepped clock is not a missed deadline
     last_warn = -math.inf

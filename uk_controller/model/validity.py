@@ -217,9 +217,10 @@ def check(model, *, config_path=None, key='robot.urdf', urdf_text=None, allow_no
     )
 
 
-def check_loaded(model, robot, key):
+def check_loaded(model, robot, key, config_path=None):
     """:func:`check` for a model just built by ``robots.setup.load_description``: `robot` is the
-    ConfigView of the ``robot`` section (``robot.allow_nonphysical``), `key` the description key."""
+    ``robot`` section of the resolved settings (``robot.allow_nonphysical``), `key` the description key
+    (``urdf``, ``mjcf``, ``sdf``), `config_path` the setup file."""
     text = getattr(model, 'source_text', None)
     if text is None and getattr(model, 'source_kind', None) == 'urdf' and model.source is not None:
         try:
@@ -228,8 +229,8 @@ def check_loaded(model, robot, key):
             text = None
     return check(
         model,
-        config_path=robot.file,
-        key=robot.key(key),
+        config_path=config_path,
+        key=f'robot.{key}',
         urdf_text=text,
-        allow_nonphysical=robot.get_bool('allow_nonphysical', False),
+        allow_nonphysical=bool(robot.allow_nonphysical),
     )

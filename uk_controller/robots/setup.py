@@ -14,10 +14,11 @@ import numpy as np
 
 from ..constraints import ConstraintStack, build_stacks
 from ..constraints.stack import hold_where_they_start
-from ..core.baumgarte import Baumgarte
+from ..core.baumgarte import CONVENTIONS, Baumgarte
 from ..files.description import (
     DescriptionError,
     check_urdf_text,
+    check_xacro_args,
     description_key,
     is_xacro,
     load_sdf,
@@ -32,8 +33,9 @@ from ..model import validity as model_validity
 from ..model.joint_dynamics import JointDynamics
 from ..model.robot_model import ModelError, RobotModel
 from ..paths import missing_file_message, resolve_data_file
-from ..settings.resolve import Settings, resolve
-from ..settings.sections import FrozenDict, freeze, thaw
+from ..settings.frozen import FrozenDict, freeze, thaw
+from ..settings.resolve import resolve
+from ..settings.types import ActuatorsSettings, RobotSettings, Settings, StabilizationSettings
 from .actuators import Actuator, ActuatorMap
 
 FREE_BASE_JOINT_NAMES = tuple(name for name, _, _ in FREE_BASE_JOINTS)
@@ -90,7 +92,7 @@ class RobotSetup:
         )
 
 
-def _actuators(section, model, extras=None, file=None):
+def _actuators(section: ActuatorsSettings, model, extras=None, file=None):
     """The actuator map of ``settings.actuators`` (typed items; errors name file and key)."""
 
     def error(name, key, message):
@@ -155,7 +157,8 @@ def _actuators(section, model, extras=None, file=None):
             acts.append(Actuator(name, joint=index, effort_limit=urdf_limits[index] if limit is None else limit))
         else:
             bodies = a.between
-            resolved = []
+            assert bodies is not None  # exactly one of joint, between, tendon (above)
+            resolved: list = []
             for body in bodies:
                 if body == 'world' and not model.has_frame('world'):
                     resolved.append(None)
@@ -179,14 +182,13 @@ def _actuators(section, model, extras=None, file=None):
     return ActuatorMap(acts, model.n)
 
 
-def stabilization_gains(stab, file=None):
-    """The Baumgarte gains of ``settings.stabilization`` (checked by the schema; one value or one per row)."""
-    needs = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
+def stabilization_gains(stab: StabilizationSettings, file=None) -> Baumgarte:
+    """The Baumgarte gains of ``settings.stabilization``: the gains its convention reads
+    (:data:`uk_controller.core.baumgarte.CONVENTIONS`; that they are given is checked by the schema), one
+    value or one per row."""
     values = {}
-    for key in needs[stab.convention]:
+    for key in CONVENTIONS[stab.convention].gains:
         given = getattr(stab, key)
-        if given is None:
-            raise ConfigError('required key is missing', file=file, key=f'stabilization.{key}')
         values[key] = float(given[0]) if len(given) == 1 else np.asarray(given, dtype=float)
     try:
         return Baumgarte.from_config({'convention': stab.convention, **values}, where='stabilization')
@@ -194,22 +196,26 @@ def stabilization_gains(stab, file=None):
         raise ConfigError(str(exc).strip("'"), file=file, key='stabilization.convention') from None
 
 
-def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
+def load_description(robot: RobotSettings, path, joints=None, gravity=None, mass_scale=1.0):
     """``(RobotModel, closures)`` from ``robot.urdf`` (URDF or .xacro with ``robot.xacro_args``),
-    ``robot.mjcf`` or ``robot.sdf`` (:mod:`uk_controller.files.description`); `robot` is the ConfigView of the
-    ``robot`` section. ``model.source`` is the file, ``model.source_kind`` one of urdf, xacro, mjcf, sdf."""
-    key = description_key(robot.data, path)
-    value = robot.get_str(key)
+    ``robot.mjcf`` or ``robot.sdf`` (:mod:`uk_controller.files.description`); `robot` is the ``robot``
+    section of the resolved settings, `path` the setup file. ``model.source`` is the file,
+    ``model.source_kind`` one of urdf, xacro, mjcf, sdf."""
+
+    def error(name, message):
+        return ConfigError(message, file=path, key=f'robot.{name}')
+
+    key = description_key(robot, path)
+    value = getattr(robot, key)
     file = resolve_data_file(value, path)
     if file is None:
-        raise robot.error(key, missing_file_message(value, path))
-    xacro_args = robot.raw('xacro_args', None)
+        raise error(key, missing_file_message(value, path))
+    xacro_args = robot.xacro_args
     if xacro_args is not None and not isinstance(xacro_args, dict):
-        raise robot.error('xacro_args', 'must be a map of xacro argument names to values')
-    if xacro_args and (key != 'urdf' or not is_xacro(file)):
-        raise robot.error('xacro_args', f'given, but robot.{key} ({value}) is not a .xacro file')
-    if robot.data.get('base', 'fixed') != 'fixed' and key != 'sdf':
-        raise robot.error(
+        raise error('xacro_args', 'must be a map of xacro argument names to values')
+    check_xacro_args(key, value, file, xacro_args, path)
+    if robot.base != 'fixed' and key != 'sdf':
+        raise error(
             'base',
             f'free is read for robot.sdf (a root link without a joint to the world); '
             f'robot.{key} roots are fixed to the world',
@@ -217,7 +223,7 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
     closures, text, extras = {}, None, DescriptionExtras()
     try:
         if key == 'urdf':  # checked before Pinocchio's parser sees it (a cycle crashes it)
-            written = urdf_text(file, xacro_args, path)
+            written = urdf_text(file, thaw(xacro_args), path)
             check_urdf_text(written, file)
             extras = urdf_extras(written, str(file))  # <mimic> rows and <dynamics> (description_extras)
             closures = dict(extras.constraints)
@@ -230,40 +236,42 @@ def load_description(robot, path, joints=None, gravity=None, mass_scale=1.0):
             pin_model, closures, extras = read_mjcf(file)
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
         else:
-            pin_model, closures, extras = load_sdf(file, robot.data.get('base', 'fixed'))
+            pin_model, closures, extras = load_sdf(file, robot.base)
             model = RobotModel.from_pinocchio_model(pin_model, joints, gravity, mass_scale, source=file)
     except ExtrasError as exc:
-        raise robot.error(key, str(exc)) from None
+        raise error(key, str(exc)) from None
     except DescriptionError as exc:  # the file itself is wrong, whatever it names
-        raise robot.error(key, str(exc)) from None
+        raise error(key, str(exc)) from None
     except ModelError as exc:
-        raise robot.error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
+        raise error('joints' if joints is not None and 'joint' in str(exc) else key, str(exc)) from None
     model.source = file
     model.source_kind = 'xacro' if text is not None else key
     model.free_base = (
         tuple(name for name in FREE_BASE_JOINT_NAMES if name in model.joint_names)
-        if (key == 'sdf' and robot.data.get('base', 'fixed') == 'free')
+        if (key == 'sdf' and robot.base == 'free')
         else ()
     )
     model.source_text = text
     if mass_scale == 1.0:  # the description as written; a plant's scaled copy (model mismatch) is not re-judged
-        model_validity.check_loaded(model, robot, key)  # masses, inertias, a movable joint
+        model_validity.check_loaded(model, robot, key, path)  # masses, inertias, a movable joint
     return model, closures, extras
 
 
-def _joint_dynamics(robot, model, extras):
+def _joint_dynamics(robot: RobotSettings, model, extras, path=None):
     """The description's passive joint dynamics on `model` (``robot.joint_dynamics``: description | none)."""
-    use, velocity = robot.data['joint_dynamics'], robot.data['friction_velocity']
-    if use == 'none' or not extras.joint_dynamics:
+    if robot.joint_dynamics == 'none' or not extras.joint_dynamics:
         model.set_joint_dynamics(None)
         return
     try:
-        model.set_joint_dynamics(JointDynamics.from_joints(extras.joint_dynamics, model.joint_names, velocity))
+        model.set_joint_dynamics(
+            JointDynamics.from_joints(extras.joint_dynamics, model.joint_names, robot.friction_velocity)
+        )
     except ValueError as exc:  # e.g. a negative damping: the description's value, named with its file
-        raise robot.error(
-            description_key(robot.data),
+        raise ConfigError(
             f'{model.source}: {exc}; fix the joint\'s dynamics in the '
             'description, or set robot.joint_dynamics: none to leave them out',
+            file=path,
+            key=f'robot.{description_key(robot)}',
         ) from None
 
 
@@ -276,17 +284,16 @@ def _state(values, n, file, key):
     return np.array(values, dtype=float)
 
 
-def setup_from_settings(s, *, mass_scale=1.0):
+def setup_from_settings(s: Settings, *, mass_scale: float = 1.0) -> RobotSetup:
     """Build a :class:`RobotSetup` from resolved :class:`~uk_controller.settings.resolve.Settings`."""
     path = s.file
     rob = s.robot
     if rob.joints is not None and len(set(rob.joints)) != len(rob.joints):
         raise ConfigError(f'entries must be unique, got {list(rob.joints)!r}', file=path, key='robot.joints')
-    robot = ConfigView({k: v for k, v in thaw(rob.as_dict()).items() if v is not None}, path, 'robot')
     joints = list(rob.joints) if rob.joints is not None else None
     gravity = np.asarray(rob.gravity, dtype=float) if rob.gravity is not None else None
-    model, closures, extras = load_description(robot, path, joints, gravity, mass_scale)
-    _joint_dynamics(robot, model, extras)
+    model, closures, extras = load_description(rob, path, joints, gravity, mass_scale)
+    _joint_dynamics(rob, model, extras, path)
     urdf_path = model.source
     constraints = thaw(s.constraints.items)
     if s.constraints.names is not None:

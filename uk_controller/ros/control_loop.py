@@ -50,9 +50,9 @@ from .loop_timing import (
     TIMING_FIELDS,
     DeadlineSleeper,
     LoopTiming,
-    OverrunPolicy,
-    loop_settings,
+    loop_cpus,
     name_thread,
+    overrun_policy,
     realtime_setup,
 )
 
@@ -68,10 +68,11 @@ WAIT_SLICE_NS = 50_000_000
 FREEZE_AFTER = 200
 
 
-def declare_loop_parameters(node, loop, overrun):
+def declare_loop_parameters(node, settings):
     """Declare ros.loop.* / ros.overrun.* that the YAML left out (listed by ``ros2 param dump``)."""
-    for prefix, section in (('ros.loop', loop), ('ros.overrun', overrun)):
-        for key, value in section.items():
+    for prefix, section in (('ros.loop', settings.ros.loop), ('ros.overrun', settings.ros.overrun)):
+        for key, value in section.as_dict().items():
+            value = loop_cpus(section) if key == 'cpus' else value
             name = f'{prefix}.{key}'
             if not node.has_parameter(name):
                 if isinstance(value, list) and not value:
@@ -84,33 +85,33 @@ class ControlLoop:
 
     def __init__(self, node):
         self.node = node
-        self.loop, self.overrun = loop_settings(node.settings)
-        declare_loop_parameters(node, self.loop, self.overrun)
+        self.loop, self.overrun = node.settings.ros.loop, node.settings.ros.overrun  # typed sections
+        declare_loop_parameters(node, node.settings)
         self.log = node.get_logger()
         sim_time = bool(node.get_parameter('use_sim_time').value) if node.has_parameter('use_sim_time') else False
         self.sim_time = sim_time
-        mode = self.loop['mode']
+        mode = self.loop.mode
         self.why_timer = ''
         if mode == 'thread' and sim_time:
             mode, self.why_timer = 'timer', 'use_sim_time (steps follow /clock)'
         # the loop thread takes the states itself (rclpy_access); the executor's callback without it
         take_state = mode == 'thread' and rclpy_access.can_take_and_wait()
-        if mode == 'thread' and node.ros['trigger'] == 'state' and not take_state:
+        if mode == 'thread' and node.settings.ros.trigger == 'state' and not take_state:
             mode, self.why_timer = 'timer', 'ros.trigger: state without a subscription the loop can wait on'
         self.mode = mode
         self.threaded = mode == 'thread'
         self.take_state = take_state and self.threaded
         # ros.trigger: state on the wall clock: the loop thread waits for each new state (phase-locked)
-        self.phase_locked = self.threaded and node.ros['trigger'] == 'state'
+        self.phase_locked = self.threaded and node.settings.ros.trigger == 'state'
         # ros.transport: raw -- the loop thread decodes JointState's CDR itself (cdr.py)
-        self.raw_state = self.take_state and node.ros['transport'] == 'raw'
+        self.raw_state = self.take_state and node.settings.ros.transport == 'raw'
         self.decoder = None
         self._last_warn_log = 0
         self.plots = True  # publish the plotting topics (re-checked every PLOT_CHECK_NS: telemetry)
         self.lock = threading.Lock()
         self.queue = collections.deque(maxlen=256)
-        self.timing = LoopTiming(node.period, self.loop['window'])
-        self.policy = OverrunPolicy(**self.overrun)
+        self.timing = LoopTiming(node.period, self.loop.window)
+        self.policy = overrun_policy(self.overrun)
         self.warning = ''  # WARN text for /diagnostics while the policy warns
         self.safe_reason = ''  # non-empty while the policy holds the safe effort
         self.notes = []
@@ -187,21 +188,21 @@ class ControlLoop:
         if self.phase_locked:
             return (
                 f'control loop: own thread, phase-locked to the joint states (fall-back '
-                f'{self.loop["fallback_periods"]:g} periods after the last step), '
-                f'transport {self.node.ros["transport"]}; overrun: warn after '
-                f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]} consecutive '
+                f'{self.loop.fallback_periods:g} periods after the last step), '
+                f'transport {self.node.settings.ros.transport}; overrun: warn after '
+                f'{self.overrun.warn_after}, safe effort after {self.overrun.safe_after} consecutive '
                 f'missed periods'
             )
         if self.threaded:
             return (
-                f'control loop: own thread, {self.sleeper_method}, spin {self.loop["spin_us"]:g} us, '
-                f'transport {self.node.ros["transport"]}; '
-                f'overrun: warn after {self.overrun["warn_after"]}, safe effort after '
-                f'{self.overrun["safe_after"]} consecutive missed deadlines'
+                f'control loop: own thread, {self.sleeper_method}, spin {self.loop.spin_us:g} us, '
+                f'transport {self.node.settings.ros.transport}; '
+                f'overrun: warn after {self.overrun.warn_after}, safe effort after '
+                f'{self.overrun.safe_after} consecutive missed deadlines'
             )
         return (
             f'control loop: rclpy timer ({self.why_timer or "ros.loop.mode: timer"}); overrun: warn after '
-            f'{self.overrun["warn_after"]}, safe effort after {self.overrun["safe_after"]}'
+            f'{self.overrun.warn_after}, safe effort after {self.overrun.safe_after}'
         )
 
     @property
@@ -296,7 +297,11 @@ class ControlLoop:
             self.node.get_name() + '_state_in', context=self.node.context, namespace=self.node.get_namespace()
         )
         sub = helper.create_subscription(
-            JointState, self.node.ros['joint_states_topic'], lambda m: None, qos_profile_sensor_data, raw=self.raw_state
+            JointState,
+            self.node.settings.ros.joint_states_topic,
+            lambda m: None,
+            qos_profile_sensor_data,
+            raw=self.raw_state,
         )
         return helper, sub
 
@@ -316,7 +321,7 @@ class ControlLoop:
             take = rclpy_access.taker(self._take_sub, raw)
         name_thread(LOOP_THREAD_NAME)
         try:
-            notes = realtime_setup(self.loop['priority'], self.loop['cpus'], self.loop['mlockall'])
+            notes = realtime_setup(self.loop.priority, loop_cpus(self.loop), self.loop.mlockall)
         except Exception as exc:  # noqa: BLE001 - never let the set-up stop the loop
             notes = [f'real-time set-up failed: {exc}']
         phase = self.phase_locked
@@ -324,16 +329,16 @@ class ControlLoop:
         if phase:
             wait_for_state = rclpy_access.subscription_waiter(node.context, self._take_sub)
             notes.append(
-                f'phase-locked to the joint states (fall-back {self.loop["fallback_periods"]:g} periods '
+                f'phase-locked to the joint states (fall-back {self.loop.fallback_periods:g} periods '
                 f'after the last step)'
             )
         notes.append(f'transport {"raw CDR" if raw else "messages"}')
         self.notes = notes
-        sleeper = DeadlineSleeper(0 if phase else self.loop['spin_us'] * 1e3)
+        sleeper = DeadlineSleeper(0 if phase else self.loop.spin_us * 1e3)
         node.get_logger().info(f'control loop thread: {"wait set" if phase else sleeper.method}; ' + '; '.join(notes))
         clock, wall = time.monotonic_ns, time.time_ns
         period_ns = self.timing.period_ns
-        fallback_ns = int(round(self.loop['fallback_periods'] * period_ns))
+        fallback_ns = int(round(self.loop.fallback_periods * period_ns))
         queue, lock, merger = self.queue, self.lock, node.merger
         on_state, accept, control = node.on_joint_state, node.accept_state, node.control
         match_names = merger.match

@@ -31,7 +31,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from ..control.controller import ControllerCore
 from ..control.rearm import ReArm
 from ..control.status import Status
-from ..robots.setup import setup_from_settings, stabilization_gains
+from ..robots.setup import setup_from_settings
 from . import params as P
 from . import rclpy_access
 from .cdr import Float64ArrayEncoder
@@ -45,16 +45,17 @@ NODE_NAME = 'uk_controller_node'
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
 
 
-def declare_defaults(node, ros):
-    """Declare the node-only settings the YAML left out, so they are listed and (if live) settable."""
+def declare_defaults(node, settings):
+    """Declare the node-only settings the YAML left out (``ros.*`` and the ``control`` keys the node
+    reads, :data:`~uk_controller.settings.ros_section.NODE_CONTROL_KEYS`), so they are listed and (if
+    live) settable."""
+    ros = settings.ros.as_dict()
     for key, value in ros.items():
-        if key not in P.NODE_CONTROL_KEYS and value is not None and not node.has_parameter(f'ros.{key}'):
+        if key not in ('loop', 'overrun') and value is not None and not node.has_parameter(f'ros.{key}'):
             node.declare_parameter(f'ros.{key}', P.declarable(value))
-    if not node.has_parameter('control.state_timeout'):
-        node.declare_parameter('control.state_timeout', ros['state_timeout'])
-    for key in ('control.clock_skew', 'control.soft_start'):
-        if not node.has_parameter(key):
-            node.declare_parameter(key, float(ros[key.split('.')[1]]))
+    for key in P.NODE_CONTROL_KEYS:
+        if not node.has_parameter(f'control.{key}'):
+            node.declare_parameter(f'control.{key}', float(getattr(settings.control, key)))
 
 
 def schema_typed(node):
@@ -119,8 +120,7 @@ class ControllerNode(Node):
         super().__init__(NODE_NAME, **node_options(kwargs))
         self.node_settings = read_settings(self)
         self.settings, self.config_path = self.node_settings.settings, self.node_settings.config_path
-        self.ros = P.ros_settings(self.settings)
-        declare_defaults(self, self.ros)
+        declare_defaults(self, self.settings)
         self.setup = setup_from_settings(self.settings)
         from ..kernels import jit
 
@@ -131,13 +131,14 @@ class ControllerNode(Node):
             )
         self.core = ControllerCore(self.setup)
         self.perm, self.effort_names = P.effort_order(
-            self.settings, self.core.actuator_names, self.ros.get('effort_joints')
+            self.settings, self.core.actuator_names, self.settings.ros.effort_joints
         )
         self.perm = np.asarray(self.perm, dtype=int)
         self._effort_finite = np.empty(self.core.p, dtype=bool)  # control(): reused each period
         self.period = self.core.dt
-        self.merger = JointStateMerger(self.core.joint_names, self.ros['state_timeout'], self.ros['clock_skew'])
-        self.rearm = ReArm(self.core, self.ros['soft_start'])
+        control = self.settings.control
+        self.merger = JointStateMerger(self.core.joint_names, control.state_timeout, control.clock_skew)
+        self.rearm = ReArm(self.core, control.soft_start)
         self.started_once = False
         self.stats = LoopStats(self.period)
         self.running = False
@@ -152,32 +153,33 @@ class ControllerNode(Node):
         self._latency_probe = None  # set by benchmarks: callable(receive_ns, publish_ns)
         self._state_receive_ns = 0
 
-        kind = self.ros['output_type']
-        self.effort_pub = self.create_publisher(P.message_class(kind), self.ros['effort_topic'], COMMAND_QOS)
+        ros = self.settings.ros
+        kind = ros.output_type
+        self.effort_pub = self.create_publisher(P.message_class(kind), self.settings.ros.effort_topic, COMMAND_QOS)
         self.task_error_pub = self.create_publisher(Float64MultiArray, '~/task_error', 10)
         self.residual_pub = self.create_publisher(Float64MultiArray, '~/constraint_residual', 10)
         self.efforts_pub = self.create_publisher(Float64MultiArray, '~/efforts', 10)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.raw_effort = None  # ros.transport: raw with float64_multi_array: a reused CDR buffer
-        if self.ros['transport'] == 'raw' and kind == 'float64_multi_array':
+        if self.settings.ros.transport == 'raw' and kind == 'float64_multi_array':
             self.raw_effort = Float64ArrayEncoder(self.core.p)
             self._publish_raw_effort = rclpy_access.raw_publisher(self.effort_pub)
         self.loop = ControlLoop(self)  # own thread (ros.loop.mode: thread) or the timer below
         if self.loop.state_callback() is not None:  # None: the loop thread takes the states itself
             self.create_subscription(
-                JointState, self.ros['joint_states_topic'], self.loop.state_callback(), qos_profile_sensor_data
+                JointState, self.settings.ros.joint_states_topic, self.loop.state_callback(), qos_profile_sensor_data
             )
         self.create_service(Trigger, '~/start', self.loop.guard(self.on_start))
         self.create_service(Trigger, '~/stop', self.loop.guard(self.on_stop))
         self.timer = None if self.loop.threaded else self.create_timer(self.period, self.loop.timer_callback())
-        self.diag_timer = self.create_timer(self.ros['diagnostics_period'], self.publish_diagnostics)
+        self.diag_timer = self.create_timer(self.settings.ros.diagnostics_period, self.publish_diagnostics)
         schema_typed(self)
         self.add_on_set_parameters_callback(self.loop.guard(self.on_set_parameters))
         self._row_labels()
         self.get_logger().info(
             f'{self.setup.name}: {self.core.n} joints {self.core.joint_names}, efforts on '
-            f'{self.ros["effort_topic"]} ({kind}) for {self.effort_names}, {self.core.rate:g} Hz, '
-            f'trigger {self.ros["trigger"]}, {"autostart" if self.ros["autostart"] else "waiting for ~/start"}'
+            f'{self.settings.ros.effort_topic} ({kind}) for {self.effort_names}, {self.core.rate:g} Hz, '
+            f'trigger {ros.trigger}, {"autostart" if ros.autostart else "waiting for ~/start"}'
         )
         self.get_logger().info(self.loop.describe())
         self.loop.start()
@@ -208,7 +210,7 @@ class ControllerNode(Node):
 
     def trajectory_time(self, now_ns):
         """Trajectory time; outages (stale state, safe effort, ~/stop) are held out of it (ReArm)."""
-        return self.rearm.time(self.raw_time(now_ns)) + self.ros['trajectory_start']
+        return self.rearm.time(self.raw_time(now_ns)) + self.settings.ros.trajectory_start
 
     def start(self, now_ns):
         if self.started_once:
@@ -235,9 +237,9 @@ class ControllerNode(Node):
         merger = self.merger
         if not merger.update_matched(match, positions, velocities, stamp_ns, now_ns) or not merger.complete:
             return False
-        if not self.running and self.ros['autostart'] and not self.autostarted:
+        if not self.running and self.settings.ros.autostart and not self.autostarted:
             self.autostarted = True
-            self.start(merger.newest_ns if self.ros['trigger'] == 'state' else now_ns)
+            self.start(merger.newest_ns if self.settings.ros.trigger == 'state' else now_ns)
         if merger.newest_ns > self.last_state_ns:
             self.last_state_ns = merger.newest_ns
             return True
@@ -249,14 +251,14 @@ class ControllerNode(Node):
         now = self.now_ns()
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         fresh = self.accept_state(self.merger.match(msg.name), msg.position, msg.velocity, stamp, now)
-        if fresh and self.ros['trigger'] == 'state' and not self.loop.threaded:
+        if fresh and self.settings.ros.trigger == 'state' and not self.loop.threaded:
             self.control(now, self.merger.newest_ns)
 
     def on_timer(self):
         now = self.now_ns()
-        if self.ros['trigger'] == 'timer':
+        if self.settings.ros.trigger == 'timer':
             self.control(now, now)
-        elif self.merger.complete and self.merger.age(now) > self.ros['state_timeout']:
+        elif self.merger.complete and self.merger.age(now) > self.merger.state_timeout:
             self.control(now, now)  # state trigger: the timer only watches for stale data
 
     def control(self, now_ns, t_ns):
@@ -266,11 +268,11 @@ class ControllerNode(Node):
             return  # nothing known yet: publish nothing
         fault = kind = ''
         age = merger.age(now_ns)
-        if age > self.ros['state_timeout']:
+        if age > self.merger.state_timeout:
             kind = 'stale'
             fault = (
                 f'stale state: {merger.oldest_joint()} last updated {age * 1e3:.0f} ms ago '
-                f'(timeout {self.ros["state_timeout"] * 1e3:.0f} ms)'
+                f'(timeout {self.merger.state_timeout * 1e3:.0f} ms)'
             )
             if merger.last_kind == 'skew':
                 kind = 'clock_skew'
@@ -303,13 +305,13 @@ class ControllerNode(Node):
             # without a copy (rclpy_access.raw_publisher)
             np.take(effort, self.perm, out=self.raw_effort.values)
             self._publish_raw_effort(self.raw_effort.buffer)
-        elif self.ros['output_type'] == 'float64_multi_array':
+        elif self.settings.ros.output_type == 'float64_multi_array':
             np.take(effort, self.perm, out=self.command_out.view)
             self.effort_pub.publish(self.command_out.ready())
         else:
             stamp = self.get_clock().now().to_msg()
             self.effort_pub.publish(
-                effort_message(self.ros['output_type'], effort[self.perm].tolist(), self.effort_names, stamp)
+                effort_message(self.settings.ros.output_type, effort[self.perm].tolist(), self.effort_names, stamp)
             )
         if self._latency_probe is not None:
             self._latency_probe(self._state_receive_ns, self.now_ns())
@@ -342,7 +344,8 @@ class ControllerNode(Node):
             response.success = False
             response.message = f'no complete joint state yet; missing {self.merger.missing()}'
             return response
-        self.start(self.merger.newest_ns if self.ros['trigger'] == 'state' and not self.started_once else self.now_ns())
+        state_trigger = self.settings.ros.trigger == 'state'
+        self.start(self.merger.newest_ns if state_trigger and not self.started_once else self.now_ns())
         response.success = True
         response.message = 'started'
         return response
@@ -355,6 +358,15 @@ class ControllerNode(Node):
         return response
 
     # ------------------------------------------------------------------ parameters
+
+    def apply_settings(self, settings):
+        """Run on a new resolved setup (live parameters): the controller (safe effort, gains; it refuses
+        a change of a key that is not live), the re-arming (soft start, gains) and the state merger
+        (state timeout, clock skew) each take their values from it; the node reads ``settings.ros``."""
+        self.core.apply_settings(settings)
+        self.rearm.apply_settings(settings)
+        self.merger.apply_settings(settings)
+        self.settings = settings
 
     def on_set_parameters(self, parameters):
         """Accept live-safe parameters (gains, trajectory start); reject the rest with a reason."""
@@ -371,36 +383,14 @@ class ControllerNode(Node):
                 )
             updates[name] = P.plain(p.value)
         try:
-            # one more override, resolved as at start (schema, cross-key rules such as omega <= rate/4)
+            # one more override, resolved as at start (schema, cross-key rules such as omega <= rate/4), then
+            # taken by each consumer (apply_settings)
             settings = resolve_live(self.node_settings, updates) if updates else self.settings
-            new_stab = (
-                stabilization_gains(settings.stabilization)
-                if any(n.startswith('stabilization.') for n in updates)
-                else None
-            )
-            if new_stab is not None:
-                # the setter checks per-row gain lengths against the constraint rows
-                current = self.core.stabilization
-                self.core.stabilization = new_stab
-                self.core.stabilization = current
-                self.rearm.set_gains(new_stab)
+            self.apply_settings(settings)
         except (ValueError, KeyError, TypeError) as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         self.node_settings.overrides.update(updates)
-        self.settings = self.node_settings.settings = settings
-        control = settings.control  # the values as resolved (ints made floats, ranges checked)
-        for name in updates:
-            if name == 'ros.trajectory_start':
-                self.ros['trajectory_start'] = settings.ros.trajectory_start
-            elif name == 'control.state_timeout':
-                self.ros['state_timeout'] = self.merger.state_timeout = control.state_timeout
-            elif name == 'control.safe_effort':
-                self.core.safe_effort = control.safe_effort
-            elif name == 'control.clock_skew':
-                self.ros['clock_skew'] = self.merger.clock_skew = control.clock_skew
-            elif name == 'control.soft_start':
-                self.ros['soft_start'] = control.soft_start
-                self.rearm.set_soft_start(control.soft_start)
+        self.node_settings.settings = settings
         if updates:
             self.get_logger().info(f'live parameters: {updates}')
         return SetParametersResult(successful=True)

@@ -71,6 +71,12 @@ class JointStateMerger:
         }
         self.last_rejection = ''
 
+    def apply_settings(self, settings):
+        """Take a new resolved setup while running (live parameters): ``control.state_timeout`` and
+        ``control.clock_skew``."""
+        self.state_timeout = settings.control.state_timeout
+        self.clock_skew = settings.control.clock_skew
+
     def reject(self, kind, why):
         """Count a message rejected before it reached :meth:`update` (e.g. undecodable CDR: 'malformed')."""
         return self._reject(kind, why)

@@ -16,7 +16,8 @@ from ..control.loop_timing import (  # noqa: F401 - re-exported
     DeadlineSleeper,
     LoopTiming,
     OverrunPolicy,
-    loop_settings,  # noqa: F401
+    loop_cpus,  # noqa: F401
     name_thread,
+    overrun_policy,
     realtime_setup,
 )  # noqa: F401

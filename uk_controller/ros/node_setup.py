@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rclpy.parameter import Parameter
 
+from ..files.description import CLOSURE_KEYS
 from ..settings.resolve import Settings, resolve
 from . import params as P
 from .robot_source import file_parameters
@@ -65,7 +66,7 @@ def read_settings(node):
             file_params.get('robot'),
             P.unflatten({k.split('.', 1)[1]: v for k, v in overrides.items() if k.startswith('robot.')}),
         )
-        if not (robot.get('mjcf') or robot.get('sdf')):  # MJCF/SDF hold the closures: kept
+        if not any(robot.get(key) for key in CLOSURE_KEYS):  # an MJCF/SDF holds the closures: kept
             overrides['robot.urdf'] = str(P.robot_description_file(description))
             overrides['robot.xacro_args'] = None  # already expanded
     state = NodeSettings(None, path, file_params, overrides)

@@ -30,7 +30,6 @@ from ..settings.ros_section import (  # noqa: F401 - re-exported
     actuator_joint,
     effort_order,
     require,
-    ros_settings,
 )  # noqa: F401
 
 # Parameters a running controller accepts (everything else needs a restart).

@@ -49,7 +49,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from ..control.loop_timing import TIMING_FIELDS, LoopTiming, OverrunPolicy, loop_settings
+from ..control.loop_timing import TIMING_FIELDS, LoopTiming, overrun_policy
 from ..hardware.calibration import HardwareConfig
 from ..hardware.joint_state_assembler import JointStateAssembler
 from ..hardware.registry import make_bus
@@ -102,9 +102,8 @@ class SerialBridgeNode(Node):
         self._last_stamp = None
         self.pub_js = self.create_publisher(JointState, '/joint_states', 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
-        loop, overrun = loop_settings(self.settings)
-        self.timing = LoopTiming(1.0 / rate, loop['window'])
-        self.policy = OverrunPolicy(**overrun)
+        self.timing = LoopTiming(1.0 / rate, self.settings.ros.loop.window)
+        self.policy = overrun_policy(self.settings.ros.overrun)
         self._last_warn = 0
         self.pub_timing = self.create_publisher(Float64MultiArray, '~/loop_timing', 10)
         self.timing_msg = Float64MultiArray()

@@ -1,5 +1,6 @@
-"""``python -m uk_controller.settings [--write-docs]``: the settings table (:func:`.schema.main`)."""
+"""``python -m uk_controller.settings [--write-docs] [--write-types]``: the settings table, docs/config.md and
+uk_controller/settings/types.py (:func:`.generate.main`)."""
 
-from .schema import main
+from .generate import main
 
 main()

@@ -13,7 +13,7 @@ in the order given (last wins): CLI flags (``uk-controller simulate --rate 500``
 2. the defaults are filled from the schema (never restated by a reader), and the defaults that are
    another key (``simulation.rate``, ``hardware.rate``: ``control.rate``; ``robot.name``: the file
    name) are filled here;
-3. the result is a :class:`~uk_controller.settings.sections.Settings` of frozen sections read by
+3. the result is a :class:`~uk_controller.settings.types.Settings` of frozen sections read by
    attribute (``settings.control.rate``).
 
 An override whose value is None removes the key (the node's ``robot_description`` replaces
@@ -23,14 +23,17 @@ An override whose value is None removes the key (the node's ``robot_description`
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 
 from ..files.parameter_file import ConfigError, load_config
 from ..paths import resolve_config
 from . import schema as S
-from .sections import SECTION_CLASSES, Settings
+from .frozen import Section
+from .sections import build_sections
+from .types import Settings
 
-__all__ = ['resolve', 'Settings', 'apply_overrides']
+__all__ = ['resolve', 'Settings', 'apply_overrides', 'changed_keys', 'refuse_fixed']
 
 
 def apply_overrides(tree, overrides, *, file=None, labels=None):
@@ -92,31 +95,54 @@ def resolve(file=None, overrides=None, *, node=None, labels=None, source=None, p
     return build(tree, path, where)
 
 
-def build(tree, path, where=None):
+def build(tree: dict, path: Path | None, where=None) -> Settings:
     """Settings of an already checked `tree` (only :func:`resolve` calls this)."""
-    sections = {}
-    # a motor without its own map still has a calibration (the defaults); other named items are the maps given
-    names = {'hardware': (tree.get('hardware') or {}).get('motors') or (tree.get('actuators') or {}).get('names')}
-    for name, cls in SECTION_CLASSES.items():
-        listed = names.get(name) or ()
-        sections[name] = cls.build(tree.get(name), where, name, (listed,) if isinstance(listed, str) else listed)
-    control = sections['control']
-    fill = {
-        'simulation': {'rate': control.rate},
-        'hardware': {'rate': control.rate},
-        'robot': {'name': Path(path).stem if path else 'robot'},
-    }
-    if sections['simulation'].lockstep:  # lockstep implies the plant publishes /clock
+    sections = build_sections(tree, where)
+    fill: dict[str, dict] = {'robot': {'name': Path(path).stem if path else 'robot'}}
+    for key, source in S.DEFAULT_FROM.items():  # defaults that are another key's value
+        part, name = key.split('.')
+        top, leaf = source.split('.')
+        fill.setdefault(part, {})[name] = getattr(sections[top], leaf)
+    if getattr(sections['simulation'], 'lockstep'):  # lockstep implies the plant publishes /clock
         fill['simulation']['publish_clock'] = True
     for name, values in fill.items():
         section = sections[name]
         missing = {k: v for k, v in values.items() if getattr(section, k) is None or getattr(section, k) is False}
         if missing:
-            sections[name] = _replace(section, **missing)
-    return Settings(file=path, **sections)
+            sections[name] = dataclasses.replace(section, **missing)  # type: ignore[type-var]
+    return Settings(file=path, **sections)  # type: ignore[arg-type]
 
 
-def _replace(section, **values):
-    import dataclasses
+def changed_keys(old: Settings, new: Settings) -> list[str]:
+    """The dotted keys whose values differ between two resolved setups (``control.safe_effort``,
+    ``hardware.motor1.gear_ratio``), in schema order."""
+    out: list[str] = []
+    _diff(old, new, '', out)
+    return out
 
-    return dataclasses.replace(section, **values)
+
+def _diff(a, b, prefix, out):
+    if isinstance(a, Section) and type(a) is type(b):
+        for f in dataclasses.fields(a):  # type: ignore[arg-type]
+            name = f.name
+            key = prefix if name in ('items', 'options') else f'{prefix}.{name}' if prefix else name
+            _diff(getattr(a, name), getattr(b, name), key, out)
+    elif isinstance(a, dict) and isinstance(b, dict) and a != b:
+        for k in dict.fromkeys([*a, *b]):
+            _diff(a.get(k), b.get(k), f'{prefix}.{k}', out)
+    elif a != b:
+        out.append(prefix)
+
+
+def refuse_fixed(old: Settings, new: Settings, *, source=None) -> list[str]:
+    """The keys changed from `old` to `new`, all of them live (``live`` in the schema: may change while a
+    controller runs); else ConfigError naming the first key that is fixed at start."""
+    changed = changed_keys(old, new)
+    for key in changed:
+        if key != 'file' and not S.is_live(key):
+            raise ConfigError(
+                'cannot change while running (fixed at start; live: ' + ', '.join(S.live_keys()) + ')',
+                file=source,
+                key=key,
+            )
+    return changed

@@ -26,7 +26,8 @@ TRIGGERS = ('timer', 'state')
 # node, so only the standard executors are offered.
 #: The rclpy executors a node may use (``ros.executor``), read by the schema's choices as TRIGGERS is.
 EXECUTORS = ('single_threaded', 'multi_threaded')
-#: the ``control`` settings a node keeps beside its ``ros`` section (live: ``ros2 param set``)
+#: the ``control`` settings the controller node reads beside its ``ros`` section (declared as its
+#: parameters even when the file leaves them out, so ``ros2 param set`` can change them)
 NODE_CONTROL_KEYS = ('state_timeout', 'clock_skew', 'soft_start')
 
 
@@ -34,15 +35,6 @@ def require(cond, key, message):
     """Raise ConfigError ``key: message`` unless `cond`."""
     if not cond:
         raise ConfigError(message, key=key)
-
-
-def ros_settings(settings):
-    """The node's working copy of ``settings.ros`` (a plain dict: the node updates its live entries) with
-    ``control.state_timeout``, ``clock_skew`` and ``soft_start`` beside it."""
-    ros = {k: v for k, v in settings.ros.as_dict().items() if k not in ('loop', 'overrun')}
-    for key in NODE_CONTROL_KEYS:
-        ros[key] = getattr(settings.control, key)
-    return ros
 
 
 def actuator_joint(settings, actuator):

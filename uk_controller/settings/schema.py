@@ -42,11 +42,14 @@ and each motor protocol's ``hardware.<protocol>.*`` keys come from its codec (``
 from __future__ import annotations
 
 import difflib
-import importlib
 import math
+from typing import Any
 
 from ..constraints import trajectories as _trajectories
+from ..core.baumgarte import CONVENTIONS
+from ..files.description import CLOSURE_KEYS, DESCRIPTION_KEYS
 from ..files.parameter_file import ConfigError
+from . import protocols as _protocols
 from .setting import NONE, RegistryNames, Setting, check_value, number_ok
 
 #: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
@@ -69,7 +72,7 @@ def _nonneg(key, default, unit, doc, high=None, **kw):
 # Choices implemented by a table elsewhere are read from that table (when first asked, see
 # RegistryNames): a name added there is accepted here, by the CLI flags and in docs/config.md.
 PINV_METHODS = RegistryNames('uk_controller.core.pinv.reference', 'PINV_METHODS')
-PROTOCOLS = RegistryNames('uk_controller.hardware.registry', 'PROTOCOLS')
+PROTOCOLS = RegistryNames('uk_controller.settings.protocols', 'NAMES')  # registered by the hardware layer
 PLANTS = RegistryNames('uk_controller.sim.plants', 'PLANTS')
 INTEGRATORS = RegistryNames('uk_controller.sim.plants', 'INTEGRATORS')
 CONSTRAINT_TYPES = RegistryNames('uk_controller.constraints', 'TYPES')
@@ -92,7 +95,7 @@ def trajectory_settings(types=None):
         Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=every, **dict(k.limits))
         for k in _trajectories.COMMON_KEYS
     ]
-    readers = {}  # Key -> the types that read it, first use first
+    readers: dict = {}  # Key -> the types that read it, first use first
     for name, entry in types.items():
         for k in entry.keys:
             readers.setdefault(k, []).append(name)
@@ -113,7 +116,7 @@ def all_settings():
 
 
 #: trajectory_settings() of the trajectory table as all_settings() last saw it
-_TRAJ_KEYS = {'types': None, 'settings': []}
+_TRAJ_KEYS: dict[str, Any] = {'types': None, 'settings': []}
 
 
 def _con(key, type_, types, doc, **kw):
@@ -256,9 +259,9 @@ _KEYS = [
         'str',
         'critical',
         '',
-        "critical: phi''+2w phi'+w^2 phi=0; seed000: phi''+a phi'+b phi=0; squared: phi''+2a phi'+b^2 phi=0; none",
+        '; '.join(f'{name}: {c.equation}' if c.equation else name for name, c in CONVENTIONS.items()),
         live=True,
-        choices=('critical', 'seed000', 'squared', 'none'),
+        choices=tuple(CONVENTIONS),
     ),
     _S(
         'stabilization.omega',
@@ -647,11 +650,10 @@ _KEYS = [
 def _protocol_settings():
     """The ``hardware.<protocol>.<option>`` keys: each protocol of the motor registry declares its own
     in ``protocols/<name>/codec.py`` (``SETTINGS``), so adding a protocol is one subpackage and one
-    registry line (uk_controller/hardware/registry.py). The registry and the codecs are plain Python
-    (no pyserial, dynamixel_sdk); they are named here, not imported at the top, because hardware/ sits
-    above the schema in the layers."""
-    registry = importlib.import_module('uk_controller.hardware.registry')
-    return [s for entry in registry.PROTOCOLS.values() for s in entry.settings()]
+    registry line (uk_controller/hardware/registry.py). The schema never imports hardware/ (a layer
+    above it): the registry registers its table with uk_controller/settings/protocols.py when the
+    package is imported, and the codecs (plain Python: no pyserial, dynamixel_sdk) are read through it."""
+    return [s for entry in _protocols.table().values() for s in entry.settings()]
 
 
 # the protocols' keys after the generic hardware keys, before ros.* (the order of the docs table)
@@ -659,10 +661,10 @@ _AT = next(i for i, s in enumerate(_KEYS) if s.key.startswith('ros.'))
 #: the schema's keys (with the trajectory keys of :func:`trajectory_settings`: :func:`all_settings`)
 SETTINGS = (*_KEYS[:_AT], *_protocol_settings(), *_KEYS[_AT:])
 
-_TREE = {}
-_BY_KEY = {}
+_TREE: dict[str, Any] = {}
+_BY_KEY: dict[tuple, Setting] = {}
 #: what the index (_TREE, _BY_KEY) was built from (``_index`` rebuilds when either changed)
-_INDEXED = {'settings': None, 'trajectory_types': None}
+_INDEXED: dict[str, Any] = {'settings': None, 'trajectory_types': None}
 
 
 def _add_to_index(s):
@@ -741,6 +743,35 @@ def live_keys():
     return [s.key for s in all_settings() if s.live]
 
 
+#: Keys whose default is another key's value, filled by :func:`uk_controller.settings.resolve.resolve`
+#: (so a resolved setup always has them): key -> the key it defaults to.
+DEFAULT_FROM = {'simulation.rate': 'control.rate', 'hardware.rate': 'control.rate'}
+#: Keys a resolved setup always has although the schema gives no default: :data:`DEFAULT_FROM` and
+#: ``robot.name`` (the file name).
+ALWAYS_FILLED = (*DEFAULT_FROM, 'robot.name')
+
+
+def section_tree():
+    """``(tree, typed_items)``: the schema as the typed sections see it (uk_controller/settings/types.py).
+
+    ``tree`` is {part: Setting | subtree} of the keys that have no ``when`` (the type-free ones; a named
+    item is the part ``<name>``); ``typed_items`` the set of map paths whose named items have
+    type-dependent keys (``constraints``: kept as read-only maps)."""
+    tree: dict[str, Any] = {}
+    typed_items: set[str] = set()
+    for s in all_settings():
+        parts = s.key.split('.')
+        if s.when or s.type == 'section':
+            if '<name>' in parts:
+                typed_items.add('.'.join(parts[: parts.index('<name>')]))
+            continue
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = s
+    return tree, typed_items
+
+
 # ---------------------------------------------------------------------------- the tree
 
 
@@ -764,8 +795,8 @@ def _has_file_closures(root):
     robot = root.get('robot')
     if not isinstance(robot, dict):
         return True  # no description yet: the loader reports that first
-    given = [k for k in ('urdf', 'mjcf', 'sdf') if robot.get(k) is not None]
-    return not given or any(k in given for k in ('mjcf', 'sdf'))
+    given = [k for k in DESCRIPTION_KEYS if robot.get(k) is not None]
+    return not given or any(k in given for k in CLOSURE_KEYS)
 
 
 def check(params, file=None, *, prefix='', names=None):
@@ -840,15 +871,15 @@ def _walk(node, tree, path, root, file):
 
 
 def protocol_sections():
-    """The option sections ``hardware.<section>`` of the protocols registered now (hardware/registry.py)."""
-    return importlib.import_module('uk_controller.hardware.registry').sections()
+    """The option sections ``hardware.<section>`` of the protocols registered now (hardware/registry.py,
+    through uk_controller/settings/protocols.py)."""
+    return _protocols.sections()
 
 
 def _check_protocol_options(name, value, dotted, file):
     """``hardware.<section>`` of a protocol whose codec declares no ``SETTINGS``: its keys are those of the
     codec's ``OPTIONS`` (uk_controller/hardware/registry.py, ``Protocol.defaults``)."""
-    registry = importlib.import_module('uk_controller.hardware.registry')
-    known = next(p for p in registry.PROTOCOLS.values() if p.section_name == name).defaults()
+    known = next(p for p in _protocols.table().values() if p.section_name == name).defaults()
     for option in value:
         if option not in known:
             raise ConfigError(
@@ -893,23 +924,20 @@ def _applies(setting, node, dotted, file, raise_=True):
 
 
 def natural_frequency(stab):
-    """Largest natural frequency [rad/s] of the stabilization section (0 for none)."""
+    """Largest natural frequency [rad/s] of the stabilization section (0 for none; the convention's
+    :attr:`~uk_controller.core.baumgarte.Convention.frequency` of the largest magnitude of each gain)."""
     stab = stab or {}
-    convention = stab.get('convention', default('stabilization.convention'))
+    convention = CONVENTIONS.get(stab.get('convention', default('stabilization.convention')))
+    if convention is None:
+        return 0.0
 
-    def biggest(key, fallback=0.0):
-        v = stab.get(key, fallback)
+    def biggest(key):
+        v = stab.get(key, default(f'stabilization.{key}') or 0.0)
         v = v if isinstance(v, (list, tuple)) else [v]
         vals = [abs(float(x)) for x in v if number_ok(x) and math.isfinite(x)]
         return max(vals, default=0.0)
 
-    if convention == 'critical':
-        return biggest('omega', default('stabilization.omega'))
-    if convention == 'seed000':
-        return max(math.sqrt(biggest('beta')), biggest('alpha') / 2.0)
-    if convention == 'squared':
-        return max(biggest('beta'), biggest('alpha'))
-    return 0.0
+    return convention.frequency(*(biggest(key) for key in convention.gains))
 
 
 def check_cross(params, file=None, *, names=None):
@@ -986,10 +1014,6 @@ def _section(params, *path):
     return node if isinstance(node, dict) else {}
 
 
-#: the gains each stabilization convention needs
-CONVENTION_GAINS = {'critical': ('omega',), 'seed000': ('alpha', 'beta'), 'squared': ('alpha', 'beta'), 'none': ()}
-
-
 def _check_gains_given(params, file, label):
     """A ``stabilization`` section that is written out names the gains of its convention (the
     ``stabilization.omega`` default is the gain of a setup without the section)."""
@@ -997,11 +1021,11 @@ def _check_gains_given(params, file, label):
     if not isinstance(stab, dict) or not stab:
         return
     convention = stab.get('convention', default('stabilization.convention'))
-    for key in CONVENTION_GAINS.get(convention, ()):
+    gains = CONVENTIONS[convention].gains if convention in CONVENTIONS else ()
+    for key in gains:
         if stab.get(key) is None:
             raise ConfigError(
-                f'required key is missing (convention {convention!r} needs '
-                f'{" and ".join(CONVENTION_GAINS[convention])})',
+                f'required key is missing (convention {convention!r} needs {" and ".join(gains)})',
                 file=file,
                 key=label(f'stabilization.{key}'),
             )
@@ -1093,20 +1117,3 @@ def write_docs(path):
     head, _, rest = text.partition(DOC_BEGIN)
     _, _, tail = rest.partition(DOC_END)
     path.write_text(head + DOC_BEGIN + '\n\n' + markdown_table() + '\n' + DOC_END + tail)
-
-
-def main(argv=None):
-    """``python -m uk_controller.settings [--write-docs]``: print the settings table, or write it into
-    docs/config.md between its markers."""
-    import sys
-    from pathlib import Path
-
-    argv = sys.argv[1:] if argv is None else argv
-    if '--write-docs' in argv:
-        write_docs(Path(__file__).resolve().parents[2] / 'docs' / 'config.md')
-    else:
-        sys.stdout.write(markdown_table())
-
-
-if __name__ == '__main__':
-    main()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,14 +47,14 @@ class RunStats:
     status: np.ndarray
     ok: np.ndarray
     saturated: np.ndarray  # any effort clipped at this step
-    speed: np.ndarray = None  # max |q'_j| at this step (the summary's last-second joint speed)
+    speed: np.ndarray | None = None  # max |q'_j| at this step (the summary's last-second joint speed)
     closure_max: float = 0.0
     effort_peak: float = 0.0
     residual_max: float = 0.0
     final_error: float = float('nan')
     posture_max: float = float('nan')  # max and last |q - q_ref| (DESIGN.md "Redundancy")
     posture_final: float = float('nan')
-    null_final: tuple = None  # null-space dimensions (motion, internal) at the last step
+    null_final: tuple | None = None  # null-space dimensions (motion, internal) at the last step
 
     @classmethod
     def of_log(cls, log, codes=None, residual=None):
@@ -86,16 +87,23 @@ class RunStats:
     def concatenate(cls, parts):
         """The stats of consecutive chunks as one (extremes combined; NaN propagates as in one array)."""
         parts = [p for p in parts if p.t.size]
+        per_step = {
+            't': float,
+            'error_norm': float,
+            'compute_time': float,
+            'status': np.int8,
+            'ok': bool,
+            'saturated': bool,
+            'speed': float,
+        }
         if not parts:
-            return cls(*(np.zeros(0, dtype=d) for d in (float, float, float, np.int8, bool, bool, float)))
+            empty: dict[str, Any] = {f: np.zeros(0, dtype=d) for f, d in per_step.items()}
+            return cls(**empty)
         if len(parts) == 1:
             return parts[0]
-        cat = [
-            np.concatenate([getattr(p, f) for p in parts])
-            for f in ('t', 'error_norm', 'compute_time', 'status', 'ok', 'saturated', 'speed')
-        ]
+        cat = {f: np.concatenate([getattr(p, f) for p in parts]) for f in per_step}
         return cls(
-            *cat,
+            **cat,
             closure_max=float(np.max([p.closure_max for p in parts])),
             effort_peak=float(np.max([p.effort_peak for p in parts])),
             residual_max=float(np.max([p.residual_max for p in parts])),
@@ -144,16 +152,16 @@ class SimulationResult:
     wall_time: float
     rate: float
     settings: dict = field(default_factory=dict)
-    status: np.ndarray = None  # per step, a uk_controller.control.status.StepClass (int8)
-    servo_residual: np.ndarray = None  # residual of the servo equation where it is inconsistent
+    status: np.ndarray | None = None  # per step, a uk_controller.control.status.StepClass (int8)
+    servo_residual: np.ndarray | None = None  # residual of the servo equation where it is inconsistent
     interrupted: bool = False  # stopped early (Ctrl-C): the logs hold the steps that ran
     servo_rows: int = 0
     failure: str = ''  # why the run ended early (plant diverged or failed), else empty
-    stats: RunStats = None  # the whole run's per-step summary figures (None: from the arrays)
+    stats: RunStats | None = None  # the whole run's per-step summary figures (None: from the arrays)
     first_step: int = 0  # index of the first row (a chunk of a streamed run)
     planned_steps: int = 0  # control periods the run was asked for
-    posture_error: np.ndarray = None  # |q - q_ref| per step (q_ref: posture.reference, default q(0))
-    null_space: np.ndarray = None  # (steps, 2): null-space dimensions, motion and internal forces
+    posture_error: np.ndarray | None = None  # |q - q_ref| per step (q_ref: posture.reference, default q(0))
+    null_space: np.ndarray | None = None  # (steps, 2): null-space dimensions, motion and internal forces
 
     def after(self, transient):
         """Boolean mask of the samples after the transient (seconds)."""
@@ -440,7 +448,7 @@ def simulate(
                 'compiled closed loop not available (needs numba, the UK plant with rk4 and '
                 'constant actuator columns, a compiled controller, no sensor noise or delay)'
             )
-    in_kernel = np.zeros(chunk_steps, dtype=bool) if fast is not None else None
+    in_kernel: Any = np.zeros(chunk_steps, dtype=bool) if fast is not None else None
     wall = 0.0
     base = 0  # index of the log buffer's first row in the run
     interrupted = False
@@ -448,7 +456,7 @@ def simulate(
     stats, kept = [], []
     while True:
         size = min(chunk_steps, steps - base)
-        clock0 = compiled_loop.clock() if fast is not None else None
+        clock0: Any = compiled_loop.clock() if fast is not None else None
         if in_kernel is not None:
             in_kernel[:] = False
         start = time.perf_counter()

@@ -12,13 +12,24 @@ emulate / sweep`` and the settings schema all read these tables; adding a plant 
 from __future__ import annotations
 
 import importlib
+from typing import NamedTuple
 
-__all__ = ['PLANTS', 'INTEGRATORS', 'plant_class']
+__all__ = ['PLANTS', 'INTEGRATORS', 'Plant', 'plant_class', 'describe']
 
-#: plant name -> (module, class); the class has ``from_setup(setup)`` (its settings from the setup).
+
+class Plant(NamedTuple):
+    """One plant: the module and class that implement it, and what it is in a few words (the help of
+    ``--plant`` and of the launch argument ``plant:=`` read it)."""
+
+    module: str
+    cls: str
+    doc: str = ''
+
+
+#: plant name -> :class:`Plant`; the class has ``from_setup(setup)`` (its settings from the setup).
 PLANTS = {
-    'uk': ('uk_controller.sim.uk_plant', 'UKPlant'),  # embedded UK forward dynamics
-    'mujoco': ('uk_controller.sim.mujoco_plant', 'MujocoPlant'),  # the MuJoCo physics engine
+    'uk': Plant('uk_controller.sim.uk_plant', 'UKPlant', 'embedded UK forward dynamics'),
+    'mujoco': Plant('uk_controller.sim.mujoco_plant', 'MujocoPlant', 'the MuJoCo physics engine (pip install mujoco)'),
 }
 
 #: integrators of the UK plant: fixed-step RK4 (substeps per period) or scipy's adaptive solve_ivp.
@@ -28,7 +39,12 @@ INTEGRATORS = ('rk4', 'solve_ivp')
 def plant_class(name: str):
     """The plant class registered under `name`; a ValueError naming the accepted ones otherwise."""
     try:
-        module, cls = PLANTS[name]
+        entry = PLANTS[name]
     except (KeyError, TypeError):
         raise ValueError(f'plant must be one of {", ".join(PLANTS)}, got {name!r}') from None
-    return getattr(importlib.import_module(module), cls)
+    return getattr(importlib.import_module(entry.module), entry.cls)
+
+
+def describe() -> str:
+    """The plants in words, ``uk: embedded UK forward dynamics; mujoco: ...`` (for help texts)."""
+    return '; '.join(f'{name}: {entry.doc}' if entry.doc else name for name, entry in PLANTS.items())
