@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from uk_controller.control.loop_timing import loop_cpus
 from uk_controller.settings import schema as S
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,9 +73,9 @@ class Built:
 
     @functools.cached_property
     def loop(self):
-        from uk_controller.control.loop_timing import loop_settings
+        from uk_controller.control.loop_timing import overrun_policy
 
-        return loop_settings(self.settings)
+        return self.settings.ros.loop, overrun_policy(self.settings.ros.overrun)
 
     def step(self, t=0.7):
         """The controller's rows, their rates and the efforts at one state near the start."""
@@ -816,20 +817,18 @@ PROBES = {
         lambda b: _effort_order(b),
         [3, 2, 1, 0],
     ),
-    'ros.loop.mode': Probe('scara', {'ros.loop.mode': 'timer'}, lambda b: b.loop[0]['mode'], 'timer'),
-    'ros.loop.priority': Probe('scara', {'ros.loop.priority': 10}, lambda b: b.loop[0]['priority'], 10),
-    'ros.loop.cpus': Probe('scara', {'ros.loop.cpus': [1]}, lambda b: b.loop[0]['cpus'], [1]),
-    'ros.loop.mlockall': Probe('scara', {'ros.loop.mlockall': True}, lambda b: b.loop[0]['mlockall'], True),
-    'ros.loop.spin_us': Probe('scara', {'ros.loop.spin_us': 20.0}, lambda b: b.loop[0]['spin_us'], 20.0),
-    'ros.loop.window': Probe('scara', {'ros.loop.window': 2.0}, lambda b: b.loop[0]['window'], 2.0),
+    'ros.loop.mode': Probe('scara', {'ros.loop.mode': 'timer'}, lambda b: b.loop[0].mode, 'timer'),
+    'ros.loop.priority': Probe('scara', {'ros.loop.priority': 10}, lambda b: b.loop[0].priority, 10),
+    'ros.loop.cpus': Probe('scara', {'ros.loop.cpus': [1]}, lambda b: loop_cpus(b.loop[0]), [1]),
+    'ros.loop.mlockall': Probe('scara', {'ros.loop.mlockall': True}, lambda b: b.loop[0].mlockall, True),
+    'ros.loop.spin_us': Probe('scara', {'ros.loop.spin_us': 20.0}, lambda b: b.loop[0].spin_us, 20.0),
+    'ros.loop.window': Probe('scara', {'ros.loop.window': 2.0}, lambda b: b.loop[0].window, 2.0),
     'ros.loop.fallback_periods': Probe(
-        'scara', {'ros.loop.fallback_periods': 5.0}, lambda b: b.loop[0]['fallback_periods'], 5.0
+        'scara', {'ros.loop.fallback_periods': 5.0}, lambda b: b.loop[0].fallback_periods, 5.0
     ),
-    'ros.overrun.warn_after': Probe('scara', {'ros.overrun.warn_after': 3}, lambda b: b.loop[1]['warn_after'], 3),
-    'ros.overrun.safe_after': Probe('scara', {'ros.overrun.safe_after': 30}, lambda b: b.loop[1]['safe_after'], 30),
-    'ros.overrun.recover_after': Probe(
-        'scara', {'ros.overrun.recover_after': 4}, lambda b: b.loop[1]['recover_after'], 4
-    ),
+    'ros.overrun.warn_after': Probe('scara', {'ros.overrun.warn_after': 3}, lambda b: b.loop[1].warn_after, 3),
+    'ros.overrun.safe_after': Probe('scara', {'ros.overrun.safe_after': 30}, lambda b: b.loop[1].safe_after, 30),
+    'ros.overrun.recover_after': Probe('scara', {'ros.overrun.recover_after': 4}, lambda b: b.loop[1].recover_after, 4),
 }
 
 
