@@ -277,13 +277,25 @@ class RobotModel:
         pm, data = self.model, self.data
         crba, rnea, ufp, world = pin.crba, pin.rnea, pin.updateFramePlacements, pin.Convention.WORLD
         nle, tau, zero, copyto = self._data_nle, data.tau, np.zeros(pm.nv), np.copyto
-        if self.joint_dynamics is not None:
+        if self.joint_dynamics is not None and self.continuous.size:
             q_pin, to_pin, add = np.zeros(pm.nq), self.to_pinocchio_q, self._add_passive
 
             def run(q, qd):
                 qp = to_pin(q, q_pin)
                 crba(pm, data, qp, world)
                 rnea(pm, data, qp, qd, zero)
+                copyto(nle, tau)
+                add(q, qd)
+                ufp(pm, data)
+                self._stamp += 1
+
+            return run
+        if self.joint_dynamics is not None:  # Pinocchio's q is ours: no copy
+            add = self._add_passive
+
+            def run(q, qd):
+                crba(pm, data, q, world)
+                rnea(pm, data, q, qd, zero)
                 copyto(nle, tau)
                 add(q, qd)
                 ufp(pm, data)
