@@ -58,15 +58,21 @@ def _sdformat_package():
 
 def converter() -> Path:
     """Path of the compiled report program (built once per source hash and sdformat version)."""
+    return compile_program(SOURCE)
+
+
+def compile_program(source: Path) -> Path:
+    """Path of `source` (a C++ program of test/sdformat/) compiled against the newest sdformatN, built once
+    per source hash and sdformat version into a cache folder; skips (fails in CI) without the library."""
     package = _sdformat_package()
     if package is None:
         _unavailable('pkg-config finds no sdformatN')
     compiler = shutil.which('g++') or shutil.which('c++')
     if compiler is None:
         _unavailable('no C++ compiler')
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
     cache = Path(os.environ.get('XDG_CACHE_HOME', Path.home() / '.cache')) / 'uk_controller'
-    binary = cache / f'urdf_report-{digest}-{package}'
+    binary = cache / f'{source.stem}-{digest}-{package}'
     if not binary.is_file():
         cache.mkdir(parents=True, exist_ok=True)
         flags = subprocess.run(
@@ -75,13 +81,13 @@ def converter() -> Path:
         with tempfile.TemporaryDirectory(dir=cache) as scratch:
             built = Path(scratch) / binary.name
             result = subprocess.run(
-                [compiler, '-std=c++17', '-O1', '-o', str(built), str(SOURCE), *flags],
+                [compiler, '-std=c++17', '-O1', '-o', str(built), str(source), *flags],
                 capture_output=True,
                 text=True,
                 timeout=300,
             )
             if result.returncode != 0:
-                pytest.fail(f'compiling {SOURCE.name} against {package} failed:\n{result.stderr[-2000:]}')
+                pytest.fail(f'compiling {source.name} against {package} failed:\n{result.stderr[-2000:]}')
             os.replace(built, binary)  # atomic: a concurrent session sees the old or the whole file
     return binary
 

@@ -1,7 +1,7 @@
 """The packed control step (uk_controller.kernels.packed) against CompiledRows.run (Pinocchio's pass).
 
 Same program, same workspace layout: only the dynamics source differs (kernels.dynamics.tree_terms vs
-pinocchio.computeAllTerms), so every output agrees to round-off; M and h are checked against Pinocchio's.
+Pinocchio's crba + rnea), so every output agrees to round-off; M and h are checked against Pinocchio's.
 """
 
 import numpy as np
@@ -21,7 +21,7 @@ def test_packed_step_matches_the_pinocchio_pass(robot):
     if ctrl.backend.dynamics != 'kernels':
         pytest.skip(f'{robot}: no compiled tree')
     fz, packed = ctrl.backend.program, ctrl.backend.packed
-    pinocchio_run = fz.make_runner()  # computeAllTerms + updateFramePlacements + fused_step
+    pinocchio_run = fz.make_runner()  # Pinocchio's pass (crba + rnea) + fused_step
     packed_run = packed.make_runner()
     model = ctrl.model
     rng = np.random.default_rng(11)

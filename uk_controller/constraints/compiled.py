@@ -382,7 +382,7 @@ class CompiledRows:
         self.fp[o : o + self.p] = limits
 
     def run(self, q, qd, t):
-        """``pinocchio.computeAllTerms`` + ``updateFramePlacements`` and the fused kernel at (q, q', t).
+        """The model's Pinocchio pass (:meth:`RobotModel.pinocchio_pass`) and the fused kernel at (q, q', t).
 
         q and q' must be C-contiguous float64 arrays of length n, t a float."""
         self._run(q, qd, t)

@@ -261,6 +261,16 @@ def joint_passive_terms(q, qd, mf, M, h):
 
 
 @njit(cache=True)
+def add_spring_damper(h, q, qd, damping, stiffness, reference):
+    """``h += d q' + k (q - q_ref)`` per coordinate: ``JointDynamics.force`` without friction added to h, the
+    same operations in the same order as its NumPy form (so the same bits), in one call instead of five
+    (:meth:`uk_controller.model.robot_model.RobotModel.pinocchio_pass`; test:
+    ``test/test_model.py::test_pinocchio_pass_gives_the_bits_of_compute``)."""
+    for i in range(h.shape[0]):
+        h[i] += damping[i] * qd[i] + (q[i] - reference[i]) * stiffness[i]
+
+
+@njit(cache=True)
 def frame_placements(oR, opos, fparents, fm, trans, rots):
     """World placement of each frame: ``R = oR[parent] R_pl``, ``p = opos[parent] + oR[parent] p_pl``."""
     for f in range(fparents.shape[0]):

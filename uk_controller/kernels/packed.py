@@ -1,9 +1,10 @@
 """The controller's fused step as ONE compiled call on two packed arrays.
 
-:class:`uk_controller.constraints.CompiledRows` runs Pinocchio's ``computeAllTerms`` and
-``updateFramePlacements`` from Python, then :func:`.rows.fused_step` with twelve arguments (two of them
-tuples of arrays): numba's dispatcher types and unboxes every argument on every call (~4.7 us of a
-15 us SCARA step on the reference VM). Here the same arithmetic runs in one call with six arguments::
+:class:`uk_controller.constraints.CompiledRows` runs Pinocchio's pass (``crba``, ``rnea`` at q'' = 0,
+``updateFramePlacements``: :meth:`~uk_controller.model.robot_model.RobotModel.pinocchio_pass`) from
+Python, then :func:`.rows.fused_step` with twelve arguments (two of them tuples of arrays): numba's
+dispatcher types and unboxes every argument on every call (~4.7 us of a 15 us SCARA step on the reference
+VM). Here the same arithmetic runs in one call with six arguments::
 
     M, h, S, oMi = tree(q, q')                    dynamics.tree_terms: RNEA + CRBA (Featherstone ch. 5-6),
                                                   the dynamics source of sim.compiled_loop too
