@@ -428,10 +428,11 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o
         dlo[k] = lo[k] - a0[k]
         dhi[k] = hi[k] - a0[k]
     _gram(CB, bbar, G, Cd)
-    if damping > 0.0:
-        for j in range(p):
-            G[j, j] += damping
-            Cd[j] += damping * center[j]
+    if center is not None:  # (a branch numba removes when no centre is given)
+        if damping > 0.0:
+            for j in range(p):
+                G[j, j] += damping
+                Cd[j] += damping * center[j]
     return bounded_lsq_gram(
         G, Cd, NB, dlo, dhi, weight, blo, bhi, eps * max(scale, 1e-300), u0, start, u, sc, o + 6 + p
     )
