@@ -371,7 +371,7 @@ class GeneralBackend(ControllerBackend):
         stage = core.joint_limits
         if stage is not None:
             lo, hi = stage.bounds(q, qd, *self._bounds)
-            extra['bounded'] = (core.effort_limits, lo, hi, stage.weight, stage.eps)
+            extra['bounded'] = (core.effort_limits, lo, hi, stage.weight, stage.eps, *stage.singular)
         if red.active:
             extra.update(
                 posture_accel=self._posture_accel(model, q, qd, t) if red.secondary else None,

@@ -44,5 +44,10 @@ def joint_limit_stage(setup, rate):
             f'hardware.<motor>.position_limit) leave no range'
         ) from None
     return JointLimitStage(
-        table, float(limits.deceleration), max(float(limits.time_constant), 2.0 / rate), float(limits.weight)
+        table,
+        float(limits.deceleration),
+        max(float(limits.time_constant), 2.0 / rate),
+        float(limits.weight),
+        singular_threshold=float(limits.singular_threshold),
+        singular_damping=float(limits.singular_damping),
     )

@@ -36,13 +36,22 @@ class JointLimitStage:
     """The joint-limit stage of a controller: ``table`` (3, n) = effective lower and upper position
     limits and speed limits; ``brake`` the braking deceleration a_b, ``time_constant`` T, ``weight`` of
     the bounds against the task rows and ``eps``, the tie-break weight toward the unbounded effort
-    (relative; :mod:`uk_controller.core.bounded_lsq`)."""
+    (relative; :mod:`uk_controller.core.bounded_lsq`); ``singular_threshold`` and ``singular_damping``
+    (both relative to the largest singular value of the task matrix) the variable damping of the task
+    rows near a singularity (:func:`singular_damping`; 0: none)."""
 
     table: np.ndarray
     brake: float
     time_constant: float
     weight: float
     eps: float = 1e-9
+    singular_threshold: float = 0.0
+    singular_damping: float = 0.0
+
+    @property
+    def singular(self):
+        """``(singular_threshold, singular_damping)``: the arguments of :func:`singular_damping`."""
+        return self.singular_threshold, self.singular_damping
 
     def bounds(self, q, qd, lo=None, hi=None):
         """:func:`acceleration_bounds` of this stage at (q, q')."""
@@ -71,6 +80,30 @@ def acceleration_bounds(q, qd, table, brake, tc, lo=None, hi=None):
     np.divide(vlo - qd, tc, out=lo)
     np.divide(vhi - qd, tc, out=hi)
     return lo, hi
+
+
+def singular_damping(smin, smax, threshold, damping):
+    """The squared damping factor of the task rows' damped least squares near a singularity::
+
+        lambda^2 = (1 - (s_min / (e s_1))^2) (l s_1)^2    where s_min < e s_1,   else 0
+
+    (e = `threshold`, l = `damping`, s_1 = `smax` and s_min = `smin` the largest and smallest kept singular
+    values of the task matrix ``C B_bar = A_s N B``). This is the variable damping factor of the
+    singularity-robust inverse (Y. Nakamura, H. Hanafusa, "Inverse kinematic solutions with singularity
+    robustness for robot manipulator control", ASME J. Dyn. Syst. Meas. Control 108(3), 1986; in this form
+    S. Chiaverini, B. Siciliano, O. Egeland, "Review of the damped least-squares inverse kinematics with
+    experiments on an industrial robot manipulator", IEEE Trans. Control Syst. Technol. 2(2), 1994, section
+    IV), with e and l relative to s_1 so that it does not depend on the units of the rows and efforts.
+    It is exactly 0 while ``s_min >= e s_1`` (the exact servo law of seed 004 eq 35 is kept bit for bit),
+    grows continuously to ``(l s_1)^2`` as s_min falls to 0, and bounds the damped effort along a
+    singular direction, ``s beta / (s^2 + lambda^2) <= |beta| / (2 lambda)``, where the exact one,
+    ``beta / s``, changes sign through infinity when the arm crosses the singularity. The compiled twin is
+    :func:`uk_controller.kernels.limits.singular_damping`."""
+    if not (threshold > 0.0 and damping > 0.0 and smax > 0.0) or smin >= threshold * smax:
+        return 0.0
+    ratio = smin / (threshold * smax)
+    scale = damping * smax
+    return (1.0 - ratio * ratio) * scale * scale
 
 
 def limit_table(lower, upper, velocity, *, margin, velocity_scale):
@@ -236,13 +269,21 @@ def _exact_step(G, gt, D, r, dlo, dhi, weight, eps, du0, u, step, lo, hi):
     return alpha_box, blocking
 
 
-def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start=None):
+def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start=None, damping=0.0, center=None):
     """The joint-limit stage of the servo solve: u (in place) becomes :func:`bounded_lsq` of the task rows
     ``CB u = bbar`` with the joint accelerations ``a0 + NB u`` in ``[lo, hi]`` (weight `weight`), the
     efforts in ``+-limits`` and the tie-break toward the unbounded u, ``eps`` relative to the mean diagonal
     of ``CB^T CB + weight NB^T NB``. `start`: the first iterate (the previous step's effort, a warm start;
-    default the unbounded u). Returns ``(iterations, largest acceleration-bound violation left)``."""
+    default the unbounded u). With `damping` = lambda^2 > 0 (:func:`singular_damping`) the task rows are
+    the damped least squares ``[CB; lambda I] u = [bbar; lambda center]`` (`center`: the null-space part
+    of the unbounded u, whose damped task part is ``(CB^T CB + lambda^2 I)^{-1} CB^T bbar``), so the
+    unbounded u stays the minimizer while no bound is reached and the objective is uniformly convex across
+    a singularity of CB. Returns ``(iterations, largest acceleration-bound violation left)``."""
     p = u.shape[0]
     scale = (np.sum(CB * CB) + weight * np.sum(NB * NB)) / max(p, 1)
     u0 = u.copy()
+    if damping > 0.0:
+        lam = np.sqrt(damping)
+        CB = np.vstack((CB, lam * np.eye(p)))
+        bbar = np.concatenate((bbar, lam * (np.zeros(p) if center is None else center)))
     return bounded_lsq(CB, bbar, NB, lo - a0, hi - a0, weight, -limits, limits, eps * max(scale, 1e-300), u0, u, start)

@@ -398,12 +398,20 @@ def servo_solve(
     scratch. Returns ``(rank, condition, passive_rank, ||A_s q'' - b_s||, ||b_bar||, null_motion,
     null_internal)`` (null dimensions -1 when no null-space term ran).
 
-    `bounded` = ``(limits, alo, ahi, weight, eps)``: the joint-limit stage
-    (:mod:`uk_controller.core.joint_limits`): when an effort is beyond ``+-limits`` or a joint acceleration
-    ``a0 + NB u`` outside ``[alo, ahi]``, u becomes the bounded least squares of
+    `bounded` = ``(limits, alo, ahi, weight, eps[, singular_threshold, singular_damping])``: the joint-limit
+    stage (:mod:`uk_controller.core.joint_limits`): when an effort is beyond ``+-limits`` or a joint
+    acceleration ``a0 + NB u`` outside ``[alo, ahi]``, u becomes the bounded least squares of
     :func:`uk_controller.core.joint_limits.bounded_stage`; the result then has an 8th entry, None when
     the stage did not run, else ``(iterations, largest bound violation left, whether the unbounded effort
-    met the task)``.
+    met the task)``. Near a singularity of ``C B_bar`` (SVD method, lambda^2 of
+    :func:`uk_controller.core.joint_limits.singular_damping` > 0; 0, the exact law, away from
+    singularities) ``b_bar = b_s + d`` is split into the drift ``d = -A_s a0`` (gravity, velocity terms),
+    solved exactly (its coefficients ``U_k^T d / s_k`` stay bounded: d is the image of the effort that
+    cancels a0), and the commanded ``b_s``, solved as the damped least squares of Nakamura & Hanafusa::
+
+        u = V_r diag(1 / s_r) U_r^T d  +  V diag(s / (s^2 + lambda^2)) U^T b_s
+
+    and the stage damps the task rows around the part of u that is not the damped ``b_s`` term.
     """
     n, p = B.shape
     mp, ms = Ap.shape[0], As.shape[0]
@@ -433,6 +441,7 @@ def servo_solve(
     start = u.copy() if bounded is not None else None  # the previous step's effort: the stage's warm start
     u[:] = 0.0
     Vr = None
+    lam2, u_task = 0.0, None  # the task rows' damping near a singularity (joint-limit stage, SVD method)
     if ms and p:
         CB = As @ NB
         U, sv, Vt, status = _GESDD(CB, compute_uv=1, full_matrices=0)
@@ -440,7 +449,16 @@ def servo_solve(
             rank = int(np.count_nonzero(sv > rcond * sv[0]))
             cond = float(sv[0] / sv[rank - 1])
             Vr = Vt[:rank]
-            if pinv is None:
+            if pinv is None and bounded is not None and len(bounded) > 5:
+                from .joint_limits import singular_damping
+
+                lam2 = singular_damping(sv[-1], sv[0], *bounded[5:7])
+            if pinv is None and lam2 > 0.0:  # damped least squares (joint_limits.singular_damping)
+                # bbar = b_s + d: the drift d = -A_s a0 solved exactly (bounded: d = CB u_c for the effort u_c
+                # cancelling a0), the commanded b_s damped along every singular direction
+                u_task = Vt.T @ ((U.T @ bs) * (sv / (sv * sv + lam2)))
+                u[:] = Vr.T @ ((U[:, :rank].T @ (bbar - bs)) / sv[:rank]) + u_task
+            elif pinv is None:
                 u[:] = Vr.T @ ((U[:, :rank].T @ bbar) / sv[:rank])
         if pinv is not None:
             X_cb = pinv(CB, rcond)
@@ -470,12 +488,20 @@ def servo_solve(
     if bounded is not None:
         from .joint_limits import beyond_limits, bounded_stage
 
-        limits, alo, ahi, weight, eps = bounded
+        limits, alo, ahi, weight, eps = bounded[:5]
         qdd_free = a0 + NB @ u
         if beyond_limits(u, limits, qdd_free, alo, ahi):
             CB = As @ NB if ms else np.zeros((0, p))
-            exact = not ms or np.linalg.norm(As @ qdd_free - bs) <= CONSISTENCY_TOL * max(1.0, np.linalg.norm(bbar))
-            iterations, violation = bounded_stage(CB, bbar, NB, a0, alo, ahi, limits, weight, eps, u, start)
+            # the task would be met without the limits: exactly, or by the undamped law (independent rows)
+            exact = (
+                not ms
+                or (lam2 > 0.0 and rank == ms)
+                or np.linalg.norm(As @ qdd_free - bs) <= CONSISTENCY_TOL * max(1.0, np.linalg.norm(bbar))
+            )
+            center = u - u_task if lam2 > 0.0 else None
+            iterations, violation = bounded_stage(
+                CB, bbar, NB, a0, alo, ahi, limits, weight, eps, u, start, damping=lam2, center=center
+            )
             limited = (iterations, violation, exact)
     np.add(a0, NB @ u, out=qdd)
     residual = float(np.linalg.norm(As @ qdd - bs)) if ms else 0.0
@@ -679,6 +705,7 @@ def solver_params(
         params[codes.PARAM_LIMITS_ON] = 1.0
         params[codes.PARAM_LIMIT_WEIGHT], params[codes.PARAM_LIMIT_EPS] = limits.weight, limits.eps
         params[codes.PARAM_BRAKE], params[codes.PARAM_LIMIT_TC] = limits.brake, limits.time_constant
+        params[codes.PARAM_SINGULAR_THRESHOLD], params[codes.PARAM_SINGULAR_DAMPING] = limits.singular
     if one_sided > secondary:
         raise ValueError(f'one_sided ({one_sided}) cannot exceed secondary ({secondary})')
     if internal_effort is not None:
@@ -960,7 +987,7 @@ class ServoSolver:
             ap = Asec[active].T @ bsec[active]
         info = self.info
         stage = self.joint_limits
-        bounded = None if stage is None else (limits, alo, ahi, stage.weight, stage.eps)
+        bounded = None if stage is None else (limits, alo, ahi, stage.weight, stage.eps, *stage.singular)
         try:
             rank, cond, passive_rank, residual, bnorm, nm, ni, *limited = servo_solve(
                 M,

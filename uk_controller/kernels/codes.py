@@ -73,7 +73,8 @@ MAX_INTERNAL_TARGET = 16
 #: posture rows; inf: no cap), the metric of the null-space term (0: M, 1: the identity on joint
 #: accelerations) and the joint-limit stage (1.0 when on, the weight of the acceleration bounds relative to
 #: the task rows, the tie-break weight toward the unbounded effort, the braking deceleration and the time
-#: constant of core.joint_limits.acceleration_bounds)
+#: constant of core.joint_limits.acceleration_bounds, the threshold and damping of the task rows near a
+#: singularity, core.joint_limits.singular_damping)
 (
     PARAM_TASK_SPEED,
     PARAM_POSTURE_SPEED,
@@ -83,8 +84,10 @@ MAX_INTERNAL_TARGET = 16
     PARAM_LIMIT_EPS,
     PARAM_BRAKE,
     PARAM_LIMIT_TC,
-) = range(PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET, PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET + 8)
-PARAMS_SIZE = PARAM_LIMIT_TC + 1
+    PARAM_SINGULAR_THRESHOLD,
+    PARAM_SINGULAR_DAMPING,
+) = range(PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET, PARAM_INTERNAL_TARGET + MAX_INTERNAL_TARGET + 10)
+PARAMS_SIZE = PARAM_SINGULAR_DAMPING + 1
 
 # ----------------------------------------------------------------------------- compiled row program
 #: header of the integer program ip (counts, then offsets into ip, then offsets into the workspace ws,

@@ -384,10 +384,24 @@ def _polish(G, Cd, D, dlo, dhi, v, vi, nv, weight, eps, u0, free, u, lo, hi, H, 
 
 
 @njit(cache=True)
-def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o):
+def singular_damping(smin, smax, threshold, damping):
+    """The squared damping factor of the task rows near a singularity (the compiled twin of
+    :func:`uk_controller.core.joint_limits.singular_damping`: ``(1 - (smin / (threshold smax))^2)
+    (damping smax)^2`` below the threshold, else 0)."""
+    if not (threshold > 0.0 and damping > 0.0 and smax > 0.0) or smin >= threshold * smax:
+        return 0.0
+    ratio = smin / (threshold * smax)
+    scale = damping * smax
+    return (1.0 - ratio * ratio) * scale * scale
+
+
+@njit(cache=True)
+def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o, damping=0.0, center=None):
     """The compiled twin of :func:`uk_controller.core.joint_limits.bounded_stage`: u (in place) becomes the
     bounded least squares of the task rows with the joint acceleration bounds and the effort box, from
-    `start` (the warm start). Scratch from row o of sc: :func:`bounded_stage_rows` (p) rows."""
+    `start` (the warm start); with `damping` = lambda^2 > 0 the task rows damped as
+    ``[CB; lambda I] u = [bbar; lambda center]`` (``G + lambda^2 I``, ``C^T d + lambda^2 center``).
+    Scratch from row o of sc: :func:`bounded_stage_rows` (p) rows."""
     p = u.shape[0]
     n = a0.shape[0]
     u0 = sc[o, :p]
@@ -414,6 +428,11 @@ def bounded_stage(CB, bbar, NB, a0, lo, hi, limits, weight, eps, u, start, sc, o
         dlo[k] = lo[k] - a0[k]
         dhi[k] = hi[k] - a0[k]
     _gram(CB, bbar, G, Cd)
+    if center is not None:  # (a branch numba removes when no centre is given)
+        if damping > 0.0:
+            for j in range(p):
+                G[j, j] += damping
+                Cd[j] += damping * center[j]
     return bounded_lsq_gram(
         G, Cd, NB, dlo, dhi, weight, blo, bhi, eps * max(scale, 1e-300), u0, start, u, sc, o + 6 + p
     )

@@ -65,10 +65,12 @@ from .codes import (
     PARAM_NULL_RCOND,
     PARAM_POSTURE_SPEED,
     PARAM_RCOND,
+    PARAM_SINGULAR_DAMPING,
+    PARAM_SINGULAR_THRESHOLD,
     PARAM_TASK_SPEED,
 )
 from .jit import njit
-from .limits import beyond_limits, bounded_stage
+from .limits import beyond_limits, bounded_stage, singular_damping
 from .linalg import (
     EPS,
     chol_solve_col,
@@ -141,7 +143,7 @@ def accelerations(a0, NB, u, out):
 def servo_scratch_shape(n, p, mp, ms):
     """Shape of the 2-D scratch array of :func:`servo_solve` for n coordinates, p efforts, mp passive and
     ms servo rows."""
-    return 4 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 13 + p + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
+    return 4 * n + 6 * mp + ms + max(p, ms) + min(ms, p) + 16 + p + null_scratch_rows(n, p), max(n, p, mp, ms, 1)
 
 
 @njit(cache=True)
@@ -672,6 +674,8 @@ def servo_solve(
     Vs, o = scratch_rows(sc, o, min(p, ms), min(p, ms))
     s, o = scratch_row(sc, o, min(p, ms))
     start, o = scratch_row(sc, o, p)
+    rb, o = scratch_row(sc, o, ms)  # near a singularity: the commanded part of bbar (the drift's complement)
+    ug, o = scratch_row(sc, o, p)  # near a singularity: the drift part of u
     limited = params[PARAM_LIMITS_ON] != 0.0
     if limited:  # the previous step's effort: the joint-limit stage's warm start
         for j in range(p):
@@ -698,6 +702,7 @@ def servo_solve(
         u[j] = 0.0
     rank = 0
     cond = np.inf
+    lam2 = 0.0
     c = min(ms, p)
     left, right = Vs, Wsvd[:p, :c]
     if ms > 0 and p > 0:
@@ -721,11 +726,50 @@ def servo_solve(
         left, right = (Vs, Ws) if ms <= p else (Ws, Vs)  # left: read only when ms > p
         if smax > 0.0:
             smin = smax
+            sleast = smax  # the smallest singular value, kept or not: the damping's argument
             for k in range(c):
                 if s[k] > rcond * smax:
                     rank += 1
                     if s[k] < smin:
                         smin = s[k]
+                if s[k] < sleast:
+                    sleast = s[k]
+            if limited:  # the task rows' damping near a singularity (0: the exact law)
+                lam2 = singular_damping(sleast, smax, params[PARAM_SINGULAR_THRESHOLD], params[PARAM_SINGULAR_DAMPING])
+            if lam2 > 0.0:
+                # damped: bbar = b + d with the drift d = -A_s a0 solved exactly (its coefficients stay bounded:
+                # d = CB u_c for the effort u_c that cancels a0) and the commanded b = bbar - d damped,
+                # s / (s^2 + lambda^2); ug keeps the drift part (the centre of the stage's damping)
+                for i in range(ms):
+                    acc = 0.0
+                    for k in range(n):
+                        acc += As[i, k] * a0[k]
+                    rb[i] = bbar[i] + acc
+                if wide:  # the same rotations again, now on b (V^T b in rb)
+                    for i in range(ms):
+                        for j in range(p):
+                            Ws[j, i] = CB[i, j]
+                    jacobi_columns_rhs(Ws, rb, sweeps)
+                    column_norms(Ws, s)
+                for j in range(p):
+                    ug[j] = 0.0
+            for k in range(c):
+                if lam2 > 0.0:
+                    if wide:  # (V^T b)_k and (V^T d)_k = (V^T bbar)_k - (V^T b)_k
+                        cb = rb[k]
+                        cd = rs[k] - rb[k]
+                    else:
+                        cb = 0.0
+                        cd = 0.0
+                        for i in range(ms):
+                            cb += left[i, k] * rb[i]
+                            cd += left[i, k] * (bbar[i] - rb[i])
+                    cb /= s[k] * s[k] + lam2
+                    cd = cd / (s[k] * s[k]) if s[k] > rcond * smax else 0.0
+                    for j in range(p):
+                        u[j] += right[j, k] * (cb + cd)
+                        ug[j] += right[j, k] * cd
+                elif s[k] > rcond * smax:
                     s2 = 1.0 / (s[k] * s[k])
                     if wide:  # u += W_k (V^T bbar)_k / s_k^2
                         coef = rs[k]
@@ -736,16 +780,18 @@ def servo_solve(
                     coef *= s2
                     for j in range(p):
                         u[j] += right[j, k] * coef
-                else:
+                if not s[k] > rcond * smax:
                     s[k] = 0.0  # dropped: not in G's row space for null_space_step
             cond = smax / smin
         else:
             for k in range(c):
                 s[k] = 0.0
+    du, on = scratch_row(sc, o, p)  # the null-space term (the centre of the stage's damping: zero without)
+    for j in range(p):
+        du[j] = 0.0
     if nsec > 0 or internal:
         # q''_task, then the null-space term u += P z (+ P_int u_int); scratch after s (the passive
         # projection's rows are free again)
-        du, on = scratch_row(sc, o, p)
         qt, on = scratch_row(sc, on, n)
         accelerations(a0, NB, u, qt)
         Lw = L
@@ -782,18 +828,36 @@ def servo_solve(
             u[j] += du[j]
         info[INFO_NULL_MOTION] = nm
         info[INFO_NULL_INTERNAL] = ni
+    if lam2 > 0.0:  # the centre of the stage's damping: u but its damped commanded part
+        for j in range(p):
+            du[j] += ug[j]
     # q'' = a0 + NB u, residual of the (stabilized) servo rows, passive force
     accelerations(a0, NB, u, qdd)
     if limited and beyond_limits(u, limits, qdd, alo, ahi):
         # the joint-limit stage: bounded least squares on the task rows (CB u = bbar) with the joint
         # acceleration bounds alo <= a0 + NB u <= ahi and the effort box (kernels/limits.py). The step is
         # LIMITED when the unbounded effort met the task (an under-actuated task stays SERVO_INCONSISTENT)
-        if residual_norm(As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs) <= tol * max(
-            1.0, bnorm
-        ):
+        # (damped near a singularity: the undamped law meets independent task rows)
+        if (lam2 > 0.0 and rank == ms) or residual_norm(
+            As[:ms], qdd, bs, phis, phids, gains, mp, params[PARAM_TASK_SPEED], rs
+        ) <= tol * max(1.0, bnorm):
             info[INFO_LIMITED] = 1.0
         it, viol = bounded_stage(
-            CB, bbar, NB, a0, alo, ahi, limits, params[PARAM_LIMIT_WEIGHT], params[PARAM_LIMIT_EPS], u, start, sc, o
+            CB,
+            bbar,
+            NB,
+            a0,
+            alo,
+            ahi,
+            limits,
+            params[PARAM_LIMIT_WEIGHT],
+            params[PARAM_LIMIT_EPS],
+            u,
+            start,
+            sc,
+            o + 1,
+            lam2,
+            du,
         )
         info[INFO_LIMIT_ITERATIONS] = it
         info[INFO_LIMIT_VIOLATION] = viol

@@ -447,6 +447,23 @@ _KEYS = [
         'cannot hold (larger: the limits win more strictly)',
         high=1.0e12,
     ),
+    _nonneg(
+        'limits.singular_threshold',
+        1.0e-5,
+        '',
+        'with the joint-limit stage, the task rows become a damped least squares where the smallest singular '
+        'value of the task matrix A_s N B falls below this fraction of its largest (near a singularity: the '
+        'effort stays bounded and continuous as the arm crosses it; exactly the undamped law above it; 0: never)',
+        high=1.0,
+    ),
+    _nonneg(
+        'limits.singular_damping',
+        1.0e-5,
+        '',
+        'the damping factor the task rows reach at a singularity, relative to the largest singular value of '
+        'the task matrix (it grows from 0 at limits.singular_threshold as 1 - (s_min / threshold)^2)',
+        high=1.0,
+    ),
     _S(
         'internal_force.effort',
         'floats',
