@@ -180,6 +180,13 @@ class LimitsSettings(Section):
     #: weight of the joint acceleration bounds against the task rows when both cannot hold (larger: the limits win more
     #: strictly)
     weight: float
+    #: with the joint-limit stage, the task rows become a damped least squares where the smallest singular value of the
+    #: task matrix A_s N B falls below this fraction of its largest (near a singularity: the effort stays bounded and
+    #: continuous as the arm crosses it; exactly the undamped law above it; 0: never)
+    singular_threshold: float
+    #: the damping factor the task rows reach at a singularity, relative to the largest singular value of the task
+    #: matrix (it grows from 0 at limits.singular_threshold as 1 - (s_min / threshold)^2)
+    singular_damping: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
