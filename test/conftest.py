@@ -28,6 +28,21 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 from parallel import DEFAULT_DOMAIN, domain_id, serialize_numba_compiles, turn  # noqa: E402
 
+try:  # property tests draw the same examples on every run, and never fail because the machine is busy
+    from hypothesis import HealthCheck
+    from hypothesis import settings as hypothesis_settings
+
+    hypothesis_settings.register_profile(
+        'suite',
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    hypothesis_settings.load_profile('suite')
+except ImportError:  # hypothesis comes with the test extra
+    pass
+
 # Tests send SIGINT to the commands they start, as a terminal or ``ros2 launch`` does. A runner started as a
 # background job of a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, its children
 # would too, and the commands keep an inherited SIG_IGN (as Python does): the tests would then measure how
