@@ -613,6 +613,12 @@ PROBES = {
         'scara', {'limits.time_constant': 0.5}, lambda b: b.ctrl.joint_limits.time_constant, 0.5
     ),
     'limits.weight': Probe('scara', {'limits.weight': 10.0}, lambda b: b.ctrl.joint_limits.weight, 10.0),
+    'limits.singular_threshold': Probe(
+        'scara', {'limits.singular_threshold': 1e-3}, lambda b: b.ctrl.joint_limits.singular_threshold, 1e-3
+    ),
+    'limits.singular_damping': Probe(
+        'scara', {'limits.singular_damping': 1e-3}, lambda b: b.ctrl.joint_limits.singular_damping, 1e-3
+    ),
     'internal_force.effort': Probe(
         'five_bar_redundant',
         {'internal_force.effort': [1.0, -1.0, 0.5]},
