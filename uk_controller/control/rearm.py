@@ -34,6 +34,7 @@ import numpy as np
 
 from ..core.baumgarte import Baumgarte
 from ..robots.setup import stabilization_gains
+from ..settings import schema as S
 from ..settings.types import Settings, StabilizationSettings
 
 
@@ -49,7 +50,7 @@ def scaled(stab, s):
 class ReArm:
     """Trajectory clock with outages removed, and the soft start of a ControllerCore's gains."""
 
-    def __init__(self, core, soft_start=1.0):
+    def __init__(self, core, soft_start=S.default('control.soft_start')):
         self.core = core
         self.soft_start = float(soft_start)
         self.base = core.stabilization

@@ -28,6 +28,8 @@ import math
 
 import numpy as np
 
+from ..settings import schema as S
+
 
 class NameMatch:
     """A message's name list matched to the model (JointStateMerger.match): ``rows[j]`` is the model
@@ -44,7 +46,7 @@ class NameMatch:
 class JointStateMerger:
     """Latest (q, q') per joint with per-joint sample times in nanoseconds."""
 
-    def __init__(self, joint_names, state_timeout, clock_skew=0.05):
+    def __init__(self, joint_names, state_timeout, clock_skew=S.default('control.clock_skew')):
         self.joint_names = list(joint_names)
         self.index = {name: i for i, name in enumerate(self.joint_names)}
         self.n = len(self.joint_names)
