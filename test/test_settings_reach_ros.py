@@ -38,6 +38,8 @@ def _setup_file(tmp_path):
     params['simulation'].update(substeps=3, publish_clock=True, real_time_factor=2.0)
     params.setdefault('ros', {}).update(effort_topic='/reach/efforts', joint_states_topic='/reach/states')
     params['ros']['loop'] = {'window': 0.5, 'mode': 'thread'}
+    params['ros'].update(output_type='joint_trajectory', diagnostics_period=2.5, transport='messages')
+    params['simulation'].update(clock_start=3.0)
     path = tmp_path / 'planar_3r_reach.yaml'
     path.write_text(rcl_yaml.dump(tree))
     return path
@@ -64,6 +66,11 @@ def test_controller_node_runs_the_file_and_its_parameters(tmp_path):
         assert node.loop.timing.window_ns == 500_000_000
         assert node.merger.state_timeout == 0.3 and node.merger.clock_skew == 0.2
         assert node.rearm.soft_start == 2.0
+        # ros.output_type, as DDS sees the publisher; ros.diagnostics_period; ros.transport: messages
+        types = dict(node.get_publisher_names_and_types_by_node(node.get_name(), node.get_namespace()))
+        assert types['/reach/efforts'] == ['trajectory_msgs/msg/JointTrajectory'], types
+        assert node.diag_timer.timer_period_ns == 2_500_000_000
+        assert node.raw_effort is None
     finally:
         if node is not None:
             node.destroy_node()
@@ -93,6 +100,18 @@ def test_sim_node_runs_the_file_and_its_parameters(tmp_path):
         assert mass(node.plant) == mass(scaled) > mass(UKPlant.from_setup(load_robot(path)))
         assert node.count_publishers('/reach/states') == 1
         assert node.count_subscribers('/reach/efforts') == 1
+        types = dict(node.get_subscriber_names_and_types_by_node(node.get_name(), node.get_namespace()))
+        assert types['/reach/efforts'] == ['trajectory_msgs/msg/JointTrajectory'], types  # ros.output_type
+        stamp = node.stamp()  # simulation.clock_start on the published /clock
+        assert stamp.sec + 1e-9 * stamp.nanosec == pytest.approx(3.0 + node.plant.t)
+        node.destroy_node()
+        node = _node(
+            SimNode,
+            path,
+            Parameter('simulation.lockstep', value=True),
+            Parameter('simulation.lockstep_resend', value=0.25),
+        )
+        assert node.waiting and node.timer.timer_period_ns == 250_000_000  # lockstep: resend, not ticks
     finally:
         if node is not None:
             node.destroy_node()
