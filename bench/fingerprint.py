@@ -27,7 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROBOTS = ('scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r')
+from uk_controller.paths import available_configs
+
+#: every robot setup shipped in config/ (a setup added there is fingerprinted from then on)
+ROBOTS = tuple(available_configs())
 SIM_FIELDS = ('q', 'qd', 'effort', 'phi', 'phidot', 'status', 'saturated', 'ok')
 
 
@@ -102,11 +105,14 @@ def fingerprint(duration=0.3, parallelogram_tf=2.0):
 
 
 def compare(before, after):
-    """Names whose arrays differ (bit for bit; NaN == NaN), and names present on one side only."""
+    """Names whose arrays differ (bit for bit; NaN == NaN) or were recorded before and are missing now.
+    Arrays only in `after` (a robot setup added since) are new, not a difference."""
     diffs = []
     for name in sorted(set(before) | set(after)):
-        if name not in before or name not in after:
-            diffs.append(f'{name}: only {"before" if name in before else "after"}')
+        if name not in after:
+            diffs.append(f'{name}: only before')
+            continue
+        if name not in before:
             continue
         a, b = np.asarray(before[name]), np.asarray(after[name])
         if a.shape != b.shape or a.dtype != b.dtype:
@@ -136,8 +142,11 @@ def main(argv=None):
     with np.load(args.compare) as data:
         before = {k.replace('|', '/'): data[k] for k in data.files}
     diffs = compare(before, record)
+    new = sorted(set(record) - set(before))
     print(
-        f'{len(record)} arrays compared with {args.compare}: {"bit-identical" if not diffs else f"{len(diffs)} differ"}'
+        f'{len(record) - len(new)} arrays compared with {args.compare}: '
+        f'{"bit-identical" if not diffs else f"{len(diffs)} differ"}'
+        + (f'; {len(new)} new (robot setups not in the saved file)' if new else '')
     )
     for line in diffs:
         print('  ' + line)
