@@ -126,9 +126,9 @@ def test_cassie_stands_balanced_but_cannot_hold_its_pelvis_lower_or_higher():
 def test_cassie_standing_example_stands_with_feet_still_and_loops_closed():
     from uk_controller.sim.closed_loop import simulate
 
-    setup = load_robot(str(EXAMPLE))
+    setup = load_robot(str(EXAMPLE), {'simulation.duration': 2.0})
     statics = Statics(setup.q0)
-    res = simulate(setup, duration=2.0)
+    res = simulate(setup)
     s = res.summary()
     assert not s['failure'], s['verdict']
     assert s['task_error_max'] < 1e-6, s['verdict']
