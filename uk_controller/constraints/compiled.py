@@ -325,12 +325,13 @@ class CompiledRows:
         self.trans = tuple(dummy_t if v is None else v.translation for v in views)
         self.rots = tuple(dummy_r if v is None else v.rotation for v in views)
         # live views of Pinocchio's Data (its buffers live as long as the Data); with a permuted order the
-        # model's own M and h (our order, filled by model.compute) and Pinocchio's J copied in our column order
+        # model's own M and h (our order, filled by model.compute) and Pinocchio's J copied in our column order.
+        # With one coordinate eigenpy hands J (6 x 1) over as a vector: the (6, 1) view of the same buffer
         self.permuted = bool(model.order_permuted)
         if self.permuted:
             self.M_lower, self.h, self.J = model.M_lower, model.h, np.zeros((6, n))
         else:
-            self.M_lower, self.h, self.J = model.data.M.T, model.data.nle, model.data.J
+            self.M_lower, self.h, self.J = model.data.M.T, model.data.nle, model.data.J.reshape(6, n)
         self.external = external
         self.kernel = row_kernels.fused_step
         self._rows_kernel = row_kernels.fused_rows
