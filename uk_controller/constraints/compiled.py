@@ -91,6 +91,7 @@ class CompiledRows:
         posture_speed=np.inf,
         joint_metric=False,
         joint_limits=None,
+        dissipation=None,
     ):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.core.uk.row_gains`; `secondary`,
@@ -100,7 +101,9 @@ class CompiledRows:
         the program holds (kernels.codes.MAX_INTERNAL_TARGET). `task_speed`, `posture_speed`, `joint_metric`:
         the saturated Baumgarte term and the null-space metric (:func:`uk_controller.core.uk.solver_params`);
         `joint_limits`: a :class:`uk_controller.core.joint_limits.JointLimitStage` (None: effort clipping
-        only); its table follows the effort limits in the program's limits block.
+        only); its table follows the effort limits in the program's limits block, then `dissipation`, the
+        :class:`uk_controller.core.implicit_dissipation.PeriodDissipation` of the controller (None: the joints'
+        damping and friction as sampled, one solve).
         `external_rows`: accept callable terms,
         `any_order`: a permuted joint order (class docstring)."""
         from ..core.uk import NULL_RCOND, solver_params
@@ -235,7 +238,17 @@ class CompiledRows:
         table = np.full((3, n), np.inf) if joint_limits is None else np.asarray(joint_limits.table, dtype=float)
         if joint_limits is None:
             table[0] = -np.inf
-        lim_ofs = add_floats(np.concatenate((limits, table.ravel())))
+        if dissipation is None:
+            period = np.zeros(2 + 2 * n)
+        else:
+            period = np.concatenate(
+                (
+                    [dissipation.dt, dissipation.friction_velocity],
+                    np.asarray(dissipation.dt_damping, dtype=float),
+                    np.asarray(dissipation.friction, dtype=float),
+                )
+            )
+        lim_ofs = add_floats(np.concatenate((limits, table.ravel(), period)))
         nf = len(frames)
         # workspace layout
         # phi, phi', effort first and adjacent: ControllerCore.step copies the three in one go (`outputs`)
