@@ -91,6 +91,7 @@ class CompiledRows:
         posture_speed=np.inf,
         joint_metric=False,
         joint_limits=None,
+        dissipation=None,
     ):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.core.uk.row_gains`; `secondary`,
@@ -100,7 +101,9 @@ class CompiledRows:
         the program holds (kernels.codes.MAX_INTERNAL_TARGET). `task_speed`, `posture_speed`, `joint_metric`:
         the saturated Baumgarte term and the null-space metric (:func:`uk_controller.core.uk.solver_params`);
         `joint_limits`: a :class:`uk_controller.core.joint_limits.JointLimitStage` (None: effort clipping
-        only); its table follows the effort limits in the program's limits block.
+        only); its table follows the effort limits in the program's limits block, then `dissipation`, the
+        :class:`uk_controller.core.implicit_dissipation.PeriodDissipation` of the controller (None: the joints'
+        damping and friction as sampled, one solve).
         `external_rows`: accept callable terms,
         `any_order`: a permuted joint order (class docstring)."""
         from ..core.uk import NULL_RCOND, solver_params
@@ -235,7 +238,17 @@ class CompiledRows:
         table = np.full((3, n), np.inf) if joint_limits is None else np.asarray(joint_limits.table, dtype=float)
         if joint_limits is None:
             table[0] = -np.inf
-        lim_ofs = add_floats(np.concatenate((limits, table.ravel())))
+        if dissipation is None:
+            period = np.zeros(2 + 2 * n)
+        else:
+            period = np.concatenate(
+                (
+                    [dissipation.dt, dissipation.friction_velocity],
+                    np.asarray(dissipation.dt_damping, dtype=float),
+                    np.asarray(dissipation.friction, dtype=float),
+                )
+            )
+        lim_ofs = add_floats(np.concatenate((limits, table.ravel(), period)))
         nf = len(frames)
         # workspace layout
         # phi, phi', effort first and adjacent: ControllerCore.step copies the three in one go (`outputs`)
@@ -325,12 +338,13 @@ class CompiledRows:
         self.trans = tuple(dummy_t if v is None else v.translation for v in views)
         self.rots = tuple(dummy_r if v is None else v.rotation for v in views)
         # live views of Pinocchio's Data (its buffers live as long as the Data); with a permuted order the
-        # model's own M and h (our order, filled by model.compute) and Pinocchio's J copied in our column order
+        # model's own M and h (our order, filled by model.compute) and Pinocchio's J copied in our column order.
+        # With one coordinate eigenpy hands J (6 x 1) over as a vector: the (6, 1) view of the same buffer
         self.permuted = bool(model.order_permuted)
         if self.permuted:
             self.M_lower, self.h, self.J = model.M_lower, model.h, np.zeros((6, n))
         else:
-            self.M_lower, self.h, self.J = model.data.M.T, model.data.nle, model.data.J
+            self.M_lower, self.h, self.J = model.data.M.T, model.data.nle, model.data.J.reshape(6, n)
         self.external = external
         self.kernel = row_kernels.fused_step
         self._rows_kernel = row_kernels.fused_rows

@@ -15,7 +15,9 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
    plus, where the task leaves the robot free, the null-space term of DESIGN.md "Redundancy"
    (:mod:`uk_controller.control.redundancy`, :func:`uk_controller.core.uk.redundancy_effort`): a posture with
    joint-limit avoidance in what the task and the closures leave, ``u += P z``; with redundant
-   actuation an optional internal-force target.
+   actuation an optional internal-force target. Where the joints have damping or friction the solve
+   takes them over the control period (:mod:`uk_controller.core.implicit_dissipation`: M + dt D, and a
+   second solve with the friction's change up to the speed the first one asks for).
 
 3. Efforts are clipped to their limits. A bad input or a numerical failure
    never yields NaN: the configured safe effort (zero or hold) is returned with
@@ -56,6 +58,7 @@ import numpy as np
 from ..constraints import ConstraintStack
 from ..core import uk
 from ..core.baumgarte import correction
+from ..core.implicit_dissipation import friction_change, period_dissipation, period_mass
 from ..core.pinv import get_pinv
 from ..kernels import codes
 from ..kernels.codes import (
@@ -247,6 +250,7 @@ class CompiledBackend(ControllerBackend):
             internal_effort=red.internal_effort,
             external_rows=True,
             any_order=True,
+            dissipation=core.dissipation,
             **core.solver_options,
         )
         return None if program is None else cls(core, program)
@@ -293,6 +297,8 @@ class ReferenceBackend(ControllerBackend):
         self.gains = np.array(gains, dtype=float)
         self._zero_n = np.zeros(n)
         self._bounds = None if core.joint_limits is None else (np.zeros(n), np.zeros(n))
+        # the dissipation over the period (core/implicit_dissipation.py): M + dt D, h + dF, a scratch
+        self._period = None if core.dissipation is None else (np.zeros((n, n)), np.zeros(n), np.zeros(n))
 
     def set_gains(self, gains):
         self.gains = np.array(gains, dtype=float)
@@ -309,28 +315,38 @@ class ReferenceBackend(ControllerBackend):
         bounds = self._bounds
         if bounds is not None:
             core.joint_limits.bounds(q, qd, *bounds)
+        M, h, period = model.M_lower, model.h, self._period
+        if period is not None:  # the dissipation over the period: the solve on M + dt D
+            M = period_mass(M, core.dissipation, out=period[0])
         try:
-            self.solver.solve_rows(
-                model.M_lower,
-                self._zero_n,
-                model.h,
-                B,
-                servo.A,
-                servo.b,
-                servo.phi,
-                servo.phidot,
-                passive.A,
-                passive.b,
-                passive.phi,
-                passive.phidot,
-                self.gains,
-                core.effort_limits,
-                bounds,
-            )
+            self._solve(M, h, B, servo, passive, bounds)
+            if period is not None and core.dissipation.has_friction and self.info[INFO_STATUS] == Status.OK:
+                # once more with the friction's change up to the speed the first solve asks for
+                h = np.add(h, friction_change(qd, self.solver.qdd, core.dissipation, *period[1:]), out=period[1])
+                self._solve(M, h, B, servo, passive, bounds)
         except uk.NotPositiveDefiniteError:
             return  # info[INFO_STATUS] says so
         self.effort[:] = self.solver.effort
         self._gather_rows(passive, servo)
+
+    def _solve(self, M, h, B, servo, passive, bounds):
+        self.solver.solve_rows(
+            M,
+            self._zero_n,
+            h,
+            B,
+            servo.A,
+            servo.b,
+            servo.phi,
+            servo.phidot,
+            passive.A,
+            passive.b,
+            passive.phi,
+            passive.phidot,
+            self.gains,
+            self.core.effort_limits,
+            bounds,
+        )
 
 
 class GeneralBackend(ControllerBackend):
@@ -348,6 +364,8 @@ class GeneralBackend(ControllerBackend):
         self._bs = np.zeros(core.servo.m)
         self.metric = 'joint' if core.solver_options['joint_metric'] else 'mass'
         self._bounds = (np.zeros(core.n), np.zeros(core.n))
+        n = core.n
+        self._period = None if core.dissipation is None else (np.zeros((n, n)), np.zeros(n), np.zeros(n))
         # the correction speed of each posture row (the joint-limit rows, last, are not capped)
         red = core.redundancy
         self._posture_speeds = np.full(red.secondary, core.solver_options['posture_speed'])
@@ -378,24 +396,27 @@ class GeneralBackend(ControllerBackend):
                 internal_effort=red.internal_effort,
             )
         if passive is not None:
-            bp = stab.stabilized_rhs(passive, out=self._bp)
+            extra.update(A_passive=passive.A, b_passive=stab.stabilized_rhs(passive, out=self._bp))
+        M, period = model.M, self._period
+        if period is not None:  # the dissipation over the period (core/implicit_dissipation.py): M + dt D
+            M = period_mass(M, core.dissipation, out=period[0])
+        res = uk.servo_control(
+            M,
+            self._Q,
+            B,
+            servo.A,
+            bs,
+            rcond=core.rcond,
+            pinv=self.pinv,
+            on_infeasible='report',
+            metric=self.metric,
+            **extra,
+        )
+        if period is not None and core.dissipation.has_friction and np.isfinite(res.qdd).all():
+            # once more with the friction's change up to the speed the first solve asks for
+            self._Q -= friction_change(qd, res.qdd, core.dissipation, *period[1:])
             res = uk.servo_control(
-                model.M,
-                self._Q,
-                B,
-                servo.A,
-                bs,
-                A_passive=passive.A,
-                b_passive=bp,
-                rcond=core.rcond,
-                pinv=self.pinv,
-                on_infeasible='report',
-                metric=self.metric,
-                **extra,
-            )
-        else:
-            res = uk.servo_control(
-                model.M,
+                M,
                 self._Q,
                 B,
                 servo.A,
@@ -497,6 +518,11 @@ class ControllerCore:
         if not self.rate > 0:
             raise ValueError(f'control.rate must be positive, got {self.rate}')
         self.dt = 1.0 / self.rate
+        # the joints' damping and friction taken over the period (core/implicit_dissipation.py); None: neither
+        jd = self.model.joint_dynamics
+        self.dissipation = (
+            None if jd is None else period_dissipation(self.dt, jd.damping, jd.friction, jd.friction_velocity)
+        )
         method = control.pinv
         pinv_fn = get_pinv(method)
         if method == 'damped':

@@ -13,7 +13,8 @@ twin ``FramePosition.fill``; :func:`closure_position_rows` ``LoopClosure.fill``;
 through :mod:`.so3`; plus ``ActuatorMap.matrix`` of :mod:`uk_controller.robots.actuators` for the
 `between` columns); :func:`frame_kinematics` Pinocchio's ``getFrameJacobian`` (LOCAL_WORLD_ALIGNED) and
 ``getFrameClassicalAcceleration``; :func:`fused_step_ws` / :func:`fused_step` the ``ServoSolver`` step of
-:class:`uk_controller.control.controller.ControllerCore`. Tests: ``test/test_fused_step.py``
+:class:`uk_controller.control.controller.ControllerCore` (:func:`period_mass_lower`, :func:`friction_load`
+``uk_controller.core.implicit_dissipation``: ``test/test_implicit_dissipation.py``). Tests: ``test/test_fused_step.py``
 (``test_frame_kinematics_equal_pinocchio``, ``test_compiled_rows_equal_constraint_stack``,
 ``test_fused_controller_equals_servo_solver_path``, ``test_fused_plant_rhs_equals_unfused``) and
 ``test/test_uk_fast.py::test_compiled_rows_equal_reference_rows``.
@@ -61,6 +62,7 @@ from .codes import (
     INFO_SIZE,
     INFO_STATUS,
     NOT_FINITE_STATE,
+    OK,
     OP_CLOSURE,
     OP_FRAME_POSITION,
     OP_JOINT_LINEAR,
@@ -515,9 +517,10 @@ def fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
 @njit(cache=True)
 def program_scratch_shape(ip):
     """Shape of the scratch array of :func:`fused_step_ws` for the program ip: the servo solve's, then two
-    rows for the joint acceleration bounds."""
+    rows for the joint acceleration bounds, then n + 1 rows for the dissipation over the period (M + dt D,
+    h + dF)."""
     rows, cols = servo_scratch_shape(ip[IH_N], ip[IH_P], ip[IH_MP], ip[IH_MS])
-    return rows + 2, cols
+    return rows + 3 + ip[IH_N], cols
 
 
 @njit(cache=True)
@@ -544,24 +547,78 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
     ``Mlow``: an (n, n) array whose lower triangle is M; ``h = C q' + G``; the efforts' generalized
     force ``tau`` and the outputs (u, q'', passive force, effort, info) live in ws (offsets in the header
     of ip); ``sat`` (p, bool) flags clipped efforts; ``sc``: a program_scratch_shape(ip) array. info[INFO_STATUS] is
-    the status (codes: OK, NOT_PD, NOT_FINITE result, NOT_FINITE_STATE)."""
+    the status (codes: OK, NOT_PD, NOT_FINITE result, NOT_FINITE_STATE). With the program's dissipation block
+    set (a controller whose joints have damping or friction) the solve runs on ``M + dt D`` and, with friction,
+    a second time on ``h + dF`` (:mod:`uk_controller.core.implicit_dissipation`, the reference of the
+    block's helpers :func:`period_mass_lower` and :func:`friction_load`)."""
     n = ip[IH_N]
     p = ip[IH_P]
-    mp = ip[IH_MP]
     info = ws[ip[IH_INFO] : ip[IH_INFO] + INFO_SIZE]
     if not fused_rows(Jw, trans, rots, q, qd, t, ip, fp, ws):
         for i in range(INFO_SIZE):
             info[i] = 0.0
         info[INFO_STATUS] = NOT_FINITE_STATE
         return
-    phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
-    B = view2(ws, ip[IH_BMAT], n, p)
-    rows = sc.shape[0] - 2
+    params = fp[ip[IH_PARAMS] : ip[IH_PARAMS] + PARAMS_SIZE]
+    rows = sc.shape[0] - 3 - n
     alo = sc[rows, :n]
     ahi = sc[rows + 1, :n]
     if params[PARAM_LIMITS_ON] != 0.0:
         table = view2(fp, ip[IH_LIMITS] + p, 3, n)
         acceleration_bounds(q, qd, table, params[PARAM_BRAKE], params[PARAM_LIMIT_TC], alo, ahi)
+    fo = ip[IH_LIMITS] + p + 3 * n  # the dissipation block: dt, v_s, dt d (n), f (n); dt = 0: none
+    if fp[fo] > 0.0:
+        # the joints' damping and friction over the period (core/implicit_dissipation.py): the solve on
+        # M + dt D, then with friction once more with h + dF, dF the friction's change up to the speed asked for
+        Md = sc[rows + 2 : rows + 2 + n, :n]
+        hf = sc[rows + 2 + n, :n]
+        period_mass_lower(Mlow, fp[fo + 2 : fo + 2 + n], Md)
+        fused_solve(Md, h, ip, fp, ws, sat, alo, ahi, sc[:rows])
+        qdd = ws[ip[IH_QDD] : ip[IH_QDD] + n]
+        friction = fp[fo + 2 + n : fo + 2 + 2 * n]
+        if info[INFO_STATUS] == OK and friction_load(qd, qdd, h, fp[fo], fp[fo + 1], friction, hf):
+            fused_solve(Md, hf, ip, fp, ws, sat, alo, ahi, sc[:rows])
+        return
+    fused_solve(Mlow, h, ip, fp, ws, sat, alo, ahi, sc[:rows])
+
+
+@njit(cache=True)
+def period_mass_lower(Mlow, dtd, Md):
+    """The lower triangle of ``M + dt D`` into Md (``dtd`` = dt d per coordinate): the twin of
+    :func:`uk_controller.core.implicit_dissipation.period_mass` on the lower triangle the solve reads."""
+    n = dtd.shape[0]
+    for i in range(n):
+        for k in range(i):
+            Md[i, k] = Mlow[i, k]
+        Md[i, i] = Mlow[i, i] + dtd[i]
+
+
+@njit(cache=True)
+def friction_load(qd, qdd, h, dt, vs, f, hf):
+    """``hf = h + dF``, ``dF_k = f_k (tanh((q'_k + dt q''_k) / v_s) - tanh(q'_k / v_s))``; False (hf not
+    written) when no coordinate has friction. The twin of
+    :func:`uk_controller.core.implicit_dissipation.friction_change`."""
+    n = f.shape[0]
+    some = False
+    for k in range(n):
+        if f[k] != 0.0:
+            some = True
+    if not some:
+        return False
+    for k in range(n):
+        hf[k] = h[k] + f[k] * (np.tanh((qdd[k] * dt + qd[k]) / vs) - np.tanh(qd[k] / vs))
+    return True
+
+
+@njit(cache=True)
+def fused_solve(Mlow, h, ip, fp, ws, sat, alo, ahi, sc):
+    """The servo solve of :func:`fused_step_ws` on the rows fused_rows left in ws, with M (lower triangle of
+    Mlow) and h given."""
+    n = ip[IH_N]
+    p = ip[IH_P]
+    mp = ip[IH_MP]
+    phi, phid, A, b, gains, params = program_rows(ip, fp, ws, mp + ip[IH_MS])
+    B = view2(ws, ip[IH_BMAT], n, p)
     servo_solve(
         Mlow,
         ws[ip[IH_TAU] : ip[IH_TAU] + n],
@@ -585,8 +642,8 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
         ws[ip[IH_PF] : ip[IH_PF] + n],
         ws[ip[IH_EFF] : ip[IH_EFF] + p],
         sat,
-        info,
-        sc[:rows],
+        ws[ip[IH_INFO] : ip[IH_INFO] + INFO_SIZE],
+        sc,
     )
 
 

@@ -37,7 +37,7 @@ def tree_records(robot):
     for i in range(1, nj):
         if pm.idx_vs[i] != i - 1:
             return None
-        local = data.oMi[i].actInv(pin.Motion(data.J[:, i - 1]))
+        local = data.oMi[i].actInv(pin.Motion(data.J.reshape(6, -1)[:, i - 1]))  # (6,) with one coordinate
         v, w = np.array(local.linear), np.array(local.angular)
         if np.linalg.norm(v) < 1e-12 and abs(np.linalg.norm(w) - 1.0) < 1e-12:
             jtype[i], axis = C.JOINT_REVOLUTE, w
