@@ -238,12 +238,12 @@ class CompiledRows:
         table = np.full((3, n), np.inf) if joint_limits is None else np.asarray(joint_limits.table, dtype=float)
         if joint_limits is None:
             table[0] = -np.inf
-        if dissipation is None:
+        if dissipation is None:  # dt = 0: no dissipation step; v_s = 0: no friction (fused_step_ws)
             period = np.zeros(2 + 2 * n)
         else:
             period = np.concatenate(
                 (
-                    [dissipation.dt, dissipation.friction_velocity],
+                    [dissipation.dt, dissipation.friction_velocity if dissipation.has_friction else 0.0],
                     np.asarray(dissipation.dt_damping, dtype=float),
                     np.asarray(dissipation.friction, dtype=float),
                 )

@@ -566,17 +566,18 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
     if params[PARAM_LIMITS_ON] != 0.0:
         table = view2(fp, ip[IH_LIMITS] + p, 3, n)
         acceleration_bounds(q, qd, table, params[PARAM_BRAKE], params[PARAM_LIMIT_TC], alo, ahi)
-    fo = ip[IH_LIMITS] + p + 3 * n  # the dissipation block: dt, v_s, dt d (n), f (n); dt = 0: none
+    # the dissipation block: dt, v_s, dt d (n), f (n); dt = 0: none, v_s = 0: no friction
+    fo = ip[IH_LIMITS] + p + 3 * n
     if fp[fo] > 0.0:
         # the joints' damping and friction over the period (core/implicit_dissipation.py): the solve on
         # M + dt D, then with friction once more with h + dF, dF the friction's change up to the speed asked for
         Md = sc[rows + 2 : rows + 2 + n, :n]
-        hf = sc[rows + 2 + n, :n]
         period_mass_lower(Mlow, fp[fo + 2 : fo + 2 + n], Md)
         fused_solve(Md, h, ip, fp, ws, sat, alo, ahi, sc[:rows])
-        qdd = ws[ip[IH_QDD] : ip[IH_QDD] + n]
-        friction = fp[fo + 2 + n : fo + 2 + 2 * n]
-        if info[INFO_STATUS] == OK and friction_load(qd, qdd, h, fp[fo], fp[fo + 1], friction, hf):
+        if fp[fo + 1] > 0.0 and info[INFO_STATUS] == OK:
+            hf = sc[rows + 2 + n, :n]
+            qdd = ws[ip[IH_QDD] : ip[IH_QDD] + n]
+            friction_load(qd, qdd, h, fp[fo], fp[fo + 1], fp[fo + 2 + n : fo + 2 + 2 * n], hf)
             fused_solve(Md, hf, ip, fp, ws, sat, alo, ahi, sc[:rows])
         return
     fused_solve(Mlow, h, ip, fp, ws, sat, alo, ahi, sc[:rows])
@@ -595,19 +596,10 @@ def period_mass_lower(Mlow, dtd, Md):
 
 @njit(cache=True)
 def friction_load(qd, qdd, h, dt, vs, f, hf):
-    """``hf = h + dF``, ``dF_k = f_k (tanh((q'_k + dt q''_k) / v_s) - tanh(q'_k / v_s))``; False (hf not
-    written) when no coordinate has friction. The twin of
+    """``hf = h + dF``, ``dF_k = f_k (tanh((q'_k + dt q''_k) / v_s) - tanh(q'_k / v_s))``: the twin of
     :func:`uk_controller.core.implicit_dissipation.friction_change`."""
-    n = f.shape[0]
-    some = False
-    for k in range(n):
-        if f[k] != 0.0:
-            some = True
-    if not some:
-        return False
-    for k in range(n):
+    for k in range(f.shape[0]):
         hf[k] = h[k] + f[k] * (np.tanh((qdd[k] * dt + qd[k]) / vs) - np.tanh(qd[k] / vs))
-    return True
 
 
 @njit(cache=True)
