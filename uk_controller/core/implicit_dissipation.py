@@ -8,15 +8,15 @@ of mobility ``m = (M^-1)_kk`` relaxes at ``m (d + f / v_s)`` (the xArm7's last j
 d = 2 N m s/rad, so its damping alone relaxes in dt / 14). An effort computed from the dynamics at the
 sampled speed, ``M q'' + h(q, q') = B u``, then does not give the joint the acceleration asked for: the
 speed settles where the dissipation balances the effort within a fraction of the period, and a joint near
-rest creeps to its target at ``dt / (m (d + f / v_s))`` of the asked speed.
+rest gets ``1 / (dt m (d + f / v_s))`` of the speed change asked for (1/735 on that joint): it creeps.
 
 The control law therefore asks for the effort that gives the speed it wants at the END of the period,
 ``q'_+ = q' + dt q''``, with the dissipation taken there: the backward (implicit) Euler step of the
-dissipative term, the L-stable treatment of a stiff term (Hairer & Wanner, Solving ODEs II, IV.3 and
-IV.15; for Coulomb friction under a fixed step, Kikuuwe, Takesue, Sano, Mochiyama & Fujimoto,
-"Fixed-step friction simulation and compensation of Coulomb friction", IEEE Trans. Robotics 21(6), 2005;
-compensation at the desired speed, Bona & Indri, "Friction compensation in robotics: an overview",
-CDC-ECC 2005, III)::
+dissipative term, the L-stable treatment of a stiff term (Hairer & Wanner, Solving Ordinary
+Differential Equations II, section IV.3; for Coulomb friction in discrete time, Kikuuwe, Takesue, Sano,
+Mochiyama & Fujimoto, "Admittance and impedance representations of friction based on implicit Euler
+integration", IEEE Trans. Robotics 22(6), 2006; model-based compensation at the desired speed, Bona &
+Indri, "Friction compensation in robotics: an overview", IEEE CDC-ECC 2005)::
 
     M q'' + h(q, q') + D dt q'' + [F(q' + dt q'') - F(q')] = B u + passive force
 
