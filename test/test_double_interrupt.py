@@ -55,7 +55,7 @@ def start(entry, args, tmp_path):
     proc = subprocess.Popen(
         [sys.executable, '-c', code],
         cwd=tmp_path,
-        env=ros_env(DOMAIN_ID),
+        env=ros_env(DOMAIN_ID, PYTHONFAULTHANDLER=1),  # a crash prints every thread's stack
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -208,7 +208,8 @@ def test_the_sigint_race_of_two_interrupts_0_ms_apart_prints_nothing():
 
 EXTENSION_INIT_INTERRUPT = '''
 import os, signal, sys, time
-from uk_controller import entry_points
+from uk_controller import entry_points, interrupts
+interrupts.OWN_CODE = '/nowhere'   # raised at once, as under a debugger's tracer (no frame counts as ours)
 def main():
     try:      # a C extension's module init (pybind11) when the SIGINT lands in it
         os.kill(os.getpid(), signal.SIGINT)
@@ -225,8 +226,9 @@ sys.exit(entry_points.start('fake_node', int(sys.argv[1])))
 def test_an_interrupt_an_extension_turned_into_an_import_error_ends_like_ctrl_c(interrupted):
     """pybind11 reports a KeyboardInterrupt inside a module's initialization as "ImportError: initialization
     failed" (seen in CI: uk_sim_node importing scipy.optimize's HiGHS wrapper at the first Ctrl-C
-    exited 1 with a traceback). After the first Ctrl-C, that error is the interrupt: the node's 0, the
-    CLI's 130 with "interrupted", no traceback."""
+    exited 1 with a traceback). The guard raises the interrupt in our own code only, but where it must
+    raise at once (a debugger's tracer installed) that error is the interrupt after the first Ctrl-C:
+    the node's 0, the CLI's 130 with "interrupted", no traceback."""
     run = subprocess.run(
         [sys.executable, '-c', EXTENSION_INIT_INTERRUPT, str(interrupted)],
         capture_output=True,
@@ -281,3 +283,60 @@ def test_a_context_shut_down_between_build_and_spin_is_a_stop_not_a_failure():
         env=ros_env(DOMAIN_ID),
     )
     assert run.returncode == 0 and 'RCLError' not in run.stderr, run.stderr
+
+
+LIBRARY = """
+import os, signal
+SEEN = []
+def work():
+    # a library that a KeyboardInterrupt would break: it swallows whatever lands in it, as NumPy's
+    # import_array prints it and a ctypes callback drops it
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        total = 0
+        for i in range(200000):
+            total += i
+    except BaseException as exc:
+        SEEN.append(type(exc).__name__)
+"""
+
+OWN = """
+import sys
+from uk_controller import interrupts
+interrupts.OWN_CODE = sys.argv[1]        # this file stands for our package
+interrupts.guard_interrupts()
+import library
+LINES = []
+def ours():
+    library.work()
+    LINES.append('after the library call')
+    return 'finished'
+try:
+    print(ours())
+except KeyboardInterrupt:
+    print('stopped', interrupts.interrupt_requested(), LINES, library.SEEN)
+"""
+
+
+@pytest.mark.parametrize('own', [True, False])
+def test_the_interrupt_is_raised_in_our_code_after_the_library_returns(own, tmp_path):
+    """A Ctrl-C that lands inside a library is raised at the next line of our own code once the library
+    has returned, never inside it: the library sees no exception and our code stops at once. With the
+    file not counted as ours (the control case) Python's behaviour shows: the library swallows it."""
+    (tmp_path / 'library.py').write_text(LIBRARY)
+    (tmp_path / 'own.py').write_text(OWN)
+    prefix = str(tmp_path / 'own.py') if own else str(tmp_path / 'nowhere')
+    run = subprocess.run(
+        [sys.executable, str(tmp_path / 'own.py'), prefix],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**ros_env(DOMAIN_ID), 'PYTHONPATH': f'{ROOT}:{tmp_path}'},
+        preexec_fn=sigint_default,
+    )
+    assert run.returncode == 0 and 'Traceback' not in run.stderr, run.stderr
+    if own:
+        assert run.stdout.strip() == 'stopped True [] []'
+    else:
+        assert run.stdout.strip() == 'finished'  # the library swallowed it; our code ran on

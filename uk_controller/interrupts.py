@@ -9,6 +9,7 @@ ROS nodes' spin loop (uk_controller.ros.node_runner) both read it, so it sits be
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -24,7 +25,65 @@ class _Interrupt:
 def _first_interrupt_only(signum, frame):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     record_interrupt()
-    raise KeyboardInterrupt
+    raise_in_own_code(frame)
+
+
+#: where our code lives: frames from files under it are ours, the others a library's or the interpreter's
+OWN_CODE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _is_own(frame):
+    return frame.f_code.co_filename.startswith(OWN_CODE)
+
+
+def _outermost_own_frame(frame):
+    """The innermost frame of ours that only our own code called: walking the stack from its bottom (the
+    interpreter's script, ``-c`` or runpy frames, a test runner), past the first frame of ours, as long
+    as the frames stay ours. None when no frame of ours is on the stack."""
+    stack = []
+    while frame is not None:
+        stack.append(frame)
+        frame = frame.f_back
+    safe = None
+    for candidate in reversed(stack):
+        if _is_own(candidate):
+            safe = candidate
+        elif safe is not None:
+            break
+    return safe
+
+
+def _ignore_new_frames(frame, event, arg):
+    """The thread's trace function while a stop waits for our code: no frame but the marked one is traced."""
+    return None
+
+
+def raise_in_own_code(frame):
+    """Raise ``KeyboardInterrupt`` now if the signal handler interrupted `frame` in our own code, else at
+    the next line our code runs once the library it called returns.
+
+    Python raises a signal's exception wherever the main thread happens to be. Inside a library that
+    exception can do what no ``except KeyboardInterrupt`` of ours can undo: NumPy's ``import_array`` in
+    an extension's initialization prints it as a bare traceback and reports "failed to import"; a ctypes
+    callback of a JIT compiler's cache drops it half-way; a C++ extension's state is left half-built.
+    So the exception is raised only in a frame of ours whose callers are all ours too (found by
+    :func:`_outermost_own_frame`): at once if the handler interrupted that frame, else through a trace
+    function set on it alone (what ``pdb.set_trace`` does), which raises at its next line or return and
+    is removed by Python as it raises. A library that runs for long (a first-time kernel compilation)
+    delays the stop until it returns. With a debugger or coverage tracer installed, or no frame of ours
+    on the stack, the exception is raised at once, as Python itself would."""
+    safe = _outermost_own_frame(frame) if frame is not None else None
+    if safe is None or safe is frame or sys.gettrace() is not None:
+        if safe is None and frame is None:
+            return  # the interpreter's own finalization: nothing of ours left to stop; the record holds it
+        raise KeyboardInterrupt
+
+    def stop_here(traced, event, arg):
+        raise KeyboardInterrupt
+
+    safe.f_trace = stop_here
+    safe.f_trace_lines = True
+    sys.settrace(_ignore_new_frames)
 
 
 def record_interrupt():

@@ -182,6 +182,10 @@ class ControllerNode(Node):
             f'trigger {ros.trigger}, {"autostart" if ros.autostart else "waiting for ~/start"}'
         )
         self.get_logger().info(self.loop.describe())
+
+    def start_loop(self):
+        """Start the control-loop thread (``ros.loop.mode: thread``). :func:`.node_runner.run` calls it once
+        the node is built, so that a stop during the build never leaves a thread running on a lost node."""
         self.loop.start()
 
     # ------------------------------------------------------------------ helpers

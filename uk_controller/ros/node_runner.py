@@ -5,12 +5,12 @@ from __future__ import annotations
 import faulthandler
 import signal
 import sys
-import time
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
+from rclpy.signals import SignalHandlerOptions
 
-from ..interrupts import interrupt_requested, quiet_about_recorded_interrupts, record_interrupt
+from ..interrupts import interrupt_requested, quiet_about_recorded_interrupts, raise_in_own_code, record_interrupt
 
 
 def params_file_hint(args):
@@ -47,42 +47,45 @@ def make_executor(kind):
 
 _STATE = {'building': False, 'stop': False}
 
+#: the signals that stop a node: Ctrl-C and ``ros2 launch``'s SIGINT, then its SIGTERM escalation
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 def _stopping(signum=None, frame=None):
-    """First SIGINT (or the end of the spin): the process is stopping, further SIGINTs are ignored.
+    """First SIGINT or SIGTERM (or the end of the spin): the process is stopping, later ones are ignored.
 
-    ``ros2 launch`` on Ctrl-C: the terminal sends SIGINT to the process group,
-    then launch sends its own SIGINT (and SIGTERM after a timeout). Python's
-    default handler would raise KeyboardInterrupt at the second one wherever
-    the teardown happens to be (destroy_node, rclpy.shutdown): a traceback and
-    exit code -2 in launch's log instead of a clean 0.
+    ``ros2 launch`` on Ctrl-C: the terminal sends SIGINT to the process group, then launch sends its
+    own SIGINT, and SIGTERM after a timeout. Python's default handler would raise KeyboardInterrupt at
+    the second one wherever the teardown happens to be (destroy_node, rclpy.shutdown): a traceback and
+    exit code -2 in launch's log instead of a clean 0. The handler runs in the main thread, so the stop
+    never races the teardown (rclpy's own handlers, which shut the context down from another thread,
+    are not installed: :func:`run`).
     """
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # SIGTERM stays: launch's escalation if we hang
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, signal.SIG_IGN)
     except (ValueError, OSError):  # not the main thread (nodes run in-process by tests)
         return
-    if signum == signal.SIGINT:
+    if signum in STOP_SIGNALS:
         _STATE['stop'] = True
+        record_interrupt()  # where Python drops an exception (a __del__) the unraisable hook keeps quiet
         if _STATE['building']:
-            record_interrupt()  # where Python drops the KeyboardInterrupt (a ctypes callback of numba's
-            #                        cache, a __del__), the unraisable hook keeps quiet: the flag stops us
-            # While the node is being built (that can take a while) only an exception stops
-            # us. Anywhere else the spin loop sees the flag within 0.1 s; a KeyboardInterrupt
-            # raised there could land in any __del__ and be printed as "Exception ignored
-            # in ..." with a traceback.
-            raise KeyboardInterrupt
+            # While the node is being built (that can take a while) only an exception stops us, raised
+            # in our own code (never inside the JIT compiler or rclpy). Anywhere else the spin loop sees
+            # the flag within 0.1 s.
+            raise_in_own_code(frame)
 
 
 def _stop_under_way():
-    """A SIGINT (our flag, or the guard's record) or a shut-down context (rclpy's handler, SIGTERM)."""
+    """A stop signal (our flag, or the guard's record) or a context shut down under us."""
     return _STATE['stop'] or interrupt_requested() or not rclpy.ok()
 
 
 def _install_stop_handler():
-    """Our SIGINT handler, installed before rclpy.init so that rclpy's own handler (which shuts the
-    context down and wakes the executor) chains to it instead of to Python's default."""
+    """Our SIGINT and SIGTERM handler, in place of rclpy's (see :func:`_stopping`)."""
     try:
-        signal.signal(signal.SIGINT, _stopping)
+        for stop_signal in STOP_SIGNALS:
+            signal.signal(stop_signal, _stopping)
         quiet_about_recorded_interrupts()
     except (ValueError, OSError):
         pass
@@ -91,41 +94,38 @@ def _install_stop_handler():
 def run(factory, name, args=None, on_stop=None):
     """Build the node with `factory()`, spin it until SIGINT/SIGTERM, tear down cleanly.
 
-    SIGINT sets a flag that the spin loop reads at least every 0.1 s (a wait that
-    no timer would end, e.g. on a stopped /clock, ends too); SIGTERM goes through
-    rclpy's handler, which shuts the context down; an error raised by a callback
-    that was running at that moment is part of the shutdown, not a failure. Returns
-    the exit code: 0 on a normal stop, 2 when the configuration is invalid
-    (the message names the key) or the node refused its set-up once running (its ``refused``
-    attribute, e.g. serial_bridge_node at its first connect). A node whose job is done sets its
-    ``finished`` attribute: the spin ends and the exit code is 0 (uk_wait_for_topics). A second SIGINT
-    (launch sends one after the terminal's) is ignored: the teardown finishes and the exit code stays 0.
-    `on_stop(node)` runs first in the teardown (e.g. torque off).
+    SIGINT and SIGTERM set a flag that the spin loop reads at least every 0.1 s (a wait that no timer
+    would end, e.g. on a stopped /clock, ends too). rclpy is initialized without its own signal
+    handlers: theirs shut the context down from another thread, racing whatever the main thread was
+    doing (building the node, a take, the teardown). Returns the exit code: 0 on a normal stop, 2 when
+    the configuration is invalid (the message names the key) or the node refused its set-up once
+    running (its ``refused`` attribute, e.g. serial_bridge_node at its first connect). A node whose job
+    is done sets its ``finished`` attribute: the spin ends and the exit code is 0 (uk_wait_for_topics).
+    A second SIGINT (launch sends one after the terminal's) is ignored: the teardown finishes and the
+    exit code stays 0. A node with a ``start_loop()`` method has it called once it is built (its own
+    threads start only then). `on_stop(node)` runs first in the teardown (e.g. torque off).
     """
     _install_stop_handler()
     if _STATE['stop'] or interrupt_requested():  # a Ctrl-C during the imports, whatever swallowed it
         return 0
-    try:
-        rclpy.init(args=args)
-    except KeyboardInterrupt:
-        return 0
-    except Exception as exc:  # rcl rejected the arguments, e.g. a parameter file it cannot parse
-        print(f'{name}: {exc}{params_file_hint(sys.argv if args is None else args)}', file=sys.stderr, flush=True)
-        return 2
-    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack
     node = None
     try:
+        try:
+            rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+        except Exception as exc:  # rcl rejected the arguments, e.g. a parameter file it cannot parse
+            print(f'{name}: {exc}{params_file_hint(sys.argv if args is None else args)}', file=sys.stderr, flush=True)
+            return 2
+        faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack
         try:
             _STATE['building'] = True
             node = factory()
             _STATE['building'] = False
-            if _STATE['stop'] or interrupt_requested():
+            if _stop_under_way():
                 return 0
         except Exception as exc:
             if _stop_under_way():
-                # a SIGINT while building: whatever failed after it (a KeyboardInterrupt that a
-                # callback swallowed, an entity created on the context rclpy just shut down) is
-                # part of the stop, not an error
+                # a stop signal while building: whatever failed after it (a KeyboardInterrupt that a
+                # callback swallowed) is part of the stop, not an error
                 return 0
             if not isinstance(exc, (ValueError, KeyError, TypeError, OSError)):
                 raise
@@ -134,6 +134,9 @@ def run(factory, name, args=None, on_stop=None):
             rclpy.logging.get_logger(name).fatal(f'{what}: {message}')
             print(f'{name}: {what}: {message}', file=sys.stderr, flush=True)
             return 2
+        start_loop = getattr(node, 'start_loop', None)
+        if start_loop is not None:
+            start_loop()
         settings = getattr(node, 'settings', None)  # the node's resolved settings (node_setup)
         executor = make_executor(settings.ros.executor if settings is not None else None)
         executor.add_node(node)
@@ -147,13 +150,6 @@ def run(factory, name, args=None, on_stop=None):
                 executor.spin_once(timeout_sec=0.1)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
-        except Exception:
-            # rclpy's signal handler tears entities down from another thread; a take that
-            # races with it fails (e.g. pybind11 'Unable to convert call argument') while
-            # the context is still shutting down. Give the shutdown a moment to finish
-            # before the handler below tells the stop from a failure.
-            time.sleep(0.2)
-            raise
         refused = getattr(node, 'refused', None)  # a node that found its set-up impossible once running
         if refused is not None:
             print(f'{name}: set-up refused: {refused}', file=sys.stderr, flush=True)
@@ -162,9 +158,8 @@ def run(factory, name, args=None, on_stop=None):
     except KeyboardInterrupt:
         return 0
     except Exception:
-        # rclpy's signal thread shuts the context down before Python's handler sets our flag: whatever
-        # rcl call falls in between (the executor's guard condition, a graph query or a take in a
-        # callback: "the given context is not valid") fails as part of the stop
+        # an rcl call that fails once the stop is under way (a context some other part of the
+        # process shut down) is part of the stop
         if _stop_under_way():
             return 0
         raise
