@@ -105,6 +105,47 @@ def test_two_sigints_at_any_moment_of_start_up_end_cleanly(command, tmp_path, ro
     assert not failures, f'{command}:\n' + '\n'.join(failures)
 
 
+#: exit statuses: SIGTERM alone; SIGTERM then SIGINT (both can be pending when Python runs its handlers, and it
+#: runs SIGINT's first: the CLI may then report 130)
+SIGTERM_STATUS = {
+    'uk_controller_node': ({0}, {0}),
+    'uk-controller simulate': ({143, 0}, {143, 130, 0}),
+}
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+@pytest.mark.parametrize('command', SIGTERM_STATUS)
+def test_sigterm_stops_like_ctrl_c_at_any_moment_of_start_up(command, tmp_path, robots):
+    """``ros2 launch`` escalates to SIGTERM, and ``kill`` sends it: the command stops as on Ctrl-C while it
+    imports, while it builds and while it runs, also with a SIGINT 20 ms after it: no traceback, the node's
+    0, the CLI's 143 (128 + SIGTERM; 0 if it had finished). rclpy's own SIGTERM handler is not installed in
+    the nodes (it shut the context down from another thread); ours stops in the main thread."""
+    robots('scara')
+    entry, args, _ = COMMANDS[command]
+    failures = []
+    for moment in (0.3, 1.0, 3.0):
+        for second in (None, signal.SIGINT):
+            proc = start(entry, args, tmp_path)
+            time.sleep(moment)
+            proc.send_signal(signal.SIGTERM)
+            if second is not None:
+                time.sleep(0.02)
+                if proc.poll() is None:
+                    proc.send_signal(second)
+            try:
+                output, _ = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+                failures.append(f'{moment} s: still running 60 s after SIGTERM\n{output[-1500:]}')
+                continue
+            expected = SIGTERM_STATUS[command][second is not None]
+            if proc.returncode not in expected or 'Traceback' in output:
+                failures.append(f'{moment} s, then {second}: exit {proc.returncode}\n{output[-1500:]}')
+    assert not failures, '\n'.join(failures)
+
+
 DEL_INTERRUPT = '''
 import os, signal, sys
 from uk_controller.interrupts import guard_interrupts, interrupt_requested

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from .core.baumgarte import CONVENTIONS
-from .interrupts import interrupt_requested
+from .interrupts import interrupt_requested, interrupt_signal
 from .settings import schema as S
 from .sim import plants
 
@@ -274,7 +274,8 @@ def cmd_simulate(args):
     stop = {'signal': None}
 
     def on_signal(signum, frame):
-        stop['signal'] = signal.Signals(signum).name
+        if stop['signal'] is None:  # the first one says how the run ended (Ctrl-C, then launch's SIGTERM)
+            stop['signal'] = signal.Signals(signum).name
 
     def stream(chunk):
         for sink in sinks:
@@ -332,7 +333,8 @@ def cmd_simulate(args):
         print(format_summary(summary))
         for exc in errors:
             print(f'uk-controller simulate: error: {exc}', file=sys.stderr)
-        return 130
+        stopped_by = signal.Signals[stop['signal']] if stop['signal'] else interrupt_signal()
+        return 128 + int(stopped_by)  # 130 Ctrl-C, 143 SIGTERM
     if not args.no_plots and result.t.size and not errors:
         try:
             files += plot_all(result, setup, out)
@@ -422,11 +424,11 @@ def main(argv=None):
             # Ctrl-C landed where Python could not raise it (a __del__ or weakref callback while
             # plotting): the command finished its work, but the user asked it to stop; say so.
             print('\ninterrupted (after the command had finished: what it wrote is complete)', file=sys.stderr)
-            return 130
+            return 128 + int(interrupt_signal())
         return status
     except KeyboardInterrupt:  # Ctrl-C before or after the loop (loading, plotting)
         print('\ninterrupted', file=sys.stderr)
-        return 130
+        return 128 + int(interrupt_signal())
     except BrokenPipeError:
         return 1
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import signal
 
-from .interrupts import guard_interrupts, interrupt_requested
+from .interrupts import STOP_SIGNALS, guard_interrupts, interrupt_requested, interrupt_signal
 
 #: exit status of a command ended by Ctrl-C: nodes stop cleanly (0), the CLI reports it (130 = 128 + SIGINT)
 NODE_INTERRUPTED = 0
@@ -29,7 +29,8 @@ CLI_INTERRUPTED = 130
 
 
 def _report_interrupt(interrupted):
-    """The exit status of a command Ctrl-C ended; the CLI (non-zero status) says so on stderr."""
+    """The exit status of a command a stop signal ended: the nodes' 0, the CLI's 128 + the signal's
+    number (130 for Ctrl-C, 143 for SIGTERM), which it says on stderr."""
     if interrupted:
         import sys
 
@@ -37,6 +38,7 @@ def _report_interrupt(interrupted):
             print('interrupted', file=sys.stderr, flush=True)
         except (OSError, ValueError):
             pass
+        return 128 + int(interrupt_signal())
     return interrupted
 
 
@@ -90,7 +92,8 @@ def start(module, interrupted, announce=None):
         # puts a Python-level SIGINT handler back to SIG_DFL: a Ctrl-C landing there would kill the
         # process (status -2) after it had already said how it ended. An ignored SIGINT stays ignored.
         try:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            for stop_signal in STOP_SIGNALS:
+                signal.signal(stop_signal, signal.SIG_IGN)
         except ValueError:
             pass
 

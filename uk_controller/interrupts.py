@@ -15,16 +15,22 @@ import sys
 
 
 class _Interrupt:
-    """Whether a SIGINT has arrived. The KeyboardInterrupt it raised may have been swallowed where it
-    landed (a bare ``except:`` or a ``__del__`` in some library's import): the command reads this to
-    stop all the same, instead of running on with the interrupt lost."""
+    """Whether a stop signal (SIGINT or SIGTERM) has arrived, and which. The KeyboardInterrupt it raised
+    may have been swallowed where it landed (a bare ``except:`` or a ``__del__``): the command reads this
+    to stop all the same, instead of running on with the interrupt lost."""
 
     requested = False
+    signal = signal.SIGINT
+
+
+#: the signals that stop a command: Ctrl-C, and SIGTERM (``ros2 launch``'s escalation, ``kill``)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _first_interrupt_only(signum, frame):
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    record_interrupt()
+    for stop_signal in STOP_SIGNALS:
+        signal.signal(stop_signal, signal.SIG_IGN)
+    record_interrupt(signum)
     raise_in_own_code(frame)
 
 
@@ -86,15 +92,17 @@ def raise_in_own_code(frame):
     sys.settrace(_ignore_new_frames)
 
 
-def record_interrupt():
-    """Note that a SIGINT arrived (a handler calls this before it raises KeyboardInterrupt, so that
+def record_interrupt(signum=signal.SIGINT):
+    """Note that a stop signal `signum` arrived (a handler calls this before it raises KeyboardInterrupt, so that
     :func:`interrupt_requested` holds it and the unraisable hook keeps quiet where Python drops it)."""
+    if not _Interrupt.requested:
+        _Interrupt.signal = signal.Signals(signum)
     _Interrupt.requested = True
 
 
-#: what CPython writes as unraisable when a SIGINT arrived while its handler was being set to SIG_IGN
-#: (signalmodule.c, bpo-43406): the second Ctrl-C our handlers ignore on purpose, not an error
-_SIGINT_RACE = f'Signal {int(signal.SIGINT)} ignored due to race condition'
+#: what CPython writes as unraisable when a stop signal arrived while a handler was setting it to SIG_IGN
+#: (signalmodule.c, bpo-43406): a second Ctrl-C or SIGTERM our handlers ignore on purpose, not an error
+_STOP_SIGNAL_RACES = {f'Signal {int(s)} ignored due to race condition' for s in STOP_SIGNALS}
 
 
 def _quiet_about_recorded_interrupts(previous_hook):
@@ -110,7 +118,7 @@ def _quiet_about_recorded_interrupts(previous_hook):
         exc = unraisable.exc_value
         if isinstance(exc, KeyboardInterrupt) and _Interrupt.requested:
             return
-        if isinstance(exc, OSError) and exc.args == (_SIGINT_RACE,):
+        if isinstance(exc, OSError) and len(exc.args) == 1 and exc.args[0] in _STOP_SIGNAL_RACES:
             return
         previous_hook(unraisable)
 
@@ -125,15 +133,22 @@ def quiet_about_recorded_interrupts():
 
 
 def interrupt_requested():
-    """True once the guard of :func:`guard_interrupts` has seen a SIGINT."""
+    """True once the guard of :func:`guard_interrupts` (or a command's own handler) has seen a stop signal."""
     return _Interrupt.requested
 
 
+def interrupt_signal():
+    """The first stop signal seen (SIGINT when none was): a command's exit status is 128 + its number."""
+    return _Interrupt.signal
+
+
 def guard_interrupts():
-    """Install the one-KeyboardInterrupt handler (main thread, SIGINT not inherited as ignored)."""
+    """Install the one-KeyboardInterrupt handler for SIGINT and SIGTERM (main thread; a signal the process
+    inherited as ignored, as a background job's SIGINT, stays ignored, as Python itself does)."""
     try:
-        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            signal.signal(signal.SIGINT, _first_interrupt_only)
-            quiet_about_recorded_interrupts()
+        for stop_signal in STOP_SIGNALS:
+            if signal.getsignal(stop_signal) is not signal.SIG_IGN:
+                signal.signal(stop_signal, _first_interrupt_only)
+        quiet_about_recorded_interrupts()
     except ValueError:  # not the main thread: the caller's handlers stay
         pass

@@ -10,7 +10,13 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.signals import SignalHandlerOptions
 
-from ..interrupts import interrupt_requested, quiet_about_recorded_interrupts, raise_in_own_code, record_interrupt
+from ..interrupts import (
+    STOP_SIGNALS,
+    interrupt_requested,
+    quiet_about_recorded_interrupts,
+    raise_in_own_code,
+    record_interrupt,
+)
 
 
 def params_file_hint(args):
@@ -47,9 +53,6 @@ def make_executor(kind):
 
 _STATE = {'building': False, 'stop': False}
 
-#: the signals that stop a node: Ctrl-C and ``ros2 launch``'s SIGINT, then its SIGTERM escalation
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
 
 def _stopping(signum=None, frame=None):
     """First SIGINT or SIGTERM (or the end of the spin): the process is stopping, later ones are ignored.
@@ -68,7 +71,7 @@ def _stopping(signum=None, frame=None):
         return
     if signum in STOP_SIGNALS:
         _STATE['stop'] = True
-        record_interrupt()  # where Python drops an exception (a __del__) the unraisable hook keeps quiet
+        record_interrupt(signum)  # where Python drops an exception (a __del__) the unraisable hook keeps quiet
         if _STATE['building']:
             # While the node is being built (that can take a while) only an exception stops us, raised
             # in our own code (never inside the JIT compiler or rclpy). Anywhere else the spin loop sees
