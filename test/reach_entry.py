@@ -22,6 +22,7 @@ A key added to the schema is neither proven nor listed until someone says where 
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import fnmatch
 import functools
@@ -85,6 +86,15 @@ ALONE = {
 }
 
 
+#: keys that change what other keys do (lockstep: the plant's timer resends instead of ticking): probes
+#: that set one merge only with probes that set the same ones
+APART = ('simulation.lockstep',)
+
+
+def _apart(values):
+    return tuple(k for k in APART if k in values)
+
+
 @dataclasses.dataclass
 class Batch:
     """One setup file: `robot` with `values` (dotted overrides) written into it; the probes it proves."""
@@ -98,6 +108,17 @@ class Batch:
     def resolved(self):
         """The objects resolved from the file (the reference each entry point's objects must equal)."""
         return Built(str(self.path), {})
+
+
+class View:
+    """The objects an entry point built, read as test_settings_reach.Built reads its own; an object the
+    entry point does not build raises AttributeError (never built here instead)."""
+
+    step = Built.step
+    period = Built.period
+
+    def __init__(self, **objects):
+        self.__dict__.update(objects)
 
 
 def _conflict(a, b):
@@ -136,7 +157,7 @@ def batches(tmp_path, entry):
         for batch in out:
             if key in ALONE or batch.robot != probe.robot or any(k in ALONE for k in batch.keys):
                 continue
-            if _conflict(batch.values, want):
+            if _conflict(batch.values, want) or _apart(batch.values) != _apart(want):
                 continue
             merged = {**batch.values, **want}
             try:
@@ -164,7 +185,7 @@ def plain(value):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if hasattr(value, 'items') and callable(value.items):
         return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, array.array)):
         return [plain(v) for v in value]
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -259,3 +280,143 @@ def removed_keys_absent(batch, view, tmp_path):
             if v is None:
                 got = setting_at(view.settings, k)
                 assert got in (None, default_of(k)) or got == [], (key, k, got)
+
+
+# ----------------------------------------------------------------------------- the ROS nodes
+
+#: keys whose probe reads the plant (uk_sim_node's); the other keys that are not simulation.* or
+#: hardware.* are read off uk_controller_node
+SIM_READS = {
+    'robot.name',
+    'robot.xacro_args',
+    'robot.initial_position',
+    'robot.initial_velocity',
+    'robot.joint_dynamics',
+    'robot.friction_velocity',
+}
+
+
+def ros_nodes(key):
+    """The node that runs `key` (the one its probe is read off)."""
+    if key in NODE_READS:
+        return [NODE_READS[key][0]]
+    if key == 'hardware.<name>.position_limit':  # the controller's joint limits
+        return ['uk_controller_node']
+    if key.startswith('hardware.'):
+        return ['serial_bridge_node']
+    if key.startswith('simulation.') or key in SIM_READS:
+        return ['uk_sim_node']
+    return ['uk_controller_node']
+
+
+def _stamp_s(node):
+    stamp = node.stamp()
+    return stamp.sec + 1e-9 * stamp.nanosec - node.plant.t
+
+
+def _published_state(node):
+    """The positions uk_sim_node publishes for its plant's state (its publisher replaced by a list)."""
+    sent = []
+    publisher, node.state_pub = node.state_pub, type('Sent', (), {'publish': staticmethod(sent.append)})()
+    try:
+        node.publish_state()
+    finally:
+        node.state_pub = publisher
+    return np.asarray(sent[0].position) - node.plant.q
+
+
+def _topics(node, kind):
+    get = getattr(node, f'get_{kind}_names_and_types_by_node')
+    return dict(get(node.get_name(), node.get_namespace()))
+
+
+#: keys only a node reads: (node, what the node does with it, what that must be for the value set)
+NODE_READS = {
+    'control.state_timeout': ('uk_controller_node', lambda n: n.merger.state_timeout, lambda v: v),
+    'control.clock_skew': ('uk_controller_node', lambda n: n.merger.clock_skew, lambda v: v),
+    'control.soft_start': ('uk_controller_node', lambda n: n.rearm.soft_start, lambda v: v),
+    'ros.effort_topic': ('uk_controller_node', lambda n: v_in(_topics(n, 'publisher')), None),
+    'ros.joint_states_topic': ('uk_sim_node', lambda n: v_in(_topics(n, 'publisher')), None),
+    'ros.output_type': (
+        'uk_controller_node',
+        lambda n: _topics(n, 'publisher')[n.settings.ros.effort_topic],
+        lambda v: [OUTPUT_TYPES()[v]],
+    ),
+    'ros.effort_joints': ('uk_controller_node', lambda n: list(n.effort_names), lambda v: v),
+    'ros.trajectory_start': ('uk_controller_node', lambda n: n.trajectory_time(n.start_ns), lambda v: v),
+    'ros.diagnostics_period': (
+        'uk_controller_node',
+        lambda n: n.diag_timer.timer_period_ns,
+        lambda v: round(v * 1e9),
+    ),
+    'ros.loop.mode': ('uk_controller_node', lambda n: n.loop.mode, lambda v: v),
+    'ros.loop.window': ('uk_controller_node', lambda n: n.loop.timing.window_ns, lambda v: round(v * 1e9)),
+    'simulation.rate': ('uk_sim_node', lambda n: 1.0 / n.dt, lambda v: v),
+    'simulation.publish_clock': ('uk_sim_node', lambda n: n.clock_pub is not None, lambda v: v),
+    'simulation.lockstep': ('uk_sim_node', lambda n: n.waiting, lambda v: v),
+    'simulation.lockstep_resend': ('uk_sim_node', lambda n: n.timer.timer_period_ns, lambda v: round(v * 1e9)),
+    'simulation.real_time_factor': (
+        'uk_sim_node',
+        lambda n: n.timer.timer_period_ns,
+        None,  # one plant period of wall time divided by the factor: checked in check_node_reads
+    ),
+    'simulation.clock_start': ('uk_sim_node', _stamp_s, lambda v: v),
+    'simulation.sensor_noise': ('uk_sim_node', lambda n: bool(np.any(_published_state(n))), lambda v: v > 0),
+}
+
+
+class v_in:
+    """A reading that holds the topics of a node: equal to a value when the value is one of them."""
+
+    def __init__(self, topics):
+        self.topics = topics
+
+    def __eq__(self, value):
+        return value in self.topics
+
+
+def OUTPUT_TYPES():
+    from uk_controller.settings.ros_section import OUTPUT_TYPES as types
+
+    return types
+
+
+def check_node_reads(batch, nodes, tmp_path):
+    """The keys of `batch` in :data:`NODE_READS`: the running node did with the value what it should."""
+    for key in batch.keys:
+        if key not in NODE_READS:
+            continue
+        name, read, expected = NODE_READS[key]
+        node = nodes[name]
+        for dotted, value in written_values(batch, key, tmp_path).items():
+            if S.lookup(dotted) is None or dotted != key:
+                continue  # the probe's companions (max_command_lag's publish_clock) are checked by theirs
+            got = read(node)
+            if key == 'simulation.real_time_factor':
+                want = round(node.dt / value * 1e9)
+                assert abs(got - want) <= 1, (key, got, want)  # rclpy keeps whole nanoseconds
+                continue
+            want = value if expected is None else expected(value)
+            assert (want == got) if isinstance(got, v_in) else _equal(got, want), (key, got, want)
+
+
+def check_parameters(batch, key, node, tmp_path):
+    """The node's parameters hold the values the params file set for probe `key` (as rcl parsed them)."""
+    for dotted, value in written_values(batch, key, tmp_path).items():
+        leaves = {dotted: value}
+        if isinstance(value, dict):
+            leaves = {f'{dotted}.{k}': v for k, v in _flat(value).items()}
+        for name, leaf in leaves.items():
+            assert node.has_parameter(name), (key, name)
+            got = plain(node.get_parameter(name).value)
+            assert same_value(leaf, got), (key, name, leaf, got)
+
+
+def _flat(tree, prefix=''):
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f'{prefix}{k}.'))
+        else:
+            out[f'{prefix}{k}'] = v
+    return out

@@ -14,21 +14,11 @@ import fnmatch
 
 import pytest
 import reach_entry as R
-from test_settings_reach import PROBES, Built, schema_keys
+from test_settings_reach import PROBES, schema_keys
 
 
 class Captured(Exception):
     """Raised by the spies once the command has built what it runs: the rest of the run is not needed."""
-
-
-class View:
-    """The objects one run built, read as test_settings_reach.Built reads its own (missing ones raise)."""
-
-    step = Built.step
-    period = Built.period
-
-    def __init__(self, **objects):
-        self.__dict__.update(objects)
 
 
 def run_cli(argv, monkeypatch):
@@ -65,7 +55,7 @@ def run_cli(argv, monkeypatch):
         with pytest.raises(Captured):
             cli.main(argv)
     setup = got['setup']
-    return View(settings=setup.settings, **got)
+    return R.View(settings=setup.settings, **got)
 
 
 def cli_runs(key):

@@ -1,11 +1,14 @@
-"""Settings of a setup file and of ``-p`` parameters reach the running ROS nodes (a representative subset).
+"""Settings of a setup file and of ``-p`` parameters reach the running ROS nodes.
 
-uk_controller_node and uk_sim_node are built in this process (rclpy, loopback only) from a setup file
-that sets keys away from their defaults, one more given as a node parameter (``-p``, an override of
-resolve()); the test reads the values back off the nodes' ControllerCore, plant, publishers and loop
-(test/test_settings_reach.py probes every key below the nodes).
+uk_controller_node, uk_sim_node and serial_bridge_node are built in this process (rclpy, loopback only).
+The first two tests start them from a setup file named by ``config`` with keys away from their defaults,
+one more given as a node parameter (``-p``, an override of resolve()), and read the values back off the
+nodes' ControllerCore, plant, publishers and loop. :func:`test_every_key_reaches_the_running_nodes`
+starts them with each batched setup file of test/reach_entry.py as their params file and reads every key
+of the schema back off the node that runs it (the keys no node runs: reach_entry.NOT_APPLICABLE).
 """
 
+import dataclasses
 import os
 
 from parallel import domain_id
@@ -20,7 +23,9 @@ import pytest  # noqa: E402
 import yaml  # noqa: E402
 
 rclpy = pytest.importorskip('rclpy')
+import reach_entry as R  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
+from test_settings_reach import schema_keys  # noqa: E402
 
 from uk_controller.files import rcl_yaml  # noqa: E402
 
@@ -116,3 +121,74 @@ def test_sim_node_runs_the_file_and_its_parameters(tmp_path):
         if node is not None:
             node.destroy_node()
         rclpy.try_shutdown()
+
+
+# ----------------------------------------------------------------------------- every key, batched
+
+
+def _views(nodes):
+    views = {}
+    if 'uk_controller_node' in nodes:
+        n = nodes['uk_controller_node']
+        views['uk_controller_node'] = R.View(
+            settings=n.settings, setup=n.setup, ctrl=n.core, loop=(n.loop.loop, n.loop.policy)
+        )
+    if 'uk_sim_node' in nodes:
+        n = nodes['uk_sim_node']
+        views['uk_sim_node'] = R.View(settings=n.settings, setup=n.setup, plant=n.plant)
+    if 'serial_bridge_node' in nodes:
+        from uk_controller.hardware.registry import make_bus
+
+        n = nodes['serial_bridge_node']
+        # the bus the node's SafeBus makes at each connect (make_bus(node.hw)), built here, not opened
+        views['serial_bridge_node'] = R.View(
+            settings=n.settings, setup=n.setup, hw=n.hw, bus=make_bus(n.hw), loop=(n.settings.ros.loop, n.policy)
+        )
+    return views
+
+
+def _start(names, path):
+    """The nodes `names`, each started from the params file `path` (``--ros-args --params-file``)."""
+    from uk_controller.ros.controller_node import ControllerNode
+    from uk_controller.ros.serial_bridge_node import SerialBridgeNode
+    from uk_controller.ros.sim_node import SimNode
+
+    classes = {'uk_controller_node': ControllerNode, 'uk_sim_node': SimNode, 'serial_bridge_node': SerialBridgeNode}
+    nodes = {}
+    for name in names:
+        nodes[name] = classes[name](cli_args=['--ros-args', '--params-file', str(path)])
+        if name == 'uk_controller_node':
+            nodes[name].loop.stop()  # built, its loop thread never started (node_runner starts it)
+    return nodes
+
+
+def test_every_key_reaches_the_running_nodes(tmp_path):
+    """Each setup file of reach_entry.batches('ros') is the params file of the nodes that run its keys:
+    every key is read back off the running node (its settings, its parameters, the objects it built and
+    what it does with the node-only keys: reach_entry.check_batch, check_parameters, check_node_reads)."""
+    proven = {}
+    rclpy.init()
+    nodes = {}
+    try:
+        for batch in R.batches(tmp_path, 'ros'):
+            by_node = {}
+            for key in batch.keys:
+                by_node.setdefault(R.ros_nodes(key)[0], []).append(key)
+            # one node at a time: the bridge's command subscription and the controller's publisher of a
+            # ros.output_type other than float64_multi_array cannot share a topic in one process
+            for name, keys in sorted(by_node.items()):
+                part = dataclasses.replace(batch, keys=keys)
+                part.__dict__['resolved'] = batch.resolved  # resolve(file) once per file
+                nodes = _start([name], batch.path)
+                done = R.check_batch(part, _views(nodes), tmp_path, R.ros_nodes)
+                for key in done:
+                    R.check_parameters(part, key, nodes[name], tmp_path)
+                R.check_node_reads(part, nodes, tmp_path)
+                R.removed_keys_absent(part, _views(nodes)[name], tmp_path)
+                proven.update(done)
+                nodes.pop(name).destroy_node()
+    finally:
+        for node in nodes.values():
+            node.destroy_node()
+        rclpy.try_shutdown()
+    assert set(proven) == {k for k in schema_keys() if not R.not_applicable('ros', k)}
