@@ -192,3 +192,93 @@ def test_every_key_reaches_the_running_nodes(tmp_path):
             node.destroy_node()
         rclpy.try_shutdown()
     assert set(proven) == {k for k in schema_keys() if not R.not_applicable('ros', k)}
+
+
+# ----------------------------------------------------------------------------- launch arguments
+
+#: launch file -> {argument: (the key it sets, its value in the setup file, the value given, the nodes)};
+#: every other argument of our launch files is not a setting (LAUNCH_NOT_SETTINGS)
+LAUNCH_ARGUMENTS = {
+    'sim.launch.py': {
+        'rate': ('control.rate', 500.0, '250', ('uk_sim_node', 'uk_controller_node')),
+        'plant': ('simulation.plant', 'mujoco', 'uk', ('uk_sim_node',)),
+        'real_time_factor': ('simulation.real_time_factor', 0.5, '2.0', ('uk_sim_node',)),
+        'max_command_lag': ('simulation.max_command_lag', 2, '1', ('uk_sim_node',)),
+    },
+    'hardware.launch.py': {
+        'rate': ('control.rate', 500.0, '400', ('serial_bridge_node', 'uk_controller_node')),
+        'port': ('hardware.port', '/dev/ttyREACHFILE', '/dev/ttyREACHGIVEN', ('serial_bridge_node',)),
+        'baud': ('hardware.baud', 57600, '115200', ('serial_bridge_node',)),
+        'protocol': ('hardware.protocol', 'dynamixel', 'odrive', ('serial_bridge_node',)),
+        'bus_rate': ('hardware.rate', 250.0, '200', ('serial_bridge_node',)),
+        'watchdog': ('hardware.watchdog', 0.05, '0.1', ('serial_bridge_node',)),
+    },
+}
+#: more keys of the setup file: max_command_lag needs the /clock the plant of sim.launch.py publishes
+LAUNCH_FILE_EXTRA = {'sim.launch.py': {'simulation.publish_clock': True}}
+#: which setup file (robot, config), gz sim's command line, the controller_manager file, the plot viewer
+LAUNCH_NOT_SETTINGS = {'robot', 'config', 'gz_args', 'controllers', 'tool'}
+
+
+def test_launch_tables_cover_every_argument():
+    from test_launch_files import LAUNCH_FILES, LaunchSource
+
+    for path in LAUNCH_FILES:
+        src = LaunchSource(path)
+        declared = {c.args[0].value for c in src.calls if src.name(c) == 'DeclareLaunchArgument'}
+        assert declared - LAUNCH_NOT_SETTINGS == set(LAUNCH_ARGUMENTS.get(path.name, {})), path.name
+
+
+def _launched(node, directory):
+    """One node of a launch description built in this process with its parameters as launch_ros hands
+    them over: each file and each dict (written as a ``/**`` params file) a ``--params-file``, in order."""
+    from ros_nodes import params_file
+
+    from uk_controller.ros.controller_node import ControllerNode
+    from uk_controller.ros.serial_bridge_node import SerialBridgeNode
+    from uk_controller.ros.sim_node import SimNode
+
+    classes = {'uk_controller_node': ControllerNode, 'uk_sim_node': SimNode, 'serial_bridge_node': SerialBridgeNode}
+    args = ['--ros-args']
+    for item in node['parameters']:
+        args += ['--params-file', str(item) if isinstance(item, (str, os.PathLike)) else params_file(item, directory)]
+    built = classes[node['executable']](cli_args=[*args, '-r', f'__node:={node["name"]}'])
+    if node['executable'] == 'uk_controller_node':
+        built.loop.stop()  # its loop thread never started
+    return built
+
+
+@pytest.mark.parametrize('launch', sorted(LAUNCH_ARGUMENTS))
+def test_launch_arguments_reach_the_nodes_and_the_file_holds_the_rest(launch, tmp_path):
+    """With no argument given, each node runs the setup file's value of every key a launch argument could
+    set; with every argument given, the node's parameter and settings are the argument's value."""
+    from launch_stub import launch_nodes
+
+    table = LAUNCH_ARGUMENTS[launch]
+    tree = yaml.safe_load((ROOT / 'config' / 'scara.yaml').read_text())
+    params = tree['/**']['ros__parameters']
+    extra = LAUNCH_FILE_EXTRA.get(launch, {})
+    for key, in_file in [*((k, f) for k, f, _g, _n in table.values()), *extra.items()]:
+        section, name = key.split('.')
+        params.setdefault(section, {})[name] = in_file
+    path = tmp_path / 'scara_launch.yaml'
+    path.write_text(rcl_yaml.dump(tree))
+    path_of = ROOT / 'launch' / launch
+    given = {argument: value for argument, (_k, _f, value, _n) in table.items()}
+    rclpy.init()
+    try:
+        for arguments in ({}, given):
+            started = {n['executable']: n for n in launch_nodes(path_of, config=str(path), **arguments)}
+            for name in sorted({n for *_, nodes in table.values() for n in nodes}):
+                node = _launched(started[name], tmp_path)
+                try:
+                    for argument, (key, in_file, value, nodes) in table.items():
+                        if name not in nodes:
+                            continue
+                        want = type(in_file)(value) if argument in arguments else in_file
+                        assert R.same_value(want, R.setting_at(node.settings, key)), (launch, name, key, arguments)
+                        assert R.same_value(want, R.plain(node.get_parameter(key).value)), (launch, name, key)
+                finally:
+                    node.destroy_node()
+    finally:
+        rclpy.try_shutdown()
