@@ -42,12 +42,31 @@ ENTRY_POINTS = ('cli', 'ros')
 
 _CLI_ONLY_RUN = 'read by `uk-controller simulate` only (the length and the records of an offline run)'
 _SIM_NODE_TIMING = 'how uk_sim_node paces and stamps its plant; the CLI runs the plant in-process, unpaced'
+_NODE_LOOP = (
+    "the ROS controller node's start, trigger and control loop: the CLI runs its controller in its own loop "
+    '(a simulate --mcap recording holds only the topics, effort order, message type and timing window)'
+)
 NOT_APPLICABLE = {
     'cli': {
-        'ros.*': 'the ROS nodes\' topics, executor and loop: the CLI starts no node',
-        'control.state_timeout': 'judges the age of /joint_states messages: the CLI\'s states are never late',
+        'ros.autostart': _NODE_LOOP,
+        'ros.trigger': _NODE_LOOP,
+        'ros.transport': _NODE_LOOP,
+        'ros.trajectory_start': _NODE_LOOP,
+        'ros.diagnostics_period': _NODE_LOOP,
+        'ros.executor': _NODE_LOOP,
+        'ros.loop.mode': _NODE_LOOP,
+        'ros.loop.priority': _NODE_LOOP,
+        'ros.loop.cpus': _NODE_LOOP,
+        'ros.loop.mlockall': _NODE_LOOP,
+        'ros.loop.spin_us': _NODE_LOOP,
+        'ros.loop.fallback_periods': _NODE_LOOP,
+        'ros.overrun.*': _NODE_LOOP,
+        'control.state_timeout': "judges the age of /joint_states messages: the CLI's states are never late",
         'control.clock_skew': 'judges the stamps of /joint_states messages: the CLI has no messages',
-        'control.soft_start': 're-arming after a stale state or ~/stop: neither happens in a CLI run',
+        'control.soft_start': (
+            'simulate never re-arms; `uk-controller run` re-arms with it only once its bus is open '
+            '(serial_loop.run_loop, run on an emulated bus by test/test_rearm_serial.py)'
+        ),
         'simulation.rate': _SIM_NODE_TIMING,
         'simulation.publish_clock': _SIM_NODE_TIMING,
         'simulation.lockstep': _SIM_NODE_TIMING,
@@ -61,7 +80,7 @@ NOT_APPLICABLE = {
         'simulation.duration': _CLI_ONLY_RUN + '; uk_sim_node runs until it is stopped',
         'simulation.log_every': _CLI_ONLY_RUN + ' (log.csv)',
         'simulation.transient': _CLI_ONLY_RUN + ' (summary.json)',
-        'simulation.measurement_delay': _CLI_ONLY_RUN + '; over DDS the delay is the transport\'s own',
+        'simulation.measurement_delay': _CLI_ONLY_RUN + "; over DDS the delay is the transport's own",
     },
 }
 
@@ -381,16 +400,31 @@ def OUTPUT_TYPES():
     return types
 
 
-def check_node_reads(batch, nodes, tmp_path):
-    """The keys of `batch` in :data:`NODE_READS`: the running node did with the value what it should."""
+#: the keys of the ros section that ``simulate --mcap`` records with: (the run, what its McapLog holds, what
+#: that must be for the value set)
+MCAP_READS = {
+    'ros.joint_states_topic': ('simulate', lambda log: log.topics['joint_states'], lambda v: v),
+    'ros.effort_topic': ('simulate', lambda log: log.topics['command'], lambda v: v),
+    'ros.effort_joints': ('simulate', lambda log: list(log.effort_names), lambda v: v),
+    'ros.output_type': ('simulate', lambda log: log.command_type, lambda v: OUTPUT_TYPES()[v]),
+    'ros.loop.window': ('simulate', lambda log: log.window, lambda v: v),
+}
+
+
+def check_node_reads(batch, nodes, tmp_path, table=None):
+    """The keys of `batch` in `table` (:data:`NODE_READS`, or :data:`MCAP_READS` with the McapLog of a
+    run): the running object did with the value what it should."""
+    table = NODE_READS if table is None else table
     for key in batch.keys:
-        if key not in NODE_READS:
+        if key not in table:
             continue
-        name, read, expected = NODE_READS[key]
+        name, read, expected = table[key]
         node = nodes[name]
+        checked = 0
         for dotted, value in written_values(batch, key, tmp_path).items():
             if S.lookup(dotted) is None or dotted != key:
                 continue  # the probe's companions (max_command_lag's publish_clock) are checked by theirs
+            checked += 1
             got = read(node)
             if key == 'simulation.real_time_factor':
                 want = round(node.dt / value * 1e9)
@@ -398,6 +432,7 @@ def check_node_reads(batch, nodes, tmp_path):
                 continue
             want = value if expected is None else expected(value)
             assert (want == got) if isinstance(got, v_in) else _equal(got, want), (key, got, want)
+        assert checked, (key, 'its probe sets no value of the key itself')
 
 
 def check_parameters(batch, key, node, tmp_path):

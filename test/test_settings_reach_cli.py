@@ -1,11 +1,13 @@
 """Every key of the schema, set in a setup file, reaches what ``uk-controller`` runs with it.
 
 The keys are batched into a few setup files (test/reach_entry.py); each file runs through
-``uk_controller.cli.main`` in this process: ``simulate FILE`` and, for a file that sets ``hardware.*``,
-``run FILE``. The command is stopped once it has built what it runs (the ControllerCore and the plant
-of ``simulate``; the controller, the hardware calibration and the bus of ``run``, the port never
-opened), and each key is read back off those objects (test/reach_entry.py's ``check_batch``). The keys
-that do not matter to the CLI are listed with the reason in ``reach_entry.NOT_APPLICABLE``.
+``uk_controller.cli.main`` in this process: ``simulate FILE --mcap`` and, for a file that sets
+``hardware.*``, ``run FILE``. The command is stopped once it has built what it runs (the ControllerCore
+and the plant of ``simulate`` and its MCAP recorder; the controller, the hardware calibration and the
+bus of ``run``, the port never opened), and each key is read back off those objects
+(reach_entry.check_batch; the recorder's topics, effort order, message type and timing window are the
+keys of the ros section that simulate runs, reach_entry.MCAP_READS). The keys that do not matter to the
+CLI are listed with the reason in ``reach_entry.NOT_APPLICABLE``.
 """
 
 from __future__ import annotations
@@ -26,10 +28,15 @@ def run_cli(argv, monkeypatch):
     from uk_controller import cli
     from uk_controller.control import controller
     from uk_controller.hardware import registry
-    from uk_controller.sim import closed_loop
+    from uk_controller.sim import closed_loop, mcap_log
 
     got = {}
     core_class, plant_of, bus_of = closed_loop.ControllerCore, closed_loop.make_plant, registry.make_bus
+    log_class = mcap_log.McapLog
+
+    def log(*args, **kwargs):
+        got['mcap'] = log_class(*args, **kwargs)
+        return got['mcap']
 
     def core(setup, *args, **kwargs):
         got['ctrl'] = core_class(setup, *args, **kwargs)
@@ -49,13 +56,17 @@ def run_cli(argv, monkeypatch):
         patch.setattr(closed_loop, 'make_plant', plant)
         patch.setattr(controller, 'ControllerCore', core)
         patch.setattr(registry, 'make_bus', bus)
+        patch.setattr(mcap_log, 'McapLog', log)
         # a probe that changes a closure (its frames, axes) opens the shipped start pose, which simulate
         # refuses before it builds anything; the check reads the same setup and is not what is tested here
         patch.setattr(cli, '_closure_at_start', lambda setup: None)
         with pytest.raises(Captured):
             cli.main(argv)
+    if 'mcap' in got:
+        got['mcap'].abandon()  # the recording the stopped run leaves unfinished
     setup = got['setup']
-    return R.View(settings=setup.settings, **got)
+    # the timing window of the recording (MCAP_READS) is the one a probe of ros.loop.window reads
+    return R.View(settings=setup.settings, loop=(setup.settings.ros.loop, None), **got)
 
 
 def cli_runs(key):
@@ -83,11 +94,14 @@ def test_every_key_reaches_what_the_cli_runs(tmp_path, monkeypatch):
     proven = {}
     for batch in R.batches(tmp_path, 'cli'):
         views = {}
+        out = tmp_path / 'out'
         views['simulate'] = run_cli(
-            ['simulate', str(batch.path), '--no-plots', '--out', str(tmp_path / 'out')], monkeypatch
+            ['simulate', str(batch.path), '--no-plots', '--out', str(out), '--mcap', str(out / 'run.mcap')],
+            monkeypatch,
         )
         if any(key.startswith('hardware.') for key in batch.keys):
             views['run'] = run_cli(['run', str(batch.path)], monkeypatch)
         proven.update(R.check_batch(batch, views, tmp_path, cli_runs))
+        R.check_node_reads(batch, {'simulate': views['simulate'].mcap}, tmp_path, R.MCAP_READS)
         R.removed_keys_absent(batch, views['simulate'], tmp_path)
     assert set(proven) == {k for k in schema_keys() if not R.not_applicable('cli', k)}
