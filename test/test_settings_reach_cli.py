@@ -88,6 +88,7 @@ def test_entry_tables_cover_the_schema():
         assert proven and listed < set(keys), entry
 
 
+@pytest.mark.slow  # some 30 setup files, each built twice (the command's objects and resolve(file)'s)
 def test_every_key_reaches_what_the_cli_runs(tmp_path, monkeypatch):
     """``uk-controller simulate FILE`` (and ``run FILE`` for the hardware keys) builds its objects from
     the value of every key in the file (reach_entry.check_batch)."""
