@@ -11,9 +11,12 @@ added to the schema without a probe fails :func:`test_every_key_has_a_probe`.
 
 A probe without ``expect`` compares behaviour instead: what it reads (the controller's rows and efforts
 at one state, the plant's state after one period) must differ between the setup with and without the
-change. Keys read only by the ROS nodes are probed on the settings the node reads
-(``ros/node_setup.read_settings`` resolves them the same way) and on ``loop_settings``; a few of them
-are also started in a real node by test/test_settings_reach_ros.py.
+change. Keys read only by the ROS nodes are probed here on the settings the node reads
+(``ros/node_setup.read_settings`` resolves them the same way) and on ``loop_settings``.
+
+The same probes run through the entry points a user starts (test/reach_entry.py): every key written in
+a setup file reaches what ``uk-controller simulate`` / ``run`` builds (test/test_settings_reach_cli.py)
+and the running ROS nodes started from that file as their params file (test/test_settings_reach_ros.py).
 """
 
 from __future__ import annotations
@@ -671,7 +674,11 @@ PROBES = {
         'scara', {'simulation.real_time_factor': 2.0}, _settings('simulation.real_time_factor'), 2.0
     ),
     'simulation.lockstep_resend': Probe(
-        'scara', {'simulation.lockstep_resend': 0.5}, _settings('simulation.lockstep_resend'), 0.5
+        'scara',
+        {'simulation.lockstep_resend': 0.5},
+        _settings('simulation.lockstep_resend'),
+        0.5,
+        base={'simulation.lockstep': True},  # the resend period is the plant's timer in lockstep only
     ),
     'simulation.clock_start': Probe('scara', {'simulation.clock_start': 3.0}, _settings('simulation.clock_start'), 3.0),
     'simulation.wait_for_subscribers': Probe(
