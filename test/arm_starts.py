@@ -328,13 +328,14 @@ def metrics_of(case, res, ctrl, model):
     )
 
 
-def run_yaml(path, duration):
-    """Load a setup file and run it closed loop on the embedded UK plant: (result, controller, model)."""
+def run_yaml(path, duration, overrides=None):
+    """Load a setup file (with dotted `overrides`) and run it closed loop on the embedded UK plant: (result,
+    controller, model)."""
     from uk_controller.control.controller import ControllerCore
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
 
-    setup = load_robot(path, {'simulation.duration': duration})
+    setup = load_robot(path, {'simulation.duration': duration, **(overrides or {})})
     ctrl = ControllerCore(setup)
     res = simulate(setup)
     return res, ctrl, setup.model.model

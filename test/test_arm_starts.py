@@ -18,7 +18,8 @@ The setup files of test/data/arm_cases/ are the failures a new user meets: a pos
 (Panda and xArm7 from their tool-down postures), an SO-101 circle from a far start, a Z1 pose change of 115 deg; each
 must meet the same criteria
 (the circle: tracked, at rest in its null space is not asked because the task moves; its joint speeds
-stay below the limits and its posture error bounded).
+stay below the limits and its posture error bounded). The two flips are run as written (the task law
+alone) and with ``approach.enabled``.
 """
 
 import math
@@ -98,9 +99,9 @@ def test_arm_from_random_start(arm, seed, task):
     _check(arm_starts.run_case(arm, seed, task, duration=DURATION))
 
 
-def _case(name, duration):
+def _case(name, duration, overrides=None):
     path = CASES / f'{name}.yaml'
-    res, ctrl, model = arm_starts.run_yaml(path, duration)
+    res, ctrl, model = arm_starts.run_yaml(path, duration, overrides)
     case = arm_starts.Case(
         name.rsplit('_', 2)[0], -1, 'case', res.q[0] if res.q.size else None, None, None, math.nan, math.nan, None
     )
@@ -127,6 +128,15 @@ def test_panda_pose_flip():
 def test_xarm7_pose_flip():
     """The same flip on the xArm7 from its tool-down zero posture."""
     m, _ = _case('xarm7_pose_flip', DURATION)
+    _check(m)
+
+
+@pytest.mark.parametrize('name', ['panda_pose_flip', 'xarm7_pose_flip'])
+def test_pose_flip_with_the_joint_space_approach(name):
+    """The two flips above with ``approach.enabled``: from the tool-down start in joint space to an inverse
+    kinematics solution of the flipped pose, then the task; every criterion met (no singular start for the
+    task law to leave, the posture where the approach ended)."""
+    m, _ = _case(name, DURATION, {'approach.enabled': True})
     _check(m)
 
 
