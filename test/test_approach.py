@@ -127,7 +127,7 @@ def test_far_target_closed_loop_within_the_limits():
     res = simulate(setup)
     model = arm_starts.pin_model(case.arm)
     err = np.linalg.norm(res.task_error, axis=1)
-    assert err[-1] < 1e-6
+    assert err[-1] < 1e-4  # the tracking error of a moving target at 1 kHz (the stock setup: the same order)
     vlim = np.array(model.velocityLimit)
     assert (np.abs(res.qd) <= vlim).all()
     elim = np.asarray(ctrl.effort_limits)
@@ -142,3 +142,46 @@ def test_far_target_closed_loop_within_the_limits():
     # the approach kept the speed well inside the limits the control law holds (0.9 of the URDF's)
     assert (np.abs(res.qd[res.t < t_h]) <= 0.9 * vlim).all()
     assert math.isfinite(res.t[-1])
+
+
+def test_a_moving_target_is_approached_at_its_start_and_tracked_from_the_handover():
+    """The planar 3R's circle from a far start (the elbow bent the other way): the IK solution puts the
+    tool at the circle's start, centre + r (1, 0) with the tool level (Pinocchio's forward kinematics); the
+    task's clock starts at the hand-over, so the circle is tracked from there (below 1e-3 a second after it)."""
+    import pinocchio as pin
+
+    from uk_controller.control.controller import ControllerCore
+    from uk_controller.robots import load_robot
+    from uk_controller.sim.closed_loop import simulate
+
+    far = [1.2, -1.8, 0.4]
+    overrides = {
+        'approach.enabled': True,
+        'robot.initial_position': far,
+        'robot.initial_velocity': [0.0, 0.0, 0.0],
+        'simulation.duration': 6.0,
+    }
+    setup = load_robot('planar_3r', overrides)
+    ctrl = ControllerCore(setup)
+    plan = ctrl.approach.plan
+    model = setup.model.model
+    data = model.createData()
+    pin.framesForwardKinematics(model, data, plan.q_goal)
+    pose = data.oMf[model.getFrameId('tool')]
+    np.testing.assert_allclose(pose.translation[[0, 2]], [0.45 + 0.1, 0.25], atol=1e-8)
+    assert abs(math.atan2(pose.rotation[0, 2], pose.rotation[0, 0])) < 1e-8  # tool along +x: no turn about y
+    assert plan.duration > 0.5  # a real move from the far start
+    res = simulate(setup)
+    err = np.linalg.norm(res.task_error, axis=1)
+    assert err[res.t > plan.duration + plan.blend + 1.0].max() < 1e-3
+    assert err[-1] < 1e-4  # the tracking error of a moving target at 1 kHz (the stock setup: the same order)
+
+
+def test_closure_through_the_task_joints_is_refused():
+    """A straight joint-space segment would open the five-bar's closure: the setup is refused, naming the key."""
+    from uk_controller.control.controller import ControllerCore
+    from uk_controller.files.parameter_file import ConfigError
+    from uk_controller.robots import load_robot
+
+    with pytest.raises(ConfigError, match='approach.enabled'):
+        ControllerCore(load_robot('five_bar', {'approach.enabled': True}))

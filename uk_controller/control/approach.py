@@ -42,6 +42,7 @@ from ..constraints import ConstraintStack
 from ..constraints.terms import JointLinear
 from ..constraints.trajectories import Quintic
 from ..core.baumgarte import Baumgarte
+from ..files.parameter_file import ConfigError
 
 #: largest speed and acceleration of the quintic rest-to-rest segment over a unit step in unit time
 QUINTIC_PEAK_SPEED = 15.0 / 8.0
@@ -118,9 +119,10 @@ def nearest_turn(q, q0, lo, hi, revolute):
     return q
 
 
-def solve_ik(r, dr, q0, lo, hi, *, restarts=8, tolerance=1e-8, seed=0, cost=None, revolute=None):
+def solve_ik(r, dr, q0, lo, hi, *, restarts=8, tolerance=1e-8, seed=0, cost=None, revolute=None, moving=None):
     """Bounded least squares ``min |r(q)|^2``, ``lo <= q <= hi``, from `q0` and `restarts` seeded draws
-    (module docstring, step 1). Only the joints some row depends on move (the others keep `q0`); a
+    (module docstring, step 1). Only the joints `moving` move (default: those some row depends on; the
+    others keep `q0`); a
     `revolute` joint's solution is taken the whole turns nearest to `q0` that stay in the bounds
     (:func:`nearest_turn`). `cost(q)` ranks the converged solutions (default: the largest joint move); the
     lowest wins, the start's own solution on a tie. Bounds may be infinite (a draw then spans q0 +- pi)."""
@@ -132,7 +134,9 @@ def solve_ik(r, dr, q0, lo, hi, *, restarts=8, tolerance=1e-8, seed=0, cost=None
     rng = np.random.default_rng(seed)
     draw_lo = np.where(np.isfinite(lo), lo, start - math.pi)
     draw_hi = np.where(np.isfinite(hi), hi, start + math.pi)
-    moving = task_joints(dr, [start, rng.uniform(draw_lo, draw_hi)])
+    if moving is None:
+        moving = task_joints(dr, [start, rng.uniform(draw_lo, draw_hi)])
+    moving = np.asarray(moving, dtype=bool)
     if not moving.any():
         e = float(np.linalg.norm(r(start)))
         return IKResult(start, e, e <= tolerance, [e], moving)
@@ -225,11 +229,31 @@ def plan(setup, model, stage):
     """The :class:`ApproachPlan` of `setup` (``approach.*``) from its start ``setup.q0``, or None when the IK
     finds no configuration closer to the target than the start."""
     settings = setup.settings.approach
+    if (np.asarray(setup.servo.rows.order) != 2).any():
+        raise ConfigError(
+            'the joint-space approach solves the task rows as positions: every servo row must be of order 2 '
+            '(a position-level task)',
+            file=setup.config_path,
+            key='approach.enabled',
+        )
     lower, upper, vmax, brake = bounds_and_speeds(setup, stage)
     r, dr = residual_functions(model, setup.passive, setup.servo, 0.0)
     scale = float(settings.speed_scale)
     speed, accel = scale * vmax, scale * brake
     q0 = np.array(setup.q0, dtype=float)
+    # the joints the task depends on move; a straight joint-space segment would open a closure through them
+    mp = setup.passive.m
+    points = [q0, np.where(np.isfinite(lower) & np.isfinite(upper), 0.5 * (lower + upper), q0)]
+    moving = task_joints(lambda q: dr(q)[mp:], points)
+    shared = moving & task_joints(lambda q: dr(q)[:mp], points) if mp else np.zeros_like(moving)
+    if shared.any():
+        names = ', '.join(name for name, s in zip(model.joint_names, shared) if s)
+        raise ConfigError(
+            f'the joint-space approach moves the task joints along a straight segment: a closure through {names} '
+            'would open on the way (a serial task only)',
+            file=setup.config_path,
+            key='approach.enabled',
+        )
     ik = solve_ik(
         r,
         dr,
@@ -240,6 +264,7 @@ def plan(setup, model, stage):
         tolerance=float(settings.tolerance),
         cost=lambda q: approach_duration(q - q0, speed, accel),
         revolute=revolute_joints(model),
+        moving=moving,
     )
     if not ik.converged and ik.error >= float(np.linalg.norm(r(q0))):
         return None
@@ -342,6 +367,7 @@ class Approach:
         if not task.ok:  # the task rows refused (e.g. a singular start): the approach effort, task fields NaN
             return _with_effort(task, joint, joint.effort, core.effort_limits, ok=True)
         effort = joint.effort if w == 0.0 else (1.0 - w) * joint.effort + w * task.effort
+        core.remember_effort(effort)  # what safe_effort 'hold' holds: the effort applied
         return _with_effort(task, joint if w < 0.5 else task, effort, core.effort_limits)
 
 
