@@ -60,13 +60,14 @@ def smoothstep(x):
 @dataclass
 class IKResult:
     """The bounded inverse kinematics: ``q`` (the chosen solution), ``error`` ``|r(q)|``, ``converged`` (error
-    within the tolerance), ``errors`` the error of every start tried, ``moving`` the joints it may move."""
+    within ``tolerance``), ``errors`` the error of every start tried, ``moving`` the joints it may move."""
 
     q: np.ndarray
     error: float
     converged: bool
     errors: list = field(default_factory=list)
     moving: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    tolerance: float = 0.0
 
 
 def residual_functions(model, passive, servo, t=0.0):
@@ -139,7 +140,7 @@ def solve_ik(r, dr, q0, lo, hi, *, restarts=8, tolerance=1e-8, seed=0, cost=None
     moving = np.asarray(moving, dtype=bool)
     if not moving.any():
         e = float(np.linalg.norm(r(start)))
-        return IKResult(start, e, e <= tolerance, [e], moving)
+        return IKResult(start, e, e <= tolerance, [e], moving, tolerance)
     idx = np.nonzero(moving)[0]
     cost = cost or (lambda q: float(np.abs(q - q0).max()))
 
@@ -171,7 +172,7 @@ def solve_ik(r, dr, q0, lo, hi, *, restarts=8, tolerance=1e-8, seed=0, cost=None
         if best is None or key < best[0]:
             best = (key, q, e)
     _, q, e = best
-    return IKResult(q, e, e <= tolerance, errors, moving)
+    return IKResult(q, e, e <= tolerance, errors, moving, tolerance)
 
 
 def approach_duration(dq, speed, accel, minimum=0.0):
