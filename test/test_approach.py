@@ -185,3 +185,23 @@ def test_closure_through_the_task_joints_is_refused():
 
     with pytest.raises(ConfigError, match='approach.enabled'):
         ControllerCore(load_robot('five_bar', {'approach.enabled': True}))
+
+
+def test_steps_during_the_approach_report_the_task_rows_and_refuse_a_bad_state():
+    """During the approach a step's rows are the task's (a log keeps one shape), the effort is the approach
+    law's, and a non-finite state gives the safe effort with the task's row count, as without the approach."""
+    from uk_controller.control.controller import ControllerCore
+    from uk_controller.robots import load_robot
+
+    setup = load_robot(
+        'planar_3r',
+        {'approach.enabled': True, 'robot.initial_position': [1.2, -1.8, 0.4], 'robot.initial_velocity': [0.0] * 3},
+    )
+    ctrl = ControllerCore(setup)
+    q, qd = np.array(setup.q0), np.zeros(3)
+    res = ctrl.step(q, qd, 0.0)
+    assert ctrl.in_approach and res.ok
+    assert res.phi.shape == (setup.servo.m,)
+    np.testing.assert_allclose(res.effort, ctrl.approach.joint.step(q, qd, 0.0).effort, atol=1e-12)
+    bad = ctrl.step(np.full(3, np.nan), qd, 0.001)
+    assert not bad.ok and bad.phi.shape == (setup.servo.m,) and (bad.effort == 0.0).all()

@@ -363,8 +363,8 @@ class Approach:
         core = self._core
         task = task_step(q, qd, max(float(t), core.t0))
         joint = self.joint.step(q, qd, t)
-        if not joint.ok:
-            return joint if not task.ok else _with_effort(task, joint, joint.effort, core.effort_limits)
+        if not joint.ok:  # the approach's safe effort, reported on the task's rows (the log's shape)
+            return task if not task.ok else _with_effort(task, joint, joint.effort, core.effort_limits)
         if not task.ok:  # the task rows refused (e.g. a singular start): the approach effort, task fields NaN
             return _with_effort(task, joint, joint.effort, core.effort_limits, ok=True)
         effort = joint.effort if w == 0.0 else (1.0 - w) * joint.effort + w * task.effort
