@@ -23,6 +23,11 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
    never yields NaN: the configured safe effort (zero or hold) is returned with
    the reason.
 
+With ``approach.enabled`` (:mod:`uk_controller.control.approach`) the first steps follow a joint-space
+approach to an inverse-kinematics solution of the task, solved once at construction, by a second
+ControllerCore on joint rows, and blend its effort into this one's; :meth:`ControllerCore.step` and
+``step_view`` go through it until the hand-over ends (``in_approach``), and the task's clock starts there.
+
 Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``):
 
 - :class:`CompiledBackend` ``'compiled'``: steps 1-3 in one compiled call. With the packed form
@@ -493,6 +498,7 @@ class ControllerCore:
     ``backend`` ('auto', 'compiled', 'reference', 'general'; module docstring) is chosen here once:
     'auto' = compiled when every row has a compiled form and numba is installed, else reference, and
     general whenever ``pinv`` is not 'svd'. The chosen object is :attr:`backend` (``backend.name``).
+    ``_approach=False`` builds it without the joint-space approach (the approach's own controller).
     """
 
     def __init__(self, setup, *, backend='auto', _approach=True):
