@@ -8,6 +8,7 @@ holds still, so this is the null-space speed), largest count of step-to-step sig
 its limit, median control step [us]. A summary line per arm follows.
 
     PYTHONPATH=. python scripts/arm_starts_table.py [--arms ur5,panda] [--seeds 5] [--duration 4] [--jobs 2]
+        [--no-approach]
 """
 
 import argparse
@@ -21,9 +22,9 @@ import arm_starts  # noqa: E402
 
 
 def _one(args):
-    arm, seed, task, duration = args
+    arm, seed, task, duration, approach = args
     try:
-        return arm_starts.run_case(arm, seed, task, duration=duration)
+        return arm_starts.run_case(arm, seed, task, duration=duration, approach=approach)
     except Exception as exc:  # noqa: BLE001 - a case that cannot run is a row of the table
         return (arm, seed, task, f'{type(exc).__name__}: {exc}')
 
@@ -84,9 +85,16 @@ def main(argv=None):
     ap.add_argument('--tasks', default=','.join(arm_starts.TASKS))
     ap.add_argument('--duration', type=float, default=4.0)
     ap.add_argument('--jobs', type=int, default=1)
+    ap.add_argument(
+        '--no-approach',
+        action='store_true',
+        help='without approach.enabled: the task law alone from the start (the setups set it by default)',
+    )
     a = ap.parse_args(argv)
     arms = a.arms.split(',')
-    jobs = [(arm, s, t, a.duration) for arm in arms for s in range(a.seeds) for t in a.tasks.split(',')]
+    jobs = [
+        (arm, s, t, a.duration, not a.no_approach) for arm in arms for s in range(a.seeds) for t in a.tasks.split(',')
+    ]
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
             results = list(ex.map(_one, jobs))

@@ -9,6 +9,10 @@ still at a target:
 - ``position``: ``frame_position`` (3 rows), ``hold`` at a target point;
 - ``pose``: ``frame_position`` + ``frame_orientation`` (``mode: so3``), both ``hold``.
 
+Every setup sets ``approach.enabled`` (:data:`APPROACH`): the controller solves the bounded inverse kinematics of
+the target once, moves there in joint space within the speed limits and hands over to the task rows
+(uk_controller/control/approach.py), as a user would for a target the task descent alone may stop short of.
+
 Targets are reachable within the limits by construction: the tool pose at another configuration drawn
 inside the same shrunk limits, accepted when its point is at most :data:`MAX_DISTANCE` (0.3 m) from the
 start's tool point (any attitude change, which is at most pi by definition of the so3 distance). One
@@ -47,6 +51,9 @@ PI_SEED = 0
 #: the task counts as converged when its error norm stays below this (metres and radians mixed, as
 #: ``uk-controller simulate``'s settling time)
 TOL = 1e-3
+#: the setups reach their target in joint space first (``approach.enabled``): the task descent alone stops short
+#: of some targets against a joint limit or a singularity, though they are reachable inside the limits
+APPROACH = True
 
 #: name -> (URDF under robots/, tool frame)
 ARMS = {
@@ -210,9 +217,11 @@ def draw_case(arm, seed, task, *, margin=MARGIN, max_distance=MAX_DISTANCE):
     raise RuntimeError(f'{arm} seed {seed}: no reachable target within {max_distance} m')
 
 
-def setup_yaml(case, *, duration=4.0, name=None):
+def setup_yaml(case, *, duration=4.0, name=None, approach=APPROACH):
     """Text of the setup file (docs/config.md format) for `case`: one actuator per joint, the task held at
-    the target, the repository's usual stabilization (critical, omega 20) and 1 kHz control."""
+    the target, the repository's usual stabilization (critical, omega 20) and 1 kHz control; with `approach`
+    the target is reached in joint space first (``approach.enabled``: bounded inverse kinematics, a re-timed
+    joint-space move, the hand-over to the task rows)."""
     import pinocchio as pin
 
     relative, tool = ARMS[case.arm]
@@ -226,6 +235,7 @@ def setup_yaml(case, *, duration=4.0, name=None):
         case.q0,
         rows,
         simulation=f'duration: {duration!r}',
+        sections='    approach: {enabled: true}\n' if approach else '',
     )
 
 
@@ -318,23 +328,24 @@ def metrics_of(case, res, ctrl, model):
     )
 
 
-def run_yaml(path, duration):
-    """Load a setup file and run it closed loop on the embedded UK plant: (result, controller, model)."""
+def run_yaml(path, duration, overrides=None):
+    """Load a setup file (with dotted `overrides`) and run it closed loop on the embedded UK plant: (result,
+    controller, model)."""
     from uk_controller.control.controller import ControllerCore
     from uk_controller.robots import load_robot
     from uk_controller.sim.closed_loop import simulate
 
-    setup = load_robot(path, {'simulation.duration': duration})
+    setup = load_robot(path, {'simulation.duration': duration, **(overrides or {})})
     ctrl = ControllerCore(setup)
     res = simulate(setup)
     return res, ctrl, setup.model.model
 
 
-def run_case(arm, seed, task, *, duration=4.0, folder=None):
+def run_case(arm, seed, task, *, duration=4.0, folder=None, approach=APPROACH):
     """Draw, write (into `folder` or a temporary folder), run and measure one case: :class:`Metrics`."""
     case = draw_case(arm, seed, task)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(folder or tmp) / f'{arm}_{task}_{seed}.yaml'
-        path.write_text(setup_yaml(case, duration=duration))
+        path.write_text(setup_yaml(case, duration=duration, approach=approach))
         res, ctrl, model = run_yaml(path, duration)
     return metrics_of(case, res, ctrl, model)

@@ -231,6 +231,12 @@ FREE = {
     'constraints.names': ['tool_circle'],
     'constraints.tool_level': None,
 }  # planar_3r without its orientation row: one free direction
+#: planar_3r from a start far from its circle (the elbow bent the other way), reached by the joint-space approach
+APPROACH = {
+    'approach.enabled': True,
+    'robot.initial_position': [1.2, -1.8, 0.4],
+    'robot.initial_velocity': [0.0, 0.0, 0.0],
+}
 DYNAMIXEL = {'hardware.protocol': 'dynamixel'}
 ODRIVE = {'hardware.protocol': 'odrive'}
 CAN_MIT = {'hardware.protocol': 'can_mit'}
@@ -621,6 +627,20 @@ PROBES = {
     ),
     'limits.singular_damping': Probe(
         'scara', {'limits.singular_damping': 1e-3}, lambda b: b.ctrl.joint_limits.singular_damping, 1e-3
+    ),
+    # ------------------------------------------------------------------ approach (planar 3R from a far start)
+    'approach.enabled': Probe('planar_3r', {'approach.enabled': True}, lambda b: b.ctrl.approach is not None, True),
+    'approach.restarts': Probe(
+        'planar_3r', {'approach.restarts': 0}, lambda b: len(b.ctrl.approach.plan.ik.errors), 1, base=APPROACH
+    ),
+    'approach.tolerance': Probe(
+        'planar_3r', {'approach.tolerance': 1e-4}, lambda b: b.ctrl.approach.plan.ik.tolerance, 1e-4, base=APPROACH
+    ),
+    'approach.speed_scale': Probe(
+        'planar_3r', {'approach.speed_scale': 0.25}, lambda b: b.ctrl.approach.plan.duration, None, base=APPROACH
+    ),
+    'approach.blend_time': Probe(
+        'planar_3r', {'approach.blend_time': 0.5}, lambda b: b.ctrl.approach.plan.blend, 0.5, base=APPROACH
     ),
     'internal_force.effort': Probe(
         'five_bar_redundant',

@@ -23,6 +23,11 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
    never yields NaN: the configured safe effort (zero or hold) is returned with
    the reason.
 
+With ``approach.enabled`` (:mod:`uk_controller.control.approach`) the first steps follow a joint-space
+approach to an inverse-kinematics solution of the task, solved once at construction, by a second
+ControllerCore on joint rows, and blend its effort into this one's; :meth:`ControllerCore.step` and
+``step_view`` go through it until the hand-over ends (``in_approach``), and the task's clock starts there.
+
 Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``):
 
 - :class:`CompiledBackend` ``'compiled'``: steps 1-3 in one compiled call. With the packed form
@@ -74,6 +79,7 @@ from ..kernels.packed import PackedStep
 from ..robots.setup import stabilization_gains
 from ..settings.resolve import refuse_fixed
 from ..settings.types import Settings
+from . import approach as _approach_mod
 from . import redundancy as _redundancy
 from .limits import joint_limit_stage
 from .status import Status
@@ -492,9 +498,10 @@ class ControllerCore:
     ``backend`` ('auto', 'compiled', 'reference', 'general'; module docstring) is chosen here once:
     'auto' = compiled when every row has a compiled form and numba is installed, else reference, and
     general whenever ``pinv`` is not 'svd'. The chosen object is :attr:`backend` (``backend.name``).
+    ``_approach=False`` builds it without the joint-space approach (the approach's own controller).
     """
 
-    def __init__(self, setup, *, backend='auto'):
+    def __init__(self, setup, *, backend='auto', _approach=True):
         # every value from the setup's resolved settings (uk_controller.settings.resolve): a variant is a
         # setup resolved with overrides, so the cross-key rules see the values that run
         control = setup.settings.control
@@ -506,8 +513,14 @@ class ControllerCore:
         self.p = setup.actuators.p
         self.passive, self.servo = setup.passive, setup.servo
         self.rcond = float(control.rcond)
-        # the task's null space: posture rows after the task rows (uk_controller.control.redundancy)
-        self.redundancy = _redundancy.build(setup, self.rcond)
+        self.backend_choice = backend
+        # a far target reached in joint space first (uk_controller.control.approach): planned once, here
+        plan = None
+        if _approach and setup.settings.approach.enabled and setup.servo.m:
+            plan = _approach_mod.plan(setup, self.model, joint_limit_stage(setup, float(control.rate)))
+        # the task's null space: posture rows after the task rows (uk_controller.control.redundancy); after an
+        # approach the posture is where it ended (unless posture.reference says otherwise)
+        self.redundancy = _redundancy.build(setup, self.rcond, reference=None if plan is None else plan.q_goal)
         red = self.redundancy
         self.posture_rows = ConstraintStack(red.terms, self.model.n)
         self.servo_all = (
@@ -575,9 +588,35 @@ class ControllerCore:
         self._null_initial = (red.null_motion, red.null_internal)
         self._view = StepView(b, m, self._mp, self.p, posture, None if red.active else self._null_initial)
         self._warm_up()
+        self.approach = None if plan is None else _approach_mod.Approach(self, plan, ControllerCore)
+        if self.approach is not None:  # step and step_view go through the approach until its hand-over ends
+            self.step, self.step_view = self._approach_step, self._approach_step_view  # type: ignore[method-assign]
+
+    def _approach_step(self, q, qd, t):
+        approach = self.approach
+        if approach is None or approach.done:
+            return ControllerCore.step(self, q, qd, t)
+        return approach.step(self._plain_step, q, qd, t)
+
+    def _approach_step_view(self, q, qd, t):
+        approach = self.approach
+        if approach is None or approach.done:
+            return ControllerCore.step_view(self, q, qd, t)
+        return approach.step(self._plain_step, q, qd, t)
+
+    def _plain_step(self, q, qd, t):
+        return ControllerCore.step(self, q, qd, t)
+
+    @property
+    def in_approach(self):
+        """True while the joint-space approach or its hand-over runs (``approach.enabled``): a step then also
+        runs the approach's controller, so a caller's compiled loop must leave these periods to :meth:`step`."""
+        return self.approach is not None and not self.approach.done
 
     #: the Settings applied by :meth:`apply_settings` (None: the setup's own, ``setup.settings``)
     _applied: Settings | None = None
+    #: the joint-space approach (uk_controller.control.approach.Approach), None without ``approach.enabled``
+    approach: _approach_mod.Approach | None = None
 
     @property
     def settings(self) -> Settings:
@@ -697,6 +736,8 @@ class ControllerCore:
         """Restart the trajectory clock at time t0 and forget the held effort."""
         self.t0 = float(t0)
         self._last_effort[:] = 0.0
+        if self.approach is not None:  # the next step starts the approach again from where the robot is
+            self.approach.reset()
 
     def remember_effort(self, effort):
         """Record `effort` as the last good one (what ``safe_effort: hold`` returns), for callers that

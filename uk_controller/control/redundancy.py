@@ -98,12 +98,14 @@ def _vector(values, default, length, file, key):
     return np.asarray(values, dtype=float)
 
 
-def build(setup, rcond=uk.DEFAULT_RCOND):
-    """The :class:`Redundancy` of `setup` from its ``posture`` and ``internal_force`` sections."""
+def build(setup, rcond=uk.DEFAULT_RCOND, reference=None):
+    """The :class:`Redundancy` of `setup` from its ``posture`` and ``internal_force`` sections; `reference`: the
+    posture reference when ``posture.reference`` is not set (default: the start, ``setup.q0``)."""
     posture, internal = setup.settings.posture, setup.settings.internal_force
     model = setup.model
     n, p = model.n, setup.actuators.p
-    q_ref = _vector(posture.reference, setup.q0, n, setup.config_path, 'posture.reference')
+    default = setup.q0 if reference is None else reference
+    q_ref = _vector(posture.reference, default, n, setup.config_path, 'posture.reference')
     target = _vector(internal.effort, None, p, setup.config_path, 'internal_force.effort')
     try:
         motion, free_efforts = null_space_dimensions(setup, setup.q0, setup.qd0, rcond)

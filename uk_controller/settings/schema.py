@@ -464,6 +464,50 @@ _KEYS = [
         'the task matrix (it grows from 0 at limits.singular_threshold as 1 - (s_min / threshold)^2)',
         high=1.0,
     ),
+    # ------------------------------------------------------------------ approach of a far target in joint space
+    _S(
+        'approach.enabled',
+        'bool',
+        False,
+        '',
+        'reach the task from the start in joint space first: the inverse kinematics of the task at its start '
+        'time solved once within the joint position limits, a quintic joint-space move there re-timed within '
+        'the speed and deceleration limits, then a blended hand-over to the task rows (for a target the task '
+        'descent would stop short of, against a joint limit or a singularity)',
+    ),
+    _S(
+        'approach.restarts',
+        'int',
+        8,
+        '',
+        'seeded starts of the inverse kinematics besides the start itself; of the solutions, the one reached '
+        'soonest is taken',
+        low=0,
+        high=1000,
+    ),
+    _pos(
+        'approach.tolerance',
+        1.0e-8,
+        'm or rad',
+        'an inverse kinematics solution holds every task and closure row to this (else the closest one found '
+        'is approached, if closer than the start)',
+        high=1.0,
+    ),
+    _pos(
+        'approach.speed_scale',
+        0.5,
+        '',
+        "fraction of each joint's speed limit and of limits.deceleration the approach peaks at (the rest is "
+        "the servo's room to correct)",
+        high=1.0,
+    ),
+    _nonneg(
+        'approach.blend_time',
+        0.2,
+        's',
+        'the effort is blended from the joint-space approach to the task over this time (0: switched)',
+        high=60.0,
+    ),
     _S(
         'internal_force.effort',
         'floats',

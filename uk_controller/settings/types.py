@@ -190,6 +190,28 @@ class LimitsSettings(Section):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApproachSettings(Section):
+    """Section ``approach`` of a robot setup."""
+
+    #: reach the task from the start in joint space first: the inverse kinematics of the task at its start time solved
+    #: once within the joint position limits, a quintic joint-space move there re-timed within the speed and
+    #: deceleration limits, then a blended hand-over to the task rows (for a target the task descent would stop short
+    #: of, against a joint limit or a singularity)
+    enabled: bool
+    #: seeded starts of the inverse kinematics besides the start itself; of the solutions, the one reached soonest is
+    #: taken
+    restarts: int
+    #: an inverse kinematics solution holds every task and closure row to this (else the closest one found is
+    #: approached, if closer than the start) [m or rad]
+    tolerance: float
+    #: fraction of each joint's speed limit and of limits.deceleration the approach peaks at (the rest is the servo's
+    #: room to correct)
+    speed_scale: float
+    #: the effort is blended from the joint-space approach to the task over this time (0: switched) [s]
+    blend_time: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class InternalForceSettings(Section):
     """Section ``internal_force`` of a robot setup."""
 
@@ -439,6 +461,7 @@ class Settings(Section):
     control: ControlSettings
     posture: PostureSettings
     limits: LimitsSettings
+    approach: ApproachSettings
     internal_force: InternalForceSettings
     simulation: SimulationSettings
     hardware: HardwareSettings
@@ -456,6 +479,7 @@ CLASSES: dict[str, type[Section]] = {
     'control': ControlSettings,
     'posture': PostureSettings,
     'limits': LimitsSettings,
+    'approach': ApproachSettings,
     'internal_force': InternalForceSettings,
     'simulation': SimulationSettings,
     'hardware.dynamixel': HardwareDynamixelSettings,

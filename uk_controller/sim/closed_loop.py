@@ -474,6 +474,10 @@ def simulate(
                         python_periods(k, stop)
                         k = stop
                         continue
+                    if ctrl.in_approach:  # the joint-space approach runs two controllers: ControllerCore.step
+                        python_periods(k, k + 1)
+                        k += 1
+                        continue
                     k0 = k
                     k, code = fast.run(k0, stop, log)
                     if code == compiled_loop.PLANT_STOP:  # logged; the plant's own step raises or gives NaN
