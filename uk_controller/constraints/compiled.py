@@ -92,6 +92,7 @@ class CompiledRows:
         joint_metric=False,
         joint_limits=None,
         dissipation=None,
+        warm_up=True,
     ):
         """Compile; `between` lists ``(column, frame_a or None, frame_b or None, axis)``; `B` the
         constant columns (n, p); `gains` (2, mp + ms) from :func:`uk_controller.core.uk.row_gains`; `secondary`,
@@ -105,7 +106,9 @@ class CompiledRows:
         :class:`uk_controller.core.implicit_dissipation.PeriodDissipation` of the controller (None: the joints'
         damping and friction as sampled, one solve).
         `external_rows`: accept callable terms,
-        `any_order`: a permuted joint order (class docstring)."""
+        `any_order`: a permuted joint order (class docstring). `warm_up` False: the kernel is not run here
+        (:meth:`warm_up` compiles or loads it; a caller that runs the program through another kernel, as
+        :class:`uk_controller.kernels.packed.PackedStep`, skips compiling one it never calls)."""
         from ..core.uk import NULL_RCOND, solver_params
 
         if internal_effort is not None and p > C.MAX_INTERNAL_TARGET:
@@ -349,7 +352,15 @@ class CompiledRows:
         self.kernel = row_kernels.fused_step
         self._rows_kernel = row_kernels.fused_rows
         self._run = self.make_runner()
-        q0, qd0 = model.neutral(), np.zeros(n)
+        if warm_up:
+            self.warm_up()
+        return self
+
+    def warm_up(self):
+        """Run the program once at the model's neutral configuration: compiles the kernel (or loads it from
+        numba's cache) now, so the first control period does not."""
+        model = self.model
+        q0, qd0 = model.neutral(), np.zeros(model.n)
         try:
             self.run(q0, qd0, 0.0)  # compile or load the cache now
         except ValueError:  # a callable row failed here (its step will say so): load the kernel

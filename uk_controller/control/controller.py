@@ -231,6 +231,8 @@ class CompiledBackend(ControllerBackend):
     def __init__(self, core, program):
         self.program = program
         self.packed = PackedStep.build(core.model, program)  # re-points the program's arrays
+        if self.packed is None:  # Pinocchio's pass + the program's own kernel run each step: compile it now
+            program.warm_up()
         super().__init__(core, program.outputs)  # views of the (packed) workspace
         self.dynamics = 'pinocchio' if self.packed is None else 'kernels'
         self.run = (program if self.packed is None else self.packed).make_runner()
@@ -257,6 +259,7 @@ class CompiledBackend(ControllerBackend):
             external_rows=True,
             any_order=True,
             dissipation=core.dissipation,
+            warm_up=False,  # the packed step (or __init__, without one) compiles what the steps call
             **core.solver_options,
         )
         return None if program is None else cls(core, program)

@@ -265,7 +265,9 @@ class UKPlant:
             if self.actuator_matrix is not None and compiled:
                 # closure rows, Baumgarte and the UK acceleration in one compiled call (same equations as
                 # ConstraintStack.evaluate + ServoSolver; None when a row type has no compiled form)
-                self.closure_rows = self.closures.create_data(self.model, gains=self._gains, rcond=closure_rcond)
+                self.closure_rows = self.closures.create_data(
+                    self.model, gains=self._gains, rcond=closure_rcond, warm_up=False
+                )
                 if self.closure_rows is not None:
                     self.tau = self.closure_rows.tau  # B u is written straight into the kernel's input
         if mp == 0 and self.actuator_matrix is not None:
@@ -276,6 +278,10 @@ class UKPlant:
             self.dynamics, self.accel = 'reference', self._accel_reference
         self._u = np.zeros(actuators.p)
         self.backend = self._choose_backend(compiled, backend == 'compiled_stages')
+        if self.closure_rows is not None and not isinstance(self.backend, CompiledPeriod):
+            # the periods call the program's own kernel (_accel_rows): compile it now, not in the first period;
+            # the compiled period runs the same arrays through plant_rk4 and never calls it
+            self.closure_rows.warm_up()
         self.reset(setup.q0, setup.qd0)
 
     def _choose_backend(self, compiled, staged):
@@ -301,8 +307,14 @@ class UKPlant:
         if self.actuator_matrix is not None:
             return self.closure_rows
         B, between = self.setup.actuators.compiled_form()
-        return self.closures.create_data(
-            self.model, p=len(self._u), B=B, between=between, gains=self._gains, rcond=self._closure_rcond
+        return self.closures.create_data(  # run by the compiled loop's own kernel, never by its own (warm_up)
+            self.model,
+            p=len(self._u),
+            B=B,
+            between=between,
+            gains=self._gains,
+            rcond=self._closure_rcond,
+            warm_up=False,
         )
 
     @classmethod
