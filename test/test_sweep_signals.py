@@ -86,14 +86,16 @@ def _stop_and_check(proc, sig, to_group, code):
 
 
 @pytest.mark.slow
-def test_ctrl_c_cancels_the_sweep_and_stops_the_workers(tmp_path):
+def test_ctrl_c_cancels_the_sweep_and_stops_the_workers(tmp_path, robots):
+    robots('planar_3r')  # the workers load its kernels instead of each compiling them
     proc = _start(BIG + ['--jobs', '2', '--out', tmp_path / 'out'], tmp_path)
     proc.out = tmp_path / 'out'
     _stop_and_check(proc, signal.SIGINT, to_group=True, code=130)
 
 
 @pytest.mark.slow
-def test_sigterm_to_the_parent_leaves_no_worker_or_tracker(tmp_path):
+def test_sigterm_to_the_parent_leaves_no_worker_or_tracker(tmp_path, robots):
+    robots('planar_3r')  # the workers load its kernels instead of each compiling them
     proc = _start(BIG + ['--jobs', '2', '--out', tmp_path / 'out'], tmp_path)
     proc.out = tmp_path / 'out'
     _stop_and_check(proc, signal.SIGTERM, to_group=False, code=143)
@@ -193,12 +195,13 @@ def _ray(args, env, timeout=180):
 
 
 @pytest.mark.slow
-def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp_path):
+def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp_path, robots):
     """Defect 11: a local sweep leaves ~/.ray/auth_token; `ray start --head` then enables token auth and
     `--ray auto` (RAY_ADDRESS set) was refused with InvalidAuthToken. A temporary HOME and Ray temp dir
     keep the user's ~/.ray and /tmp/ray out of it; the head listens on 127.0.0.1 only and is stopped by
     ending its own process group (`ray stop` would stop every Ray process of the machine)."""
     pytest.importorskip('ray')
+    robots('planar_3r')  # the sweeps' workers load its kernels instead of each compiling them
     home = tmp_path / 'home'
     home.mkdir()
     temp = tempfile.mkdtemp(prefix='ukray', dir='/tmp')  # short: Ray's socket paths live under it
