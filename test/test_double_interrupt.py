@@ -78,6 +78,34 @@ def test_console_scripts_go_through_the_guarded_entry_points():
         assert callable(getattr(importlib.import_module(module), 'main'))
 
 
+def stop_during_start_up(entry, args, tmp_path, moment, first, gap, second):
+    """Start `entry`, send `first` `moment` s after our first line and `second` (None: nothing) `gap` s
+    later; ``(exit status or None if still running 60 s later, output)``."""
+    proc = start(entry, args, tmp_path)
+    time.sleep(moment)
+    proc.send_signal(first)
+    if second is not None:
+        time.sleep(gap)
+        if proc.poll() is None:
+            proc.send_signal(second)
+    try:
+        output, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return None, proc.communicate()[0]
+    return proc.returncode, output
+
+
+def failure(when, status, output, allowed):
+    """What went wrong with one stop (None: a clean one): still running, an exit status not in `allowed`, or
+    a traceback printed."""
+    if status is None:
+        return f'{when}: still running 60 s later\n{output[-1500:]}'
+    if status not in allowed or 'Traceback' in output or 'KeyboardInterrupt' in output:
+        return f'{when}: exit {status}\n{output[-1500:]}'
+    return None
+
+
 @pytest.mark.ros
 @pytest.mark.slow
 @pytest.mark.parametrize('command', COMMANDS)
@@ -87,21 +115,9 @@ def test_two_sigints_at_any_moment_of_start_up_end_cleanly(command, tmp_path, ro
     failures = []
     for moment in MOMENTS:
         for gap in GAPS:
-            proc = start(entry, args, tmp_path)
-            time.sleep(moment)
-            proc.send_signal(signal.SIGINT)
-            time.sleep(gap)
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-            try:
-                output, _ = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                output, _ = proc.communicate()
-                failures.append(f'{moment} s, {gap * 1e3:.0f} ms apart: still running 60 s later\n{output[-1500:]}')
-                continue
-            if proc.returncode not in allowed or 'Traceback' in output or 'KeyboardInterrupt' in output:
-                failures.append(f'{moment} s, {gap * 1e3:.0f} ms apart: exit {proc.returncode}\n{output[-1500:]}')
+            status, output = stop_during_start_up(entry, args, tmp_path, moment, signal.SIGINT, gap, signal.SIGINT)
+            failures.append(failure(f'{moment} s, {gap * 1e3:.0f} ms apart', status, output, allowed))
+    failures = [f for f in failures if f]
     assert not failures, f'{command}:\n' + '\n'.join(failures)
 
 
@@ -126,23 +142,10 @@ def test_sigterm_stops_like_ctrl_c_at_any_moment_of_start_up(command, tmp_path, 
     failures = []
     for moment in (0.3, 1.0, 3.0):
         for second in (None, signal.SIGINT):
-            proc = start(entry, args, tmp_path)
-            time.sleep(moment)
-            proc.send_signal(signal.SIGTERM)
-            if second is not None:
-                time.sleep(0.02)
-                if proc.poll() is None:
-                    proc.send_signal(second)
-            try:
-                output, _ = proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                output, _ = proc.communicate()
-                failures.append(f'{moment} s: still running 60 s after SIGTERM\n{output[-1500:]}')
-                continue
-            expected = SIGTERM_STATUS[command][second is not None]
-            if proc.returncode not in expected or 'Traceback' in output:
-                failures.append(f'{moment} s, then {second}: exit {proc.returncode}\n{output[-1500:]}')
+            status, output = stop_during_start_up(entry, args, tmp_path, moment, signal.SIGTERM, 0.02, second)
+            allowed = SIGTERM_STATUS[command][second is not None]
+            failures.append(failure(f'{moment} s, then {second}', status, output, allowed))
+    failures = [f for f in failures if f]
     assert not failures, '\n'.join(failures)
 
 

@@ -409,22 +409,9 @@ class GeneralBackend(ControllerBackend):
         M, period = model.M, self._period
         if period is not None:  # the dissipation over the period (core/implicit_dissipation.py): M + dt D
             M = period_mass(M, core.dissipation, out=period[0])
-        res = uk.servo_control(
-            M,
-            self._Q,
-            B,
-            servo.A,
-            bs,
-            rcond=core.rcond,
-            pinv=self.pinv,
-            on_infeasible='report',
-            metric=self.metric,
-            **extra,
-        )
-        if period is not None and core.dissipation.has_friction and np.isfinite(res.qdd).all():
-            # once more with the friction's change up to the speed the first solve asks for
-            self._Q -= friction_change(qd, res.qdd, core.dissipation, *period[1:])
-            res = uk.servo_control(
+
+        def solve():
+            return uk.servo_control(
                 M,
                 self._Q,
                 B,
@@ -436,6 +423,12 @@ class GeneralBackend(ControllerBackend):
                 metric=self.metric,
                 **extra,
             )
+
+        res = solve()
+        if period is not None and core.dissipation.has_friction and np.isfinite(res.qdd).all():
+            # once more with the friction's change up to the speed the first solve asks for
+            self._Q -= friction_change(qd, res.qdd, core.dissipation, *period[1:])
+            res = solve()
         info_null = (res.null_motion, res.null_internal)
         limits = core.effort_limits
         np.greater(np.abs(res.u), limits, out=self.saturated)
