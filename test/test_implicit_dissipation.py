@@ -107,6 +107,11 @@ def _end_speed(I, d, f, u, v0):
         else:  # the speed grows without bound: at most (|u| + f) / I
             far = v0 + direction * (abs(u) + f) / I * DT * 1.01
         return brentq(lambda v: t_of(v) - DT, v0, far, xtol=1e-15, rtol=1e-14)
+    return _radau_end_speed(I, d, f, u, v0, rtol=1e-11, atol=1e-14)
+
+
+def _radau_end_speed(I, d, f, u, v0, rtol, atol):
+    """The same speed after DT by scipy's Radau on ``I v' = u - d v - f tanh(v / v_s)``."""
     from scipy.integrate import solve_ivp
 
     sol = solve_ivp(
@@ -114,16 +119,14 @@ def _end_speed(I, d, f, u, v0):
         (0.0, DT),
         [v0],
         method='Radau',
-        rtol=1e-11,
-        atol=1e-14,
+        rtol=rtol,
+        atol=atol,
     )
     return float(sol.y[0, -1])
 
 
 def test_closed_forms_agree_with_a_numerical_integration():
     """The two closed forms of _end_speed against Radau on the same ODE (the helpers the test below trusts)."""
-    from scipy.integrate import solve_ivp
-
     for I, d, f, u, v0 in (
         (1e-3, 0.0, 1.0, 0.3, 0.0),
         (1e-3, 0.0, 1.0, 1.7, -0.02),
@@ -131,15 +134,8 @@ def test_closed_forms_agree_with_a_numerical_integration():
         (1e-4, 2.0, 0.0, 0.01, 0.0),
         (0.1, 0.5, 0.0, -1.0, 0.3),
     ):
-        sol = solve_ivp(
-            lambda t, v: [(u - d * v[0] - f * math.tanh(v[0] / VS)) / I],
-            (0.0, DT),
-            [v0],
-            method='Radau',
-            rtol=1e-12,
-            atol=1e-15,
-        )
-        assert _end_speed(I, d, f, u, v0) == pytest.approx(sol.y[0, -1], rel=1e-7, abs=1e-12)
+        radau = _radau_end_speed(I, d, f, u, v0, rtol=1e-12, atol=1e-15)
+        assert _end_speed(I, d, f, u, v0) == pytest.approx(radau, rel=1e-7, abs=1e-12)
 
 
 # (I, d, f): the xArm7's last joint (inertia 1e-4, damping 2, friction 1), friction alone, damping alone,
