@@ -374,7 +374,7 @@ def test_loader_rows_match_eqs_19_and_27(loaded):
     m = setup.model
     n = 2 * len(branches)
     rng = np.random.default_rng(17)
-    traj = setup.constraints["end_effector"]["trajectory"]
+    traj = setup.constraints["end_effector"].trajectory
     for _ in range(20):
         q = np.asarray(setup.q0) + rng.uniform(-0.3, 0.3, n)
         qd = rng.uniform(-2.0, 2.0, n)
