@@ -27,7 +27,10 @@ Maps of named items (``actuators.<name>``, ``constraints.<name>``,
 listed in the map's ``names`` list. Keys that exist only for one ``type`` of
 constraint or trajectory carry ``when=('type', (...))``: such a key under an
 item of another type is an error naming the type and its keys (the trajectory keys are declared by the
-table of trajectory types, :func:`trajectory_settings`, so a type added there brings its keys). Only a
+table of trajectory types, :func:`trajectory_settings`, so a type added there brings its keys). A key
+whose default or range differs between types is declared once per group of types, each with its
+default, or ``required=True``: a constraint or trajectory is a typed item, one class per type
+(:data:`TYPED_ITEMS`, :func:`item_keys`; uk_controller/settings/types.py). Only a
 callable constraint's ``params`` is a user-defined map (passed as is to the
 user's function).
 
