@@ -52,7 +52,8 @@ GENERATED from uk_controller/settings/schema.py by ``python -m uk_controller.set
 not edit (test/test_settings_types.py checks that this file is what the schema generates; the rules of
 the types are in uk_controller/settings/generate.py). :func:`uk_controller.settings.resolve.resolve`
 returns a :class:`Settings`; its sections are read by attribute (``settings.control.rate``,
-``settings.ros.loop.window``, ``settings.hardware.items['motor1'].gear_ratio``) and never changed in
+``settings.ros.loop.window``, ``settings.hardware.items['motor1'].gear_ratio``; a constraint is the class
+of its type: ``settings.constraints.items['tool_path'].trajectory.radius``) and never changed in
 place (a changed value is a new ``Settings``: ``resolve`` again with the change as one more override;
 a running consumer takes it through its ``apply_settings``, e.g. ``ControllerCore.apply_settings``).
 """
