@@ -82,11 +82,19 @@ def item_class(path: str, kind: str | None) -> type[Item]:
     type added to its table after types.py was generated, a class with the same fields made now (its
     attributes are right, only mypy and editors do not know it until ``--write-types``)."""
     cls = ITEM_CLASSES.get((path, kind))
-    if cls is None:
-        fields = [(key, Any) for key in S.item_keys(path, kind)]
+    if cls is not None:
+        return cls
+    keys = tuple(S.item_keys(path, kind))
+    if (path, kind, keys) not in _MADE:
         name = ''.join(p.title() for p in str(kind).split('_')) + S.TYPED_ITEMS[path] + 'Settings'
-        cls = dataclasses.make_dataclass(name, fields, bases=(Item,), frozen=True, slots=True, kw_only=True)
-    return cls
+        _MADE[path, kind, keys] = dataclasses.make_dataclass(
+            name, [(key, Any) for key in keys], bases=(Item,), frozen=True, slots=True, kw_only=True
+        )
+    return _MADE[path, kind, keys]
+
+
+#: the classes item_class made for types newer than types.py: (path, type, keys) -> class
+_MADE: dict[tuple, type[Item]] = {}
 
 
 def build_item(path: str, spec: Any, file: Any = None, at: str | None = None) -> Item:
