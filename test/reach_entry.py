@@ -257,7 +257,7 @@ def written_values(batch, key, tmp_path):
 def default_of(dotted):
     """The schema default of a concrete dotted key (None when the schema has none)."""
     setting = S.lookup(dotted)
-    return None if setting is None else getattr(setting, 'default', None)
+    return None if setting is None else plain(getattr(setting, 'default', None))
 
 
 def check_batch(batch, views, tmp_path, where):

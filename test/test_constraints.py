@@ -27,8 +27,9 @@ from uk_controller.constraints import (
     jr_inv_dot,
 )
 from uk_controller.constraints.trajectories import trajectory
-from uk_controller.files.parameter_file import ConfigError, ConfigView
+from uk_controller.files.parameter_file import ConfigError
 from uk_controller.model.robot_model import RobotModel
+from uk_controller.settings.sections import constraint_item
 
 TREE = """<robot name="tree">
  <link name="base"/>
@@ -166,7 +167,7 @@ def _rows(term, model, q, qd, t):
 
 @pytest.mark.parametrize('name', sorted(TERMS))
 def test_rows_against_finite_differences(name, model, user_dir):
-    term = build_term(name, ConfigView(TERMS[name], 'test.yaml', f'constraints.{name}'), model, user_dir)
+    term = build_term(name, constraint_item(name, TERMS[name], 'test.yaml'), model, user_dir)
     rng = np.random.default_rng(zlib.crc32(name.encode()))  # same states every run
     h = 1e-6
     angle_rows = np.zeros(term.m, dtype=bool)
@@ -266,7 +267,8 @@ def test_roles_split_passive_and_servo(model, user_dir):
         'position_zx': TERMS['position_zx'],
         'joint_linear_named': {**TERMS['joint_linear_named'], 'role': 'passive'},
     }
-    passive, servo = build_stacks(ConfigView(cfg, 'x.yaml', 'constraints'), model, user_dir)
+    items = {name: constraint_item(name, cfg[name], 'x.yaml') for name in cfg['names']}
+    passive, servo = build_stacks(cfg['names'], items, model, user_dir, file='x.yaml')
     assert passive.names == ['closure_xy', 'joint_linear_named']
     assert servo.names == ['position_zx']
 
@@ -307,7 +309,7 @@ def test_joint_linear_named_maps_to_q_order(model):
                 'axes': ['x', 'w'],
                 'trajectory': {'type': 'hold', 'value': [0.0, 0.0]},
             },
-            'constraints.c',
+            'constraints.c.axes',
             "'w'",
         ),
         ({'type': 'joint_linear', 'coefficients': [1.0, 1.0]}, 'constraints.c.coefficients', '5 entries'),
@@ -333,6 +335,6 @@ def test_joint_linear_named_maps_to_q_order(model):
 )
 def test_bad_constraint_config_names_file_and_key(model, cfg, key, match):
     with pytest.raises(ConfigError, match=match) as err:
-        build_term('c', ConfigView(cfg, 'robot.yaml', 'constraints.c'), model)
+        build_term('c', constraint_item('c', cfg, 'robot.yaml'), model)
     assert err.value.key == key
     assert err.value.file == 'robot.yaml'

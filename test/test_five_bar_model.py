@@ -374,7 +374,7 @@ def test_loader_rows_match_eqs_19_and_27(loaded):
     m = setup.model
     n = 2 * len(branches)
     rng = np.random.default_rng(17)
-    traj = setup.constraints["end_effector"]["trajectory"]
+    traj = setup.constraints["end_effector"].trajectory
     for _ in range(20):
         q = np.asarray(setup.q0) + rng.uniform(-0.3, 0.3, n)
         qd = rng.uniform(-2.0, 2.0, n)
@@ -390,7 +390,7 @@ def test_loader_rows_match_eqs_19_and_27(loaded):
         A3, b3 = eq27_servo_rows(q, qd, t, n)
         np.testing.assert_allclose(servo.A, A3, atol=1e-13)
         np.testing.assert_allclose(servo.b, b3, atol=1e-12)
-        p_d = np.array(traj["centre"]) + np.array([0.01 * np.cos(t), 0.0])
+        p_d = np.array(traj.centre) + np.array([0.01 * np.cos(t), 0.0])
         np.testing.assert_allclose(servo.phi, tips[0] - p_d, atol=1e-14)
 
 

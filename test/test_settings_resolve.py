@@ -101,11 +101,13 @@ def test_settings_are_immutable():
         settings.control.rate = 1.0
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.control = None
-    with pytest.raises(TypeError):
-        settings.constraints.items['tool_path']['type'] = 'hold'
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.constraints.items['tool_path'].type = 'hold'
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.constraints.items['tool_path'].trajectory.radius = 1.0
     with pytest.raises(TypeError):
         settings.constraints.items.pop('tool_path')
-    assert isinstance(settings.constraints.items['tool_path'], FrozenDict)
+    assert isinstance(settings.constraints.items, FrozenDict)
     assert isinstance(settings.stabilization.omega, tuple)
     with pytest.raises(AttributeError):  # slots: no attribute appears by mistake
         object.__setattr__(settings.control, 'rte', 1.0)

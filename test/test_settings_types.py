@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: unannotated functions too)
 MYPY_TARGETS = (
     'uk_controller/settings',
+    'uk_controller/constraints/stack.py',
+    'uk_controller/constraints/trajectories.py',
     'uk_controller/robots/setup.py',
     'uk_controller/control/controller.py',
     'uk_controller/control/rearm.py',
@@ -95,6 +97,10 @@ def mypy_run(tmp_path_factory):
         'window: float = settings.ros.loop.window\n'
         'ratio: float = settings.hardware.items["motor1"].gear_ratio\n'
         'rate: float = settings.control.rte\n'
+        "item = settings.constraints.items['tool_path']\n"
+        "if item.type == 'frame_position':\n"
+        '    axes: tuple[str, ...] = item.axes\n'
+        '    mode: str = item.mode\n'
     )
     env = {**os.environ, 'PYTHONPATH': str(ROOT)}
     cmd = [sys.executable, '-m', 'mypy', '--config-file', str(ROOT / 'setup.cfg'), '--cache-dir', str(tmp / 'cache')]
@@ -109,13 +115,15 @@ def test_mypy_finds_nothing_in_the_settings_and_their_readers(mypy_run):
     done, probe = mypy_run
     errors = [line for line in done.stdout.splitlines() if ': error:' in line and probe.name not in line]
     assert not errors, done.stdout + done.stderr
-    assert 'Found 1 error in 1 file' in done.stdout, done.stdout + done.stderr
+    assert 'Found 2 errors in 1 file' in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.slow
 def test_mypy_finds_a_misspelled_setting(mypy_run):
     done, probe = mypy_run
     errors = [line for line in done.stdout.splitlines() if ': error:' in line and probe.name in line]
-    assert len(errors) == 1, done.stdout + done.stderr
+    assert len(errors) == 2, done.stdout + done.stderr
     assert f'{probe.name}:7: error: "ControlSettings" has no attribute "rte"' in errors[0]
+    # a constraint item narrowed by its type has that type's keys only (a frame_position row has no mode)
+    assert f'{probe.name}:11: error: "FramePositionConstraintSettings" has no attribute "mode"' in errors[1]
     assert done.returncode == 1

@@ -196,7 +196,7 @@ def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
             return self.origin + self.velocity * tau, self.velocity.copy(), np.zeros(self.dim)
 
     entry = T.TrajectoryType(
-        lambda cv, t0: Ramp(cv.get_floats('origin', length=3), cv.get_floats('velocity', length=3), t0),
+        lambda item: Ramp(item.origin, item.velocity, item.start_time),
         (
             T.Key('origin', 'floats', 'start point', 'm', (('length', 3),)),
             T.Key('velocity', 'floats', 'constant velocity', 'm/s', (('length', 3),)),

@@ -39,6 +39,8 @@ import importlib
 
 #: the constraint types, in the order of docs/config.md
 TYPES = ('frame_position', 'frame_orientation', 'joint_linear', 'joint_polynomial', 'loop_closure', 'callable')
+#: the types whose ``role`` is passive unless the item says servo (the mechanism's own couplings and closures)
+PASSIVE_BY_DEFAULT = ('joint_polynomial', 'loop_closure')
 
 #: exported name -> the module of this package that defines it
 _EXPORTS = {
@@ -64,7 +66,7 @@ _EXPORTS = {
     'Term': 'terms',
     'load_function': 'terms',
 }
-__all__ = sorted(['TYPES', *_EXPORTS])
+__all__ = sorted(['TYPES', 'PASSIVE_BY_DEFAULT', *_EXPORTS])
 
 
 def __getattr__(name):

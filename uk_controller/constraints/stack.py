@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..core.rows import ConstraintRows
-from ..files.parameter_file import ConfigError, ConfigView
-from . import TYPES
+from ..files.parameter_file import ConfigError
+from ..settings.frozen import Item
+from ..settings.sections import constraint_item
+from ..settings.types import ConstraintItem, ConstraintRefinementSettings, TrajectoryItem
 from .terms import (
-    ROLES,
     CallableTerm,
     FrameOrientation,
     FramePosition,
     JointLinear,
     JointPolynomial,
     LoopClosure,
+    Term,
     load_function,
     row_kernels,
 )
+from .trajectories import Hold
 from .trajectories import trajectory as build_trajectory
 
 
@@ -99,134 +104,114 @@ class ConstraintStack:
 # ----------------------------------------------------------------------------- config
 
 
-def _frame(cv, key, model):
-    name = cv.get_str(key)
+def _frame(item, key, name, model):
     if model is not None and not model.has_frame(name):
-        raise cv.error(key, f'unknown frame {name!r}; frames in the URDF: {", ".join(model.frame_names())}')
+        raise item.error(key, f'unknown frame {name!r}; frames in the URDF: {", ".join(model.frame_names())}')
     return name
 
 
-def build_term(name, cv, model=None, base_dir=None):
-    """One constraint term from its config map ``constraints.<name>`` (docs/config.md).
+def _joint_index(item, model, joints):
+    """Model indices of the joint names `joints` of `item`'s ``joints`` key (errors name the key)."""
+    if len(set(joints)) != len(joints):
+        raise item.error('joints', f'entries must be unique, got {list(joints)!r}')
+    if model is None:
+        raise item.error('joints', 'needs a model to map joint names')
+    for jname in joints:
+        if jname not in model.joint_names:
+            raise item.error('joints', f'unknown joint {jname!r}; joints: {model.joint_names}')
+    return [model.joint_index(j) for j in joints]
+
+
+def build_term(
+    name: str, item: ConstraintItem | ConstraintRefinementSettings | Mapping, model=None, base_dir=None
+) -> Term:
+    """One constraint term from its typed item ``constraints.<name>`` (docs/config.md; the classes of
+    uk_controller/settings/types.py, as resolve() gives them), or from a map, which is first checked and
+    made that item (:func:`uk_controller.settings.sections.constraint_item`).
 
     `model` (a RobotModel) is used to check frame and joint names; errors are
     :class:`ConfigError` naming the file and dotted key.
     """
-    if not isinstance(cv, ConfigView):
-        cv = ConfigView(cv, None, f'constraints.{name}')
-    kind = cv.get_str('type', choices=TYPES)
-    role = cv.get_str('role', 'passive' if kind in ('loop_closure', 'joint_polynomial') else 'servo', choices=ROLES)
+    if not isinstance(item, Item):
+        item = constraint_item(name, item)
+    if isinstance(item, ConstraintRefinementSettings):  # refines a closure the description does not declare
+        raise item.error('type', 'required key is missing')
     n = model.n if model is not None else None
+    held_at_start: list[bool] = []
 
-    held_at_start = []
-
-    def traj(key='trajectory', dim=None):
-        section = cv.section(key)
-        if dim is not None and section.raw('type', None) == 'hold' and 'value' not in section:
+    def traj(sub: TrajectoryItem | None, dim: int):
+        assert sub is not None  # a required section (frame rows), or given (joint_linear)
+        if sub.type == 'hold' and sub.value is None:
             held_at_start.append(True)  # `hold` without a value: where the row is at the start
-            return build_trajectory(
-                {'type': 'hold', 'value': [0.0] * dim, 'start_time': section.get_float('start_time', 0.0)}
-            )
-        return build_trajectory(section)
+            return Hold([0.0] * dim, sub.start_time)
+        return build_trajectory(sub)
 
-    def start_held(term):
+    def start_held(term: Term) -> Term:
         term.held_at_start = bool(held_at_start)
         return term
 
     try:
-        if kind == 'frame_position':
-            axes = cv.get_strs('axes', ['x', 'y', 'z'])
-            return start_held(FramePosition(name, _frame(cv, 'frame', model), axes, traj(dim=len(axes)), role))
-        if kind == 'frame_orientation':
-            mode = cv.get_str('mode', 'planar', choices=('planar', 'so3'))
+        if item.type == 'frame_position':
+            frame = _frame(item, 'frame', item.frame, model)
+            return start_held(FramePosition(name, frame, item.axes, traj(item.trajectory, len(item.axes)), item.role))
+        if item.type == 'frame_orientation':
             return start_held(
                 FrameOrientation(
                     name,
-                    _frame(cv, 'frame', model),
-                    traj(dim=3 if mode == 'so3' else 1),
-                    mode,
-                    cv.get_floats('axis', [0.0, 0.0, 1.0], length=3),
-                    cv.get_floats('reference', None, length=3),
-                    cv.get_floats('zero_direction', None, length=3),
-                    role,
+                    _frame(item, 'frame', item.frame, model),
+                    traj(item.trajectory, 3 if item.mode == 'so3' else 1),
+                    item.mode,
+                    item.axis,
+                    item.reference,
+                    item.zero_direction,
+                    item.role,
                 )
             )
-        if kind == 'joint_linear':
-            coeffs = cv.get_floats('coefficients')
-            if 'joints' in cv:
-                joints = cv.get_strs('joints', length=coeffs.size, unique=True)
-                if model is None:
-                    raise cv.error('joints', 'needs a model to map joint names')
-                full = np.zeros(n)
-                for jname, c in zip(joints, coeffs):
-                    if jname not in model.joint_names:
-                        raise cv.error('joints', f'unknown joint {jname!r}; joints: {model.joint_names}')
-                    full[model.joint_index(jname)] = c
+        if item.type == 'joint_linear':
+            coeffs = np.asarray(item.coefficients, dtype=float)
+            if item.joints is not None:
+                if len(item.joints) != coeffs.size:
+                    raise item.error('joints', f'must have {coeffs.size} entries, got {len(item.joints)}')
+                full = np.zeros(n or 0)
+                full[_joint_index(item, model, item.joints)] = coeffs
                 coeffs = full
             elif n is not None and coeffs.size != n:
-                raise cv.error(
+                raise item.error(
                     'coefficients',
                     f'needs {n} entries (one per joint in robot.joints order), got {coeffs.size}; or add a joints list',
                 )
-            if 'value' in cv and 'trajectory' in cv:
-                raise cv.error('value', 'give value or trajectory, not both')
+            if item.value is not None and item.trajectory is not None:
+                raise item.error('value', 'give value or trajectory, not both')
             value = (
-                traj(dim=1)
-                if 'trajectory' in cv
-                else build_trajectory({'type': 'hold', 'value': [cv.get_float('value', 0.0)]})
+                traj(item.trajectory, 1)
+                if item.trajectory is not None
+                else Hold([0.0 if item.value is None else item.value])
             )
-            return start_held(JointLinear(name, coeffs, value, role))
-        if kind == 'joint_polynomial':
-            joints = cv.get_strs('joints', length=2, unique=True)
-            if model is None:
-                raise cv.error('joints', 'needs a model to map joint names')
-            for jname in joints:
-                if jname not in model.joint_names:
-                    raise cv.error('joints', f'unknown joint {jname!r}; joints: {model.joint_names}')
+            return start_held(JointLinear(name, coeffs, value, item.role))
+        if item.type == 'joint_polynomial':
             return JointPolynomial(
-                name,
-                [model.joint_index(j) for j in joints],
-                cv.get_floats('polycoef'),
-                cv.get_floats('reference', [0.0, 0.0], length=2),
-                role,
+                name, _joint_index(item, model, item.joints), item.polycoef, item.reference, item.role
             )
-        if kind == 'loop_closure':
-            frames = cv.get_strs('frames', length=2)
-            if model is not None:
-                for f in frames:
-                    if not model.has_frame(f):
-                        raise cv.error('frames', f'unknown frame {f!r}; frames: {", ".join(model.frame_names())}')
-            mode = cv.get_str('mode', 'position', choices=('position', 'weld'))
-            axes = cv.get_strs('axes', ['x', 'y', 'z'])
-            return LoopClosure(
-                name,
-                frames,
-                axes,
-                mode,
-                cv.get_floats('angle_axis', None, length=3),
-                cv.get_floats('reference', None, length=3),
-                role,
-            )
+        if item.type == 'loop_closure':
+            for f in item.frames:
+                if model is not None and not model.has_frame(f):
+                    raise item.error('frames', f'unknown frame {f!r}; frames: {", ".join(model.frame_names())}')
+            return LoopClosure(name, item.frames, item.axes, item.mode, item.angle_axis, item.reference, item.role)
         # callable
         try:
-            func = load_function(cv.get_str('function'), base_dir)
+            func = load_function(item.function, base_dir)
         except ValueError as exc:
-            raise cv.error('function', str(exc)) from None
-        params = cv.raw('params', {})
-        if not isinstance(params, dict):
-            raise cv.error('params', 'must be a map')
-        rows = cv.get_int('rows', None)
-        order = cv.get_int('order', 2)
+            raise item.error('function', str(exc)) from None
         try:
-            return CallableTerm(name, func, params, rows, order, role, model)
+            return CallableTerm(name, func, item.params.thaw(), item.rows, item.order, item.role, model)
         except ConfigError:
             raise
         except Exception as exc:
-            raise cv.error('function', f'probe call failed: {type(exc).__name__}: {exc}') from None
+            raise item.error('function', f'probe call failed: {type(exc).__name__}: {exc}') from None
     except ConfigError:
         raise
     except ValueError as exc:
-        raise cv.error(None, str(exc)) from None
+        raise item.error(None, str(exc)) from None
 
 
 def hold_where_they_start(stack, model, q0, qd0):
@@ -242,13 +227,22 @@ def hold_where_they_start(stack, model, q0, qd0):
         term.traj.value[:] = term.evaluate(model, q0, qd0, term.traj.start_time).phi
 
 
-def build_stacks(cv, model, base_dir=None):
-    """``(passive, servo)`` ConstraintStacks from the ``constraints`` section (a ConfigView)."""
-    passive, servo = [], []
-    for name, sub in cv.named_items():
-        term = build_term(name, sub, model, base_dir)
+def build_stacks(names, items, model, base_dir=None, *, file=None):
+    """``(passive, servo)`` ConstraintStacks of the constraints `names` (``constraints.names``, evaluation
+    order) from their typed `items` (name -> item: resolve()'s ``constraints.items`` with the description's
+    closures, uk_controller/robots/setup.py); `file` names errors."""
+    passive: list[Term] = []
+    servo: list[Term] = []
+    names = list(names or ())
+    for name in names:
+        item = items.get(name)
+        if item is None:
+            raise ConfigError('required section is missing', file=file, key=f'constraints.{name}')
+        term = build_term(name, item, model, base_dir)
         (passive if term.role == 'passive' else servo).append(term)
-    extra = [k for k in cv.keys() if k != 'names' and k not in cv.get_strs('names', [])]
+    extra = [k for k in items if k not in names]
     if extra:
-        raise cv.error(extra[0], f'constraint {extra[0]!r} is not listed in {cv.key("names")}')
+        raise ConfigError(
+            f'constraint {extra[0]!r} is not listed in constraints.names', file=file, key=f'constraints.{extra[0]}'
+        )
     return ConstraintStack(passive, model.n), ConstraintStack(servo, model.n)

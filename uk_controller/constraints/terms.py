@@ -37,6 +37,9 @@ class Term:
     """One named block of constraint rows. Subclasses implement :meth:`fill`."""
 
     kind = 'term'
+    #: built from a ``hold`` trajectory without ``value``: held where the row is at the start
+    #: (:func:`~uk_controller.constraints.stack.hold_where_they_start`)
+    held_at_start = False
 
     def __init__(self, name, m, role='servo', order=2):
         if role not in ROLES:

@@ -29,10 +29,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from ..files.parameter_file import ConfigError, ConfigView
+from ..files.parameter_file import ConfigError
 from ..kernels.codes import (
     TRAJ_CIRCLE,
     TRAJ_COSINE_RISE,
@@ -42,6 +43,18 @@ from ..kernels.codes import (
     TRAJ_LINE,
     TRAJ_QUINTIC,
 )
+
+if TYPE_CHECKING:  # the generated item classes (uk_controller/settings/types.py; read at run time by attribute)
+    from ..settings.types import (
+        CircleTrajectorySettings,
+        HelixTrajectorySettings,
+        HoldTrajectorySettings,
+        LineTrajectorySettings,
+        ObjectMotionTrajectorySettings,
+        PolynomialTrajectorySettings,
+        SplineTrajectorySettings,
+        TrajectoryItem,
+    )
 
 
 class Trajectory:
@@ -324,28 +337,35 @@ class Components(Trajectory):
 #
 # The table of trajectory types, TYPES: each entry carries its builder and the config keys it reads, so a
 # new type is ONE entry here (docs/architecture.md, "How to add a trajectory type"). The settings schema
-# declares ``constraints.<name>.trajectory.*`` from it (uk_controller.settings.schema), docs/config.md lists it
+# declares ``constraints.<name>.trajectory.*`` from it (uk_controller.settings.schema), resolve() gives each
+# trajectory map as the typed item of its type (``HelixTrajectorySettings``, ...: uk_controller/settings/types.py,
+# generated from this table by ``python -m uk_controller.settings --write-types``), docs/config.md lists it
 # (``--write-docs``), :func:`trajectory` dispatches on it.
 
 
 @dataclass(frozen=True)
 class Key:
     """One config key of a trajectory map as the settings schema declares it: ``name``, value ``type``
-    (a :class:`~uk_controller.settings.setting.Setting` type), one-line ``doc``, ``unit`` and the Setting's range
-    fields in ``limits`` (``(('low', 0.0),)``, ``(('length', 3),)``, ``(('choices', (...)),)``). Types that
-    share a key share one Key object (one row of docs/config.md lists them)."""
+    (a :class:`~uk_controller.settings.setting.Setting` type), one-line ``doc``, ``unit``, the Setting's range
+    fields in ``limits`` (``(('low', 0.0),)``, ``(('length', 3),)``, ``(('choices', (...)),)``), its
+    ``default`` (the value of the typed item's attribute when the map does not give it) and ``required``
+    (the type needs it: a map without it is an error naming the key). Types that share a key share one
+    Key object (one row of docs/config.md lists them)."""
 
     name: str
     type: str
     doc: str
     unit: str = ''
     limits: tuple = ()
+    default: Any = None
+    required: bool = False
 
 
 @dataclass(frozen=True)
 class TrajectoryType:
-    """One trajectory type: ``build(cv, start_time) -> Trajectory`` from its config map (a ConfigView,
-    errors naming the key) and the ``keys`` it reads besides :data:`COMMON_KEYS`."""
+    """One trajectory type: ``build(item) -> Trajectory`` from its typed item (the generated class of the
+    type: its keys are attributes, the defaults filled, ``item.error(key, message)`` a ConfigError naming
+    the file and key) and the ``keys`` it reads besides :data:`COMMON_KEYS`."""
 
     build: Callable
     keys: tuple = ()
@@ -353,102 +373,95 @@ class TrajectoryType:
 
 #: keys of every trajectory map (``type`` itself lists the names of :data:`TYPES`)
 COMMON_KEYS = (
-    Key('start_time', 'float', 'trajectory time of t = 0', 's'),
+    Key('start_time', 'float', 'trajectory time of t = 0', 's', default=0.0),
     Key('components', 'floats', 'indices of the components used'),
 )
-PHASE = Key('phase', 'float', 'phase', 'rad')
-RADIUS = Key('radius', 'float', 'radius', 'm', (('low', 0.0),))
-OMEGA = Key('omega', 'float', 'angular frequency', 'rad/s')
-CENTRE = Key('centre', 'floats', 'centre', 'm')
-AMPLITUDE = Key('amplitude', 'any', 'amplitude (line: number; object_motion: 3 numbers)')
-TIMES = Key('times', 'floats', 'waypoint times', 's')
-WAYPOINTS = Key('waypoints', 'floats', 'waypoints, flat list')
-DIM = Key('dim', 'int', 'components per waypoint', '', (('low', 1),))
+PHASE = Key('phase', 'float', 'phase', 'rad', default=0.0)
+RADIUS = Key('radius', 'float', 'radius', 'm', (('low', 0.0),), required=True)
+OMEGA = Key('omega', 'float', 'angular frequency', 'rad/s', required=True)
+OMEGA_1 = Key('omega', 'float', 'angular frequency', 'rad/s', default=1.0)
+CENTRE = Key('centre', 'floats', 'centre', 'm', required=True)
+TIMES = Key('times', 'floats', 'waypoint times', 's', required=True)
+WAYPOINTS = Key('waypoints', 'floats', 'waypoints, flat list', required=True)
+DIM = Key('dim', 'int', 'components per waypoint (default: from times and waypoints)', '', (('low', 1),))
 SPLINE_BC = ('clamped', 'natural', 'not-a-knot')
 
 
-def _waypoints(cv):
-    times = cv.get_floats('times', min_length=2)
-    flat = cv.get_floats('waypoints')
+def _waypoints(item: PolynomialTrajectorySettings | SplineTrajectorySettings) -> tuple[np.ndarray, np.ndarray]:
+    times = np.asarray(item.times, dtype=float)
+    if times.size < 2:
+        raise item.error('times', f'must have at least 2 entries, got {times.size}')
+    flat = np.asarray(item.waypoints, dtype=float)
     if flat.size % times.size:
-        raise cv.error(
+        raise item.error(
             'waypoints',
             f'{flat.size} numbers do not split into {times.size} waypoints '
             '(write them flat: p0 components, p1 components, ...)',
         )
     dim = flat.size // times.size
-    if 'dim' in cv and cv.get_int('dim') != dim:
-        raise cv.error('dim', f'waypoints give {dim} components per point')
+    if item.dim is not None and item.dim != dim:
+        raise item.error('dim', f'waypoints give {dim} components per point')
     if np.any(np.diff(times) <= 0.0):
-        raise cv.error('times', 'must be strictly increasing')
+        raise item.error('times', 'must be strictly increasing')
     return times, flat.reshape(times.size, dim)
 
 
-def _helix(cv, t0):
-    omega = cv.get_float('omega')
-    if 'pitch' in cv and 'rate' in cv:
-        raise cv.error('pitch', 'give pitch or rate, not both')
-    if 'pitch' in cv:
-        rate = cv.get_float('pitch') * omega / (2.0 * np.pi)
-    else:
-        rate = cv.get_float('rate', 0.0)
-    return Helix(
-        cv.get_float('radius'),
-        omega,
-        cv.get_floats('centre', [0.0, 0.0, 0.0], length=3),
-        rate,
-        cv.get_float('phase', 0.0),
-        t0,
-    )
+def _matching(item: TrajectoryItem, key: str, size: int) -> np.ndarray | None:
+    """Optional key `key` of `item` (a list of numbers) as an array of `size` entries (None when not given)."""
+    value = getattr(item, key)
+    if value is None:
+        return None
+    if len(value) != size:
+        raise item.error(key, f'must have {size} entries, got {len(value)}')
+    return np.asarray(value, dtype=float)
 
 
-def _line(cv, t0):
-    centre = cv.get_floats('centre')
+def _helix(item: HelixTrajectorySettings) -> Helix:
+    if item.pitch is not None and item.rate is not None:
+        raise item.error('pitch', 'give pitch or rate, not both')
+    rate = item.pitch * item.omega / (2.0 * np.pi) if item.pitch is not None else (item.rate or 0.0)
+    return Helix(item.radius, item.omega, item.centre, rate, item.phase, item.start_time)
+
+
+def _line(item: LineTrajectorySettings) -> Line:
+    centre = np.asarray(item.centre, dtype=float)
     return Line(
-        centre,
-        cv.get_float('amplitude'),
-        cv.get_float('omega', 1.0),
-        cv.get_floats('direction', None, length=centre.size),
-        cv.get_float('phase', 0.0),
-        t0,
+        centre, item.amplitude, item.omega, _matching(item, 'direction', centre.size), item.phase, item.start_time
     )
 
 
-def _object_motion(cv, t0):
-    return object_motion(
-        cv.get_float('length', 1.0, positive=True),
-        cv.get_float('omega', 1.0),
-        cv.get_floats('offset', None, length=3),
-        cv.get_floats('amplitude', None, length=3),
-        cv.get_float('phase', 0.0),
-        t0,
-    )
+def _object_motion(item: ObjectMotionTrajectorySettings) -> CosineRise:
+    return object_motion(item.length, item.omega, item.offset, item.amplitude, item.phase, item.start_time)
 
 
-def _circle(cv, t0):
-    centre = cv.get_floats('centre', min_length=2)
+def _circle(item: CircleTrajectorySettings) -> Circle:
+    centre = np.asarray(item.centre, dtype=float)
+    if centre.size < 2:
+        raise item.error('centre', f'must have at least 2 entries, got {centre.size}')
     return Circle(
         centre,
-        cv.get_float('radius', nonnegative=True),
-        cv.get_float('omega'),
-        cv.get_floats('u', None, length=centre.size),
-        cv.get_floats('v', None, length=centre.size),
-        cv.get_float('phase', 0.0),
-        t0,
+        item.radius,
+        item.omega,
+        _matching(item, 'u', centre.size),
+        _matching(item, 'v', centre.size),
+        item.phase,
+        item.start_time,
     )
 
 
-def _polynomial(cv, t0):
-    return Quintic(*_waypoints(cv), t0)
+def _polynomial(item: PolynomialTrajectorySettings) -> Quintic:
+    return Quintic(*_waypoints(item), item.start_time)
 
 
-def _spline(cv, t0):
-    times, points = _waypoints(cv)
-    return Spline(times, points, cv.get_str('bc_type', 'clamped', choices=SPLINE_BC), t0)
+def _spline(item: SplineTrajectorySettings) -> Spline:
+    times, points = _waypoints(item)
+    return Spline(times, points, item.bc_type, item.start_time)
 
 
-def _hold(cv, t0):
-    return Hold(cv.get_floats('value'), t0)
+def _hold(item: HoldTrajectorySettings) -> Hold:
+    if item.value is None:
+        raise item.error('value', 'required key is missing')
+    return Hold(item.value, item.start_time)
 
 
 #: name -> TrajectoryType: the one table of trajectory types (its order is the order of docs/config.md)
@@ -459,31 +472,51 @@ TYPES = {
             PHASE,
             RADIUS,
             OMEGA,
-            CENTRE,
-            Key('rate', 'float', 'axial speed', 'm/s'),
+            Key('centre', 'floats', 'centre', 'm', (('length', 3),), default=(0.0, 0.0, 0.0)),
+            Key('rate', 'float', 'axial speed (default: 0, or from pitch)', 'm/s'),
             Key('pitch', 'float', 'axial advance per turn (instead of rate)', 'm'),
         ),
     ),
     'line': TrajectoryType(
-        _line, (PHASE, OMEGA, CENTRE, Key('direction', 'floats', 'direction of the line'), AMPLITUDE)
+        _line,
+        (
+            PHASE,
+            OMEGA_1,
+            CENTRE,
+            Key('direction', 'floats', 'direction of the line (default: the first axis)'),
+            Key('amplitude', 'float', 'amplitude', 'm', required=True),
+        ),
     ),
     'object_motion': TrajectoryType(
         _object_motion,
         (
             PHASE,
-            OMEGA,
-            AMPLITUDE,
-            Key('length', 'float', 'object length', 'm', (('low', 0.0), ('low_open', True))),
-            Key('offset', 'floats', 'object offset', 'm', (('length', 3),)),
+            OMEGA_1,
+            Key('amplitude', 'floats', 'amplitude (default: 0, length/2, 0)', '', (('length', 3),)),
+            Key('length', 'float', 'object length', 'm', (('low', 0.0), ('low_open', True)), default=1.0),
+            Key('offset', 'floats', 'object offset (default: 1.5 length, 0, 0)', 'm', (('length', 3),)),
         ),
     ),
     'circle': TrajectoryType(
         _circle,
-        (PHASE, RADIUS, OMEGA, CENTRE, Key('u', 'floats', 'first plane axis'), Key('v', 'floats', 'second plane axis')),
+        (
+            PHASE,
+            RADIUS,
+            OMEGA,
+            CENTRE,
+            Key('u', 'floats', 'first plane axis (default: the first axis)'),
+            Key('v', 'floats', 'second plane axis (default: the second axis)'),
+        ),
     ),
     'polynomial': TrajectoryType(_polynomial, (TIMES, WAYPOINTS, DIM)),
     'spline': TrajectoryType(
-        _spline, (TIMES, WAYPOINTS, DIM, Key('bc_type', 'str', 'boundary condition', '', (('choices', SPLINE_BC),)))
+        _spline,
+        (
+            TIMES,
+            WAYPOINTS,
+            DIM,
+            Key('bc_type', 'str', 'boundary condition', '', (('choices', SPLINE_BC),), default='clamped'),
+        ),
     ),
     'hold': TrajectoryType(
         _hold, (Key('value', 'floats', 'held value (frame and joint rows: default where the row is at the start)'),)
@@ -491,25 +524,30 @@ TYPES = {
 }
 
 
-def trajectory(cfg, *, file=None, prefix='trajectory'):
-    """Build a trajectory from its config map (docs/config.md, ``constraints.<name>.trajectory``).
+def trajectory(cfg: Any, *, file: Any = None, prefix: str = 'trajectory') -> Trajectory:
+    """Build a trajectory from its typed item (docs/config.md, ``constraints.<name>.trajectory``), or from a
+    map, which is first checked and made that item as resolve() does
+    (:func:`uk_controller.settings.sections.trajectory_item`; `file` and `prefix` name its keys in errors).
 
     Common keys: ``type`` (one of :data:`TYPES`), ``start_time`` (s, default 0),
     ``components`` (optional list of indices); the type's own keys are its entry's ``keys``. Errors are
     :class:`~uk_controller.files.parameter_file.ConfigError` naming `file` and the dotted key.
     """
-    cv = cfg if isinstance(cfg, ConfigView) else ConfigView(cfg, file, prefix)
-    kind = cv.get_str('type', choices=tuple(TYPES))
-    t0 = cv.get_float('start_time', 0.0)
+    from ..settings.frozen import Item
+    from ..settings.sections import trajectory_item
+
+    item: TrajectoryItem = (
+        cast('TrajectoryItem', cfg) if isinstance(cfg, Item) else trajectory_item(cfg, file=file, at=prefix)
+    )
     try:
-        traj = TYPES[kind].build(cv, t0)
-        if 'components' in cv:
-            comps = cv.get_floats('components')
+        traj: Trajectory = TYPES[item.type].build(item)
+        if item.components is not None:
+            comps = np.asarray(item.components, dtype=float)
             if np.any(comps != np.round(comps)):
-                raise cv.error('components', 'must be integer indices')
+                raise item.error('components', 'must be integer indices')
             traj = Components(traj, comps.astype(int))
     except ConfigError:
         raise
     except ValueError as exc:
-        raise cv.error(None, str(exc)) from None
+        raise item.error(None, str(exc)) from None
     return traj

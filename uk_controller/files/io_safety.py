@@ -78,7 +78,7 @@ def setup_inputs(setup):
     base = Path(setup.config_path).parent if setup.config_path else Path.cwd()
     constraints = setup.constraints
     for spec in constraints.values() if isinstance(constraints, dict) else ():
-        function = spec.get('function') if isinstance(spec, dict) else None
+        function = getattr(spec, 'function', None)  # a callable row's file.py:function
         if isinstance(function, str) and ':' in function:
             module = function.rpartition(':')[0]
             if module.endswith('.py'):

@@ -27,15 +27,23 @@ from ..files.description import (
     urdf_text,
 )
 from ..files.description_extras import DescriptionExtras, ExtrasError, tendon_column, urdf_extras
-from ..files.parameter_file import ConfigError, ConfigView
+from ..files.parameter_file import ConfigError
 from ..files.sdf import FREE_BASE_JOINTS
 from ..model import validity as model_validity
 from ..model.joint_dynamics import JointDynamics
 from ..model.robot_model import ModelError, RobotModel
 from ..paths import missing_file_message, resolve_data_file
-from ..settings.frozen import FrozenDict, freeze, thaw
+from ..settings.frozen import FrozenDict, thaw
 from ..settings.resolve import resolve
-from ..settings.types import ActuatorsSettings, RobotSettings, Settings, StabilizationSettings
+from ..settings.sections import constraint_item
+from ..settings.types import (
+    ActuatorsSettings,
+    ConstraintItem,
+    ConstraintRefinementSettings,
+    RobotSettings,
+    Settings,
+    StabilizationSettings,
+)
 from .actuators import Actuator, ActuatorMap
 
 FREE_BASE_JOINT_NAMES = tuple(name for name, _, _ in FREE_BASE_JOINTS)
@@ -47,8 +55,8 @@ class RobotSetup:
 
     ``joint_names`` is the order of q (``robot.joints``, default URDF order);
     ``actuators.names`` the order of u. ``settings`` is what the setup was built from (typed, immutable;
-    every reader takes its values there); ``constraints`` the constraint maps as built (the file's and
-    the description's closures, read-only).
+    every reader takes its values there); ``constraints`` the typed constraint items the rows were built
+    from (name -> item: the file's and the description's closures, read by attribute).
     """
 
     name: str
@@ -63,7 +71,9 @@ class RobotSetup:
     actuators: ActuatorMap
     stabilization: Baumgarte
     urdf_path: Path | None = None
-    constraints: FrozenDict = field(default_factory=FrozenDict, repr=False)
+    constraints: FrozenDict[str, ConstraintItem | ConstraintRefinementSettings] = field(
+        default_factory=FrozenDict, repr=False
+    )
     extras: DescriptionExtras = field(default_factory=DescriptionExtras, repr=False)
 
     def controller_model(self):
@@ -284,6 +294,27 @@ def _state(values, n, file, key):
     return np.array(values, dtype=float)
 
 
+def _constraint_items(
+    s: Settings, closures: dict, path: Path | None
+) -> tuple[list[str], FrozenDict[str, ConstraintItem | ConstraintRefinementSettings]]:
+    """``(names, items)``: the constraints to build, in evaluation order, and their typed items: the setup
+    file's (resolve()'s ``constraints``) with the closures and couplings the description declares
+    (`closures`, maps) made the same typed items, merged by name (description.merge_closures: a file item
+    of a closure's name refines it with the keys it writes)."""
+    names = list(s.constraints.names or ())
+    items = s.constraints.items
+    if not closures:
+        return names, items
+    written = {'names': names, **{name: item.written() for name, item in items.items()}}
+    merged = merge_closures(written, closures, path)
+    out = {
+        name: items[name] if name in items and name not in closures else constraint_item(name, spec, path)
+        for name, spec in merged.items()
+        if name != 'names'
+    }
+    return list(merged['names']), FrozenDict(out)
+
+
 def setup_from_settings(s: Settings, *, mass_scale: float = 1.0) -> RobotSetup:
     """Build a :class:`RobotSetup` from resolved :class:`~uk_controller.settings.resolve.Settings`."""
     path = s.file
@@ -295,23 +326,17 @@ def setup_from_settings(s: Settings, *, mass_scale: float = 1.0) -> RobotSetup:
     model, closures, extras = load_description(rob, path, joints, gravity, mass_scale)
     _joint_dynamics(rob, model, extras, path)
     urdf_path = model.source
-    constraints = thaw(s.constraints.items)
-    if s.constraints.names is not None:
-        constraints = {'names': list(s.constraints.names), **constraints}
-    if closures:
-        # closures and couplings read from the description join the YAML's constraints (description.merge_closures)
-        constraints = merge_closures(constraints or None, closures, path)
+    names, constraints = _constraint_items(s, closures, path)
     model.name = rob.name
     n = model.n
     q0 = _state(rob.initial_position, n, path, 'robot.initial_position')
     qd0 = _state(rob.initial_velocity, n, path, 'robot.initial_velocity')
     actuators = _actuators(s.actuators, model, extras, path)
     base_dir = Path(path).parent if path else None
-    passive, servo = build_stacks(ConfigView(constraints, path, 'constraints'), model, base_dir)
+    passive, servo = build_stacks(names, constraints, model, base_dir, file=path)
     for stack in (passive, servo):  # `hold` rows without a value: where they start
         hold_where_they_start(stack, model, q0, qd0)
     stabilization = stabilization_gains(s.stabilization, path)
-    frozen = FrozenDict((k, v) for k, v in freeze(constraints or {}).items() if k != 'names')
     return RobotSetup(
         name=rob.name,
         settings=s,
@@ -325,7 +350,7 @@ def setup_from_settings(s: Settings, *, mass_scale: float = 1.0) -> RobotSetup:
         actuators=actuators,
         stabilization=stabilization,
         urdf_path=urdf_path,
-        constraints=frozen,
+        constraints=constraints,
         extras=extras,
     )
 

@@ -13,6 +13,15 @@ The types: a leaf is its checked value (``float``, ``int``, ``bool``, ``str``; a
 default and resolve does not fill it (:data:`~uk_controller.settings.schema.ALWAYS_FILLED`). A map of
 named items is the field ``items`` (name -> the item's section); the ``hardware`` section also has
 ``options`` (protocol section name -> its options as written).
+
+A typed item (:data:`~uk_controller.settings.schema.TYPED_ITEMS`: a constraint, its trajectory), whose keys
+depend on its ``type``, is one class per type (``FramePositionConstraintSettings``,
+``HelixTrajectorySettings``; base :class:`~uk_controller.settings.frozen.Item`): the keys that type reads,
+each with that type's default, ``type`` a ``Literal`` of the type's name (so ``if item.type == 'helix'``
+narrows the union for mypy), a required key (``Setting.required``) without ``| None``. A union alias names
+them all (``ConstraintItem``, ``TrajectoryItem``); :data:`ITEM_CLASSES` maps ``(path, type)`` to the class.
+A constraint written without ``type`` (it refines a closure of the robot description) is
+``ConstraintRefinementSettings``: every constraint key, optional.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import keyword
 import textwrap
 from pathlib import Path
+from typing import Any
 
 from . import schema as S
 
@@ -42,7 +52,8 @@ GENERATED from uk_controller/settings/schema.py by ``python -m uk_controller.set
 not edit (test/test_settings_types.py checks that this file is what the schema generates; the rules of
 the types are in uk_controller/settings/generate.py). :func:`uk_controller.settings.resolve.resolve`
 returns a :class:`Settings`; its sections are read by attribute (``settings.control.rate``,
-``settings.ros.loop.window``, ``settings.hardware.items['motor1'].gear_ratio``) and never changed in
+``settings.ros.loop.window``, ``settings.hardware.items['motor1'].gear_ratio``; a constraint is the class
+of its type: ``settings.constraints.items['tool_path'].trajectory.radius``) and never changed in
 place (a changed value is a new ``Settings``: ``resolve`` again with the change as one more override;
 a running consumer takes it through its ``apply_settings``, e.g. ``ControllerCore.apply_settings``).
 """
@@ -51,9 +62,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from .frozen import FrozenDict, Section
+from .frozen import FrozenDict, Item, Section
 '''
 
 
@@ -96,9 +107,12 @@ def _classes(path: str, node: dict, typed_items: set, out: list, table: list) ->
         item = _classes(f'{path}.<name>', node['<name>'], typed_items, out, table)
         lines += _comment(f'the named items of {path} (name -> section)')
         lines.append(f'    items: FrozenDict[str, {item}]')
-    elif '<name>' in node or path in typed_items:
-        lines += _comment(f'the named items of {path} (name -> its checked keys, read-only)')
-        lines.append('    items: FrozenDict[str, FrozenDict[str, Any]]')
+    elif path in typed_items:
+        item = _item_classes(f'{path}.<name>', out, table)
+        if f'{path}.<name>' in S.REFINES_CLOSURE:
+            item = f'{item} | {_item_class_name(f"{path}.<name>", None)}'
+        lines += _comment(f'the named items of {path} (name -> the item of its type)')
+        lines.append(f'    items: FrozenDict[str, {item}]')
     if path == 'hardware':
         lines += _comment('protocol option section name -> its options as the file writes them')
         lines.append('    options: FrozenDict[str, FrozenDict[str, Any]]')
@@ -107,11 +121,66 @@ def _classes(path: str, node: dict, typed_items: set, out: list, table: list) ->
     return name
 
 
+def _item_class_name(path: str, kind: str | None) -> str:
+    """``('constraints.<name>', 'frame_position')`` -> ``FramePositionConstraintSettings``; `kind` None: the
+    refinement class (``ConstraintRefinementSettings``)."""
+    suffix = S.TYPED_ITEMS[path]
+    head = 'Refinement' if kind is None else ''.join(p.title() for p in kind.replace('-', '_').split('_'))
+    return f'{suffix}{head}Settings' if kind is None else f'{head}{suffix}Settings'
+
+
+def _item_classes(path: str, out: list, table: list) -> str:
+    """Append one class per type of the typed item at `path` (after the classes of its sub-items), and the
+    union alias of them, to `out`; the alias's name."""
+    subs: dict[str, str] = {}
+    kinds: list[str | None] = [*S.item_types(path)]
+    if path in S.REFINES_CLOSURE:
+        kinds.append(None)
+    names = []
+    for kind in kinds:
+        keys = S.item_keys(path, kind)
+        for key, setting in keys.items():
+            if setting.type == 'section' and key not in subs:
+                subs[key] = _item_classes(f'{path}.{key}', out, table)
+        name = _item_class_name(path, kind)
+        lines = ['', '', '@dataclass(frozen=True, slots=True, kw_only=True)', f'class {name}(Item):']
+        if kind is None:
+            lines.append(f'    """Item ``{path}`` without ``type``: refines the closure of the same name that the')
+            lines.append('    robot description declares (which gives the type)."""')
+        else:
+            lines.append(f'    """Item ``{path}`` of type ``{kind}``."""')
+        lines.append('')
+        for key, setting in keys.items():
+            if keyword.iskeyword(key) or not key.isidentifier():
+                raise ValueError(f'setting {path}.{key}: {key!r} cannot be an attribute name')
+            if setting.type == 'section':
+                lines += _comment(setting.doc)
+                optional = kind is None or not setting.required
+                lines.append(f'    {key}: {subs[key]}' + (' | None' if optional else ''))
+                continue
+            lines += _comment(setting.doc + (f' [{setting.unit}]' if setting.unit else ''))
+            if key == 'type':  # the discriminator: `item.type == 'helix'` narrows the union for mypy
+                lines.append(f'    type: Literal[{kind!r}]' if kind is not None else '    type: None')
+                continue
+            base = _ANNOTATION.get(setting.type, 'Any')
+            optional = kind is None or (setting.default is None and not setting.required)
+            lines.append(f'    {key}: {base}' + (' | None' if optional and base != 'Any' else ''))
+        out.extend(lines)
+        table.append(((path, kind), name))
+        if kind is not None:
+            names.append(name)
+    alias = S.TYPED_ITEMS[path] + 'Item'
+    out += ['', '', f'#: an item ``{path}`` of any type', f'{alias} = (']
+    out += [f'    {"| " if i else ""}{name}' for i, name in enumerate(names)]
+    out.append(')')
+    return alias
+
+
 def types_source() -> str:
     """The text of uk_controller/settings/types.py as the schema generates it (ruff-formatted)."""
     tree, typed_items = S.section_tree()
     out: list[str] = [_HEADER.rstrip('\n')]
-    table: list[tuple[str, str]] = []
+    table: list[tuple[Any, str]] = []
     sections = [(part, node) for part, node in tree.items() if isinstance(node, dict)]
     top = [(part, _classes(part, node, typed_items, out, table)) for part, node in sections]
     out += ['', '', '@dataclass(frozen=True, slots=True, kw_only=True)', 'class Settings(Section):']
@@ -123,7 +192,11 @@ def types_source() -> str:
     out.append('    file: Path | None = None')
     out += ['', '', '#: dotted schema path of a map -> its class (uk_controller/settings/sections.py builds them)']
     out.append('CLASSES: dict[str, type[Section]] = {')
-    out += [f'    {path!r}: {name},' for path, name in table]
+    out += [f'    {path!r}: {name},' for path, name in table if isinstance(path, str)]
+    out.append('}')
+    out += ['#: (schema path of a typed item, its type) -> its class (type None: a refinement of a closure)']
+    out.append('ITEM_CLASSES: dict[tuple[str, str | None], type[Item]] = {')
+    out += [f'    {path!r}: {name},' for path, name in table if not isinstance(path, str)]
     out.append('}')
     return '\n'.join(out) + '\n'
 

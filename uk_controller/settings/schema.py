@@ -27,7 +27,10 @@ Maps of named items (``actuators.<name>``, ``constraints.<name>``,
 listed in the map's ``names`` list. Keys that exist only for one ``type`` of
 constraint or trajectory carry ``when=('type', (...))``: such a key under an
 item of another type is an error naming the type and its keys (the trajectory keys are declared by the
-table of trajectory types, :func:`trajectory_settings`, so a type added there brings its keys). Only a
+table of trajectory types, :func:`trajectory_settings`, so a type added there brings its keys). A key
+whose default or range differs between types is declared once per group of types, each with its
+default, or ``required=True``: a constraint or trajectory is a typed item, one class per type
+(:data:`TYPED_ITEMS`, :func:`item_keys`; uk_controller/settings/types.py). Only a
 callable constraint's ``params`` is a user-defined map (passed as is to the
 user's function).
 
@@ -45,11 +48,14 @@ import difflib
 import math
 from typing import Any
 
+from ..constraints import PASSIVE_BY_DEFAULT
+from ..constraints import TYPES as _CONSTRAINT_TYPES
 from ..constraints import trajectories as _trajectories
 from ..core.baumgarte import CONVENTIONS
 from ..files.description import CLOSURE_KEYS, DESCRIPTION_KEYS
 from ..files.parameter_file import ConfigError
 from . import protocols as _protocols
+from .frozen import FrozenDict
 from .setting import NONE, RegistryNames, Setting, check_value, number_ok
 
 #: Largest number of control periods one simulation may run (memory of the log: ~250 B per period).
@@ -90,9 +96,15 @@ def trajectory_settings(types=None):
     same :class:`~uk_controller.constraints.trajectories.Key`) is one Setting with ``when`` listing those types."""
     types = _trajectories.TYPES if types is None else types
     every = ('type', TRAJECTORY_TYPES)  # the common keys: under every type of the table
-    out = [Setting(f'{_TRAJ}.type', 'str', NONE, '', 'trajectory type', choices=TRAJECTORY_TYPES, when=every)]
+    out = [
+        Setting(
+            f'{_TRAJ}.type', 'str', NONE, '', 'trajectory type', choices=TRAJECTORY_TYPES, when=every, required=True
+        )
+    ]
     out += [
-        Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=every, **dict(k.limits))
+        Setting(
+            f'{_TRAJ}.{k.name}', k.type, k.default, k.unit, k.doc, when=every, required=k.required, **dict(k.limits)
+        )
         for k in _trajectories.COMMON_KEYS
     ]
     readers: dict = {}  # Key -> the types that read it, first use first
@@ -100,7 +112,16 @@ def trajectory_settings(types=None):
         for k in entry.keys:
             readers.setdefault(k, []).append(name)
     out += [
-        Setting(f'{_TRAJ}.{k.name}', k.type, NONE, k.unit, k.doc, when=('type', tuple(names)), **dict(k.limits))
+        Setting(
+            f'{_TRAJ}.{k.name}',
+            k.type,
+            k.default,
+            k.unit,
+            k.doc,
+            when=('type', tuple(names)),
+            required=k.required,
+            **dict(k.limits),
+        )
         for k, names in readers.items()
     ]
     return out
@@ -117,6 +138,13 @@ def all_settings():
 
 #: trajectory_settings() of the trajectory table as all_settings() last saw it
 _TRAJ_KEYS: dict[str, Any] = {'types': None, 'settings': []}
+
+
+#: the roles of a constraint item; the types whose rows are passive unless the item says otherwise, the others
+ROLES = ('passive', 'servo')
+_PASSIVE_FIRST = PASSIVE_BY_DEFAULT
+_SERVO_FIRST = tuple(t for t in _CONSTRAINT_TYPES if t not in PASSIVE_BY_DEFAULT)
+FROZEN_EMPTY: FrozenDict = FrozenDict()
 
 
 def _con(key, type_, types, doc, **kw):
@@ -205,53 +233,91 @@ _KEYS = [
     # ------------------------------------------------------------------ constraints
     _S('constraints.names', 'strs', NONE, '', 'constraints, evaluation order'),
     _S('constraints.<name>.type', 'str', NONE, '', 'constraint type', choices=CONSTRAINT_TYPES),
-    _S(
-        'constraints.<name>.role',
+    _con(
+        'role',
         'str',
-        NONE,
-        '',
+        _SERVO_FIRST,
         'passive: closure of the mechanism; servo: task (Chen)',
-        choices=('passive', 'servo'),
+        choices=ROLES,
+        default='servo',
     ),
-    _con('frame', 'str', ('frame_position', 'frame_orientation'), 'frame that follows the task'),
+    _con(
+        'role',
+        'str',
+        _PASSIVE_FIRST,
+        'passive: closure of the mechanism; servo: task (Chen)',
+        choices=ROLES,
+        default='passive',
+    ),
+    _con('frame', 'str', ('frame_position', 'frame_orientation'), 'frame that follows the task', required=True),
     _con(
         'axes',
         'strs',
         ('frame_position', 'loop_closure'),
         'position components (subset of x, y, z)',
         choices=('x', 'y', 'z'),
+        default=('x', 'y', 'z'),
     ),
     _con(
         'mode',
         'str',
-        ('frame_orientation', 'loop_closure'),
-        'orientation: planar | so3; closure: position | weld',
-        choices=('planar', 'so3', 'position', 'weld'),
+        ('frame_orientation',),
+        'planar: one angle about axis; so3: the full attitude',
+        choices=('planar', 'so3'),
+        default='planar',
     ),
-    _con('axis', 'floats', ('frame_orientation',), 'rotation axis of a planar orientation', length=3),
+    _con(
+        'mode',
+        'str',
+        ('loop_closure',),
+        'position: the frames\' origins coincide; weld: and their orientations',
+        choices=('position', 'weld'),
+        default='position',
+    ),
+    _con(
+        'axis',
+        'floats',
+        ('frame_orientation',),
+        'rotation axis of a planar orientation',
+        length=3,
+        default=(0.0, 0.0, 1.0),
+    ),
+    _con('reference', 'floats', ('frame_orientation', 'loop_closure'), 'reference direction', length=3),
     _con(
         'reference',
         'floats',
-        ('frame_orientation', 'loop_closure', 'joint_polynomial'),
-        'reference direction (joint_polynomial: the joints\' reference positions r1, r2)',
+        ('joint_polynomial',),
+        'the joints\' reference positions r1, r2',
+        length=2,
+        default=(0.0, 0.0),
+        unit='rad or m',
     ),
     _con('zero_direction', 'floats', ('frame_orientation',), 'direction of angle zero', length=3),
-    _con('coefficients', 'floats', ('joint_linear',), 'coefficients . q = value'),
+    _con('coefficients', 'floats', ('joint_linear',), 'coefficients . q = value', required=True),
+    _con('joints', 'strs', ('joint_linear',), 'joints the coefficients belong to (default: every joint, in order)'),
+    _con('joints', 'strs', ('joint_polynomial',), '[joint1, joint2]', length=2, required=True),
     _con(
-        'joints',
-        'strs',
-        ('joint_linear', 'joint_polynomial'),
-        'joints the coefficients belong to (joint_polynomial: [joint1, joint2])',
+        'polycoef',
+        'floats',
+        ('joint_polynomial',),
+        'MuJoCo joint equality: q1 - r1 = sum c_k (q2 - r2)^k, k = 0..4',
+        required=True,
     ),
-    _con('polycoef', 'floats', ('joint_polynomial',), 'MuJoCo joint equality: q1 - r1 = sum c_k (q2 - r2)^k, k = 0..4'),
-    _con('value', 'float', ('joint_linear',), 'constant value of coefficients . q', unit='rad or m'),
-    _con('frames', 'strs', ('loop_closure',), 'the two frames that coincide', length=2),
+    _con('value', 'float', ('joint_linear',), 'constant value of coefficients . q (default: 0)', unit='rad or m'),
+    _con('frames', 'strs', ('loop_closure',), 'the two frames that coincide', length=2, required=True),
     _con('angle_axis', 'floats', ('loop_closure',), 'axis of the planar relative angle', length=3),
-    _con('function', 'str', ('callable',), 'package.module:function or file.py:function'),
-    _con('params', 'map', ('callable',), 'user parameters passed to the function (free-form)'),
+    _con('function', 'str', ('callable',), 'package.module:function or file.py:function', required=True),
+    _con('params', 'map', ('callable',), 'user parameters passed to the function (free-form)', default=FROZEN_EMPTY),
     _con('rows', 'int', ('callable',), 'number of rows (default: probed)', low=1),
-    _con('order', 'int', ('callable',), '2 (acceleration rows) or 1 (first-order rows)', low=1, high=2),
-    _con('trajectory', 'section', ('frame_position', 'frame_orientation', 'joint_linear'), 'the desired motion'),
+    _con('order', 'int', ('callable',), '2 (acceleration rows) or 1 (first-order rows)', low=1, high=2, default=2),
+    _con(
+        'trajectory',
+        'section',
+        ('frame_position', 'frame_orientation'),
+        'the desired motion',
+        required=True,
+    ),
+    _con('trajectory', 'section', ('joint_linear',), 'the desired motion (instead of value)'),
     # constraints.<name>.trajectory.* : declared by the table of trajectory types (trajectory_settings)
     # ------------------------------------------------------------------ stabilization
     _S(
@@ -812,25 +878,66 @@ DEFAULT_FROM = {'simulation.rate': 'control.rate', 'hardware.rate': 'control.rat
 ALWAYS_FILLED = (*DEFAULT_FROM, 'robot.name')
 
 
+#: the maps whose keys depend on their ``type`` (the typed items): schema path -> the name their classes end
+#: with (uk_controller/settings/types.py: ``FramePositionConstraintSettings``, ``HelixTrajectorySettings``)
+TYPED_ITEMS = {'constraints.<name>': 'Constraint', 'constraints.<name>.trajectory': 'Trajectory'}
+#: typed items that may be written without a ``type``: they refine the closure of the same name that the
+#: robot description declares (``robot.mjcf``, ``robot.sdf``, a URDF's couplings), whose type they take
+REFINES_CLOSURE = ('constraints.<name>',)
+
+
 def section_tree():
     """``(tree, typed_items)``: the schema as the typed sections see it (uk_controller/settings/types.py).
 
-    ``tree`` is {part: Setting | subtree} of the keys that have no ``when`` (the type-free ones; a named
-    item is the part ``<name>``); ``typed_items`` the set of map paths whose named items have
-    type-dependent keys (``constraints``: kept as read-only maps)."""
+    ``tree`` is {part: Setting | subtree} of the keys that are not under a typed item (:data:`TYPED_ITEMS`;
+    a named item is the part ``<name>``); ``typed_items`` the set of map paths whose named items are typed
+    items (``constraints``: one class per type, :func:`item_keys`)."""
     tree: dict[str, Any] = {}
     typed_items: set[str] = set()
     for s in all_settings():
         parts = s.key.split('.')
-        if s.when or s.type == 'section':
-            if '<name>' in parts:
-                typed_items.add('.'.join(parts[: parts.index('<name>')]))
+        parent = '.'.join(parts[:-1])
+        typed = next((p for p in TYPED_ITEMS if parent == p or parent.startswith(p + '.')), None)
+        if typed is not None:
+            typed_items.add(typed.rsplit('.<name>', 1)[0])
             continue
         node = tree
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = s
     return tree, typed_items
+
+
+def item_types(path):
+    """The type names of the typed item at schema `path` (the ``type`` key's choices, as the table holds them
+    now)."""
+    return tuple(lookup(f'{path}.type').choices)
+
+
+def item_keys(path, kind):
+    """{key: Setting} of the typed item at schema `path` (``constraints.<name>``) of type `kind`, in schema
+    order: the keys without ``when`` and those whose ``when`` lists `kind` (a ``section`` Setting is a typed
+    item of its own, at ``path.key``). `kind` None: every key of the item, the first Setting of each (a
+    refinement, :data:`REFINES_CLOSURE`)."""
+    out: dict[str, Setting] = {}
+    for s in all_settings():
+        parent, _, leaf = s.key.rpartition('.')
+        if parent == path and (kind is None or not s.when or kind in s.when[1]):
+            out.setdefault(leaf, s)
+    return out
+
+
+def check_item(path, spec, file=None, at=None):
+    """Check the map `spec` of a typed item at schema `path` as :func:`check` checks it inside a setup:
+    unknown keys and keys of another type (with a suggestion), types, ranges; `at` is its dotted key in
+    errors (default: `path`)."""
+    _index()
+    node = _TREE
+    for part in path.split('.'):
+        node = node[part]
+    if not isinstance(spec, dict):
+        raise ConfigError(f'must be a map, got {spec!r}', file=file, key=at or path)
+    _walk(spec, node, at or path, {}, file)
 
 
 # ---------------------------------------------------------------------------- the tree
@@ -915,8 +1022,8 @@ def _walk(node, tree, path, root, file):
             if not isinstance(value, dict):
                 raise ConfigError(f'must be a map, got {value!r}', file=file, key=dotted)
             applies = [s for s in _BY_KEY.values() if s.type == 'section' and _same(s.key, dotted)]
-            for s in applies:
-                _applies(s, node, dotted, file)
+            if applies and not any(_applies(s, node, dotted, file, raise_=False) for s in applies):
+                _applies(applies[0], node, dotted, file)  # raises naming the discriminator
             _walk(value, child, dotted, root, file)
             continue
         if value is None:
@@ -1156,7 +1263,8 @@ def markdown_table():
         if s.type == 'section':
             continue
         cond = f' (type {", ".join(s.when[1])})' if s.when and len(s.when[1]) < 7 else ''
-        dflt = '' if s.default is None else f'`{s.default}`'
+        default = list(s.default) if isinstance(s.default, tuple) else s.default
+        dflt = 'required' if s.required else '' if default is None else f'`{default}`'
         accepted = s.range_text() if s.type not in ('map', 'any') else ''
         doc = (s.doc + cond).replace('|', '\\|')
         lines.append(

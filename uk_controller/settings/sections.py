@@ -9,8 +9,12 @@ map at its schema path, key by key as the schema declares them (:func:`~uk_contr
   :class:`~uk_controller.settings.frozen.FrozenDict`);
 - a sub-map of fixed keys (``ros.loop``, ``hardware.dynamixel``) is a nested section;
 - a map of named items (``actuators.<name>``, ``hardware.<name>``) is the field ``items``: name -> the
-  item's section (its defaults filled); items whose keys depend on a ``type`` (``constraints.<name>``,
-  their trajectories) stay checked read-only maps, which the constraint builders read by key.
+  item's section (its defaults filled);
+- an item whose keys depend on its ``type`` (``constraints.<name>``, its ``trajectory``:
+  :data:`~uk_controller.settings.schema.TYPED_ITEMS`) is the class of its type (:func:`build_item`), its
+  type's defaults filled, a required key that is missing an error naming it. The same function makes the
+  closures a robot description declares (uk_controller/robots/setup.py), and :func:`constraint_item` /
+  :func:`trajectory_item` a map written in code, so every item the builders read is one of these classes.
 
 A class whose fields are not the schema's keys (types.py not regenerated after a schema change) is an
 error here, naming the command that regenerates it.
@@ -19,11 +23,13 @@ error here, naming the command that regenerates it.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+from ..files.parameter_file import ConfigError
 from . import schema as S
-from .frozen import FrozenDict, freeze
+from .frozen import FrozenDict, Item, freeze
 from .setting import check_value
-from .types import CLASSES, Section
+from .types import CLASSES, ITEM_CLASSES, ConstraintItem, ConstraintRefinementSettings, Section, TrajectoryItem
 
 
 def _shape():
@@ -47,13 +53,96 @@ def _check_classes(path, node, typed_items):
         want.append('items')
     if path == 'hardware':
         want.append('options')
-    cls = CLASSES.get(path)
-    have = [f.name for f in dataclasses.fields(cls)] if cls is not None else None  # type: ignore[arg-type]
+    _check_fields(path, CLASSES.get(path), want)
+    if path in typed_items:
+        _check_items(f'{path}.<name>')
+
+
+def _check_fields(where, cls, want):
+    have = [f.name for f in dataclasses.fields(cls)] if cls is not None else None
     if have != want:
         raise RuntimeError(
-            f'uk_controller/settings/types.py does not match the schema at {path!r}: '
+            f'uk_controller/settings/types.py does not match the schema at {where!r}: '
             'run python -m uk_controller.settings --write-types'
         )
+
+
+def _check_items(path):
+    kinds = [*S.item_types(path), *((None,) if path in S.REFINES_CLOSURE else ())]
+    for kind in kinds:
+        keys = S.item_keys(path, kind)
+        _check_fields(f'{path} ({kind or "no type"})', ITEM_CLASSES.get((path, kind)), list(keys))
+        for key, setting in keys.items():
+            if setting.type == 'section':
+                _check_items(f'{path}.{key}')
+
+
+def item_class(path: str, kind: str | None) -> type[Item]:
+    """The class of the typed item at schema `path` of type `kind` (uk_controller/settings/types.py); for a
+    type added to its table after types.py was generated, a class with the same fields made now (its
+    attributes are right, only mypy and editors do not know it until ``--write-types``)."""
+    cls = ITEM_CLASSES.get((path, kind))
+    if cls is not None:
+        return cls
+    keys = tuple(S.item_keys(path, kind))
+    if (path, kind, keys) not in _MADE:
+        name = ''.join(p.title() for p in str(kind).split('_')) + S.TYPED_ITEMS[path] + 'Settings'
+        _MADE[path, kind, keys] = dataclasses.make_dataclass(
+            name, [(key, Any) for key in keys], bases=(Item,), frozen=True, slots=True, kw_only=True
+        )
+    return _MADE[path, kind, keys]
+
+
+#: the classes item_class made for types newer than types.py: (path, type, keys) -> class
+_MADE: dict[tuple, type[Item]] = {}
+
+
+def build_item(path: str, spec: Any, file: Any = None, at: str | None = None) -> Item:
+    """The typed item at schema `path` (``constraints.<name>``, ``constraints.<name>.trajectory``) from its
+    checked map `spec`: the class of its ``type``, each key the checked value or that type's default; a
+    required key that is missing is a ConfigError naming `file` and the dotted key (`at`, default `path`).
+    A constraint without ``type`` is a :class:`ConstraintRefinementSettings` (it refines a closure of the
+    robot description, which gives the type)."""
+    at = at or path
+    spec = spec if isinstance(spec, dict) else {}
+    kind = spec.get('type')
+    if kind is None and path not in S.REFINES_CLOSURE:
+        raise ConfigError('required key is missing', file=file, key=f'{at}.type')
+    if kind is not None:
+        kind = check_value(S.lookup(f'{path}.type'), kind, file=file, key=f'{at}.type')
+    values: dict[str, Any] = {}
+    for key, setting in S.item_keys(path, kind).items():
+        raw = spec.get(key)
+        dotted = f'{at}.{key}'
+        if raw is None and setting.required and kind is not None:
+            what = 'section' if setting.type == 'section' else 'key'
+            raise ConfigError(f'required {what} is missing', file=file, key=dotted)
+        if setting.type == 'section':
+            values[key] = None if raw is None else build_item(f'{path}.{key}', raw, file, dotted)
+            continue
+        if raw is None and kind is not None:
+            raw = setting.default
+        values[key] = None if raw is None else freeze(check_value(setting, raw, file=file, key=dotted))
+    given = frozenset(k for k, v in spec.items() if v is not None and k in values)
+    return item_class(path, kind)(**values).placed(file, at, given)
+
+
+def constraint_item(
+    name: str, spec: Any, file: Any = None, at: str | None = None
+) -> ConstraintItem | ConstraintRefinementSettings:
+    """The typed item of the constraint map `spec` (a map written in code, a closure of a description),
+    checked as a setup file's ``constraints.<name>`` is (:func:`~uk_controller.settings.schema.check_item`);
+    errors name `file` and ``constraints.<name>.<key>`` (or `at`)."""
+    at = at or f'constraints.{name}'
+    S.check_item('constraints.<name>', spec, file, at)
+    return build_item('constraints.<name>', spec, file, at)  # type: ignore[return-value]
+
+
+def trajectory_item(spec: Any, file: Any = None, at: str = 'trajectory') -> TrajectoryItem:
+    """The typed item of the trajectory map `spec`, checked as ``constraints.<name>.trajectory`` is; errors
+    name `file` and ``<at>.<key>``."""
+    S.check_item('constraints.<name>.trajectory', spec, file, at)
+    return build_item('constraints.<name>.trajectory', spec, file, at)  # type: ignore[return-value]
 
 
 def _build(path, node, typed_items, tree, file, dotted, names=()):
@@ -85,7 +174,7 @@ def _build(path, node, typed_items, tree, file, dotted, names=()):
             items[item] = (
                 _build(f'{path}.<name>', node['<name>'], typed_items, raw, file, f'{dotted}.{item}')
                 if path not in typed_items
-                else freeze(raw if isinstance(raw, dict) else {})
+                else build_item(f'{path}.<name>', raw, file, f'{dotted}.{item}')
             )
         values['items'] = FrozenDict(items)
     return CLASSES[path](**values)

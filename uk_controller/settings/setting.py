@@ -72,6 +72,8 @@ class Setting:
              implements them
     live     may change while the controller runs (``ros2 param set``)
     when     (sibling key, values): the key exists only when the sibling has one of the values
+    required a key of a typed item (``constraints.<name>``, its ``trajectory``) that the item's type needs:
+             an item of that type without it is an error naming the key
     """
 
     key: str
@@ -87,6 +89,7 @@ class Setting:
     live: bool = False
     when: tuple = ()
     length: int | None = None
+    required: bool = False
 
     def range_text(self):
         """The accepted values in words, e.g. ``(0, 20000] Hz`` or ``one of zero, hold``."""

@@ -4,7 +4,8 @@ GENERATED from uk_controller/settings/schema.py by ``python -m uk_controller.set
 not edit (test/test_settings_types.py checks that this file is what the schema generates; the rules of
 the types are in uk_controller/settings/generate.py). :func:`uk_controller.settings.resolve.resolve`
 returns a :class:`Settings`; its sections are read by attribute (``settings.control.rate``,
-``settings.ros.loop.window``, ``settings.hardware.items['motor1'].gear_ratio``) and never changed in
+``settings.ros.loop.window``, ``settings.hardware.items['motor1'].gear_ratio``; a constraint is the class
+of its type: ``settings.constraints.items['tool_path'].trajectory.radius``) and never changed in
 place (a changed value is a new ``Settings``: ``resolve`` again with the change as one more override;
 a running consumer takes it through its ``apply_settings``, e.g. ``ControllerCore.apply_settings``).
 """
@@ -13,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from .frozen import FrozenDict, Section
+from .frozen import FrozenDict, Item, Section
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,13 +81,335 @@ class ActuatorsSettings(Section):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HelixTrajectorySettings(Item):
+    """Item ``constraints.<name>.trajectory`` of type ``helix``."""
+
+    #: trajectory type
+    type: Literal['helix']
+    #: trajectory time of t = 0 [s]
+    start_time: float
+    #: indices of the components used
+    components: tuple[float, ...] | None
+    #: phase [rad]
+    phase: float
+    #: radius [m]
+    radius: float
+    #: angular frequency [rad/s]
+    omega: float
+    #: centre [m]
+    centre: tuple[float, ...]
+    #: axial speed (default: 0, or from pitch) [m/s]
+    rate: float | None
+    #: axial advance per turn (instead of rate) [m]
+    pitch: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LineTrajectorySettings(Item):
+    """Item ``constraints.<name>.trajectory`` of type ``line``."""
+
+    #: trajectory type
+    type: Literal['line']
+    #: trajectory time of t = 0 [s]
+    start_time: float
+    #: indices of the components used
+    components: tuple[float, ...] | None
+    #: phase [rad]
+    phase: float
+    #: angular frequency [rad/s]
+    omega: float
+    #: centre [m]
+    centre: tuple[float, ...]
+    #: direction of the line (default: the first axis)
+    direction: tuple[float, ...] | None
+    #: amplitude [m]
+    amplitude: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObjectMotionTrajectorySettings(Item):
+    """Item ``constraints.<name>.trajectory`` of type ``object_motion``."""
+
+    #: trajectory type
+    type: Literal['object_motion']
+    #: trajectory time of t = 0 [s]
+    start_time: float
+    #: indices of the components used
+    components: tuple[float, ...] | None
+    #: phase [rad]
+    phase: float
+    #: angular frequency [rad/s]
+    omega: float
+    #: amplitude (default: 0, length/2, 0)
+    amplitude: tuple[float, ...] | None
+    #: object length [m]
+    length: float
+    #: object offset (default: 1.5 length, 0, 0) [m]
+    offset: tuple[float, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CircleTrajectorySettings(Item):
+    """Item ``constraints.<name>.trajectory`` of type ``circle``."""
+
+    #: trajectory type
+    type: Literal['circle']
+    #: trajectory time of t = 0 [s]
+    start_time: float
+    #: indices of the components used
+    components: tuple[float, ...] | None
+    #: phase [rad]
+    phase: float
+    #: radius [m]
+    radius: float
+    #: angular frequency [rad/s]
+    omega: float
+    #: centre [m]
+    centre: tuple[float, ...]
+    #: first plane axis (default: the first axis)
+    u: tuple[float, ...] | None
+    #: second plane axis (default: the second axis)
+    v: tuple[float, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolynomialTrajectorySettings(Item):
+    """Item ``constraints.<name>.trajectory`` of type ``polynomial``."""
+
+    #: trajectory type
+    type: Literal['polynomial']
+    #: trajectory time of t = 0 [s]
+    start_time: float
+    #: indices of the components used
+    components: tuple[float, ...] | None
+    #: waypoint times [s]
+    times: tuple[float, ...]
+    #: waypoints, flat list
+    waypoints: tuple[float, ...]
+    #: components per waypoint (default: from times and waypoints)
+    dim: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SplineTrajectorySettings(Item):
+    """Item ``constraints.<name>.trajectory`` of type ``spline``."""
+
+    #: trajectory type
+    type: Literal['spline']
+    #: trajectory time of t = 0 [s]
+    start_time: float
+    #: indices of the components used
+    components: tuple[float, ...] | None
+    #: waypoint times [s]
+    times: tuple[float, ...]
+    #: waypoints, flat list
+    waypoints: tuple[float, ...]
+    #: components per waypoint (default: from times and waypoints)
+    dim: int | None
+    #: boundary condition
+    bc_type: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HoldTrajectorySettings(Item):
+    """Item ``constraints.<name>.trajectory`` of type ``hold``."""
+
+    #: trajectory type
+    type: Literal['hold']
+    #: trajectory time of t = 0 [s]
+    start_time: float
+    #: indices of the components used
+    components: tuple[float, ...] | None
+    #: held value (frame and joint rows: default where the row is at the start)
+    value: tuple[float, ...] | None
+
+
+#: an item ``constraints.<name>.trajectory`` of any type
+TrajectoryItem = (
+    HelixTrajectorySettings
+    | LineTrajectorySettings
+    | ObjectMotionTrajectorySettings
+    | CircleTrajectorySettings
+    | PolynomialTrajectorySettings
+    | SplineTrajectorySettings
+    | HoldTrajectorySettings
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FramePositionConstraintSettings(Item):
+    """Item ``constraints.<name>`` of type ``frame_position``."""
+
+    #: constraint type
+    type: Literal['frame_position']
+    #: passive: closure of the mechanism; servo: task (Chen)
+    role: str
+    #: frame that follows the task
+    frame: str
+    #: position components (subset of x, y, z)
+    axes: tuple[str, ...]
+    #: the desired motion
+    trajectory: TrajectoryItem
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameOrientationConstraintSettings(Item):
+    """Item ``constraints.<name>`` of type ``frame_orientation``."""
+
+    #: constraint type
+    type: Literal['frame_orientation']
+    #: passive: closure of the mechanism; servo: task (Chen)
+    role: str
+    #: frame that follows the task
+    frame: str
+    #: planar: one angle about axis; so3: the full attitude
+    mode: str
+    #: rotation axis of a planar orientation
+    axis: tuple[float, ...]
+    #: reference direction
+    reference: tuple[float, ...] | None
+    #: direction of angle zero
+    zero_direction: tuple[float, ...] | None
+    #: the desired motion
+    trajectory: TrajectoryItem
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JointLinearConstraintSettings(Item):
+    """Item ``constraints.<name>`` of type ``joint_linear``."""
+
+    #: constraint type
+    type: Literal['joint_linear']
+    #: passive: closure of the mechanism; servo: task (Chen)
+    role: str
+    #: coefficients . q = value
+    coefficients: tuple[float, ...]
+    #: joints the coefficients belong to (default: every joint, in order)
+    joints: tuple[str, ...] | None
+    #: constant value of coefficients . q (default: 0) [rad or m]
+    value: float | None
+    #: the desired motion (instead of value)
+    trajectory: TrajectoryItem | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JointPolynomialConstraintSettings(Item):
+    """Item ``constraints.<name>`` of type ``joint_polynomial``."""
+
+    #: constraint type
+    type: Literal['joint_polynomial']
+    #: passive: closure of the mechanism; servo: task (Chen)
+    role: str
+    #: the joints' reference positions r1, r2 [rad or m]
+    reference: tuple[float, ...]
+    #: [joint1, joint2]
+    joints: tuple[str, ...]
+    #: MuJoCo joint equality: q1 - r1 = sum c_k (q2 - r2)^k, k = 0..4
+    polycoef: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopClosureConstraintSettings(Item):
+    """Item ``constraints.<name>`` of type ``loop_closure``."""
+
+    #: constraint type
+    type: Literal['loop_closure']
+    #: passive: closure of the mechanism; servo: task (Chen)
+    role: str
+    #: position components (subset of x, y, z)
+    axes: tuple[str, ...]
+    #: position: the frames' origins coincide; weld: and their orientations
+    mode: str
+    #: reference direction
+    reference: tuple[float, ...] | None
+    #: the two frames that coincide
+    frames: tuple[str, ...]
+    #: axis of the planar relative angle
+    angle_axis: tuple[float, ...] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallableConstraintSettings(Item):
+    """Item ``constraints.<name>`` of type ``callable``."""
+
+    #: constraint type
+    type: Literal['callable']
+    #: passive: closure of the mechanism; servo: task (Chen)
+    role: str
+    #: package.module:function or file.py:function
+    function: str
+    #: user parameters passed to the function (free-form)
+    params: FrozenDict[str, Any]
+    #: number of rows (default: probed)
+    rows: int | None
+    #: 2 (acceleration rows) or 1 (first-order rows)
+    order: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConstraintRefinementSettings(Item):
+    """Item ``constraints.<name>`` without ``type``: refines the closure of the same name that the
+    robot description declares (which gives the type)."""
+
+    #: constraint type
+    type: None
+    #: passive: closure of the mechanism; servo: task (Chen)
+    role: str | None
+    #: frame that follows the task
+    frame: str | None
+    #: position components (subset of x, y, z)
+    axes: tuple[str, ...] | None
+    #: planar: one angle about axis; so3: the full attitude
+    mode: str | None
+    #: rotation axis of a planar orientation
+    axis: tuple[float, ...] | None
+    #: reference direction
+    reference: tuple[float, ...] | None
+    #: direction of angle zero
+    zero_direction: tuple[float, ...] | None
+    #: coefficients . q = value
+    coefficients: tuple[float, ...] | None
+    #: joints the coefficients belong to (default: every joint, in order)
+    joints: tuple[str, ...] | None
+    #: MuJoCo joint equality: q1 - r1 = sum c_k (q2 - r2)^k, k = 0..4
+    polycoef: tuple[float, ...] | None
+    #: constant value of coefficients . q (default: 0) [rad or m]
+    value: float | None
+    #: the two frames that coincide
+    frames: tuple[str, ...] | None
+    #: axis of the planar relative angle
+    angle_axis: tuple[float, ...] | None
+    #: package.module:function or file.py:function
+    function: str | None
+    #: user parameters passed to the function (free-form)
+    params: FrozenDict[str, Any] | None
+    #: number of rows (default: probed)
+    rows: int | None
+    #: 2 (acceleration rows) or 1 (first-order rows)
+    order: int | None
+    #: the desired motion
+    trajectory: TrajectoryItem | None
+
+
+#: an item ``constraints.<name>`` of any type
+ConstraintItem = (
+    FramePositionConstraintSettings
+    | FrameOrientationConstraintSettings
+    | JointLinearConstraintSettings
+    | JointPolynomialConstraintSettings
+    | LoopClosureConstraintSettings
+    | CallableConstraintSettings
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConstraintsSettings(Section):
     """Section ``constraints`` of a robot setup."""
 
     #: constraints, evaluation order
     names: tuple[str, ...] | None
-    #: the named items of constraints (name -> its checked keys, read-only)
-    items: FrozenDict[str, FrozenDict[str, Any]]
+    #: the named items of constraints (name -> the item of its type)
+    items: FrozenDict[str, ConstraintItem | ConstraintRefinementSettings]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -491,4 +814,21 @@ CLASSES: dict[str, type[Section]] = {
     'ros.loop': RosLoopSettings,
     'ros.overrun': RosOverrunSettings,
     'ros': RosSettings,
+}
+#: (schema path of a typed item, its type) -> its class (type None: a refinement of a closure)
+ITEM_CLASSES: dict[tuple[str, str | None], type[Item]] = {
+    ('constraints.<name>.trajectory', 'helix'): HelixTrajectorySettings,
+    ('constraints.<name>.trajectory', 'line'): LineTrajectorySettings,
+    ('constraints.<name>.trajectory', 'object_motion'): ObjectMotionTrajectorySettings,
+    ('constraints.<name>.trajectory', 'circle'): CircleTrajectorySettings,
+    ('constraints.<name>.trajectory', 'polynomial'): PolynomialTrajectorySettings,
+    ('constraints.<name>.trajectory', 'spline'): SplineTrajectorySettings,
+    ('constraints.<name>.trajectory', 'hold'): HoldTrajectorySettings,
+    ('constraints.<name>', 'frame_position'): FramePositionConstraintSettings,
+    ('constraints.<name>', 'frame_orientation'): FrameOrientationConstraintSettings,
+    ('constraints.<name>', 'joint_linear'): JointLinearConstraintSettings,
+    ('constraints.<name>', 'joint_polynomial'): JointPolynomialConstraintSettings,
+    ('constraints.<name>', 'loop_closure'): LoopClosureConstraintSettings,
+    ('constraints.<name>', 'callable'): CallableConstraintSettings,
+    ('constraints.<name>', None): ConstraintRefinementSettings,
 }

@@ -198,12 +198,12 @@ class MujocoPlant:
         }
         cfg = self.setup.constraints
         for name in self.setup.passive.names:
-            spec_c = cfg.get(name, {}) or {}
-            if spec_c.get('type') != 'loop_closure':
+            spec_c = cfg.get(name)
+            if spec_c is None or spec_c.type != 'loop_closure':
                 self._add_joint_equality(spec, urdf_tree, name, self.setup.passive[name], solref_time)
                 continue
             sites = []
-            for k, frame in enumerate(spec_c['frames']):
+            for k, frame in enumerate(spec_c.frames):
                 body, placement = self._body_of_frame(frame)
                 site = spec.body(body).add_site(name=f'closure_{name}_{k}')
                 site.pos = np.asarray(placement.translation, dtype=float)
@@ -211,7 +211,7 @@ class MujocoPlant:
                 mj.mju_mat2Quat(quat, np.asarray(placement.rotation, dtype=float).reshape(-1))
                 site.quat = quat
                 sites.append(site.name)
-            weld = spec_c.get('mode', 'position') == 'weld'
+            weld = spec_c.mode == 'weld'
             eq = spec.add_equality(
                 type=mj.mjtEq.mjEQ_WELD if weld else mj.mjtEq.mjEQ_CONNECT,
                 objtype=mj.mjtObj.mjOBJ_SITE,

@@ -119,15 +119,15 @@ def task_paths(result, setup):
     cfg = setup.constraints
     for name in setup.servo.names:
         sl = setup.servo.slices[name]
-        spec = cfg.get(name, {}) or {}
-        if spec.get('type') != 'frame_position':
+        spec = cfg.get(name)
+        if spec is None or spec.type != 'frame_position':
             continue
-        axes = list(spec.get('axes', ['x', 'y', 'z']))
+        axes = list(spec.axes)
         idx = ['xyz'.index(a) for a in axes]
         actual = np.zeros((result.t.size, len(idx)))
         for k in range(result.t.size):
             model.compute(result.q[k], result.qd[k])
-            actual[k] = np.asarray(model.frame_position(spec['frame']))[idx]
+            actual[k] = np.asarray(model.frame_position(spec.frame))[idx]
         offset = sl.start
         desired = actual - result.task_error[:, offset : offset + len(idx)]
         paths.append((name, axes, actual, desired))
