@@ -36,7 +36,8 @@ task law alone leaves its linear range at the start. The task rows' Baumgarte te
 ``|kp phi| > kd v`` at the start (``v`` the correction speed, ``stabilization.max_speed``) is approached at
 the capped speed along the local descent, the case a joint limit or a singularity can stop short of; a start
 with every row inside ``|phi| <= kd v / kp`` is the linear error equation's and is left to it. ``auto`` also
-needs the approach to apply: position-level task rows and no closure through the task's joints. The
+needs the approach to apply (position-level task rows and no closure through the task's joints) and the
+inverse kinematics to solve the task within the limits (a target out of reach is left to the task law). The
 decision is made at the planned start ``robot.initial_position`` and made again, with the inverse
 kinematics, from the measured start when that differs (:data:`START_TOLERANCE`;
 ``ControllerCore.prepare``).
@@ -316,6 +317,11 @@ def decide(setup, model, stage, q, speed):
     found = plan(setup, model, stage, q)
     if found is None:
         return None, 'not used: the inverse kinematics found no configuration closer to the target than the start'
+    if mode == 'auto' and not found.ik.converged:  # out of reach: the task law reports it from the start
+        return None, (
+            f'not used: the inverse kinematics found no solution within the limits (residual '
+            f'{found.ik.error:.3g} > approach.tolerance)' + why
+        )
     return found, (
         f'planned: {found.duration:.2f} s to the inverse kinematics solution (residual {found.ik.error:.2g})' + why
     )

@@ -475,8 +475,9 @@ _KEYS = [
         'speed and deceleration limits, then a blended hand-over to the task rows (for a target the task '
         'descent would stop short of, against a joint limit or a singularity). auto: only when some task '
         "row's correction is capped at the measured start (stabilization.max_speed: the start lies outside "
-        'the linear range of the saturated Baumgarte term) and the task is position-level with no closure '
-        'through its joints; on: always (refused where it does not apply); off: never',
+        'the linear range of the saturated Baumgarte term), the task is position-level with no closure '
+        'through its joints and the inverse kinematics solves it within the limits; on: always (refused '
+        'where it does not apply; an unreachable target: its closest point); off: never',
         choices=('auto', 'on', 'off'),
     ),
     _S(
