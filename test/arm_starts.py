@@ -336,7 +336,7 @@ def run_yaml(path, duration, overrides=None):
     from uk_controller.sim.closed_loop import simulate
 
     setup = load_robot(path, {'simulation.duration': duration, **(overrides or {})})
-    ctrl = ControllerCore(setup)
+    ctrl = ControllerCore(setup, _approach=False)  # for its effort limits: simulate plans its own approach
     res = simulate(setup)
     return res, ctrl, setup.model.model
 

@@ -108,28 +108,19 @@ def _case(name, duration, overrides=None):
     return arm_starts.metrics_of(case, res, ctrl, model), res
 
 
-def _planned(name):
-    """The decision of approach.mode's default on the setup file as written: the task error at the start by
-    Pinocchio's own frame placement and the file's gains say whether a row's correction is capped."""
-    from uk_controller.control.controller import ControllerCore
-    from uk_controller.robots import load_robot
-
-    return ControllerCore(load_robot(CASES / f'{name}.yaml'))
-
-
 def test_panda_pose_flip():
     """Tool-down home, attitude target the identity: an so3 error of exactly pi at the start. The default
     (approach.mode auto) reaches it in joint space first: the pi is far outside the linear range."""
-    assert _planned('panda_pose_flip').approach is not None
-    m, _ = _case('panda_pose_flip', DURATION)
+    m, res = _case('panda_pose_flip', DURATION)
+    assert res.settings['approach'].startswith('planned'), res.settings['approach']
     _check(m)
 
 
 def test_xarm7_pose_flip():
     """The same flip on the xArm7 from its tool-down zero posture (singular for the task law: without the
     approach the efforts of joints 2-3 flip between their limits leaving it)."""
-    assert _planned('xarm7_pose_flip').approach is not None
-    m, _ = _case('xarm7_pose_flip', DURATION)
+    m, res = _case('xarm7_pose_flip', DURATION)
+    assert res.settings['approach'].startswith('planned'), res.settings['approach']
     _check(m)
 
 

@@ -359,7 +359,7 @@ def simulate(
     keep_every         with a sink: rows kept in the returned result (1 = all).
     announce           callable(text) told once, before the first period, whether the controller
                        approaches the target in joint space first and why (``approach.mode``;
-                       ``ControllerCore.approach_decision``).
+                       ``ControllerCore.approach_decision``, also ``settings['approach']``).
 
     A plant whose state stops being finite, or whose step raises, ends the run there: the result holds
     the periods before it and ``failure`` says why (the summary's verdict is ``FAILED: ...``).
@@ -595,6 +595,7 @@ def simulate(
     )
     if plant_note:
         result.settings['plant_note'] = plant_note
+    result.settings['approach'] = ctrl.approach_decision
     if streaming:
         result.stats = RunStats.concatenate(stats)
         result.settings['kept_every'] = keep_every
