@@ -186,3 +186,44 @@ def test_a_measured_start_at_the_planned_one_keeps_the_plan():
     ctrl.reset(0.0)
     near = np.array(load_robot('planar_3r').q0)
     assert ctrl.prepare(near).startswith('not used') and ctrl.approach is None and not ctrl.in_approach
+
+
+@pytest.mark.ros
+def test_the_node_plans_from_the_first_joint_state():
+    """The ROS controller node on planar_3r (shipped start on the circle): its first complete joint state puts
+    the arm far away; the node decides and plans from that state before its first step (the approach starts
+    there), and its first efforts are finite and within their limits."""
+    rclpy = pytest.importorskip('rclpy')
+    from rclpy.parameter import Parameter
+
+    from uk_controller.ros.controller_node import ControllerNode
+
+    rclpy.init()
+    node = None
+    try:
+        node = ControllerNode(
+            parameter_overrides=[
+                Parameter('config', value='planar_3r'),
+                Parameter('ros.trigger', value='state'),
+                Parameter('ros.loop.mode', value='timer'),
+            ]
+        )
+        core = node.core
+        assert core.approach is None and not core.prepared
+        far = np.array([1.2, -1.8, 0.4])
+        now = node.now_ns()
+        names = list(core.joint_names)
+        assert node.accept_state(node.merger.match(names), far, np.zeros(3), now, now)
+        assert node.running and core.prepared and core.approach_decision.startswith('planned')
+        assert node.core is core and core.approach is not None
+        np.testing.assert_array_equal(core.approach.plan.q_start, far)
+        node.control(now, now)
+        assert not node.fault and core.in_approach
+        assert core.approach.t_start < math.inf
+        np.testing.assert_allclose(
+            core.approach.joint.step(far, np.zeros(3), core.approach.t_start).phi, 0.0, atol=1e-12
+        )
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
