@@ -142,7 +142,8 @@ def _pose_error(setup, q):
 @pytest.mark.parametrize('first', ['prepare', 'step'])
 def test_a_measured_start_far_from_the_planned_one_is_planned_from(first):
     """planar_3r built at its shipped start A (on the circle: auto plans nothing) and first prepared, or
-    stepped, at B with the elbow bent the other way: the approach starts at B and its goal solves the task
+    re-armed (reset) and stepped, at B with the elbow bent the other way: the approach starts at B and its
+    goal solves the task
     (Pinocchio's frame placement) within approach.tolerance, inside the joint limits; the joint rows run
     from B. The controller's steps stay within the effort limits."""
     from uk_controller.control.controller import ControllerCore
@@ -157,6 +158,9 @@ def test_a_measured_start_far_from_the_planned_one_is_planned_from(first):
     if first == 'prepare':
         text = ctrl.prepare(far)
         assert ctrl.prepared and text.startswith('planned')
+    else:
+        ctrl.reset(0.0)
+        assert not ctrl.prepared and ctrl.in_approach  # the next step checks the start first
     res = ctrl.step(far, qd, 0.0)
     assert res.ok and ctrl.in_approach
     plan = ctrl.approach.plan
@@ -209,7 +213,7 @@ def test_the_node_plans_from_the_first_joint_state():
             ]
         )
         core = node.core
-        assert core.approach is None and not core.prepared
+        assert core.approach is None
         far = np.array([1.2, -1.8, 0.4])
         now = node.now_ns()
         names = list(core.joint_names)

@@ -29,7 +29,8 @@ inverse-kinematics solution of the task by a second ControllerCore on joint rows
 this one's; :meth:`ControllerCore.step` and ``step_view`` go through it until the hand-over ends
 (``in_approach``), and the task's clock starts there. It is decided and planned at construction from
 ``robot.initial_position``, and again from the measured start when that differs
-(:meth:`ControllerCore.prepare`, called by the caller before the first step, else by the first step).
+(:meth:`ControllerCore.prepare`, called by the caller before the first step; after :meth:`ControllerCore.reset`
+-- a run's start, a re-arm -- by the first step otherwise).
 
 Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``):
 
@@ -596,7 +597,9 @@ class ControllerCore:
         self._view = StepView(b, m, self._mp, self.p, posture, None if red.active else self._null_initial)
         self._warm_up()
         self.approach = None if plan is None else _approach_mod.Approach(self, plan, ControllerCore)
-        self.prepared = not self._may_plan
+        # built, the controller starts where it was planned from; reset() (a run's start, a re-arm) has the
+        # next step or prepare() check the start against the one measured
+        self.prepared = True
         self._bind_steps()
 
     def _bind_steps(self):
@@ -610,14 +613,18 @@ class ControllerCore:
 
     def prepare(self, q):
         """Check the start the approach was decided from against the measured start `q` before the first
-        step (and after :meth:`reset`): farther than ``approach.START_TOLERANCE`` on some coordinate, the
-        decision (``approach.mode: auto``) and the inverse kinematics are made again from `q` (the controller
-        is rebuilt: seconds, so a caller with a deadline calls this before its first control period; the first
-        step calls it otherwise). Then the approach's own controller is built from `q`. Returns the
-        decision's text (:attr:`approach_decision`)."""
+        step: farther than ``approach.START_TOLERANCE`` on some coordinate, the decision (``approach.mode:
+        auto``) and the inverse kinematics are made again from `q` (with a plan the controller is rebuilt:
+        seconds, so a caller with a deadline calls this before its first control period; after
+        :meth:`reset` the first step calls it otherwise). Then the approach's own controller is built from
+        `q`. Returns the decision's text (:attr:`approach_decision`)."""
         q = np.array(q, dtype=float)
-        if self.prepared or q.shape != self.planned_start.shape or not np.isfinite(q).all():
-            return self.approach_decision  # a bad state is the step's to refuse
+        if not self._may_plan:
+            return self.approach_decision
+        self.prepared = False  # checked now, whatever came before
+        if q.shape != self.planned_start.shape or not np.isfinite(q).all():
+            self._bind_steps()  # a bad state is the step's to refuse; the next one is checked
+            return self.approach_decision
         if np.abs(q - self.planned_start).max() > _approach_mod.START_TOLERANCE:
             self._replan(q)
         if self.approach is not None:
