@@ -61,8 +61,6 @@ QUINTIC_PEAK_SPEED = 15.0 / 8.0
 QUINTIC_PEAK_ACCEL = 10.0 / math.sqrt(3.0)
 #: a joint counts as one the task depends on when a row's derivative by it exceeds this
 _COLUMN_TOL = 1e-12
-#: approach.mode's choices
-MODES = ('auto', 'on', 'off')
 #: a measured start farther than this from the planned one on some coordinate (rad or m) is planned again
 START_TOLERANCE = 1e-3
 
@@ -489,7 +487,6 @@ def _with_effort(task, lead, effort, limits, ok=None):
 
 
 __all__ = [
-    'MODES',
     'START_TOLERANCE',
     'Approach',
     'ApproachPlan',
