@@ -293,6 +293,8 @@ def decide(setup, model, stage, q, speed):
     if not setup.servo.m:
         return None, 'not used: no task rows'
     q = np.asarray(q, dtype=float)
+    if not np.isfinite(q).all():
+        return None, 'not used: the start is not finite'
     why = ''
     if mode == 'auto':
         reason = not_applicable(setup, model, stage, q)
