@@ -17,7 +17,6 @@ from __future__ import annotations
 import array
 import math
 import sys
-import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -237,10 +236,9 @@ class ControllerNode(Node):
 
     def prepare(self):
         """Decide and plan the joint-space approach from the measured start (ControllerCore.prepare) before
-        the first control step, the trajectory clock held meanwhile; log the decision once."""
-        begin = time.monotonic_ns()
+        the first control step (an approach starts at that step's time and the task's clock at its hand-over);
+        log the decision once."""
         decision = self.core.prepare(self.merger.q)
-        self.start_ns += time.monotonic_ns() - begin
         if self.core.prepared:  # else a non-finite state: the step refuses it, the next state prepares
             self.get_logger().info(f'joint-space approach: {decision}')
 
