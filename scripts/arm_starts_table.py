@@ -8,7 +8,7 @@ holds still, so this is the null-space speed), largest count of step-to-step sig
 its limit, median control step [us]. A summary line per arm follows.
 
     PYTHONPATH=. python scripts/arm_starts_table.py [--arms ur5,panda] [--seeds 5] [--duration 4] [--jobs 2]
-        [--no-approach]
+        [--approach auto|on|off]
 """
 
 import argparse
@@ -86,15 +86,14 @@ def main(argv=None):
     ap.add_argument('--duration', type=float, default=4.0)
     ap.add_argument('--jobs', type=int, default=1)
     ap.add_argument(
-        '--no-approach',
-        action='store_true',
-        help='without approach.enabled: the task law alone from the start (the setups set it by default)',
+        '--approach',
+        choices=('auto', 'on', 'off'),
+        default=None,
+        help='approach.mode the setups write (default: none written, the default auto; off: the task law alone)',
     )
     a = ap.parse_args(argv)
     arms = a.arms.split(',')
-    jobs = [
-        (arm, s, t, a.duration, not a.no_approach) for arm in arms for s in range(a.seeds) for t in a.tasks.split(',')
-    ]
+    jobs = [(arm, s, t, a.duration, a.approach) for arm in arms for s in range(a.seeds) for t in a.tasks.split(',')]
     if a.jobs > 1:
         with ProcessPoolExecutor(a.jobs) as ex:
             results = list(ex.map(_one, jobs))

@@ -9,9 +9,10 @@ still at a target:
 - ``position``: ``frame_position`` (3 rows), ``hold`` at a target point;
 - ``pose``: ``frame_position`` + ``frame_orientation`` (``mode: so3``), both ``hold``.
 
-Every setup sets ``approach.enabled`` (:data:`APPROACH`): the controller solves the bounded inverse kinematics of
-the target once, moves there in joint space within the speed limits and hands over to the task rows
-(uk_controller/control/approach.py), as a user would for a target the task descent alone may stop short of.
+The setups write no ``approach`` section (:data:`APPROACH`): the default ``approach.mode: auto`` solves the
+bounded inverse kinematics of the target, moves there in joint space within the speed limits and hands over
+to the task rows (uk_controller/control/approach.py) where the start lies outside the linear range of the task's
+saturated correction, as every far start here does.
 
 Targets are reachable within the limits by construction: the tool pose at another configuration drawn
 inside the same shrunk limits, accepted when its point is at most :data:`MAX_DISTANCE` (0.3 m) from the
@@ -51,9 +52,9 @@ PI_SEED = 0
 #: the task counts as converged when its error norm stays below this (metres and radians mixed, as
 #: ``uk-controller simulate``'s settling time)
 TOL = 1e-3
-#: the setups reach their target in joint space first (``approach.enabled``): the task descent alone stops short
-#: of some targets against a joint limit or a singularity, though they are reachable inside the limits
-APPROACH = True
+#: the ``approach.mode`` a setup writes (None: no approach section, the default auto): the task descent alone
+#: stops short of some targets against a joint limit or a singularity, though they are reachable inside the limits
+APPROACH = None
 
 #: name -> (URDF under robots/, tool frame)
 ARMS = {
@@ -219,9 +220,8 @@ def draw_case(arm, seed, task, *, margin=MARGIN, max_distance=MAX_DISTANCE):
 
 def setup_yaml(case, *, duration=4.0, name=None, approach=APPROACH):
     """Text of the setup file (docs/config.md format) for `case`: one actuator per joint, the task held at
-    the target, the repository's usual stabilization (critical, omega 20) and 1 kHz control; with `approach`
-    the target is reached in joint space first (``approach.enabled``: bounded inverse kinematics, a re-timed
-    joint-space move, the hand-over to the task rows)."""
+    the target, the repository's usual stabilization (critical, omega 20) and 1 kHz control; `approach` the
+    ``approach.mode`` written ('auto', 'on', 'off'; None: no approach section, the default)."""
     import pinocchio as pin
 
     relative, tool = ARMS[case.arm]
@@ -235,7 +235,7 @@ def setup_yaml(case, *, duration=4.0, name=None, approach=APPROACH):
         case.q0,
         rows,
         simulation=f'duration: {duration!r}',
-        sections='    approach: {enabled: true}\n' if approach else '',
+        sections=f"    approach: {{mode: '{approach}'}}\n" if approach else '',
     )
 
 
@@ -336,7 +336,7 @@ def run_yaml(path, duration, overrides=None):
     from uk_controller.sim.closed_loop import simulate
 
     setup = load_robot(path, {'simulation.duration': duration, **(overrides or {})})
-    ctrl = ControllerCore(setup)
+    ctrl = ControllerCore(setup, _approach=False)  # for its effort limits: simulate plans its own approach
     res = simulate(setup)
     return res, ctrl, setup.model.model
 

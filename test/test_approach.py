@@ -35,7 +35,7 @@ def _controller(case, overrides=None, duration=8.0):
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / 'case.yaml'
-        path.write_text(arm_starts.setup_yaml(case, duration=duration, approach=True))
+        path.write_text(arm_starts.setup_yaml(case, duration=duration, approach='on'))
         setup = load_robot(path, {'simulation.duration': duration, **(overrides or {})})
         return setup, ControllerCore(setup)
 
@@ -156,7 +156,7 @@ def test_a_moving_target_is_approached_at_its_start_and_tracked_from_the_handove
 
     far = [1.2, -1.8, 0.4]
     overrides = {
-        'approach.enabled': True,
+        'approach.mode': 'on',
         'robot.initial_position': far,
         'robot.initial_velocity': [0.0, 0.0, 0.0],
         'simulation.duration': 6.0,
@@ -183,8 +183,8 @@ def test_closure_through_the_task_joints_is_refused():
     from uk_controller.files.parameter_file import ConfigError
     from uk_controller.robots import load_robot
 
-    with pytest.raises(ConfigError, match='approach.enabled'):
-        ControllerCore(load_robot('five_bar', {'approach.enabled': True}))
+    with pytest.raises(ConfigError, match='approach.mode'):
+        ControllerCore(load_robot('five_bar', {'approach.mode': 'on'}))
 
 
 def test_steps_during_the_approach_report_the_task_rows_and_refuse_a_bad_state():
@@ -195,7 +195,7 @@ def test_steps_during_the_approach_report_the_task_rows_and_refuse_a_bad_state()
 
     setup = load_robot(
         'planar_3r',
-        {'approach.enabled': True, 'robot.initial_position': [1.2, -1.8, 0.4], 'robot.initial_velocity': [0.0] * 3},
+        {'approach.mode': 'on', 'robot.initial_position': [1.2, -1.8, 0.4], 'robot.initial_velocity': [0.0] * 3},
     )
     ctrl = ControllerCore(setup)
     q, qd = np.array(setup.q0), np.zeros(3)

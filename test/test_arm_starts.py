@@ -7,9 +7,10 @@ UK plant at 1 kHz for 8 s. Each run must: stay finite; converge (|task error| < 
 to the end); keep every joint at or below its URDF velocity limit and inside its position limits;
 keep efforts within their limits; come to rest (joint speeds < 0.05 rad/s over the last second: the
 task holds still, so what moves is the null space); never flip the sign of an effort at its limit from
-one step to the next (bang-bang). The setups reach the target in joint space first (``approach.enabled``:
-see test/arm_starts.py); without it the task descent ends in a local minimum of the task error against joint
-limits or a singularity on some of these runs (UR5 seed 3 pose, Panda seed 0 pose, SO-101 seed 0 pose and
+one step to the next (bang-bang). The setups are written without an ``approach`` section: the default
+``approach.mode: auto`` reaches these far targets in joint space first (see test/arm_starts.py); without
+it the task descent ends in a local minimum of the task error against joint limits or a singularity on
+some of these runs (UR5 seed 3 pose, Panda seed 0 pose, SO-101 seed 0 pose and
 seed 4 both tasks), though each target is reachable inside the limits. The figures are computed from the
 logged states against the URDF's limits as Pinocchio reads them, independently of the controller's own
 bookkeeping.
@@ -18,8 +19,7 @@ The setup files of test/data/arm_cases/ are the failures a new user meets: a pos
 (Panda and xArm7 from their tool-down postures), an SO-101 circle from a far start, a Z1 pose change of 115 deg; each
 must meet the same criteria
 (the circle: tracked, at rest in its null space is not asked because the task moves; its joint speeds
-stay below the limits and its posture error bounded). The two flips are run as written (the task law
-alone) and with ``approach.enabled``.
+stay below the limits and its posture error bounded). All are run as written, with the defaults.
 """
 
 import math
@@ -108,35 +108,19 @@ def _case(name, duration, overrides=None):
     return arm_starts.metrics_of(case, res, ctrl, model), res
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='converges, within every limit; the posture, a half turn from its '
-    'reference, still moves at 0.1 rad/s in the last second of 8 s',
-)
 def test_panda_pose_flip():
-    """Tool-down home, attitude target the identity: an so3 error of exactly pi at the start."""
-    m, _ = _case('panda_pose_flip', DURATION)
+    """Tool-down home, attitude target the identity: an so3 error of exactly pi at the start. The default
+    (approach.mode auto) reaches it in joint space first: the pi is far outside the linear range."""
+    m, res = _case('panda_pose_flip', DURATION)
+    assert res.settings['approach'].startswith('planned'), res.settings['approach']
     _check(m)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='converges and comes to rest within every limit; leaving its singular tool-down start (task '
-    'matrix condition 1e6-4e8 near 0.05 s) the limit stage\'s accelerations alternate between their bounds '
-    'and joint 3\'s effort flips between its limits a few times',
-)
 def test_xarm7_pose_flip():
-    """The same flip on the xArm7 from its tool-down zero posture."""
-    m, _ = _case('xarm7_pose_flip', DURATION)
-    _check(m)
-
-
-@pytest.mark.parametrize('name', ['panda_pose_flip', 'xarm7_pose_flip'])
-def test_pose_flip_with_the_joint_space_approach(name):
-    """The two flips above with ``approach.enabled``: from the tool-down start in joint space to an inverse
-    kinematics solution of the flipped pose, then the task; every criterion met (no singular start for the
-    task law to leave, the posture where the approach ended)."""
-    m, _ = _case(name, DURATION, {'approach.enabled': True})
+    """The same flip on the xArm7 from its tool-down zero posture (singular for the task law: without the
+    approach the efforts of joints 2-3 flip between their limits leaving it)."""
+    m, res = _case('xarm7_pose_flip', DURATION)
+    assert res.settings['approach'].startswith('planned'), res.settings['approach']
     _check(m)
 
 

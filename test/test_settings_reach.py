@@ -233,7 +233,7 @@ FREE = {
 }  # planar_3r without its orientation row: one free direction
 #: planar_3r from a start far from its circle (the elbow bent the other way), reached by the joint-space approach
 APPROACH = {
-    'approach.enabled': True,
+    'approach.mode': 'on',
     'robot.initial_position': [1.2, -1.8, 0.4],
     'robot.initial_velocity': [0.0, 0.0, 0.0],
 }
@@ -629,7 +629,9 @@ PROBES = {
         'scara', {'limits.singular_damping': 1e-3}, lambda b: b.ctrl.joint_limits.singular_damping, 1e-3
     ),
     # ------------------------------------------------------------------ approach (planar 3R from a far start)
-    'approach.enabled': Probe('planar_3r', {'approach.enabled': True}, lambda b: b.ctrl.approach is not None, True),
+    'approach.mode': Probe(
+        'planar_3r', {'approach.mode': 'off'}, lambda b: b.ctrl.approach is None, True, base=APPROACH
+    ),
     'approach.restarts': Probe(
         'planar_3r', {'approach.restarts': 0}, lambda b: len(b.ctrl.approach.plan.ik.errors), 1, base=APPROACH
     ),

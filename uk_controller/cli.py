@@ -294,6 +294,7 @@ def cmd_simulate(args):
             should_stop=lambda: stop['signal'] is not None or interrupt_requested(),
             sink=stream,
             keep_every=max(1, -(-steps // PLOT_POINTS)),
+            announce=lambda text: print(f'joint-space approach: {text}', file=sys.stderr, flush=True),
         )
     except ConfigError as exc:  # e.g. a plant that cannot load this description (MuJoCo and SDF)
         for sink in sinks:

@@ -29,6 +29,18 @@ joint space:
    efforts within their limits, so their blend is too and the effort has no jump. The task's clock starts
    at the hand-over (a moving target starts where the approach ended). Without ``posture.reference`` the
    posture of the null space is the inverse kinematics' solution, where the arm already is.
+
+When (``approach.mode``, :func:`decide`): ``on`` always, ``off`` never, ``auto`` (the default) only where the
+task law alone leaves its linear range at the start. The task rows' Baumgarte term is saturated
+(:func:`uk_controller.core.baumgarte.correction`): ``kd phi' + kd sat_v(kp phi / kd)``, so a row whose
+``|kp phi| > kd v`` at the start (``v`` the correction speed, ``stabilization.max_speed``) is approached at
+the capped speed along the local descent, the case a joint limit or a singularity can stop short of; a start
+with every row inside ``|phi| <= kd v / kp`` is the linear error equation's and is left to it. ``auto`` also
+needs the approach to apply (position-level task rows and no closure through the task's joints) and the
+inverse kinematics to solve the task within the limits (a target out of reach is left to the task law). The
+decision is made at the planned start ``robot.initial_position`` and made again, with the inverse
+kinematics, from the measured start when that differs (:data:`START_TOLERANCE`;
+``ControllerCore.prepare``).
 """
 
 from __future__ import annotations
@@ -49,6 +61,8 @@ QUINTIC_PEAK_SPEED = 15.0 / 8.0
 QUINTIC_PEAK_ACCEL = 10.0 / math.sqrt(3.0)
 #: a joint counts as one the task depends on when a row's derivative by it exceeds this
 _COLUMN_TOL = 1e-12
+#: a measured start farther than this from the planned one on some coordinate (rad or m) is planned again
+START_TOLERANCE = 1e-3
 
 
 def smoothstep(x):
@@ -226,34 +240,118 @@ def revolute_joints(model):
     )
 
 
-def plan(setup, model, stage):
-    """The :class:`ApproachPlan` of `setup` (``approach.*``) from its start ``setup.q0``, or None when the IK
-    finds no configuration closer to the target than the start."""
+def _task_columns(setup, model, dr, lower, upper, q0):
+    """``(moving, shared)``: the joints the task rows depend on, and those of them a closure row depends on."""
+    mp = setup.passive.m
+    finite = np.isfinite(lower) & np.isfinite(upper)
+    points = [q0, np.where(finite, 0.5 * (np.where(finite, lower, 0.0) + np.where(finite, upper, 0.0)), q0)]
+    moving = task_joints(lambda q: dr(q)[mp:], points)
+    shared = moving & task_joints(lambda q: dr(q)[:mp], points) if mp else np.zeros_like(moving)
+    return moving, shared
+
+
+def not_applicable(setup, model, stage, q0):
+    """Why the approach does not apply to `setup` (text), or '' when it does: the task rows must be
+    position-level (order 2) and share no joint with a closure row (a straight joint-space segment would
+    open the closure)."""
+    if (np.asarray(setup.servo.rows.order) != 2).any():
+        return 'the task has velocity-level rows (the inverse kinematics solves position-level rows)'
+    lower, upper, _, _ = bounds_and_speeds(setup, stage)
+    _, dr = residual_functions(model, setup.passive, setup.servo, 0.0)
+    _, shared = _task_columns(setup, model, dr, lower, upper, np.asarray(q0, dtype=float))
+    if shared.any():
+        return 'closure through ' + ', '.join(name for name, s in zip(model.joint_names, shared) if s)
+    return ''
+
+
+def start_saturation(setup, model, q, speed):
+    """The task rows at `q` (the task's start time): ``(phi, reach, capped)``, per row its error, its linear
+    range ``kd v / kp`` (inf where nothing caps it) and whether the saturated Baumgarte term caps its
+    stiffness part there (``np.clip(kp phi, -kd v, kd v) != kp phi``, exactly as
+    :func:`uk_controller.core.baumgarte.correction` saturates; `speed` is v)."""
+    from ..core.uk import row_gains
+
+    r, _ = residual_functions(model, setup.passive, setup.servo, 0.0)
+    phi = np.asarray(r(np.asarray(q, dtype=float)), dtype=float)[setup.passive.m :]
+    kd, kp = row_gains(setup.stabilization, setup.servo.rows.order)
+    stiff = kp * phi
+    positive = kd > 0.0
+    cap = np.where(positive, np.where(positive, kd, 1.0) * speed, np.inf)
+    capped = np.clip(stiff, -cap, cap) != stiff
+    with np.errstate(divide='ignore', invalid='ignore'):
+        reach = np.where(kp > 0.0, cap / np.where(kp > 0.0, kp, 1.0), np.inf)
+    return phi, reach, capped
+
+
+def decide(setup, model, stage, q, speed):
+    """``(plan, text)``: the :class:`ApproachPlan` from the start `q` or None, and why, with the numbers
+    (module docstring, "When"); `speed` the task rows' correction speed. ``on`` where the approach does not
+    apply raises ConfigError (:func:`plan`)."""
+    mode = setup.settings.approach.mode
+    if mode == 'off':
+        return None, 'not used: approach.mode off'
+    if not setup.servo.m:
+        return None, 'not used: no task rows'
+    q = np.asarray(q, dtype=float)
+    if not np.isfinite(q).all():
+        return None, 'not used: the start is not finite'
+    why = ''
+    if mode == 'auto':
+        reason = not_applicable(setup, model, stage, q)
+        if reason:
+            return None, f'not applicable: {reason}'
+        phi, reach, capped = start_saturation(setup, model, q, speed)
+        with np.errstate(divide='ignore', invalid='ignore'):
+            ratio = np.where(np.isfinite(reach), np.abs(phi) / reach, 0.0)
+        i = int(np.argmax(ratio))
+        row = next(
+            f'{name}[{i - sl.start}]' if sl.stop - sl.start > 1 else name
+            for name, sl in setup.servo.slices.items()
+            if sl.start <= i < sl.stop
+        )
+        if not capped.any():
+            if not np.isfinite(reach).any():
+                return None, 'not used: the task correction is not capped (stabilization.max_speed)'
+            return None, f'not used: start error {abs(phi[i]):.3g} within the linear range {reach[i]:.3g} ({row})'
+        why = f' (start error {abs(phi[i]):.3g} outside the linear range {reach[i]:.3g}, {row})'
+    found = plan(setup, model, stage, q)
+    if found is None:
+        return None, 'not used: the inverse kinematics found no configuration closer to the target than the start'
+    if mode == 'auto' and not found.ik.converged:  # out of reach: the task law reports it from the start
+        return None, (
+            f'not used: the inverse kinematics found no solution within the limits (residual '
+            f'{found.ik.error:.3g} > approach.tolerance)' + why
+        )
+    return found, (
+        f'planned: {found.duration:.2f} s to the inverse kinematics solution (residual {found.ik.error:.2g})' + why
+    )
+
+
+def plan(setup, model, stage, q0=None):
+    """The :class:`ApproachPlan` of `setup` (``approach.*``) from the start `q0` (default ``setup.q0``), or
+    None when the IK finds no configuration closer to the target than the start."""
     settings = setup.settings.approach
     if (np.asarray(setup.servo.rows.order) != 2).any():
         raise ConfigError(
             'the joint-space approach solves the task rows as positions: every servo row must be of order 2 '
             '(a position-level task)',
             file=setup.config_path,
-            key='approach.enabled',
+            key='approach.mode',
         )
     lower, upper, vmax, brake = bounds_and_speeds(setup, stage)
     r, dr = residual_functions(model, setup.passive, setup.servo, 0.0)
     scale = float(settings.speed_scale)
     speed, accel = scale * vmax, scale * brake
-    q0 = np.array(setup.q0, dtype=float)
+    q0 = np.array(setup.q0 if q0 is None else q0, dtype=float)
     # the joints the task depends on move; a straight joint-space segment would open a closure through them
-    mp = setup.passive.m
-    points = [q0, np.where(np.isfinite(lower) & np.isfinite(upper), 0.5 * (lower + upper), q0)]
-    moving = task_joints(lambda q: dr(q)[mp:], points)
-    shared = moving & task_joints(lambda q: dr(q)[:mp], points) if mp else np.zeros_like(moving)
+    moving, shared = _task_columns(setup, model, dr, lower, upper, q0)
     if shared.any():
         names = ', '.join(name for name, s in zip(model.joint_names, shared) if s)
         raise ConfigError(
             f'the joint-space approach moves the task joints along a straight segment: a closure through {names} '
             'would open on the way (a serial task only)',
             file=setup.config_path,
-            key='approach.enabled',
+            key='approach.mode',
         )
     ik = solve_ik(
         r,
@@ -329,13 +427,19 @@ class Approach:
         self.started = False
         self.t_start = self.t_handover = self.t_end = math.inf
 
-    def _start(self, q, t):
+    def prepare(self, q):
+        """Build the approach's controller from the start `q` (its joint rows run from there), unless it is
+        built from there already."""
         core = self._core
         q_start = np.array(q, dtype=float)
         if self.joint is None or not np.allclose(q_start, self._joint_from, rtol=0.0, atol=1e-6):
             servo, duration = joint_rows(core.model, self.plan, q_start)
             self.joint = self._class(joint_setup(core.setup, servo), backend=core.backend_choice, _approach=False)
             self._joint_from, self._duration = q_start, duration
+
+    def _start(self, q, t):
+        core = self._core
+        self.prepare(q)
         self.t_start = float(t)
         self.t_handover = self.t_start + self._duration
         self.t_end = self.t_handover + self.plan.blend
@@ -385,13 +489,17 @@ def _with_effort(task, lead, effort, limits, ok=None):
 
 
 __all__ = [
+    'START_TOLERANCE',
     'Approach',
     'ApproachPlan',
     'IKResult',
     'approach_duration',
+    'decide',
     'joint_rows',
+    'not_applicable',
     'plan',
     'residual_functions',
     'smoothstep',
     'solve_ik',
+    'start_saturation',
 ]

@@ -23,10 +23,14 @@ runner. Per step, with ``h = C(q, q') q' + G(q)`` from the model:
    never yields NaN: the configured safe effort (zero or hold) is returned with
    the reason.
 
-With ``approach.enabled`` (:mod:`uk_controller.control.approach`) the first steps follow a joint-space
-approach to an inverse-kinematics solution of the task, solved once at construction, by a second
-ControllerCore on joint rows, and blend its effort into this one's; :meth:`ControllerCore.step` and
-``step_view`` go through it until the hand-over ends (``in_approach``), and the task's clock starts there.
+With a joint-space approach (``approach.mode``, :mod:`uk_controller.control.approach`: ``auto`` where the
+task's saturated correction is capped at the start) the first steps follow a joint-space approach to an
+inverse-kinematics solution of the task by a second ControllerCore on joint rows, and blend its effort into
+this one's; :meth:`ControllerCore.step` and ``step_view`` go through it until the hand-over ends
+(``in_approach``), and the task's clock starts there. It is decided and planned at construction from
+``robot.initial_position``, and again from the measured start when that differs
+(:meth:`ControllerCore.prepare`, called by the caller before the first step; after :meth:`ControllerCore.reset`
+-- a run's start, a re-arm -- by the first step otherwise).
 
 Backends (chosen ONCE, at construction; ``ControllerCore.backend``, its ``name``):
 
@@ -494,10 +498,12 @@ class ControllerCore:
     ``backend`` ('auto', 'compiled', 'reference', 'general'; module docstring) is chosen here once:
     'auto' = compiled when every row has a compiled form and numba is installed, else reference, and
     general whenever ``pinv`` is not 'svd'. The chosen object is :attr:`backend` (``backend.name``).
-    ``_approach=False`` builds it without the joint-space approach (the approach's own controller).
+    ``_approach=False`` builds it without the joint-space approach (the approach's own controller); ``_start``
+    is the start the approach is decided from (default ``setup.q0``; :meth:`prepare`), ``_decided`` that
+    decision when made already (``approach.decide``'s plan and text).
     """
 
-    def __init__(self, setup, *, backend='auto', _approach=True):
+    def __init__(self, setup, *, backend='auto', _approach=True, _start=None, _decided=None):
         # every value from the setup's resolved settings (uk_controller.settings.resolve): a variant is a
         # setup resolved with overrides, so the cross-key rules see the values that run
         control = setup.settings.control
@@ -510,10 +516,16 @@ class ControllerCore:
         self.passive, self.servo = setup.passive, setup.servo
         self.rcond = float(control.rcond)
         self.backend_choice = backend
-        # a far target reached in joint space first (uk_controller.control.approach): planned once, here
+        # a far target reached in joint space first (uk_controller.control.approach): decided and planned from
+        # the planned start, again from the measured one when it differs (prepare)
         plan = None
-        if _approach and setup.settings.approach.enabled and setup.servo.m:
-            plan = _approach_mod.plan(setup, self.model, joint_limit_stage(setup, float(control.rate)))
+        self.planned_start = np.array(setup.q0 if _start is None else _start, dtype=float)
+        self._may_plan = bool(_approach and setup.settings.approach.mode != 'off' and setup.servo.m)
+        self.approach_decision = ''
+        if _decided is not None:
+            plan, self.approach_decision = _decided
+        elif _approach:
+            plan, self.approach_decision = self._decide(self.planned_start)
         # the task's null space: posture rows after the task rows (uk_controller.control.redundancy); after an
         # approach the posture is where it ended (unless posture.reference says otherwise)
         self.redundancy = _redundancy.build(setup, self.rcond, reference=None if plan is None else plan.q_goal)
@@ -585,16 +597,81 @@ class ControllerCore:
         self._view = StepView(b, m, self._mp, self.p, posture, None if red.active else self._null_initial)
         self._warm_up()
         self.approach = None if plan is None else _approach_mod.Approach(self, plan, ControllerCore)
-        if self.approach is not None:  # step and step_view go through the approach until its hand-over ends
+        # built, the controller starts where it was planned from; reset() (a run's start, a re-arm) has the
+        # next step or prepare() check the start against the one measured
+        self.prepared = True
+        self._bind_steps()
+
+    def _bind_steps(self):
+        """step and step_view go through the approach until the start is checked (:meth:`prepare`) and while
+        the approach runs; otherwise they are the class's own."""
+        if not self.prepared or self.approach is not None:
             self.step, self.step_view = self._approach_step, self._approach_step_view  # type: ignore[method-assign]
+        else:
+            self.__dict__.pop('step', None)
+            self.__dict__.pop('step_view', None)
+
+    def prepare(self, q):
+        """Check the start the approach was decided from against the measured start `q` before the first
+        step: farther than ``approach.START_TOLERANCE`` on some coordinate, the decision (``approach.mode:
+        auto``) and the inverse kinematics are made again from `q` (with a plan the controller is rebuilt:
+        seconds, so a caller with a deadline calls this before its first control period; after
+        :meth:`reset` the first step calls it otherwise). Then the approach's own controller is built from
+        `q`. Returns the decision's text (:attr:`approach_decision`)."""
+        q = np.array(q, dtype=float)
+        if not self._may_plan:
+            return self.approach_decision
+        self.prepared = False  # checked now, whatever came before
+        if q.shape != self.planned_start.shape or not np.isfinite(q).all():
+            self._bind_steps()  # a bad state is the step's to refuse; the next one is checked
+            return self.approach_decision
+        if np.abs(q - self.planned_start).max() > _approach_mod.START_TOLERANCE:
+            self._replan(q)
+        if self.approach is not None:
+            self.approach.prepare(q)
+        self.prepared = True
+        self._bind_steps()
+        return self.approach_decision
+
+    def _decide(self, q):
+        """``approach.decide`` at the start `q`: (plan or None, text)."""
+        setup = self.setup
+        return _approach_mod.decide(
+            setup,
+            self.model,
+            joint_limit_stage(setup, float(setup.settings.control.rate)),
+            q,
+            correction_speed(setup.settings.stabilization.max_speed, setup.stabilization),
+        )
+
+    def _replan(self, q):
+        """The approach decided again at the start `q`. Without a plan before or now only the text changes;
+        else the controller is rebuilt (the approach planned there, the posture reference its goal), keeping
+        what was set on it since: settings applied, gains, safe effort, effort limits, the clock and the held
+        effort."""
+        decided = self._decide(q)
+        if decided[0] is None and self.approach is None:
+            self.planned_start, self.approach_decision = q, decided[1]
+            return
+        applied, gains, safe = self._applied, self._stabilization, self._safe_effort
+        limits, t0, held = self.effort_limits.copy(), self.t0, self._last_effort.copy()
+        self.__init__(self.setup, backend=self.backend_choice, _start=q, _decided=decided)  # type: ignore[misc]
+        self._applied, self.stabilization, self.safe_effort = applied, gains, safe
+        self.set_effort_limits(limits)
+        self.t0 = t0
+        self._last_effort[:] = held
 
     def _approach_step(self, q, qd, t):
+        if not self.prepared:
+            self.prepare(q)  # planned inside this step when the caller did not prepare
         approach = self.approach
         if approach is None or approach.done:
             return ControllerCore.step(self, q, qd, t)
         return approach.step(self._plain_step, q, qd, t)
 
     def _approach_step_view(self, q, qd, t):
+        if not self.prepared:
+            self.prepare(q)
         approach = self.approach
         if approach is None or approach.done:
             return ControllerCore.step_view(self, q, qd, t)
@@ -605,13 +682,15 @@ class ControllerCore:
 
     @property
     def in_approach(self):
-        """True while the joint-space approach or its hand-over runs (``approach.enabled``): a step then also
-        runs the approach's controller, so a caller's compiled loop must leave these periods to :meth:`step`."""
-        return self.approach is not None and not self.approach.done
+        """True until the start is checked (:meth:`prepare`) and while the joint-space approach or its hand-over
+        runs: a step then also checks the start or runs the approach's controller, so a caller's compiled loop
+        must leave these periods to :meth:`step`."""
+        return not self.prepared or (self.approach is not None and not self.approach.done)
 
     #: the Settings applied by :meth:`apply_settings` (None: the setup's own, ``setup.settings``)
     _applied: Settings | None = None
-    #: the joint-space approach (uk_controller.control.approach.Approach), None without ``approach.enabled``
+    #: the joint-space approach (uk_controller.control.approach.Approach), None when none is planned
+    #: (:attr:`approach_decision` says why)
     approach: _approach_mod.Approach | None = None
 
     @property
@@ -734,6 +813,9 @@ class ControllerCore:
         self._last_effort[:] = 0.0
         if self.approach is not None:  # the next step starts the approach again from where the robot is
             self.approach.reset()
+        if self._may_plan:  # and the start is checked again (prepare): a re-arm plans from what it measures
+            self.prepared = False
+            self._bind_steps()
 
     def remember_effort(self, effort):
         """Record `effort` as the last good one (what ``safe_effort: hold`` returns), for callers that

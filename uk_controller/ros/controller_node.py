@@ -231,6 +231,16 @@ class ControllerNode(Node):
         self.running = True
         self.started_once = True
         self.get_logger().info('trajectory clock started')
+        if self.merger.complete:
+            self.prepare()
+
+    def prepare(self):
+        """Decide and plan the joint-space approach from the measured start (ControllerCore.prepare) before
+        the first control step (an approach starts at that step's time and the task's clock at its hand-over);
+        log the decision once."""
+        decision = self.core.prepare(self.merger.q)
+        if self.core.prepared:  # else a non-finite state: the step refuses it, the next state prepares
+            self.get_logger().info(f'joint-space approach: {decision}')
 
     # ------------------------------------------------------------------ callbacks
 
@@ -244,6 +254,8 @@ class ControllerNode(Node):
         if not self.running and self.settings.ros.autostart and not self.autostarted:
             self.autostarted = True
             self.start(merger.newest_ns if self.settings.ros.trigger == 'state' else now_ns)
+        elif self.running and not self.core.prepared:  # started before the first complete state
+            self.prepare()
         if merger.newest_ns > self.last_state_ns:
             self.last_state_ns = merger.newest_ns
             return True

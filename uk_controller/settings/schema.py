@@ -532,14 +532,19 @@ _KEYS = [
     ),
     # ------------------------------------------------------------------ approach of a far target in joint space
     _S(
-        'approach.enabled',
-        'bool',
-        False,
+        'approach.mode',
+        'str',
+        'auto',
         '',
         'reach the task from the start in joint space first: the inverse kinematics of the task at its start '
-        'time solved once within the joint position limits, a quintic joint-space move there re-timed within '
-        'the speed and deceleration limits, then a blended hand-over to the task rows (for a target the task '
-        'descent would stop short of, against a joint limit or a singularity)',
+        'time solved within the joint position limits, a quintic joint-space move there re-timed within the '
+        'speed and deceleration limits, then a blended hand-over to the task rows (for a target the task '
+        'descent would stop short of, against a joint limit or a singularity). auto: only when some task '
+        "row's correction is capped at the measured start (stabilization.max_speed: the start lies outside "
+        'the linear range of the saturated Baumgarte term), the task is position-level with no closure '
+        'through its joints and the inverse kinematics solves it within the limits; on: always (refused '
+        'where it does not apply; an unreachable target: its closest point); off: never',
+        choices=('auto', 'on', 'off'),
     ),
     _S(
         'approach.restarts',

@@ -137,6 +137,8 @@ def check_value(setting, value, *, file=None, key=None):
             raise bad(f'must be true or false, got {value!r}')
         return value
     if t == 'str':
+        if isinstance(value, bool) and {'on', 'off'} <= set(setting.choices):
+            value = 'on' if value else 'off'  # YAML 1.1 (PyYAML, ROS) reads an unquoted on / off as a boolean
         if not isinstance(value, str):
             raise bad(f'must be a string, got {value!r}')
         if setting.choices and value not in setting.choices:

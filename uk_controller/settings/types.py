@@ -517,10 +517,13 @@ class ApproachSettings(Section):
     """Section ``approach`` of a robot setup."""
 
     #: reach the task from the start in joint space first: the inverse kinematics of the task at its start time solved
-    #: once within the joint position limits, a quintic joint-space move there re-timed within the speed and
-    #: deceleration limits, then a blended hand-over to the task rows (for a target the task descent would stop short
-    #: of, against a joint limit or a singularity)
-    enabled: bool
+    #: within the joint position limits, a quintic joint-space move there re-timed within the speed and deceleration
+    #: limits, then a blended hand-over to the task rows (for a target the task descent would stop short of, against a
+    #: joint limit or a singularity). auto: only when some task row's correction is capped at the measured start
+    #: (stabilization.max_speed: the start lies outside the linear range of the saturated Baumgarte term), the task is
+    #: position-level with no closure through its joints and the inverse kinematics solves it within the limits; on:
+    #: always (refused where it does not apply; an unreachable target: its closest point); off: never
+    mode: str
     #: seeded starts of the inverse kinematics besides the start itself; of the solutions, the one reached soonest is
     #: taken
     restarts: int

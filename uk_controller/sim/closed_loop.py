@@ -325,6 +325,7 @@ def simulate(
     should_stop=None,
     sink=None,
     keep_every=1,
+    announce=None,
 ):
     """Run the closed loop and return a :class:`SimulationResult`.
 
@@ -356,6 +357,9 @@ def simulate(
                        memory does not grow with the run; the returned result keeps every `keep_every`-th row
                        and :class:`RunStats` of all of them (its summary is the whole run's).
     keep_every         with a sink: rows kept in the returned result (1 = all).
+    announce           callable(text) told once, before the first period, whether the controller
+                       approaches the target in joint space first and why (``approach.mode``;
+                       ``ControllerCore.approach_decision``, also ``settings['approach']``).
 
     A plant whose state stops being finite, or whose step raises, ends the run there: the result holds
     the periods before it and ``failure`` says why (the summary's verdict is ``FAILED: ...``).
@@ -384,6 +388,9 @@ def simulate(
     history = []
     no_measurement = f'no measurement yet (measurement_delay = {delay} periods)'
     ctrl.reset(the_plant.t)
+    ctrl.prepare(the_plant.q)  # the approach decided at the plant's start, before the first period
+    if announce is not None:
+        announce(ctrl.approach_decision)
     every = max(1, steps // 100)
     # the loop touches only locals; task errors and closure residuals are slices of the phi log,
     # filled after each chunk. The UK plant replaces (never mutates) its q/qd arrays each step, so
@@ -588,6 +595,7 @@ def simulate(
     )
     if plant_note:
         result.settings['plant_note'] = plant_note
+    result.settings['approach'] = ctrl.approach_decision
     if streaming:
         result.stats = RunStats.concatenate(stats)
         result.settings['kept_every'] = keep_every
