@@ -80,7 +80,8 @@ def far_hold_yaml(relative, tool, start, target, attitude, *, limits_enabled=Tru
         start,
         rows,
         simulation=f'duration: {RUN_SECONDS!r}',
-        sections=f"    limits: {{enabled: {'true' if limits_enabled else 'false'}}}\n",
+        # the task law's own path from the far start (no joint-space approach first): where the stage works
+        sections=f"    limits: {{enabled: {'true' if limits_enabled else 'false'}}}\n    approach: {{mode: 'off'}}\n",
     )
 
 
