@@ -297,6 +297,7 @@ def test_scara_helix_over_can_mit_tracks_within_the_quantisation_bound(robot):
     )
 
 
+@pytest.mark.slow
 def test_ids_a_damiao_reply_cannot_tell_apart_are_an_error_before_the_port_opens(tmp_path):
     """Damiao replies carry the low 4 bits of the id: ids 1 and 17 on one bus are refused with exit 2."""
     import yaml

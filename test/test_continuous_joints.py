@@ -144,6 +144,7 @@ def test_continuous_model_matches_revolute(arms):
 
 
 @pytest.mark.parametrize('plant, compiled', [('uk', None), ('uk', False), ('mujoco', None)])
+@pytest.mark.slow
 def test_continuous_tracks_like_revolute_over_several_turns(arms, plant, compiled):
     """compiled=None: the whole loop compiled (sim/compiled_loop.py) when available; False: the Python loop
     (ControllerCore step with Pinocchio fed (cos, sin)). The revolute arm is the reference either way."""

@@ -78,6 +78,7 @@ def test_the_shipped_dynamixel_example_holds_the_scara():
     assert static_load.problems(setup, hw, static_load.static_effort(setup)) == []
 
 
+@pytest.mark.slow
 def test_joint_limited_plant_stops_the_falling_axis():
     """Zero effort for 1 s: the free SCARA's prismatic joint falls as q4(t) = q4(0) + v0 t - g t^2 / 2
     (its axis is parallel to the revolute ones: nothing couples it); with the stops it rests on the
