@@ -317,6 +317,7 @@ sys.exit(node_runner.run(factory, 'uk_test_factory', args=[]))
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_a_context_shut_down_between_build_and_spin_is_a_stop_not_a_failure():
     """A SIGINT whose context shutdown (rclpy's signal thread) lands after the node is built but before
     Python's handler has set the stop flag: the executor cannot be made on that context ("failed to
