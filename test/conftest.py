@@ -4,20 +4,24 @@ Markers (registered in setup.cfg, ``--strict-markers``):
 
 - ``ros``: starts rclpy (a Context, a node, DDS) in the test process or in a node subprocess;
 - ``serial``: opens a pseudo-terminal with a device emulator;
-- ``slow``: starts a fresh interpreter (a subprocess) or compiles a robot's kernels and takes more than a
-  second or two, or takes tens of seconds or more, on a 2-core machine.
+- ``slow``: starts a process or has numba compile a robot's kernels (refused in any other test), or takes
+  tens of seconds or more on a 2-core machine.
 
 ``./scripts/test.sh -m "not ros and not serial and not slow"`` is the quick core suite.
 A test without ``ros`` that initialises rclpy, or without ``serial`` that opens a
 pty, fails (see :func:`pytest_runtest_protocol`), so a ``-m "not ros"`` selection
-never starts DDS.
+never starts DDS. A test without ``slow`` that starts a process or has numba compile a robot's kernel (or
+load one from the on-disk cache: that is a compile on a fresh clone) fails too, so ``-m "not slow"``
+starts no interpreter and compiles no robot, whatever the state of the cache.
 
 ``scripts/test.sh`` runs the suite in pytest-xdist workers: each worker has its own block of ROS
 domain ids and numba compiles each kernel once for all of them (test/parallel.py).
 """
 
+import _posixsubprocess
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -67,11 +71,80 @@ except ImportError:  # no ROS extra: nothing to guard
     _rclpy_context = None
 
 
-def _refuse(marker, what):
+def _refuse(marker, what, seen=None):
+    """A stand-in that raises naming the missing marker; `seen` (a list) also records the refusal, so a test
+    whose code swallows the exception (a warm-up step that reports errors later) still fails."""
+
     def refuse(*args, **kwargs):
-        raise RuntimeError(f'this test {what} but is not marked @pytest.mark.{marker} (test/conftest.py)')
+        message = f'this test {what} but is not marked @pytest.mark.{marker} (test/conftest.py)'
+        if seen is not None:
+            seen.append(message)
+        raise RuntimeError(message)
 
     return refuse
+
+
+#: what a test without ``slow`` did that only ``slow`` tests may do (messages of :func:`_refuse`)
+_NOT_QUICK = pytest.StashKey[list]()
+#: the ways a test starts a process: every subprocess.Popen (run, check_output, ...), multiprocessing's
+#: spawn and forkserver (_posixsubprocess), fork, posix_spawn, system
+_PROCESS_STARTS = (
+    (subprocess.Popen, '_execute_child'),
+    (_posixsubprocess, 'fork_exec'),
+    *((os, name) for name in ('fork', 'forkpty', 'posix_spawn', 'posix_spawnp', 'system') if hasattr(os, name)),
+)
+
+
+def _keep_quick(mp, seen):
+    """Refuse, for one test without ``slow``, starting a process and numba compiling a robot's kernel
+    (every kernel but the light ones, :func:`_light_kernel`).
+
+    ``Dispatcher.compile`` runs for each kernel signature the process does not hold yet, and compiles it,
+    or loads it from the on-disk cache (which a fresh clone does not have): refusing it there makes the
+    rule independent of the cache. In a ``-m "not slow"`` run no test compiles such a kernel, so a test
+    that calls one is refused whichever test ran before it on its worker."""
+    for owner, name in _PROCESS_STARTS:
+        mp.setattr(owner, name, _refuse('slow', f'starts a process ({name})', seen))
+    try:
+        from numba.core.dispatcher import Dispatcher
+    except ImportError:  # no numba: the kernels are plain Python
+        return
+    allowed = Dispatcher.compile
+    inside = []  # the light kernels being compiled: what they call compiles with them
+
+    def compile(self, sig):
+        function = getattr(self, 'py_func', None)
+        module, name = getattr(function, '__module__', ''), getattr(function, '__qualname__', str(self))
+        if inside or _light_kernel(module, name):
+            inside.append(name)
+            try:
+                return allowed(self, sig)
+            finally:
+                inside.pop()
+        _refuse('slow', f'has numba compile (or load from its cache) the kernel {module}.{name}', seen)()
+
+    mp.setattr(Dispatcher, 'compile', compile)
+
+
+#: kernels a test without ``slow`` may compile: one constraint row, a rotation, a trajectory sample, a small
+#: dense factorization (each compiles in seconds); not the fused program of rows.py (``fused_*``)
+_LIGHT_KERNELS = (
+    'uk_controller.kernels.rows',
+    'uk_controller.kernels.so3',
+    'uk_controller.kernels.trajectory',
+    'uk_controller.kernels.linalg',
+)
+
+
+def _light_kernel(module, name):
+    """Whether kernel `name` of `module` is one of :data:`_LIGHT_KERNELS` or a test's own (defined in a test).
+
+    Every other kernel is part of a robot's compiled step, plant or loop (the servo solve, joint limits,
+    dynamics, the packed step, the compiled closed loop) or a compiled benchmark: compiling one takes
+    tens of seconds to minutes on a fresh clone."""
+    if module.startswith('test_'):
+        return True
+    return module in _LIGHT_KERNELS and not name.startswith('fused_')
 
 
 @pytest.hookimpl(wrapper=True)
@@ -82,9 +155,13 @@ def pytest_runtest_protocol(item, nextitem):
 
     A ``serial`` test runs while no other xdist worker runs a test (:func:`parallel.turn`): its host and
     device emulator exchange bytes on wall-clock timeouts of tens of milliseconds, which a second worker
-    compiling or simulating on the other core made them miss on a loaded 2-core machine."""
+    compiling or simulating on the other core made them miss on a loaded 2-core machine.
+
+    A test without ``slow`` may neither start a process nor compile a kernel (:func:`_keep_quick`)."""
     alone = item.get_closest_marker('serial') is not None
     with turn(item.config, alone), pytest.MonkeyPatch.context() as mp:
+        if item.get_closest_marker('slow') is None:
+            _keep_quick(mp, item.stash.setdefault(_NOT_QUICK, []))
         if item.get_closest_marker('ros') is None:
             mp.setenv('RMW_IMPLEMENTATION', NOT_MARKED_ROS)
             if _rclpy_context is not None:
@@ -92,6 +169,20 @@ def pytest_runtest_protocol(item, nextitem):
         if item.get_closest_marker('serial') is None:
             mp.setattr(os, 'openpty', _refuse('serial', 'opens a pseudo-terminal'))
         return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test without ``slow`` that did what only ``slow`` tests may do fails, even where its code caught the
+    refusal (:func:`_keep_quick`)."""
+    report = yield
+    seen = item.stash.get(_NOT_QUICK, None)
+    if seen:
+        if report.passed:
+            report.outcome = 'failed'
+            report.longrepr = '\n'.join(dict.fromkeys(seen))
+        seen.clear()  # reported once, in the phase that did it
+    return report
 
 
 @pytest.fixture(scope='session')

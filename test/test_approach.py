@@ -47,6 +47,7 @@ def ur5():
     return case, setup, ctrl
 
 
+@pytest.mark.slow
 def test_the_ik_solution_reaches_the_target_inside_the_limits(ur5):
     """Pinocchio's forward kinematics of the solution is the target pose to 1e-8 (m and rad), and every
     joint is inside the URDF's limits shrunk by limits.margin."""
@@ -86,6 +87,7 @@ def test_quintic_duration_meets_the_speed_and_acceleration_bounds():
         assert ratio > 1.0 - 1e-3
 
 
+@pytest.mark.slow
 def test_handover_blends_the_effort_without_a_jump(ur5):
     """At a fixed state away from the goal (the two laws disagree there), the effort as a function of time
     across the hand-over changes per control period by at most the blend's largest slope, 15/8 dt / T_b,
@@ -144,6 +146,7 @@ def test_far_target_closed_loop_within_the_limits():
     assert math.isfinite(res.t[-1])
 
 
+@pytest.mark.slow
 def test_a_moving_target_is_approached_at_its_start_and_tracked_from_the_handover():
     """The planar 3R's circle from a far start (the elbow bent the other way): the IK solution puts the
     tool at the circle's start, centre + r (1, 0) with the tool level (Pinocchio's forward kinematics); the
@@ -187,6 +190,7 @@ def test_closure_through_the_task_joints_is_refused():
         ControllerCore(load_robot('five_bar', {'approach.mode': 'on'}))
 
 
+@pytest.mark.slow
 def test_steps_during_the_approach_report_the_task_rows_and_refuse_a_bad_state():
     """During the approach a step's rows are the task's (a log keeps one shape), the effort is the approach
     law's, and a non-finite state gives the safe effort with the task's row count, as without the approach."""

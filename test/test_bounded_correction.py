@@ -44,6 +44,7 @@ def test_first_order_rows_and_zero_damping_are_not_capped():
 
 
 @needs_numba
+@pytest.mark.slow
 def test_kernel_twin_equals_the_numpy_term():
     from uk_controller.kernels.servo import correction as kcorrection
 
@@ -133,6 +134,7 @@ def test_joint_metric_asks_more_of_a_light_joint_than_the_mass_metric():
 
 @needs_numba
 @pytest.mark.parametrize('joint_metric', [False, True])
+@pytest.mark.slow
 def test_compiled_servo_solve_with_speeds_and_metric_equals_the_numpy_backend(joint_metric):
     rng = np.random.default_rng(2)
     n, p, ms, sec = 6, 6, 3, 6

@@ -148,6 +148,7 @@ def test_can_frame_bits_refuses_more_than_eight_bytes():
 
 @pytest.mark.serial
 @pytest.mark.parametrize('latency_ms', [0, 4])
+@pytest.mark.slow
 def test_prediction_bounds_the_loop_period_measured_on_the_emulator(tmp_path, robots, latency_ms):
     """The SCARA's controller over the Dynamixel emulator with the line rate imposed (1 Mbaud), the
     servos' factory Return Delay Time and an FTDI latency timer model, read by the budget from a fake
@@ -201,6 +202,7 @@ def _cli(args, env=None, timeout=240):
 
 
 @pytest.mark.serial
+@pytest.mark.slow
 def test_check_reports_the_budget_with_a_16_and_a_1_ms_latency_timer(tmp_path, robots):
     """``uk-controller run --check`` for the SCARA on Dynamixel servos (the emulator) behind a fake FTDI
     adapter: the highest rate it prints is the hand formula's, 16 ms is refused naming the latency

@@ -223,6 +223,7 @@ def test_damiao_motor_timeout_is_set_by_the_host_and_trips():
 
 
 @pytest.mark.serial
+@pytest.mark.slow
 def test_run_command_ends_with_the_exit_frame_on_every_motor(tmp_path, robots):
     """`uk-controller run scara --protocol can_mit` through python-can's slcan driver; SIGTERM ends it
     and the emulator saw the exit motor mode frame of every motor last."""
@@ -256,6 +257,7 @@ def test_run_command_ends_with_the_exit_frame_on_every_motor(tmp_path, robots):
 
 @pytest.mark.serial
 @pytest.mark.parametrize('robot', ['scara'], indirect=True)
+@pytest.mark.slow
 def test_scara_helix_over_can_mit_tracks_within_the_quantisation_bound(robot):
     """The HIL loop of test_hardware_hil (lockstep emulator, UK plant) over can_mit, against the
     in-process simulation.
@@ -297,6 +299,7 @@ def test_scara_helix_over_can_mit_tracks_within_the_quantisation_bound(robot):
     )
 
 
+@pytest.mark.slow
 def test_ids_a_damiao_reply_cannot_tell_apart_are_an_error_before_the_port_opens(tmp_path):
     """Damiao replies carry the low 4 bits of the id: ids 1 and 17 on one bus are refused with exit 2."""
     import yaml

@@ -64,6 +64,7 @@ def _no_traceback(proc):
         (['--omega', '400', '--rate', '1000'], ['--omega', 'rate/4']),
     ],
 )
+@pytest.mark.slow
 def test_bad_simulate_flags_exit_2_naming_flag_and_range(tmp_path, flags, names):
     out = tmp_path / 'out'
     proc = cli('simulate', 'scara', '--no-plots', '--out', out, *flags)
@@ -96,6 +97,7 @@ def _yaml_with(tmp_path, edit, name='robot.yaml'):
         (lambda p: p['simulation'].__setitem__('substeps', 0), ['simulation.substeps', '[1, 1000]']),
     ],
 )
+@pytest.mark.slow
 def test_bad_yaml_exit_2_naming_file_and_key(tmp_path, edit, names):
     path = _yaml_with(tmp_path, edit)
     out = tmp_path / 'out'
@@ -108,6 +110,7 @@ def test_bad_yaml_exit_2_naming_file_and_key(tmp_path, edit, names):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_out_on_a_file_or_read_only_folder(tmp_path):
     existing = tmp_path / 'file.txt'
     existing.write_text('keep me')
@@ -238,6 +241,7 @@ def test_ctrl_c_writes_what_ran_marks_interrupted_exits_130(tmp_path):
         ),  # gets as far as the log file: 1.5 s
     ],
 )
+@pytest.mark.slow
 def test_bad_run_flags_exit_2_naming_flag_and_range(flags, names):
     proc = cli('run', 'scara', '--port', '/dev/null/not_a_port', *flags)
     assert proc.returncode == 2, proc.stderr
@@ -252,6 +256,7 @@ def _sampling_error(proc):
     return line.split('error: ', 1)[-1].split('run: ', 1)[-1]
 
 
+@pytest.mark.slow
 def test_run_rate_is_the_control_rate_and_refused_like_simulate(tmp_path):
     """``run --rate`` sets control.rate, as simulate's and emulate's do, so the sampling rule sees the rate
     the motors would run at: the SCARA's omega = 15 rad/s at 30 Hz is refused before any port is opened,
@@ -266,6 +271,7 @@ def test_run_rate_is_the_control_rate_and_refused_like_simulate(tmp_path):
     assert 'not_a_port' not in run.stderr  # refused at the settings, not at the port
 
 
+@pytest.mark.slow
 def test_run_refuses_a_rate_the_bus_would_not_run_at(tmp_path):
     """run steps the controller once per bus cycle: a --rate other than the file's hardware.rate would not be
     the rate that runs, so it is refused naming both (before any port is opened)."""
@@ -278,6 +284,7 @@ def test_run_refuses_a_rate_the_bus_would_not_run_at(tmp_path):
     assert 'not_a_port' not in proc.stderr
 
 
+@pytest.mark.slow
 def test_bench_unknown_robot_exit_2():
     proc = cli('bench', '--robots', 'nope')
     assert proc.returncode == 2 and "no robot setup 'nope'" in proc.stderr and 'scara' in proc.stderr

@@ -41,6 +41,7 @@ def test_simulate_writes_log_figures_and_summary(tmp_path):
     assert 'task error after' in proc.stdout and 'real-time factor' in proc.stdout
 
 
+@pytest.mark.slow
 def test_bad_config_names_file_and_key(tmp_path):
     bad = tmp_path / 'bad.yaml'
     text = (REPO / 'config' / 'scara.yaml').read_text().replace('rate: 1000.0', 'rate: fast')
@@ -53,6 +54,7 @@ def test_bad_config_names_file_and_key(tmp_path):
     assert 'Traceback' not in message
 
 
+@pytest.mark.slow
 def test_unknown_robot_is_a_clear_error(tmp_path):
     proc = run_cli('simulate', 'no_such_robot', cwd=tmp_path)
     assert proc.returncode == 2

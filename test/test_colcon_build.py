@@ -128,6 +128,7 @@ def test_installed_package_resolves_to_the_install_space(workspace):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_installed_node_starts_publishes_diagnostics_and_exits_cleanly(workspace):
     from diagnostic_msgs.msg import DiagnosticArray
     from ros_nodes import Probe

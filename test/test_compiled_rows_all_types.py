@@ -182,6 +182,7 @@ def _check_rows(setup, terms, rng, states=6):
 
 
 @pytest.mark.parametrize('kind', settings.TRAJECTORY_TYPES)
+@pytest.mark.slow
 def test_every_compiled_row_type_equals_the_reference_terms(kind):
     """Compiled rows (constraints.CompiledRows) == ConstraintStack.evaluate on the NumPy terms, for every term
     kind driven by a `kind` trajectory, on the SCARA (4 joints: so3 rows are rank deficient there, which the
@@ -339,6 +340,7 @@ def _compare_steps(fast, ref, rng):
 
 @needs_ur5
 @pytest.mark.parametrize('case', list(CONSTRAINT_CASES), ids=[f'{t}-{m}' for t, m in CONSTRAINT_CASES])
+@pytest.mark.slow
 def test_every_constraint_type_runs_compiled(case):
     setup = _ur5_setup(CONSTRAINT_CASES[case])
     fast = ControllerCore(setup)
@@ -349,6 +351,7 @@ def test_every_constraint_type_runs_compiled(case):
 
 @needs_ur5
 @pytest.mark.parametrize('kind', settings.TRAJECTORY_TYPES)
+@pytest.mark.slow
 def test_every_trajectory_type_runs_compiled(kind):
     home = _ur5_setup({})
     home.model.compute(home.q0, np.zeros(home.model.n))
@@ -374,6 +377,7 @@ def test_every_trajectory_type_runs_compiled(kind):
 
 
 @needs_ur5
+@pytest.mark.slow
 def test_a_permuted_joint_order_runs_compiled():
     """robot.joints in another order than the URDF's: compiled (Pinocchio's pass, M and h in our order), equal
     to the reference backend, and the same efforts as the URDF order at the same state, permuted."""

@@ -144,6 +144,7 @@ def test_continuous_model_matches_revolute(arms):
 
 
 @pytest.mark.parametrize('plant, compiled', [('uk', None), ('uk', False), ('mujoco', None)])
+@pytest.mark.slow
 def test_continuous_tracks_like_revolute_over_several_turns(arms, plant, compiled):
     """compiled=None: the whole loop compiled (sim/compiled_loop.py) when available; False: the Python loop
     (ControllerCore step with Pinocchio fed (cos, sin)). The revolute arm is the reference either way."""
@@ -167,6 +168,7 @@ def test_continuous_tracks_like_revolute_over_several_turns(arms, plant, compile
 
 @pytest.mark.serial
 @pytest.mark.usefixtures('fast_gil_switch')
+@pytest.mark.slow
 def test_continuous_arm_over_serial_matches_in_process(tmp_path, robots):
     """Serial drivers (uk_binary over a pseudo-terminal, test_hardware_hil.py's rig) report one unwrapped
     angle per continuous joint: the hardware loop reproduces the in-process run past two crank turns

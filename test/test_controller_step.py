@@ -42,6 +42,7 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.slow
 def test_every_form_of_the_state_gives_the_same_step_or_is_refused(backend):
     """Lists, float32 (values exact in float32), int arrays, strided and byte-swapped views, an ndarray
     subclass: converted, the same result as the float64 vector; a wrong length or a column is refused with
@@ -81,6 +82,7 @@ def test_every_form_of_the_state_gives_the_same_step_or_is_refused(backend):
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'posture'])
+@pytest.mark.slow
 def test_compiled_step_result_sets_every_field_like_the_reference(robot):
     """Every field of the compiled step's StepResult (filled slot by slot) is set, of the reference backend's
     type, with its value (round-off apart: the packed step's own RNEA/CRBA); with and without passive rows
@@ -121,6 +123,7 @@ def test_compiled_step_result_sets_every_field_like_the_reference(robot):
 
 @pytest.mark.parametrize('backend', BACKENDS)
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'posture'])
+@pytest.mark.slow
 def test_a_results_arrays_stay_its_own_after_later_steps(robot, backend):
     """The arrays of a result keep their values through later steps at other states (which change every one
     of them), share no memory with the next result, and writing into them changes no later step."""
@@ -146,6 +149,7 @@ def test_a_results_arrays_stay_its_own_after_later_steps(robot, backend):
 
 @pytest.mark.parametrize('backend', BACKENDS)
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'posture', 'dual_arm'])
+@pytest.mark.slow
 def test_step_view_reads_what_step_returns(robot, backend):
     """step_view's StepView gives, field by field, the StepResult that step() returns for the same call on a
     twin controller (same bits: the same backend call; the scalars computed from the info when read), at
@@ -181,6 +185,7 @@ def test_step_view_reads_what_step_returns(robot, backend):
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.slow
 def test_step_view_refusals_are_the_callers_and_hold_the_last_view(backend):
     """A refused step_view returns a StepResult of its own (ok False, its reason), and safe_effort 'hold'
     returns the effort of the last view that solved, as step() would."""
@@ -200,6 +205,7 @@ def test_step_view_refusals_are_the_callers_and_hold_the_last_view(backend):
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['five_bar', 'posture'])
+@pytest.mark.slow
 def test_step_view_allocates_no_array(robot):
     """Per call, step_view leaves no memory behind and allocates none of step()'s arrays: tracemalloc's peak
     over 200 calls stays below one array of the result, while 200 steps of step() kept alive need them all."""

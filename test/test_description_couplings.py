@@ -168,6 +168,7 @@ def poly_setup(tmp_path, polycoef='0.1 0.8 -0.3 0.2 0.05', ref='0.2'):
     return load_robot(tmp_path / 'poly.yaml')
 
 
+@pytest.mark.slow
 def test_nonlinear_polycoef_row_against_finite_differences_and_mujoco(tmp_path):
     setup = poly_setup(tmp_path)
     term = setup.passive['drivers_equal']
@@ -238,6 +239,7 @@ def test_nonlinear_coupling_held_by_both_plants(tmp_path):
 # ----------------------------------------------------------------------------- passive dynamics in the model
 
 
+@pytest.mark.slow
 def test_model_and_compiled_tree_carry_armature_and_joint_forces():
     """M = CRBA + diag(armature), h = RNEA(q, q', 0) + d q' + k (q - q_ref) + f tanh(q'/v): RobotModel (NumPy
     path) and the kernels' tree pass against Pinocchio with the terms added by hand."""
@@ -303,6 +305,7 @@ def test_compiled_plant_equals_numpy_plant_with_joint_dynamics():
         np.testing.assert_allclose(runs['compiled'], runs['numpy'], rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_friction_compensation_setting():
     setup = load_robot(MIMIC)
     assert ControllerCore(setup).model is setup.model  # default: compensate (same model)
@@ -400,6 +403,7 @@ MESH = '<asset><mesh name="link_mesh" file="meshes/link_a1.stl"/></asset>\n  <wo
         ((('<inertial pos="0.115 0 0"', '<inertial undecodable="1" pos="0.115 0 0"'),), "Element 'inertial'"),
     ],
 )
+@pytest.mark.slow
 def test_mujoco_compile_error_is_exit_2_naming_file_and_element(tmp_path, capsys, edits, element):
     text = (ROOT / 'mjcf' / 'five_bar.xml').read_text()
     for old, new in edits:

@@ -52,6 +52,7 @@ def test_mjcf_gives_the_same_model_and_closures(urdf_name, mjcf_name):
 
 @pytest.mark.parametrize('urdf_name, mjcf_name', PAIRS)
 @pytest.mark.parametrize('plant, duration', [('uk', 0.5), ('mujoco', 0.15)])
+@pytest.mark.slow
 def test_mjcf_runs_like_urdf_on_both_plants(urdf_name, mjcf_name, plant, duration):
     run = {'simulation.plant': plant, 'simulation.duration': duration}
     ra = simulate(load_robot(urdf_name, run))
@@ -190,6 +191,7 @@ def test_weld_from_qpos0_closes_at_the_reference_pose(tmp_path):
 # ----------------------------------------------------------------------------- xacro
 
 
+@pytest.mark.slow
 def test_xacro_robot_equals_its_urdf(tmp_path):
     """A .xacro that builds the shipped planar_3r from macro + args gives the same model and efforts."""
     urdf = ET.parse(share_dir() / 'urdf' / 'planar_3r.urdf').getroot()
@@ -402,6 +404,7 @@ def _five_bar_sdf(tmp_path):
     return write_setup(tmp_path / 'five_bar_sdf.yaml', params), q0
 
 
+@pytest.mark.slow
 def test_sdf_five_bar_matches_urdf_and_yaml(tmp_path):
     if pin.WITH_SDFORMAT:
         pytest.skip('this Pinocchio reads SDF with SDFormat; our reader is the fallback')

@@ -252,6 +252,7 @@ def run_cli(command, tmp_path):
 
 
 @pytest.mark.parametrize('command, robot', params(), indirect=['robot'])
+@pytest.mark.slow
 def test_documented_command_runs_as_written(command, robot, tmp_path):
     pytest.importorskip('rclpy')
     runner = {'ros2 run': run_ros2_run, 'ros2 launch': run_launch, 'cli': run_cli}[kind(command)]

@@ -165,6 +165,7 @@ print('requested', interrupt_requested(), flush=True)
 '''
 
 
+@pytest.mark.slow
 def test_an_interrupt_inside_a_finalizer_is_recorded_and_prints_no_traceback():
     """A SIGINT that lands in a ``__del__`` or weakref callback (matplotlib's figure teardown while
     ``uk-controller simulate`` plots) raises a KeyboardInterrupt Python cannot propagate: without the
@@ -199,6 +200,7 @@ def test_an_interrupt_inside_a_finalizer_is_recorded_and_prints_no_traceback():
     assert 'Exception ignored' in plain.stderr and "KeyboardInterrupt" in plain.stderr
 
 
+@pytest.mark.slow
 def test_the_cli_reports_an_interrupt_it_could_only_record():
     """``main`` returns 130, not 0, when the interrupt was recorded but swallowed during the command."""
     code = (
@@ -232,6 +234,7 @@ print('ran on', flush=True)
 '''
 
 
+@pytest.mark.slow
 def test_the_sigint_race_of_two_interrupts_0_ms_apart_prints_nothing():
     """Two SIGINTs 0 ms apart: the second can arrive while the first one's handler sets SIGINT to ignored,
     and CPython then writes "OSError: Signal 2 ignored due to race condition" as an unraisable error with a
@@ -267,6 +270,7 @@ sys.exit(entry_points.start('fake_node', int(sys.argv[1])))
 
 
 @pytest.mark.parametrize('interrupted', [0, 130])
+@pytest.mark.slow
 def test_an_interrupt_an_extension_turned_into_an_import_error_ends_like_ctrl_c(interrupted):
     """pybind11 reports a KeyboardInterrupt inside a module's initialization as "ImportError: initialization
     failed" (seen in CI: uk_sim_node importing scipy.optimize's HiGHS wrapper at the first Ctrl-C
@@ -286,6 +290,7 @@ def test_an_interrupt_an_extension_turned_into_an_import_error_ends_like_ctrl_c(
     assert run.stderr.strip() == ('interrupted' if interrupted else '')
 
 
+@pytest.mark.slow
 def test_an_error_without_an_interrupt_still_fails_the_command():
     """The rule above is only for errors after a Ctrl-C: the same ImportError without one is raised."""
     code = EXTENSION_INIT_INTERRUPT.replace('os.kill(os.getpid(), signal.SIGINT)', 'raise KeyboardInterrupt')
@@ -312,6 +317,7 @@ sys.exit(node_runner.run(factory, 'uk_test_factory', args=[]))
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_a_context_shut_down_between_build_and_spin_is_a_stop_not_a_failure():
     """A SIGINT whose context shutdown (rclpy's signal thread) lands after the node is built but before
     Python's handler has set the stop flag: the executor cannot be made on that context ("failed to
@@ -363,6 +369,7 @@ except KeyboardInterrupt:
 
 
 @pytest.mark.parametrize('own', [True, False])
+@pytest.mark.slow
 def test_the_interrupt_is_raised_in_our_code_after_the_library_returns(own, tmp_path):
     """A Ctrl-C that lands inside a library is raised at the next line of our own code once the library
     has returned, never inside it: the library sees no exception and our code stops at once. With the

@@ -405,6 +405,7 @@ def test_loader_rows_and_actuators_match_eqs_60_to_70(loaded):
         np.testing.assert_allclose(setup.actuators.matrix(m) @ flip, T.T @ B_abs, atol=1e-13)
 
 
+@pytest.mark.slow
 def test_controller_effort_realises_eq64_at_q0(loaded):
     """One ControllerCore step at (q0, 0, t = 0); with that effort the closed chain's acceleration,
     from an independent KKT solve with eqs A2, A4 and the closure rows of eq 62, meets the task rows

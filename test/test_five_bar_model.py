@@ -394,6 +394,7 @@ def test_loader_rows_match_eqs_19_and_27(loaded):
         np.testing.assert_allclose(servo.phi, tips[0] - p_d, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_controller_effort_realises_the_line_at_q0(loaded):
     """One ControllerCore step at (q0, 0, t = 0); with that effort the closed chain's acceleration,
     from an independent KKT solve with the paper's M (eq 14) and closure rows (eq 19), meets the

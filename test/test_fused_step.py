@@ -129,6 +129,7 @@ def _compiled(setup):
 
 
 @pytest.mark.parametrize('robot', ROBOTS)
+@pytest.mark.slow
 def test_compiled_rows_equal_constraint_stack(robot):
     setup = load_robot(robot)
     model = setup.model
@@ -148,6 +149,7 @@ def test_compiled_rows_equal_constraint_stack(robot):
 
 
 @pytest.mark.parametrize('robot', ROBOTS)
+@pytest.mark.slow
 def test_fused_controller_equals_servo_solver_path(robot):
     fused = ControllerCore.from_config(robot)
     plain = ControllerCore.from_config(robot, backend='reference')
@@ -177,6 +179,7 @@ def test_fused_controller_equals_servo_solver_path(robot):
     np.testing.assert_array_equal(first.saturated, kept[2])
 
 
+@pytest.mark.slow
 def test_fused_controller_bad_input_and_hold():
     fused = ControllerCore.from_config('five_bar')
     plain = ControllerCore.from_config('five_bar', backend='reference')
@@ -197,6 +200,7 @@ def test_fused_controller_bad_input_and_hold():
 
 
 @pytest.mark.parametrize('robot', ['five_bar', 'five_bar_redundant'])
+@pytest.mark.slow
 def test_fused_plant_rhs_equals_unfused(robot):
     from uk_controller.sim.uk_plant import UKPlant
 
@@ -211,6 +215,7 @@ def test_fused_plant_rhs_equals_unfused(robot):
         )
 
 
+@pytest.mark.slow
 def test_build_declines_rows_without_compiled_form():
     """A callable term (user Python) has no form the compiled plant or loop could call: build() returns None
     unless external_rows=True (the controller's program, test/test_compiled_rows_all_types.py)."""
@@ -227,6 +232,7 @@ def test_build_declines_rows_without_compiled_form():
 
 
 @pytest.mark.parametrize('robot', ROBOTS)
+@pytest.mark.slow
 def test_compiled_tree_dynamics_equal_pinocchio(robot):
     """kernels.dynamics.tree_terms (own RNEA/CRBA) and frame_placements vs Pinocchio's computeAllTerms."""
     setup = load_robot(robot)
@@ -252,6 +258,7 @@ def test_compiled_tree_dynamics_equal_pinocchio(robot):
 
 
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'planar_3r'])
+@pytest.mark.slow
 def test_compiled_plant_period_equals_reference_rk4(robot):
     """UKPlant's one-call RK4 period (kernels.plant.plant_rk4) equals its stage-by-stage RK4 on Pinocchio."""
     from uk_controller.sim.uk_plant import UKPlant

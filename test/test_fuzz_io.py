@@ -176,6 +176,7 @@ def mutated_yaml(draw):
 
 @settings(FUZZ, max_examples=60)
 @given(case=mutated_yaml())
+@pytest.mark.slow
 def test_mutated_yaml_loads_or_names_the_file(scratch, case):
     """load_robot on a mutated setup returns a setup or raises ConfigError naming the file; the file is
     unchanged; a duplicated key or section is never accepted."""
@@ -198,6 +199,7 @@ def test_mutated_yaml_loads_or_names_the_file(scratch, case):
 
 @settings(FUZZ, max_examples=12)
 @given(case=mutated_yaml())
+@pytest.mark.slow
 def test_mutated_yaml_through_simulate(scratch, case):
     """The same files through `uk-controller simulate` (in this process): exit 0 or 2, never an
     exception; on 0 a strict, consistent summary; the input unchanged; nothing written on 2."""
@@ -248,6 +250,7 @@ def garbage(model, q, qd, t, params):
     from_t=st.sampled_from([0.0, 0.0105, 0.0305]),
     until_t=st.sampled_from([0.0205, 0.0405, 1e9]),
 )
+@pytest.mark.slow
 def test_callable_modes(scratch, mode, from_t, until_t):
     """Every step whose function misbehaves returns the safe effort (status safe_effort), every other
     step is the controller's solution; the run is written; exit 0."""
@@ -270,6 +273,7 @@ def test_callable_modes(scratch, mode, from_t, until_t):
 
 @settings(FUZZ, max_examples=25)
 @given(value=GARBAGE, as_tuple=st.booleans(), from_t=st.sampled_from([0.0, 0.02]))
+@pytest.mark.slow
 def test_callable_returning_garbage(scratch, value, as_tuple, from_t):
     """A function returning any value (None, a number, text, lists of the wrong size or type, a dict):
     those steps are safe effort, the run is written, exit 0; never an exception."""
@@ -330,6 +334,7 @@ def disks(tmp_path_factory):
     duration=st.sampled_from([0.05, 0.3, 1.0]),
     log_every=st.sampled_from([1, 7]),
 )
+@pytest.mark.slow
 def test_simulate_on_a_small_disk(scratch, disks, capacity, where, duration, log_every):
     """simulate with --out and/or --mcap on a file system of `capacity` bytes: exit 0 with every file
     complete, or exit 2 naming what could not be written; a file under its final name is always
@@ -375,6 +380,7 @@ def _has_mcap():
 
 
 @pytest.mark.parametrize('what', ['log.csv', 'summary.json', 'efforts.png', 'mcap', 'sweep_out', 'run_log'])
+@pytest.mark.slow
 def test_a_folder_where_a_file_is_expected(tmp_path, what):
     """A folder in the place of an output file: refused before anything runs (exit 2, the flag and the
     path named), the folder left as it was."""
@@ -414,6 +420,7 @@ def test_a_folder_where_a_file_is_expected(tmp_path, what):
 
 @settings(FUZZ, max_examples=6)
 @given(capacity=st.sampled_from([4096, 8192, 16384, 65536]), runs=st.sampled_from([2, 6, 12]))
+@pytest.mark.slow
 def test_sweep_on_a_small_disk(scratch, disks, capacity, runs):
     """sweep --out on a small file system: exit 0 or 2; runs.jsonl strict JSON (a cut last line aside),
     table.csv complete whenever it exists."""

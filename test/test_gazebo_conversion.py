@@ -59,6 +59,7 @@ def urdf_facts(urdf):
 
 
 @pytest.mark.parametrize('robot', launch_constant('ROBOTS'))
+@pytest.mark.slow
 def test_libsdformat_converts_the_launch_description_whole(robot, tmp_path):
     path, urdf = launch_description(robot, tmp_path)
     report = convert(path, label=f'{robot} (gazebo.launch.py robot:={robot})')
@@ -107,6 +108,7 @@ def test_libsdformat_converts_the_launch_description_whole(robot, tmp_path):
     assert spec['joints'] == effort_joints and spec['type'] == 'effort_controllers/JointGroupEffortController'
 
 
+@pytest.mark.slow
 def test_the_converter_fails_the_massless_base_link_that_spawned_empty_models(tmp_path):
     """A base_link without <inertial>: libsdformat keeps no link of it ("A model must have at least one
     link"), and the test above would fail on it."""

@@ -246,6 +246,7 @@ def test_safebus_sends_nothing_on_inputs_that_aged_while_enabling():
     assert all(age <= 0.05 for _, fb_age, cmd_age, _r in safe.sent_log for age in (fb_age, cmd_age))
 
 
+@pytest.mark.slow
 def test_five_bar_passive_joints_from_closure():
     from uk_controller.hardware.joint_state_assembler import JointStateAssembler
     from uk_controller.robots import load_robot

@@ -51,6 +51,7 @@ def emulate(*args):
     return proc, first
 
 
+@pytest.mark.slow
 def test_cli_emulate_rejects_bad_arguments_with_exit_2():
     done = subprocess.run(
         [sys.executable, '-m', 'uk_controller.cli', 'emulate', 'scara', '--rate', '0'],

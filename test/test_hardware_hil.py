@@ -84,6 +84,7 @@ def hil(robot, protocol, duration):
     ],
     indirect=['robot'],
 )
+@pytest.mark.slow
 def test_hil_matches_in_process_simulation(robot, protocol, duration):
     sim = simulate(load_robot(robot, {'simulation.duration': duration, 'control.rate': RATE}))
     k, q, e, diag = hil(robot, protocol, duration)

@@ -63,6 +63,7 @@ def _rows(path):
 
 
 @pytest.mark.parametrize('target', ['config', 'urdf', 'config_as_log'])
+@pytest.mark.slow
 def test_output_onto_an_input_is_refused(tmp_path, target, monkeypatch):
     """`simulate ./arm.yaml --mcap ./arm.yaml` wrote a 111 kB MCAP over the robot file (exit 0)."""
     urdf = tmp_path / 'arm.urdf'
@@ -99,6 +100,7 @@ def test_output_onto_an_input_is_refused(tmp_path, target, monkeypatch):
 # ----------------------------------------------------------------------------- defect 4
 
 
+@pytest.mark.slow
 def test_failed_run_exits_2_and_never_says_tracked(tmp_path):
     """`--mass-scale 1e-300`: "FAILED: plant state not finite ...; task tracked ...", exit 0."""
     out = tmp_path / 'out'
@@ -117,6 +119,7 @@ def test_failed_run_exits_2_and_never_says_tracked(tmp_path):
 
 
 @pytest.mark.parametrize('mode', ['raise', 'none', 'short', 'text', 'wrong_shape', 'nan_A', 'inf_phi', 'nan_b'])
+@pytest.mark.slow
 def test_callable_constraint_misbehaving_gives_safe_effort_and_a_run(tmp_path, mode):
     """A user function raising mid-run or returning None lost the whole run (traceback, nothing
     written). Now every step from the fault on returns the safe effort, the run is written, and the
@@ -146,6 +149,7 @@ def test_callable_constraint_misbehaving_gives_safe_effort_and_a_run(tmp_path, m
     assert check_summary(tmp_path / 'o_good' / 'summary.json')['verdict'].startswith('task tracked')
 
 
+@pytest.mark.slow
 def test_callable_nan_in_A_is_safe_effort_not_rank_lost(tmp_path):
     """NaN in a callable's A was logged as rank_lost with ok=1 and zero effort; now the step is
     NUMERICAL_ERROR (safe effort), and its reason names the constraint and the array."""
@@ -161,6 +165,7 @@ def test_callable_nan_in_A_is_safe_effort_not_rank_lost(tmp_path):
     assert not np.any(res.effort)
 
 
+@pytest.mark.slow
 def test_callable_module_failing_at_import_names_the_file(tmp_path):
     """A user module that raises while it is imported was a traceback; now exit 2 naming the setup,
     the key and the module."""
@@ -180,6 +185,7 @@ def test_callable_module_failing_at_import_names_the_file(tmp_path):
 
 
 @pytest.mark.parametrize('mode', ['inf_phi', 'raise'])
+@pytest.mark.slow
 def test_unknown_error_never_reads_as_settled(tmp_path, mode):
     """NaN/Inf rows from the first step gave "settles at 0.000 s" (console "at nan s")."""
     config = callable_setup(tmp_path, mode, from_t=0.0)
@@ -215,6 +221,7 @@ def small_disk(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize('injected', [False, True], ids=['tmpfs', 'injected_writer'])
+@pytest.mark.slow
 def test_simulate_out_on_a_full_disk(tmp_path, small_disk, injected):
     """A traceback, `log.csv.part` left and no summary. Now: exit 2 naming the file, the rows written
     before the error kept in log.csv.part (each a row of the full run), the summary printed. On a
@@ -232,6 +239,7 @@ def test_simulate_out_on_a_full_disk(tmp_path, small_disk, injected):
     assert 10 < len(complete) < len(full) and complete == full[: len(complete)]
 
 
+@pytest.mark.slow
 def test_mcap_on_a_full_disk(tmp_path, small_disk):
     pytest.importorskip('mcap_ros2')
     disk = small_disk(32 * 1024)
@@ -246,6 +254,7 @@ def test_mcap_on_a_full_disk(tmp_path, small_disk):
     check_summary(out / 'summary.json')
 
 
+@pytest.mark.slow
 def test_mcap_onto_a_folder_is_refused(tmp_path):
     (tmp_path / 'rec').mkdir()
     code, stdout, stderr = run_cli(
@@ -281,6 +290,7 @@ def _sweep(out, *extra):
     )
 
 
+@pytest.mark.slow
 def test_sweep_out_an_existing_file(tmp_path):
     target = tmp_path / 'results.txt'
     target.write_text('keep me\n')
@@ -290,6 +300,7 @@ def test_sweep_out_an_existing_file(tmp_path):
     assert target.read_text() == 'keep me\n'
 
 
+@pytest.mark.slow
 def test_sweep_out_on_a_full_disk(tmp_path, small_disk):
     """runs.jsonl keeps the finished runs (strict JSON); the table never appears half-written."""
     disk = small_disk(4 * 1024)  # about 6 of the 12 rows of runs.jsonl fit
@@ -304,6 +315,7 @@ def test_sweep_out_on_a_full_disk(tmp_path, small_disk):
     assert 0 < len(rows) < 12 and all(r['status'] == 'ok' for r in rows)
 
 
+@pytest.mark.slow
 def test_sweep_table_on_a_full_disk(tmp_path, small_disk):
     """The journal fits, a table does not: each table file is complete or absent."""
     disk = small_disk(8 * 1024)
@@ -320,6 +332,7 @@ def test_sweep_table_on_a_full_disk(tmp_path, small_disk):
 # ----------------------------------------------------------------------------- defect 9
 
 
+@pytest.mark.slow
 def test_streamed_run_equals_the_whole_run():
     """simulate(sink=...) hands over the run in chunks of CHUNK_STEPS rows, forgets them, and keeps
     every keep_every-th row: the chunks put together are the whole (unstreamed) run bit for bit and
@@ -346,6 +359,7 @@ def test_streamed_run_equals_the_whole_run():
             assert a[key] == b[key], key
 
 
+@pytest.mark.slow
 def test_streamed_memory_does_not_grow_with_the_log():
     """Peak traced memory of a streamed run grows by the per-step figures of RunStats (27 B/step, twice
     while they are joined at the end) and the kept rows, not by the log (173 B/step for the planar 3R,
@@ -370,6 +384,7 @@ def test_streamed_memory_does_not_grow_with_the_log():
     assert extra < log_bytes_per_step / 2, (extra, log_bytes_per_step)
 
 
+@pytest.mark.slow
 def test_yaml_alias_bomb_and_huge_file_are_refused(tmp_path):
     """Both hung the loader (2.6 GB after 120 s)."""
     levels = ''.join(f'    l{i}: &l{i} [' + ', '.join([f'*l{i - 1}'] * 9) + ']\n' for i in range(1, 9))
@@ -394,6 +409,7 @@ def test_yaml_alias_bomb_and_huge_file_are_refused(tmp_path):
 # ----------------------------------------------------------------------------- defect 10
 
 
+@pytest.mark.slow
 def test_unreadable_setup_files_exit_2_naming_the_file(tmp_path):
     latin1 = tmp_path / 'latin1.yaml'
     latin1.write_bytes(PLANAR.read_bytes().replace(b'# The "any URDF"', b'# caf\xe9: the "any URDF"'))
@@ -416,6 +432,7 @@ def test_unreadable_setup_files_exit_2_naming_the_file(tmp_path):
     assert not (tmp_path / 'out').exists()
 
 
+@pytest.mark.slow
 def test_duplicate_keys_name_the_key_and_both_lines(tmp_path):
     text = PLANAR.read_text()
     lines = text.splitlines()
@@ -437,6 +454,7 @@ def test_duplicate_keys_name_the_key_and_both_lines(tmp_path):
 # ----------------------------------------------------------------------------- defect 12
 
 
+@pytest.mark.slow
 def test_delay_not_shorter_than_the_run_is_refused(tmp_path):
     """--delay 10000 on a 2000-step run marked 1330 steps ok while acting on the frozen initial sample."""
     code, stdout, stderr = run_cli(
@@ -447,6 +465,7 @@ def test_delay_not_shorter_than_the_run_is_refused(tmp_path):
     assert not (tmp_path / 'o').exists()
 
 
+@pytest.mark.slow
 def test_delay_steps_without_a_measurement_are_safe_effort():
     """The first `delay` periods have no measurement: safe effort (status safe_effort), never 'ok';
     from then on the controller acts on the state `delay` periods old, as a delayed sensor gives it."""
@@ -465,6 +484,7 @@ def test_delay_steps_without_a_measurement_are_safe_effort():
     assert np.array_equal(res.effort[k], expected.effort)
 
 
+@pytest.mark.slow
 def test_runs_jsonl_is_strict_json(tmp_path):
     """10,694 bare NaN in runs.jsonl (not JSON). Rows with NaN metrics are written as null and read
     back as NaN (resume), and the file parses with NaN refused."""
@@ -484,6 +504,7 @@ def test_runs_jsonl_is_strict_json(tmp_path):
         assert all(v is None or not isinstance(v, float) or math.isfinite(v) for v in line.values())
 
 
+@pytest.mark.slow
 def test_guarantees_doc_names_tests_that_exist():
     """docs/guarantees.md names the test holding each guarantee: every one exists (linked from README)."""
     import re

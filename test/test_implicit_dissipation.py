@@ -157,6 +157,7 @@ def _balance(d, f, u, start, direction):
 
 
 @pytest.mark.parametrize('I, d, f', JOINTS)
+@pytest.mark.slow
 def test_one_joint_ends_the_period_at_the_speed_it_asks_for(tmp_path, I, d, f):
     """The effort is ``u = (I + dt d) a + d v + f tanh((v + dt a) / v_s)`` for the q'' = a the solve asks for
     (the implicit Euler step of core/implicit_dissipation.py on one joint). Held over dt, it brings the speed
@@ -185,6 +186,7 @@ def test_one_joint_ends_the_period_at_the_speed_it_asks_for(tmp_path, I, d, f):
 
 
 @pytest.mark.parametrize('backend', ['compiled', 'general'])
+@pytest.mark.slow
 def test_one_joint_law_on_every_backend(tmp_path, backend):
     """The compiled program and the general backend give the one-joint law too, equal to the reference's,
     with friction and without."""
@@ -198,6 +200,7 @@ def test_one_joint_law_on_every_backend(tmp_path, backend):
             assert u == pytest.approx(ref.step(np.array([q]), np.array([v]), 0.0).effort[0], rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_effort_is_continuous_through_rest(tmp_path):
     """Through q' = 0, where the friction's slope is steepest (f / v_s), the effort changes by at most that
     slope (plus the damping and the inertia's share) times the speed step: no jump, no bang-bang."""
@@ -246,6 +249,7 @@ def test_compiled_twins_equal_the_numpy_functions():
         np.testing.assert_allclose(hf, h + friction_change(qd, qdd, diss), rtol=1e-13, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_no_dissipation_no_change():
     """A robot without damping or friction has no dissipation step (its control step is the plain one); with
     control.friction_compensation false only the damping is taken over the period."""
@@ -276,6 +280,7 @@ def _agree(setup, states, atol):
 
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
+@pytest.mark.slow
 def test_backends_agree_on_a_gripper_with_damping_and_friction():
     """The mimic gripper: a passive row, friction on the passive finger too (its load reaches the motors
     through the closure)."""
@@ -289,6 +294,7 @@ def test_backends_agree_on_a_gripper_with_damping_and_friction():
 
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
+@pytest.mark.slow
 def test_backends_agree_on_a_wheel_arm_with_its_limit_stage(tmp_path):
     """The xArm7 of example-robot-data (damping 2-10, friction 1 per joint) far from its target: efforts
     beyond their limits, so the joint-limit stage runs in both solves."""

@@ -377,6 +377,7 @@ HARDWARE = sorted(m for m in module_files() if m.startswith('uk_controller.hardw
 
 
 @pytest.mark.parametrize('module', HARDWARE)
+@pytest.mark.slow
 def test_hardware_module_imports_alone_without_pyserial_or_dynamixel_sdk(module):
     """Each module imports first thing in a fresh interpreter in which `serial` and `dynamixel_sdk`
     cannot be imported (pyserial and the SDK are optional: imported where a port is opened)."""

@@ -89,6 +89,7 @@ def test_a_start_past_a_limit_is_pulled_back():
 
 
 @needs_numba
+@pytest.mark.slow
 def test_compiled_bounds_equal_the_numpy_reference():
     from uk_controller.kernels.limits import acceleration_bounds as compiled
 
@@ -207,6 +208,7 @@ def test_bounded_lsq_is_lipschitz_in_its_data():
 
 @needs_numba
 @pytest.mark.parametrize('seed', range(8))
+@pytest.mark.slow
 def test_compiled_bounded_lsq_equals_the_numpy_reference(seed):
     from uk_controller.core.joint_limits import bounded_lsq
     from uk_controller.kernels.limits import bounded_lsq as compiled
@@ -223,6 +225,7 @@ def test_compiled_bounded_lsq_equals_the_numpy_reference(seed):
 
 
 @pytest.mark.parametrize('seed', range(8))
+@pytest.mark.slow
 def test_warm_start_reaches_the_same_minimizer_in_fewer_iterations(seed):
     """The minimizer is unique: from the solution of a nearby problem (the previous control step's) the
     method ends at the same point, bit for bit (the last solve on the final piece and active set), in at
@@ -289,6 +292,7 @@ def test_bounded_lsq_equals_a_generic_convex_solver():
 
 @needs_numba
 @pytest.mark.parametrize('seed', range(6))
+@pytest.mark.slow
 def test_compiled_stage_equals_the_numpy_reference(seed):
     """The compiled bounded_stage (Gram form, warm start) equals the NumPy stage on the same data."""
     from uk_controller.core.joint_limits import bounded_stage

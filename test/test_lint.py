@@ -42,11 +42,13 @@ def format_check(*paths, cwd=ROOT):
     return ruff_run('format', '--check', *map(str, paths), cwd=cwd)
 
 
+@pytest.mark.slow
 def test_ruff_rules_find_nothing():
     done = check(*FOLDERS)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_every_file_is_formatted():
     done = format_check(*FOLDERS)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -59,6 +61,7 @@ BAD = (
 )
 
 
+@pytest.mark.slow
 def test_the_check_reports_each_rule_family(tmp_path):
     """The same invocation on a file with an unused and unsorted import, an undefined name, a %-format and a
     long line: pyflakes, isort, pyupgrade and pycodestyle each report theirs."""
@@ -69,6 +72,7 @@ def test_the_check_reports_each_rule_family(tmp_path):
         assert code in done.stdout, (code, done.stdout)
 
 
+@pytest.mark.slow
 def test_the_format_check_reports_an_unformatted_file(tmp_path):
     (tmp_path / 'ugly.py').write_text('x = [ 1,2 ]\n')
     done = format_check('ugly.py', cwd=tmp_path)

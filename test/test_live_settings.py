@@ -32,6 +32,7 @@ def state(setup):
     return q, np.asarray(setup.qd0, dtype=float) + 0.1, 0.3
 
 
+@pytest.mark.slow
 def test_live_gains_reach_the_controller_as_if_it_had_started_with_them(base):
     core = core_of(base)
     q, qd, t = state(core.setup)
@@ -46,6 +47,7 @@ def test_live_gains_reach_the_controller_as_if_it_had_started_with_them(base):
     assert not np.allclose(after, before)
 
 
+@pytest.mark.slow
 def test_live_safe_effort_reaches_the_controller(base):
     core = core_of(base)
     q, qd, t = state(core.setup)
@@ -58,6 +60,7 @@ def test_live_safe_effort_reaches_the_controller(base):
     np.testing.assert_array_equal(core.safe('stale').effort, good)  # the last good effort, held
 
 
+@pytest.mark.slow
 def test_a_bad_live_value_is_refused_naming_the_key_and_nothing_changes(base):
     with pytest.raises(ConfigError, match=r'stabilization\.omega.*rate/4'):
         resolve(ROBOT, {'stabilization.omega': 900.0})  # the cross-key rule: omega <= control.rate / 4
@@ -81,6 +84,7 @@ def test_changed_keys_name_what_differs(base):
     assert 'ros.loop.window' in changed_keys(base, other)
 
 
+@pytest.mark.slow
 def test_rearm_and_merger_take_their_live_values(base):
     core = core_of(base)
     rearm = ReArm(core, base.control.soft_start)
@@ -105,6 +109,7 @@ def test_rearm_and_merger_take_their_live_values(base):
     np.testing.assert_allclose(np.asarray(core.stabilization.kp), 9.0 * 0.25)
 
 
+@pytest.mark.slow
 def test_the_controller_node_hands_the_settings_to_each_consumer(base):
     pytest.importorskip('rclpy')
     from uk_controller.ros.controller_node import ControllerNode

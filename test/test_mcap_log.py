@@ -22,6 +22,7 @@ def _csv(path):
 
 
 @pytest.mark.parametrize('robot, rate, duration', [('five_bar', 200, 2.2), ('scara', 250, 0.2)])
+@pytest.mark.slow
 def test_mcap_messages_match_the_csv_log(robot, rate, duration, tmp_path):
     out = tmp_path / robot
     mcap = tmp_path / f'{robot}.mcap'
@@ -106,6 +107,7 @@ def test_mcap_messages_match_the_csv_log(robot, rate, duration, tmp_path):
     assert timing[-1].log_time_ns == states[-1].log_time_ns
 
 
+@pytest.mark.slow
 def test_command_follows_ros_effort_joints_order(tmp_path):
     """With ros.effort_joints reversed the command topic carries the efforts reversed (as the node sends)."""
     import yaml

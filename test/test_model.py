@@ -245,6 +245,7 @@ def test_bad_joint_names_and_frames(tmp_path):
     'robot',
     ['scara', 'five_bar', 'dual_arm', 'planar_3r', 'config/examples/cassie_hung.yaml', 'irregular', 'continuous'],
 )
+@pytest.mark.slow
 def test_pinocchio_pass_gives_the_bits_of_compute(robot, tmp_path):
     """The compiled programs' pass (crba + rnea at q'' = 0) fills M, h, J, the joint and frame placements and
     the joint velocities with exactly the bits of compute()'s computeAllTerms, which the shipped robots'

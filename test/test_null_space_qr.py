@@ -111,6 +111,7 @@ def _close(a, b, rtol):
     'n, p, g, deficient',
     [(9, 9, 3, 0), (9, 9, 3, 1), (6, 6, 3, 0), (7, 5, 1, 2), (4, 4, 0, 0), (5, 3, 2, 1), (8, 6, 0, 2)],
 )
+@pytest.mark.slow
 def test_fast_path_is_the_svd_solution(n, p, g, deficient, scaled):
     """Full column rank and exactly rank-deficient Y (structural zeros, as the Panda's finger coupling gives):
     the QR path takes the problem and returns the SVD's dimensions and minimum-norm solution, also against
@@ -149,6 +150,7 @@ def test_fast_path_is_the_svd_solution(n, p, g, deficient, scaled):
         ((1e-3,), 5),  # between the QR's round-off margin and the cut
     ],
 )
+@pytest.mark.slow
 def test_fast_path_declines_what_it_cannot_prove(small, expected_rank):
     """Singular values near the cut (in units of cut = null_rcond |X|_F): null_space_qr declines, and
     null_space_step (then the Jacobi SVD) gives the SVD rule's dimensions and solution."""
@@ -165,6 +167,7 @@ def test_fast_path_declines_what_it_cannot_prove(small, expected_rank):
         assert _close(du, ref, 1e-8)
 
 
+@pytest.mark.slow
 def test_fast_path_takes_a_small_but_provable_singular_value():
     """One singular value at 5 cut, the others O(1): the bound 1 / |R11^-1|_F is within a few per cent of it,
     so the QR path proves rank k and its solution (|du| ~ 1 / s_min, conditioned like 1e5) is the SVD's."""
@@ -176,6 +179,7 @@ def test_fast_path_takes_a_small_but_provable_singular_value():
         assert _close(du, ref, 1e-8)
 
 
+@pytest.mark.slow
 def test_zero_x_is_left_to_the_svd_path():
     """X = 0 (no effort moves anything): no cut to prove against, null_space_qr declines; the step gives
     du = 0 and every free direction internal, as the SVD rule (which keeps nothing when |X|_F = 0)."""

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.skipif(not AVAILABLE, reason='numba not installed')
 
 
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r'])
+@pytest.mark.slow
 def test_packed_step_matches_the_pinocchio_pass(robot):
     ctrl = ControllerCore.from_config(robot)
     if ctrl.backend.dynamics != 'kernels':
@@ -55,6 +56,7 @@ def test_packed_step_matches_the_pinocchio_pass(robot):
     assert np.shares_memory(fz.fp, packed.F)
 
 
+@pytest.mark.slow
 def test_packed_step_with_continuous_joints_matches_the_pinocchio_pass(tmp_path):
     """A continuous joint: Pinocchio gets (cos q, sin q) through CompiledRows' runner, the packed step the angle."""
     from test_continuous_joints import write_arm
@@ -77,6 +79,7 @@ def test_packed_step_with_continuous_joints_matches_the_pinocchio_pass(tmp_path)
             np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11)
 
 
+@pytest.mark.slow
 def test_borrowed_views_read_and_write_the_callers_array():
     """kernels.jit.borrowed: same data, shape and strides, writes reach the caller's array, slices and calls on
     it work, and the caller's array keeps its own reference count (nothing leaked or freed by the kernel)."""

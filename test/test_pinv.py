@@ -174,6 +174,7 @@ def test_registry():
 
 
 @pytest.mark.parametrize('name', MP_METHODS)
+@pytest.mark.slow
 def test_compiled_twins_equal_the_reference(name):
     """The loop twins (compiled with numba when installed) equal the NumPy/LAPACK reference: the
     Moore–Penrose inverse is unique, so with the same rank decision they agree to round-off, on
@@ -223,6 +224,7 @@ def _spectrum_matrix(rng, m, n, s):
 
 
 @pytest.mark.parametrize('shape', [(12, 12), (12, 7), (7, 12), (9, 1), (1, 9), (2, 2), (30, 11), (11, 30)])
+@pytest.mark.slow
 def test_svd_twin_equals_lapack_reference(shape):
     """The Jacobi-SVD twin equals `pinv_svd` (LAPACK) to round-off: full rank, exact rank deficiency
     (zero singular values, round-off level in A), singular values below rcond * s_max but far from
@@ -280,6 +282,7 @@ def test_jacobi_kernel_is_an_svd():
         assert off.max() <= 20 * EPS * s.max() ** 2 * r
 
 
+@pytest.mark.slow
 def test_svd_twin_exact_dependence_and_nonfinite():
     """Seed 002's situation: a redundant row (row 3 = row 1 + row 2) is dropped, as by LAPACK; a
     matrix with NaN or inf has no SVD and the twin says so with an all-NaN result."""

@@ -103,6 +103,7 @@ def test_rcl_rejects_a_bare_y_and_our_loader_says_what_to_quote(tmp_path):
     assert 'constraints.tool_path.axes[1]' in message and "write 'y'" in message and 'line ' in message
 
 
+@pytest.mark.slow
 def test_node_given_a_bare_y_file_exits_2_with_the_fix_not_a_traceback(tmp_path):
     path = bare_y_file(tmp_path)
     done = subprocess.run(
@@ -202,6 +203,7 @@ def test_nodes_start_from_each_shipped_file_and_stop_cleanly_on_two_sigints(robo
         assert 'Traceback' not in out and 'KeyboardInterrupt' not in out, out
 
 
+@pytest.mark.slow
 def test_plots_start_only_once_the_topics_have_publishers(probe, tmp_path):
     """uk_wait_for_topics (plot.launch.py starts rqt_plot / PlotJuggler when it exits)."""
     topic = '/uk_test_wait/task_error'
@@ -237,6 +239,7 @@ sys.exit(wait_for_topics.main(['/uk_test_wait/nobody']))
 '''
 
 
+@pytest.mark.slow
 def test_ctrl_c_that_shuts_the_context_mid_query_ends_the_wait_with_exit_0():
     """rclpy's SIGINT handler shuts the context down from its own thread, before Python's handler
     sets our stop flag: a graph query in between fails. Seen once in 30 Ctrl-Cs of plot.launch.py

@@ -29,6 +29,7 @@ RATE = 200.0
 
 
 @pytest.mark.parametrize('robot', ['scara'], indirect=True)
+@pytest.mark.slow
 def test_stop_start_rearms_without_a_jolt_over_dds(tmp_path, robot):
     probe = Probe(DOMAIN_ID)
     efforts = probe.record(Float64MultiArray, '/uk_controller_node/efforts', convert=lambda m: list(m.data))

@@ -78,6 +78,7 @@ def outage_run(robot='scara', *, soft_start=1.0, pre=2.0, outage=0.5, post=1.5):
     }
 
 
+@pytest.mark.slow
 def test_reconnect_rearms_without_a_jolt(robots):
     r = outage_run(robots('scara'))
     print('\nserial re-arm (scara, uk_binary pty, 0.5 s unplugged):', r)

@@ -80,6 +80,7 @@ def test_null_space_term_keeps_task_and_closures_and_is_the_kkt_optimum(shape):
 
 @pytest.mark.parametrize('backend', ['numpy', 'numba'])
 @pytest.mark.parametrize('shape', [(7, 7, 0, 3, 4), (6, 4, 2, 1, 2), (4, 6, 1, 2, 0), (5, 8, 0, 6, 3)])
+@pytest.mark.slow
 def test_servo_solver_redundancy_equals_reference(shape, backend):
     """ServoSolver (the compiled twin servo_solve / null_space_step, and the NumPy path) against
     servo_control with the posture acceleration formed here from the posture rows."""
@@ -136,6 +137,7 @@ def _params(name):
     return copy.deepcopy(params), path
 
 
+@pytest.mark.slow
 def test_no_freedom_no_posture_rows():
     """Where the task uses every degree of freedom nothing is added (the shipped robots' numbers stay
     bit-identical: bench/fingerprint.py); dimensions against an SVD of N B at the initial state."""
@@ -159,6 +161,7 @@ def test_no_freedom_no_posture_rows():
         assert (red.null_motion, red.null_internal) == (rank_nb - rank_g, B.shape[1] - rank_nb) == expected, name
 
 
+@pytest.mark.slow
 def test_internal_force_target_changes_efforts_not_motion():
     """five_bar_redundant (3 motors, 2 DOF): the target's component in null(N B) is added; the plant's
     constrained acceleration under both efforts is the same, the efforts differ by exactly that component."""
@@ -243,6 +246,7 @@ def _same_tool(setup, tool, q3):
     return np.array([sol.x[0], sol.x[1], q3])
 
 
+@pytest.mark.slow
 def test_posture_converges_where_the_task_leaves_freedom(tmp_path):
     params, path, setup, tool = _planar_hold_params({'omega': 5.0})
     q_ref = _same_tool(setup, tool, setup.q0[2] + 0.4)
@@ -271,6 +275,7 @@ def test_posture_converges_where_the_task_leaves_freedom(tmp_path):
     assert off.posture_error[-1] > 0.1 * start
 
 
+@pytest.mark.slow
 def test_posture_on_every_backend_agrees():
     """compiled, reference and general (servo_control) backends give the same efforts with the posture."""
     params, path, setup, tool = _planar_hold_params({'omega': 5.0})
@@ -292,6 +297,7 @@ def test_posture_on_every_backend_agrees():
 
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
+@pytest.mark.slow
 def test_compiled_posture_error_is_the_subtracted_norm():
     """The compiled step reads |q - q_ref| from its posture rows' phi instead of subtracting
     again: the figure must be bit for bit ``sqrt((q - q_ref) . (q - q_ref))`` computed here, and the null-space

@@ -30,6 +30,7 @@ def _stamp(msg):
     return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
 
 
+@pytest.mark.slow
 def test_continuous_arm_lockstep_over_dds(tmp_path, robots):
     config = robots(str(write_arm(tmp_path / 'arm', 'continuous')))
     duration = 1.1

@@ -38,6 +38,7 @@ def _diag(msg):
     return ord(status.level), status.message, {kv.key: kv.value for kv in status.values}
 
 
+@pytest.mark.slow
 def test_a_solved_but_inconsistent_step_is_a_warning_with_its_reason(tmp_path):
     setup = _two_motor_scara(tmp_path)
     names, q0 = list(setup.joint_names), [float(v) for v in setup.q0]

@@ -55,6 +55,7 @@ def probe():
 
 
 @pytest.mark.parametrize('robot,duration', [('scara', 0.75), ('five_bar', 0.75)], indirect=['robot'])
+@pytest.mark.slow
 def test_lockstep_loop_over_dds_reproduces_the_in_process_simulation(probe, tmp_path, robot, duration):
     steps = int(round(duration * RATE))
     ctl = {'config': robot, 'use_sim_time': True, 'control': {'rate': RATE}, 'ros': {'trigger': 'state'}}

@@ -155,27 +155,33 @@ def _fault_and_recover(loop, mode, expect_in_message, counter=None):
     return node
 
 
+@pytest.mark.slow
 def test_nan_positions_give_safe_effort_and_error_then_recover(loop):
     _fault_and_recover(loop, 'nan', 'stale state', counter='rejected_nonfinite')
 
 
+@pytest.mark.slow
 def test_missing_joint_is_named_in_the_diagnostics(loop):
     _fault_and_recover(loop, 'missing', 'stale state: joint4')
 
 
+@pytest.mark.slow
 def test_wrong_joint_names_are_counted_and_never_used(loop):
     _fault_and_recover(loop, 'wrong_names', 'stale state', counter='rejected_no_known_joint')
 
 
+@pytest.mark.slow
 def test_duplicate_joint_names_are_rejected_counted_and_never_used(loop):
     """A message naming joint1 twice was merged (the last value won) and controlled."""
     _fault_and_recover(loop, 'duplicate', 'named more than once', counter='rejected_duplicate_names')
 
 
+@pytest.mark.slow
 def test_silent_publisher_means_stale_state(loop):
     _fault_and_recover(loop, 'silent', 'stale state')
 
 
+@pytest.mark.slow
 def test_burst_of_late_messages_is_rejected_without_disturbing_control(loop):
     probe, feeder, efforts, diags, node = loop
     assert _wait_diag(probe, diags, time.monotonic(), lambda d: d[0] == 0 and d[1] == 'controlling')
@@ -196,6 +202,7 @@ def test_burst_of_late_messages_is_rejected_without_disturbing_control(loop):
     assert all(d[0] == 0 for d in _latest(diags, start))
 
 
+@pytest.mark.slow
 def test_stop_holds_safe_effort_and_start_resumes(loop):
     probe, feeder, efforts, diags, node = loop
     stop = probe.node.create_client(Trigger, f'{NODE}/stop')
@@ -235,6 +242,7 @@ def _start(module, *ros_args):
     )
 
 
+@pytest.mark.slow
 def test_live_parameters_accepted_others_rejected_with_reason(loop):
     set_ = _parameter_setter(loop[0])
     assert set_('stabilization.omega', 15.0).successful
@@ -247,6 +255,7 @@ def test_live_parameters_accepted_others_rejected_with_reason(loop):
     assert not negative.successful and 'control.state_timeout' in negative.reason
 
 
+@pytest.mark.slow
 def test_live_parameter_of_the_wrong_type_is_refused_naming_key_and_type(loop):
     """rclpy refused it first with "Wrong parameter type, expected '3' got '4'"."""
     set_ = _parameter_setter(loop[0])
@@ -267,6 +276,7 @@ def _assert_exit_2_naming(proc, *words):
     assert 'Traceback' not in proc.stderr and 'AttributeError' not in proc.stderr, proc.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_robot_without_movable_joints_or_with_negative_mass_exits_2(tmp_path):
     """With a fixed-only URDF the controller node waited forever; a negative mass
     crashed uk_sim_node with a traceback."""
@@ -281,6 +291,7 @@ def test_robot_without_movable_joints_or_with_negative_mass_exits_2(tmp_path):
         _assert_exit_2_naming(_start(module, '-p', f'config:={heavy}'), str(heavy), 'mass -1.5 kg is negative')
 
 
+@pytest.mark.slow
 def test_unreadable_setup_file_exits_2_naming_it(tmp_path):
     """A symlink loop gave three chained tracebacks ending in AttributeError in
     destroy_node; a folder or a file that is not UTF-8 must name the file too."""
@@ -293,6 +304,7 @@ def test_unreadable_setup_file_exits_2_naming_it(tmp_path):
         _assert_exit_2_naming(_start('uk_controller.ros.controller_node', '-p', f'config:={path}'), str(path))
 
 
+@pytest.mark.slow
 def test_invalid_parameter_fails_at_start_naming_the_key(tmp_path):
     path = params_file({'config': 'scara', 'ros': {'output_type': 'pwm'}}, str(tmp_path))
     proc = _start('uk_controller.ros.controller_node', '--params-file', path)
@@ -303,11 +315,13 @@ def test_invalid_parameter_fails_at_start_naming_the_key(tmp_path):
     assert proc.returncode == 2 and 'no_such_frame' in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow
 def test_publisher_clock_ahead_is_clock_skew_error_then_recover(loop):
     """Stamps 5 s ahead are clock skew (ERROR naming it), not a frozen 'OK controlling'."""
     _fault_and_recover(loop, 'future', 'clock skew', 'rejected_clock_skew')
 
 
+@pytest.mark.slow
 def test_one_glitched_future_stamp_does_not_freeze_control(loop):
     probe, feeder, efforts, diags, node = loop
     assert _wait_diag(probe, diags, time.monotonic(), lambda d: d[0] == 0 and d[1] == 'controlling')
@@ -322,6 +336,7 @@ def test_one_glitched_future_stamp_does_not_freeze_control(loop):
     assert all(float(d[2]['state_age_ms']) >= 0.0 for d in _latest(diags, start))
 
 
+@pytest.mark.slow
 def test_live_parameters_get_the_start_up_checks(loop):
     """Negative, NaN, Inf and huge gains are rejected with the accepted range."""
     set_ = _parameter_setter(loop[0])
@@ -335,6 +350,7 @@ def test_live_parameters_get_the_start_up_checks(loop):
     assert set_('stabilization.omega', 20.0).successful
 
 
+@pytest.mark.slow
 def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
     """-p control.rte:=5.0 is an error, not silently ignored."""
     proc = _start('uk_controller.ros.controller_node', '-p', 'config:=scara', '-p', 'control.rte:=5.0')
@@ -343,6 +359,7 @@ def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
     assert 'Traceback' not in proc.stderr
 
 
+@pytest.mark.slow
 def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
     """serial_bridge_node -p protocol:=canopen was a traceback (the parameter is
     hardware.protocol since the bridge reads its parameters as the other nodes do)."""
@@ -355,6 +372,7 @@ def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
     assert 'Traceback' not in proc.stderr
 
 
+@pytest.mark.slow
 def test_robot_description_file_is_removed_at_exit(tmp_path):
     """Every node start left a /tmp/uk_robot_description_*.urdf behind."""
     urdf = (share_dir() / 'urdf' / 'scara.urdf').read_text()

@@ -226,6 +226,7 @@ def dds(tmp_path, robots):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
     probe, efforts, timing, diags, start = dds
     rate = 100.0
@@ -270,6 +271,7 @@ def test_slowed_step_trips_the_overrun_policy_and_recovers(dds):
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_telemetry_matches_an_independent_probe(dds):
     probe, efforts, timing, diags, start = dds
     rate = 200.0

@@ -39,6 +39,7 @@ def probe():
 
 @pytest.mark.ros
 @pytest.mark.parametrize('robot,duration', [('five_bar', 0.5), ('dual_arm', 0.5)], indirect=['robot'])
+@pytest.mark.slow
 def test_mujoco_plant_over_dds_reproduces_the_in_process_mujoco_loop(probe, tmp_path, robot, duration):
     steps = int(round(duration * RATE))
     ctl = {'config': robot, 'use_sim_time': True, 'control': {'rate': RATE}, 'ros': {'trigger': 'state'}}

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+@pytest.mark.slow
 def test_a_raw_period_keeps_no_allocation(robot, robots):
     robots(robot)
     from uk_controller.ros.controller_node import ControllerNode

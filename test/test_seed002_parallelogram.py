@@ -118,6 +118,7 @@ def test_simulation_with_moderate_baumgarte_gains(method):
 
 
 @pytest.mark.parametrize('method', METHODS)
+@pytest.mark.slow
 def test_compiled_rhs_is_eq32(method):
     """The compiled right-hand side equals Parallelogram.acceleration (NumPy pseudo-inverse) on and
     off the constraints, and its Jacobian is [[0, I], [-beta^2 P Psi_q, -2 alpha P Psi_q]]."""
@@ -142,6 +143,7 @@ def test_compiled_rhs_is_eq32(method):
         assert np.allclose(jac[12:, 12:], -2 * alpha * PJ, atol=1e-9 * max(1.0, alpha))
 
 
+@pytest.mark.slow
 def test_compiled_bdf_matches_scipy_bdf():
     """The written-out Gear/BDF integrator and scipy's BDF (NumPy right-hand side, the same
     Jacobian) integrate the same eq 32 with the paper's gains to the same trajectory."""
@@ -190,6 +192,7 @@ def test_compiled_bdf_matches_scipy_bdf():
 
 
 @pytest.mark.parametrize('method', METHODS)
+@pytest.mark.slow
 def test_compiled_full_run_follows_reduced_model(method):
     """Seed 002's whole experiment (20 s, alpha = 1000, beta = 100, TOL = rcond = 1e-10, Table 10)
     on the compiled path: completes, stays on the constraints (sum Psi^2 <= 1e-10, the issue's

@@ -213,6 +213,7 @@ def test_bridge_loop_timing_matches_probe(config):
     assert {'loop_' + f for f in TIMING_FIELDS} <= set(d) and 'overrun_state' in d
 
 
+@pytest.mark.slow
 def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(tmp_path, robots):
     """The bridge as its own process (``python -m uk_controller.ros.serial_bridge_node``) on the SCARA over
     the Dynamixel emulator behind a fake FTDI adapter with the 16 ms default latency timer, at 200 Hz: the
@@ -272,6 +273,7 @@ def test_bridge_refuses_a_rate_the_bus_cannot_carry_and_servos_that_cannot_hold(
         assert 'USB latency timer: 1 ms' in runs[1] and 'the requested rate 100 Hz is above' not in runs[1]
 
 
+@pytest.mark.slow
 def test_bridge_checks_at_the_first_connect_when_the_port_came_late(tmp_path, robots):
     """The port is not there when the bridge starts (an adapter plugged in later): the bridge retries,
     sends no effort before the check, and at the first connect refuses the servo that cannot hold the

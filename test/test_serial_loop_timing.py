@@ -68,6 +68,7 @@ def stepped_run(duration=2.5):
     return res, diag, logged, core
 
 
+@pytest.mark.slow
 def test_stepped_loop_rate_missed_deadlines_and_safe_effort(robots):
     robots('scara')
     res, diag, logged, core = stepped_run()

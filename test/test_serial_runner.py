@@ -42,6 +42,7 @@ def test_missing_port_message(tmp_path):
 
 @pytest.mark.serial
 @pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.slow
 def test_signal_stops_with_torque_off(tmp_path, sig, robots):
     setup = load_robot(robots('scara'))
     hw = HardwareConfig.from_setup(setup)
@@ -83,6 +84,7 @@ def test_signal_stops_with_torque_off(tmp_path, sig, robots):
 
 
 @pytest.mark.serial
+@pytest.mark.slow
 def test_run_log_on_a_full_disk(tmp_path, robots, monkeypatch):
     """`run --log` on a full disk turned the torque off, then a traceback and the run summary
     was lost. Now: torque off, the summary (cycles, errors, loop timing), exit 2 naming the log, and

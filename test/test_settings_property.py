@@ -89,6 +89,7 @@ KINDS = ('wrong_type', 'sign', 'zero', 'nan', 'huge', 'missing', 'misspelt', 'ex
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(robot=st.sampled_from(ROBOTS), data=st.data(), kind=st.sampled_from(KINDS))
+@pytest.mark.slow
 def test_perturbed_setup_runs_or_is_refused_naming_the_key(tmp_path_factory, robot, data, kind):
     params = copy.deepcopy(PARAMS[robot])
     urdf = PARAMS[robot]['robot']['urdf']
@@ -140,6 +141,7 @@ FLAG_VALUES = ['0', '-1', 'nan', 'inf', '1e12', '-1e-9', 'abc', '0.5', '2', '1']
 @given(
     flag=st.sampled_from(sorted(cli.SIMULATE_FLAGS)), value=st.sampled_from(FLAG_VALUES), robot=st.sampled_from(ROBOTS)
 )
+@pytest.mark.slow
 def test_perturbed_flags_run_or_are_refused_naming_the_flag(tmp_path_factory, flag, value, robot):
     argv = ['simulate', robot, '--no-plots', '--out', str(tmp_path_factory.mktemp('f') / 'out')]
     if flag != '--duration':

@@ -896,6 +896,7 @@ def _overrides(given, tmp_path):
 
 
 @pytest.mark.parametrize('key', sorted(PROBES))
+@pytest.mark.slow
 def test_key_reaches_the_running_objects(key, tmp_path):
     probe = PROBES[key]
     robot = probe.robot
@@ -928,6 +929,7 @@ def _setup_file(tmp_path, hardware=None, **simulation):
     return path
 
 
+@pytest.mark.slow
 def test_cli_simulate_runs_the_values_of_the_file_and_its_flags(tmp_path):
     """``uk-controller simulate FILE``: the run has the file's rate, duration, delay, transient and log
     stride (none of them the default); a flag overrides the file's value for its key only."""
@@ -951,6 +953,7 @@ def test_cli_simulate_runs_the_values_of_the_file_and_its_flags(tmp_path):
     assert summary['steps'] == 10 and summary['transient_s'] == 0.01  # --rate 250; the rest from the file
 
 
+@pytest.mark.slow
 def test_run_builds_the_controller_at_the_bus_rate_of_the_file(tmp_path):
     """``uk-controller run`` steps the controller once per bus cycle: with the file's hardware.rate 250 Hz
     below its control.rate 500 Hz, the controller it builds runs at 250 Hz, resolved as control.rate (so

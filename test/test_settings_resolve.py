@@ -358,6 +358,7 @@ def _mass(model):
     return sum(inertia.mass for inertia in model.model.inertias)
 
 
+@pytest.mark.slow
 def test_simulate_runs_the_plant_and_mass_scale_of_the_file(tmp_path):
     """simulate(setup) with no plant or mass_scale runs what the file says, as the CLI does."""
     from uk_controller.robots import load_robot
@@ -372,6 +373,7 @@ def test_simulate_runs_the_plant_and_mass_scale_of_the_file(tmp_path):
     assert simulate(load_robot(_planar_with(tmp_path, plant='mujoco', duration=0.02))).plant == 'mujoco'
 
 
+@pytest.mark.slow
 def test_controller_from_config_and_plants_follow_the_file(tmp_path):
     """ControllerCore.from_config builds the controller of the file: its model is the description as
     written, as in simulate (simulation.mass_scale is the plant's mismatch, never the controller's), and

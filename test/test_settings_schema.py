@@ -251,6 +251,7 @@ def test_a_name_missing_from_its_table_is_refused_by_schema_and_cli(key, flag, s
     assert exit_.value.code == 2 and f"invalid choice: '{shipped}'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_schema_and_its_choices_need_no_optional_package():
     """Reading the choices (and the docs table) imports the tables, not numba, MuJoCo or the serial stacks."""
     code = (

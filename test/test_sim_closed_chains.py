@@ -20,6 +20,7 @@ from uk_controller.sim.closed_loop import simulate
 from uk_controller.sim.uk_plant import UKPlant
 
 
+@pytest.mark.slow
 def test_seed003_open_loop_closure_and_work_energy():
     setup = load_robot('five_bar_redundant', {'simulation.substeps': 2})
     plant = UKPlant.from_setup(setup)
@@ -44,6 +45,7 @@ def test_seed003_open_loop_closure_and_work_energy():
 
 
 @pytest.mark.parametrize('robot', ['five_bar', 'five_bar_redundant'])
+@pytest.mark.slow
 def test_seed003_line_tracking(robot):
     setup = load_robot(robot, {'simulation.duration': 1.5})
     result = simulate(setup)
@@ -60,6 +62,7 @@ def test_seed003_line_tracking(robot):
     assert np.isfinite(x).all()
 
 
+@pytest.mark.slow
 def test_seed004_dual_arm_tracking_and_redundancy():
     setup = load_robot('dual_arm', {'simulation.duration': 1.5})
     result = simulate(setup)

@@ -42,6 +42,7 @@ def reference_run(robot, duration):
 
 
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r'])
+@pytest.mark.slow
 def test_simulate_equals_unfused_reference(robot):
     ref = reference_run(robot, DURATION)
     fast = simulate(load_robot(robot, {'simulation.duration': DURATION}))
@@ -63,6 +64,7 @@ def test_simulate_equals_unfused_reference(robot):
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+@pytest.mark.slow
 def test_non_finite_start_falls_back_like_the_python_loop(robot):
     """Every period: the compiled controller stops, ControllerCore.step gives the safe effort (zero) with
     ok False, the plant propagates NaN; identical logs with and without the compiled loop."""
@@ -80,6 +82,7 @@ def test_non_finite_start_falls_back_like_the_python_loop(robot):
 
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+@pytest.mark.slow
 def test_compiled_required_but_unavailable_is_an_error():
     with pytest.raises(ValueError, match='compiled closed loop not available'):
         simulate(load_robot('scara', {'simulation.duration': 0.01, 'simulation.sensor_noise': 1e-6}), compiled=True)
@@ -87,6 +90,7 @@ def test_compiled_required_but_unavailable_is_an_error():
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar', 'five_bar_redundant', 'planar_3r'])
+@pytest.mark.slow
 def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
     """CompiledLoop.plant_period (kernels.plant.plant_period on the loop's own unpacked model, work and scratch
     arrays) equals UKPlant's kernels.plant.plant_rk4 (packed model, one work array): the same bits over 200 periods
@@ -110,6 +114,7 @@ def test_plant_period_equals_plant_rk4_bit_for_bit(robot):
 
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+@pytest.mark.slow
 def test_plant_period_with_q_dependent_actuators_equals_the_reference_plant():
     """dual_arm's 'between' actuator (torque between link5 and the world): B(q) u at every RK4 stage by the
     plant's closure program equals UKPlant's stage-by-stage RK4 with ActuatorMap.matrix on Pinocchio."""
@@ -131,6 +136,7 @@ def test_plant_period_with_q_dependent_actuators_equals_the_reference_plant():
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+@pytest.mark.slow
 def test_model_mismatch_and_own_gains_equal_the_python_loop(robot):
     """Plant inertias x 1.3 (the controller's and the plant's trees differ: no shared tree pass), seed 000's
     Baumgarte gains and 500 Hz: the compiled loop follows the Python loop to round-off."""
@@ -154,6 +160,7 @@ def test_model_mismatch_and_own_gains_equal_the_python_loop(robot):
 
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+@pytest.mark.slow
 def test_progress_chunks_do_not_change_the_run():
     """With a progress callback the compiled loop runs in chunks of ~1 % of the periods: same bits as one
     chunk, fractions rising from 0 to 1."""
@@ -167,6 +174,7 @@ def test_progress_chunks_do_not_change_the_run():
 
 
 @pytest.mark.skipif(not compiled_loop.AVAILABLE, reason='numba not installed')
+@pytest.mark.slow
 def test_hold_safe_effort_after_compiled_periods():
     """safe_effort 'hold': after compiled periods the ControllerCore holds the last compiled effort, as if its
     own step had produced it."""

@@ -20,6 +20,7 @@ pytest.importorskip('mujoco')
 @pytest.mark.parametrize(
     'robot, tol', [('scara', 1e-6), ('five_bar', 1e-5), ('five_bar_redundant', 1e-5), ('dual_arm', 1e-5)]
 )
+@pytest.mark.slow
 def test_open_loop_engines_agree(robot, tol):
     setup = load_robot(robot, {'simulation.substeps': 2})
     ours = UKPlant.from_setup(setup)
@@ -37,6 +38,7 @@ def test_open_loop_engines_agree(robot, tol):
 
 
 @pytest.mark.parametrize('robot, tol', [('scara', 1e-4), ('five_bar', 1e-4), ('dual_arm', 1e-3)])
+@pytest.mark.slow
 def test_tracking_on_mujoco(robot, tol):
     setup = load_robot(robot, {'simulation.duration': 1.0, 'simulation.plant': 'mujoco'})
     result = simulate(setup)

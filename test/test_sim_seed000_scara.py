@@ -60,6 +60,7 @@ def run(robot, stabilization, duration, overrides=None):
     )
 
 
+@pytest.mark.slow
 def test_initial_state_is_incompatible(scara):
     result = run(scara, NONE, 0.01)
     position_error = np.linalg.norm(result.task_error[0, :3])
@@ -80,6 +81,7 @@ def test_initial_state_is_incompatible(scara):
         ('critical omega=15', CRITICAL_15, 2e-4),
     ],
 )
+@pytest.mark.slow
 def test_task_error_follows_error_equation(scara, label, stab, tol):
     duration = 1.5
     result = run(scara, stab, duration)
@@ -95,6 +97,7 @@ def test_task_error_follows_error_equation(scara, label, stab, tol):
     assert deviation < tol
 
 
+@pytest.mark.slow
 def test_no_stabilization_error_does_not_vanish(scara):
     result = run(scara, NONE, 2.0)
     e0 = np.linalg.norm(result.task_error[0])
@@ -110,6 +113,7 @@ def test_no_stabilization_error_does_not_vanish(scara):
         (CRITICAL_15, 1.5),
     ],
 )
+@pytest.mark.slow
 def test_stabilized_error_converges(scara, stab, settle_max):
     result = run(scara, stab, 6.0 if settle_max is None else 3.0)
     stab = Baumgarte.from_config(stab)
@@ -127,6 +131,7 @@ def test_stabilized_error_converges(scara, stab, settle_max):
         assert err[-1] < 1e-5
 
 
+@pytest.mark.slow
 def test_printed_start_converges_with_critical_gains():
     """From the start exactly as printed (0.40 m, 109 deg off) the linear critical law (no speed cap)
     follows its closed form and converges (joint limits off: the closed form asks the joints for more than
@@ -147,6 +152,7 @@ def test_printed_start_converges_with_critical_gains():
     assert np.linalg.norm(result.task_error[-1]) < 1e-4
 
 
+@pytest.mark.slow
 def test_printed_start_with_the_default_speed_cap_converges_at_bounded_speed_and_lower_torque():
     """The default saturated term approaches the far-off start at most at 1 m/s or 1 rad/s per row: every
     task row's speed stays near that bound (the trajectory's own speed added), the peak torque falls well

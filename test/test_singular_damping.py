@@ -40,6 +40,7 @@ def test_damping_law():
 
 
 @needs_numba
+@pytest.mark.slow
 def test_compiled_damping_law_equals_the_numpy_reference():
     from uk_controller.kernels.limits import singular_damping as compiled
 
@@ -168,6 +169,7 @@ def test_stage_damping_is_centred_on_the_null_space_effort():
 
 @needs_numba
 @pytest.mark.parametrize('seed', range(5))
+@pytest.mark.slow
 def test_compiled_damped_stage_equals_the_numpy_reference(seed):
     """The compiled stage with damping (G + lambda^2 I, C^T d + lambda^2 c) equals the NumPy stage on the
     augmented rows [CB; lambda I]. (Seed 5 of this generator is left out: there the NumPy reference ends
@@ -244,6 +246,7 @@ def _flips(u, limit=1.0):
 
 
 @pytest.mark.parametrize('backend', ['numpy', pytest.param('numba', marks=needs_numba)])
+@pytest.mark.slow
 def test_effort_is_continuous_across_a_singularity_crossing(backend):
     """Through the stretched elbow the exact effort goes to +-infinity and changes sign; with the effort
     box the undamped stage jumps from one limit to the other between q2 = -5e-9 and 5e-9, the damped one
@@ -260,6 +263,7 @@ def test_effort_is_continuous_across_a_singularity_crossing(backend):
 
 
 @needs_numba
+@pytest.mark.slow
 def test_compiled_servo_damping_equals_the_numpy_reference():
     """ServoSolver numba vs numpy near a singularity, with and without the stage running."""
     M = np.array([[2.0, 0.3], [0.3, 0.5]])

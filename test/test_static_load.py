@@ -78,6 +78,7 @@ def test_the_shipped_dynamixel_example_holds_the_scara():
     assert static_load.problems(setup, hw, static_load.static_effort(setup)) == []
 
 
+@pytest.mark.slow
 def test_joint_limited_plant_stops_the_falling_axis():
     """Zero effort for 1 s: the free SCARA's prismatic joint falls as q4(t) = q4(0) + v0 t - g t^2 / 2
     (its axis is parallel to the revolute ones: nothing couples it); with the stops it rests on the
@@ -98,6 +99,7 @@ def test_joint_limited_plant_stops_the_falling_axis():
 
 @pytest.mark.serial
 @pytest.mark.usefixtures('fast_gil_switch')
+@pytest.mark.slow
 def test_clipping_by_the_motor_is_logged_saturated_and_the_axis_rests_on_its_stop(robots):
     """The SCARA on Dynamixel servos that cannot hold its payload, run anyway (run_loop, as `run` would
     after its checks): every logged row whose effort is at a motor's limit says `saturated`, the logged
@@ -163,6 +165,7 @@ def test_clipping_by_the_motor_is_logged_saturated_and_the_axis_rests_on_its_sto
 
 
 @pytest.mark.serial
+@pytest.mark.slow
 def test_run_refuses_the_scara_its_servos_cannot_hold(tmp_path, robots):
     """The issue's reproduction, `uk-controller run scara --protocol dynamixel --duration 3 --log run.csv`
     over the Dynamixel emulator (at a rate the bus carries): exit 2 naming motor4 and the numbers, no log

@@ -35,6 +35,7 @@ def test_table_has_one_row_per_status_and_kernel_codes_are_the_kernels():
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.slow
 def test_bad_states_give_the_same_status_and_reason_on_every_backend(backend):
     ctrl = ControllerCore.from_config('five_bar', backend=backend)
     assert ctrl.backend.name == backend
@@ -67,6 +68,7 @@ def _two_motor_scara(tmp_path):
     return load_robot(path)
 
 
+@pytest.mark.slow
 def test_under_actuated_task_is_servo_inconsistent_with_its_residual(tmp_path):
     """Four task rows, two motors: the least-squares effort of Chen's servo equation. Its residual
     |A_s q'' - b_s| is recomputed here from the model (q'' = M^-1 (B u - h), the stabilized b_s)."""
@@ -97,6 +99,7 @@ def test_under_actuated_task_is_servo_inconsistent_with_its_residual(tmp_path):
 
 
 @pytest.mark.parametrize('robot, backend', [('five_bar', 'compiled'), ('scara', 'compiled'), ('scara', 'numpy')])
+@pytest.mark.slow
 def test_plant_propagates_a_non_finite_state(robot, backend):
     """The compiled period's NON_FINITE_STATE (and Pinocchio's ABA on the open tree) give NaN, not an error.
     (The reference closure solve on a NaN state reports a mass matrix that is not positive definite.)"""

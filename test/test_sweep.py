@@ -95,6 +95,7 @@ def test_bad_grid_keys_and_values_exit_2_naming_the_key(spec, words, tmp_path, c
     assert not (tmp_path / 'runs.jsonl').exists()
 
 
+@pytest.mark.slow
 def test_a_convention_set_with_its_gains_on_the_grid_resolves(tmp_path):
     """`--set stabilization.convention=seed000` needs alpha and beta, which only the grid gives: the sweep's
     settings are resolved with the grid's first values, and every run carries its own pair."""
@@ -144,6 +145,7 @@ def test_rows_equal_direct_simulate_calls_and_the_pool_equals_one_process(tmp_pa
     assert by_mass['1.0'] != by_mass['1.2']
 
 
+@pytest.mark.slow
 def test_parquet_holds_the_csv_table(tmp_path):
     pq = pytest.importorskip('pyarrow.parquet')
     out = _sweep(tmp_path, 'pq', '--jobs', '1')
@@ -158,6 +160,7 @@ def test_parquet_holds_the_csv_table(tmp_path):
                 assert a[key] == value, key
 
 
+@pytest.mark.slow
 def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch, capsys):
     import uk_controller.sim.closed_loop as closed_loop
 
@@ -204,6 +207,7 @@ def test_failed_and_diverged_runs_are_recorded_and_the_sweep_goes_on(tmp_path, m
     assert f"{len(diverged)} diverged" in printed and '2 failed' in printed
 
 
+@pytest.mark.slow
 def test_resume_skips_done_runs(tmp_path, monkeypatch):
     out = _sweep(tmp_path, 'resume', '--jobs', '1')
     first = _rows(out / 'table.csv')

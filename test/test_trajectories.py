@@ -165,6 +165,7 @@ def test_bad_configs_name_the_key(cfg, key):
     assert str(err.value).startswith(f'robot.yaml: {key}: ')
 
 
+@pytest.mark.slow
 def test_a_trajectory_type_is_one_table_entry(tmp_path, monkeypatch):
     """docs/architecture.md, "How to add a trajectory type": a class and ONE entry of trajectories.TYPES (its
     builder and its config keys), nothing else. Before the entry the schema refuses the type; with it the

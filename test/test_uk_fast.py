@@ -59,6 +59,7 @@ def rel(a, b):
 
 @pytest.mark.parametrize('backend', BACKENDS)
 @pytest.mark.parametrize('deficient', [False, True])
+@pytest.mark.slow
 def test_servo_solver_equals_servo_control(backend, deficient):
     rng = np.random.default_rng(7 + deficient)
     for _ in range(60):
@@ -76,6 +77,7 @@ def test_servo_solver_equals_servo_control(backend, deficient):
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.slow
 def test_solver_without_servo_is_the_uk_acceleration(backend):
     """p = m_s = 0: q'' is the UK constrained acceleration (fast and square-root forms)."""
     rng = np.random.default_rng(3)
@@ -97,6 +99,7 @@ def test_solver_without_servo_is_the_uk_acceleration(backend):
         assert np.abs(A @ sol.qdd - b).max() < 1e-8 * max(1.0, np.abs(b).max())
 
 
+@pytest.mark.slow
 def test_solver_rejects_indefinite_mass():
     M = np.diag([1.0, -1.0])
     for backend in BACKENDS:
@@ -201,6 +204,7 @@ def test_jacobi_rows_and_blocked_solves_match_their_column_forms():
 
 
 @pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.slow
 def test_folded_baumgarte_equals_stabilized_rhs(backend):
     rng = np.random.default_rng(5)
     n, p, mp, ms = 5, 3, 2, 2
@@ -264,6 +268,7 @@ def _states(setup, rng, count):
 
 
 @pytest.mark.parametrize('robot', ROBOTS)
+@pytest.mark.slow
 def test_controller_fast_step_equals_general_step(robot):
     fast = ControllerCore.from_config(robot)
     general = ControllerCore.from_config(robot, backend='general')  # the uk.servo_control path
@@ -281,6 +286,7 @@ def test_controller_fast_step_equals_general_step(robot):
         assert a.condition == pytest.approx(b.condition, rel=1e-8)
 
 
+@pytest.mark.slow
 def test_controller_stabilization_assignment_rebuilds_gains():
     ctrl = ControllerCore.from_config('five_bar')
     general = ControllerCore.from_config('five_bar', backend='general')
@@ -290,6 +296,7 @@ def test_controller_stabilization_assignment_rebuilds_gains():
     assert rel(ctrl.step(q, qd, 0.2).effort, general.step(q, qd, 0.2).effort) < 1e-9
 
 
+@pytest.mark.slow
 def test_step_creates_no_pinocchio_data(monkeypatch):
     ctrl = ControllerCore.from_config('dual_arm')
     created = []
@@ -307,6 +314,7 @@ def test_step_creates_no_pinocchio_data(monkeypatch):
 
 
 @pytest.mark.parametrize('robot', ROBOTS)
+@pytest.mark.slow
 def test_plant_rhs_equals_uk_equation(robot):
     """UKPlant's right-hand side (pin.aba without closures, the kernel with them) is the UK equation
     M q'' = B u - h + Qc with the closure rows Baumgarte-stabilized by the plant's own gains."""
@@ -343,6 +351,7 @@ def test_forward_dynamics_with_permuted_joint_order():
     )
 
 
+@pytest.mark.slow
 def test_rk4_substeps_agree_on_scara():
     """One RK4 step per 1 ms control period already agrees with eight (the plant is smooth)."""
     from uk_controller.sim.uk_plant import UKPlant
@@ -377,6 +386,7 @@ def test_compiled_rows_equal_reference_rows(robot):
 
 @pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 @pytest.mark.parametrize('robot', ['scara', 'five_bar'])
+@pytest.mark.slow
 def test_plant_rk4_kernel_equals_numpy_rk4(robot):
     from uk_controller.sim import uk_plant
 

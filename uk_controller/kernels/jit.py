@@ -1,4 +1,4 @@
-"""The numba switch of the compiled kernels: ``AVAILABLE``, ``njit`` and ``borrowed``.
+"""The numba switch of the compiled kernels: ``AVAILABLE``, ``njit``, ``borrowed`` and ``contiguous``.
 
 If numba is not installed, or the environment sets ``UK_CONTROLLER_NUMBA=0``, ``AVAILABLE`` is False,
 ``njit`` returns the plain Python function and callers keep their NumPy reference path (the kernels
@@ -68,9 +68,29 @@ if AVAILABLE:
             return view._getvalue()
 
         return arr(arr), codegen
+
+    @intrinsic
+    def contiguous(typingctx, arr):
+        """Inside a kernel: the array `arr`, which the caller knows to be row-major contiguous, typed as
+        such (layout ``'C'``; same data, shape and strides). A view built by ``as_strided`` is typed
+        layout ``'A'`` (any strides): passed on to a kernel that is also called with ``'C'`` arrays, it
+        makes numba compile a second machine-code version of that kernel and of every kernel it calls
+        (same arithmetic, same results). Cast only arrays whose strides are those of row-major order."""
+        if not isinstance(arr, types.Array):
+            return None
+
+        def codegen(context, builder, sig, args):
+            context.nrt.incref(builder, sig.args[0], args[0])  # the same array struct: one more reference
+            return args[0]
+
+        return arr.copy(layout='C')(arr), codegen
 else:  # pragma: no cover
 
     def borrowed(arr):
+        """Without numba: the array itself (see the numba version)."""
+        return arr
+
+    def contiguous(arr):
         """Without numba: the array itself (see the numba version)."""
         return arr
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .jit import njit
+from .jit import contiguous, njit
 
 EPS = np.finfo(float).eps
 
@@ -296,11 +296,13 @@ def scratch_row(sc, o, k):
 @njit(cache=True)
 def view2(a, o, r, c):
     """The (r, c) row-major view of the 1-D contiguous float64 array a from offset o: what
-    ``a[o:o + r * c].reshape((r, c))`` gives, without reshape's run-time helper call (~15 ns each in numba)."""
-    return as_strided(a[o : o + r * c], shape=(r, c), strides=(8 * c, 8))
+    ``a[o:o + r * c].reshape((r, c))`` gives, without reshape's run-time helper call (~15 ns each in numba),
+    typed C-contiguous like the arrays callers pass (:func:`.jit.contiguous`: one compiled version of the
+    kernels it is passed to)."""
+    return contiguous(as_strided(a[o : o + r * c], shape=(r, c), strides=(8 * c, 8)))
 
 
 @njit(cache=True)
 def view3(a, o, k, r, c):
     """The (k, r, c) row-major view of a from offset o (``a[o:o + k * r * c].reshape((k, r, c))``, see view2)."""
-    return as_strided(a[o : o + k * r * c], shape=(k, r, c), strides=(8 * r * c, 8 * c, 8))
+    return contiguous(as_strided(a[o : o + k * r * c], shape=(k, r, c), strides=(8 * r * c, 8 * c, 8)))

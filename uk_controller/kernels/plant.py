@@ -220,13 +220,16 @@ def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, pw):
     tw, o = scratch_vec(pw, o, TREE_SCRATCH_PER_JOINT * nj + 12)
     rows, cols = servo_scratch_shape(n, 0, ip[IH_MP], 0)
     sc, o = scratch_mat(pw, o, rows, cols)
+    # no shared tree pass, no q-dependent B: False typed as a run-time bool, as the closed loop passes its
+    # flags (the literal False would make numba compile plant_period and plant_accel a second time)
+    off = n < 0
     return plant_period(
         x,
         tau,
         t,
         dt,
         substeps,
-        False,
+        off,
         pi[2 : 2 + nj],
         pi[2 + nj : 2 + 2 * nj],
         pf[3 : 3 + nj * JOINT_WIDTH],
@@ -248,7 +251,7 @@ def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, pw):
         kk,
         xt,
         tau[:0],
-        False,
+        off,
     )
 
 

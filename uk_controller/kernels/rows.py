@@ -580,7 +580,9 @@ def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
             friction_load(qd, qdd, h, fp[fo], fp[fo + 1], fp[fo + 2 + n : fo + 2 + 2 * n], hf)
             fused_solve(Md, hf, ip, fp, ws, sat, alo, ahi, sc[:rows])
         return
-    fused_solve(Mlow, h, ip, fp, ws, sat, alo, ahi, sc[:rows])
+    # Mlow[:, :n]: all of Mlow, typed as a strided view like Md above, so that numba compiles fused_solve
+    # and the servo solve under it once, not once per layout of M
+    fused_solve(Mlow[:, :n], h, ip, fp, ws, sat, alo, ahi, sc[:rows])
 
 
 @njit(cache=True)
