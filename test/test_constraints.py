@@ -26,10 +26,16 @@ from uk_controller.constraints import (
     jr_inv,
     jr_inv_dot,
 )
-from uk_controller.constraints.trajectories import trajectory
+from uk_controller.constraints.trajectories import trajectory as build_trajectory
 from uk_controller.files.parameter_file import ConfigError
 from uk_controller.model.robot_model import RobotModel
-from uk_controller.settings.sections import constraint_item
+from uk_controller.settings.sections import constraint_item, trajectory_item
+
+
+def trajectory(spec, file=None):
+    """The trajectory of the map `spec`, made a typed item as a setup file's is."""
+    return build_trajectory(trajectory_item(spec, file=file))
+
 
 TREE = """<robot name="tree">
  <link name="base"/>
@@ -239,7 +245,7 @@ def test_so3_helpers_against_pinocchio_and_fd():
 
 def test_stack_is_the_concatenation_of_its_terms(model, user_dir):
     names = ['closure_xy', 'position_xyz', 'so3_moving', 'user', 'joint_linear']
-    terms = [build_term(n, TERMS[n], model, user_dir) for n in names]
+    terms = [build_term(n, constraint_item(n, TERMS[n]), model, user_dir) for n in names]
     stack = ConstraintStack(terms, model.n)
     assert stack.names == names
     assert stack.m == 2 + 3 + 3 + 1 + 1
@@ -273,8 +279,15 @@ def test_roles_split_passive_and_servo(model, user_dir):
     assert servo.names == ['position_zx']
 
 
+def test_a_map_is_refused_by_the_builders_naming_the_item_maker(model):
+    with pytest.raises(TypeError, match='constraint_item'):
+        build_term('j', TERMS['joint_linear_named'], model)
+    with pytest.raises(TypeError, match='trajectory_item'):
+        build_trajectory({'type': 'hold', 'value': [0.0]})
+
+
 def test_joint_linear_named_maps_to_q_order(model):
-    term = build_term('j', TERMS['joint_linear_named'], model)
+    term = build_term('j', constraint_item('j', TERMS['joint_linear_named']), model)
     expected = np.zeros(model.n)
     for j in ('ja1', 'ja2', 'jb1'):
         expected[model.joint_names.index(j)] = 1.0

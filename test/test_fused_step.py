@@ -14,7 +14,7 @@ import pinocchio as pin
 import pytest
 
 from uk_controller.constraints import CallableTerm, CompiledRows, ConstraintStack
-from uk_controller.constraints.trajectories import trajectory
+from uk_controller.constraints.trajectories import trajectory as build_trajectory
 from uk_controller.control.controller import ControllerCore
 from uk_controller.control.status import Status
 from uk_controller.core import uk
@@ -23,6 +23,13 @@ from uk_controller.kernels.codes import INFO_LIMIT_ITERATIONS
 from uk_controller.kernels.rows import frame_kinematics
 from uk_controller.kernels.trajectory import trajectory_eval
 from uk_controller.robots import load_robot
+from uk_controller.settings.sections import trajectory_item
+
+
+def trajectory(spec, file=None):
+    """The trajectory of the map `spec`, made a typed item as a setup file's is."""
+    return build_trajectory(trajectory_item(spec, file=file))
+
 
 pytestmark = pytest.mark.skipif(not jit.AVAILABLE, reason='numba not installed')
 ROBOTS = ['scara', 'five_bar', 'five_bar_redundant', 'dual_arm', 'planar_3r']

@@ -3,8 +3,15 @@
 import numpy as np
 import pytest
 
-from uk_controller.constraints.trajectories import trajectory
+from uk_controller.constraints.trajectories import trajectory as build_trajectory
 from uk_controller.files.parameter_file import ConfigError
+from uk_controller.settings.sections import trajectory_item
+
+
+def trajectory(spec, file=None):
+    """The trajectory of the map `spec`, made a typed item as a setup file's is."""
+    return build_trajectory(trajectory_item(spec, file=file))
+
 
 CONFIGS = {
     'helix': {'type': 'helix', 'radius': 0.05, 'omega': 1.2566370614359172, 'centre': [0.0, 0.35, 0.0], 'rate': 0.02},

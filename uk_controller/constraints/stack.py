@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.rows import ConstraintRows
 from ..files.parameter_file import ConfigError
-from ..settings.frozen import Item
-from ..settings.sections import constraint_item
-from ..settings.types import ConstraintItem, ConstraintRefinementSettings, TrajectoryItem
 from .terms import (
     CallableTerm,
     FrameOrientation,
@@ -24,6 +22,9 @@ from .terms import (
 )
 from .trajectories import Hold
 from .trajectories import trajectory as build_trajectory
+
+if TYPE_CHECKING:  # the generated item classes (uk_controller/settings/types.py); the rows read their attributes
+    from ..settings.types import ConstraintItem, ConstraintRefinementSettings, TrajectoryItem
 
 
 class ConstraintStack:
@@ -122,19 +123,20 @@ def _joint_index(item, model, joints):
     return [model.joint_index(j) for j in joints]
 
 
-def build_term(
-    name: str, item: ConstraintItem | ConstraintRefinementSettings | Mapping, model=None, base_dir=None
-) -> Term:
+def build_term(name: str, item: ConstraintItem | ConstraintRefinementSettings, model=None, base_dir=None) -> Term:
     """One constraint term from its typed item ``constraints.<name>`` (docs/config.md; the classes of
-    uk_controller/settings/types.py, as resolve() gives them), or from a map, which is first checked and
-    made that item (:func:`uk_controller.settings.sections.constraint_item`).
+    uk_controller/settings/types.py, as resolve() gives them; a map written in code is made one, checked
+    as a setup file is, by :func:`uk_controller.settings.sections.constraint_item`).
 
     `model` (a RobotModel) is used to check frame and joint names; errors are
     :class:`ConfigError` naming the file and dotted key.
     """
-    if not isinstance(item, Item):
-        item = constraint_item(name, item)
-    if isinstance(item, ConstraintRefinementSettings):  # refines a closure the description does not declare
+    if isinstance(item, Mapping):
+        raise TypeError(
+            f'constraint {name!r}: build_term takes a typed item; '
+            'uk_controller.settings.sections.constraint_item(name, map) makes one from a map'
+        )
+    if item.type is None:  # refines a closure the description does not declare
         raise item.error('type', 'required key is missing')
     n = model.n if model is not None else None
     held_at_start: list[bool] = []

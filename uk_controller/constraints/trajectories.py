@@ -27,9 +27,9 @@ output components (e.g. x and y of the three-component object motion).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -524,21 +524,19 @@ TYPES = {
 }
 
 
-def trajectory(cfg: Any, *, file: Any = None, prefix: str = 'trajectory') -> Trajectory:
-    """Build a trajectory from its typed item (docs/config.md, ``constraints.<name>.trajectory``), or from a
-    map, which is first checked and made that item as resolve() does
-    (:func:`uk_controller.settings.sections.trajectory_item`; `file` and `prefix` name its keys in errors).
+def trajectory(item: TrajectoryItem) -> Trajectory:
+    """Build a trajectory from its typed item (docs/config.md, ``constraints.<name>.trajectory``, as
+    resolve() gives it; a map written in code is made one, checked as a setup file is, by
+    :func:`uk_controller.settings.sections.trajectory_item`).
 
     Common keys: ``type`` (one of :data:`TYPES`), ``start_time`` (s, default 0),
     ``components`` (optional list of indices); the type's own keys are its entry's ``keys``. Errors are
-    :class:`~uk_controller.files.parameter_file.ConfigError` naming `file` and the dotted key.
+    :class:`~uk_controller.files.parameter_file.ConfigError` naming the item's file and dotted key.
     """
-    from ..settings.frozen import Item
-    from ..settings.sections import trajectory_item
-
-    item: TrajectoryItem = (
-        cast('TrajectoryItem', cfg) if isinstance(cfg, Item) else trajectory_item(cfg, file=file, at=prefix)
-    )
+    if isinstance(item, Mapping):
+        raise TypeError(
+            'trajectory() takes a typed item; uk_controller.settings.sections.trajectory_item(map) makes one from a map'
+        )
     try:
         traj: Trajectory = TYPES[item.type].build(item)
         if item.components is not None:
