@@ -93,6 +93,7 @@ def _linear_range(params):
     return math.inf if speed == 0 else 2.0 * w * speed / (w * w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('path', SHIPPED, ids=lambda p: p.stem)
 def test_auto_engages_exactly_outside_the_linear_range(path):
     """Every shipped setup with approach.mode auto: planned exactly where the largest task error at the start
@@ -139,6 +140,7 @@ def _pose_error(setup, q):
     return np.hypot(*point) + abs(angle)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('first', ['prepare', 'step'])
 def test_a_measured_start_far_from_the_planned_one_is_planned_from(first):
     """planar_3r built at its shipped start A (on the circle: auto plans nothing) and first prepared, or
@@ -175,6 +177,7 @@ def test_a_measured_start_far_from_the_planned_one_is_planned_from(first):
     np.testing.assert_array_equal(ctrl.redundancy.q_ref, plan.q_goal) if ctrl.redundancy.terms else None
 
 
+@pytest.mark.slow
 def test_a_measured_start_at_the_planned_one_keeps_the_plan():
     """Prepared within the tolerance of the planned start: nothing is planned again (the same plan object)."""
     from uk_controller.control.controller import ControllerCore
@@ -193,6 +196,7 @@ def test_a_measured_start_at_the_planned_one_keeps_the_plan():
 
 
 @pytest.mark.ros
+@pytest.mark.slow
 def test_the_node_plans_from_the_first_joint_state():
     """The ROS controller node on planar_3r (shipped start on the circle): its first complete joint state puts
     the arm far away; the node decides and plans from that state before its first step (the approach starts
