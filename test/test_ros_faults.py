@@ -360,36 +360,6 @@ def test_misspelt_override_fails_at_start_naming_key_and_suggestion(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_node_whose_set_up_fails_is_destroyed_before_the_error_leaves(tmp_path):
-    """A half-built node left to the garbage collector outlives rclpy.shutdown() and can crash the process at
-    exit instead of exiting 2: the node is destroyed before its constructor raises (its handle is gone)."""
-    from uk_controller.files.parameter_file import ConfigError
-    from uk_controller.ros.controller_node import ControllerNode
-
-    built = []
-
-    class Recorded(ControllerNode):
-        def build(self):
-            built.append(self)
-            super().build()
-
-    context = rclpy.context.Context()
-    rclpy.init(context=context, domain_id=DOMAIN_ID)
-    try:
-        overrides = [Parameter('config', value='scara'), Parameter('control.rte', value=5.0)]
-        with pytest.raises(ConfigError, match='control.rte'):
-            Recorded(context=context, parameter_overrides=overrides)
-        assert len(built) == 1
-        with pytest.raises(rclpy.exceptions.InvalidHandle):
-            built[0].get_name()
-        good = Recorded(context=context, parameter_overrides=overrides[:1])  # the control case: kept alive
-        assert good.get_name() == 'uk_controller_node'
-        good.destroy_node()
-    finally:
-        rclpy.try_shutdown(context=context)
-
-
-@pytest.mark.slow
 def test_serial_bridge_rejects_unknown_protocol_with_exit_2(tmp_path):
     """serial_bridge_node -p protocol:=canopen was a traceback (the parameter is
     hardware.protocol since the bridge reads its parameters as the other nodes do)."""

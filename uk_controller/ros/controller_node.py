@@ -21,6 +21,7 @@ import sys
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
@@ -38,7 +39,7 @@ from .control_loop import ControlLoop
 from .diagnostics import ERROR, OK, WARN, LoopStats, diagnostic_array, status_level, status_name
 from .joint_state_merger import JointStateMerger
 from .node_runner import run
-from .node_setup import BuiltNode, read_settings, resolve_live
+from .node_setup import node_options, read_settings, resolve_live
 
 NODE_NAME = 'uk_controller_node'
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -112,13 +113,11 @@ class MessageBuffer:
         return self.msg
 
 
-class ControllerNode(BuiltNode):
+class ControllerNode(Node):
     """The UK controller as a ROS 2 node (see the module docstring)."""
 
     def __init__(self, **kwargs):
-        super().__init__(NODE_NAME, **kwargs)
-
-    def build(self):
+        super().__init__(NODE_NAME, **node_options(kwargs))
         self.node_settings = read_settings(self)
         self.settings, self.config_path = self.node_settings.settings, self.node_settings.config_path
         declare_defaults(self, self.settings)

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from ..files.description import CLOSURE_KEYS
@@ -28,25 +27,6 @@ def node_options(kwargs):
     """The keyword arguments of ``rclpy.node.Node`` for one of our nodes: `kwargs`, every parameter
     given on the command line or in a parameter file declared unless the caller says otherwise."""
     return {'automatically_declare_parameters_from_overrides': True, **kwargs}
-
-
-class BuiltNode(Node):
-    """A node of ours: rclpy's node, then its own set-up in :meth:`build`. A set-up that fails (a bad
-    setting, a description that does not load) destroys the node before the error leaves the constructor,
-    so nothing of it outlives ``rclpy.shutdown()``: a half-built node collected after the context is gone
-    takes DDS down with it at interpreter exit (a crash instead of the exit code that names the key)."""
-
-    def __init__(self, name, **kwargs):
-        super().__init__(name, **node_options(kwargs))
-        try:
-            self.build()
-        except BaseException:
-            self.destroy_node()
-            raise
-
-    def build(self):
-        """The node's own set-up (parameters, settings, publishers, timers)."""
-        raise NotImplementedError
 
 
 @dataclass

@@ -45,6 +45,7 @@ import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
@@ -57,7 +58,7 @@ from ..hardware.setup_check import check_setup
 from ..robots.setup import setup_from_settings
 from .diagnostics import ERROR, OK, WARN, diagnostic_array
 from .node_runner import run
-from .node_setup import BuiltNode, read_settings
+from .node_setup import node_options, read_settings
 
 NODE_NAME = 'serial_bridge_node'
 
@@ -69,13 +70,11 @@ class SetupRefused(ValueError):
     what = 'set-up refused'
 
 
-class SerialBridgeNode(BuiltNode):
+class SerialBridgeNode(Node):
     """The motor bus as a ROS 2 node (see the module docstring)."""
 
     def __init__(self, **kwargs):
-        super().__init__(NODE_NAME, **kwargs)
-
-    def build(self):
+        super().__init__(NODE_NAME, **node_options(kwargs))
         state = read_settings(self)  # the YAML + ROS overrides, resolved once (watchdog vs bus rate too)
         self.settings, self.config_path = state.settings, state.config_path
         self.ros = self.settings.ros

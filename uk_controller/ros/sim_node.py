@@ -40,6 +40,7 @@ import sys
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.time import Time as RosTime
 from rosgraph_msgs.msg import Clock
@@ -51,7 +52,7 @@ from ..sim.uk_plant import UKPlant
 from . import params as P
 from .diagnostics import OK, WARN, diagnostic_array
 from .node_runner import run
-from .node_setup import BuiltNode, read_settings
+from .node_setup import node_options, read_settings
 
 NODE_NAME = 'uk_sim_node'
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, history=HistoryPolicy.KEEP_LAST)
@@ -79,13 +80,11 @@ def to_time(t):
     return RosTime(nanoseconds=int(round(t * 1e9))).to_msg()
 
 
-class SimNode(BuiltNode):
+class SimNode(Node):
     """Embedded plant node (see the module docstring)."""
 
     def __init__(self, **kwargs):
-        super().__init__(NODE_NAME, **kwargs)
-
-    def build(self):
+        super().__init__(NODE_NAME, **node_options(kwargs))
         state = read_settings(self)
         self.settings, self.config_path = state.settings, state.config_path
         self.ros = self.settings.ros
