@@ -286,7 +286,20 @@ def start_saturation(setup, model, q, speed):
 def decide(setup, model, stage, q, speed):
     """``(plan, text)``: the :class:`ApproachPlan` from the start `q` or None, and why, with the numbers
     (module docstring, "When"); `speed` the task rows' correction speed. ``on`` where the approach does not
-    apply raises ConfigError (:func:`plan`)."""
+    apply raises ConfigError (:func:`plan`). Under ``auto`` task rows that cannot be evaluated on the way (a
+    user's callable row that raises or returns a non-finite value: a ValueError naming the row) leave the
+    start to the task law, whose step reports them with the safe effort."""
+    if setup.settings.approach.mode != 'auto':
+        return _decide(setup, model, stage, q, speed)
+    try:
+        return _decide(setup, model, stage, q, speed)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        return None, f'not used: the task rows cannot be evaluated ({exc})'
+
+
+def _decide(setup, model, stage, q, speed):
     mode = setup.settings.approach.mode
     if mode == 'off':
         return None, 'not used: approach.mode off'
