@@ -259,9 +259,15 @@ def not_applicable(setup, model, stage, q0):
     lower, upper, _, _ = bounds_and_speeds(setup, stage)
     _, dr = residual_functions(model, setup.passive, setup.servo, 0.0)
     _, shared = _task_columns(setup, model, dr, lower, upper, np.asarray(q0, dtype=float))
-    if shared.any():
-        return 'closure through ' + ', '.join(name for name, s in zip(model.joint_names, shared) if s)
-    return ''
+    return _closure_reason(model, shared)
+
+
+def _closure_reason(model, shared):
+    """The text of a closure through the task joints `shared` (mask), '' for none."""
+    if not shared.any():
+        return ''
+    names = ', '.join(name for name, s in zip(model.joint_names, shared) if s)
+    return f'closure through {names}'
 
 
 def start_saturation(setup, model, q, speed):
@@ -344,28 +350,22 @@ def plan(setup, model, stage, q0=None):
     """The :class:`ApproachPlan` of `setup` (``approach.*``) from the start `q0` (default ``setup.q0``), or
     None when the IK finds no configuration closer to the target than the start."""
     settings = setup.settings.approach
+    q0 = np.array(setup.q0 if q0 is None else q0, dtype=float)
+
+    def refuse(reason):
+        text = f'the joint-space approach does not apply: {reason}'
+        return ConfigError(text, file=setup.config_path, key='approach.mode')
+
     if (np.asarray(setup.servo.rows.order) != 2).any():
-        raise ConfigError(
-            'the joint-space approach solves the task rows as positions: every servo row must be of order 2 '
-            '(a position-level task)',
-            file=setup.config_path,
-            key='approach.mode',
-        )
+        raise refuse(not_applicable(setup, model, stage, q0))
     lower, upper, vmax, brake = bounds_and_speeds(setup, stage)
     r, dr = residual_functions(model, setup.passive, setup.servo, 0.0)
     scale = float(settings.speed_scale)
     speed, accel = scale * vmax, scale * brake
-    q0 = np.array(setup.q0 if q0 is None else q0, dtype=float)
     # the joints the task depends on move; a straight joint-space segment would open a closure through them
     moving, shared = _task_columns(setup, model, dr, lower, upper, q0)
     if shared.any():
-        names = ', '.join(name for name, s in zip(model.joint_names, shared) if s)
-        raise ConfigError(
-            f'the joint-space approach moves the task joints along a straight segment: a closure through {names} '
-            'would open on the way (a serial task only)',
-            file=setup.config_path,
-            key='approach.mode',
-        )
+        raise refuse(_closure_reason(model, shared) + ' (a straight joint-space segment would open it)')
     ik = solve_ik(
         r,
         dr,

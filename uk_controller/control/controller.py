@@ -662,19 +662,20 @@ class ControllerCore:
         self._last_effort[:] = held
 
     def _approach_step(self, q, qd, t):
-        if not self.prepared:
-            self.prepare(q)  # planned inside this step when the caller did not prepare
-        approach = self.approach
-        if approach is None or approach.done:
-            return ControllerCore.step(self, q, qd, t)
-        return approach.step(self._plain_step, q, qd, t)
+        return self._through_approach(ControllerCore.step, q, qd, t)
 
     def _approach_step_view(self, q, qd, t):
+        return self._through_approach(ControllerCore.step_view, q, qd, t)
+
+    def _through_approach(self, own, q, qd, t):
+        """The step at (q, q', t): the start checked first when it was not (:meth:`prepare`: planned inside
+        this step when the caller did not prepare), then the approach's blended step while it runs, else the
+        class's own step `own` (step or step_view)."""
         if not self.prepared:
             self.prepare(q)
         approach = self.approach
         if approach is None or approach.done:
-            return ControllerCore.step_view(self, q, qd, t)
+            return own(self, q, qd, t)
         return approach.step(self._plain_step, q, qd, t)
 
     def _plain_step(self, q, qd, t):
