@@ -147,6 +147,20 @@ def _light_kernel(module, name):
     return module in _LIGHT_KERNELS and not name.startswith('fused_')
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The ``serial`` tests last, in one pytest-xdist group (``scripts/test.sh`` runs ``--dist loadgroup``):
+    one worker runs them one after the other, at the end, when every robot's kernels are compiled, and
+    the other workers wait for that run once instead of before and after each of them
+    (:func:`parallel.turn`). Before xdist's own hook, which reads the group."""
+    serial = [item for item in items if item.get_closest_marker('serial') is not None]
+    if not serial:
+        return
+    for item in serial:
+        item.add_marker(pytest.mark.xdist_group('serial'))
+    items[:] = [item for item in items if item.get_closest_marker('serial') is None] + serial
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Run a test without ``ros`` with rclpy's Context.init refused (in this process) and an RMW
@@ -155,11 +169,13 @@ def pytest_runtest_protocol(item, nextitem):
 
     A ``serial`` test runs while no other xdist worker runs a test (:func:`parallel.turn`): its host and
     device emulator exchange bytes on wall-clock timeouts of tens of milliseconds, which a second worker
-    compiling or simulating on the other core made them miss on a loaded 2-core machine.
+    compiling or simulating on the other core made them miss on a loaded 2-core machine. Consecutive
+    ``serial`` tests keep the turn from one to the next (:func:`pytest_collection_modifyitems`).
 
     A test without ``slow`` may neither start a process nor compile a kernel (:func:`_keep_quick`)."""
     alone = item.get_closest_marker('serial') is not None
-    with turn(item.config, alone), pytest.MonkeyPatch.context() as mp:
+    keep = alone and nextitem is not None and nextitem.get_closest_marker('serial') is not None
+    with turn(item.config, alone, keep), pytest.MonkeyPatch.context() as mp:
         if item.get_closest_marker('slow') is None:
             _keep_quick(mp, item.stash.setdefault(_NOT_QUICK, []))
         if item.get_closest_marker('ros') is None:

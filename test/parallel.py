@@ -8,7 +8,8 @@ A plain run and xdist worker ``gw0`` are worker 0, ``gwK`` is worker K (xdist se
 - :func:`serialize_numba_compiles`: numba compiles each kernel in one process at a time, the others
   loading what it compiled instead of compiling it again;
 - :func:`turn`: a test that must run alone (device emulators on wall-clock timeouts) waits until the
-  other workers' tests end, and they start none while it runs.
+  other workers' tests end, and they start none while it runs; ``test/conftest.py`` puts these tests
+  last, in one xdist group (one worker runs them one after the other), so the others wait once.
 """
 
 import contextlib
@@ -109,28 +110,52 @@ def serialize_numba_compiles():
     return folder
 
 
+#: the locks a run of consecutive ``serial`` tests of this worker holds from one test to the next
+_held: list = []
+
+
 @contextlib.contextmanager
-def turn(config, alone):
+def turn(config, alone, keep=False):
     """Run a test with the other xdist workers' tests (`alone` False), or with none of them (`alone` True).
 
     A readers-writer lock on two files in the run's base temporary folder (shared by its workers): every
     test holds ``room`` shared; a test that runs alone holds it exclusively, and holds ``gate`` meanwhile,
     which each test passes on its way in, so the other workers start nothing new while it waits for the
-    room to empty. Without xdist (no worker basetemp) this does nothing.
+    room to empty. A test that runs alone and is followed on its worker by another one (`keep`) hands both
+    locks on to it: the other workers wait once for the whole run of them, and the worker does not wait
+    for the others' current tests before each one. Without xdist (no worker basetemp) this does nothing.
     """
     basetemp = getattr(config.option, 'basetemp', None)
     if not os.environ.get('PYTEST_XDIST_WORKER') or not basetemp:
         yield
         return
-    folder = Path(basetemp).parent
-    gate = os.open(folder / 'uk_turn_gate.lock', os.O_RDWR | os.O_CREAT, 0o666)
-    room = os.open(folder / 'uk_turn_room.lock', os.O_RDWR | os.O_CREAT, 0o666)
+    if _held and not alone:
+        _release(_held.pop())
+    if _held:
+        locks = _held.pop()
+    else:
+        folder = Path(basetemp).parent
+        gate = os.open(folder / 'uk_turn_gate.lock', os.O_RDWR | os.O_CREAT, 0o666)
+        room = os.open(folder / 'uk_turn_room.lock', os.O_RDWR | os.O_CREAT, 0o666)
+        locks = (gate, room)
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX)
+            fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        except BaseException:
+            _release(locks)
+            raise
     try:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
-            fcntl.flock(gate, fcntl.LOCK_UN)
         yield
     finally:
-        os.close(room)  # closing releases the locks
-        os.close(gate)
+        if alone and keep:
+            _held.append(locks)
+        else:
+            _release(locks)
+
+
+def _release(locks):
+    """Close the lock files (closing releases the locks)."""
+    for fd in locks:
+        os.close(fd)
