@@ -25,7 +25,7 @@ import pytest
 
 SOURCE = Path(__file__).resolve().parent / 'sdformat' / 'urdf_report.cc'
 INSTALL = 'apt-get install -y libsdformat-dev g++ pkg-config'
-REPORTS: list[tuple[str, str]] = []  # (label, converter output) of every conversion this session
+REPORTS: list[tuple[str, str]] = []  # (label, converter output) of every conversion of the pytest run
 
 
 @dataclass

@@ -59,7 +59,7 @@ def _rows(path):
         return list(csv.reader(fh))
 
 
-# ----------------------------------------------------------------------------- defect 1
+# ----------------------------------------------- outputs never overwrite inputs
 
 
 @pytest.mark.parametrize('target', ['config', 'urdf', 'config_as_log'])
@@ -97,7 +97,7 @@ def test_output_onto_an_input_is_refused(tmp_path, target, monkeypatch):
     assert not out.exists() or not any(out.iterdir())
 
 
-# ----------------------------------------------------------------------------- defect 4
+# --------------------------------------------------------- a failed run exits 2
 
 
 @pytest.mark.slow
@@ -115,7 +115,7 @@ def test_failed_run_exits_2_and_never_says_tracked(tmp_path):
     assert len(rows) - 1 == summary['steps'] < 200
 
 
-# ----------------------------------------------------------------------------- defect 6
+# -------------------------------------------- a misbehaving callable constraint
 
 
 @pytest.mark.parametrize('mode', ['raise', 'none', 'short', 'text', 'wrong_shape', 'nan_A', 'inf_phi', 'nan_b'])
@@ -197,7 +197,7 @@ def test_unknown_error_never_reads_as_settled(tmp_path, mode):
     assert 'task tracked' not in stdout
 
 
-# ----------------------------------------------------------------------------- defect 8
+# ------------------------------------------------------------------ a full disk
 
 
 @pytest.fixture
@@ -329,7 +329,7 @@ def test_sweep_table_on_a_full_disk(tmp_path, small_disk):
     assert not [p for p in disk.iterdir() if p.name.endswith('.part')]
 
 
-# ----------------------------------------------------------------------------- defect 9
+# ------------------------------------------------- runs streamed to their sinks
 
 
 @pytest.mark.slow
@@ -406,7 +406,7 @@ def test_yaml_alias_bomb_and_huge_file_are_refused(tmp_path):
         assert code == 2 and str(path) in stderr
 
 
-# ----------------------------------------------------------------------------- defect 10
+# ------------------------------------------------------- unreadable setup files
 
 
 @pytest.mark.slow
@@ -451,7 +451,7 @@ def test_duplicate_keys_name_the_key_and_both_lines(tmp_path):
     load_config(PLANAR)  # the shipped files have none
 
 
-# ----------------------------------------------------------------------------- defect 12
+# --------------------------------------------------- a delay as long as the run
 
 
 @pytest.mark.slow

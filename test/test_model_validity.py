@@ -90,7 +90,7 @@ def test_every_cloud_of_point_masses_is_physical(points):
     ],
 )
 def test_nonphysical_body_is_an_error_naming_the_files(tmp_path, edit, expect):
-    """Defect 7: negative mass crashed simulate; zero mass, a negative principal moment and moments that
+    """Negative mass crashed simulate; zero mass, a negative principal moment and moments that
     break the triangle inequality were accepted without a word."""
     path = M.write_setup(tmp_path, M.urdf(**edit))
     with pytest.raises(ConfigError) as err:
@@ -168,7 +168,8 @@ def _assert_exit_2_naming(proc, path, what):
 
 @pytest.mark.slow
 def test_no_movable_joint_cli_exit_2(tmp_path):
-    """Defect 2: simulate (NumPy path) and bench segfaulted (rc 139), sweep recorded failed runs."""
+    """A description without a movable joint: simulate (NumPy path) and bench segfaulted (rc 139), sweep
+    recorded failed runs."""
     path = M.fixed_only(tmp_path)
     for args in (
         ['simulate', path, '--no-plots', '--out', tmp_path / 'out'],
@@ -180,7 +181,7 @@ def test_no_movable_joint_cli_exit_2(tmp_path):
 
 @pytest.mark.slow
 def test_negative_mass_cli_exit_2(tmp_path):
-    """Defect 7: simulate (uk and mujoco plants) crashed with a traceback and wrote nothing."""
+    """Negative mass: simulate (uk and mujoco plants) crashed with a traceback and wrote nothing."""
     path = M.write_setup(tmp_path, M.urdf(masses={'link2': -1.5}))
     for plant in ('uk', 'mujoco'):
         proc = _cli(

@@ -136,7 +136,7 @@ def _args(*argv):
 
 
 def test_a_large_sweep_needs_yes(tmp_path):
-    """Defect 9: 10^6 runs were started without a word (2.9 GB in the parent, 3.5 h)."""
+    """A grid of 10^6 runs was started without a word (2.9 GB in the parent, 3.5 h)."""
     million = [
         'planar_3r',
         '--grid',
@@ -196,7 +196,7 @@ def _ray(args, env, timeout=180):
 
 @pytest.mark.slow
 def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp_path, robots):
-    """Defect 11: a local sweep leaves ~/.ray/auth_token; `ray start --head` then enables token auth and
+    """A local sweep leaves ~/.ray/auth_token; `ray start --head` then enables token auth and
     `--ray auto` (RAY_ADDRESS set) was refused with InvalidAuthToken. A temporary HOME and Ray temp dir
     keep the user's ~/.ray and /tmp/ray out of it; the head listens on 127.0.0.1 only and is stopped by
     ending its own process group (`ray stop` would stop every Ray process of the machine)."""
