@@ -46,9 +46,9 @@ from .servo import closure_accel, free_accel, servo_scratch_shape
 
 
 def stage_rows(n):
-    """Rows of plant_period's (rows, 2n) slope array ``kk``: RK4's four stages, ROS2's slopes, solve vectors
-    and three n x n blocks (M at the step's start, the Cholesky factor of W, W)."""
-    return 5 + 2 * n
+    """Rows of plant_period's (rows, 2n) slope array ``kk``: RK4's four stages, ROS2's slopes and solve
+    vectors, and two n x n blocks side by side (M at the step's start, the Cholesky factor of W)."""
+    return 5 + n
 
 
 @njit(cache=True)
@@ -186,7 +186,8 @@ def ros2_period(
     the step visited exceeds it (the zero crossing; :mod:`uk_controller.sim.ros2`, the NumPy reference, says
     why). Accelerations by :func:`plant_accel` (arguments as :func:`plant_period`); ``kk`` rows: 0 and 1
     the stages, 2 the accelerations, 3 the slopes and a solve vector, 4 the scaled springs, then the n x n
-    blocks M0 | L and W. Returns the first non-zero status or 0."""
+    blocks M0 | L; W is formed in M (free once M0 is copied: the second stage's tree pass rewrites it), so the
+    Cholesky runs on the argument types free_accel gives it. Returns the first non-zero status or 0."""
     n = x.shape[0] // 2
     nj = parents.shape[0]
     H = dt / substeps
@@ -200,75 +201,21 @@ def ros2_period(
     ks = kk[4, :n]
     M0 = kk[5 : 5 + n, :n]
     L = kk[5 : 5 + n, n:]
-    W = kk[5 + n : 5 + 2 * n, :n]
+    W = M
     for i in range(1, nj):
         ks[i - 1] = gh * mf[i * JOINT_WIDTH + JOINT_STIFFNESS]
     for sub in range(substeps):
-        st = plant_accel(
-            x[:n],
-            x[n:],
-            t,
-            tree_ready and sub == 0,
-            parents,
-            jtype,
-            mf,
-            grav,
-            fparents,
-            fm,
-            tau,
-            ip,
-            fp,
-            ws,
-            sc,
-            oR,
-            opos,
-            S,
-            M,
-            h,
-            trans,
-            rots,
-            a0,
-            tw,
-            u,
-            qdep,
-        )
-        if st != OK:
-            return st
-        for i in range(n):
-            for j in range(n):
-                M0[i, j] = M[i, j]
-        for i in range(1, nj):  # the passive slopes at the step's start
-            o = i * JOINT_WIDTH
-            f = mf[o + JOINT_FRICTION]
-            sl = mf[o + JOINT_DAMPING]
-            if f != 0.0:
-                th = np.tanh(x[n + i - 1] / mf[o + JOINT_FRICTION_VEL])
-                sl += f / mf[o + JOINT_FRICTION_VEL] * (1.0 - th * th)
-            s[i - 1] = sl
-        for ps in range(ROS2_PASSES):
-            for i in range(n):
-                for j in range(i + 1):
-                    W[i, j] = M0[i, j]
-                W[i, i] += gh * s[i] + gh * ks[i]
-            if not cholesky_lower(W, L):
-                return NOT_PD
-            # stage 1: r1 = (q', q'')
-            for i in range(n):
-                acc = 0.0
-                for j in range(n):
-                    acc += M0[i, j] * a0[j]
-                r[i] = acc - ks[i] * x[n + i]
-            chol_solve_col(L, r)
-            for i in range(n):
-                k1[n + i] = r[i]
-                k1[i] = x[n + i] + gh * r[i]
-            for j in range(2 * n):
-                xt[j] = x[j] + H * k1[j]
+        # one plant_accel call site (each one is compiled into this kernel): evaluation 0 is the step's start
+        # (a0, M0, slopes), every later one the second stage of a pass
+        ps = 0
+        first = True
+        while True:
+            src = x if first else xt
             st = plant_accel(
-                xt[:n],
-                xt[n:],
-                t + H,
-                False,
+                src[:n],
+                src[n:],
+                t if first else t + H,
+                tree_ready and sub == 0 and first,
                 parents,
                 jtype,
                 mf,
@@ -287,51 +234,84 @@ def ros2_period(
                 h,
                 trans,
                 rots,
-                a1,
+                a0 if first else a1,
                 tw,
                 u,
                 qdep,
             )
             if st != OK:
                 return st
-            # stage 2: r2 = f(x + h k1) - 2 k1 (its q part kept in k2[:n] until k2_v is known)
+            if first:
+                first = False
+                for i in range(n):
+                    for j in range(n):
+                        M0[i, j] = M[i, j]
+                for i in range(1, nj):  # the passive slopes at the step's start
+                    o = i * JOINT_WIDTH
+                    f = mf[o + JOINT_FRICTION]
+                    sl = mf[o + JOINT_DAMPING]
+                    if f != 0.0:
+                        th = np.tanh(x[n + i - 1] / mf[o + JOINT_FRICTION_VEL])
+                        sl += f / mf[o + JOINT_FRICTION_VEL] * (1.0 - th * th)
+                    s[i - 1] = sl
+            else:
+                # stage 2: r2 = f(x + h k1) - 2 k1 (its q part kept in k2[:n] until k2_v is known)
+                for i in range(n):
+                    k2[i] = xt[n + i] - 2.0 * k1[i]
+                    k2[n + i] = a1[i] - 2.0 * k1[n + i]
+                for i in range(n):
+                    acc = 0.0
+                    for j in range(n):
+                        acc += M0[i, j] * k2[n + j]
+                    r[i] = acc - ks[i] * k2[i]
+                chol_solve_col(L, r)
+                for i in range(n):
+                    k2[n + i] = r[i]
+                    k2[i] += gh * r[i]
+                if ps == ROS2_PASSES - 1:
+                    break
+                # the friction's secant over the speeds the step visited (start, stage 2, end)
+                raised = False
+                for i in range(1, nj):
+                    o = i * JOINT_WIDTH
+                    f = mf[o + JOINT_FRICTION]
+                    if f == 0.0:
+                        continue
+                    k = i - 1
+                    vs = mf[o + JOINT_FRICTION_VEL]
+                    v0 = x[n + k]
+                    v1 = xt[n + k]
+                    v2 = v0 + H * (1.5 * k1[n + k] + 0.5 * k2[n + k])
+                    lo = min(v0, v1, v2)
+                    hi = max(v0, v1, v2)
+                    if not hi - lo > 1e-12 * vs:
+                        continue
+                    d = mf[o + JOINT_DAMPING]
+                    sec = d + f * (np.tanh(hi / vs) - np.tanh(lo / vs)) / (hi - lo)
+                    if sec > ROS2_SECANT_RATIO * s[k]:
+                        s[k] = d + f / vs if ps == ROS2_PASSES - 2 else sec
+                        raised = True
+                if not raised:
+                    break
+                ps += 1
+            # a pass: W = M0 + gamma h diag(s) + (gamma h)^2 K, its Cholesky, stage 1 and the second stage's state
             for i in range(n):
-                k2[i] = xt[n + i] - 2.0 * k1[i]
-                k2[n + i] = a1[i] - 2.0 * k1[n + i]
-            for i in range(n):
+                for j in range(i + 1):
+                    W[i, j] = M0[i, j]
+                W[i, i] += gh * s[i] + gh * ks[i]
+            if not cholesky_lower(W, L):
+                return NOT_PD
+            for i in range(n):  # stage 1: r1 = (q', q'')
                 acc = 0.0
                 for j in range(n):
-                    acc += M0[i, j] * k2[n + j]
-                r[i] = acc - ks[i] * k2[i]
+                    acc += M0[i, j] * a0[j]
+                r[i] = acc - ks[i] * x[n + i]
             chol_solve_col(L, r)
             for i in range(n):
-                k2[n + i] = r[i]
-                k2[i] += gh * r[i]
-            if ps == ROS2_PASSES - 1:
-                break
-            # the friction's secant over the speeds the step visited (start, stage 2, end)
-            raised = False
-            for i in range(1, nj):
-                o = i * JOINT_WIDTH
-                f = mf[o + JOINT_FRICTION]
-                if f == 0.0:
-                    continue
-                k = i - 1
-                vs = mf[o + JOINT_FRICTION_VEL]
-                v0 = x[n + k]
-                v1 = xt[n + k]
-                v2 = v0 + H * (1.5 * k1[n + k] + 0.5 * k2[n + k])
-                lo = min(v0, v1, v2)
-                hi = max(v0, v1, v2)
-                if not hi - lo > 1e-12 * vs:
-                    continue
-                d = mf[o + JOINT_DAMPING]
-                sec = d + f * (np.tanh(hi / vs) - np.tanh(lo / vs)) / (hi - lo)
-                if sec > ROS2_SECANT_RATIO * s[k]:
-                    s[k] = d + f / vs if ps == ROS2_PASSES - 2 else sec
-                    raised = True
-            if not raised:
-                break
+                k1[n + i] = r[i]
+                k1[i] = x[n + i] + gh * r[i]
+            for j in range(2 * n):
+                xt[j] = x[j] + H * k1[j]
         for j in range(2 * n):
             x[j] += H * (1.5 * k1[j] + 0.5 * k2[j])
         t += H
@@ -470,7 +450,7 @@ def plant_rk4(x, tau, t, dt, substeps, pi, pf, ip, fp, ws, pw, method):
     h, o = scratch_vec(pw, o, n)
     trans, o = scratch_mat(pw, o, mf1, 3)
     rots, o = scratch_mat(pw, o, mf1, 9)
-    kk, o = scratch_mat(pw, o, 5 + 2 * n, 2 * n)  # stage_rows(n)
+    kk, o = scratch_mat(pw, o, 5 + n, 2 * n)  # stage_rows(n)
     xt, o = scratch_vec(pw, o, 2 * n)
     tw, o = scratch_vec(pw, o, TREE_SCRATCH_PER_JOINT * nj + 12)
     rows, cols = servo_scratch_shape(n, 0, ip[IH_MP], 0)
