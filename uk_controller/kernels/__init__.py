@@ -13,7 +13,8 @@ module                  compiled kernels                                      Nu
 :mod:`.trajectory`      trajectory_eval                                       trajectories.*._eval
 :mod:`.rows`            frame kinematics, constraint rows, fused step          constraints.ConstraintStack
 :mod:`.dynamics`        tree_terms (RNEA + CRBA), frame_placements            Pinocchio via model.RobotModel
-:mod:`.plant`           plant_accel, the RK4 (rk4_accept, plant_period)       sim.uk_plant.UKPlant, sim.rk4
+:mod:`.plant`           plant_accel, RK4 and ROS2 (plant_period)              sim.uk_plant.UKPlant, sim.rk4,
+                                                                              sim.ros2
 :mod:`.packed`          packed_step, PackedStep (one call per control step)   constraints.CompiledRows.run
 ======================  ====================================================  ==========================
 

@@ -32,6 +32,15 @@ TRAJ_QUINTIC, TRAJ_CUBIC_PIECES = 5, 6
 #: (nothing else computed).
 OK, NOT_PD, NOT_FINITE, NOT_FINITE_STATE = 0, 1, 2, 3
 
+# ----------------------------------------------------------------------------- plant integrators
+#: integrators of kernels.plant.plant_period (``method``): classical RK4, the linearly-implicit ROS2
+METHOD_RK4, METHOD_ROS2 = 0, 1
+#: ROS2 (uk_controller.sim.ros2 and kernels.plant.ros2_period): gamma = 1 + 1/sqrt(2) (L-stability), the
+#: ratio of a joint's friction secant over its slope that redoes a step, and the passes of a step at most
+ROS2_GAMMA = 1.7071067811865475
+ROS2_SECANT_RATIO = 1.5
+ROS2_PASSES = 4
+
 # ----------------------------------------------------------------------------- servo solve arrays
 #: entries of the ``info`` array (INFO_SIZE floats)
 #: (INFO_LIMITED: 1.0 when the joint-limit stage replaced the unbounded effort, INFO_LIMIT_VIOLATION the

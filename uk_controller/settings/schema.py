@@ -590,7 +590,16 @@ _KEYS = [
     ),
     # ------------------------------------------------------------------ simulation
     _pos('simulation.duration', 10.0, 's', 'simulated seconds (CLI --duration)', high=3600.0),
-    _S('simulation.integrator', 'str', 'rk4', '', 'plant integrator', choices=INTEGRATORS),
+    _S(
+        'simulation.integrator',
+        'str',
+        'auto',
+        '',
+        'embedded plant integrator (CLI --integrator): rk4, ros2 (linearly implicit, stable on the stiff '
+        'damping and friction of light links; trees only), solve_ivp, or auto: rk4 where it needs no more than '
+        'simulation.substeps steps per control period, else ros2 at simulation.substeps (closures: rk4)',
+        choices=INTEGRATORS,
+    ),
     _S(
         'simulation.plant',
         'str',
@@ -604,9 +613,9 @@ _KEYS = [
         'int',
         4,
         '',
-        'RK4 steps per control period, at least (CLI --substeps); the '
+        'integrator steps per control period, at least (CLI --substeps); with simulation.integrator rk4 the '
         'embedded plant raises them to what the fastest passive mode of the description needs (light links '
-        'with damping or friction) and says so in the run summary',
+        'with damping or friction) and says so in the run summary (auto switches to ros2 there instead)',
         low=1,
         high=1000,
     ),

@@ -7,7 +7,8 @@ Per control period k (zero-order hold, the same sequence as the Python loop in `
                                                  reference, test/test_fused_step.py)
     u_k = fused_step_ws(controller program)      the ControllerCore's own compiled program (rows, Baumgarte,
                                                  seed 004 eq 35 servo solve, clipping): same arrays, gains, limits
-    tau = B u_k,  x_{k+1} = RK4(x_k; tau)        kernels.plant.plant_period, the UKPlant's period (plant_rk4 wraps it);
+    tau = B u_k,  x_{k+1} = RK4(x_k; tau)        kernels.plant.plant_period, the UKPlant's period (plant_rk4 wraps it;
+                                                 ROS2 instead where the plant runs it, kernels.plant.ros2_period);
                                                  its first stage reuses the tree pass of the controller (same q_k, q'_k)
     t_{k+1} = t_k + dt
 
@@ -39,7 +40,7 @@ import numpy as np
 from ..kernels import codes
 from ..kernels.dynamics import frame_placements, tree_terms
 from ..kernels.jit import AVAILABLE, borrowed, njit
-from ..kernels.plant import plant_period
+from ..kernels.plant import plant_period, stage_rows
 from ..kernels.rows import fused_step_ws, program_scratch_shape
 from ..kernels.servo import servo_scratch_shape
 
@@ -83,6 +84,7 @@ def closed_loop_chunk(
     t0,
     dt,
     substeps,
+    method,
     share,
     cparents,
     cjtype,
@@ -135,7 +137,7 @@ def closed_loop_chunk(
 
     ``c*``: the controller's model tree, frames and fused program (ControllerCore's CompiledRows) and the
     scratch of its solve; the others: the plant's tree, closure frames, program and solve scratch (UKPlant's).
-    ``share``: both trees are the
+    ``method``: the plant's integrator (kernels.codes METHOD_RK4 or METHOD_ROS2). ``share``: both trees are the
     same model (no mass mismatch), so the plant's first RK4 stage reuses the controller's tree pass.
     The logs hold the passive and task rows (``log_phi.shape[1]``; a posture term's rows follow them in the
     program and are not logged) and the null-space dimensions of each period (log_null, (steps, 2)).
@@ -201,6 +203,7 @@ def closed_loop_chunk(
             t,
             dt,
             substeps,
+            method,
             share,
             parents,
             jtype,
@@ -242,12 +245,12 @@ class CompiledLoop:
     @classmethod
     def build(cls, ctrl, plant):
         """A compiled loop for (ctrl, plant), or None when either lacks its compiled form (no numba, a
-        pinv other than 'svd', rows without a compiled form or a callable's, an integrator other than rk4, a
+        pinv other than 'svd', rows without a compiled form or a callable's, an integrator other than rk4 or ros2, a
         permuted or non-1-DOF joint model)."""
         if not AVAILABLE:
             return None
         backend = getattr(ctrl, 'backend', None)
-        if getattr(backend, 'name', None) != 'compiled' or getattr(plant, 'integrator', None) != 'rk4':
+        if getattr(backend, 'name', None) != 'compiled' or getattr(plant, 'integrator', None) not in ('rk4', 'ros2'):
             return None
         fz = backend.program
         if fz.external:  # callable rows: user Python runs in CompiledRows.run only
@@ -273,7 +276,7 @@ class CompiledLoop:
             npf = len(pfz.frames)
             ip, fp, ws = pfz.ip, pfz.fp, pfz.ws
         else:  # open tree: plant_accel's Cholesky branch (ip[IH_MP] == 0)
-            _, _, ip, fp, ws, _ = plant.backend.args
+            _, _, ip, fp, ws, _, _ = plant.backend.args
             fparents, fm, npf = np.zeros(0, dtype=np.int64), np.zeros(0), 0
         self._plant_program = pfz
         share = all(np.array_equal(a, b) for a, b in zip(ctree, ptree))
@@ -281,7 +284,7 @@ class CompiledLoop:
         ptrans, prots = np.zeros((max(npf, 1), 3)), np.zeros((max(npf, 1), 3, 3))
         oR, opos, S, M, h = np.zeros((nj, 3, 3)), np.zeros((nj, 3)), np.zeros((6, n)), np.zeros((n, n)), np.zeros(n)
         tw = np.zeros(codes.TREE_SCRATCH_PER_JOINT * nj + 12)
-        kk, xt = np.zeros((4, 2 * n)), np.zeros(2 * n)
+        kk, xt = np.zeros((stage_rows(n), 2 * n)), np.zeros(2 * n)
         self._args = (
             share,
             *ctree,
@@ -310,7 +313,7 @@ class CompiledLoop:
             xt,
             np.zeros(2 * n),
         )
-        # plant_period's arguments after (x, tau, t, dt, substeps, tree_ready)
+        # plant_period's arguments after (x, tau, t, dt, substeps, method, tree_ready)
         self._period_args = (*pmodel, oR, opos, S, M, h, ptrans, prots, tw, kk, xt)
         self.x = np.zeros(2 * n)
         self._warm_up()
@@ -333,7 +336,7 @@ class CompiledLoop:
             np.zeros(1),
             np.zeros((1, 2), dtype=np.int64),
         )
-        closed_loop_chunk(0, 1, x, 0.0, 0.0, 1e-3, plant.substeps, *self._args, *logs)
+        closed_loop_chunk(0, 1, x, 0.0, 0.0, 1e-3, plant.substeps, plant.method, *self._args, *logs)
         cycles()
 
     def plant_period(self, x, u, t, dt):
@@ -341,7 +344,8 @@ class CompiledLoop:
         it (x advanced in place; returns the status), for tests against kernels.plant.plant_rk4 and UKPlant.step."""
         u = np.ascontiguousarray(u, dtype=float)
         tau = np.zeros(self.plant.n) if self.qdep else self.plant.actuator_matrix @ u
-        return plant_period(x, tau, t, dt, self.plant.substeps, False, *self._period_args, u, self.qdep)
+        plant = self.plant
+        return plant_period(x, tau, t, dt, plant.substeps, plant.method, False, *self._period_args, u, self.qdep)
 
     def run(self, k0, k1, logs):
         """Periods k0 .. k1-1 from the plant's current state; the plant's q, q', t follow.
@@ -363,6 +367,7 @@ class CompiledLoop:
             ctrl.t0,
             ctrl.dt,
             plant.substeps,
+            plant.method,
             *self._args,
             logs['t'],
             logs['q'],

@@ -32,8 +32,10 @@ PLANTS = {
     'mujoco': Plant('uk_controller.sim.mujoco_plant', 'MujocoPlant', 'the MuJoCo physics engine (pip install mujoco)'),
 }
 
-#: integrators of the UK plant: fixed-step RK4 (substeps per period) or scipy's adaptive solve_ivp.
-INTEGRATORS = ('rk4', 'solve_ivp')
+#: integrators of the UK plant: 'auto' (RK4, or ROS2 where RK4 would need more than the configured substeps),
+#: fixed-step RK4, the linearly-implicit ROS2 for stiff passive dissipation (trees; substeps per period) or
+#: scipy's adaptive solve_ivp.
+INTEGRATORS = ('auto', 'rk4', 'ros2', 'solve_ivp')
 
 
 def plant_class(name: str):

@@ -18,6 +18,12 @@ Chosen ONCE, at construction (``UKPlant.backend``, its ``name``; ``UKPlant.dynam
   stage by stage from Python, :func:`uk_controller.sim.rk4.rk4_period`, its stage update compiled, q'' from
   the dynamics below), :class:`NumpyRK4` ``'numpy'`` (the same with the NumPy stage update, the reference)
   or :class:`SolveIvp` ``'solve_ivp'`` (scipy's adaptive integrator);
+- the integrator (``UKPlant.integrator``): classical RK4, or on trees with stiff passive dissipation the
+  linearly-implicit ROS2 (:mod:`uk_controller.sim.ros2`; the compiled period runs
+  ``kernels.plant.ros2_period``, :class:`NumpyRos2` ``'numpy_ros2'`` is its reference and the fallback).
+  ``simulation.integrator: auto`` keeps RK4 where the stiffness check (:mod:`.stiffness`) asks for no more
+  RK4 steps than ``simulation.substeps``, and switches to ROS2 at ``simulation.substeps`` steps where it asks
+  for more (:meth:`UKPlant.fit_substeps`);
 - q'' (``dynamics``): ``'aba'`` (open tree with constant actuator columns: Pinocchio's ABA),
   ``'compiled_rows'`` (closures: the compiled program, rows + Baumgarte + UK solve in one call after
   Pinocchio's pass) or ``'reference'`` (Pinocchio's pass, :meth:`ConstraintStack.evaluate` and
@@ -40,6 +46,7 @@ from ..kernels import codes, jit
 from ..kernels import plant as plant_kernels
 from .plants import INTEGRATORS
 from .rk4 import rk4_accept, rk4_period
+from .ros2 import ros2_period
 
 BACKENDS = ('auto', 'compiled', 'compiled_stages', 'numpy')
 _NOT_PD = float(Status.NOT_POSITIVE_DEFINITE)
@@ -70,15 +77,20 @@ class PlantBackend:
 
 
 class CompiledPeriod(PlantBackend):
-    """A whole RK4 period in one compiled call, :func:`uk_controller.kernels.plant.plant_rk4`; ``args`` are its
-    arrays after (x, tau, t, dt, substeps): ``(pi, pf, ip, fp, ws, pw)``."""
+    """A whole period (RK4 or ROS2, the plant's ``method``) in one compiled call,
+    :func:`uk_controller.kernels.plant.plant_rk4`; ``args`` are its arguments after (x, tau, t, dt, substeps):
+    ``(pi, pf, ip, fp, ws, pw, method)``."""
 
     name = 'compiled'
 
     def __init__(self, plant, args):
         super().__init__(plant)
-        self.args = args
+        self._arrays = args
         self._kernel = plant_kernels.plant_rk4
+
+    @property
+    def args(self):
+        return (*self._arrays, self.plant.method)
 
     @classmethod
     def build(cls, plant):
@@ -106,7 +118,13 @@ class CompiledPeriod(PlantBackend):
         args = (pi, pf, ip, fp, ws, pw)
         # load (or compile) the kernel now rather than inside the first simulated period
         plant_kernels.plant_rk4(
-            np.concatenate((plant.setup.q0, plant.setup.qd0)).astype(float), np.zeros(n), 0.0, 1e-3, 1, *args
+            np.concatenate((plant.setup.q0, plant.setup.qd0)).astype(float),
+            np.zeros(n),
+            0.0,
+            1e-3,
+            1,
+            *args,
+            codes.METHOD_RK4,
         )
         return cls(plant, args)
 
@@ -116,7 +134,7 @@ class CompiledPeriod(PlantBackend):
         plant = self.plant
         x = np.concatenate((q, qd))
         plant.rhs_evaluations += plant.evaluations_per_step
-        status = self._kernel(x, plant.tau, t, dt, plant.substeps, *self.args)
+        status = self._kernel(x, plant.tau, t, dt, plant.substeps, *self._arrays, plant.method)
         if status != codes.OK:
             _raise_or_nan(status, x)
         n = plant.n
@@ -191,6 +209,41 @@ class NumpyRK4(StagedRK4):
         self.accel, self._counted = (lambda q, qd, t: plant.accel(q, qd, t, out)), True
 
 
+class NumpyRos2(PlantBackend):
+    """The ROS2 period from Python (:func:`uk_controller.sim.ros2.ros2_period`, the reference of the compiled
+    one) with the plant's q'' (counted by :meth:`UKPlant.accel`) and M from the model at each step's start."""
+
+    name = 'numpy_ros2'
+
+    def __init__(self, plant):
+        super().__init__(plant)
+        model = plant.model
+        jd = model.joint_dynamics
+        n = plant.n
+        if jd is None:
+            zero = np.zeros(n)
+            self._passive = (zero, zero, zero, 1.0)
+        else:
+            self._passive = (jd.damping, jd.stiffness, jd.friction, jd.friction_velocity)
+        out = np.zeros(n)
+
+        def accel(q, qd, t):
+            return plant.accel(q, qd, t, out).copy()
+
+        def mass(q, qd):
+            model.compute(q, qd)
+            return model.M.copy()
+
+        self._accel, self._mass = accel, mass
+
+    def advance(self, q, qd, t, dt):
+        plant = self.plant
+        x = np.concatenate((q, qd))
+        ros2_period(x, t, dt, plant.substeps, self._accel, self._mass, *self._passive)
+        n = plant.n
+        return x[:n].copy(), x[n:].copy()
+
+
 class SolveIvp(PlantBackend):
     """scipy's ``solve_ivp`` (RK45, ``rtol``/``atol`` of the plant) over the period."""
 
@@ -224,7 +277,10 @@ class UKPlant:
 
     The integrator, substeps, closure gain and closure rank cut are the setup's resolved settings
     (``simulation.integrator``, ``substeps``, ``closure_omega``, ``closure_rcond``); the plant integrates
-    ``setup.model`` as given (:meth:`from_setup` applies ``simulation.mass_scale``).
+    ``setup.model`` as given (:meth:`from_setup` applies ``simulation.mass_scale``). ``integrator`` is the
+    one that runs ('rk4', 'ros2' or 'solve_ivp'; 'auto' starts as 'rk4' and :meth:`fit_substeps` may switch
+    it to 'ros2'), ``requested_integrator`` the setting. ROS2 is for trees: a plant with closure rows refuses
+    ``ros2`` and keeps RK4 under ``auto``.
     """
 
     def __init__(self, setup, *, rtol=1e-8, atol=1e-10, backend='auto'):
@@ -244,7 +300,12 @@ class UKPlant:
         self.model = setup.model
         self.joint_names = list(setup.joint_names)
         self.n = self.model.n
-        self.integrator = integrator
+        if integrator == 'ros2' and setup.passive.m:
+            raise ValueError(
+                'simulation.integrator ros2 is for open trees; this plant has closure rows: use rk4 (or auto)'
+            )
+        self.requested_integrator = integrator
+        self.integrator = 'rk4' if integrator == 'auto' else integrator
         self.substeps = int(substeps)
         self.rtol, self.atol = rtol, atol
         self.closures = setup.passive
@@ -277,7 +338,8 @@ class UKPlant:
         else:
             self.dynamics, self.accel = 'reference', self._accel_reference
         self._u = np.zeros(actuators.p)
-        self.backend = self._choose_backend(compiled, backend == 'compiled_stages')
+        self._compiled, self._staged = compiled, backend == 'compiled_stages'
+        self.backend = self._choose_backend(compiled, self._staged)
         if self.closure_rows is not None and not isinstance(self.backend, CompiledPeriod):
             # the periods call the program's own kernel (_accel_rows): compile it now, not in the first period;
             # the compiled period runs the same arrays through plant_rk4 and never calls it
@@ -287,14 +349,22 @@ class UKPlant:
     def _choose_backend(self, compiled, staged):
         if self.integrator == 'solve_ivp':
             return SolveIvp(self)
+        if self.integrator == 'ros2':
+            return (None if staged or not compiled else CompiledPeriod.build(self)) or NumpyRos2(self)
         if compiled:
             return (None if staged else CompiledPeriod.build(self)) or StagedRK4(self)
         return NumpyRK4(self)
 
     @property
     def evaluations_per_step(self):
-        """Right-hand-side evaluations of one RK4 period (4 per substep)."""
-        return 4 * self.substeps
+        """Right-hand-side evaluations of one period: 4 per RK4 substep, 2 per ROS2 substep (at least: a
+        ROS2 step redone at a friction zero crossing evaluates 1 more per pass)."""
+        return (2 if self.integrator == 'ros2' else 4) * self.substeps
+
+    @property
+    def method(self):
+        """The compiled period's integrator code (kernels.codes METHOD_RK4 or METHOD_ROS2)."""
+        return codes.METHOD_ROS2 if self.integrator == 'ros2' else codes.METHOD_RK4
 
     def closure_program(self):
         """The closure rows, their Baumgarte terms and the UK solve as one compiled program
@@ -330,10 +400,13 @@ class UKPlant:
         return cls(setup, backend=backend)
 
     def fit_substeps(self, period):
-        """Raise ``substeps`` to what the description's fastest passive mode needs for control periods of
-        `period` s (:mod:`.stiffness`); returns a sentence when they were raised, None otherwise. Raises
-        ValueError naming the joint and the step when more than ``stiffness.MAX_SUBSTEPS`` would be needed.
-        The configured ``simulation.substeps`` is kept as the minimum."""
+        """Fit the integration to the description's fastest passive mode for control periods of `period` s
+        (:mod:`.stiffness`); returns a sentence when it changed something, None otherwise.
+
+        Where RK4 needs no more steps than ``substeps``, nothing changes. Otherwise, with ``integrator``
+        'auto' on a tree, switch to ROS2 at ``substeps`` steps per period (stable on the stiff dissipation);
+        with 'rk4' (or 'auto' with closure rows) raise ``substeps`` to what RK4 needs, or raise ValueError
+        naming the joint and the step when more than ``stiffness.MAX_SUBSTEPS`` would be needed."""
         from .stiffness import MAX_SUBSTEPS, required_substeps
 
         if self.integrator != 'rk4':
@@ -343,12 +416,20 @@ class UKPlant:
             return None
         name = self.joint_names[j]
         step = period / need
+        if self.requested_integrator == 'auto' and self.closures.m == 0:
+            self.integrator = 'ros2'
+            self.backend = self._choose_backend(self._compiled, self._staged)
+            return (
+                f'simulation.integrator auto chose ros2 ({self.substeps} steps per control period): joint {name!r} '
+                f'(light link, passive dynamics at {rate:.3g} 1/s) would need {need} RK4 steps (below {step:.2e} s)'
+            )
         if need > MAX_SUBSTEPS:
             raise ValueError(
                 f'joint {name!r}: its passive dynamics (damping, friction, spring of the description) '
                 f'on its light link relax at {rate:.3g} 1/s and need an RK4 step below {step:.2e} s '
                 f'({need} per control period, more than {MAX_SUBSTEPS}); lower the friction slope '
-                f'(robot.friction_velocity larger) or the damping, or use simulation.integrator: solve_ivp'
+                f'(robot.friction_velocity larger) or the damping, or use simulation.integrator: auto or ros2 '
+                f'(open trees) or solve_ivp'
             )
         reason = (
             f'simulation.substeps raised from {self.substeps} to {need}: joint {name!r} (light link, passive '
