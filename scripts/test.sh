@@ -26,7 +26,7 @@ export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_
 workers="${UK_TEST_WORKERS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo 1)}"
 [ "$workers" -gt 2 ] && workers=2
 parallel=()
-[ "$workers" -ge 2 ] && parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
+[ "$workers" -ge 2 ] && parallel=(-n "$workers" --dist worksteal)
 set +e
 python -m pytest -q -p no:cacheprovider --durations=25 ${parallel[@]+"${parallel[@]}"} "$@"
 status=$?

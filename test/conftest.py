@@ -147,18 +147,15 @@ def _light_kernel(module, name):
     return module in _LIGHT_KERNELS and not name.startswith('fused_')
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The ``serial`` tests last, in one pytest-xdist group (``scripts/test.sh`` runs ``--dist loadgroup``):
-    one worker runs them one after the other, at the end, when every robot's kernels are compiled, and
-    the other workers wait for that run once instead of before and after each of them
-    (:func:`parallel.turn`). Before xdist's own hook, which reads the group."""
+    """The ``serial`` tests last, in collection order: pytest-xdist's worksteal hands each worker a
+    contiguous part of the collection, so they run one after the other at the end of a worker's part
+    (or two runs of them, if the other worker steals some), when every robot's kernels are compiled; the
+    turn passes from one to the next (:func:`parallel.turn`), and the other workers wait for a whole run
+    of them once instead of before and after each."""
     serial = [item for item in items if item.get_closest_marker('serial') is not None]
-    if not serial:
-        return
-    for item in serial:
-        item.add_marker(pytest.mark.xdist_group('serial'))
-    items[:] = [item for item in items if item.get_closest_marker('serial') is None] + serial
+    if serial:
+        items[:] = [item for item in items if item.get_closest_marker('serial') is None] + serial
 
 
 @pytest.hookimpl(wrapper=True)

@@ -9,7 +9,7 @@ A plain run and xdist worker ``gw0`` are worker 0, ``gwK`` is worker K (xdist se
   loading what it compiled instead of compiling it again;
 - :func:`turn`: a test that must run alone (device emulators on wall-clock timeouts) waits until the
   other workers' tests end, and they start none while it runs; ``test/conftest.py`` puts these tests
-  last, in one xdist group (one worker runs them one after the other), so the others wait once.
+  last, so a worker runs them one after the other and the others wait once.
 """
 
 import contextlib

@@ -97,6 +97,7 @@ def _pip_install(venv, extras):
             'install',
             '-q',
             '--disable-pip-version-check',
+            '--no-compile',  # what a command imports is byte-compiled when it runs; the rest never is
             '-e',
             f'{ROOT}[{",".join(extras)}]',
         ],
