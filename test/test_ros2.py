@@ -158,16 +158,16 @@ def test_friction_zero_crossing_follows_the_reference(monkeypatch):
 # ----------------------------------------------------------------------------- real arms (compiled)
 
 
-def test_plants_with_closures_refuse_ros2():
+def test_plants_with_closures_refuse_rosenbrock():
     """ROS2 is for open trees: a plant with closure rows (the mimic gripper's passive row) refuses it."""
     from uk_controller.robots import load_robot
     from uk_controller.sim.uk_plant import UKPlant
 
     setup = load_robot(
-        Path(__file__).resolve().parent / 'data' / 'mimic_gripper.yaml', {'simulation.integrator': 'ros2'}
+        Path(__file__).resolve().parent / 'data' / 'mimic_gripper.yaml', {'simulation.integrator': 'rosenbrock'}
     )
     assert setup.passive.m > 0
-    with pytest.raises(ValueError, match='ros2 is for open trees'):
+    with pytest.raises(ValueError, match='rosenbrock is for open trees'):
         UKPlant(setup)
 
 
@@ -189,9 +189,9 @@ def test_compiled_ros2_equals_numpy_ros2():
     from uk_controller.robots import load_robot
     from uk_controller.sim.uk_plant import UKPlant
 
-    setup = load_robot(_setup_file('xarm7', 0, 'pose', 0.01), {'simulation.integrator': 'ros2'})
+    setup = load_robot(_setup_file('xarm7', 0, 'pose', 0.01), {'simulation.integrator': 'rosenbrock'})
     compiled, numpy_ref = UKPlant(setup), UKPlant(setup, backend='numpy')
-    assert compiled.backend.name == 'compiled' and numpy_ref.backend.name == 'numpy_ros2'
+    assert compiled.backend.name == 'compiled' and numpy_ref.backend.name == 'numpy_rosenbrock'
     rng = np.random.default_rng(1)
     for k in range(300):
         if k % 50 == 0:
@@ -217,7 +217,7 @@ def test_closed_loop_default_follows_rk4_with_its_substeps(arm, seed, task):
     path = _setup_file(arm, seed, task, 1.5)
     auto = simulate(load_robot(path, {}))
     rk4 = simulate(load_robot(path, {'simulation.integrator': 'rk4'}))
-    assert 'auto chose ros2 (4 steps' in auto.settings['plant_note']
+    assert 'auto chose rosenbrock (4 steps' in auto.settings['plant_note']
     assert 'raised from 4 to' in rk4.settings['plant_note']
     assert auto.q.shape == rk4.q.shape == (1500, auto.q.shape[1])
     assert np.isfinite(auto.q).all()

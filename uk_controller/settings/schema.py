@@ -595,9 +595,10 @@ _KEYS = [
         'str',
         'auto',
         '',
-        'embedded plant integrator (CLI --integrator): rk4, ros2 (linearly implicit, stable on the stiff '
-        'damping and friction of light links; trees only), solve_ivp, or auto: rk4 where it needs no more than '
-        'simulation.substeps steps per control period, else ros2 at simulation.substeps (closures: rk4)',
+        'embedded plant integrator (CLI --integrator): rk4, rosenbrock (the linearly implicit ROS2 W-method, '
+        'stable on the stiff damping and friction of light links; trees only), solve_ivp, or auto: rk4 where it '
+        'needs no more than simulation.substeps steps per control period, else rosenbrock at simulation.substeps '
+        '(closures: rk4)',
         choices=INTEGRATORS,
     ),
     _S(
@@ -615,7 +616,7 @@ _KEYS = [
         '',
         'integrator steps per control period, at least (CLI --substeps); with simulation.integrator rk4 the '
         'embedded plant raises them to what the fastest passive mode of the description needs (light links '
-        'with damping or friction) and says so in the run summary (auto switches to ros2 there instead)',
+        'with damping or friction) and says so in the run summary (auto switches to rosenbrock there instead)',
         low=1,
         high=1000,
     ),

@@ -552,15 +552,15 @@ class SimulationSettings(Section):
 
     #: simulated seconds (CLI --duration) [s]
     duration: float
-    #: embedded plant integrator (CLI --integrator): rk4, ros2 (linearly implicit, stable on the stiff damping and
-    #: friction of light links; trees only), solve_ivp, or auto: rk4 where it needs no more than simulation.substeps
-    #: steps per control period, else ros2 at simulation.substeps (closures: rk4)
+    #: embedded plant integrator (CLI --integrator): rk4, rosenbrock (the linearly implicit ROS2 W-method, stable on the
+    #: stiff damping and friction of light links; trees only), solve_ivp, or auto: rk4 where it needs no more than
+    #: simulation.substeps steps per control period, else rosenbrock at simulation.substeps (closures: rk4)
     integrator: str
     #: embedded UK plant or MuJoCo: of uk_sim_node and of uk-controller simulate, emulate and sweep (CLI --plant)
     plant: str
     #: integrator steps per control period, at least (CLI --substeps); with simulation.integrator rk4 the embedded plant
     #: raises them to what the fastest passive mode of the description needs (light links with damping or friction) and
-    #: says so in the run summary (auto switches to ros2 there instead)
+    #: says so in the run summary (auto switches to rosenbrock there instead)
     substeps: int
     #: plant inertias x this factor, model mismatch (CLI --mass-scale)
     mass_scale: float

@@ -245,12 +245,13 @@ class CompiledLoop:
     @classmethod
     def build(cls, ctrl, plant):
         """A compiled loop for (ctrl, plant), or None when either lacks its compiled form (no numba, a
-        pinv other than 'svd', rows without a compiled form or a callable's, an integrator other than rk4 or ros2, a
-        permuted or non-1-DOF joint model)."""
+        pinv other than 'svd', rows without a compiled form or a callable's, an integrator other than rk4 or
+        rosenbrock, a permuted or non-1-DOF joint model)."""
         if not AVAILABLE:
             return None
         backend = getattr(ctrl, 'backend', None)
-        if getattr(backend, 'name', None) != 'compiled' or getattr(plant, 'integrator', None) not in ('rk4', 'ros2'):
+        integrator = getattr(plant, 'integrator', None)
+        if getattr(backend, 'name', None) != 'compiled' or integrator not in ('rk4', 'rosenbrock'):
             return None
         fz = backend.program
         if fz.external:  # callable rows: user Python runs in CompiledRows.run only

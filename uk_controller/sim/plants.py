@@ -35,7 +35,7 @@ PLANTS = {
 #: integrators of the UK plant: 'auto' (RK4, or ROS2 where RK4 would need more than the configured substeps),
 #: fixed-step RK4, the linearly-implicit ROS2 for stiff passive dissipation (trees; substeps per period) or
 #: scipy's adaptive solve_ivp.
-INTEGRATORS = ('auto', 'rk4', 'ros2', 'solve_ivp')
+INTEGRATORS = ('auto', 'rk4', 'rosenbrock', 'solve_ivp')
 
 
 def plant_class(name: str):

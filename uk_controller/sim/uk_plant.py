@@ -20,7 +20,7 @@ Chosen ONCE, at construction (``UKPlant.backend``, its ``name``; ``UKPlant.dynam
   or :class:`SolveIvp` ``'solve_ivp'`` (scipy's adaptive integrator);
 - the integrator (``UKPlant.integrator``): classical RK4, or on trees with stiff passive dissipation the
   linearly-implicit ROS2 (:mod:`uk_controller.sim.ros2`; the compiled period runs
-  ``kernels.plant.ros2_period``, :class:`NumpyRos2` ``'numpy_ros2'`` is its reference and the fallback).
+  ``kernels.plant.ros2_period``, :class:`NumpyRos2` ``'numpy_rosenbrock'`` is its reference and the fallback).
   ``simulation.integrator: auto`` keeps RK4 where the stiffness check (:mod:`.stiffness`) asks for no more
   RK4 steps than ``simulation.substeps``, and switches to ROS2 at ``simulation.substeps`` steps where it asks
   for more (:meth:`UKPlant.fit_substeps`);
@@ -213,7 +213,7 @@ class NumpyRos2(PlantBackend):
     """The ROS2 period from Python (:func:`uk_controller.sim.ros2.ros2_period`, the reference of the compiled
     one) with the plant's q'' (counted by :meth:`UKPlant.accel`) and M from the model at each step's start."""
 
-    name = 'numpy_ros2'
+    name = 'numpy_rosenbrock'
 
     def __init__(self, plant):
         super().__init__(plant)
@@ -278,9 +278,9 @@ class UKPlant:
     The integrator, substeps, closure gain and closure rank cut are the setup's resolved settings
     (``simulation.integrator``, ``substeps``, ``closure_omega``, ``closure_rcond``); the plant integrates
     ``setup.model`` as given (:meth:`from_setup` applies ``simulation.mass_scale``). ``integrator`` is the
-    one that runs ('rk4', 'ros2' or 'solve_ivp'; 'auto' starts as 'rk4' and :meth:`fit_substeps` may switch
-    it to 'ros2'), ``requested_integrator`` the setting. ROS2 is for trees: a plant with closure rows refuses
-    ``ros2`` and keeps RK4 under ``auto``.
+    one that runs ('rk4', 'rosenbrock' (the ROS2 W-method) or 'solve_ivp'; 'auto' starts as 'rk4' and
+    :meth:`fit_substeps` may switch it to 'rosenbrock'), ``requested_integrator`` the setting. ROS2 is for trees:
+    a plant with closure rows refuses ``rosenbrock`` and keeps RK4 under ``auto``.
     """
 
     def __init__(self, setup, *, rtol=1e-8, atol=1e-10, backend='auto'):
@@ -300,9 +300,9 @@ class UKPlant:
         self.model = setup.model
         self.joint_names = list(setup.joint_names)
         self.n = self.model.n
-        if integrator == 'ros2' and setup.passive.m:
+        if integrator == 'rosenbrock' and setup.passive.m:
             raise ValueError(
-                'simulation.integrator ros2 is for open trees; this plant has closure rows: use rk4 (or auto)'
+                'simulation.integrator rosenbrock is for open trees; this plant has closure rows: use rk4 (or auto)'
             )
         self.requested_integrator = integrator
         self.integrator = 'rk4' if integrator == 'auto' else integrator
@@ -349,7 +349,7 @@ class UKPlant:
     def _choose_backend(self, compiled, staged):
         if self.integrator == 'solve_ivp':
             return SolveIvp(self)
-        if self.integrator == 'ros2':
+        if self.integrator == 'rosenbrock':
             return (None if staged or not compiled else CompiledPeriod.build(self)) or NumpyRos2(self)
         if compiled:
             return (None if staged else CompiledPeriod.build(self)) or StagedRK4(self)
@@ -359,12 +359,12 @@ class UKPlant:
     def evaluations_per_step(self):
         """Right-hand-side evaluations of one period: 4 per RK4 substep, 2 per ROS2 substep (at least: a
         ROS2 step redone at a friction zero crossing evaluates 1 more per pass)."""
-        return (2 if self.integrator == 'ros2' else 4) * self.substeps
+        return (2 if self.integrator == 'rosenbrock' else 4) * self.substeps
 
     @property
     def method(self):
         """The compiled period's integrator code (kernels.codes METHOD_RK4 or METHOD_ROS2)."""
-        return codes.METHOD_ROS2 if self.integrator == 'ros2' else codes.METHOD_RK4
+        return codes.METHOD_ROS2 if self.integrator == 'rosenbrock' else codes.METHOD_RK4
 
     def closure_program(self):
         """The closure rows, their Baumgarte terms and the UK solve as one compiled program
@@ -417,18 +417,19 @@ class UKPlant:
         name = self.joint_names[j]
         step = period / need
         if self.requested_integrator == 'auto' and self.closures.m == 0:
-            self.integrator = 'ros2'
+            self.integrator = 'rosenbrock'
             self.backend = self._choose_backend(self._compiled, self._staged)
             return (
-                f'simulation.integrator auto chose ros2 ({self.substeps} steps per control period): joint {name!r} '
-                f'(light link, passive dynamics at {rate:.3g} 1/s) would need {need} RK4 steps (below {step:.2e} s)'
+                f'simulation.integrator auto chose rosenbrock ({self.substeps} steps per control period): '
+                f'joint {name!r} (light link, passive dynamics at {rate:.3g} 1/s) would need {need} RK4 steps '
+                f'(below {step:.2e} s)'
             )
         if need > MAX_SUBSTEPS:
             raise ValueError(
                 f'joint {name!r}: its passive dynamics (damping, friction, spring of the description) '
                 f'on its light link relax at {rate:.3g} 1/s and need an RK4 step below {step:.2e} s '
                 f'({need} per control period, more than {MAX_SUBSTEPS}); lower the friction slope '
-                f'(robot.friction_velocity larger) or the damping, or use simulation.integrator: auto or ros2 '
+                f'(robot.friction_velocity larger) or the damping, or use simulation.integrator: auto or rosenbrock '
                 f'(open trees) or solve_ivp'
             )
         reason = (
