@@ -36,6 +36,18 @@ def params_file_hint(args):
     return ''.join(hints)
 
 
+def _shut_down(executor):
+    """Shut `executor` down while the context still holds its guard conditions. Left to the garbage
+    collector after ``rclpy.shutdown``, its ``__del__`` destroys a guard condition whose destruction the
+    context already requested and prints "Exception ignored ... InvalidHandle" with a traceback, on some
+    stops and not others. Its callbacks get a second to end (a worker thread of the multi-threaded
+    executor); a context that something else shut down first is part of the stop."""
+    try:
+        executor.shutdown(timeout_sec=1.0)
+    except Exception:  # the stop is under way whatever rcl says
+        pass
+
+
 def make_executor(kind):
     """'single_threaded' (rclpy's default; our callbacks never run concurrently) or 'multi_threaded'.
 
@@ -111,7 +123,7 @@ def run(factory, name, args=None, on_stop=None):
     _install_stop_handler()
     if _STATE['stop'] or interrupt_requested():  # a Ctrl-C during the imports, whatever swallowed it
         return 0
-    node = None
+    node = executor = None
     try:
         try:
             rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
@@ -169,8 +181,10 @@ def run(factory, name, args=None, on_stop=None):
     finally:
         _STATE['building'] = False
         _stopping()
+        if node is not None and on_stop is not None:
+            on_stop(node)
+        if executor is not None:
+            _shut_down(executor)
         if node is not None:
-            if on_stop is not None:
-                on_stop(node)
             node.destroy_node()
         rclpy.try_shutdown()
