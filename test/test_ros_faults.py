@@ -193,9 +193,12 @@ def test_burst_of_late_messages_is_rejected_without_disturbing_control(loop):
     time.sleep(0.5)
     during = _efforts_since(efforts, start)
     assert np.isfinite(during).all() and len(during) > 10
-    # the robot still sits at q0: had a late sample been used, the tool would be metres off its path
+    # the robot still sits at q0, so the error is the helix's distance from the tool at q0: it grows while the
+    # helix moves away (tenths of a metre at most; how far, depends on how long the loop has run, which is
+    # why no ratio to the error before the burst is asked). Had a late sample been used (every joint at 100,
+    # the prismatic joint3 100 m out), the error would be about 100 m.
     worst = max(np.linalg.norm(e) for t, e in errors if t >= start)
-    assert worst <= 1.5 * before + 1e-3, (worst, before)
+    assert worst < 0.5, (worst, before)
     counts = [d[2] for d in _latest(diags, start)]
     # sensor-data QoS keeps the last 5 samples: most of the burst is dropped by DDS, the rest rejected
     assert counts and int(counts[-1]['rejected_late']) > 0
