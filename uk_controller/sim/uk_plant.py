@@ -418,7 +418,8 @@ class UKPlant:
         step = period / need
         if self.requested_integrator == 'auto' and self.closures.m == 0:
             self.integrator = 'rosenbrock'
-            self.backend = self._choose_backend(self._compiled, self._staged)
+            if not isinstance(self.backend, CompiledPeriod):  # the compiled period reads self.method per call
+                self.backend = self._choose_backend(self._compiled, self._staged)
             return (
                 f'simulation.integrator auto chose rosenbrock ({self.substeps} steps per control period): '
                 f'joint {name!r} (light link, passive dynamics at {rate:.3g} 1/s) would need {need} RK4 steps '
