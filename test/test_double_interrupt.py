@@ -4,7 +4,8 @@ A terminal's Ctrl-C reaches the whole process group and ``ros2 launch`` sends it
 right after it; a user presses twice when a start-up seems slow. Each command is started the
 way its console script starts it (``uk_controller.entry_points``, what setup.py installs), sent
 two SIGINTs 0, 20 and 250 ms apart at several points of its start-up (interpreter and imports,
-building the controller, running), and must exit with its documented status (nodes 0; the CLI
+building the controller, and once it runs: right after the line it prints when its loop starts),
+and must exit with its documented status (nodes 0; the CLI
 130 when interrupted, 0 if it had finished) and print no traceback. Without the guard two SIGINTs
 20 ms apart during start-up ended ``uk_controller_node`` with ``KeyboardInterrupt`` and -2.
 """
@@ -14,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +26,9 @@ from ros_nodes import ros_env
 ROOT = Path(__file__).resolve().parents[1]
 DOMAIN_ID = domain_id(81)
 GAPS = (0.0, 0.02, 0.25)  # seconds between the two SIGINTs
-MOMENTS = (0.0, 0.3, 1.0, 3.0)  # seconds after our first line: imports, building, running
+RUNNING = 'running'
+#: seconds after our first line (imports, building), or RUNNING: once the command printed its RUNNING_LINE
+MOMENTS = (0.0, 0.3, 1.0, RUNNING)
 
 COMMANDS = {
     'uk_controller_node': (
@@ -34,6 +38,12 @@ COMMANDS = {
     ),
     'uk_sim_node': ('sim_node', ['--ros-args', '--params-file', str(ROOT / 'config' / 'scara.yaml')], {0}),
     'uk-controller simulate': ('uk_controller', ['simulate', 'scara', '--duration', '30'], {130, 0}),
+}
+#: what each command prints when it has built everything and its loop runs
+RUNNING_LINE = {
+    'uk_controller_node': 'Hz, trigger',
+    'uk_sim_node': 'plant with',
+    'uk-controller simulate': 'simulating scara',
 }
 
 
@@ -78,22 +88,68 @@ def test_console_scripts_go_through_the_guarded_entry_points():
         assert callable(getattr(importlib.import_module(module), 'main'))
 
 
-def stop_during_start_up(entry, args, tmp_path, moment, first, gap, second):
-    """Start `entry`, send `first` `moment` s after our first line and `second` (None: nothing) `gap` s
-    later; ``(exit status or None if still running 60 s later, output)``."""
+class Output:
+    """A command's output, read by a thread as it comes (so that a test can wait for a line)."""
+
+    def __init__(self, stream):
+        self.lines, self.closed = [], False
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream):
+        for line in stream:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+        with self._changed:
+            self.closed = True
+            self._changed.notify_all()
+
+    def wait_for(self, text, timeout):
+        """True once a line containing `text` came; False if the output ended or `timeout` s passed first."""
+        seen = lambda: any(text in line for line in self.lines)  # noqa: E731
+        with self._changed:
+            self._changed.wait_for(lambda: self.closed or seen(), timeout)
+            return seen()
+
+    def text(self):
+        self._reader.join(30)
+        return ''.join(self.lines)
+
+
+def stop_during_start_up(command, tmp_path, moment, first, gap, second):
+    """Start `command`, send `first` `moment` s after our first line (RUNNING: once it printed its running
+    line) and `second` (None: nothing) `gap` s later; ``(exit status, output)``. The status is None if the
+    command still ran 60 s later, a sentence if it never printed its running line."""
+    entry, args, _ = COMMANDS[command]
     proc = start(entry, args, tmp_path)
-    time.sleep(moment)
+    output = Output(proc.stdout)
+    if moment == RUNNING:
+        # readiness, not speed: 120 s for a loaded machine
+        if not output.wait_for(RUNNING_LINE[command], 120):
+            proc.kill()
+            proc.wait()
+            return f'no line with {RUNNING_LINE[command]!r} within 120 s', output.text()
+        time.sleep(0.1)  # inside the loop
+    else:
+        time.sleep(moment)
     proc.send_signal(first)
     if second is not None:
         time.sleep(gap)
         if proc.poll() is None:
             proc.send_signal(second)
     try:
-        output, _ = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
-        return None, proc.communicate()[0]
-    return proc.returncode, output
+        proc.wait()
+        return None, output.text()
+    return proc.returncode, output.text()
+
+
+def at(moment):
+    return moment if moment == RUNNING else f'{moment} s'
 
 
 def failure(when, status, output, allowed):
@@ -111,12 +167,12 @@ def failure(when, status, output, allowed):
 @pytest.mark.parametrize('command', COMMANDS)
 def test_two_sigints_at_any_moment_of_start_up_end_cleanly(command, tmp_path, robots):
     robots('scara')  # kernels cached: the nodes start in seconds, not minutes
-    entry, args, allowed = COMMANDS[command]
+    allowed = COMMANDS[command][2]
     failures = []
     for moment in MOMENTS:
         for gap in GAPS:
-            status, output = stop_during_start_up(entry, args, tmp_path, moment, signal.SIGINT, gap, signal.SIGINT)
-            failures.append(failure(f'{moment} s, {gap * 1e3:.0f} ms apart', status, output, allowed))
+            status, output = stop_during_start_up(command, tmp_path, moment, signal.SIGINT, gap, signal.SIGINT)
+            failures.append(failure(f'{at(moment)}, {gap * 1e3:.0f} ms apart', status, output, allowed))
     failures = [f for f in failures if f]
     assert not failures, f'{command}:\n' + '\n'.join(failures)
 
@@ -138,13 +194,12 @@ def test_sigterm_stops_like_ctrl_c_at_any_moment_of_start_up(command, tmp_path, 
     0, the CLI's 143 (128 + SIGTERM; 0 if it had finished). rclpy's own SIGTERM handler is not installed in
     the nodes (it shut the context down from another thread); ours stops in the main thread."""
     robots('scara')
-    entry, args, _ = COMMANDS[command]
     failures = []
-    for moment in (0.3, 1.0, 3.0):
+    for moment in (0.3, 1.0, RUNNING):
         for second in (None, signal.SIGINT):
-            status, output = stop_during_start_up(entry, args, tmp_path, moment, signal.SIGTERM, 0.02, second)
+            status, output = stop_during_start_up(command, tmp_path, moment, signal.SIGTERM, 0.02, second)
             allowed = SIGTERM_STATUS[command][second is not None]
-            failures.append(failure(f'{moment} s, then {second}', status, output, allowed))
+            failures.append(failure(f'{at(moment)}, then {second}', status, output, allowed))
     failures = [f for f in failures if f]
     assert not failures, '\n'.join(failures)
 

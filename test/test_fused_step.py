@@ -155,6 +155,25 @@ def test_compiled_rows_equal_constraint_stack(robot):
         np.testing.assert_allclose(fz.B, setup.actuators.matrix(model), rtol=0, atol=1e-14)
 
 
+@pytest.mark.slow
+def test_one_compiled_version_serves_every_number_of_frames():
+    """The robots' programs name 1 to 5 frames; the fused kernel they run after Pinocchio's pass keeps one
+    machine-code version for all of them (the frames' placements reach it as arrays of one rank, not as
+    tuples whose length numba compiles into the type: 12-14 s of compiling per count on a fresh machine)."""
+    from uk_controller.kernels import rows as row_kernels
+
+    counts, versions = set(), []
+    for robot in ROBOTS:
+        setup = load_robot(robot)
+        fz, _ = _compiled(setup)
+        q = np.ascontiguousarray(setup.q0, float)
+        fz.run(q, np.zeros_like(q), 0.25)
+        counts.add(len(fz.frames))
+        versions.append(set(row_kernels.fused_step.signatures))
+    assert len(counts) >= 3, counts
+    assert versions[-1] == versions[0], versions  # no robot after the first one added a version
+
+
 @pytest.mark.parametrize('robot', ROBOTS)
 @pytest.mark.slow
 def test_fused_controller_equals_servo_solver_path(robot):

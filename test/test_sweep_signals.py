@@ -9,6 +9,7 @@ import argparse
 import csv
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -219,7 +220,7 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
     )
     assert local.returncode == 0, local.stderr[-3000:]
     assert (home / '.ray' / 'auth_token').is_file()  # what Ray leaves behind: the case of the issue
-    with __import__('socket').socket() as s:
+    with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
     head = subprocess.Popen(
@@ -245,10 +246,16 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
     try:
         client = dict(env, RAY_ADDRESS=f'127.0.0.1:{port}')
 
+        def listening():
+            with socket.socket() as s:
+                return s.connect_ex(('127.0.0.1', port)) == 0
+
         def ready():
             status = ['status', '--address', f'127.0.0.1:{port}']
             return _ray(status, dict(client, RAY_AUTH_MODE='token'), 60).returncode == 0
 
+        # the head's port first (a connect), then `ray status` (each call a Python process importing Ray)
+        assert _wait_for(listening, 300), (tmp_path / 'head.log').read_text()[-3000:]
         assert _wait_for(ready, 300), (tmp_path / 'head.log').read_text()[-3000:]
         proc = subprocess.run(
             [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'auto'), '--ray', 'auto'],
@@ -265,9 +272,15 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
     finally:
         try:
             os.killpg(head.pid, signal.SIGTERM)
-            head.wait(60)
+            head.wait(5)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
-        _wait_for(lambda: not _group(head.pid), 30)
+        # what is left is killed: `ray start --block` may otherwise wait 30 s on a stopped process of its
+        # group, and nothing here depends on a graceful stop of the head
+        _wait_for(lambda: not _group(head.pid), 5)
         for pid in _group(head.pid):
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # ended meanwhile
+                pass
+        head.wait(30)

@@ -336,16 +336,20 @@ class CompiledRows:
             self.B[...] = B
         self.n, self.p, self.mp, self.ms, self.frames = n, p, mp, ms, frames
         self.model = model
-        views = [model.frame(name) for name in frames] or [None]
-        dummy_t, dummy_r = np.zeros(3), np.asfortranarray(np.eye(3))
-        self.trans = tuple(dummy_t if v is None else v.translation for v in views)
-        self.rots = tuple(dummy_r if v is None else v.rotation for v in views)
+        # the frames' world placements: live views of Pinocchio's Data, copied before each kernel call into
+        # one (nf, 3) and one (nf, 3, 3) array (row_kernels.gather_frames: the kernel's argument types then do
+        # not depend on the number of frames, and numba compiles it once for every robot)
+        views = [model.frame(name) for name in frames]
+        self.frame_translations = tuple(v.translation for v in views)
+        self.frame_rotations = tuple(v.rotation for v in views)
+        self.trans, self.rots = np.zeros((max(nf, 1), 3)), np.zeros((max(nf, 1), 3, 3))
+        self.rots[:] = np.eye(3)
         # live views of Pinocchio's Data (its buffers live as long as the Data); with a permuted order the
         # model's own M and h (our order, filled by model.compute) and Pinocchio's J copied in our column order.
         # With one coordinate eigenpy hands J (6 x 1) over as a vector: the (6, 1) view of the same buffer
         self.permuted = bool(model.order_permuted)
         if self.permuted:
-            self.M_lower, self.h, self.J = model.M_lower, model.h, np.zeros((6, n))
+            self.M_lower, self.h, self.J = model.M_lower, model.h, np.zeros((6, n), order='F')  # data.J's layout
         else:
             self.M_lower, self.h, self.J = model.data.M.T, model.data.nle, model.data.J.reshape(6, n)
         self.external = external
@@ -365,6 +369,7 @@ class CompiledRows:
             self.run(q0, qd0, 0.0)  # compile or load the cache now
         except ValueError:  # a callable row failed here (its step will say so): load the kernel
             model.compute(q0, qd0)  # on the rows as they are, so the first control period does not compile
+            self.gather_frames()
             self.kernel(
                 self.M_lower,
                 self.h,
@@ -430,12 +435,26 @@ class CompiledRows:
         if self.external or self.permuted:
             return self._python_pass_runner(kernel, Ml, h, J, trans, rots, ip, fp, ws, sat)
         pin_pass = self.model.pinocchio_pass()  # continuous joints: Pinocchio gets (cos q, sin q)
+        gather, placements = self._gather_runner()
 
         def run(q, qd, t):
             pin_pass(q, qd)
+            gather(*placements)
             kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
 
         return run
+
+    def gather_frames(self):
+        """Copy the frames' world placements from Pinocchio's Data (updated by the last pass) into
+        :attr:`trans` and :attr:`rots`, the arrays the kernel reads."""
+        gather, placements = self._gather_runner()
+        gather(*placements)
+
+    def _gather_runner(self):
+        """``(function, arguments)`` that copies the frames' placements (a no-op without frames)."""
+        if not self.frame_translations:
+            return (lambda: None), ()
+        return row_kernels.gather_frames, (self.frame_translations, self.frame_rotations, self.trans, self.rots)
 
     def _python_pass_runner(self, kernel, Ml, h, J, trans, rots, ip, fp, ws, sat):
         """The runner with callable rows or a permuted joint order: ``model.compute`` (the pass the functions
@@ -457,6 +476,7 @@ class CompiledRows:
         isfinite, take = np.isfinite, np.take
         Jp, cols = model.data.J, model.pinocchio_columns
         permuted = self.permuted
+        gather, placements = self._gather_runner()
 
         def run(q, qd, t):
             if math.isfinite(q @ q + qd @ qd + t) or (isfinite(q).all() and isfinite(qd).all() and math.isfinite(t)):
@@ -465,6 +485,7 @@ class CompiledRows:
                     take(Jp, cols, axis=1, out=J)
                 for term, phi, phidot, A, b in views:
                     term.fill(model, q, qd, t, phi, phidot, A, b, None)
+                gather(*placements)
             kernel(Ml, h, J, trans, rots, q, qd, t, ip, fp, ws, sat)
 
         return run
@@ -473,6 +494,7 @@ class CompiledRows:
         """Only the rows (and B) at (q, q', t), for tests; ``model.compute`` must have been called."""
         if self.permuted:
             np.take(self.model.data.J, self.model.pinocchio_columns, axis=1, out=self.J)
+        self.gather_frames()
         self._rows_kernel(
             self.J,
             self.trans,

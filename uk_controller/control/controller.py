@@ -307,14 +307,15 @@ class ReferenceBackend(ControllerBackend):
         self.saturated, self.info = self.solver.saturated, self.solver.info
         actuators = core.setup.actuators
         self.B = actuators.matrix(core.model).copy() if actuators.constant else None
-        self.gains = np.array(gains, dtype=float)
+        # row-major, as the solver's warm-up compiled it (a column-major copy would compile a second version)
+        self.gains = np.array(gains, dtype=float, order='C')
         self._zero_n = np.zeros(n)
         self._bounds = None if core.joint_limits is None else (np.zeros(n), np.zeros(n))
         # the dissipation over the period (core/implicit_dissipation.py): M + dt D, h + dF, a scratch
         self._period = None if core.dissipation is None else (np.zeros((n, n)), np.zeros(n), np.zeros(n))
 
     def set_gains(self, gains):
-        self.gains = np.array(gains, dtype=float)
+        self.gains = np.array(gains, dtype=float, order='C')
 
     def run(self, q, qd, t):
         if self._non_finite_state(q, qd, t):

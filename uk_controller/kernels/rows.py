@@ -540,6 +540,24 @@ def program_rows(ip, fp, ws, m):
 
 
 @njit(cache=True)
+def gather_frames(translations, rotations, trans, rots):
+    """Copy the frames' world placements into ``trans`` (nf, 3) and ``rots`` (nf, 3, 3), the arrays
+    :func:`fused_step` reads: ``translations`` and ``rotations`` are tuples of Pinocchio's live vectors and
+    matrices (``data.oMf[i].translation`` and ``.rotation``).
+
+    numba compiles a kernel once for each length of a tuple argument. This small kernel takes the tuples, so
+    the large :func:`fused_step` keeps one machine-code version for every number of frames (compiling it
+    takes 10-15 s on a fresh machine; this copy, a fraction of a second)."""
+    for f in range(len(translations)):
+        tf = translations[f]
+        rf = rotations[f]
+        for r in range(3):
+            trans[f, r] = tf[r]
+            for c in range(3):
+                rots[f, r, c] = rf[r, c]
+
+
+@njit(cache=True)
 def fused_step_ws(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat, sc):
     """:func:`fused_rows` then :func:`servo_solve` on the rows (passive rows first, then servo) with the
     program's gains, parameters and limits; no heap allocation.
