@@ -662,16 +662,17 @@ def fused_solve(Mlow, h, ip, fp, ws, sat, alo, ahi, sc):
 @njit(cache=True)
 def fused_step(Mlow, h, Jw, trans, rots, q, qd, t, ip, fp, ws, sat):
     """:func:`fused_step_ws` with its scratch array allocated here (one allocation per call;
-    CompiledRows' entry point). The array arguments (not trans and rots, which may be tuples of arrays) are passed
-    on as :func:`.jit.borrowed` views (no atomic reference counting in the step; the caller holds them). The
+    CompiledRows' entry point). The array arguments are passed on as :func:`.jit.borrowed` views (no atomic
+    reference counting in the step; the caller holds them). ``trans`` (nf, 3) and ``rots`` (nf, 3, 3) hold the
+    frames' world placements (:func:`gather_frames` copies them from Pinocchio's Data). The
     scratch allocated here is NOT borrowed: numba frees a local array after its last use, which would be the
     borrow."""
     fused_step_ws(
         borrowed(Mlow),
         borrowed(h),
         borrowed(Jw),
-        trans,
-        rots,
+        borrowed(trans),
+        borrowed(rots),
         borrowed(q),
         borrowed(qd),
         t,
