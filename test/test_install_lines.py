@@ -7,6 +7,7 @@ An install line in a ```bash block holds for the commands after it in that block
 test does not run (test_doc_commands.NOT_RUN: minutes-long sweeps, benchmarks) are not run here either.
 """
 
+import fcntl
 import os
 import re
 import shlex
@@ -111,19 +112,35 @@ def _pip_install(venv, extras):
         pytest.skip(f'pip cannot install uk-controller[{",".join(extras)}] here (no package index?)')
 
 
+def _venv_for_the_run(tmp_path_factory, extras):
+    """The venv of `extras`, built once for the whole test run: the pytest-xdist workers share the run's base
+    folder, and the first to get here builds it under a file lock while the others wait, then use it."""
+    run = tmp_path_factory.getbasetemp()
+    if os.environ.get('PYTEST_XDIST_WORKER'):
+        run = run.parent  # the workers' base folders lie in the run's
+    folder = run / f'install-{"-".join(extras)}'
+    with open(run / 'install-venv.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / 'built').exists():
+            folder.mkdir(exist_ok=True)
+            _pip_install(folder / 'venv', extras)
+            (folder / 'built').touch()
+    return folder / 'venv'
+
+
 @pytest.fixture(scope='module')
 def readme_install(tmp_path_factory):
     """The README's install line in a fresh venv, and a checkout whose ``.venv`` is that venv: the repository's
-    entries linked, ``results/`` empty, so a command writes where a user's would."""
+    entries linked, ``results/`` empty, so a command writes where a user's would. The checkout is this worker's
+    own (a test compares what ``results/`` holds before and after a command)."""
     (extras,) = [extras for doc, extras, held in LINES if doc == 'README.md' and held]
-    base = tmp_path_factory.mktemp('install')
-    _pip_install(base / 'venv', extras)
-    checkout = base / 'checkout'
+    venv = _venv_for_the_run(tmp_path_factory, extras)
+    checkout = tmp_path_factory.mktemp('install') / 'checkout'
     checkout.mkdir()
     for entry in ROOT.iterdir():
         if entry.name not in ('.venv', 'results', '.git'):
             (checkout / entry.name).symlink_to(entry)
-    (checkout / '.venv').symlink_to(base / 'venv')
+    (checkout / '.venv').symlink_to(venv)
     return extras, checkout
 
 
