@@ -292,3 +292,26 @@ def test_bench_unknown_robot_exit_2():
     proc = cli('bench', '--robots', 'nope')
     assert proc.returncode == 2 and "no robot setup 'nope'" in proc.stderr and 'scara' in proc.stderr
     _no_traceback(proc)
+
+
+@pytest.mark.slow
+def test_help_and_a_bad_flag_import_no_solver_or_compiler():
+    """`uk-controller --help` and an exit on a bad flag build the whole parser (every subcommand's
+    options and choices) in a fresh interpreter without importing SciPy, numba, Pinocchio or
+    Matplotlib: the command answers in a quarter of a second, not after a second of imports."""
+    code = (
+        'import sys\n'
+        'from uk_controller.cli import build_parser\n'
+        'parser = build_parser()\n'
+        'parser.format_help()\n'
+        'for argv in (["simulate", "scara", "--duration", "0"], ["run", "scara", "--nope"], ["sweep", "--nope"]):\n'
+        '    try:\n'
+        '        parser.parse_args(argv)\n'
+        '    except SystemExit:\n'
+        '        pass\n'
+        'heavy = {"scipy", "numba", "pinocchio", "matplotlib"}\n'
+        'print(" ".join(sorted({m.split(".")[0] for m in sys.modules} & heavy)))\n'
+    )
+    proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == '', f'imported while parsing: {proc.stdout.strip()}'

@@ -38,7 +38,6 @@ from .bus import PortError
 from .calibration import HardwareConfig
 from .joint_state_assembler import JointStateAssembler
 from .safety import SafeBus, patient
-from .serial_loop import run_loop
 from .setup_check import check_setup
 
 
@@ -180,7 +179,10 @@ def run_setup(config, overrides, labels):
 
 
 def run(args) -> int:
+    # imported here, not with the parser: they load NumPy's linear algebra, Pinocchio and numba, a
+    # second and more that `uk-controller --help` or a mistyped flag should not wait for
     from ..control.controller import ControllerCore
+    from .serial_loop import run_loop
 
     try:
         overrides, labels = run_overrides(args)

@@ -19,7 +19,9 @@ Checked by test/test_pinv.py against the four Penrose conditions (seed 002 eqs 1
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import qr, solve_triangular
+
+# scipy.linalg is imported by the three functions that call it: listing the methods (the settings'
+# choices, `uk-controller --help`) then costs no SciPy import, a third of a second.
 
 DEFAULT_RCOND = 1e-10
 
@@ -69,6 +71,8 @@ def _qr_rank(R_diag, rcond):
 
 
 def _solve_upper(R, B):
+    from scipy.linalg import solve_triangular
+
     return solve_triangular(R, B, lower=False, check_finite=False)
 
 
@@ -171,6 +175,8 @@ def _ls_min_norm(A, rcond, factor):
 
 
 def _householder_factor(A, rcond):
+    from scipy.linalg import qr
+
     Q, R, piv = qr(A, mode='economic', pivoting=True, check_finite=False)
     r = _qr_rank(np.diag(R), rcond)
     Q1 = Q[:, :r]
@@ -195,6 +201,8 @@ def pinv_varga(A, rcond=DEFAULT_RCOND):
     3. ``A = U1 G2 V1^T`` so ``A^+ = V1 G2^{-1} U1^T`` (seed 002 eq 21), with
        ``G2 = (G2^T)^T`` lower triangular: one triangular solve.
     """
+    from scipy.linalg import qr, solve_triangular
+
     A = np.atleast_2d(np.asarray(A, dtype=float))
     m, n = A.shape
     if A.size == 0:
