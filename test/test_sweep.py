@@ -1,12 +1,12 @@
 """`uk-controller sweep`: grids, key validation, runs equal to direct `simulate` calls, local pool,
-Ray (a local head on 127.0.0.1), failures, resume, table, heat-map cells and the best settings."""
+failures, resume, table, heat-map cells and the best settings. Sweeps on Ray (a local head, a head
+started with `ray start`): test_sweep_signals.py."""
 
 import csv
 import json
 import math
-import subprocess
+import os
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +18,6 @@ from uk_controller.sweep import grid as G
 from uk_controller.sweep import runner as R
 from uk_controller.sweep import table as T
 
-ROOT = Path(__file__).resolve().parents[1]
 MEASURED = set(R.MEASURED)
 # a small SCARA grid: 2 x 2 x 2 runs of 0.3 s at 250/500 Hz
 SMALL = [
@@ -281,51 +280,23 @@ def test_heatmap_cells_are_the_worst_case_over_the_other_keys(tmp_path):
     assert faceted[1][1][0, 0] == next(r['settling_time_s'] for r in rows if (r['a'], r['b'], r['c']) == (1, 10, 1.5))
 
 
-# ----------------------------------------------------------------------------- Ray
+def test_a_local_ray_head_listens_on_loopback_only(monkeypatch):
+    """`--ray local` starts its head on 127.0.0.1 with Ray's cluster mode off: Ray otherwise advertises the
+    machine's reachable address, and the sweep's traffic would leave the machine's loopback."""
+    import types
 
-
-@pytest.mark.slow
-def test_ray_on_a_local_head_gives_the_local_table(tmp_path, monkeypatch):
-    ray = pytest.importorskip('ray')
-    import ray._private.ray_constants as ray_constants
-
-    # a head on loopback only: Ray otherwise replaces 127.0.0.1 by the machine's reachable address
-    monkeypatch.setenv('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER', '0')
-    monkeypatch.setattr(ray_constants, 'ENABLE_RAY_CLUSTER', False)
-    monkeypatch.setenv('RAY_USAGE_STATS_ENABLED', '0')
-    noise = ['--grid', 'simulation.sensor_noise=0,1e-5']  # noisy runs: the seed derived from the settings
-    local = _rows(_sweep(tmp_path, 'local', '--jobs', '2', *noise) / 'table.csv')
-    # a head on 127.0.0.1 (retried if its raylet misses Ray's 30 s start-up window on a loaded machine)
-    R.start_ray('local', num_cpus=2, object_store_memory=80 * 1024 * 1024)
-    try:
-        address = ray.get_runtime_context().gcs_address
-        assert address.startswith('127.0.0.1:')
-        out = tmp_path / 'ray'
-        proc = subprocess.run(
-            [
-                sys.executable,
-                '-m',
-                'uk_controller.cli',
-                'sweep',
-                'scara',
-                *SMALL,
-                '--out',
-                str(out),
-                '--no-plots',
-                '--ray',
-                address,
-                *noise,
-            ],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    finally:
-        ray.shutdown()
-    remote = _rows(out / 'table.csv')
-    assert len(remote) == 16 and _settings_columns(remote) == _settings_columns(local)
-    noisy = [r for r in remote if r['simulation.sensor_noise'] != '0.0']
-    assert len({r['seed'] for r in noisy}) == 8 and all(r['task_error_rms'] != '' for r in noisy)
-    assert {r['worker'] for r in remote}.isdisjoint({r['worker'] for r in local})  # other processes ran them
+    calls = []
+    ray = types.ModuleType('ray')
+    ray.init = lambda **options: calls.append(options) or 'context'
+    ray.shutdown = lambda: None
+    private = types.ModuleType('ray._private')
+    constants = types.ModuleType('ray._private.ray_constants')
+    constants.ENABLE_RAY_CLUSTER = True
+    ray._private, private.ray_constants = private, constants
+    for name, module in (('ray', ray), ('ray._private', private), ('ray._private.ray_constants', constants)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setenv('RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER', '1')
+    assert R.start_ray('local', num_cpus=2) == 'context'
+    assert len(calls) == 1 and calls[0]['_node_ip_address'] == '127.0.0.1' and calls[0]['num_cpus'] == 2
+    assert 'address' not in calls[0] and constants.ENABLE_RAY_CLUSTER is False
+    assert os.environ['RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER'] == '0'

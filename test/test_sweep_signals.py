@@ -180,13 +180,18 @@ def test_a_large_sweep_needs_yes(tmp_path):
 # ----------------------------------------------------------------------------- Ray token authentication
 
 
+def _table(out):
+    with open(out / 'table.csv', newline='') as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4 and all(r['status'] == 'ok' for r in rows), rows
+    return rows
+
+
 def _settings_columns(out):
+    """Every column that depends on the settings only (not the worker, times or rates)."""
     from uk_controller.sweep.runner import MEASURED
 
-    with open(out / 'table.csv', newline='') as fh:
-        rows = [{k: v for k, v in r.items() if k not in MEASURED} for r in csv.DictReader(fh)]
-    assert len(rows) == 2 and all(r['status'] == 'ok' for r in rows), rows
-    return rows
+    return [{k: v for k, v in r.items() if k not in MEASURED} for r in _table(out)]
 
 
 def _ray(args, env, timeout=180):
@@ -197,10 +202,13 @@ def _ray(args, env, timeout=180):
 
 @pytest.mark.slow
 def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp_path, robots):
-    """A local sweep leaves ~/.ray/auth_token; `ray start --head` then enables token auth and
+    """The same table from the process pool, a local Ray head and a head started with `ray start`.
+
+    A local Ray sweep leaves ~/.ray/auth_token; `ray start --head` then enables token auth and
     `--ray auto` (RAY_ADDRESS set) was refused with InvalidAuthToken. A temporary HOME and Ray temp dir
     keep the user's ~/.ray and /tmp/ray out of it; the head listens on 127.0.0.1 only and is stopped by
-    ending its own process group (`ray stop` would stop every Ray process of the machine)."""
+    ending its own process group (`ray stop` would stop every Ray process of the machine). Half the runs
+    are noisy: their seeds come from the settings, so every executor draws the same noise."""
     pytest.importorskip('ray')
     robots('planar_3r')  # the sweeps' workers load its kernels instead of each compiling them
     home = tmp_path / 'home'
@@ -210,6 +218,16 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
     env.pop('RAY_AUTH_MODE', None)
     env.pop('RAY_ADDRESS', None)
     small = ['sweep', 'planar_3r', '--grid', 'stabilization.omega=5,10', '--duration', '0.05', '--no-plots']
+    small += ['--grid', 'simulation.sensor_noise=0,1e-5']
+    pool = subprocess.run(
+        [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'pool'), '--jobs', '2'],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert pool.returncode == 0, pool.stderr[-3000:]
     local = subprocess.run(
         [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'local'), '--ray', 'local'],
         cwd=tmp_path,
@@ -267,8 +285,13 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert 'InvalidAuthToken' not in proc.stderr
-        # the same runs as the local sweep gave (every column that depends on the settings only)
+        # the same runs as the local sweeps gave (every column that depends on the settings only)
         assert _settings_columns(tmp_path / 'auto') == _settings_columns(tmp_path / 'local')
+        assert _settings_columns(tmp_path / 'auto') == _settings_columns(tmp_path / 'pool')
+        noisy = [r for r in _table(tmp_path / 'auto') if r['simulation.sensor_noise'] != '0.0']
+        assert len({r['seed'] for r in noisy}) == 2 and all(r['task_error_rms'] != '' for r in noisy)
+        workers = {name: {r['worker'] for r in _table(tmp_path / name)} for name in ('pool', 'local', 'auto')}
+        assert workers['auto'].isdisjoint(workers['pool'] | workers['local'])  # the head's processes ran them
     finally:
         try:
             os.killpg(head.pid, signal.SIGTERM)
