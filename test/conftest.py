@@ -148,14 +148,23 @@ def _light_kernel(module, name):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The ``serial`` tests last, in collection order: pytest-xdist's worksteal hands each worker a
-    contiguous part of the collection, so they run one after the other at the end of a worker's part
-    (or two runs of them, if the other worker steals some), when every robot's kernels are compiled; the
-    turn passes from one to the next (:func:`parallel.turn`), and the other workers wait for a whole run
-    of them once instead of before and after each."""
-    serial = [item for item in items if item.get_closest_marker('serial') is not None]
-    if serial:
-        items[:] = [item for item in items if item.get_closest_marker('serial') is None] + serial
+    """The quick tests first, then the ``slow`` ones, the ``serial`` tests last, each part in collection order.
+
+    pytest-xdist's worksteal hands each worker a contiguous part of the collection, and a worker whose
+    part is done takes the end of another's. So the first worker starts with the quick tests, which
+    compile and start nothing, while the second starts with ``slow`` tests and compiles the kernels they
+    share: the first worker no longer waits a minute on the second's compile of the same kernel. The
+    ``serial`` tests run one after the other at the end of a worker's part (or two runs of them, if the
+    other worker takes some), when every robot's kernels are compiled; the turn passes from one to the
+    next (:func:`parallel.turn`), and the other workers wait for a whole run of them once instead of
+    before and after each."""
+
+    def part(item):
+        if item.get_closest_marker('serial') is not None:
+            return 2
+        return 1 if item.get_closest_marker('slow') is not None else 0
+
+    items.sort(key=part)  # stable: collection order within each part
 
 
 @pytest.hookimpl(wrapper=True)
