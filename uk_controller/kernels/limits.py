@@ -280,7 +280,7 @@ def bounded_lsq_gram(G, Cd, D, dlo, dhi, weight, lo, hi, eps, u0, start, u, sc, 
     for it in range(1, MAX_ITERATIONS + 1):
         iterations = it
         _violations(D, u, dlo, dhi, r, v)
-        nv = 0
+        nv = np.int64(0)  # not the literal 0: numba would compile _polish for Literal[int](0) too
         for k in range(nd):
             if v[k] != 0.0:
                 vi[nv] = k

@@ -700,7 +700,7 @@ def servo_solve(
     matmul(As[:ms], NB, CB)
     for j in range(p):
         u[j] = 0.0
-    rank = 0
+    rank = np.int64(0)  # not the literal 0: numba would compile null_space_step for Literal[int](0) too
     cond = np.inf
     lam2 = 0.0
     c = min(ms, p)

@@ -207,7 +207,7 @@ def _loop_pinv_svd(A, rcond):
             else:
                 W[j, i] = A[i, j] * inv_scale
     V = np.empty((c, c))
-    jacobi_columns(W, V, 60)
+    jacobi_columns(W, V, np.int64(60))  # int64, as the servo solve's sweeps: one compiled version
     s = np.empty(c)
     smax = column_norms(W, s)
     # X += v_i u_i^T / (c s_i): tall, v_i = V[:, i] and u_i = W[:, i] / s_i; wide (an SVD of
