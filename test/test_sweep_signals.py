@@ -8,6 +8,7 @@ The bounds below are generous (a loaded 2-core machine): today's code missed eac
 import argparse
 import csv
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -219,25 +220,22 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
     env.pop('RAY_ADDRESS', None)
     small = ['sweep', 'planar_3r', '--grid', 'stabilization.omega=5,10', '--duration', '0.05', '--no-plots']
     small += ['--grid', 'simulation.sensor_noise=0,1e-5']
-    pool = subprocess.run(
-        [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'pool'), '--jobs', '2'],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert pool.returncode == 0, pool.stderr[-3000:]
-    local = subprocess.run(
-        [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'local'), '--ray', 'local'],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert local.returncode == 0, local.stderr[-3000:]
-    assert (home / '.ray' / 'auth_token').is_file()  # what Ray leaves behind: the case of the issue
+
+    def sweep(name, *how, env=env):
+        done = subprocess.run(
+            [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / name), *how],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    sweep('pool', '--jobs', '2')
+    sweep('local', '--ray', 'local')
+    assert (home / '.ray' / 'auth_token').is_file()  # what a local Ray head leaves behind
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         port = s.getsockname()[1]
@@ -275,15 +273,7 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
         # the head's port first (a connect), then `ray status` (each call a Python process importing Ray)
         assert _wait_for(listening, 300), (tmp_path / 'head.log').read_text()[-3000:]
         assert _wait_for(ready, 300), (tmp_path / 'head.log').read_text()[-3000:]
-        proc = subprocess.run(
-            [sys.executable, '-m', 'uk_controller.cli', *small, '--out', str(tmp_path / 'auto'), '--ray', 'auto'],
-            cwd=tmp_path,
-            env=client,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        proc = sweep('auto', '--ray', 'auto', env=client)
         assert 'InvalidAuthToken' not in proc.stderr
         # the same runs as the local sweeps gave (every column that depends on the settings only)
         assert _settings_columns(tmp_path / 'auto') == _settings_columns(tmp_path / 'local')
@@ -307,3 +297,4 @@ def test_sweep_connects_to_a_head_started_with_ray_start_after_a_local_sweep(tmp
             except ProcessLookupError:  # ended meanwhile
                 pass
         head.wait(30)
+        shutil.rmtree(temp, ignore_errors=True)  # Ray's sessions, logs and sockets of both heads
