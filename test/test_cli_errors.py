@@ -298,7 +298,7 @@ def test_bench_unknown_robot_exit_2():
 def test_help_and_a_bad_flag_import_no_solver_or_compiler():
     """`uk-controller --help` and an exit on a bad flag build the whole parser (every subcommand's
     options and choices) in a fresh interpreter without importing SciPy, numba, Pinocchio or
-    Matplotlib: the command answers in a quarter of a second, not after a second of imports."""
+    Matplotlib: the command answers without waiting for the imports of what it would run."""
     code = (
         'import sys\n'
         'from uk_controller.cli import build_parser\n'

@@ -928,8 +928,8 @@ def servo_kernel(
 ):
     """:func:`servo_solve` with its scratch array allocated here (one allocation per call; uk.ServoSolver's
     entry point). M goes on as a view of any layout (``M[:, :]``), the type the controllers' packed step
-    gives it: one compiled servo solve serves both, where a row-major M made numba compile it a second
-    time (5 s, with the joint-limit stage and the null-space step it calls)."""
+    gives it: one compiled servo solve serves both, where a row-major M made numba compile it (with the
+    joint-limit stage and the null-space step it calls) a second time."""
     sc = np.empty(servo_scratch_shape(M.shape[0], B.shape[1], Ap.shape[0], As.shape[0]))
     servo_solve(
         M[:, :],

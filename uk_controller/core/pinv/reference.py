@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 # scipy.linalg is imported by the three functions that call it: listing the methods (the settings'
-# choices, `uk-controller --help`) then costs no SciPy import, a third of a second.
+# choices, `uk-controller --help`) then imports no SciPy.
 
 DEFAULT_RCOND = 1e-10
 
