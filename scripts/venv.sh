@@ -14,9 +14,7 @@ want="$(cat "$ROOT/setup.py" | sha256sum | cut -c1-16)-$UK_EXTRAS"
 if [ "$(cat "$VENV/.uk_installed" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing uk_controller[$UK_EXTRAS] (first run takes a few minutes)"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
-  # --no-compile: Python byte-compiles what a command imports when it first runs; pip would compile
-  # every file of the dependencies here, most of them never imported
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile -e "$ROOT[$UK_EXTRAS]"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT[$UK_EXTRAS]"
   echo "$want" > "$VENV/.uk_installed"
 fi
 export PATH="$VENV/bin:$PATH"
