@@ -20,6 +20,9 @@ if ! pkg-config --list-all 2>/dev/null | grep -q '^sdformat[0-9]' && [ "$(id -u)
 fi
 # Small dense matrices: threaded BLAS only adds contention on a shared 2-core machine.
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+# The package's bytecode, written once: the tests start hundreds of Python processes, and where
+# PYTHONDONTWRITEBYTECODE is set (as in many containers) each would compile every module it imports.
+PYTHONDONTWRITEBYTECODE= python -m compileall -q uk_controller bench > /dev/null || true
 # pytest-xdist workers: one per core, at most 2 (test/parallel.py gives each its own ROS domain ids and
 # lets numba compile each kernel once for all of them). UK_TEST_WORKERS=0 runs in this process (pdb).
 # (nproc without the OMP_* limits just set: nproc obeys them)
