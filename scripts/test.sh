@@ -2,7 +2,7 @@
 # The whole test suite: UK core, robots, simulation, ROS 2 node over real DDS
 # (rclpy from PyPI), serial hardware over pseudo-terminals, colcon build.
 # Extra arguments go to pytest:
-#   ./scripts/test.sh                                           # whole suite: 11 min in a fresh clone
+#   ./scripts/test.sh                                           # whole suite: 8-11 min in a fresh clone
 #   ./scripts/test.sh -m "not ros and not serial and not slow"  # quick selection: under a minute
 # (2 cores shared with other jobs; README.md, Tests). The quick selection starts no process and compiles
 # no robot's kernels: test/conftest.py fails a test without the slow marker that does either.
